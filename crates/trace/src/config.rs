@@ -1,0 +1,302 @@
+//! Configuration, from code or from the environment.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::sampling::Sampler;
+
+/// Why a configuration could not be read or a pipeline not started.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// An environment variable had a value that cannot be used.
+    #[error("invalid {var}={value:?}: {reason}")]
+    Env {
+        /// The variable.
+        var: String,
+        /// Its value.
+        value: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// The span-log directory could not be created or opened.
+    #[error("cannot use span-log directory {path}: {source}")]
+    SpanLog {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A global subscriber was already installed.
+    #[error("a global tracing subscriber is already installed: {0}")]
+    AlreadyInstalled(String),
+    /// The background writer thread could not be started.
+    #[error("cannot start the span writer thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// How the library records and where it sends spans.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The service name on every span.
+    pub service: String,
+    /// The host name on every span.
+    pub host: String,
+    /// The process id on every span.
+    pub pid: u32,
+    /// How root spans are sampled.
+    pub sampler: Sampler,
+    /// Write span-log segment files under this directory (in `<service>-<pid>/`).
+    pub span_log_dir: Option<PathBuf>,
+    /// Start a new segment file past this many bytes.
+    pub segment_bytes: u64,
+    /// Export to this OTLP/HTTP traces URL (ending in `/v1/traces`).
+    pub otlp_endpoint: Option<String>,
+    /// Attributes plus events kept per span; the rest are counted as dropped.
+    pub max_annotations: usize,
+    /// Record each span's thread CPU time (Pip's CPU_TIME); off by default.
+    pub cpu_time: bool,
+    /// Spans that may wait for the writer before new ones are dropped (and counted).
+    pub queue_spans: usize,
+    /// How often buffered spans are handed to the sinks at the latest.
+    pub flush_interval: Duration,
+    /// The longest a flush or shutdown waits before giving up.
+    pub shutdown_timeout: Duration,
+}
+
+fn default_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+impl Config {
+    /// Defaults for a service: always sample, no sinks, 128 annotations per span.
+    pub fn new(service: impl Into<String>) -> Config {
+        Config {
+            service: service.into(),
+            host: default_host(),
+            pid: std::process::id(),
+            sampler: Sampler::Always,
+            span_log_dir: None,
+            segment_bytes: 64 << 20,
+            otlp_endpoint: None,
+            max_annotations: 128,
+            cpu_time: false,
+            queue_spans: 1 << 16,
+            flush_interval: Duration::from_millis(100),
+            shutdown_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// Reads the process environment; see [`Config::from_vars`].
+    pub fn from_env() -> Result<Config, InitError> {
+        Config::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// Reads configuration from variables, `CAUSEWAY_*` first, then OpenTelemetry's:
+    ///
+    /// | variable | meaning |
+    /// |---|---|
+    /// | `CAUSEWAY_SERVICE`, else `OTEL_SERVICE_NAME` | service name (default: the executable's name) |
+    /// | `CAUSEWAY_SAMPLER`, else `OTEL_TRACES_SAMPLER` (+`_ARG`) | `always`, `never`, `probability:P`, `adaptive:N` |
+    /// | `CAUSEWAY_SPAN_LOG_DIR` | write segment files here |
+    /// | `CAUSEWAY_SEGMENT_BYTES` | rotation size |
+    /// | `CAUSEWAY_OTLP_ENDPOINT`, else `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces` | OTLP/HTTP export |
+    /// | `CAUSEWAY_MAX_ANNOTATIONS` | attributes + events per span |
+    /// | `CAUSEWAY_CPU_TIME` | `true` to record thread CPU time |
+    /// | `CAUSEWAY_QUEUE_SPANS` | writer queue bound |
+    /// | `CAUSEWAY_HOST` | host name |
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Config, InitError> {
+        let non_empty = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+        let service = non_empty("CAUSEWAY_SERVICE")
+            .or_else(|| non_empty("OTEL_SERVICE_NAME"))
+            .unwrap_or_else(|| {
+                std::env::current_exe()
+                    .ok()
+                    .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                    .unwrap_or_else(|| "unknown_service".into())
+            });
+        let mut c = Config::new(service);
+        let err = |var: &str, value: &str, reason: String| InitError::Env {
+            var: var.into(),
+            value: value.into(),
+            reason,
+        };
+        if let Some(v) = non_empty("CAUSEWAY_SAMPLER") {
+            c.sampler = Sampler::parse(&v).map_err(|e| err("CAUSEWAY_SAMPLER", &v, e))?;
+        } else if let Some(v) = non_empty("OTEL_TRACES_SAMPLER") {
+            let arg = non_empty("OTEL_TRACES_SAMPLER_ARG").unwrap_or_else(|| "1.0".into());
+            c.sampler = match v.as_str() {
+                "always_on" | "parentbased_always_on" => Sampler::Always,
+                "always_off" | "parentbased_always_off" => Sampler::Never,
+                "traceidratio" | "parentbased_traceidratio" => Sampler::parse(&arg)
+                    .map_err(|e| err("OTEL_TRACES_SAMPLER_ARG", &arg, e))?,
+                _ => {
+                    return Err(err(
+                        "OTEL_TRACES_SAMPLER",
+                        &v,
+                        "expected always_on, always_off or traceidratio (with their parentbased_ forms)".into(),
+                    ))
+                }
+            };
+        }
+        c.span_log_dir = non_empty("CAUSEWAY_SPAN_LOG_DIR").map(PathBuf::from);
+        let number = |var: &str| -> Result<Option<u64>, InitError> {
+            match non_empty(var) {
+                None => Ok(None),
+                Some(v) => v
+                    .trim()
+                    .parse::<u64>()
+                    .map(Some)
+                    .map_err(|e| err(var, &v, format!("expected a whole number: {e}"))),
+            }
+        };
+        if let Some(n) = number("CAUSEWAY_SEGMENT_BYTES")? {
+            c.segment_bytes = n.max(4096);
+        }
+        if let Some(n) = number("CAUSEWAY_MAX_ANNOTATIONS")? {
+            c.max_annotations = n as usize;
+        }
+        if let Some(n) = number("CAUSEWAY_QUEUE_SPANS")? {
+            c.queue_spans = (n as usize).max(1);
+        }
+        c.otlp_endpoint = non_empty("CAUSEWAY_OTLP_ENDPOINT")
+            .or_else(|| non_empty("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+            .or_else(|| {
+                non_empty("OTEL_EXPORTER_OTLP_ENDPOINT")
+                    .map(|base| format!("{}/v1/traces", base.trim_end_matches('/')))
+            });
+        if let Some(v) = non_empty("CAUSEWAY_CPU_TIME") {
+            c.cpu_time = match v.as_str() {
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" => false,
+                _ => {
+                    return Err(err(
+                        "CAUSEWAY_CPU_TIME",
+                        &v,
+                        "expected true or false".into(),
+                    ))
+                }
+            };
+        }
+        if let Some(h) = non_empty("CAUSEWAY_HOST") {
+            c.host = h;
+        }
+        Ok(c)
+    }
+
+    /// Sets the sampler.
+    pub fn with_sampler(mut self, sampler: Sampler) -> Config {
+        self.sampler = sampler;
+        self
+    }
+
+    /// Writes segment files under `dir`.
+    pub fn with_span_log_dir(mut self, dir: impl Into<PathBuf>) -> Config {
+        self.span_log_dir = Some(dir.into());
+        self
+    }
+
+    /// Exports to an OTLP/HTTP endpoint. A base URL (`http://host:4318`) gets
+    /// `/v1/traces` appended; a URL that already ends in it is used as is.
+    pub fn with_otlp_endpoint(mut self, url: impl Into<String>) -> Config {
+        let url = url.into();
+        self.otlp_endpoint = Some(if url.ends_with("/v1/traces") {
+            url
+        } else {
+            format!("{}/v1/traces", url.trim_end_matches('/'))
+        });
+        self
+    }
+
+    /// Caps attributes plus events per span.
+    pub fn with_max_annotations(mut self, n: usize) -> Config {
+        self.max_annotations = n;
+        self
+    }
+
+    /// Records thread CPU time per span.
+    pub fn with_cpu_time(mut self, on: bool) -> Config {
+        self.cpu_time = on;
+        self
+    }
+
+    /// Bounds the writer queue.
+    pub fn with_queue_spans(mut self, n: usize) -> Config {
+        self.queue_spans = n.max(1);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn honours_opentelemetry_variables() {
+        let c = Config::from_vars(vars(&[
+            ("OTEL_SERVICE_NAME", "checkout"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318/"),
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
+        ]))
+        .unwrap();
+        assert_eq!(c.service, "checkout");
+        assert_eq!(
+            c.otlp_endpoint.as_deref(),
+            Some("http://127.0.0.1:4318/v1/traces")
+        );
+        assert_eq!(c.sampler, Sampler::Probability(0.25));
+    }
+
+    #[test]
+    fn causeway_variables_win_over_opentelemetry_ones() {
+        let c = Config::from_vars(vars(&[
+            ("OTEL_SERVICE_NAME", "a"),
+            ("CAUSEWAY_SERVICE", "b"),
+            ("CAUSEWAY_SAMPLER", "adaptive:50"),
+            ("OTEL_TRACES_SAMPLER", "always_off"),
+            ("CAUSEWAY_SPAN_LOG_DIR", "/tmp/spans"),
+            ("CAUSEWAY_CPU_TIME", "true"),
+            ("CAUSEWAY_MAX_ANNOTATIONS", "7"),
+        ]))
+        .unwrap();
+        assert_eq!(c.service, "b");
+        assert_eq!(c.sampler, Sampler::Adaptive { per_second: 50.0 });
+        assert_eq!(c.span_log_dir, Some(PathBuf::from("/tmp/spans")));
+        assert!(c.cpu_time);
+        assert_eq!(c.max_annotations, 7);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let e = Config::from_vars(vars(&[("CAUSEWAY_QUEUE_SPANS", "lots")])).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("invalid CAUSEWAY_QUEUE_SPANS=\"lots\""),
+            "{e}"
+        );
+        let e = Config::from_vars(vars(&[("CAUSEWAY_SAMPLER", "2")])).unwrap_err();
+        assert!(e.to_string().contains("CAUSEWAY_SAMPLER"), "{e}");
+    }
+
+    #[test]
+    fn endpoint_from_code_gets_the_traces_path_once() {
+        let c = Config::new("x").with_otlp_endpoint("http://h:4318");
+        assert_eq!(c.otlp_endpoint.as_deref(), Some("http://h:4318/v1/traces"));
+        let c = Config::new("x").with_otlp_endpoint("http://h:4318/v1/traces");
+        assert_eq!(c.otlp_endpoint.as_deref(), Some("http://h:4318/v1/traces"));
+    }
+}

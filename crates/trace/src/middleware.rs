@@ -1,0 +1,1 @@
+//! HTTP and gRPC middleware, each behind its cargo feature.

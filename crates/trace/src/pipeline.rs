@@ -1,0 +1,234 @@
+//! The path from a closed span to the sinks: a per-thread buffer (an uncontended lock on
+//! the application's thread), a bounded queue of batches that never blocks the
+//! application and counts what it drops, and one background thread that coalesces
+//! batches into the sinks.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use causeway_model::Span;
+use thread_local::ThreadLocal;
+
+/// Where finished spans go.
+pub trait SpanSink: Send {
+    /// Takes a batch of spans.
+    fn write(&mut self, spans: &[Span]);
+    /// Hands on anything buffered, without waiting.
+    fn flush(&mut self);
+    /// Waits (until `deadline` at most) for what was handed on to be delivered.
+    fn sync(&mut self, deadline: Instant) {
+        let _ = deadline;
+    }
+}
+
+/// Counters of the pipeline, for the application's own metrics.
+#[derive(Debug, Default)]
+pub struct Stats {
+    recorded: AtomicU64,
+    dropped: AtomicU64,
+    written: AtomicU64,
+}
+
+/// A snapshot of [`Stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// Sampled spans that finished.
+    pub recorded: u64,
+    /// Spans dropped because the writer queue was full.
+    pub dropped: u64,
+    /// Spans handed to the sinks.
+    pub written: u64,
+}
+
+impl Stats {
+    /// Reads the counters.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            recorded: self.recorded.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            written: self.written.load(Ordering::Relaxed),
+        }
+    }
+}
+
+enum Command {
+    Spans(Vec<Span>),
+    Flush(SyncSender<()>, Instant),
+    Stop(SyncSender<()>, Instant),
+}
+
+struct Shared {
+    buffers: ThreadLocal<Mutex<Vec<Span>>>,
+    stats: Stats,
+}
+
+/// The running pipeline; cheap to share.
+pub(crate) struct Pipeline {
+    shared: Arc<Shared>,
+    tx: SyncSender<Command>,
+    batch: usize,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+const BATCH: usize = 256;
+
+impl Pipeline {
+    pub(crate) fn start(
+        sinks: Vec<Box<dyn SpanSink>>,
+        queue_spans: usize,
+        flush_interval: Duration,
+    ) -> std::io::Result<Arc<Pipeline>> {
+        let batch = BATCH.min(queue_spans).max(1);
+        let (tx, rx) = mpsc::sync_channel((queue_spans / batch).max(1));
+        let shared = Arc::new(Shared {
+            buffers: ThreadLocal::new(),
+            stats: Stats::default(),
+        });
+        let worker_shared = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("causeway-writer".into())
+            .spawn(move || run(worker_shared, rx, sinks, flush_interval))?;
+        Ok(Arc::new(Pipeline {
+            shared,
+            tx,
+            batch,
+            worker: Mutex::new(Some(handle)),
+        }))
+    }
+
+    /// Hands a finished span to the writer. Never blocks on I/O; when the queue is full
+    /// the batch is dropped and counted.
+    pub(crate) fn submit(&self, span: Span) {
+        self.shared.stats.recorded.fetch_add(1, Ordering::Relaxed);
+        let buf = self
+            .shared
+            .buffers
+            .get_or(|| Mutex::new(Vec::with_capacity(self.batch)));
+        let full = {
+            let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
+            b.push(span);
+            if b.len() < self.batch {
+                return;
+            }
+            std::mem::replace(&mut *b, Vec::with_capacity(self.batch))
+        };
+        if let Err(
+            TrySendError::Full(Command::Spans(v)) | TrySendError::Disconnected(Command::Spans(v)),
+        ) = self.tx.try_send(Command::Spans(full))
+        {
+            self.shared
+                .stats
+                .dropped
+                .fetch_add(v.len() as u64, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn stats(&self) -> StatsSnapshot {
+        self.shared.stats.snapshot()
+    }
+
+    fn command(
+        &self,
+        make: impl Fn(SyncSender<()>, Instant) -> Command,
+        timeout: Duration,
+    ) -> bool {
+        let deadline = Instant::now() + timeout;
+        let (reply_tx, reply_rx) = mpsc::sync_channel(1);
+        let mut cmd = make(reply_tx, deadline);
+        loop {
+            match self.tx.try_send(cmd) {
+                Ok(()) => break,
+                Err(TrySendError::Full(c)) => {
+                    if Instant::now() >= deadline {
+                        return false;
+                    }
+                    cmd = c;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(TrySendError::Disconnected(_)) => return false,
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        reply_rx.recv_timeout(left).is_ok()
+    }
+
+    /// Writes out every span finished so far, on every thread; waits at most `timeout`.
+    pub(crate) fn flush(&self, timeout: Duration) -> bool {
+        self.command(Command::Flush, timeout)
+    }
+
+    /// Flushes and stops the writer; waits at most `timeout`. Later spans are dropped.
+    pub(crate) fn shutdown(&self, timeout: Duration) -> bool {
+        let done = self.command(Command::Stop, timeout);
+        if done {
+            if let Some(h) = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                let _ = h.join();
+            }
+        }
+        done
+    }
+}
+
+fn run(
+    shared: Arc<Shared>,
+    rx: Receiver<Command>,
+    mut sinks: Vec<Box<dyn SpanSink>>,
+    flush_interval: Duration,
+) {
+    let write = |sinks: &mut Vec<Box<dyn SpanSink>>, spans: &[Span]| {
+        if spans.is_empty() {
+            return;
+        }
+        for s in sinks.iter_mut() {
+            s.write(spans);
+        }
+        shared
+            .stats
+            .written
+            .fetch_add(spans.len() as u64, Ordering::Relaxed);
+    };
+    // Spans waiting in threads' buffers (idle threads, partial batches) are collected here.
+    let sweep = |sinks: &mut Vec<Box<dyn SpanSink>>| {
+        for buf in shared.buffers.iter() {
+            let spans = std::mem::take(&mut *buf.lock().unwrap_or_else(|e| e.into_inner()));
+            write(sinks, &spans);
+        }
+        for s in sinks.iter_mut() {
+            s.flush();
+        }
+    };
+    let mut last_sweep = Instant::now();
+    loop {
+        match rx.recv_timeout(flush_interval) {
+            Ok(Command::Spans(v)) => write(&mut sinks, &v),
+            Ok(Command::Flush(reply, deadline)) => {
+                sweep(&mut sinks);
+                for s in sinks.iter_mut() {
+                    s.sync(deadline);
+                }
+                last_sweep = Instant::now();
+                let _ = reply.send(());
+            }
+            Ok(Command::Stop(reply, deadline)) => {
+                sweep(&mut sinks);
+                for s in sinks.iter_mut() {
+                    s.sync(deadline);
+                }
+                let _ = reply.send(());
+                return;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                sweep(&mut sinks);
+                return;
+            }
+        }
+        if last_sweep.elapsed() >= flush_interval {
+            sweep(&mut sinks);
+            last_sweep = Instant::now();
+        }
+    }
+}

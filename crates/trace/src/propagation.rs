@@ -1,0 +1,675 @@
+//! W3C Trace Context (`traceparent`, `tracestate`) and W3C Baggage, parsed and written
+//! exactly as the specifications say. An invalid `traceparent` means "no parent": the
+//! receiver starts a new trace and ignores `tracestate`. Nothing here panics on input.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use causeway_model::{SpanId, TraceId};
+
+/// The `traceparent` header name.
+pub const TRACEPARENT: &str = "traceparent";
+/// The `tracestate` header name.
+pub const TRACESTATE: &str = "tracestate";
+/// The `baggage` header name.
+pub const BAGGAGE: &str = "baggage";
+
+const MAX_TRACESTATE_MEMBERS: usize = 32;
+const MAX_BAGGAGE_MEMBERS: usize = 180;
+const MAX_BAGGAGE_BYTES: usize = 8192;
+
+/// The sampled bit of the trace flags.
+pub const FLAG_SAMPLED: u8 = 0x01;
+
+/// The part of a span's identity that crosses process boundaries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanContext {
+    /// The trace.
+    pub trace_id: TraceId,
+    /// The span (the parent, seen from the receiver).
+    pub span_id: SpanId,
+    /// W3C trace flags; bit 0 is "sampled".
+    pub flags: u8,
+    /// The `tracestate` list, already validated.
+    pub trace_state: TraceState,
+    /// True when the context came from another process.
+    pub remote: bool,
+}
+
+impl SpanContext {
+    /// True when the sampled flag is set.
+    pub fn is_sampled(&self) -> bool {
+        self.flags & FLAG_SAMPLED != 0
+    }
+
+    /// The `traceparent` value (always version 00).
+    pub fn traceparent(&self) -> String {
+        let mut s = String::with_capacity(55);
+        let _ = write!(
+            s,
+            "00-{}-{}-{:02x}",
+            self.trace_id, self.span_id, self.flags
+        );
+        s
+    }
+}
+
+fn is_lower_hex(b: &[u8]) -> bool {
+    b.iter()
+        .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
+fn hex_u128(b: &[u8]) -> u128 {
+    b.iter().fold(0u128, |acc, c| {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            _ => c - b'a' + 10,
+        };
+        (acc << 4) | d as u128
+    })
+}
+
+/// Parses one `traceparent` value. `None` for anything the specification calls invalid:
+/// a version other than two lower-case hex digits or `ff`, wrong lengths, upper-case or
+/// other non-hex characters, all-zero ids, or (for version 00) trailing data. A future
+/// version's trailing data after a `-` is allowed and ignored, and only its sampled flag
+/// is kept.
+pub fn parse_traceparent(value: &str) -> Option<(TraceId, SpanId, u8)> {
+    let v = value.trim_matches([' ', '\t']).as_bytes();
+    if v.len() < 55 {
+        return None;
+    }
+    let (version, trace, span, flags) = (&v[0..2], &v[3..35], &v[36..52], &v[53..55]);
+    if v[2] != b'-' || v[35] != b'-' || v[52] != b'-' {
+        return None;
+    }
+    if !is_lower_hex(version) || version == b"ff" {
+        return None;
+    }
+    if !is_lower_hex(trace) || !is_lower_hex(span) || !is_lower_hex(flags) {
+        return None;
+    }
+    let mut flags = hex_u128(flags) as u8;
+    if version == b"00" {
+        if v.len() != 55 {
+            return None;
+        }
+    } else {
+        if v.len() > 55 && v[55] != b'-' {
+            return None;
+        }
+        flags &= FLAG_SAMPLED;
+    }
+    let trace_id = TraceId::new(hex_u128(trace))?;
+    let span_id = SpanId::new(hex_u128(span) as u64)?;
+    Some((trace_id, span_id, flags))
+}
+
+/// A validated W3C `tracestate` list, in order (left-most is the most recent vendor).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TraceState(Option<Arc<[(String, String)]>>);
+
+fn valid_key(k: &str) -> bool {
+    let b = k.as_bytes();
+    let tail_ok = |s: &[u8]| {
+        s.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"_-*/".contains(c))
+    };
+    match k.find('@') {
+        None => !b.is_empty() && b.len() <= 256 && b[0].is_ascii_lowercase() && tail_ok(&b[1..]),
+        Some(at) => {
+            let (tenant, system) = (&b[..at], &b[at + 1..]);
+            !tenant.is_empty()
+                && tenant.len() <= 241
+                && (tenant[0].is_ascii_lowercase() || tenant[0].is_ascii_digit())
+                && tail_ok(&tenant[1..])
+                && !system.is_empty()
+                && system.len() <= 14
+                && system[0].is_ascii_lowercase()
+                && tail_ok(&system[1..])
+        }
+    }
+}
+
+fn valid_value(v: &str) -> bool {
+    let b = v.as_bytes();
+    !b.is_empty()
+        && b.len() <= 256
+        && b.iter()
+            .all(|&c| (0x20..=0x7e).contains(&c) && c != b',' && c != b'=')
+        && b[b.len() - 1] != b' '
+}
+
+impl TraceState {
+    /// Parses the `tracestate` header values, in header order, combined as one list.
+    /// Any invalid member, a duplicated key or more than 32 members discards the whole
+    /// list, as the specification asks; empty members are allowed and skipped.
+    pub fn parse<'a>(values: impl IntoIterator<Item = &'a str>) -> TraceState {
+        let mut members: Vec<(String, String)> = Vec::new();
+        for value in values {
+            for member in value.split(',') {
+                let member = member.trim_matches([' ', '\t']);
+                if member.is_empty() {
+                    continue;
+                }
+                let Some((k, v)) = member.split_once('=') else {
+                    return TraceState::default();
+                };
+                if !valid_key(k) || !valid_value(v) || members.iter().any(|(mk, _)| mk == k) {
+                    return TraceState::default();
+                }
+                members.push((k.to_owned(), v.to_owned()));
+                if members.len() > MAX_TRACESTATE_MEMBERS {
+                    return TraceState::default();
+                }
+            }
+        }
+        if members.is_empty() {
+            TraceState::default()
+        } else {
+            TraceState(Some(members.into()))
+        }
+    }
+
+    /// The members, left to right.
+    pub fn members(&self) -> &[(String, String)] {
+        self.0.as_deref().unwrap_or_default()
+    }
+
+    /// The value of a key.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.members()
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// True when there are no members.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// The header value; members that would take it past 512 bytes are left off from the
+    /// right, longest (over 128 bytes) first, as the specification suggests.
+    pub fn header(&self) -> String {
+        let mut members: Vec<&(String, String)> = self.members().iter().collect();
+        let len = |m: &[&(String, String)]| {
+            m.iter().map(|(k, v)| k.len() + v.len() + 1).sum::<usize>() + m.len().saturating_sub(1)
+        };
+        while len(&members) > 512 {
+            match members
+                .iter()
+                .rposition(|(k, v)| k.len() + v.len() + 1 > 128)
+            {
+                Some(i) => {
+                    members.remove(i);
+                }
+                None => {
+                    members.pop();
+                }
+            }
+        }
+        let mut s = String::new();
+        for (i, (k, v)) in members.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(k);
+            s.push('=');
+            s.push_str(v);
+        }
+        s
+    }
+}
+
+/// W3C Baggage: application key-values that travel with the request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Baggage {
+    entries: Vec<(String, String, String)>,
+}
+
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c))
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let h = s.get(i + 1..i + 3)?;
+            if !h.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return None;
+            }
+            out.push(u8::from_str_radix(h, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn percent_encode(s: &str, out: &mut String) {
+    for &c in s.as_bytes() {
+        // baggage-octet: printable ASCII except space, '"', ',', ';', '\', and '%'
+        // (encoded so that decoding is unambiguous).
+        if (0x21..=0x7e).contains(&c) && !b"\",;\\%".contains(&c) {
+            out.push(c as char);
+        } else {
+            let _ = write!(out, "%{c:02X}");
+        }
+    }
+}
+
+impl Baggage {
+    /// An empty baggage.
+    pub fn new() -> Baggage {
+        Baggage::default()
+    }
+
+    /// Parses `baggage` header values. Invalid members are skipped, never fatal; members
+    /// past 180 or past 8192 bytes are dropped.
+    pub fn parse<'a>(values: impl IntoIterator<Item = &'a str>) -> Baggage {
+        let mut b = Baggage::default();
+        let mut bytes = 0;
+        for value in values {
+            for member in value.split(',') {
+                let member = member.trim_matches([' ', '\t']);
+                if member.is_empty() {
+                    continue;
+                }
+                let (kv, props) = match member.split_once(';') {
+                    Some((kv, p)) => (kv, p.trim_matches([' ', '\t'])),
+                    None => (member, ""),
+                };
+                let Some((k, v)) = kv.split_once('=') else {
+                    continue;
+                };
+                let k = k.trim_matches([' ', '\t']);
+                let v = v.trim_matches([' ', '\t']);
+                let Some(v) = percent_decode(v) else {
+                    continue;
+                };
+                if !is_token(k) {
+                    continue;
+                }
+                bytes += member.len() + 1;
+                if b.entries.len() >= MAX_BAGGAGE_MEMBERS || bytes > MAX_BAGGAGE_BYTES {
+                    return b;
+                }
+                b.set_with_properties(k, &v, props);
+            }
+        }
+        b
+    }
+
+    /// Sets a key (replacing an earlier value).
+    pub fn set(&mut self, key: &str, value: &str) {
+        self.set_with_properties(key, value, "");
+    }
+
+    fn set_with_properties(&mut self, key: &str, value: &str, props: &str) {
+        if let Some(e) = self.entries.iter_mut().find(|e| e.0 == key) {
+            e.1 = value.to_owned();
+            e.2 = props.to_owned();
+        } else {
+            self.entries
+                .push((key.to_owned(), value.to_owned(), props.to_owned()));
+        }
+    }
+
+    /// The value of a key.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.entries
+            .iter()
+            .find(|e| e.0 == key)
+            .map(|e| e.1.as_str())
+    }
+
+    /// The entries as (key, value).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.entries.iter().map(|e| (e.0.as_str(), e.1.as_str()))
+    }
+
+    /// True when there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The header value, percent-encoding values.
+    pub fn header(&self) -> String {
+        let mut s = String::new();
+        for (i, (k, v, p)) in self.entries.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(k);
+            s.push('=');
+            percent_encode(v, &mut s);
+            if !p.is_empty() {
+                s.push(';');
+                s.push_str(p);
+            }
+        }
+        s
+    }
+}
+
+/// Reads headers from a carrier (HTTP headers, gRPC metadata, a message's properties).
+pub trait Extractor {
+    /// Every value of a header, in order; names are case-insensitive.
+    fn get_all(&self, name: &str) -> Vec<&str>;
+}
+
+/// Writes headers into a carrier.
+pub trait Injector {
+    /// Sets a header, replacing earlier values.
+    fn set(&mut self, name: &str, value: String);
+}
+
+impl Extractor for http::HeaderMap {
+    fn get_all(&self, name: &str) -> Vec<&str> {
+        http::HeaderMap::get_all(self, name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect()
+    }
+}
+
+impl Injector for http::HeaderMap {
+    fn set(&mut self, name: &str, value: String) {
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            http::HeaderValue::from_str(&value),
+        ) {
+            self.insert(n, v);
+        }
+    }
+}
+
+impl Extractor for std::collections::HashMap<String, String> {
+    fn get_all(&self, name: &str) -> Vec<&str> {
+        self.iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+}
+
+impl Injector for std::collections::HashMap<String, String> {
+    fn set(&mut self, name: &str, value: String) {
+        self.insert(name.to_owned(), value);
+    }
+}
+
+/// What arrived with a request: its parent context (if the `traceparent` was valid) and
+/// its baggage (kept even when the `traceparent` was not).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Extracted {
+    /// The remote parent, if any.
+    pub parent: Option<SpanContext>,
+    /// The baggage.
+    pub baggage: Baggage,
+}
+
+/// Extracts the W3C context from a carrier. Exactly one valid `traceparent` header makes
+/// a parent; two or more are invalid.
+pub fn extract(carrier: &impl Extractor) -> Extracted {
+    let tp = carrier.get_all(TRACEPARENT);
+    let parent = match tp.as_slice() {
+        [one] => parse_traceparent(one).map(|(trace_id, span_id, flags)| SpanContext {
+            trace_id,
+            span_id,
+            flags,
+            trace_state: TraceState::parse(carrier.get_all(TRACESTATE)),
+            remote: true,
+        }),
+        _ => None,
+    };
+    Extracted {
+        parent,
+        baggage: Baggage::parse(carrier.get_all(BAGGAGE)),
+    }
+}
+
+/// Writes a context (and baggage, when not empty) into a carrier.
+pub fn inject_context(ctx: &SpanContext, baggage: Option<&Baggage>, carrier: &mut impl Injector) {
+    carrier.set(TRACEPARENT, ctx.traceparent());
+    if !ctx.trace_state.is_empty() {
+        carrier.set(TRACESTATE, ctx.trace_state.header());
+    }
+    if let Some(b) = baggage.filter(|b| !b.is_empty()) {
+        carrier.set(BAGGAGE, b.header());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const TP: &str = "00-12345678901234567890123456789012-1234567890123456-01";
+
+    #[test]
+    fn accepts_valid_and_ows_wrapped_traceparents() {
+        let (t, s, f) = parse_traceparent(TP).unwrap();
+        assert_eq!(t.to_string(), "12345678901234567890123456789012");
+        assert_eq!(s.to_string(), "1234567890123456");
+        assert_eq!(f, 1);
+        for v in [
+            format!(" {TP}"),
+            format!("\t{TP}"),
+            format!("{TP} "),
+            format!("\t {TP} \t"),
+        ] {
+            assert!(parse_traceparent(&v).is_some(), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn future_versions_allow_trailing_data_after_a_dash() {
+        let cc = "cc-12345678901234567890123456789012-1234567890123456-01";
+        assert!(parse_traceparent(cc).is_some());
+        assert!(parse_traceparent(&format!("{cc}-what-the-future-will-be-like")).is_some());
+        assert!(parse_traceparent(&format!("{cc}.what-the-future-will-be-like")).is_none());
+        // only the sampled bit of an unknown version's flags is trusted
+        let (_, _, f) =
+            parse_traceparent("cc-12345678901234567890123456789012-1234567890123456-ff").unwrap();
+        assert_eq!(f, 1);
+    }
+
+    #[test]
+    fn rejects_every_invalid_traceparent_of_the_w3c_suite() {
+        for bad in [
+            "00-12345678901234567890123456789012-1234567890123456-01.",
+            "00-12345678901234567890123456789012-1234567890123456-01-what-the-future-will-be-like",
+            "ff-12345678901234567890123456789012-1234567890123456-01",
+            ".0-12345678901234567890123456789012-1234567890123456-01",
+            "0.-12345678901234567890123456789012-1234567890123456-01",
+            "000-12345678901234567890123456789012-1234567890123456-01",
+            "0000-12345678901234567890123456789012-1234567890123456-01",
+            "0-12345678901234567890123456789012-1234567890123456-01",
+            "00-00000000000000000000000000000000-1234567890123456-01",
+            "00-.2345678901234567890123456789012-1234567890123456-01",
+            "00-1234567890123456789012345678901.-1234567890123456-01",
+            "00-123456789012345678901234567890123-1234567890123456-01",
+            "00-1234567890123456789012345678901-1234567890123456-01",
+            "00-12345678901234567890123456789012-0000000000000000-01",
+            "00-12345678901234567890123456789012-.234567890123456-01",
+            "00-12345678901234567890123456789012-123456789012345.-01",
+            "00-12345678901234567890123456789012-12345678901234567-01",
+            "00-12345678901234567890123456789012-123456789012345-01",
+            "00-12345678901234567890123456789012-1234567890123456-.0",
+            "00-12345678901234567890123456789012-1234567890123456-0.",
+            "00-12345678901234567890123456789012-1234567890123456-001",
+            "00-12345678901234567890123456789012-1234567890123456-1",
+            "00-1234567890ABCDEF1234567890123456-1234567890123456-01",
+            "00-12345678901234567890123456789012-1234567890ABCDEF-01",
+            "",
+            "00",
+        ] {
+            assert_eq!(parse_traceparent(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn duplicated_traceparent_headers_make_no_parent() {
+        let mut h = http::HeaderMap::new();
+        h.append(TRACEPARENT, TP.parse().unwrap());
+        h.append(TRACEPARENT, TP.replace("9012-", "9011-").parse().unwrap());
+        assert!(extract(&h).parent.is_none());
+    }
+
+    fn ts(values: &[&str]) -> TraceState {
+        TraceState::parse(values.iter().copied())
+    }
+
+    #[test]
+    fn tracestate_combines_headers_in_order_and_handles_ows() {
+        let t = ts(&["foo=1,bar=2", "rojo=1,congo=2", "baz=3"]);
+        assert_eq!(t.header(), "foo=1,bar=2,rojo=1,congo=2,baz=3");
+        let t = ts(&["foo=1 \t , \t bar=2, \t baz=3"]);
+        assert_eq!(t.header(), "foo=1,bar=2,baz=3");
+        assert_eq!(ts(&["", "foo=1"]).get("foo"), Some("1"));
+        assert_eq!(ts(&["foo=1", ""]).get("foo"), Some("1"));
+        assert!(ts(&[""]).is_empty());
+    }
+
+    #[test]
+    fn tracestate_accepts_every_allowed_character() {
+        let key = "abcdefghijklmnopqrstuvwxyz0123456789_-*/";
+        let value: String = (0x20u8..=0x7e)
+            .filter(|c| *c != b',' && *c != b'=')
+            .map(|c| c as char)
+            .collect();
+        assert_eq!(
+            ts(&[&format!("{key}={value}")]).get(key),
+            Some(value.as_str())
+        );
+        let vendor = format!("{key}@a-z0-9_-*/");
+        assert_eq!(
+            ts(&[&format!("{vendor}={value}")]).get(&vendor),
+            Some(value.as_str())
+        );
+    }
+
+    #[test]
+    fn invalid_tracestate_is_discarded_whole() {
+        for bad in [
+            vec!["foo=1,foo=1"],
+            vec!["foo=1,foo=2"],
+            vec!["foo=1", "foo=2"],
+            vec!["foo =1"],
+            vec!["FOO=1"],
+            vec!["foo.bar=1"],
+            vec!["foo@=1,bar=2"],
+            vec!["@foo=1,bar=2"],
+            vec!["foo@@bar=1,bar=2"],
+            vec!["foo@bar@baz=1,bar=2"],
+            vec!["foo=bar=baz"],
+            vec!["foo=,bar=3"],
+        ] {
+            assert!(ts(&bad).is_empty(), "{bad:?}");
+        }
+        let z256 = format!("{}=1", "z".repeat(256));
+        let z257 = format!("{}=1", "z".repeat(257));
+        assert_eq!(ts(&["foo=1", &z256]).get("foo"), Some("1"));
+        assert!(ts(&["foo=1", &z257]).is_empty());
+        let tenant = format!("{}@{}=1", "t".repeat(241), "v".repeat(14));
+        assert_eq!(ts(&["foo=1", &tenant]).get("foo"), Some("1"));
+        assert!(ts(&["foo=1", &format!("{}@v=1", "t".repeat(242))]).is_empty());
+        assert!(ts(&["foo=1", &format!("t@{}=1", "v".repeat(15))]).is_empty());
+    }
+
+    #[test]
+    fn tracestate_allows_32_members_and_discards_33() {
+        let m32: Vec<String> = (1..=32).map(|i| format!("bar{i:02}={i:02}")).collect();
+        let t = ts(&[&m32.join(",")]);
+        assert_eq!(t.members().len(), 32);
+        let m33 = format!("{},bar33=33", m32.join(","));
+        assert!(ts(&[&m33]).is_empty());
+    }
+
+    #[test]
+    fn oversized_tracestate_is_cut_to_512_bytes_when_written() {
+        let members: Vec<String> = (0..20)
+            .map(|i| format!("k{i:02}={}", "v".repeat(40)))
+            .collect();
+        let t = ts(&[&members.join(",")]);
+        let h = t.header();
+        assert!(h.len() <= 512, "{}", h.len());
+        assert!(h.starts_with("k00="));
+    }
+
+    #[test]
+    fn baggage_round_trips_with_percent_encoding_and_skips_bad_members() {
+        let b = Baggage::parse([
+            "userId=alice, serverNode=DF%2028 ; ttl=3, bad member, =x,isProduction=false",
+        ]);
+        assert_eq!(b.get("userId"), Some("alice"));
+        assert_eq!(b.get("serverNode"), Some("DF 28"));
+        assert_eq!(b.get("isProduction"), Some("false"));
+        assert_eq!(b.iter().count(), 3);
+        let again = Baggage::parse([b.header().as_str()]);
+        assert_eq!(again, b);
+    }
+
+    #[test]
+    fn inject_then_extract_gives_back_the_context() {
+        let ctx = SpanContext {
+            trace_id: TraceId::new(0xabc).unwrap(),
+            span_id: SpanId::new(0xdef).unwrap(),
+            flags: 1,
+            trace_state: ts(&["congo=t61rcWkgMzE"]),
+            remote: false,
+        };
+        let mut b = Baggage::new();
+        b.set("tenant", "a b,c");
+        let mut h = http::HeaderMap::new();
+        inject_context(&ctx, Some(&b), &mut h);
+        let e = extract(&h);
+        let p = e.parent.unwrap();
+        assert_eq!(
+            (p.trace_id, p.span_id, p.flags),
+            (ctx.trace_id, ctx.span_id, 1)
+        );
+        assert!(p.remote);
+        assert_eq!(p.trace_state, ctx.trace_state);
+        assert_eq!(e.baggage.get("tenant"), Some("a b,c"));
+    }
+
+    proptest! {
+        #[test]
+        fn traceparents_round_trip(t in 1u128.., s in 1u64.., f in any::<u8>()) {
+            let ctx = SpanContext {
+                trace_id: TraceId::new(t).unwrap(),
+                span_id: SpanId::new(s).unwrap(),
+                flags: f,
+                trace_state: TraceState::default(),
+                remote: false,
+            };
+            prop_assert_eq!(parse_traceparent(&ctx.traceparent()), Some((ctx.trace_id, ctx.span_id, f)));
+        }
+
+        #[test]
+        fn header_parsers_never_panic(s in "\\PC{0,80}") {
+            let _ = parse_traceparent(&s);
+            let _ = TraceState::parse([s.as_str()]);
+            let _ = Baggage::parse([s.as_str()]);
+        }
+
+        #[test]
+        fn parsed_tracestate_writes_back_to_itself(members in proptest::collection::vec(("[a-z][a-z0-9_]{0,8}", "[!-+\\--<>-~]{1,10}"), 1..10)) {
+            let mut seen = std::collections::HashSet::new();
+            let members: Vec<_> = members.into_iter().filter(|(k, _)| seen.insert(k.clone())).collect();
+            let header = members.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+            let t = TraceState::parse([header.as_str()]);
+            prop_assert_eq!(t.header(), header);
+        }
+    }
+}
