@@ -1,1 +1,0 @@
-//! HTTP and gRPC middleware, each behind its cargo feature.

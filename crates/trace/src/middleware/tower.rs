@@ -1,0 +1,216 @@
+//! Tower layers for HTTP services: [`TraceLayer`] on the server side (axum, hyper, tonic
+//! servers) extracts the W3C context and opens a server span around each request;
+//! [`ClientTraceLayer`] on the client side (hyper clients, tonic channels) opens a client
+//! span and injects its context into the request.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use causeway_model::SpanKind;
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
+use tracing::instrument::Instrumented;
+use tracing::Instrument;
+
+use crate::context::{inject_span, SpanExt};
+use crate::propagation;
+
+fn is_grpc<B>(req: &http::Request<B>) -> bool {
+    req.headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
+fn new_span<B>(req: &http::Request<B>, kind: SpanKind) -> tracing::Span {
+    let method = req.method().as_str();
+    let path = req.uri().path();
+    let grpc = is_grpc(req);
+    let name = if grpc {
+        path.trim_start_matches('/').to_owned()
+    } else {
+        format!("{method} {path}")
+    };
+    let span = match kind {
+        SpanKind::Client => tracing::info_span!(
+            "HTTP client",
+            otel.name = %name,
+            otel.kind = "client",
+            http.request.method = %method,
+            url.full = %req.uri(),
+            server.address = req.uri().host().unwrap_or_default(),
+            rpc.system = if grpc { "grpc" } else { "" },
+            http.response.status_code = tracing::field::Empty,
+            rpc.grpc.status_code = tracing::field::Empty,
+        ),
+        // A server span's parent is the remote caller, never the local current span.
+        _ => tracing::info_span!(
+            parent: None,
+            "HTTP request",
+            otel.name = %name,
+            otel.kind = "server",
+            http.request.method = %method,
+            url.path = %path,
+            rpc.system = if grpc { "grpc" } else { "" },
+            http.response.status_code = tracing::field::Empty,
+            rpc.grpc.status_code = tracing::field::Empty,
+        ),
+    };
+    span
+}
+
+fn record_response<B>(span: &tracing::Span, resp: &http::Response<B>, kind: SpanKind) {
+    let status = resp.status();
+    span.record("http.response.status_code", status.as_u16());
+    let grpc_status = resp
+        .headers()
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i64>().ok());
+    if let Some(code) = grpc_status {
+        span.record("rpc.grpc.status_code", code);
+        if code != 0 {
+            let msg = resp
+                .headers()
+                .get("grpc-message")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            span.set_error(format!("grpc status {code} {msg}").trim_end().to_owned());
+            return;
+        }
+    }
+    // A server errs on 5xx; a client on 4xx too (its request failed).
+    let failed = status.is_server_error() || (kind == SpanKind::Client && status.is_client_error());
+    if failed {
+        span.set_error(format!("HTTP {}", status.as_u16()));
+    }
+}
+
+/// The server-side layer: one server span per request, joined to the caller's trace.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TraceLayer;
+
+impl TraceLayer {
+    /// The layer.
+    pub fn new() -> TraceLayer {
+        TraceLayer
+    }
+}
+
+impl<S> Layer<S> for TraceLayer {
+    type Service = TraceService<S>;
+    fn layer(&self, inner: S) -> TraceService<S> {
+        TraceService { inner }
+    }
+}
+
+/// The service made by [`TraceLayer`].
+#[derive(Debug, Clone)]
+pub struct TraceService<S> {
+    inner: S,
+}
+
+impl<S, B, ResB> Service<http::Request<B>> for TraceService<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<ResB>>,
+    S::Error: std::fmt::Display,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let extracted = propagation::extract(req.headers());
+        let span = new_span(&req, SpanKind::Server);
+        span.set_extracted(&extracted);
+        let fut = span.in_scope(|| self.inner.call(req));
+        ResponseFuture {
+            inner: fut.instrument(span.clone()),
+            span,
+            kind: SpanKind::Server,
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of the traced services: records the status on the span.
+    pub struct ResponseFuture<F> {
+        #[pin]
+        inner: Instrumented<F>,
+        span: tracing::Span,
+        kind: SpanKind,
+    }
+}
+
+impl<F, ResB, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<http::Response<ResB>, E>>,
+    E: std::fmt::Display,
+{
+    type Output = F::Output;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let out = ready!(this.inner.poll(cx));
+        match &out {
+            Ok(resp) => record_response(this.span, resp, *this.kind),
+            Err(e) => this.span.set_error(e.to_string()),
+        }
+        Poll::Ready(out)
+    }
+}
+
+/// The client-side layer: one client span per request, its context injected into the
+/// request's headers (`traceparent`, `tracestate`, `baggage`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientTraceLayer;
+
+impl ClientTraceLayer {
+    /// The layer.
+    pub fn new() -> ClientTraceLayer {
+        ClientTraceLayer
+    }
+}
+
+impl<S> Layer<S> for ClientTraceLayer {
+    type Service = ClientTraceService<S>;
+    fn layer(&self, inner: S) -> ClientTraceService<S> {
+        ClientTraceService { inner }
+    }
+}
+
+/// The service made by [`ClientTraceLayer`].
+#[derive(Debug, Clone)]
+pub struct ClientTraceService<S> {
+    inner: S,
+}
+
+impl<S, B, ResB> Service<http::Request<B>> for ClientTraceService<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<ResB>>,
+    S::Error: std::fmt::Display,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        let span = new_span(&req, SpanKind::Client);
+        inject_span(&span, req.headers_mut());
+        let fut = span.in_scope(|| self.inner.call(req));
+        ResponseFuture {
+            inner: fut.instrument(span.clone()),
+            span,
+            kind: SpanKind::Client,
+        }
+    }
+}
