@@ -9,10 +9,12 @@ use std::task::{ready, Context, Poll};
 
 use causeway_model::SpanKind;
 use pin_project_lite::pin_project;
-use tower_layer::Layer;
+
 use tower_service::Service;
 use tracing::instrument::Instrumented;
 use tracing::Instrument;
+
+pub use tower_layer::Layer;
 
 use crate::context::{inject_span, SpanExt};
 use crate::propagation;
