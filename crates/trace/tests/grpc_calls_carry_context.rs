@@ -31,7 +31,9 @@ async fn a_grpc_call_is_one_trace_with_client_and_server_spans() {
         let mut client = HealthClient::new(ClientTraceLayer::new().layer(channel));
         let _root = tracing::info_span!("health probe");
         let resp = client
-            .check(HealthCheckRequest { service: String::new() })
+            .check(HealthCheckRequest {
+                service: String::new(),
+            })
             .await
             .unwrap();
         assert_eq!(resp.into_inner().status, 1); // SERVING
@@ -40,13 +42,24 @@ async fn a_grpc_call_is_one_trace_with_client_and_server_spans() {
     .expect("the call finished in time");
 
     let spans = rec.spans();
-    let client = spans.iter().find(|s| s.kind == SpanKind::Client).expect("client span");
-    let server = spans.iter().find(|s| s.kind == SpanKind::Server).expect("server span");
+    let client = spans
+        .iter()
+        .find(|s| s.kind == SpanKind::Client)
+        .expect("client span");
+    let server = spans
+        .iter()
+        .find(|s| s.kind == SpanKind::Server)
+        .expect("server span");
     assert_eq!(client.name, "grpc.health.v1.Health/Check");
     assert_eq!(server.name, "grpc.health.v1.Health/Check");
     assert_eq!(server.trace_id, client.trace_id);
     assert_eq!(server.parent_id, Some(client.span_id));
     assert_eq!(server.attribute("rpc.system"), Some(&Value::from("grpc")));
     assert!(!server.is_error() && !client.is_error());
-    assert_eq!(server.attribute("http.response.status_code").and_then(|v| v.as_i64()), Some(200));
+    assert_eq!(
+        server
+            .attribute("http.response.status_code")
+            .and_then(|v| v.as_i64()),
+        Some(200)
+    );
 }

@@ -38,7 +38,10 @@ async fn backend() -> SocketAddr {
                     "12"
                 }),
             )
-            .route("/broken", get(|| async { (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "no") }))
+            .route(
+                "/broken",
+                get(|| async { (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "no") }),
+            )
             .layer(TraceLayer::new()),
     )
     .await
@@ -61,7 +64,11 @@ async fn frontend(backend: SocketAddr) -> SocketAddr {
                             .text()
                             .await
                             .unwrap();
-                        let _ = client.get(format!("http://{backend}/broken")).send_traced().await.unwrap();
+                        let _ = client
+                            .get(format!("http://{backend}/broken"))
+                            .send_traced()
+                            .await
+                            .unwrap();
                         format!("stock {stock}")
                     }
                 }),
@@ -79,7 +86,10 @@ async fn one_trace_spans_both_services() {
         let a = frontend(b).await;
         let body = reqwest::Client::new()
             .get(format!("http://{a}/checkout"))
-            .header("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+            .header(
+                "traceparent",
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            )
             .header("baggage", "tenant=acme")
             .send()
             .await
@@ -97,7 +107,12 @@ async fn one_trace_spans_both_services() {
         .iter()
         .find(|t| t.trace_id.to_string() == "4bf92f3577b34da6a3ce929d0e0e4736")
         .expect("the caller's trace id is kept");
-    let find = |name: &str| t.spans.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no span {name}: {t:#?}"));
+    let find = |name: &str| {
+        t.spans
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no span {name}: {t:#?}"))
+    };
     let a_server = find("GET /checkout");
     let a_client = find("GET /inventory");
     let b_server = t
@@ -116,11 +131,18 @@ async fn one_trace_spans_both_services() {
     assert_eq!(a_client.parent_id, Some(a_server.span_id));
     assert_eq!(b_server.parent_id, Some(a_client.span_id));
     assert_eq!(b_work.parent_id, Some(b_server.span_id));
-    assert_eq!(a_server.attribute("http.response.status_code").and_then(|v| v.as_i64()), Some(200));
+    assert_eq!(
+        a_server
+            .attribute("http.response.status_code")
+            .and_then(|v| v.as_i64()),
+        Some(200)
+    );
     // the failed call is an error on both sides
     let broken: Vec<_> = t.spans.iter().filter(|s| s.name == "GET /broken").collect();
     assert_eq!(broken.len(), 2);
-    assert!(broken.iter().all(|s| s.status == Status::Error("HTTP 500".into())));
+    assert!(broken
+        .iter()
+        .all(|s| s.status == Status::Error("HTTP 500".into())));
     // the client span lies around the server span it caused (same clock here)
     assert!(a_client.start <= b_server.start && b_server.end <= a_client.end);
     assert_eq!(t.spans.len(), 6);
