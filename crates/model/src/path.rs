@@ -265,7 +265,7 @@ impl PathView {
         let mut out: Vec<PathThread> = threads
             .into_iter()
             .map(|(key, mut evs)| {
-                evs.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+                evs.sort_by_key(|e| (e.0, e.1, e.2));
                 PathThread {
                     key,
                     events: evs.into_iter().map(|e| e.3).collect(),

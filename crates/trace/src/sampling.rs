@@ -6,9 +6,10 @@ use std::sync::Arc;
 use causeway_model::TraceId;
 
 /// How root spans decide whether their trace is recorded.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum Sampler {
     /// Record every trace.
+    #[default]
     Always,
     /// Record no trace (context still propagates).
     Never,
@@ -21,12 +22,6 @@ pub enum Sampler {
         /// Sampled root traces per second to aim at.
         per_second: f64,
     },
-}
-
-impl Default for Sampler {
-    fn default() -> Self {
-        Sampler::Always
-    }
 }
 
 impl Sampler {

@@ -1,0 +1,14 @@
+//! OTLP protobuf and JSON bodies from the network never panic the decoder.
+#![no_main]
+
+use causeway_model::codec::otlp;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(d) = otlp::decode_protobuf(data) {
+        // What was accepted survives a round trip.
+        let again = otlp::decode_protobuf(&otlp::encode_protobuf(&d.spans)).unwrap();
+        assert_eq!(again.spans.len(), d.spans.len());
+    }
+    let _ = otlp::decode_json(data);
+});
