@@ -70,7 +70,7 @@ fn otel(sampler: opentelemetry_sdk::trace::Sampler) -> (Dispatch, SdkTracerProvi
 
 fn span_case(c: &mut Criterion, name: &str, dispatch: &Dispatch) {
     tracing::dispatcher::with_default(dispatch, || {
-        c.bench_function(name, |b| {
+        c.benchmark_group("overhead").bench_function(name, |b| {
             b.iter(|| {
                 let span = tracing::info_span!("request", id = 7);
                 let _entered = span.enter();
@@ -81,45 +81,46 @@ fn span_case(c: &mut Criterion, name: &str, dispatch: &Dispatch) {
 
 fn benches(c: &mut Criterion) {
     let none = Dispatch::new(tracing::subscriber::NoSubscriber::default());
-    span_case(c, "overhead/bare_tracing_span", &none);
+    span_case(c, "bare_tracing_span", &none);
 
     let (d, guard) = causeway(Sampler::Never);
-    span_case(c, "overhead/causeway_unsampled_span", &d);
+    span_case(c, "causeway_unsampled_span", &d);
     drop(guard);
 
     let (d, guard) = causeway(Sampler::Always);
-    span_case(c, "overhead/causeway_sampled_span", &d);
+    span_case(c, "causeway_sampled_span", &d);
     // Events: a fresh span every 100 events keeps them under the annotation cap, so
     // every event is really recorded; only the events are timed.
     tracing::dispatcher::with_default(&d, || {
-        c.bench_function("overhead/causeway_sampled_event", |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                let mut left = iters;
-                while left > 0 {
-                    let n = left.min(100);
-                    let span = tracing::info_span!("request");
-                    let _e = span.enter();
-                    let t0 = Instant::now();
-                    for _ in 0..n {
-                        tracing::info!("cache miss");
+        c.benchmark_group("overhead")
+            .bench_function("causeway_sampled_event", |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    let mut left = iters;
+                    while left > 0 {
+                        let n = left.min(100);
+                        let span = tracing::info_span!("request");
+                        let _e = span.enter();
+                        let t0 = Instant::now();
+                        for _ in 0..n {
+                            tracing::info!("cache miss");
+                        }
+                        total += t0.elapsed();
+                        left -= n;
                     }
-                    total += t0.elapsed();
-                    left -= n;
-                }
-                total
-            })
-        });
+                    total
+                })
+            });
     });
     let stats = guard.stats();
     drop(guard);
     eprintln!("causeway pipeline: {stats:?}");
 
     let (d, provider) = otel(opentelemetry_sdk::trace::Sampler::AlwaysOn);
-    span_case(c, "overhead/otel_sampled_span", &d);
+    span_case(c, "otel_sampled_span", &d);
     let _ = provider.shutdown();
     let (d, provider) = otel(opentelemetry_sdk::trace::Sampler::AlwaysOff);
-    span_case(c, "overhead/otel_unsampled_span", &d);
+    span_case(c, "otel_unsampled_span", &d);
     let _ = provider.shutdown();
 }
 

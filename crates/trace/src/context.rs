@@ -4,10 +4,21 @@
 use std::sync::Arc;
 
 use causeway_model::{KeyValue, Link, SpanKind, Status};
+
+use crate::layer::Collected;
 use tracing_subscriber::registry::{LookupSpan, Registry};
 
 use crate::layer::SpanRecord;
 use crate::propagation::{self, Baggage, Extracted, Extractor, Injector, SpanContext};
+
+/// Runs `f` on the data a sampled `span` collects.
+fn with_data(span: &tracing::Span, f: impl FnOnce(&mut Collected)) {
+    with_record(span, |r| {
+        if let Some(d) = r.data.as_mut() {
+            f(d)
+        }
+    });
+}
 
 /// Runs `f` on the Causeway record of `span`, if the span is recorded by a
 /// `CausewayLayer` over a `tracing_subscriber::Registry`.
@@ -82,21 +93,21 @@ impl SpanExt for tracing::Span {
     }
 
     fn set_kind(&self, kind: SpanKind) {
-        with_record(self, |r| r.kind = kind);
+        with_data(self, |d| d.kind = kind);
     }
 
     fn set_error(&self, message: impl Into<String>) {
         let m = message.into();
-        with_record(self, |r| r.status = Status::Error(m));
+        with_data(self, |d| d.status = Status::Error(m));
     }
 
     fn set_ok(&self) {
-        with_record(self, |r| r.status = Status::Ok);
+        with_data(self, |d| d.status = Status::Ok);
     }
 
     fn add_link(&self, to: &SpanContext, attributes: Vec<KeyValue>) {
-        with_record(self, |r| {
-            r.links.push(Link {
+        with_data(self, |d| {
+            d.links.push(Link {
                 trace_id: to.trace_id,
                 span_id: to.span_id,
                 attributes,

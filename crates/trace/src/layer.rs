@@ -1,6 +1,12 @@
 //! The `tracing` Layer: turns `tracing` spans and events into model spans.
+//!
+//! The application's thread does as little as it can: ids, the sampling decision, and for
+//! sampled spans the raw fields (keys stay `&'static str`, nothing is formatted that was
+//! not formatted by `tracing` already). Turning a finished span into a model `Span`
+//! (owned keys, service and host) happens on the writer thread.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use causeway_model::{
@@ -14,14 +20,35 @@ use tracing_subscriber::registry::LookupSpan;
 
 use crate::clock::{new_span_id, new_trace_id, now_ns, thread_cpu_ns, thread_no};
 use crate::pipeline::Pipeline;
-use crate::propagation::{Baggage, SpanContext, TraceState, FLAG_SAMPLED};
+use crate::propagation::{Baggage, Extracted, SpanContext, TraceState, FLAG_SAMPLED};
 use crate::sampling::SamplerState;
 
 /// The tracestate key under which a sampling probability below 1 travels, so the
 /// processes downstream record the probability that was in force at the root.
 pub(crate) const PROBABILITY_KEY: &str = "cw";
 
-/// What the layer keeps per live span (in the registry's extensions).
+/// A key-value recorded on the hot path: the key is a `tracing` field name.
+pub(crate) type RawAttr = (Cow<'static, str>, Value);
+
+/// What a sampled span collects while it runs.
+pub(crate) struct Collected {
+    name: Cow<'static, str>,
+    pub(crate) kind: SpanKind,
+    start: u64,
+    pub(crate) status: Status,
+    attributes: Vec<RawAttr>,
+    events: Vec<(u64, Cow<'static, str>, Vec<RawAttr>)>,
+    pub(crate) links: Vec<Link>,
+    pub(crate) messages: Vec<Message>,
+    dropped_attributes: u32,
+    dropped_events: u32,
+    cpu_total: u64,
+    cpu_entered: Option<u64>,
+    max_annotations: usize,
+}
+
+/// What the layer keeps per live span (in the registry's extensions). Small, so that
+/// unsampled spans cost little; the collected data is boxed and only for sampled spans.
 pub(crate) struct SpanRecord {
     pub(crate) trace_id: TraceId,
     pub(crate) span_id: SpanId,
@@ -30,23 +57,120 @@ pub(crate) struct SpanRecord {
     pub(crate) trace_state: TraceState,
     pub(crate) baggage: Option<Arc<Baggage>>,
     pub(crate) probability: f64,
-    /// Collect annotations: sampled spans, and local roots whose decision a remote
-    /// parent may still change.
-    collect: bool,
-    name: Cow<'static, str>,
-    pub(crate) kind: SpanKind,
-    start: u64,
-    pub(crate) status: Status,
-    attributes: Vec<KeyValue>,
-    events: Vec<Event>,
-    pub(crate) links: Vec<Link>,
-    pub(crate) messages: Vec<Message>,
-    dropped_attributes: u32,
-    dropped_events: u32,
     execution_unit: u64,
-    cpu_total: u64,
-    cpu_entered: Option<u64>,
-    max_annotations: usize,
+    max_annotations: u32,
+    name: &'static str,
+    pub(crate) data: Option<Box<Collected>>,
+}
+
+/// A finished sampled span on its way to the writer thread.
+pub(crate) struct FinishedSpan {
+    trace_id: TraceId,
+    span_id: SpanId,
+    parent_id: Option<SpanId>,
+    trace_state: TraceState,
+    probability: f64,
+    execution_unit: u64,
+    end: u64,
+    cpu_time: Option<u64>,
+    data: Box<Collected>,
+}
+
+/// The process-wide parts of every span, added on the writer thread.
+pub(crate) struct Process {
+    pub(crate) service: Arc<str>,
+    pub(crate) host: Arc<str>,
+    pub(crate) pid: u32,
+}
+
+fn owned_attrs(raw: Vec<RawAttr>) -> Vec<KeyValue> {
+    raw.into_iter()
+        .map(|(k, value)| KeyValue {
+            key: k.into_owned(),
+            value,
+        })
+        .collect()
+}
+
+impl FinishedSpan {
+    pub(crate) fn into_span(self, process: &Process) -> Span {
+        let d = *self.data;
+        Span {
+            trace_id: self.trace_id,
+            span_id: self.span_id,
+            parent_id: self.parent_id,
+            name: d.name.into_owned(),
+            kind: d.kind,
+            service: process.service.clone(),
+            host: process.host.clone(),
+            pid: process.pid,
+            execution_unit: self.execution_unit,
+            start: d.start,
+            end: self.end,
+            status: d.status,
+            attributes: owned_attrs(d.attributes),
+            events: d
+                .events
+                .into_iter()
+                .map(|(time, name, attrs)| Event {
+                    time,
+                    name: name.into_owned(),
+                    attributes: owned_attrs(attrs),
+                })
+                .collect(),
+            links: d.links,
+            messages: d.messages,
+            cpu_time: self.cpu_time,
+            sampling_probability: self.probability,
+            dropped_attributes: d.dropped_attributes,
+            dropped_events: d.dropped_events,
+            trace_state: if self.trace_state.is_empty() {
+                String::new()
+            } else {
+                self.trace_state.header()
+            },
+            source: Source::Instrumented,
+        }
+    }
+}
+
+impl Collected {
+    fn new(
+        name: &'static str,
+        start: u64,
+        fields: usize,
+        max_annotations: usize,
+    ) -> Box<Collected> {
+        Box::new(Collected {
+            name: Cow::Borrowed(name),
+            kind: SpanKind::Internal,
+            start,
+            status: Status::Unset,
+            attributes: Vec::with_capacity(fields.min(max_annotations)),
+            events: Vec::new(),
+            links: Vec::new(),
+            messages: Vec::new(),
+            dropped_attributes: 0,
+            dropped_events: 0,
+            cpu_total: 0,
+            cpu_entered: None,
+            max_annotations,
+        })
+    }
+
+    fn annotations(&self) -> usize {
+        self.attributes.len() + self.events.len()
+    }
+
+    fn add_attribute(&mut self, key: &'static str, value: Value) {
+        if let Some(a) = self.attributes.iter_mut().find(|a| a.0 == key) {
+            a.1 = value;
+        } else if self.annotations() < self.max_annotations {
+            self.attributes.push((Cow::Borrowed(key), value));
+        } else {
+            self.dropped_attributes += 1;
+        }
+    }
 }
 
 impl SpanRecord {
@@ -64,68 +188,32 @@ impl SpanRecord {
         }
     }
 
-    /// Makes `parent` (from another process or a message) this span's parent.
+    /// Makes `parent` (from another process or a message) this span's parent. A span
+    /// that turns sampled here starts collecting now: fields recorded before are lost,
+    /// which is why the middleware sets the parent before the span is created
+    /// ([`with_remote_parent`]).
     pub(crate) fn set_remote_parent(&mut self, parent: &SpanContext) {
         self.trace_id = parent.trace_id;
         self.parent_id = Some(parent.span_id);
         self.flags = parent.flags;
         self.trace_state = parent.trace_state.clone();
         self.probability = probability_from(&parent.trace_state, parent.is_sampled());
-        self.collect = self.collect || parent.is_sampled();
-    }
-
-    fn annotations(&self) -> usize {
-        self.attributes.len() + self.events.len()
-    }
-
-    fn add_attribute(&mut self, kv: KeyValue) {
-        if !self.collect {
-            return;
-        }
-        if let Some(a) = self.attributes.iter_mut().find(|a| a.key == kv.key) {
-            a.value = kv.value;
-        } else if self.annotations() < self.max_annotations {
-            self.attributes.push(kv);
-        } else {
-            self.dropped_attributes += 1;
+        if parent.is_sampled() && self.data.is_none() {
+            self.data = Some(Collected::new(
+                self.name,
+                now_ns(),
+                0,
+                self.max_annotations as usize,
+            ));
+        } else if !parent.is_sampled() {
+            self.data = None;
         }
     }
 
     pub(crate) fn add_message(&mut self, m: Message) {
         // Messages are structure (they join traces), never displaced by annotations.
-        if self.collect {
-            self.messages.push(m);
-        }
-    }
-
-    fn into_span(self, end: u64, shared: &LayerShared) -> Span {
-        Span {
-            trace_id: self.trace_id,
-            span_id: self.span_id,
-            parent_id: self.parent_id,
-            name: self.name.into_owned(),
-            kind: self.kind,
-            service: shared.service.clone(),
-            host: shared.host.clone(),
-            pid: shared.pid,
-            execution_unit: self.execution_unit,
-            start: self.start,
-            end,
-            status: self.status,
-            attributes: self.attributes,
-            events: self.events,
-            links: self.links,
-            messages: self.messages,
-            cpu_time: shared.cpu_time.then_some(self.cpu_total),
-            sampling_probability: self.probability,
-            dropped_attributes: self.dropped_attributes,
-            dropped_events: self.dropped_events,
-            trace_state: if self.trace_state.is_empty() {
-                String::new()
-            } else {
-                self.trace_state.header()
-            },
-            source: Source::Instrumented,
+        if let Some(d) = self.data.as_mut() {
+            d.messages.push(m);
         }
     }
 }
@@ -138,12 +226,34 @@ fn probability_from(ts: &TraceState, sampled: bool) -> f64 {
         .unwrap_or(if sampled { 1.0 } else { 0.0 })
 }
 
+thread_local! {
+    // The remote parent for the next span created on this thread without a local parent:
+    // set by the server middleware around span creation, so the sampling decision is
+    // right from the start.
+    static PENDING_PARENT: RefCell<Option<Extracted>> = const { RefCell::new(None) };
+}
+
+/// Creates a span (with `make`) whose parent is the remote context in `extracted`, if it
+/// has one, and which carries its baggage. Use it where a request arrives:
+///
+/// ```
+/// # let headers = http::HeaderMap::new();
+/// let extracted = causeway::extract(&headers);
+/// let span = causeway::with_remote_parent(&extracted, || tracing::info_span!("handle"));
+/// ```
+pub fn with_remote_parent(
+    extracted: &Extracted,
+    make: impl FnOnce() -> tracing::Span,
+) -> tracing::Span {
+    PENDING_PARENT.with(|p| *p.borrow_mut() = Some(extracted.clone()));
+    let span = make();
+    PENDING_PARENT.with(|p| p.borrow_mut().take());
+    span
+}
+
 pub(crate) struct LayerShared {
     pub(crate) sampler: Arc<SamplerState>,
     pub(crate) pipeline: Arc<Pipeline>,
-    pub(crate) service: Arc<str>,
-    pub(crate) host: Arc<str>,
-    pub(crate) pid: u32,
     pub(crate) max_annotations: usize,
     pub(crate) cpu_time: bool,
 }
@@ -155,24 +265,25 @@ pub struct CausewayLayer {
     pub(crate) shared: Arc<LayerShared>,
 }
 
-/// Reads span fields into a record, treating OpenTelemetry's special fields as structure.
+/// Reads span fields into collected data, treating OpenTelemetry's special fields as
+/// structure.
 struct FieldVisitor<'a> {
-    record: &'a mut SpanRecord,
+    data: &'a mut Collected,
 }
 
 impl FieldVisitor<'_> {
     fn structural(&mut self, field: &Field, value: &str) -> bool {
         match field.name() {
-            "otel.name" => self.record.name = Cow::Owned(value.to_owned()),
+            "otel.name" => self.data.name = Cow::Owned(value.to_owned()),
             "otel.kind" | "span.kind" => {
                 if let Some(k) = SpanKind::parse(value) {
-                    self.record.kind = k;
+                    self.data.kind = k;
                 }
             }
             "otel.status_code" => {
-                self.record.status = match value.to_ascii_lowercase().as_str() {
+                self.data.status = match value.to_ascii_lowercase().as_str() {
                     "ok" => Status::Ok,
-                    "error" => Status::Error(match &self.record.status {
+                    "error" => Status::Error(match &self.data.status {
                         Status::Error(m) => m.clone(),
                         _ => String::new(),
                     }),
@@ -180,7 +291,7 @@ impl FieldVisitor<'_> {
                 }
             }
             "otel.status_message" | "error" | "error.message" => {
-                self.record.status = Status::Error(value.to_owned())
+                self.data.status = Status::Error(value.to_owned())
             }
             _ => return false,
         }
@@ -191,99 +302,80 @@ impl FieldVisitor<'_> {
 impl Visit for FieldVisitor<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
         if !self.structural(field, value) {
-            self.record.add_attribute(KeyValue {
-                key: field.name().to_owned(),
-                value: Value::Str(value.to_owned()),
-            });
+            self.data
+                .add_attribute(field.name(), Value::Str(value.to_owned()));
         }
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.record.add_attribute(KeyValue {
-            key: field.name().to_owned(),
-            value: Value::I64(value),
-        });
+        self.data.add_attribute(field.name(), Value::I64(value));
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
         let value = i64::try_from(value)
             .map(Value::I64)
             .unwrap_or_else(|_| Value::Str(value.to_string()));
-        self.record.add_attribute(KeyValue {
-            key: field.name().to_owned(),
-            value,
-        });
+        self.data.add_attribute(field.name(), value);
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.record.add_attribute(KeyValue {
-            key: field.name().to_owned(),
-            value: Value::F64(value),
-        });
+        self.data.add_attribute(field.name(), Value::F64(value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
         if field.name() == "error" {
             if value {
-                self.record.status = Status::Error(String::new());
+                self.data.status = Status::Error(String::new());
             }
             return;
         }
-        self.record.add_attribute(KeyValue {
-            key: field.name().to_owned(),
-            value: Value::Bool(value),
-        });
+        self.data.add_attribute(field.name(), Value::Bool(value));
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
         self.record_str(field, &value.to_string());
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if !self.record.collect {
-            return;
-        }
         self.record_str(field, &format!("{value:?}"));
     }
 }
 
 /// Reads an event's fields: `message` names it, the rest are its attributes.
 struct EventVisitor {
-    name: Option<String>,
-    attributes: Vec<KeyValue>,
-}
-
-impl EventVisitor {
-    fn push(&mut self, field: &Field, value: Value) {
-        self.attributes.push(KeyValue {
-            key: field.name().to_owned(),
-            value,
-        });
-    }
+    name: Option<Cow<'static, str>>,
+    attributes: Vec<RawAttr>,
 }
 
 impl Visit for EventVisitor {
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == "message" {
-            self.name = Some(value.to_owned());
+            self.name = Some(Cow::Owned(value.to_owned()));
         } else {
-            self.push(field, Value::Str(value.to_owned()));
+            self.attributes
+                .push((Cow::Borrowed(field.name()), Value::Str(value.to_owned())));
         }
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.push(field, Value::I64(value));
+        self.attributes
+            .push((Cow::Borrowed(field.name()), Value::I64(value)));
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
         let v = i64::try_from(value)
             .map(Value::I64)
             .unwrap_or_else(|_| Value::Str(value.to_string()));
-        self.push(field, v);
+        self.attributes.push((Cow::Borrowed(field.name()), v));
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.push(field, Value::F64(value));
+        self.attributes
+            .push((Cow::Borrowed(field.name()), Value::F64(value)));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.push(field, Value::Bool(value));
+        self.attributes
+            .push((Cow::Borrowed(field.name()), Value::Bool(value)));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         if field.name() == "message" {
-            self.name = Some(format!("{value:?}"));
+            self.name = Some(Cow::Owned(format!("{value:?}")));
         } else {
-            self.push(field, Value::Str(format!("{value:?}")));
+            self.attributes.push((
+                Cow::Borrowed(field.name()),
+                Value::Str(format!("{value:?}")),
+            ));
         }
     }
 }
@@ -301,7 +393,8 @@ where
         } else {
             None
         };
-        let start = now_ns();
+        let shared = &self.shared;
+        let meta = attrs.metadata();
         let inherited = parent.as_ref().and_then(|p| {
             p.extensions().get::<SpanRecord>().map(|r| {
                 (
@@ -314,8 +407,6 @@ where
                 )
             })
         });
-        let shared = &self.shared;
-        let meta = attrs.metadata();
         let mut record = match inherited {
             Some((trace_id, parent_id, flags, trace_state, baggage, probability)) => SpanRecord {
                 trace_id,
@@ -325,62 +416,67 @@ where
                 trace_state,
                 baggage,
                 probability,
-                collect: flags & FLAG_SAMPLED != 0,
-                name: Cow::Borrowed(meta.name()),
-                kind: SpanKind::Internal,
-                start,
-                status: Status::Unset,
-                attributes: Vec::new(),
-                events: Vec::new(),
-                links: Vec::new(),
-                messages: Vec::new(),
-                dropped_attributes: 0,
-                dropped_events: 0,
                 execution_unit: 0,
-                cpu_total: 0,
-                cpu_entered: None,
-                max_annotations: shared.max_annotations,
+                max_annotations: 0,
+                name: "",
+                data: None,
             },
-            None => {
-                let trace_id = new_trace_id();
-                let (sampled, probability) = shared.sampler.decide(trace_id, start);
-                let trace_state = if sampled && probability < 1.0 {
-                    TraceState::parse([format!("{PROBABILITY_KEY}=p:{probability}").as_str()])
-                } else {
-                    TraceState::default()
-                };
-                SpanRecord {
-                    trace_id,
+            None => match PENDING_PARENT.with(|p| p.borrow_mut().take()) {
+                Some(Extracted {
+                    parent: Some(remote),
+                    baggage,
+                }) => SpanRecord {
+                    trace_id: remote.trace_id,
                     span_id: new_span_id(),
-                    parent_id: None,
-                    flags: if sampled { FLAG_SAMPLED } else { 0 },
-                    trace_state,
-                    baggage: None,
-                    probability,
-                    // A root keeps its fields even when unsampled: a remote parent set
-                    // next (server middleware) may turn sampling on.
-                    collect: true,
-                    name: Cow::Borrowed(meta.name()),
-                    kind: SpanKind::Internal,
-                    start,
-                    status: Status::Unset,
-                    attributes: Vec::new(),
-                    events: Vec::new(),
-                    links: Vec::new(),
-                    messages: Vec::new(),
-                    dropped_attributes: 0,
-                    dropped_events: 0,
+                    parent_id: Some(remote.span_id),
+                    flags: remote.flags,
+                    probability: probability_from(&remote.trace_state, remote.is_sampled()),
+                    trace_state: remote.trace_state,
+                    baggage: (!baggage.is_empty()).then(|| Arc::new(baggage)),
                     execution_unit: 0,
-                    cpu_total: 0,
-                    cpu_entered: None,
-                    max_annotations: shared.max_annotations,
+                    max_annotations: 0,
+                    name: "",
+                    data: None,
+                },
+                pending => {
+                    let trace_id = new_trace_id();
+                    let (sampled, probability) = shared.sampler.decide(trace_id);
+                    let trace_state = if sampled && probability < 1.0 {
+                        TraceState::parse([format!("{PROBABILITY_KEY}=p:{probability}").as_str()])
+                    } else {
+                        TraceState::default()
+                    };
+                    SpanRecord {
+                        trace_id,
+                        span_id: new_span_id(),
+                        parent_id: None,
+                        flags: if sampled { FLAG_SAMPLED } else { 0 },
+                        trace_state,
+                        baggage: pending
+                            .map(|p| p.baggage)
+                            .filter(|b| !b.is_empty())
+                            .map(Arc::new),
+                        probability,
+                        execution_unit: 0,
+                        max_annotations: 0,
+                        name: "",
+                        data: None,
+                    }
                 }
-            }
+            },
         };
-        if record.collect {
-            attrs.record(&mut FieldVisitor {
-                record: &mut record,
-            });
+        record.execution_unit = thread_no();
+        record.max_annotations = shared.max_annotations.min(u32::MAX as usize) as u32;
+        record.name = meta.name();
+        if record.is_sampled() {
+            let mut data = Collected::new(
+                meta.name(),
+                now_ns(),
+                meta.fields().len(),
+                shared.max_annotations,
+            );
+            attrs.record(&mut FieldVisitor { data: &mut data });
+            record.data = Some(data);
         }
         span.extensions_mut().insert(record);
     }
@@ -388,10 +484,8 @@ where
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
         let mut ext = span.extensions_mut();
-        if let Some(record) = ext.get_mut::<SpanRecord>() {
-            if record.collect {
-                values.record(&mut FieldVisitor { record });
-            }
+        if let Some(data) = ext.get_mut::<SpanRecord>().and_then(|r| r.data.as_mut()) {
+            values.record(&mut FieldVisitor { data });
         }
     }
 
@@ -405,14 +499,12 @@ where
         };
         let Some(span) = ctx.span(id) else { return };
         let mut ext = span.extensions_mut();
-        if let Some(record) = ext.get_mut::<SpanRecord>() {
-            if record.collect {
-                record.links.push(Link {
-                    trace_id: other.0,
-                    span_id: other.1,
-                    attributes: Vec::new(),
-                });
-            }
+        if let Some(data) = ext.get_mut::<SpanRecord>().and_then(|r| r.data.as_mut()) {
+            data.links.push(Link {
+                trace_id: other.0,
+                span_id: other.1,
+                attributes: Vec::new(),
+            });
         }
     }
 
@@ -421,14 +513,11 @@ where
             return;
         };
         let mut ext = span.extensions_mut();
-        let Some(record) = ext.get_mut::<SpanRecord>() else {
+        let Some(data) = ext.get_mut::<SpanRecord>().and_then(|r| r.data.as_mut()) else {
             return;
         };
-        if !record.collect {
-            return;
-        }
-        if record.annotations() >= record.max_annotations {
-            record.dropped_events += 1;
+        if data.annotations() >= data.max_annotations {
+            data.dropped_events += 1;
             return;
         }
         let mut v = EventVisitor {
@@ -436,23 +525,21 @@ where
             attributes: Vec::new(),
         };
         event.record(&mut v);
-        record.events.push(Event {
-            time: now_ns(),
-            name: v.name.unwrap_or_else(|| event.metadata().name().to_owned()),
-            attributes: v.attributes,
-        });
+        data.events.push((
+            now_ns(),
+            v.name.unwrap_or(Cow::Borrowed(event.metadata().name())),
+            v.attributes,
+        ));
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        if !self.shared.cpu_time {
+            return;
+        }
         let Some(span) = ctx.span(id) else { return };
         let mut ext = span.extensions_mut();
-        if let Some(record) = ext.get_mut::<SpanRecord>() {
-            if record.execution_unit == 0 {
-                record.execution_unit = thread_no();
-            }
-            if self.shared.cpu_time && record.collect {
-                record.cpu_entered = Some(thread_cpu_ns());
-            }
+        if let Some(data) = ext.get_mut::<SpanRecord>().and_then(|r| r.data.as_mut()) {
+            data.cpu_entered = Some(thread_cpu_ns());
         }
     }
 
@@ -462,27 +549,46 @@ where
         }
         let Some(span) = ctx.span(id) else { return };
         let mut ext = span.extensions_mut();
-        if let Some(record) = ext.get_mut::<SpanRecord>() {
-            if let Some(t) = record.cpu_entered.take() {
-                record.cpu_total += thread_cpu_ns().saturating_sub(t);
+        if let Some(data) = ext.get_mut::<SpanRecord>().and_then(|r| r.data.as_mut()) {
+            if let Some(t) = data.cpu_entered.take() {
+                data.cpu_total += thread_cpu_ns().saturating_sub(t);
             }
         }
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(&id) else { return };
-        let Some(mut record) = span.extensions_mut().remove::<SpanRecord>() else {
+        let Some(record) = span.extensions_mut().remove::<SpanRecord>() else {
             return;
         };
-        if !record.is_sampled() {
+        let SpanRecord {
+            trace_id,
+            span_id,
+            parent_id,
+            flags,
+            trace_state,
+            probability,
+            execution_unit,
+            data: Some(data),
+            ..
+        } = record
+        else {
+            return;
+        };
+        if flags & FLAG_SAMPLED == 0 {
             return;
         }
-        if record.execution_unit == 0 {
-            record.execution_unit = thread_no();
-        }
-        let end = now_ns();
-        self.shared
-            .pipeline
-            .submit(record.into_span(end, &self.shared));
+        let cpu_time = self.shared.cpu_time.then_some(data.cpu_total);
+        self.shared.pipeline.submit(FinishedSpan {
+            trace_id,
+            span_id,
+            parent_id,
+            trace_state,
+            probability,
+            execution_unit,
+            end: now_ns(),
+            cpu_time,
+            data,
+        });
     }
 }

@@ -45,14 +45,14 @@ use std::sync::Arc;
 
 pub use config::{Config, InitError};
 pub use context::{current_context, extract, in_current_span, inject, inject_span, SpanExt};
-pub use layer::CausewayLayer;
+pub use layer::{with_remote_parent, CausewayLayer};
 pub use pipeline::{SpanSink, StatsSnapshot};
 pub use propagation::{Baggage, Extracted, SpanContext, TraceState};
 pub use sampling::Sampler;
 
 pub use causeway_model as model;
 
-use layer::LayerShared;
+use layer::{LayerShared, Process};
 use pipeline::Pipeline;
 use sampling::SamplerState;
 
@@ -85,15 +85,17 @@ pub(crate) fn build_layer(
     config: &Config,
     sinks: Vec<Box<dyn SpanSink>>,
 ) -> Result<(CausewayLayer, Arc<Pipeline>), InitError> {
-    let pipeline = Pipeline::start(sinks, config.queue_spans, config.flush_interval)
+    let process = Process {
+        service: Arc::from(config.service.as_str()),
+        host: Arc::from(config.host.as_str()),
+        pid: config.pid,
+    };
+    let pipeline = Pipeline::start(sinks, process, config.queue_spans, config.flush_interval)
         .map_err(InitError::Thread)?;
     let layer = CausewayLayer {
         shared: Arc::new(LayerShared {
             sampler: SamplerState::new(config.sampler.clone()),
             pipeline: pipeline.clone(),
-            service: Arc::from(config.service.as_str()),
-            host: Arc::from(config.host.as_str()),
-            pid: config.pid,
             max_annotations: config.max_annotations,
             cpu_time: config.cpu_time,
         }),

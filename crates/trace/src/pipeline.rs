@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use causeway_model::Span;
 use thread_local::ThreadLocal;
 
+use crate::layer::{FinishedSpan, Process};
+
 /// Where finished spans go.
 pub trait SpanSink: Send {
     /// Takes a batch of spans.
@@ -55,13 +57,13 @@ impl Stats {
 }
 
 enum Command {
-    Spans(Vec<Span>),
+    Spans(Vec<FinishedSpan>),
     Flush(SyncSender<()>, Instant),
     Stop(SyncSender<()>, Instant),
 }
 
 struct Shared {
-    buffers: ThreadLocal<Mutex<Vec<Span>>>,
+    buffers: ThreadLocal<Mutex<Vec<FinishedSpan>>>,
     stats: Stats,
 }
 
@@ -78,6 +80,7 @@ const BATCH: usize = 256;
 impl Pipeline {
     pub(crate) fn start(
         sinks: Vec<Box<dyn SpanSink>>,
+        process: Process,
         queue_spans: usize,
         flush_interval: Duration,
     ) -> std::io::Result<Arc<Pipeline>> {
@@ -90,7 +93,7 @@ impl Pipeline {
         let worker_shared = shared.clone();
         let handle = std::thread::Builder::new()
             .name("causeway-writer".into())
-            .spawn(move || run(worker_shared, rx, sinks, flush_interval))?;
+            .spawn(move || run(worker_shared, rx, sinks, process, flush_interval))?;
         Ok(Arc::new(Pipeline {
             shared,
             tx,
@@ -101,7 +104,7 @@ impl Pipeline {
 
     /// Hands a finished span to the writer. Never blocks on I/O; when the queue is full
     /// the batch is dropped and counted.
-    pub(crate) fn submit(&self, span: Span) {
+    pub(crate) fn submit(&self, span: FinishedSpan) {
         self.shared.stats.recorded.fetch_add(1, Ordering::Relaxed);
         let buf = self
             .shared
@@ -176,14 +179,20 @@ fn run(
     shared: Arc<Shared>,
     rx: Receiver<Command>,
     mut sinks: Vec<Box<dyn SpanSink>>,
+    process: Process,
     flush_interval: Duration,
 ) {
-    let write = |sinks: &mut Vec<Box<dyn SpanSink>>, spans: &[Span]| {
-        if spans.is_empty() {
+    // Turning recorded spans into model spans happens here, off the application's threads.
+    let write = |sinks: &mut Vec<Box<dyn SpanSink>>, finished: Vec<FinishedSpan>| {
+        if finished.is_empty() {
             return;
         }
+        let spans: Vec<Span> = finished
+            .into_iter()
+            .map(|f| f.into_span(&process))
+            .collect();
         for s in sinks.iter_mut() {
-            s.write(spans);
+            s.write(&spans);
         }
         shared
             .stats
@@ -194,7 +203,7 @@ fn run(
     let sweep = |sinks: &mut Vec<Box<dyn SpanSink>>| {
         for buf in shared.buffers.iter() {
             let spans = std::mem::take(&mut *buf.lock().unwrap_or_else(|e| e.into_inner()));
-            write(sinks, &spans);
+            write(sinks, spans);
         }
         for s in sinks.iter_mut() {
             s.flush();
@@ -203,7 +212,7 @@ fn run(
     let mut last_sweep = Instant::now();
     loop {
         match rx.recv_timeout(flush_interval) {
-            Ok(Command::Spans(v)) => write(&mut sinks, &v),
+            Ok(Command::Spans(v)) => write(&mut sinks, v),
             Ok(Command::Flush(reply, deadline)) => {
                 sweep(&mut sinks);
                 for s in sinks.iter_mut() {

@@ -99,8 +99,17 @@ impl SamplerState {
         })
     }
 
-    /// Decides for a new root at time `now` (Unix ns): (sampled, probability in force).
-    pub(crate) fn decide(&self, trace_id: TraceId, now: u64) -> (bool, f64) {
+    /// Decides for a new root: (sampled, probability in force).
+    pub(crate) fn decide(&self, trace_id: TraceId) -> (bool, f64) {
+        match self.sampler {
+            // Only the adaptive sampler needs the time.
+            Sampler::Adaptive { .. } => self.decide_at(trace_id, crate::clock::now_ns()),
+            _ => self.decide_at(trace_id, 0),
+        }
+    }
+
+    /// Decides for a new root at time `now` (Unix ns).
+    pub(crate) fn decide_at(&self, trace_id: TraceId, now: u64) -> (bool, f64) {
         match &self.sampler {
             Sampler::Always => (true, 1.0),
             Sampler::Never => (false, 0.0),
@@ -176,19 +185,25 @@ mod tests {
     #[test]
     fn probability_keeps_about_that_share_and_is_deterministic_per_trace() {
         let s = SamplerState::new(Sampler::Probability(0.1));
-        let kept = ids(100_000).filter(|&t| s.decide(t, 0).0).count();
+        let kept = ids(100_000).filter(|&t| s.decide_at(t, 0).0).count();
         assert!((9_000..11_000).contains(&kept), "kept {kept}");
         for t in ids(100) {
-            assert_eq!(s.decide(t, 0), s.decide(t, 5));
-            assert_eq!(s.decide(t, 0).1, 0.1);
+            assert_eq!(s.decide_at(t, 0), s.decide_at(t, 5));
+            assert_eq!(s.decide_at(t, 0).1, 0.1);
         }
     }
 
     #[test]
     fn always_and_never_record_their_probability() {
         let t = TraceId::new(5).unwrap();
-        assert_eq!(SamplerState::new(Sampler::Always).decide(t, 0), (true, 1.0));
-        assert_eq!(SamplerState::new(Sampler::Never).decide(t, 0), (false, 0.0));
+        assert_eq!(
+            SamplerState::new(Sampler::Always).decide_at(t, 0),
+            (true, 1.0)
+        );
+        assert_eq!(
+            SamplerState::new(Sampler::Never).decide_at(t, 0),
+            (false, 0.0)
+        );
     }
 
     #[test]
@@ -201,7 +216,7 @@ mod tests {
             let mut kept = 0;
             for i in 0..10_000u64 {
                 let now = 1_000_000_000_000 + sec * WINDOW_NS + i * (WINDOW_NS / 10_000);
-                if s.decide(ids.next().unwrap(), now).0 {
+                if s.decide_at(ids.next().unwrap(), now).0 {
                     kept += 1;
                 }
             }

@@ -167,15 +167,21 @@ fn children_follow_the_remote_sampling_decision() {
     .into_iter()
     .collect();
     rec.in_scope(|| {
-        let s = tracing::info_span!("server", route = "/a");
-        s.set_extracted(&causeway::extract(&sampled));
+        let extracted = causeway::extract(&sampled);
+        let s = causeway::with_remote_parent(&extracted, || {
+            tracing::info_span!("server", route = "/a")
+        });
         let _g = s.enter();
         let _c = tracing::info_span!("work").entered();
+        // Setting the parent after creation joins the trace too (fields given at
+        // creation were not kept: the span was unsampled then).
+        let late = tracing::info_span!(parent: None, "late", dropped = 1);
+        late.set_extracted(&extracted);
     });
     let spans = rec.spans();
     assert_eq!(
         spans.len(),
-        2,
+        3,
         "the remote parent's sampled flag wins over Never"
     );
     let server = spans.iter().find(|s| s.name == "server").unwrap();
@@ -184,11 +190,12 @@ fn children_follow_the_remote_sampling_decision() {
         "0af7651916cd43dd8448eb211c80319c"
     );
     assert_eq!(server.parent_id.unwrap().to_string(), "b7ad6b7169203331");
-    assert_eq!(
-        server.attribute("route"),
-        Some(&Value::from("/a")),
-        "a root keeps its fields until the decision"
-    );
+    assert_eq!(server.attribute("route"), Some(&Value::from("/a")));
+    let work = spans.iter().find(|s| s.name == "work").unwrap();
+    assert_eq!(work.parent_id, Some(server.span_id));
+    let late = spans.iter().find(|s| s.name == "late").unwrap();
+    assert_eq!(late.trace_id, server.trace_id);
+    assert_eq!(late.attribute("dropped"), None);
 
     let rec = Recorder::new(); // Always
     let unsampled: http::HeaderMap = [(

@@ -17,6 +17,7 @@ use tracing::Instrument;
 pub use tower_layer::Layer;
 
 use crate::context::{inject_span, SpanExt};
+use crate::layer::with_remote_parent;
 use crate::propagation;
 
 fn is_grpc<B>(req: &http::Request<B>) -> bool {
@@ -129,8 +130,9 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let extracted = propagation::extract(req.headers());
-        let span = new_span(&req, SpanKind::Server);
-        span.set_extracted(&extracted);
+        // Created with its remote parent in place, so the sampling decision (and the
+        // fields it keeps) is right from the start.
+        let span = with_remote_parent(&extracted, || new_span(&req, SpanKind::Server));
         let fut = span.in_scope(|| self.inner.call(req));
         ResponseFuture {
             inner: fut.instrument(span.clone()),
