@@ -83,8 +83,8 @@ pub(crate) struct Process {
     pub(crate) pid: u32,
 }
 
-fn owned_attrs(raw: Vec<RawAttr>) -> Vec<KeyValue> {
-    raw.into_iter()
+fn owned(raw: &mut Vec<RawAttr>) -> Vec<KeyValue> {
+    raw.drain(..)
         .map(|(k, value)| KeyValue {
             key: k.into_owned(),
             value,
@@ -93,13 +93,15 @@ fn owned_attrs(raw: Vec<RawAttr>) -> Vec<KeyValue> {
 }
 
 impl FinishedSpan {
-    pub(crate) fn into_span(self, process: &Process) -> Span {
-        let d = *self.data;
-        Span {
+    /// The model span, and the emptied data box (its vectors keep their capacity) for
+    /// the application's threads to reuse.
+    pub(crate) fn into_span(self, process: &Process) -> (Span, Box<Collected>) {
+        let mut d = self.data;
+        let span = Span {
             trace_id: self.trace_id,
             span_id: self.span_id,
             parent_id: self.parent_id,
-            name: d.name.into_owned(),
+            name: std::mem::take(&mut d.name).into_owned(),
             kind: d.kind,
             service: process.service.clone(),
             host: process.host.clone(),
@@ -107,19 +109,19 @@ impl FinishedSpan {
             execution_unit: self.execution_unit,
             start: d.start,
             end: self.end,
-            status: d.status,
-            attributes: owned_attrs(d.attributes),
+            status: std::mem::take(&mut d.status),
+            attributes: owned(&mut d.attributes),
             events: d
                 .events
-                .into_iter()
-                .map(|(time, name, attrs)| Event {
+                .drain(..)
+                .map(|(time, name, mut attrs)| Event {
                     time,
                     name: name.into_owned(),
-                    attributes: owned_attrs(attrs),
+                    attributes: owned(&mut attrs),
                 })
                 .collect(),
-            links: d.links,
-            messages: d.messages,
+            links: std::mem::take(&mut d.links),
+            messages: std::mem::take(&mut d.messages),
             cpu_time: self.cpu_time,
             sampling_probability: self.probability,
             dropped_attributes: d.dropped_attributes,
@@ -130,17 +132,31 @@ impl FinishedSpan {
                 self.trace_state.header()
             },
             source: Source::Instrumented,
-        }
+        };
+        (span, d)
     }
 }
 
 impl Collected {
+    /// Data for a new sampled span, in a reused box when the writer has returned one.
     fn new(
+        pipeline: Option<&Pipeline>,
         name: &'static str,
         start: u64,
         fields: usize,
         max_annotations: usize,
     ) -> Box<Collected> {
+        if let Some(mut c) = pipeline.and_then(|p| p.reuse()) {
+            c.name = Cow::Borrowed(name);
+            c.kind = SpanKind::Internal;
+            c.start = start;
+            c.dropped_attributes = 0;
+            c.dropped_events = 0;
+            c.cpu_total = 0;
+            c.cpu_entered = None;
+            c.max_annotations = max_annotations;
+            return c;
+        }
         Box::new(Collected {
             name: Cow::Borrowed(name),
             kind: SpanKind::Internal,
@@ -200,6 +216,7 @@ impl SpanRecord {
         self.probability = probability_from(&parent.trace_state, parent.is_sampled());
         if parent.is_sampled() && self.data.is_none() {
             self.data = Some(Collected::new(
+                None,
                 self.name,
                 now_ns(),
                 0,
@@ -470,6 +487,7 @@ where
         record.name = meta.name();
         if record.is_sampled() {
             let mut data = Collected::new(
+                Some(&shared.pipeline),
                 meta.name(),
                 now_ns(),
                 meta.fields().len(),
