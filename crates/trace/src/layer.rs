@@ -6,6 +6,7 @@
 //! (owned keys, service and host) happens on the writer thread.
 
 use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -27,8 +28,29 @@ use crate::sampling::SamplerState;
 /// processes downstream record the probability that was in force at the root.
 pub(crate) const PROBABILITY_KEY: &str = "cw";
 
+/// A value recorded on the hot path: text lives in the span's text buffer (a range of
+/// it), so recording a string or a `Debug` value allocates nothing once the buffer has
+/// grown (it is reused across spans).
+pub(crate) enum RawValue {
+    Value(Value),
+    Text(u32, u32),
+}
+
 /// A key-value recorded on the hot path: the key is a `tracing` field name.
-pub(crate) type RawAttr = (Cow<'static, str>, Value);
+pub(crate) type RawAttr = (&'static str, RawValue);
+
+/// A span event recorded on the hot path: its name is static or in the text buffer, its
+/// attributes a range of the span's event-attribute list.
+struct RawEvent {
+    time: u64,
+    name: RawName,
+    attrs: (u32, u32),
+}
+
+enum RawName {
+    Static(&'static str),
+    Text(u32, u32),
+}
 
 /// What a sampled span collects while it runs.
 pub(crate) struct Collected {
@@ -37,7 +59,9 @@ pub(crate) struct Collected {
     start: u64,
     pub(crate) status: Status,
     attributes: Vec<RawAttr>,
-    events: Vec<(u64, Cow<'static, str>, Vec<RawAttr>)>,
+    events: Vec<RawEvent>,
+    event_attributes: Vec<RawAttr>,
+    text: String,
     pub(crate) links: Vec<Link>,
     pub(crate) messages: Vec<Message>,
     dropped_attributes: u32,
@@ -83,11 +107,20 @@ pub(crate) struct Process {
     pub(crate) pid: u32,
 }
 
-fn owned(raw: &mut Vec<RawAttr>) -> Vec<KeyValue> {
-    raw.drain(..)
-        .map(|(k, value)| KeyValue {
-            key: k.into_owned(),
-            value,
+fn text_of(text: &str, from: u32, to: u32) -> String {
+    text.get(from as usize..to as usize)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn owned(text: &str, raw: &mut [RawAttr]) -> Vec<KeyValue> {
+    raw.iter_mut()
+        .map(|(k, v)| KeyValue {
+            key: (*k).to_owned(),
+            value: match std::mem::replace(v, RawValue::Text(0, 0)) {
+                RawValue::Value(v) => v,
+                RawValue::Text(a, b) => Value::Str(text_of(text, a, b)),
+            },
         })
         .collect()
 }
@@ -110,14 +143,21 @@ impl FinishedSpan {
             start: d.start,
             end: self.end,
             status: std::mem::take(&mut d.status),
-            attributes: owned(&mut d.attributes),
+            attributes: owned(&d.text, &mut d.attributes),
             events: d
                 .events
-                .drain(..)
-                .map(|(time, name, mut attrs)| Event {
-                    time,
-                    name: name.into_owned(),
-                    attributes: owned(&mut attrs),
+                .iter()
+                .map(|e| Event {
+                    time: e.time,
+                    name: match e.name {
+                        RawName::Static(n) => n.to_owned(),
+                        RawName::Text(a, b) => text_of(&d.text, a, b),
+                    },
+                    attributes: d
+                        .event_attributes
+                        .get_mut(e.attrs.0 as usize..e.attrs.1 as usize)
+                        .map(|raw| owned(&d.text, raw))
+                        .unwrap_or_default(),
                 })
                 .collect(),
             links: std::mem::take(&mut d.links),
@@ -133,6 +173,10 @@ impl FinishedSpan {
             },
             source: Source::Instrumented,
         };
+        d.attributes.clear();
+        d.events.clear();
+        d.event_attributes.clear();
+        d.text.clear();
         (span, d)
     }
 }
@@ -164,6 +208,8 @@ impl Collected {
             status: Status::Unset,
             attributes: Vec::with_capacity(fields.min(max_annotations)),
             events: Vec::new(),
+            event_attributes: Vec::new(),
+            text: String::new(),
             links: Vec::new(),
             messages: Vec::new(),
             dropped_attributes: 0,
@@ -178,13 +224,27 @@ impl Collected {
         self.attributes.len() + self.events.len()
     }
 
-    fn add_attribute(&mut self, key: &'static str, value: Value) {
+    fn add_attribute(&mut self, key: &'static str, value: RawValue) {
         if let Some(a) = self.attributes.iter_mut().find(|a| a.0 == key) {
             a.1 = value;
         } else if self.annotations() < self.max_annotations {
-            self.attributes.push((Cow::Borrowed(key), value));
+            self.attributes.push((key, value));
         } else {
             self.dropped_attributes += 1;
+        }
+    }
+
+    /// Appends text to the span's buffer; its range, or `None` past 4 GiB.
+    fn push_text(&mut self, write: impl FnOnce(&mut String)) -> Option<(u32, u32)> {
+        let from = self.text.len();
+        write(&mut self.text);
+        let to = self.text.len();
+        match (u32::try_from(from), u32::try_from(to)) {
+            (Ok(a), Ok(b)) => Some((a, b)),
+            _ => {
+                self.text.truncate(from);
+                None
+            }
         }
     }
 }
@@ -316,24 +376,37 @@ impl FieldVisitor<'_> {
     }
 }
 
+impl FieldVisitor<'_> {
+    fn text(&mut self, field: &Field, write: impl FnOnce(&mut String)) {
+        if let Some((a, b)) = self.data.push_text(write) {
+            self.data.add_attribute(field.name(), RawValue::Text(a, b));
+        }
+    }
+}
+
 impl Visit for FieldVisitor<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
         if !self.structural(field, value) {
-            self.data
-                .add_attribute(field.name(), Value::Str(value.to_owned()));
+            self.text(field, |t| t.push_str(value));
         }
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.data.add_attribute(field.name(), Value::I64(value));
+        self.data
+            .add_attribute(field.name(), RawValue::Value(Value::I64(value)));
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        let value = i64::try_from(value)
-            .map(Value::I64)
-            .unwrap_or_else(|_| Value::Str(value.to_string()));
-        self.data.add_attribute(field.name(), value);
+        match i64::try_from(value) {
+            Ok(v) => self
+                .data
+                .add_attribute(field.name(), RawValue::Value(Value::I64(v))),
+            Err(_) => self.text(field, |t| {
+                let _ = write!(t, "{value}");
+            }),
+        }
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.data.add_attribute(field.name(), Value::F64(value));
+        self.data
+            .add_attribute(field.name(), RawValue::Value(Value::F64(value)));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
         if field.name() == "error" {
@@ -342,58 +415,76 @@ impl Visit for FieldVisitor<'_> {
             }
             return;
         }
-        self.data.add_attribute(field.name(), Value::Bool(value));
+        self.data
+            .add_attribute(field.name(), RawValue::Value(Value::Bool(value)));
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
         self.record_str(field, &value.to_string());
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.record_str(field, &format!("{value:?}"));
+        match field.name() {
+            // Structural fields are rare; formatting them first is fine.
+            "otel.name" | "otel.kind" | "span.kind" | "otel.status_code" | "otel.status_message"
+            | "error" | "error.message" => self.record_str(field, &format!("{value:?}")),
+            _ => self.text(field, |t| {
+                let _ = write!(t, "{value:?}");
+            }),
+        }
     }
 }
 
-/// Reads an event's fields: `message` names it, the rest are its attributes.
-struct EventVisitor {
-    name: Option<Cow<'static, str>>,
-    attributes: Vec<RawAttr>,
+/// Reads an event's fields into the span's buffers: `message` names the event, the
+/// rest are its attributes.
+struct EventVisitor<'a> {
+    data: &'a mut Collected,
+    name: Option<(u32, u32)>,
 }
 
-impl Visit for EventVisitor {
-    fn record_str(&mut self, field: &Field, value: &str) {
+impl EventVisitor<'_> {
+    fn text(&mut self, field: &Field, write: impl FnOnce(&mut String)) {
+        let Some((a, b)) = self.data.push_text(write) else {
+            return;
+        };
         if field.name() == "message" {
-            self.name = Some(Cow::Owned(value.to_owned()));
+            self.name = Some((a, b));
         } else {
-            self.attributes
-                .push((Cow::Borrowed(field.name()), Value::Str(value.to_owned())));
+            self.data
+                .event_attributes
+                .push((field.name(), RawValue::Text(a, b)));
         }
+    }
+    fn value(&mut self, field: &Field, v: Value) {
+        self.data
+            .event_attributes
+            .push((field.name(), RawValue::Value(v)));
+    }
+}
+
+impl Visit for EventVisitor<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.text(field, |t| t.push_str(value));
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.attributes
-            .push((Cow::Borrowed(field.name()), Value::I64(value)));
+        self.value(field, Value::I64(value));
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        let v = i64::try_from(value)
-            .map(Value::I64)
-            .unwrap_or_else(|_| Value::Str(value.to_string()));
-        self.attributes.push((Cow::Borrowed(field.name()), v));
+        match i64::try_from(value) {
+            Ok(v) => self.value(field, Value::I64(v)),
+            Err(_) => self.text(field, |t| {
+                let _ = write!(t, "{value}");
+            }),
+        }
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.attributes
-            .push((Cow::Borrowed(field.name()), Value::F64(value)));
+        self.value(field, Value::F64(value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.attributes
-            .push((Cow::Borrowed(field.name()), Value::Bool(value)));
+        self.value(field, Value::Bool(value));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            self.name = Some(Cow::Owned(format!("{value:?}")));
-        } else {
-            self.attributes.push((
-                Cow::Borrowed(field.name()),
-                Value::Str(format!("{value:?}")),
-            ));
-        }
+        self.text(field, |t| {
+            let _ = write!(t, "{value:?}");
+        });
     }
 }
 
@@ -538,16 +629,20 @@ where
             data.dropped_events += 1;
             return;
         }
-        let mut v = EventVisitor {
-            name: None,
-            attributes: Vec::new(),
-        };
+        let time = now_ns();
+        let first_attr = data.event_attributes.len() as u32;
+        let mut v = EventVisitor { data, name: None };
         event.record(&mut v);
-        data.events.push((
-            now_ns(),
-            v.name.unwrap_or(Cow::Borrowed(event.metadata().name())),
-            v.attributes,
-        ));
+        let name = match v.name {
+            Some((a, b)) => RawName::Text(a, b),
+            None => RawName::Static(event.metadata().name()),
+        };
+        let last_attr = data.event_attributes.len() as u32;
+        data.events.push(RawEvent {
+            time,
+            name,
+            attrs: (first_attr, last_attr),
+        });
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
