@@ -18,13 +18,17 @@ use opentelemetry_sdk::trace::{BatchSpanProcessor, SdkTracerProvider, SpanData, 
 use tracing::Dispatch;
 use tracing_subscriber::layer::SubscriberExt;
 
-const CASES: [&str; 6] = [
+const CASES: [&str; 10] = [
     "bare_tracing_span",
+    "registry_noop_layer_span",
     "causeway_unsampled_span",
     "causeway_sampled_span",
     "causeway_sampled_event",
+    "causeway_unsampled_root_span",
+    "causeway_sampled_root_span",
     "otel_sampled_span",
     "otel_unsampled_span",
+    "otel_sampled_root_span",
 ];
 
 /// A sink that drops spans: the cost measured ends at the hand-off to the writer.
@@ -68,8 +72,17 @@ fn otel(sampler: opentelemetry_sdk::trace::Sampler) -> (Dispatch, SdkTracerProvi
     )
 }
 
-fn span_case(c: &mut Criterion, name: &str, dispatch: &Dispatch) {
+/// Creates, enters, exits and closes a span with one field. Unless `root`, inside an
+/// entered parent (a span within a request, the common case, where the sampling
+/// decision is inherited); with `root`, each span starts a trace (ids and a decision).
+fn span_case(c: &mut Criterion, name: &str, dispatch: &Dispatch, root: bool) {
     tracing::dispatcher::with_default(dispatch, || {
+        let parent = if root {
+            tracing::Span::none()
+        } else {
+            tracing::info_span!("parent")
+        };
+        let _p = parent.enter();
         c.benchmark_group("overhead").bench_function(name, |b| {
             b.iter(|| {
                 let span = tracing::info_span!("request", id = 7);
@@ -81,14 +94,20 @@ fn span_case(c: &mut Criterion, name: &str, dispatch: &Dispatch) {
 
 fn benches(c: &mut Criterion) {
     let none = Dispatch::new(tracing::subscriber::NoSubscriber::default());
-    span_case(c, "bare_tracing_span", &none);
+    span_case(c, "bare_tracing_span", &none, false);
+    let noop = Dispatch::new(
+        tracing_subscriber::registry().with(tracing_subscriber::layer::Identity::new()),
+    );
+    span_case(c, "registry_noop_layer_span", &noop, false);
 
     let (d, guard) = causeway(Sampler::Never);
-    span_case(c, "causeway_unsampled_span", &d);
+    span_case(c, "causeway_unsampled_span", &d, false);
+    span_case(c, "causeway_unsampled_root_span", &d, true);
     drop(guard);
 
     let (d, guard) = causeway(Sampler::Always);
-    span_case(c, "causeway_sampled_span", &d);
+    span_case(c, "causeway_sampled_span", &d, false);
+    span_case(c, "causeway_sampled_root_span", &d, true);
     // Events: a fresh span every 100 events keeps them under the annotation cap, so
     // every event is really recorded; only the events are timed.
     tracing::dispatcher::with_default(&d, || {
@@ -117,10 +136,14 @@ fn benches(c: &mut Criterion) {
     eprintln!("causeway pipeline: {stats:?}");
 
     let (d, provider) = otel(opentelemetry_sdk::trace::Sampler::AlwaysOn);
-    span_case(c, "otel_sampled_span", &d);
+    span_case(c, "otel_sampled_span", &d, false);
+    span_case(c, "otel_sampled_root_span", &d, true);
     let _ = provider.shutdown();
-    let (d, provider) = otel(opentelemetry_sdk::trace::Sampler::AlwaysOff);
-    span_case(c, "otel_unsampled_span", &d);
+    // ParentBased(AlwaysOff): the children of an unsampled root are unsampled too.
+    let (d, provider) = otel(opentelemetry_sdk::trace::Sampler::ParentBased(Box::new(
+        opentelemetry_sdk::trace::Sampler::AlwaysOff,
+    )));
+    span_case(c, "otel_unsampled_span", &d, false);
     let _ = provider.shutdown();
 }
 

@@ -162,7 +162,10 @@ mod tests {
             let after = system_ns();
             // Within a millisecond of the system clock (the counter's error over at most
             // a second since the last anchor is far smaller).
-            assert!(t + 1_000_000 >= before && t <= after + 1_000_000, "{before} {t} {after}");
+            assert!(
+                t + 1_000_000 >= before && t <= after + 1_000_000,
+                "{before} {t} {after}"
+            );
             std::thread::sleep(std::time::Duration::from_millis(300));
         }
     }

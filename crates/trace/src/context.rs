@@ -30,6 +30,16 @@ pub(crate) fn with_record<R>(
     span.with_subscriber(|(id, dispatch)| {
         let registry = dispatch.downcast_ref::<Registry>()?;
         let data = registry.span(id)?;
+        if data.extensions().get::<SpanRecord>().is_none() {
+            // A span of an unsampled trace: give it its own record now, as a child of
+            // its nearest recorded ancestor (none: Causeway does not trace it).
+            let made = data.scope().skip(1).find_map(|a| {
+                a.extensions()
+                    .get::<SpanRecord>()
+                    .map(|r| SpanRecord::unsampled_child(r, data.metadata().name()))
+            })?;
+            data.extensions_mut().insert(made);
+        }
         let mut ext = data.extensions_mut();
         let record = ext.get_mut::<SpanRecord>()?;
         f.take().map(|f| f(record))

@@ -6,8 +6,8 @@
 //! (owned keys, service and host) happens on the writer thread.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::cell::RefCell;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use causeway_model::{
@@ -287,6 +287,24 @@ impl SpanRecord {
         }
     }
 
+    /// A record for a span of an unsampled trace that had none, made when something
+    /// asks for the span's own context: a child of its nearest recorded ancestor.
+    pub(crate) fn unsampled_child(ancestor: &SpanRecord, name: &'static str) -> SpanRecord {
+        SpanRecord {
+            trace_id: ancestor.trace_id,
+            span_id: new_span_id(),
+            parent_id: Some(ancestor.span_id),
+            flags: ancestor.flags,
+            trace_state: ancestor.trace_state.clone(),
+            baggage: ancestor.baggage.clone(),
+            probability: ancestor.probability,
+            execution_unit: thread_no(),
+            max_annotations: ancestor.max_annotations,
+            name,
+            data: None,
+        }
+    }
+
     pub(crate) fn add_message(&mut self, m: Message) {
         // Messages are structure (they join traces), never displaced by annotations.
         if let Some(d) = self.data.as_mut() {
@@ -424,8 +442,13 @@ impl Visit for FieldVisitor<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         match field.name() {
             // Structural fields are rare; formatting them first is fine.
-            "otel.name" | "otel.kind" | "span.kind" | "otel.status_code" | "otel.status_message"
-            | "error" | "error.message" => self.record_str(field, &format!("{value:?}")),
+            "otel.name"
+            | "otel.kind"
+            | "span.kind"
+            | "otel.status_code"
+            | "otel.status_message"
+            | "error"
+            | "error.message" => self.record_str(field, &format!("{value:?}")),
             _ => self.text(field, |t| {
                 let _ = write!(t, "{value:?}");
             }),
@@ -493,7 +516,6 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(id) else { return };
         let parent = if let Some(p) = attrs.parent() {
             ctx.span(p)
         } else if attrs.is_contextual() {
@@ -503,18 +525,36 @@ where
         };
         let shared = &self.shared;
         let meta = attrs.metadata();
+        let context_of = |r: &SpanRecord| {
+            (
+                r.trace_id,
+                r.span_id,
+                r.flags,
+                r.trace_state.clone(),
+                r.baggage.clone(),
+                r.probability,
+            )
+        };
+        // The nearest ancestor with a record: spans of unsampled traces below their
+        // local root get none (see below). Every registry lookup costs, so the parent
+        // is asked first and the walk up happens only when it has no record.
         let inherited = parent.as_ref().and_then(|p| {
-            p.extensions().get::<SpanRecord>().map(|r| {
-                (
-                    r.trace_id,
-                    r.span_id,
-                    r.flags,
-                    r.trace_state.clone(),
-                    r.baggage.clone(),
-                    r.probability,
-                )
+            let own = p.extensions().get::<SpanRecord>().map(context_of);
+            own.or_else(|| {
+                p.scope()
+                    .skip(1)
+                    .find_map(|a| a.extensions().get::<SpanRecord>().map(context_of))
             })
         });
+        if let Some((_, _, flags, ..)) = &inherited {
+            // Inside an unsampled trace a span records nothing, and its context is its
+            // nearest recorded ancestor's until something asks for its own (then
+            // `context::with_record` gives it one). This keeps unsampled spans cheap.
+            if flags & FLAG_SAMPLED == 0 {
+                return;
+            }
+        }
+        let Some(span) = ctx.span(id) else { return };
         let mut record = match inherited {
             Some((trace_id, parent_id, flags, trace_state, baggage, probability)) => SpanRecord {
                 trace_id,
