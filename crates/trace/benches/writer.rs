@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use causeway::model::{Event, KeyValue, Span, SpanId, SpanKind, TraceId};
-use causeway::sinks::segment::SegmentWriter;
+use causeway::sinks::segment::{self, SegmentWriter};
 use causeway::SpanSink;
 use criterion::{Criterion, Throughput};
 
@@ -66,12 +66,25 @@ fn main() {
     let spans: Vec<Span> = (0..256).map(realistic).collect();
     let dir = std::env::temp_dir().join(format!("causeway-writer-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let mut writer = SegmentWriter::open(&dir, "bench", 1, 64 << 20).unwrap();
+    let mut writer = SegmentWriter::open(&dir, "bench", 1, 8 << 20).unwrap();
+    // As `causeway agent` would, delete segments once they are closed, so the figure is
+    // the writer's and not the page cache's filling up over gigabytes.
+    let proc_dir = writer.dir().to_path_buf();
+    let mut batches = 0u64;
+    let mut written_bytes = 0u64;
     let mut g = c.benchmark_group("writer");
     g.throughput(Throughput::Elements(spans.len() as u64));
     g.bench_function("segment_files_batch_256", |b| {
         b.iter(|| {
             writer.write(&spans);
+            batches += 1;
+            if batches % 64 == 0 {
+                let files = segment::segment_files(&proc_dir).unwrap_or_default();
+                for f in &files[..files.len().saturating_sub(1)] {
+                    written_bytes += std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+                    let _ = std::fs::remove_file(f);
+                }
+            }
         })
     });
     // The CPU part alone (encoding into a reused buffer), to tell it from the I/O.
