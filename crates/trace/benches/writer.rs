@@ -104,14 +104,7 @@ fn main() {
         buf.len() / spans.len().max(1)
     );
     writer.flush();
-    let bytes: u64 = std::fs::read_dir(writer.dir())
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.metadata().ok())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0);
-    eprintln!("segment bytes written: {bytes}");
+    eprintln!("segment bytes written (closed segments, deleted as they closed): {written_bytes}");
     let _ = std::fs::remove_dir_all(&dir);
     c.final_summary();
 }

@@ -68,7 +68,11 @@ struct Shared {
     // Emptied span data the writer hands back, so that a sampled span allocates nothing
     // on the application's thread and nothing allocated there is freed on the writer's
     // (cross-thread frees are what made the default allocator slow here).
+    // The boxes themselves are what is reused (a span's data moves as one pointer from
+    // the application's thread to the writer and back), so a Vec of boxes it is.
+    #[allow(clippy::vec_box)]
     spare: Mutex<Vec<Box<Collected>>>,
+    #[allow(clippy::vec_box)]
     local_spare: ThreadLocal<std::cell::RefCell<Vec<Box<Collected>>>>,
 }
 
