@@ -1,0 +1,79 @@
+//! Causeway is one layer among others: next to `tracing_subscriber::fmt` both see every
+//! span and event, sampled or not.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use causeway::model::Span;
+use causeway::{Config, Sampler, SpanSink};
+use tracing_subscriber::layer::SubscriberExt;
+
+#[derive(Clone, Default)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Buffer {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+struct Collect(Arc<Mutex<Vec<Span>>>);
+
+impl SpanSink for Collect {
+    fn write(&mut self, spans: &[Span]) {
+        self.0.lock().unwrap().extend_from_slice(spans);
+    }
+    fn flush(&mut self) {}
+}
+
+fn run(sampler: Sampler) -> (String, Vec<Span>) {
+    let out = Buffer::default();
+    let spans = Arc::new(Mutex::new(Vec::new()));
+    let (layer, guard) = causeway::layer_with_sinks(
+        Config::new("fmt-too").with_sampler(sampler),
+        vec![Box::new(Collect(spans.clone()))],
+    )
+    .unwrap();
+    let writer = out.clone();
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_ansi(false)
+        .with_writer(move || writer.clone());
+    let subscriber = tracing_subscriber::registry().with(layer).with(fmt);
+    tracing::subscriber::with_default(subscriber, || {
+        let _req = tracing::info_span!("request", user = "alice").entered();
+        let _db = tracing::info_span!("query", table = "items").entered();
+        tracing::info!(rows = 3, "fetched rows");
+    });
+    drop(guard);
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let spans = spans.lock().unwrap().clone();
+    (text, spans)
+}
+
+#[test]
+fn both_layers_see_a_sampled_request() {
+    let (text, spans) = run(Sampler::Always);
+    assert!(text.contains("fetched rows"), "{text}");
+    assert!(
+        text.contains("request{user=\"alice\"}:query{table=\"items\"}"),
+        "{text}"
+    );
+    assert_eq!(spans.len(), 2);
+    let query = spans.iter().find(|s| s.name == "query").unwrap();
+    assert_eq!(query.events[0].name, "fetched rows");
+}
+
+#[test]
+fn fmt_still_sees_every_span_of_an_unsampled_request() {
+    let (text, spans) = run(Sampler::Never);
+    assert!(spans.is_empty());
+    assert!(
+        text.contains("request{user=\"alice\"}:query{table=\"items\"}: "),
+        "{text}"
+    );
+    assert!(text.contains("rows=3"), "{text}");
+}
