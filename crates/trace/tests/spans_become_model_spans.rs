@@ -155,17 +155,16 @@ fn never_sampling_records_nothing_but_still_propagates_context() {
     assert_eq!(rec.stats().recorded, 0);
 }
 
+fn traceparent(value: &str) -> http::HeaderMap {
+    let mut h = http::HeaderMap::new();
+    h.insert("traceparent", value.parse().unwrap());
+    h
+}
+
 #[test]
 fn children_follow_the_remote_sampling_decision() {
     let rec = Recorder::with_config(Config::new("follower").with_sampler(Sampler::Never)).unwrap();
-    let sampled: http::HeaderMap = [(
-        http::header::HeaderName::from_static("traceparent"),
-        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-            .parse()
-            .unwrap(),
-    )]
-    .into_iter()
-    .collect();
+    let sampled = traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
     rec.in_scope(|| {
         let extracted = causeway::extract(&sampled);
         let s = causeway::with_remote_parent(&extracted, || {
@@ -198,14 +197,7 @@ fn children_follow_the_remote_sampling_decision() {
     assert_eq!(late.attribute("dropped"), None);
 
     let rec = Recorder::new(); // Always
-    let unsampled: http::HeaderMap = [(
-        http::header::HeaderName::from_static("traceparent"),
-        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
-            .parse()
-            .unwrap(),
-    )]
-    .into_iter()
-    .collect();
+    let unsampled = traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00");
     rec.in_scope(|| {
         let s = tracing::info_span!("server");
         s.set_extracted(&causeway::extract(&unsampled));

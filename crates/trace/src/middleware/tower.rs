@@ -105,14 +105,41 @@ impl TraceLayer {
 impl<S> Layer<S> for TraceLayer {
     type Service = TraceService<S>;
     fn layer(&self, inner: S) -> TraceService<S> {
-        TraceService { inner }
+        TraceService {
+            inner,
+            kind: SpanKind::Server,
+        }
     }
 }
 
-/// The service made by [`TraceLayer`].
+/// The client-side layer: one client span per request, its context injected into the
+/// request's headers (`traceparent`, `tracestate`, `baggage`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientTraceLayer;
+
+impl ClientTraceLayer {
+    /// The layer.
+    pub fn new() -> ClientTraceLayer {
+        ClientTraceLayer
+    }
+}
+
+impl<S> Layer<S> for ClientTraceLayer {
+    type Service = TraceService<S>;
+    fn layer(&self, inner: S) -> TraceService<S> {
+        TraceService {
+            inner,
+            kind: SpanKind::Client,
+        }
+    }
+}
+
+/// The service made by [`TraceLayer`] (server spans) and [`ClientTraceLayer`] (client
+/// spans).
 #[derive(Debug, Clone)]
 pub struct TraceService<S> {
     inner: S,
+    kind: SpanKind,
 }
 
 impl<S, B, ResB> Service<http::Request<B>> for TraceService<S>
@@ -128,16 +155,22 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let extracted = propagation::extract(req.headers());
-        // Created with its remote parent in place, so the sampling decision (and the
-        // fields it keeps) is right from the start.
-        let span = with_remote_parent(&extracted, || new_span(&req, SpanKind::Server));
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        let span = if self.kind == SpanKind::Server {
+            let extracted = propagation::extract(req.headers());
+            // Created with its remote parent in place, so the sampling decision (and the
+            // fields it keeps) is right from the start.
+            with_remote_parent(&extracted, || new_span(&req, SpanKind::Server))
+        } else {
+            let span = new_span(&req, SpanKind::Client);
+            inject_span(&span, req.headers_mut());
+            span
+        };
         let fut = span.in_scope(|| self.inner.call(req));
         ResponseFuture {
             inner: fut.instrument(span.clone()),
             span,
-            kind: SpanKind::Server,
+            kind: self.kind,
         }
     }
 }
@@ -166,55 +199,5 @@ where
             Err(e) => this.span.set_error(e.to_string()),
         }
         Poll::Ready(out)
-    }
-}
-
-/// The client-side layer: one client span per request, its context injected into the
-/// request's headers (`traceparent`, `tracestate`, `baggage`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ClientTraceLayer;
-
-impl ClientTraceLayer {
-    /// The layer.
-    pub fn new() -> ClientTraceLayer {
-        ClientTraceLayer
-    }
-}
-
-impl<S> Layer<S> for ClientTraceLayer {
-    type Service = ClientTraceService<S>;
-    fn layer(&self, inner: S) -> ClientTraceService<S> {
-        ClientTraceService { inner }
-    }
-}
-
-/// The service made by [`ClientTraceLayer`].
-#[derive(Debug, Clone)]
-pub struct ClientTraceService<S> {
-    inner: S,
-}
-
-impl<S, B, ResB> Service<http::Request<B>> for ClientTraceService<S>
-where
-    S: Service<http::Request<B>, Response = http::Response<ResB>>,
-    S::Error: std::fmt::Display,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = ResponseFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
-        let span = new_span(&req, SpanKind::Client);
-        inject_span(&span, req.headers_mut());
-        let fut = span.in_scope(|| self.inner.call(req));
-        ResponseFuture {
-            inner: fut.instrument(span.clone()),
-            span,
-            kind: SpanKind::Client,
-        }
     }
 }
