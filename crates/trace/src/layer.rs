@@ -340,10 +340,17 @@ pub fn with_remote_parent(
     extracted: &Extracted,
     make: impl FnOnce() -> tracing::Span,
 ) -> tracing::Span {
+    // Cleared on the way out, also if `make` panics, so that a later root span on this
+    // thread never picks up a stale parent.
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            PENDING_PARENT.with(|p| p.borrow_mut().take());
+        }
+    }
     PENDING_PARENT.with(|p| *p.borrow_mut() = Some(extracted.clone()));
-    let span = make();
-    PENDING_PARENT.with(|p| p.borrow_mut().take());
-    span
+    let _clear = Clear;
+    make()
 }
 
 pub(crate) struct LayerShared {

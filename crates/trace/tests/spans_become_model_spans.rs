@@ -287,3 +287,25 @@ fn adaptive_sampling_holds_the_rate_near_its_target() {
         after_first.len()
     );
 }
+
+#[test]
+fn a_panic_while_creating_a_span_leaves_no_stale_remote_parent() {
+    let rec = Recorder::new();
+    rec.in_scope(|| {
+        let extracted = causeway::extract(&traceparent(
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        ));
+        let r = std::panic::catch_unwind(|| {
+            causeway::with_remote_parent(&extracted, || panic!("handler setup failed"))
+        });
+        assert!(r.is_err());
+        let _next = tracing::info_span!("next request").entered();
+    });
+    let spans = rec.spans();
+    assert_eq!(spans.len(), 1);
+    assert_ne!(
+        spans[0].trace_id.to_string(),
+        "0af7651916cd43dd8448eb211c80319c"
+    );
+    assert_eq!(spans[0].parent_id, None);
+}
