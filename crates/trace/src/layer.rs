@@ -220,6 +220,15 @@ impl Collected {
         })
     }
 
+    /// Whether an emptied box is small enough to keep for reuse: one huge span must not
+    /// pin its buffers' memory for good.
+    pub(crate) fn worth_reusing(&self) -> bool {
+        self.text.capacity() <= 64 << 10
+            && self.attributes.capacity() <= 256
+            && self.events.capacity() <= 256
+            && self.event_attributes.capacity() <= 1024
+    }
+
     fn annotations(&self) -> usize {
         self.attributes.len() + self.events.len()
     }

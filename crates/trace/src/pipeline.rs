@@ -219,7 +219,9 @@ fn run(
             .into_iter()
             .map(|f| {
                 let (span, empty) = f.into_span(&process);
-                returned.push(empty);
+                if empty.worth_reusing() {
+                    returned.push(empty);
+                }
                 span
             })
             .collect();
