@@ -1,0 +1,559 @@
+//! Immutable Parquet blocks: spans sorted by trace id so that a trace is a contiguous run
+//! of rows, with page statistics for pruning and a `detail` column holding each span's
+//! complete native encoding.
+
+use std::fs::File;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BinaryBuilder, FixedSizeBinaryArray, FixedSizeBinaryBuilder,
+    Int64Builder, MapBuilder, RecordBatch, StringBuilder, TimestampNanosecondBuilder,
+    UInt32Builder,
+};
+use arrow::datatypes::{Int64Type, TimestampNanosecondType};
+use causeway_model::codec::native;
+use causeway_model::{Span, Status};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+};
+use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+
+use crate::index::{BlockIndex, IndexBuilder, IndexRow};
+use crate::query::SearchQuery;
+use crate::StoreError;
+
+const ROW_GROUP_ROWS: usize = 128 * 1024;
+const PAGE_ROWS: usize = 2048;
+const BATCH_ROWS: usize = 16 * 1024;
+const WAL_THROUGH: &str = "causeway.wal_through";
+const REPLACES: &str = "causeway.replaces";
+
+/// Column names of the `spans` table, in file order.
+pub(crate) const COLUMNS: [&str; 15] = [
+    "trace_id",
+    "span_id",
+    "parent_id",
+    "service",
+    "operation",
+    "kind",
+    "host",
+    "pid",
+    "start_time",
+    "duration_ns",
+    "status_code",
+    "status_message",
+    "attributes",
+    "source",
+    "detail",
+];
+
+/// A block on disk with its index in memory.
+pub(crate) struct Block {
+    pub name: String,
+    pub path: PathBuf,
+    pub bytes: u64,
+    /// The last WAL segment whose spans this block holds.
+    pub wal_through: u64,
+    /// Blocks this one was compacted from (deleted after it became durable).
+    pub replaces: Vec<String>,
+    pub index: BlockIndex,
+    meta: ArrowReaderMetadata,
+    file: File,
+}
+
+fn block_err(path: &Path) -> impl Fn(parquet::errors::ParquetError) -> StoreError + '_ {
+    move |e| StoreError::Block {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    }
+}
+
+fn arrow_err(path: &Path) -> impl Fn(arrow::error::ArrowError) -> StoreError + '_ {
+    move |e| StoreError::Block {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    }
+}
+
+fn clamp(t: u64) -> i64 {
+    i64::try_from(t).unwrap_or(i64::MAX)
+}
+
+fn status_code(s: &Status) -> &'static str {
+    match s {
+        Status::Unset => "UNSET",
+        Status::Ok => "OK",
+        Status::Error(_) => "ERROR",
+    }
+}
+
+/// Arrow columns for a run of spans (the file schema, `detail` included).
+pub(crate) fn to_batch(spans: &[&Span]) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let n = spans.len();
+    let mut trace_id = FixedSizeBinaryBuilder::with_capacity(n, 16);
+    let mut span_id = FixedSizeBinaryBuilder::with_capacity(n, 8);
+    let mut parent_id = FixedSizeBinaryBuilder::with_capacity(n, 8);
+    let mut service = StringBuilder::new();
+    let mut operation = StringBuilder::new();
+    let mut kind = StringBuilder::new();
+    let mut host = StringBuilder::new();
+    let mut pid = UInt32Builder::with_capacity(n);
+    let mut start = TimestampNanosecondBuilder::with_capacity(n).with_timezone("UTC");
+    let mut duration = Int64Builder::with_capacity(n);
+    let mut status = StringBuilder::new();
+    let mut message = StringBuilder::new();
+    let mut attributes = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+    let mut source = StringBuilder::new();
+    let mut detail = BinaryBuilder::new();
+    let mut scratch = Vec::with_capacity(512);
+    for s in spans {
+        trace_id.append_value(s.trace_id.to_bytes())?;
+        span_id.append_value(s.span_id.to_bytes())?;
+        match s.parent_id {
+            Some(p) => parent_id.append_value(p.to_bytes())?,
+            None => parent_id.append_null(),
+        }
+        service.append_value(&s.service);
+        operation.append_value(&s.name);
+        kind.append_value(s.kind.as_str());
+        host.append_value(&s.host);
+        pid.append_value(s.pid);
+        start.append_value(clamp(s.start));
+        duration.append_value(clamp(s.duration()));
+        status.append_value(status_code(&s.status));
+        match &s.status {
+            Status::Error(m) if !m.is_empty() => message.append_value(m),
+            _ => message.append_null(),
+        }
+        for kv in &s.attributes {
+            attributes.keys().append_value(&kv.key);
+            match kv.value.as_str() {
+                Some(v) => attributes.values().append_value(v),
+                None => attributes.values().append_value(kv.value.to_string()),
+            }
+        }
+        attributes.append(true)?;
+        source.append_value(s.source.to_text());
+        scratch.clear();
+        native::encode(s, &mut scratch);
+        detail.append_value(&scratch[native::HEADER_LEN..]);
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(trace_id.finish()),
+        Arc::new(span_id.finish()),
+        Arc::new(parent_id.finish()),
+        Arc::new(service.finish()),
+        Arc::new(operation.finish()),
+        Arc::new(kind.finish()),
+        Arc::new(host.finish()),
+        Arc::new(pid.finish()),
+        Arc::new(start.finish()),
+        Arc::new(duration.finish()),
+        Arc::new(status.finish()),
+        Arc::new(message.finish()),
+        Arc::new(attributes.finish()),
+        Arc::new(source.finish()),
+        Arc::new(detail.finish()),
+    ];
+    let nullable = |name: &str| matches!(name, "parent_id" | "status_message");
+    RecordBatch::try_from_iter_with_nullable(
+        COLUMNS
+            .iter()
+            .zip(columns)
+            .map(|(name, col)| (*name, col, nullable(name))),
+    )
+}
+
+fn properties(wal_through: u64, replaces: &[String]) -> WriterProperties {
+    let mut b = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_max_row_group_size(ROW_GROUP_ROWS)
+        .set_data_page_row_count_limit(PAGE_ROWS)
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_key_value_metadata(Some(vec![
+            KeyValue::new(WAL_THROUGH.to_string(), wal_through.to_string()),
+            KeyValue::new(
+                REPLACES.to_string(),
+                serde_json::to_string(replaces).unwrap_or_else(|_| "[]".into()),
+            ),
+        ]));
+    // Random ids and the opaque detail gain nothing from dictionaries.
+    for col in ["span_id", "parent_id", "detail"] {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(col), false);
+    }
+    b.build()
+}
+
+/// Writes a block from spans given in trace-id order: to a temporary file, synced, then
+/// renamed, so a block file is either whole or absent. The index is built as rows go by.
+pub(crate) struct BlockWriter {
+    dir: PathBuf,
+    name: String,
+    tmp: PathBuf,
+    wal_through: u64,
+    replaces: Vec<String>,
+    file: Option<File>,
+    writer: Option<ArrowWriter<File>>,
+    index: IndexBuilder,
+}
+
+impl BlockWriter {
+    pub fn new(
+        dir: &Path,
+        name: String,
+        wal_through: u64,
+        replaces: Vec<String>,
+    ) -> Result<BlockWriter, StoreError> {
+        let tmp = dir.join(format!("{name}.parquet.tmp"));
+        let file = File::create(&tmp).map_err(StoreError::io("create block", &tmp))?;
+        Ok(BlockWriter {
+            dir: dir.to_path_buf(),
+            name,
+            tmp,
+            wal_through,
+            replaces,
+            file: Some(file),
+            writer: None,
+            index: IndexBuilder::default(),
+        })
+    }
+
+    /// Appends spans; across calls they must come in (trace id, start) order.
+    pub fn write(&mut self, spans: &[&Span]) -> Result<(), StoreError> {
+        for chunk in spans.chunks(BATCH_ROWS) {
+            let batch = to_batch(chunk).map_err(arrow_err(&self.tmp))?;
+            let writer = match (&mut self.writer, self.file.take()) {
+                (Some(w), _) => w,
+                (None, Some(file)) => self.writer.insert(
+                    ArrowWriter::try_new(
+                        file,
+                        batch.schema(),
+                        Some(properties(self.wal_through, &self.replaces)),
+                    )
+                    .map_err(block_err(&self.tmp))?,
+                ),
+                (None, None) => return Err(self.corrupt("block writer has no file")),
+            };
+            writer.write(&batch).map_err(block_err(&self.tmp))?;
+            for s in chunk {
+                self.index.push(IndexRow {
+                    trace: s.trace_id.get(),
+                    service: &s.service,
+                    operation: &s.name,
+                    host: &s.host,
+                    start: s.start.min(i64::MAX as u64),
+                    duration: s.duration().min(i64::MAX as u64),
+                    error: s.is_error(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn corrupt(&self, reason: &str) -> StoreError {
+        StoreError::Block {
+            path: self.tmp.clone(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Seals the file and opens it as a block; `None` when no span was written.
+    pub fn finish(self) -> Result<Option<Block>, StoreError> {
+        let Some(writer) = self.writer else {
+            let _ = std::fs::remove_file(&self.tmp);
+            return Ok(None);
+        };
+        let file = writer.into_inner().map_err(block_err(&self.tmp))?;
+        file.sync_all()
+            .map_err(StoreError::io("sync block", &self.tmp))?;
+        drop(file);
+        let path = self.dir.join(format!("{}.parquet", self.name));
+        std::fs::rename(&self.tmp, &path).map_err(StoreError::io("rename block", &path))?;
+        crate::wal::sync_dir(&self.dir)?;
+        Block::open_with(path, self.name, Some(self.index.finish())).map(Some)
+    }
+}
+
+/// The order of rows in a block.
+pub(crate) fn row_order(a: &Span, b: &Span) -> std::cmp::Ordering {
+    (a.trace_id, a.start, a.span_id).cmp(&(b.trace_id, b.start, b.span_id))
+}
+
+impl Block {
+    /// Opens a block written earlier, rebuilding its index from its columns.
+    pub fn open(path: PathBuf) -> Result<Block, StoreError> {
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_string();
+        Self::open_with(path, name, None)
+    }
+
+    fn open_with(
+        path: PathBuf,
+        name: String,
+        index: Option<BlockIndex>,
+    ) -> Result<Block, StoreError> {
+        let file = File::open(&path).map_err(StoreError::io("open block", &path))?;
+        let bytes = file
+            .metadata()
+            .map_err(StoreError::io("stat block", &path))?
+            .len();
+        let meta =
+            ArrowReaderMetadata::load(&file, ArrowReaderOptions::new().with_page_index(true))
+                .map_err(block_err(&path))?;
+        let kv = meta.metadata().file_metadata().key_value_metadata();
+        let lookup = |key: &str| {
+            kv.and_then(|kv| kv.iter().find(|e| e.key == key))
+                .and_then(|e| e.value.clone())
+        };
+        let wal_through = lookup(WAL_THROUGH)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| StoreError::Block {
+                path: path.clone(),
+                reason: format!("missing {WAL_THROUGH} metadata"),
+            })?;
+        let replaces = lookup(REPLACES)
+            .and_then(|v| serde_json::from_str(&v).ok())
+            .unwrap_or_default();
+        let mut block = Block {
+            name,
+            path,
+            bytes,
+            wal_through,
+            replaces,
+            index: BlockIndex::default(),
+            meta,
+            file,
+        };
+        block.index = match index {
+            Some(i) => i,
+            None => block.build_index()?,
+        };
+        Ok(block)
+    }
+
+    fn reader(
+        &self,
+        columns: &[&str],
+        rows: &[Range<usize>],
+    ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader, StoreError> {
+        let file = self
+            .file
+            .try_clone()
+            .map_err(StoreError::io("open block", &self.path))?;
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone());
+        let roots = columns
+            .iter()
+            .filter_map(|c| COLUMNS.iter().position(|name| name == c));
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        let mut builder = builder.with_projection(mask).with_batch_size(BATCH_ROWS);
+        if !rows.is_empty() {
+            // Read only the row groups the ranges touch; the selection then counts rows
+            // within those groups.
+            let groups = self.meta.metadata().row_groups();
+            let mut chosen = Vec::new();
+            let mut shifted = Vec::new();
+            let (mut group_start, mut skipped) = (0usize, 0usize);
+            let mut ranges = rows.iter().peekable();
+            for (g, rg) in groups.iter().enumerate() {
+                let group_end = group_start + rg.num_rows() as usize;
+                let touched = rows
+                    .iter()
+                    .any(|r| r.start < group_end && r.end > group_start);
+                if touched {
+                    chosen.push(g);
+                    while let Some(r) = ranges.peek() {
+                        if r.start >= group_end {
+                            break;
+                        }
+                        let a = r.start.max(group_start);
+                        let b = r.end.min(group_end);
+                        shifted.push(a - skipped..b - skipped);
+                        if r.end <= group_end {
+                            ranges.next();
+                        } else {
+                            break;
+                        }
+                    }
+                } else {
+                    skipped += group_end - group_start;
+                }
+                group_start = group_end;
+            }
+            let total = group_start - skipped;
+            builder = builder.with_row_groups(chosen).with_row_selection(
+                RowSelection::from_consecutive_ranges(shifted.into_iter(), total),
+            );
+        }
+        builder.build().map_err(block_err(&self.path))
+    }
+
+    fn build_index(&self) -> Result<BlockIndex, StoreError> {
+        let cols = [
+            "trace_id",
+            "service",
+            "operation",
+            "host",
+            "start_time",
+            "duration_ns",
+            "status_code",
+        ];
+        let mut builder = IndexBuilder::default();
+        for batch in self.reader(&cols, &[])? {
+            let batch = batch.map_err(arrow_err(&self.path))?;
+            let get = |name: &str| {
+                batch.column_by_name(name).ok_or_else(|| StoreError::Block {
+                    path: self.path.clone(),
+                    reason: format!("missing column {name}"),
+                })
+            };
+            let ids = get("trace_id")?
+                .as_any()
+                .downcast_ref::<FixedSizeBinaryArray>()
+                .ok_or_else(|| self.corrupt("trace_id is not 16-byte binary"))?;
+            let service = get("service")?.as_string_opt::<i32>();
+            let operation = get("operation")?.as_string_opt::<i32>();
+            let host = get("host")?.as_string_opt::<i32>();
+            let status = get("status_code")?.as_string_opt::<i32>();
+            let start = get("start_time")?.as_primitive_opt::<TimestampNanosecondType>();
+            let duration = get("duration_ns")?.as_primitive_opt::<Int64Type>();
+            let (
+                Some(service),
+                Some(operation),
+                Some(host),
+                Some(status),
+                Some(start),
+                Some(duration),
+            ) = (service, operation, host, status, start, duration)
+            else {
+                return Err(self.corrupt("an indexed column has the wrong type"));
+            };
+            for i in 0..batch.num_rows() {
+                let id: [u8; 16] = ids
+                    .value(i)
+                    .try_into()
+                    .map_err(|_| self.corrupt("trace_id is not 16 bytes"))?;
+                builder.push(IndexRow {
+                    trace: u128::from_be_bytes(id),
+                    service: service.value(i),
+                    operation: operation.value(i),
+                    host: host.value(i),
+                    start: start.value(i).max(0) as u64,
+                    duration: duration.value(i).max(0) as u64,
+                    error: status.value(i) == "ERROR",
+                });
+            }
+        }
+        Ok(builder.finish())
+    }
+
+    fn corrupt(&self, reason: &str) -> StoreError {
+        StoreError::Block {
+            path: self.path.clone(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Decodes the spans in the given row ranges (sorted, disjoint).
+    pub fn read_spans(&self, rows: &[Range<usize>], out: &mut Vec<Span>) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        for batch in self.reader(&["detail"], rows)? {
+            let batch = batch.map_err(arrow_err(&self.path))?;
+            let detail = batch
+                .column_by_name("detail")
+                .and_then(|c| c.as_binary_opt::<i32>())
+                .ok_or_else(|| self.corrupt("detail is not binary"))?;
+            for i in 0..detail.len() {
+                let span = native::decode_payload(detail.value(i))
+                    .map_err(|e| self.corrupt(&e.to_string()))?;
+                out.push(span);
+            }
+        }
+        Ok(())
+    }
+
+    /// Of the candidate traces, those with one span carrying every tag of the query.
+    pub fn filter_tags<'a>(
+        &self,
+        candidates: Vec<&'a crate::index::TraceEntry>,
+        query: &SearchQuery,
+    ) -> Result<Vec<&'a crate::index::TraceEntry>, StoreError> {
+        if query.tags.is_empty() || candidates.is_empty() {
+            return Ok(candidates);
+        }
+        let ranges = merge_ranges(
+            candidates
+                .iter()
+                .map(|t| t.first_row as usize..(t.first_row + t.rows) as usize),
+        );
+        // Row i of the selection belongs to the candidate whose run covers it.
+        let mut owners = Vec::new();
+        for (k, t) in candidates.iter().enumerate() {
+            owners.extend(std::iter::repeat_n(k, t.rows as usize));
+        }
+        let mut hit = vec![false; candidates.len()];
+        let mut row = 0usize;
+        for batch in self.reader(&["attributes", "status_code"], &ranges)? {
+            let batch = batch.map_err(arrow_err(&self.path))?;
+            let map = batch
+                .column_by_name("attributes")
+                .and_then(|c| c.as_map_opt())
+                .ok_or_else(|| self.corrupt("attributes is not a map"))?;
+            let status = batch
+                .column_by_name("status_code")
+                .and_then(|c| c.as_string_opt::<i32>())
+                .ok_or_else(|| self.corrupt("status_code is not text"))?;
+            let keys = map
+                .keys()
+                .as_string_opt::<i32>()
+                .ok_or_else(|| self.corrupt("attribute keys are not text"))?;
+            let values = map
+                .values()
+                .as_string_opt::<i32>()
+                .ok_or_else(|| self.corrupt("attribute values are not text"))?;
+            let offsets = map.value_offsets();
+            for i in 0..batch.num_rows() {
+                let (a, b) = (offsets[i] as usize, offsets[i + 1] as usize);
+                let all = query.tags.iter().all(|(k, v)| {
+                    (k == "error" && v == "true" && status.value(i) == "ERROR")
+                        || (a..b).any(|j| keys.value(j) == k && values.value(j) == v)
+                });
+                if all {
+                    if let Some(&owner) = owners.get(row) {
+                        hit[owner] = true;
+                    }
+                }
+                row += 1;
+            }
+        }
+        Ok(candidates
+            .into_iter()
+            .zip(hit)
+            .filter_map(|(t, h)| h.then_some(t))
+            .collect())
+    }
+}
+
+/// Sorted, coalesced row ranges.
+pub(crate) fn merge_ranges(ranges: impl Iterator<Item = Range<usize>>) -> Vec<Range<usize>> {
+    let mut v: Vec<Range<usize>> = ranges.filter(|r| !r.is_empty()).collect();
+    v.sort_by_key(|r| r.start);
+    let mut out: Vec<Range<usize>> = Vec::with_capacity(v.len());
+    for r in v {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}

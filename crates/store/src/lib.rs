@@ -1,0 +1,104 @@
+//! Causeway's embedded trace store: the write path and the three ways in of Dapper's Depot
+//! API, plus SQL.
+//!
+//! Spans are appended to a write-ahead log and acknowledged once durable, indexed in an
+//! in-memory head, and cut into immutable Parquet blocks sorted by trace id. Blocks are
+//! merged by compaction and dropped by retention (age and size). Reads go through the
+//! [`TraceStore`] trait: a trace by id, an indexed search, a parallel bulk scan of every trace
+//! in a time window. [`sql`] exposes a `spans` table through DataFusion.
+#![warn(missing_docs)]
+
+mod block;
+pub mod generate;
+mod head;
+mod index;
+pub mod query;
+pub mod sql;
+mod store;
+mod wal;
+
+pub use query::{parse_duration, parse_time, SearchQuery, TimeWindow, TraceSummary};
+pub use store::{FsyncPolicy, Store, StoreOptions, StoreStats};
+
+use causeway_model::{Span, Trace, TraceId};
+use std::path::PathBuf;
+
+/// What can go wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A file could not be read or written.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A Parquet block could not be read or written.
+    #[error("parquet block {path}: {reason}")]
+    Block {
+        /// The block file.
+        path: PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
+    /// Another process holds the data directory.
+    #[error("data directory {0} is in use by another causeway process")]
+    Locked(PathBuf),
+    /// Ingest is ahead of block writing; the caller should retry later.
+    #[error("store is busy writing blocks; retry shortly")]
+    Busy,
+    /// A SQL query was rejected or failed.
+    #[error("sql: {0}")]
+    Sql(String),
+    /// A SQL query ran past its time limit.
+    #[error("sql: query exceeded its time limit of {0:?}")]
+    SqlTimeout(std::time::Duration),
+}
+
+impl StoreError {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> StoreError {
+        let path = path.into();
+        move |source| StoreError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}
+
+/// Counts of a bulk scan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ScanStats {
+    /// Traces visited.
+    pub traces: u64,
+    /// Spans in them.
+    pub spans: u64,
+}
+
+/// The read and write interface of a trace store: Dapper's Depot API. The embedded
+/// [`Store`] implements it; a scale-out backend implements the same trait.
+pub trait TraceStore: Send + Sync {
+    /// Appends spans; returns once they are durable under the store's fsync policy.
+    fn append(&self, spans: Vec<Span>) -> Result<(), StoreError>;
+    /// Every stored span of one trace, assembled; `None` if no span of it is stored.
+    fn trace(&self, id: TraceId) -> Result<Option<Trace>, StoreError>;
+    /// Traces with a span matching the query, most recent first.
+    fn search(&self, query: &SearchQuery) -> Result<Vec<TraceSummary>, StoreError>;
+    /// Visits every trace that starts in `window`, each whole and once, from several
+    /// threads at a time.
+    fn scan(
+        &self,
+        window: TimeWindow,
+        visit: &(dyn Fn(Trace) + Sync),
+    ) -> Result<ScanStats, StoreError>;
+    /// The services seen, sorted.
+    fn services(&self) -> Vec<String>;
+    /// The span names seen for a service, sorted.
+    fn operations(&self, service: &str) -> Vec<String>;
+}

@@ -1,0 +1,746 @@
+//! The embedded store: ties the WAL, the head, the blocks and the background worker
+//! (block cutting, compaction, retention, interval syncs) together.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use causeway_model::codec::native;
+use causeway_model::{Span, Trace, TraceId};
+
+use crate::block::{row_order, Block, BlockWriter};
+use crate::head::Head;
+use crate::query::{SearchQuery, TimeWindow, TraceSummary};
+use crate::wal::{self, Wal};
+use crate::{ScanStats, StoreError, TraceStore};
+
+/// When appended spans are synced to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// Before an append returns (concurrent appends share one sync).
+    Always,
+    /// In the background at this interval; an append returns once written to the OS, so a
+    /// machine crash can lose the last interval (a process crash loses nothing).
+    Interval(Duration),
+    /// Never explicitly: for tests and benchmarks of the rest of the path.
+    Never,
+}
+
+/// How the store behaves.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// When appends are synced.
+    pub fsync: FsyncPolicy,
+    /// Cut the head into a block at this many spans.
+    pub head_max_spans: usize,
+    /// Cut the head into a block when its first span is this old.
+    pub head_max_age: Duration,
+    /// Refuse appends (with [`StoreError::Busy`]) while this many cut heads wait to be
+    /// written: this bounds memory under sustained overload.
+    pub max_pending_heads: usize,
+    /// Merge small blocks while the result stays under this many spans.
+    pub compact_max_spans: u64,
+    /// Merge once at least this many small blocks exist.
+    pub compact_min_blocks: usize,
+    /// Drop blocks whose newest span is older than this.
+    pub retention_age: Option<Duration>,
+    /// Drop the oldest blocks while the blocks' total size exceeds this.
+    pub retention_bytes: Option<u64>,
+    /// Threads for bulk scans.
+    pub scan_threads: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            fsync: FsyncPolicy::Always,
+            head_max_spans: 200_000,
+            head_max_age: Duration::from_secs(60),
+            max_pending_heads: 2,
+            compact_max_spans: 2_000_000,
+            compact_min_blocks: 4,
+            retention_age: None,
+            retention_bytes: None,
+            scan_threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+        }
+    }
+}
+
+/// A snapshot of the store's size.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StoreStats {
+    /// Blocks on disk.
+    pub blocks: usize,
+    /// Their total size in bytes.
+    pub block_bytes: u64,
+    /// Spans in them.
+    pub block_spans: u64,
+    /// Spans in memory (head and heads being written).
+    pub head_spans: u64,
+    /// Spans appended since the store opened.
+    pub appended_spans: u64,
+    /// Appends refused because block writing was behind.
+    pub busy_rejections: u64,
+}
+
+struct Frozen {
+    head: Head,
+    wal_through: u64,
+}
+
+struct Shared {
+    blocks_dir: PathBuf,
+    wal_dir: PathBuf,
+    opts: StoreOptions,
+    wal: Mutex<Wal>,
+    head: RwLock<Head>,
+    frozen: RwLock<Vec<Arc<Frozen>>>,
+    blocks: RwLock<Vec<Arc<Block>>>,
+    synced: Mutex<u64>,
+    catalog: RwLock<BTreeMap<String, BTreeSet<String>>>,
+    next_block: AtomicU64,
+    appended: AtomicU64,
+    busy: AtomicU64,
+    /// Held while writing, merging or dropping blocks, so the worker and an explicit
+    /// flush or compaction never work on the same inputs.
+    maintenance: Mutex<()>,
+    stop: AtomicBool,
+    wake: (Mutex<bool>, Condvar),
+    _lock: File,
+}
+
+/// The embedded store. Dropping it stops the background worker; appended spans stay in
+/// the WAL and come back on the next open.
+pub struct Store {
+    shared: Arc<Shared>,
+    worker: Option<JoinHandle<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in `dir`, recovering what an earlier run left:
+    /// blocks are loaded, a compaction interrupted before its inputs were deleted is
+    /// finished, and WAL segments not covered by a block are replayed into the head.
+    pub fn open(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store, StoreError> {
+        let dir = dir.as_ref();
+        let blocks_dir = dir.join("blocks");
+        let wal_dir = dir.join("wal");
+        for d in [dir, &blocks_dir, &wal_dir] {
+            std::fs::create_dir_all(d).map_err(StoreError::io("create directory", d))?;
+        }
+        let lock_path = dir.join("LOCK");
+        let lock_file = File::create(&lock_path).map_err(StoreError::io("create", &lock_path))?;
+        if lock_file.try_lock().is_err() {
+            return Err(StoreError::Locked(dir.to_path_buf()));
+        }
+
+        let mut blocks = Vec::new();
+        let entries =
+            std::fs::read_dir(&blocks_dir).map_err(StoreError::io("read", &blocks_dir))?;
+        for entry in entries {
+            let path = entry.map_err(StoreError::io("read", &blocks_dir))?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.ends_with(".parquet.tmp") {
+                // A block whose write was interrupted: its spans are still in the WAL.
+                std::fs::remove_file(&path).map_err(StoreError::io("remove", &path))?;
+            } else if name.ends_with(".parquet") {
+                blocks.push(Block::open(path)?);
+            }
+        }
+        let replaced: BTreeSet<String> = blocks
+            .iter()
+            .flat_map(|b| b.replaces.iter().cloned())
+            .collect();
+        let (stale, live): (Vec<Block>, Vec<Block>) =
+            blocks.into_iter().partition(|b| replaced.contains(&b.name));
+        for b in stale {
+            std::fs::remove_file(&b.path).map_err(StoreError::io("remove", &b.path))?;
+        }
+        let mut blocks = live;
+        blocks.sort_by(|a, b| a.name.cmp(&b.name));
+        let covered = blocks.iter().map(|b| b.wal_through).max().unwrap_or(0);
+        let next_block = blocks
+            .iter()
+            .filter_map(|b| u64::from_str_radix(&b.name, 16).ok())
+            .max()
+            .map_or(1, |n| n + 1);
+
+        let mut head = Head::default();
+        let mut last_seq = covered;
+        for seg in wal::segments(&wal_dir)? {
+            last_seq = last_seq.max(seg.seq);
+            if seg.seq <= covered {
+                std::fs::remove_file(&seg.path).map_err(StoreError::io("remove", &seg.path))?;
+                continue;
+            }
+            let bytes = std::fs::read(&seg.path).map_err(StoreError::io("read", &seg.path))?;
+            let decoded = native::decode_stream(&bytes);
+            for p in &decoded.problems {
+                tracing::warn!(segment = %seg.path.display(), problem = %p, "WAL damage skipped during recovery");
+            }
+            head.insert(decoded.spans);
+        }
+        tracing::info!(
+            blocks = blocks.len(),
+            replayed_spans = head.spans(),
+            "store opened"
+        );
+        let wal = Wal::create(&wal_dir, last_seq)?;
+
+        let mut catalog: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for b in &blocks {
+            for (s, o) in b.index.operations() {
+                catalog
+                    .entry(s.to_string())
+                    .or_default()
+                    .insert(o.to_string());
+            }
+        }
+        for s in head.iter_spans() {
+            catalog
+                .entry(s.service.to_string())
+                .or_default()
+                .insert(s.name.clone());
+        }
+
+        let shared = Arc::new(Shared {
+            blocks_dir,
+            wal_dir,
+            opts,
+            wal: Mutex::new(wal),
+            head: RwLock::new(head),
+            frozen: RwLock::new(Vec::new()),
+            blocks: RwLock::new(blocks.into_iter().map(Arc::new).collect()),
+            synced: Mutex::new(0),
+            catalog: RwLock::new(catalog),
+            next_block: AtomicU64::new(next_block),
+            appended: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
+            maintenance: Mutex::new(()),
+            stop: AtomicBool::new(false),
+            wake: (Mutex::new(false), Condvar::new()),
+            _lock: lock_file,
+        });
+        let worker_shared = shared.clone();
+        let worker = std::thread::Builder::new()
+            .name("causeway-store".into())
+            .spawn(move || worker_shared.run())
+            .map_err(StoreError::io("start store worker", dir))?;
+        Ok(Store {
+            shared,
+            worker: Some(worker),
+        })
+    }
+
+    /// Appends spans whose native records the caller already holds (a native batch as
+    /// received), saving a re-encoding. `records` must encode exactly `spans`.
+    pub fn append_records(&self, records: &[u8], spans: Vec<Span>) -> Result<(), StoreError> {
+        self.shared.append(records, spans)
+    }
+
+    /// Writes the head to a block now (tests, benchmarks, shutdown).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.shared.cut()?;
+        while self.shared.write_one_frozen()? {}
+        Ok(())
+    }
+
+    /// Merges small blocks now, as the worker would when enough have gathered.
+    pub fn compact(&self) -> Result<bool, StoreError> {
+        self.shared.compact(2)
+    }
+
+    /// Applies retention now.
+    pub fn apply_retention(&self) -> Result<usize, StoreError> {
+        self.shared.retain()
+    }
+
+    /// Sizes and counters.
+    pub fn stats(&self) -> StoreStats {
+        let s = &self.shared;
+        let blocks = read(&s.blocks);
+        let frozen: usize = read(&s.frozen).iter().map(|f| f.head.spans()).sum();
+        StoreStats {
+            blocks: blocks.len(),
+            block_bytes: blocks.iter().map(|b| b.bytes).sum(),
+            block_spans: blocks.iter().map(|b| b.index.spans).sum(),
+            head_spans: (read(&s.head).spans() + frozen) as u64,
+            appended_spans: s.appended.load(Ordering::Relaxed),
+            busy_rejections: s.busy.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The block files and a copy of the in-memory spans: what SQL reads.
+    pub(crate) fn sql_snapshot(&self) -> (Vec<PathBuf>, Vec<Span>) {
+        let s = &self.shared;
+        let mut spans: Vec<Span> = read(&s.head).iter_spans().cloned().collect();
+        for f in read(&s.frozen).iter() {
+            spans.extend(f.head.iter_spans().cloned());
+        }
+        let blocks = read(&s.blocks).iter().map(|b| b.path.clone()).collect();
+        (blocks, spans)
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake_worker();
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Shared {
+    fn append(&self, records: &[u8], spans: Vec<Span>) -> Result<(), StoreError> {
+        if spans.is_empty() {
+            return Ok(());
+        }
+        if read(&self.frozen).len() >= self.opts.max_pending_heads {
+            self.busy.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::Busy);
+        }
+        self.note_names(&spans);
+        let n = spans.len() as u64;
+        let (pos, full) = {
+            let mut wal = lock(&self.wal);
+            let pos = wal.append(records)?;
+            let mut head = write(&self.head);
+            head.insert(spans);
+            (pos, head.spans() >= self.opts.head_max_spans)
+        };
+        self.appended.fetch_add(n, Ordering::Relaxed);
+        if full {
+            self.wake_worker();
+        }
+        if self.opts.fsync == FsyncPolicy::Always {
+            self.sync_to(pos)?;
+        }
+        Ok(())
+    }
+
+    fn note_names(&self, spans: &[Span]) {
+        let known = {
+            let catalog = read(&self.catalog);
+            spans.iter().all(|s| {
+                catalog
+                    .get(&*s.service)
+                    .is_some_and(|ops| ops.contains(&s.name))
+            })
+        };
+        if !known {
+            let mut catalog = write(&self.catalog);
+            for s in spans {
+                catalog
+                    .entry(s.service.to_string())
+                    .or_default()
+                    .insert(s.name.clone());
+            }
+        }
+    }
+
+    /// Group commit: the first waiter syncs everything written so far; the others find
+    /// their position already covered.
+    fn sync_to(&self, pos: u64) -> Result<(), StoreError> {
+        let mut synced = lock(&self.synced);
+        if *synced >= pos {
+            return Ok(());
+        }
+        let (file, target, path) = lock(&self.wal).sync_target();
+        file.sync_data()
+            .map_err(StoreError::io("sync WAL segment", path))?;
+        *synced = (*synced).max(target);
+        Ok(())
+    }
+
+    fn wake_worker(&self) {
+        let (m, c) = &self.wake;
+        *lock(m) = true;
+        c.notify_one();
+    }
+
+    fn run(&self) {
+        let mut last_sync = Instant::now();
+        let mut last_retention = Instant::now();
+        while !self.stop.load(Ordering::Acquire) {
+            {
+                let (m, c) = &self.wake;
+                let mut woken = lock(m);
+                if !*woken {
+                    woken = c
+                        .wait_timeout(woken, Duration::from_millis(200))
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|p| p.into_inner().0);
+                }
+                *woken = false;
+            }
+            if self.stop.load(Ordering::Acquire) {
+                break;
+            }
+            if let Err(e) = self.tick(&mut last_sync, &mut last_retention) {
+                tracing::error!(error = %e, "store background work failed; will retry");
+            }
+        }
+    }
+
+    fn tick(
+        &self,
+        last_sync: &mut Instant,
+        last_retention: &mut Instant,
+    ) -> Result<(), StoreError> {
+        if let FsyncPolicy::Interval(every) = self.opts.fsync {
+            if last_sync.elapsed() >= every {
+                let written = lock(&self.wal).written();
+                self.sync_to(written)?;
+                *last_sync = Instant::now();
+            }
+        }
+        let (spans, age) = {
+            let head = read(&self.head);
+            (head.spans(), head.age())
+        };
+        if spans >= self.opts.head_max_spans
+            || (spans > 0 && age.is_some_and(|a| a >= self.opts.head_max_age))
+        {
+            self.cut()?;
+        }
+        while self.write_one_frozen()? {}
+        self.compact(self.opts.compact_min_blocks)?;
+        if last_retention.elapsed() >= Duration::from_secs(10) {
+            self.retain()?;
+            *last_retention = Instant::now();
+        }
+        Ok(())
+    }
+
+    /// Seals the WAL segment and freezes the head: both become one future block.
+    fn cut(&self) -> Result<(), StoreError> {
+        let mut wal = lock(&self.wal);
+        let mut head = write(&self.head);
+        if head.spans() == 0 {
+            return Ok(());
+        }
+        let sealed = wal.rotate(self.opts.fsync != FsyncPolicy::Never)?;
+        let frozen = Frozen {
+            head: std::mem::take(&mut *head),
+            wal_through: sealed,
+        };
+        write(&self.frozen).push(Arc::new(frozen));
+        Ok(())
+    }
+
+    fn block_name(&self) -> String {
+        format!("{:016x}", self.next_block.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Writes the oldest frozen head as a block; false when none waits.
+    fn write_one_frozen(&self) -> Result<bool, StoreError> {
+        let _maintenance = lock(&self.maintenance);
+        let Some(frozen) = read(&self.frozen).first().cloned() else {
+            return Ok(false);
+        };
+        let mut spans: Vec<&Span> = frozen.head.iter_spans().collect();
+        spans.sort_by(|a, b| row_order(a, b));
+        spans.dedup_by(|a, b| a.trace_id == b.trace_id && a.span_id == b.span_id && a == b);
+        let mut writer = BlockWriter::new(
+            &self.blocks_dir,
+            self.block_name(),
+            frozen.wal_through,
+            Vec::new(),
+        )?;
+        writer.write(&spans)?;
+        if let Some(block) = writer.finish()? {
+            tracing::debug!(block = %block.name, spans = block.index.spans, bytes = block.bytes, "block written");
+            write(&self.blocks).push(Arc::new(block));
+        }
+        write(&self.frozen).retain(|f| !Arc::ptr_eq(f, &frozen));
+        for seg in wal::segments(&self.wal_dir)? {
+            if seg.seq <= frozen.wal_through {
+                std::fs::remove_file(&seg.path).map_err(StoreError::io("remove", &seg.path))?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Merges the oldest small blocks into one when at least `min_blocks` of them fit
+    /// under the size limit. Streams by trace-id range, so memory stays at one range.
+    fn compact(&self, min_blocks: usize) -> Result<bool, StoreError> {
+        let _maintenance = lock(&self.maintenance);
+        let inputs: Vec<Arc<Block>> = {
+            let blocks = read(&self.blocks);
+            let mut total = 0u64;
+            blocks
+                .iter()
+                .filter(|b| b.index.spans < self.opts.compact_max_spans / 2)
+                .take_while(|b| {
+                    total += b.index.spans;
+                    total <= self.opts.compact_max_spans
+                })
+                .cloned()
+                .collect()
+        };
+        if inputs.len() < min_blocks.max(2) {
+            return Ok(false);
+        }
+        let names: Vec<String> = inputs.iter().map(|b| b.name.clone()).collect();
+        let wal_through = inputs.iter().map(|b| b.wal_through).max().unwrap_or(0);
+        let mut writer = BlockWriter::new(
+            &self.blocks_dir,
+            self.block_name(),
+            wal_through,
+            names.clone(),
+        )?;
+        let ids = trace_ids(inputs.iter().map(|b| b.index.traces.iter().map(|t| t.id)));
+        for chunk in ids.chunks(4096) {
+            let (lo, hi) = (chunk[0], chunk[chunk.len() - 1]);
+            let mut spans = Vec::new();
+            for b in &inputs {
+                read_range(b, lo, hi, &mut spans)?;
+            }
+            spans.sort_by(row_order);
+            spans.dedup_by(|a, b| a.trace_id == b.trace_id && a.span_id == b.span_id && a == b);
+            let refs: Vec<&Span> = spans.iter().collect();
+            writer.write(&refs)?;
+        }
+        let merged = writer.finish()?;
+        {
+            let mut blocks = write(&self.blocks);
+            blocks.retain(|b| !names.contains(&b.name));
+            if let Some(m) = merged {
+                tracing::debug!(block = %m.name, inputs = names.len(), spans = m.index.spans, "blocks compacted");
+                blocks.push(Arc::new(m));
+                blocks.sort_by(|a, b| a.name.cmp(&b.name));
+            }
+        }
+        for b in &inputs {
+            std::fs::remove_file(&b.path).map_err(StoreError::io("remove", &b.path))?;
+        }
+        Ok(true)
+    }
+
+    /// Drops blocks past the age limit, then the oldest while over the size limit.
+    fn retain(&self) -> Result<usize, StoreError> {
+        let _maintenance = lock(&self.maintenance);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        let mut doomed = Vec::new();
+        {
+            let mut blocks = write(&self.blocks);
+            if let Some(age) = self.opts.retention_age {
+                let cutoff = now.saturating_sub(age.as_nanos() as u64);
+                blocks.retain(|b| {
+                    let keep = b.index.max_end >= cutoff;
+                    if !keep {
+                        doomed.push(b.clone());
+                    }
+                    keep
+                });
+            }
+            if let Some(max) = self.opts.retention_bytes {
+                blocks.sort_by_key(|b| b.index.max_end);
+                let mut total: u64 = blocks.iter().map(|b| b.bytes).sum();
+                while total > max && !blocks.is_empty() {
+                    let b = blocks.remove(0);
+                    total -= b.bytes;
+                    doomed.push(b);
+                }
+                blocks.sort_by(|a, b| a.name.cmp(&b.name));
+            }
+        }
+        for b in &doomed {
+            tracing::info!(block = %b.name, bytes = b.bytes, "block dropped by retention");
+            std::fs::remove_file(&b.path).map_err(StoreError::io("remove", &b.path))?;
+        }
+        Ok(doomed.len())
+    }
+
+    /// Head, frozen heads, then blocks: the order that never misses a span that moves
+    /// between them during the read (it may see one twice; assembly drops the copy).
+    fn sources(&self) -> (Vec<Arc<Frozen>>, Vec<Arc<Block>>) {
+        (read(&self.frozen).clone(), read(&self.blocks).clone())
+    }
+}
+
+/// Sorted, distinct trace ids from several sorted lists.
+fn trace_ids(lists: impl Iterator<Item = impl Iterator<Item = u128>>) -> Vec<u128> {
+    let mut ids: Vec<u128> = lists.flatten().collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+fn read_range(b: &Block, lo: u128, hi: u128, out: &mut Vec<Span>) -> Result<(), StoreError> {
+    let run = b.index.range(lo, hi);
+    if let (Some(first), Some(last)) = (run.first(), run.last()) {
+        let rows = first.first_row as usize..(last.first_row + last.rows) as usize;
+        b.read_spans(&[rows], out)?;
+    }
+    Ok(())
+}
+
+impl TraceStore for Store {
+    fn append(&self, spans: Vec<Span>) -> Result<(), StoreError> {
+        let records = native::encode_all(&spans);
+        self.shared.append(&records, spans)
+    }
+
+    fn trace(&self, id: TraceId) -> Result<Option<Trace>, StoreError> {
+        let s = &self.shared;
+        let mut spans: Vec<Span> = read(&s.head).trace(id).to_vec();
+        let (frozen, blocks) = s.sources();
+        for f in &frozen {
+            spans.extend_from_slice(f.head.trace(id));
+        }
+        for b in &blocks {
+            if let Some(e) = b.index.find(id.get()) {
+                let rows = e.first_row as usize..(e.first_row + e.rows) as usize;
+                b.read_spans(&[rows], &mut spans)?;
+            }
+        }
+        Ok((!spans.is_empty()).then(|| Trace::assemble(id, spans)))
+    }
+
+    fn search(&self, query: &SearchQuery) -> Result<Vec<TraceSummary>, StoreError> {
+        let s = &self.shared;
+        let mut found: HashMap<TraceId, u64> = HashMap::new();
+        read(&s.head).search(query, &mut found);
+        let (frozen, blocks) = s.sources();
+        for f in &frozen {
+            f.head.search(query, &mut found);
+        }
+        for b in &blocks {
+            let window = query.window.unwrap_or(TimeWindow::ALL);
+            if !window.overlaps(b.index.min_start, b.index.max_end) {
+                continue;
+            }
+            let candidates = b.index.candidates(query);
+            for t in b.filter_tags(candidates, query)? {
+                let Some(id) = TraceId::new(t.id) else {
+                    continue;
+                };
+                let e = found.entry(id).or_insert(t.start);
+                *e = (*e).min(t.start);
+            }
+        }
+        let mut order: Vec<(u64, TraceId)> = found.into_iter().map(|(id, t)| (t, id)).collect();
+        order.sort_unstable_by(|a, b| b.cmp(a));
+        let limit = query.effective_limit();
+        let mut out = Vec::with_capacity(limit.min(order.len()));
+        // The indexes narrow; the spans decide (tags and durations on one span).
+        for (_, id) in order {
+            if out.len() >= limit {
+                break;
+            }
+            if let Some(trace) = self.trace(id)? {
+                if trace.spans.iter().any(|sp| query.matches(sp)) {
+                    out.push(TraceSummary::of(&trace));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn scan(
+        &self,
+        window: TimeWindow,
+        visit: &(dyn Fn(Trace) + Sync),
+    ) -> Result<ScanStats, StoreError> {
+        let s = &self.shared;
+        // In-memory spans are copied so the scan never holds ingest up.
+        let mut memory: Vec<Span> = read(&s.head).iter_spans().cloned().collect();
+        let (frozen, blocks) = s.sources();
+        for f in &frozen {
+            memory.extend(f.head.iter_spans().cloned());
+        }
+        memory.sort_by(row_order);
+        let blocks: Vec<Arc<Block>> = blocks
+            .into_iter()
+            .filter(|b| window.overlaps(b.index.min_start, b.index.max_end))
+            .collect();
+        let mut ids = trace_ids(blocks.iter().map(|b| {
+            b.index
+                .traces
+                .iter()
+                .filter(|t| window.overlaps(t.start, t.end))
+                .map(|t| t.id)
+        }));
+        ids.extend(memory.iter().map(|sp| sp.trace_id.get()));
+        ids.sort_unstable();
+        ids.dedup();
+        let chunks: Vec<&[u128]> = ids.chunks(2048).collect();
+        let next = AtomicUsize::new(0);
+        let traces = AtomicU64::new(0);
+        let spans_seen = AtomicU64::new(0);
+        let failure: Mutex<Option<StoreError>> = Mutex::new(None);
+        let threads = s.opts.scan_threads.max(1).min(chunks.len().max(1));
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(chunk) = chunks.get(i) else { break };
+                    if lock(&failure).is_some() {
+                        break;
+                    }
+                    let (lo, hi) = (chunk[0], chunk[chunk.len() - 1]);
+                    let mut spans = Vec::new();
+                    for b in &blocks {
+                        if let Err(e) = read_range(b, lo, hi, &mut spans) {
+                            *lock(&failure) = Some(e);
+                            return;
+                        }
+                    }
+                    let a = memory.partition_point(|sp| sp.trace_id.get() < lo);
+                    let z = memory.partition_point(|sp| sp.trace_id.get() <= hi);
+                    spans.extend_from_slice(&memory[a..z]);
+                    spans.sort_by(row_order);
+                    for group in spans.chunk_by(|a, b| a.trace_id == b.trace_id) {
+                        let start = group.iter().map(|sp| sp.start).min().unwrap_or(0);
+                        if !window.contains(start) {
+                            continue;
+                        }
+                        let trace = Trace::assemble(group[0].trace_id, group.iter().cloned());
+                        traces.fetch_add(1, Ordering::Relaxed);
+                        spans_seen.fetch_add(trace.spans.len() as u64, Ordering::Relaxed);
+                        visit(trace);
+                    }
+                });
+            }
+        });
+        if let Some(e) = lock(&failure).take() {
+            return Err(e);
+        }
+        Ok(ScanStats {
+            traces: traces.into_inner(),
+            spans: spans_seen.into_inner(),
+        })
+    }
+
+    fn services(&self) -> Vec<String> {
+        read(&self.shared.catalog).keys().cloned().collect()
+    }
+
+    fn operations(&self, service: &str) -> Vec<String> {
+        read(&self.shared.catalog)
+            .get(service)
+            .map(|ops| ops.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,125 @@
+//! The write-ahead log: numbered segment files of native span records. A span is
+//! acknowledged once the bytes holding it are synced; segments are deleted once a block
+//! covers them.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::StoreError;
+
+/// The open segment and the global byte position of everything written.
+pub(crate) struct Wal {
+    dir: PathBuf,
+    seq: u64,
+    file: Arc<File>,
+    /// Bytes written over the log's life (all segments); a position in this count is what
+    /// an appender waits to see synced.
+    written: u64,
+}
+
+/// A segment left by an earlier run.
+pub(crate) struct Segment {
+    pub seq: u64,
+    pub path: PathBuf,
+}
+
+fn segment_path(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(format!("{seq:020}.wal"))
+}
+
+/// The segments in `dir`, oldest first.
+pub(crate) fn segments(dir: &Path) -> Result<Vec<Segment>, StoreError> {
+    let mut out = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(StoreError::io("read WAL directory", dir))?;
+    for entry in entries {
+        let entry = entry.map_err(StoreError::io("read WAL directory", dir))?;
+        let name = entry.file_name();
+        let Some(seq) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".wal"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        out.push(Segment {
+            seq,
+            path: entry.path(),
+        });
+    }
+    out.sort_by_key(|s| s.seq);
+    Ok(out)
+}
+
+impl Wal {
+    /// Starts a new segment after `last_seq` (never appends to an old one, whose tail may be
+    /// torn).
+    pub fn create(dir: &Path, last_seq: u64) -> Result<Wal, StoreError> {
+        let seq = last_seq + 1;
+        let file = open_segment(dir, seq)?;
+        Ok(Wal {
+            dir: dir.to_path_buf(),
+            seq,
+            file: Arc::new(file),
+            written: 0,
+        })
+    }
+
+    /// Appends records; returns the position the caller must see synced.
+    pub fn append(&mut self, records: &[u8]) -> Result<u64, StoreError> {
+        (&*self.file).write_all(records).map_err(StoreError::io(
+            "write WAL segment",
+            segment_path(&self.dir, self.seq),
+        ))?;
+        self.written += records.len() as u64;
+        Ok(self.written)
+    }
+
+    /// The open segment and the position up to which syncing it makes everything durable
+    /// (older segments were synced when they were sealed).
+    pub fn sync_target(&self) -> (Arc<File>, u64, PathBuf) {
+        (
+            self.file.clone(),
+            self.written,
+            segment_path(&self.dir, self.seq),
+        )
+    }
+
+    /// Seals the open segment (synced when `sync`) and opens the next; returns the sealed
+    /// segment's number.
+    pub fn rotate(&mut self, sync: bool) -> Result<u64, StoreError> {
+        if sync {
+            self.file.sync_data().map_err(StoreError::io(
+                "sync WAL segment",
+                segment_path(&self.dir, self.seq),
+            ))?;
+        }
+        let sealed = self.seq;
+        self.file = Arc::new(open_segment(&self.dir, sealed + 1)?);
+        self.seq = sealed + 1;
+        Ok(sealed)
+    }
+
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+}
+
+fn open_segment(dir: &Path, seq: u64) -> Result<File, StoreError> {
+    let path = segment_path(dir, seq);
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(StoreError::io("create WAL segment", &path))?;
+    sync_dir(dir)?;
+    Ok(file)
+}
+
+/// Makes a directory's entries (a new or renamed file) durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(StoreError::io("sync directory", dir))
+}

@@ -1,0 +1,464 @@
+//! The store's three ways in, before and after spans move from the head into blocks, and
+//! across reopenings.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use causeway_model::{KeyValue, Span, SpanId, Status, TraceId};
+use causeway_store::generate::Generator;
+use causeway_store::{FsyncPolicy, SearchQuery, Store, StoreOptions, TimeWindow, TraceStore};
+
+const T0: u64 = 1_700_000_000_000_000_000;
+
+fn options() -> StoreOptions {
+    StoreOptions {
+        fsync: FsyncPolicy::Never,
+        head_max_age: Duration::from_secs(3600),
+        compact_min_blocks: usize::MAX,
+        ..StoreOptions::default()
+    }
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("causeway-store-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn traces(n: usize, seed: u64) -> Vec<Vec<Span>> {
+    let mut g = Generator::new(seed, T0, 1_000_000);
+    (0..n).map(|_| g.trace()).collect()
+}
+
+fn span(
+    trace: u128,
+    id: u64,
+    parent: Option<u64>,
+    name: &str,
+    service: &str,
+    start: u64,
+    end: u64,
+) -> Span {
+    Span::new(
+        TraceId::new(trace).unwrap(),
+        SpanId::new(id).unwrap(),
+        parent.and_then(SpanId::new),
+        name,
+        service,
+        start,
+        end,
+    )
+}
+
+fn sorted_ids(spans: &[Span]) -> Vec<u64> {
+    let mut v: Vec<u64> = spans.iter().map(|s| s.span_id.get()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_trace_comes_back_whole_from_the_head_and_from_blocks() {
+    let dir = tmp("byid");
+    let store = Store::open(&dir, options()).unwrap();
+    let all = traces(50, 1);
+    for t in &all {
+        store.append(t.clone()).unwrap();
+    }
+    let probe = &all[17];
+    let got = store
+        .trace(probe[0].trace_id)
+        .unwrap()
+        .expect("trace in head");
+    assert_eq!(sorted_ids(&got.spans), sorted_ids(probe));
+
+    store.flush().unwrap();
+    assert_eq!(store.stats().head_spans, 0);
+    assert_eq!(store.stats().blocks, 1);
+    let got = store
+        .trace(probe[0].trace_id)
+        .unwrap()
+        .expect("trace in block");
+    // Every field survives the block: the detail column is the full native record.
+    let mut want = probe.clone();
+    want.sort_by_key(|s| s.span_id);
+    let mut have = got.spans.clone();
+    have.sort_by_key(|s| s.span_id);
+    assert_eq!(have, want);
+    assert!(store.trace(TraceId::new(42).unwrap()).unwrap().is_none());
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn spans_of_one_trace_arriving_in_many_batches_come_back_as_one_trace() {
+    let dir = tmp("batches");
+    let store = Store::open(&dir, options()).unwrap();
+    let t = 0xabcdef;
+    store
+        .append(vec![span(t, 1, None, "root", "frontend", T0, T0 + 100)])
+        .unwrap();
+    store.flush().unwrap();
+    store
+        .append(vec![span(
+            t,
+            2,
+            Some(1),
+            "child",
+            "backend",
+            T0 + 10,
+            T0 + 50,
+        )])
+        .unwrap();
+    store.flush().unwrap();
+    // Minutes later, from a third process, and still in the head.
+    store
+        .append(vec![span(
+            t,
+            3,
+            Some(2),
+            "db",
+            "postgres",
+            T0 + 20,
+            T0 + 40,
+        )])
+        .unwrap();
+    let trace = store.trace(TraceId::new(t).unwrap()).unwrap().unwrap();
+    assert_eq!(trace.spans.len(), 3);
+    assert_eq!(trace.roots.len(), 1);
+    assert!(trace.orphans.is_empty());
+    // A resent batch is not a second copy.
+    store
+        .append(vec![span(
+            t,
+            2,
+            Some(1),
+            "child",
+            "backend",
+            T0 + 10,
+            T0 + 50,
+        )])
+        .unwrap();
+    assert_eq!(
+        store
+            .trace(TraceId::new(t).unwrap())
+            .unwrap()
+            .unwrap()
+            .spans
+            .len(),
+        3
+    );
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn search_finds_by_service_operation_tags_duration_host_and_window() {
+    let dir = tmp("search");
+    let store = Store::open(&dir, options()).unwrap();
+    let mut a = span(1, 1, None, "GET /cart", "frontend", T0, T0 + 5_000_000);
+    a.attributes.push(KeyValue::new("user.id", "alice"));
+    a.host = "web-1".into();
+    let mut b = span(
+        2,
+        1,
+        None,
+        "GET /cart",
+        "frontend",
+        T0 + 1_000,
+        T0 + 50_000_000,
+    );
+    b.attributes.push(KeyValue::new("user.id", "bob"));
+    b.attributes.push(KeyValue::new("http.status_code", 500i64));
+    b.status = Status::Error("boom".into());
+    b.host = "web-2".into();
+    let c = span(
+        3,
+        1,
+        None,
+        "POST /pay",
+        "payments",
+        T0 + 2_000,
+        T0 + 7_000_000,
+    );
+    store.append(vec![a]).unwrap();
+    store.flush().unwrap();
+    store.append(vec![b, c]).unwrap();
+
+    let ids = |q: SearchQuery| -> Vec<u128> {
+        store
+            .search(&q)
+            .unwrap()
+            .iter()
+            .map(|s| s.trace_id.get())
+            .collect()
+    };
+    let frontend = |q: SearchQuery| SearchQuery {
+        service: Some("frontend".into()),
+        ..q
+    };
+    // Most recent first, across block and head.
+    assert_eq!(ids(frontend(SearchQuery::default())), vec![2, 1]);
+    assert_eq!(
+        ids(frontend(SearchQuery {
+            operation: Some("GET /cart".into()),
+            ..Default::default()
+        })),
+        vec![2, 1]
+    );
+    assert_eq!(
+        ids(SearchQuery {
+            tags: vec![("user.id".into(), "alice".into())],
+            ..Default::default()
+        }),
+        vec![1]
+    );
+    // Typed values match on their text; error=true matches error status.
+    assert_eq!(
+        ids(SearchQuery {
+            tags: vec![("http.status_code".into(), "500".into())],
+            ..Default::default()
+        }),
+        vec![2]
+    );
+    assert_eq!(
+        ids(SearchQuery {
+            error: true,
+            ..Default::default()
+        }),
+        vec![2]
+    );
+    assert_eq!(
+        ids(SearchQuery {
+            tags: vec![("error".into(), "true".into())],
+            ..Default::default()
+        }),
+        vec![2]
+    );
+    assert_eq!(
+        ids(frontend(SearchQuery {
+            min_duration: Some(10_000_000),
+            ..Default::default()
+        })),
+        vec![2]
+    );
+    assert_eq!(
+        ids(frontend(SearchQuery {
+            max_duration: Some(10_000_000),
+            ..Default::default()
+        })),
+        vec![1]
+    );
+    assert_eq!(
+        ids(SearchQuery {
+            host: Some("web-1".into()),
+            ..Default::default()
+        }),
+        vec![1]
+    );
+    assert_eq!(
+        ids(SearchQuery {
+            window: Some(TimeWindow {
+                start: T0 + 1_500,
+                end: T0 + 3_000
+            }),
+            ..Default::default()
+        }),
+        vec![3]
+    );
+    assert_eq!(
+        ids(SearchQuery {
+            service: Some("nope".into()),
+            ..Default::default()
+        }),
+        Vec::<u128>::new()
+    );
+    assert_eq!(
+        ids(SearchQuery {
+            limit: 1,
+            ..Default::default()
+        }),
+        vec![3]
+    );
+
+    let summary = &store
+        .search(&SearchQuery {
+            error: true,
+            ..Default::default()
+        })
+        .unwrap()[0];
+    assert_eq!(summary.root_service, "frontend");
+    assert_eq!(summary.root_operation, "GET /cart");
+    assert_eq!(summary.duration, 50_000_000 - 1_000);
+    assert_eq!(summary.error_count, 1);
+    assert_eq!(store.services(), vec!["frontend", "payments"]);
+    assert_eq!(store.operations("frontend"), vec!["GET /cart"]);
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bulk_scan_visits_every_trace_in_the_window_once_and_whole() {
+    let dir = tmp("scan");
+    let store = Store::open(&dir, options()).unwrap();
+    let all = traces(3000, 2);
+    for (i, t) in all.iter().enumerate() {
+        store.append(t.clone()).unwrap();
+        if i % 1000 == 999 {
+            store.flush().unwrap();
+        }
+    }
+    // Half a trace in a block, half in the head.
+    let seen = Mutex::new(Vec::new());
+    let stats = store
+        .scan(TimeWindow::ALL, &|t| {
+            seen.lock().unwrap().push((t.trace_id, t.spans.len()))
+        })
+        .unwrap();
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(stats.traces, 3000);
+    assert_eq!(seen.len(), 3000);
+    let distinct: HashSet<_> = seen.iter().map(|(id, _)| *id).collect();
+    assert_eq!(distinct.len(), 3000);
+    let total: usize = all.iter().map(Vec::len).sum();
+    assert_eq!(stats.spans as usize, total);
+    let sizes: std::collections::HashMap<_, _> = seen.iter().copied().collect();
+    for t in &all {
+        assert_eq!(
+            sizes[&t[0].trace_id],
+            t.len(),
+            "trace {} whole",
+            t[0].trace_id
+        );
+    }
+
+    // A window of the first 100 traces (they start 1 ms apart).
+    let window = TimeWindow {
+        start: T0,
+        end: T0 + 100 * 1_000_000,
+    };
+    let count = Mutex::new(0);
+    store
+        .scan(window, &|_| *count.lock().unwrap() += 1)
+        .unwrap();
+    assert_eq!(*count.lock().unwrap(), 100);
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn reopening_replays_the_wal_and_keeps_blocks_without_duplicates() {
+    let dir = tmp("reopen");
+    let all = traces(200, 3);
+    {
+        let store = Store::open(
+            &dir,
+            StoreOptions {
+                fsync: FsyncPolicy::Always,
+                ..options()
+            },
+        )
+        .unwrap();
+        for t in &all[..100] {
+            store.append(t.clone()).unwrap();
+        }
+        store.flush().unwrap();
+        for t in &all[100..] {
+            store.append(t.clone()).unwrap();
+        }
+        // A second store on the same directory is refused while the first is open.
+        assert!(matches!(
+            Store::open(&dir, options()),
+            Err(causeway_store::StoreError::Locked(_))
+        ));
+    }
+    let store = Store::open(&dir, options()).unwrap();
+    let total: usize = all.iter().map(Vec::len).sum();
+    let stats = store.stats();
+    assert_eq!(stats.block_spans + stats.head_spans, total as u64);
+    for t in [&all[5], &all[150]] {
+        let got = store.trace(t[0].trace_id).unwrap().unwrap();
+        assert_eq!(sorted_ids(&got.spans), sorted_ids(t));
+    }
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn compaction_merges_blocks_and_keeps_every_span_once() {
+    let dir = tmp("compact");
+    let store = Store::open(&dir, options()).unwrap();
+    let all = traces(400, 4);
+    // Each trace split over two blocks.
+    for chunk in all.chunks(100) {
+        for t in chunk {
+            store.append(t[..t.len() / 2].to_vec()).unwrap();
+        }
+        store.flush().unwrap();
+        for t in chunk {
+            store.append(t[t.len() / 2..].to_vec()).unwrap();
+        }
+        store.flush().unwrap();
+    }
+    assert_eq!(store.stats().blocks, 8);
+    assert!(store.compact().unwrap());
+    let stats = store.stats();
+    assert_eq!(stats.blocks, 1);
+    let total: usize = all.iter().map(Vec::len).sum();
+    assert_eq!(stats.block_spans, total as u64);
+    for t in all.iter().step_by(37) {
+        let got = store.trace(t[0].trace_id).unwrap().unwrap();
+        assert_eq!(sorted_ids(&got.spans), sorted_ids(t));
+    }
+    drop(store);
+    // The merged block survives a reopen; the inputs are gone.
+    let store = Store::open(&dir, options()).unwrap();
+    assert_eq!(store.stats().blocks, 1);
+    assert_eq!(store.stats().block_spans, total as u64);
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn retention_drops_old_blocks_by_age_and_by_size() {
+    let dir = tmp("retain");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    {
+        let store = Store::open(&dir, options()).unwrap();
+        store
+            .append(vec![span(1, 1, None, "old", "a", T0, T0 + 1)])
+            .unwrap();
+        store.flush().unwrap();
+        store
+            .append(vec![span(2, 1, None, "new", "a", now, now + 1)])
+            .unwrap();
+        store.flush().unwrap();
+    }
+    let store = Store::open(
+        &dir,
+        StoreOptions {
+            retention_age: Some(Duration::from_secs(86_400)),
+            ..options()
+        },
+    )
+    .unwrap();
+    assert_eq!(store.apply_retention().unwrap(), 1);
+    assert!(store.trace(TraceId::new(1).unwrap()).unwrap().is_none());
+    assert!(store.trace(TraceId::new(2).unwrap()).unwrap().is_some());
+    drop(store);
+    let store = Store::open(
+        &dir,
+        StoreOptions {
+            retention_bytes: Some(1),
+            ..options()
+        },
+    )
+    .unwrap();
+    assert_eq!(store.apply_retention().unwrap(), 1);
+    assert_eq!(store.stats().blocks, 0);
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
