@@ -25,7 +25,8 @@ pub const HEADER_LEN: usize = 10;
 pub const VERSION: u8 = 1;
 /// Records longer than this are treated as corrupt.
 pub const MAX_RECORD_LEN: usize = 16 << 20;
-const MAX_VALUE_DEPTH: usize = 16;
+/// Arrays nest at most this deep in a record.
+pub const MAX_VALUE_DEPTH: usize = 16;
 
 /// Why a record's payload could not be decoded, naming the field and its byte offset
 /// within the payload.

@@ -84,14 +84,29 @@ pub fn encode_json(spans: &[Span]) -> Vec<u8> {
 }
 
 fn any_to_value(v: &pc::AnyValue) -> Option<Value> {
+    any_to_value_at(v, 0)
+}
+
+/// Arrays nested deeper than the native record allows are kept as their text, so every
+/// decoded span can be stored and read back.
+fn any_to_value_at(v: &pc::AnyValue, depth: usize) -> Option<Value> {
     use pc::any_value::Value as V;
     Some(match v.value.as_ref()? {
+        V::ArrayValue(a) if depth + 1 >= super::native::MAX_VALUE_DEPTH => {
+            let inner = Value::Array(a.values.iter().filter_map(any_to_value).collect());
+            Value::Str(inner.to_string())
+        }
         V::StringValue(s) => Value::Str(s.clone()),
         V::BoolValue(b) => Value::Bool(*b),
         V::IntValue(i) => Value::I64(*i),
         V::DoubleValue(d) => Value::F64(*d),
         V::BytesValue(b) => Value::Bytes(b.clone()),
-        V::ArrayValue(a) => Value::Array(a.values.iter().filter_map(any_to_value).collect()),
+        V::ArrayValue(a) => Value::Array(
+            a.values
+                .iter()
+                .filter_map(|v| any_to_value_at(v, depth + 1))
+                .collect(),
+        ),
         // The model has no maps; keep the content as text rather than lose it.
         V::KvlistValue(kv) => Value::Str(
             kv.values

@@ -1,0 +1,422 @@
+//! `causeway bench`: ingest and query benchmarks against a server run in this process,
+//! driven over loopback, with generated realistic traces.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use causeway_model::codec::{native, otlp};
+use causeway_model::{Span, TraceId};
+use causeway_server::ServerConfig;
+use causeway_store::generate::Generator;
+use causeway_store::{FsyncPolicy, Store, StoreOptions, TraceStore};
+use clap::{Args, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::client::{enc, Client};
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Subcommand)]
+enum What {
+    /// Spans per second into a server, durable, over loopback HTTP.
+    Ingest(IngestArgs),
+    /// Latency of trace-by-id and searches over a store of many spans.
+    Query(QueryArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Protocol {
+    /// Native record batches to /v1/native.
+    Native,
+    /// OTLP protobuf to /v1/traces.
+    Otlp,
+}
+
+#[derive(Args)]
+struct IngestArgs {
+    /// Spans to send.
+    #[arg(long, default_value_t = 1_000_000)]
+    spans: usize,
+    /// Wire format.
+    #[arg(long, value_enum, default_value = "native")]
+    protocol: Protocol,
+    /// Spans per request.
+    #[arg(long, default_value_t = 2_000)]
+    batch: usize,
+    /// Client threads sending at once.
+    #[arg(long, default_value_t = 2)]
+    clients: usize,
+    /// always, never, or an interval such as 100ms.
+    #[arg(long, default_value = "always")]
+    fsync: String,
+    /// Store directory (a fresh temporary one when absent).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct QueryArgs {
+    /// Spans to store before querying.
+    #[arg(long, default_value_t = 10_000_000)]
+    spans: usize,
+    /// Queries of each kind.
+    #[arg(long, default_value_t = 100)]
+    queries: usize,
+    /// Store directory (a fresh temporary one when absent; reused when it holds spans).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    match a.what {
+        What::Ingest(a) => ingest(a),
+        What::Query(a) => query(a),
+    }
+}
+
+struct TempDir(PathBuf, bool);
+
+impl TempDir {
+    fn new(given: Option<PathBuf>, tag: &str) -> TempDir {
+        match given {
+            Some(p) => TempDir(p, false),
+            None => TempDir(
+                std::env::temp_dir().join(format!("causeway-bench-{tag}-{}", std::process::id())),
+                true,
+            ),
+        }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if self.1 {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Percentiles of latencies, in milliseconds.
+fn percentiles(mut v: Vec<Duration>) -> serde_json::Value {
+    if v.is_empty() {
+        return serde_json::Value::Null;
+    }
+    v.sort();
+    let at = |q: f64| {
+        let i = ((v.len() as f64 - 1.0) * q).round() as usize;
+        (v[i].as_secs_f64() * 1e6).round() / 1e3
+    };
+    serde_json::json!({ "p50_ms": at(0.5), "p90_ms": at(0.9), "p99_ms": at(0.99), "max_ms": at(1.0), "n": v.len() })
+}
+
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some((kb / 1024.0 * 10.0).round() / 10.0)
+}
+
+fn bar(len: u64, what: &str) -> ProgressBar {
+    ProgressBar::new(len).with_style(
+        ProgressStyle::with_template(&format!("{{bar:40}} {{pos}}/{{len}} {what} {{msg}}"))
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    )
+}
+
+fn generate(n: usize, seed: u64, start: u64) -> Vec<Vec<Span>> {
+    let mut g = Generator::new(seed, start, 1_000_000);
+    let mut traces = Vec::new();
+    let mut total = 0;
+    while total < n {
+        let t = g.trace();
+        total += t.len();
+        traces.push(t);
+    }
+    traces
+}
+
+fn ingest(a: IngestArgs) -> Result<()> {
+    if a.batch == 0 || a.clients == 0 {
+        bail!("--batch and --clients must be at least 1");
+    }
+    let dir = TempDir::new(a.data.clone(), "ingest");
+    let traces = generate(a.spans, 1, now_ns() - 3_600_000_000_000);
+    let spans: Vec<Span> = traces.into_iter().flatten().collect();
+    let (path, content_type) = match a.protocol {
+        Protocol::Native => ("/v1/native", causeway_server::NATIVE_CONTENT_TYPE),
+        Protocol::Otlp => ("/v1/traces", "application/x-protobuf"),
+    };
+    let bodies: Vec<(usize, Vec<u8>)> = spans
+        .chunks(a.batch)
+        .map(|c| {
+            let body = match a.protocol {
+                Protocol::Native => native::encode_all(c),
+                Protocol::Otlp => otlp::encode_protobuf(c),
+            };
+            (c.len(), body)
+        })
+        .collect();
+    let wire_bytes: usize = bodies.iter().map(|(_, b)| b.len()).sum();
+    drop(spans);
+
+    let rt = crate::runtime()?;
+    let config = ServerConfig {
+        data_dir: dir.0.clone(),
+        grpc_addr: "127.0.0.1:0".parse()?,
+        ingest_addr: "127.0.0.1:0".parse()?,
+        http_addr: "127.0.0.1:0".parse()?,
+        store: StoreOptions {
+            fsync: crate::fsync_policy(&a.fsync)?,
+            ..StoreOptions::default()
+        },
+        ..ServerConfig::default()
+    };
+    let server = rt.block_on(causeway_server::start(config))?;
+    let ingest_url = format!("http://{}", server.ingest_addr);
+    let api_url = format!("http://{}", server.http_addr);
+
+    let next = AtomicUsize::new(0);
+    let latencies = Mutex::new(Vec::new());
+    let visible = Mutex::new(Vec::new());
+    let retries = AtomicUsize::new(0);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let progress = bar(bodies.len() as u64, "batches");
+    let started = Instant::now();
+    std::thread::scope(|s| -> Result<()> {
+        let mut handles = Vec::new();
+        for _ in 0..a.clients {
+            handles.push(s.spawn(|| -> Result<()> {
+                let client = Client::new(&ingest_url, None);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((_, body)) = bodies.get(i) else { return Ok(()) };
+                    loop {
+                        let t = Instant::now();
+                        match client.post(path, content_type, body) {
+                            Ok(_) => {
+                                latencies.lock().unwrap_or_else(|p| p.into_inner()).push(t.elapsed());
+                                break;
+                            }
+                            Err(e) if e.to_string().contains("HTTP 503") || e.to_string().contains("HTTP 429") => {
+                                retries.fetch_add(1, Ordering::Relaxed);
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    progress.inc(1);
+                }
+            }));
+        }
+        // Span end to queryable: a one-span trace, sent and then polled for.
+        s.spawn(|| {
+            let ingest = Client::new(&ingest_url, None);
+            let api = Client::new(&api_url, None);
+            let mut g = Generator::new(99, now_ns(), 1);
+            while !done.load(Ordering::Relaxed) {
+                let mut span = g.trace().swap_remove(0);
+                span.parent_id = None;
+                let end = Instant::now();
+                span.end = now_ns();
+                let id = span.trace_id;
+                if ingest
+                    .post("/v1/native", causeway_server::NATIVE_CONTENT_TYPE, &native::encode_all([&span]))
+                    .is_err()
+                {
+                    continue;
+                }
+                while api.get_bytes(&format!("/api/traces/{id}")).is_err() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                visible.lock().unwrap_or_else(|p| p.into_inner()).push(end.elapsed());
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let mut first_err = None;
+        for h in handles {
+            if let Err(e) = h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("client panicked"))) {
+                first_err.get_or_insert(e);
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        first_err.map_or(Ok(()), Err)
+    })?;
+    let elapsed = started.elapsed();
+    progress.finish_and_clear();
+    let store = server.store.clone();
+    let flushed = Instant::now();
+    store.flush().context("writing the head to a block")?;
+    let flush_time = flushed.elapsed();
+    let stats = store.stats();
+    rt.block_on(server.shutdown());
+    let sent: usize = bodies.iter().map(|(n, _)| n).sum();
+    let result = serde_json::json!({
+        "protocol": match a.protocol { Protocol::Native => "native", Protocol::Otlp => "otlp-http-protobuf" },
+        "fsync": a.fsync,
+        "spans": sent,
+        "batch_spans": a.batch,
+        "clients": a.clients,
+        "seconds": (elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
+        "spans_per_second": (sent as f64 / elapsed.as_secs_f64()).round(),
+        "wire_bytes_per_span": (wire_bytes as f64 / sent as f64 * 10.0).round() / 10.0,
+        "disk_bytes_per_span": (stats.block_bytes as f64 / stats.block_spans.max(1) as f64 * 10.0).round() / 10.0,
+        "block_write_seconds": (flush_time.as_secs_f64() * 1000.0).round() / 1000.0,
+        "request_latency": percentiles(latencies.into_inner().unwrap_or_default()),
+        "end_to_queryable": percentiles(visible.into_inner().unwrap_or_default()),
+        "retried_requests": retries.load(Ordering::Relaxed),
+        "peak_rss_mib": peak_rss_mib(),
+    });
+    report(&result, a.json)
+}
+
+fn report(result: &serde_json::Value, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(result)?);
+    } else if let Some(map) = result.as_object() {
+        for (k, v) in map {
+            println!("{k:>22}  {v}");
+        }
+    }
+    Ok(())
+}
+
+fn query(a: QueryArgs) -> Result<()> {
+    let dir = TempDir::new(a.data.clone(), "query");
+    let opts = StoreOptions {
+        fsync: FsyncPolicy::Never,
+        ..StoreOptions::default()
+    };
+    // Load: generated traces straight into the store (ingest is measured separately).
+    let mut sample: Vec<TraceId> = Vec::new();
+    let mut users: Vec<String> = Vec::new();
+    {
+        let store = Store::open(&dir.0, opts.clone())?;
+        let have = store.stats().block_spans + store.stats().head_spans;
+        if have < a.spans as u64 {
+            let progress = bar(a.spans as u64, "spans loaded");
+            let per_trace_ns = 1_000_000;
+            let start = now_ns() - (a.spans as u64 / 30 + 1) * per_trace_ns;
+            let mut g = Generator::new(7, start, per_trace_ns);
+            let mut loaded = have as usize;
+            let mut batch = Vec::new();
+            while loaded < a.spans {
+                let t = g.trace();
+                loaded += t.len();
+                if sample.len() < 10_000 {
+                    sample.push(t[0].trace_id);
+                }
+                batch.extend(t);
+                if batch.len() >= 10_000 {
+                    progress.set_position(loaded as u64);
+                    let full = std::mem::take(&mut batch);
+                    loop {
+                        // A refused append consumed its copy; block writing catches up.
+                        match store.append(full.clone()) {
+                            Ok(()) => break,
+                            Err(causeway_store::StoreError::Busy) => {
+                                std::thread::sleep(Duration::from_millis(20))
+                            }
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                }
+            }
+            if !batch.is_empty() {
+                store.append(batch)?;
+            }
+            progress.finish_and_clear();
+            store.flush()?;
+            while store.compact()? {}
+        }
+    }
+    let rt = crate::runtime()?;
+    let server = rt.block_on(causeway_server::start(ServerConfig {
+        data_dir: dir.0.clone(),
+        grpc_addr: "127.0.0.1:0".parse()?,
+        ingest_addr: "127.0.0.1:0".parse()?,
+        http_addr: "127.0.0.1:0".parse()?,
+        store: opts,
+        ..ServerConfig::default()
+    }))?;
+    let stats = server.store.stats();
+    if sample.is_empty() {
+        // A reused store: take ids from a search.
+        let found = server.store.search(&causeway_store::SearchQuery { limit: 1000, ..Default::default() })?;
+        sample = found.iter().map(|s| s.trace_id).collect();
+    }
+    for i in 0..a.queries {
+        users.push(format!("user-{}", (i * 7919) % 20_000));
+    }
+    let api = Client::new(&format!("http://{}", server.http_addr), None);
+    let time = |paths: Vec<String>| -> Result<(serde_json::Value, usize)> {
+        let mut lat = Vec::new();
+        let mut found = 0;
+        for p in paths {
+            let t = Instant::now();
+            let v = api.get_bytes(&p)?;
+            lat.push(t.elapsed());
+            found += usize::from(v.len() > 20);
+        }
+        Ok((percentiles(lat), found))
+    };
+    let n = a.queries;
+    let by_id: Vec<String> = sample.iter().cycle().step_by(97).take(n).map(|id| format!("/api/traces/{id}")).collect();
+    let pairs = [
+        ("checkout", "PlaceOrder"),
+        ("frontend", "GET /"),
+        ("catalog", "GetProduct"),
+        ("postgres", "SELECT users"),
+        ("payments", "Charge"),
+    ];
+    let by_op: Vec<String> = (0..n)
+        .map(|i| {
+            let (s, o) = pairs[i % pairs.len()];
+            format!("/api/search?service={}&operation={}&limit=20", enc(s), enc(o))
+        })
+        .collect();
+    let by_attr: Vec<String> = users
+        .iter()
+        .map(|u| format!("/api/search?tags={}&limit=20", enc(&format!("user.id={u}"))))
+        .collect();
+    let by_attr_service: Vec<String> = users
+        .iter()
+        .map(|u| format!("/api/search?service=payments&tags={}&limit=20", enc(&format!("user.id={u}"))))
+        .collect();
+    let (id_lat, id_found) = time(by_id)?;
+    let (op_lat, _) = time(by_op)?;
+    let (attr_lat, _) = time(by_attr)?;
+    let (attr_svc_lat, _) = time(by_attr_service)?;
+    rt.block_on(server.shutdown());
+    let result = serde_json::json!({
+        "stored_spans": stats.block_spans + stats.head_spans,
+        "blocks": stats.blocks,
+        "disk_bytes_per_span": (stats.block_bytes as f64 / stats.block_spans.max(1) as f64 * 10.0).round() / 10.0,
+        "trace_by_id": id_lat,
+        "trace_by_id_found": id_found,
+        "search_service_operation": op_lat,
+        "search_attribute": attr_lat,
+        "search_service_attribute": attr_svc_lat,
+        "peak_rss_mib": peak_rss_mib(),
+    });
+    report(&result, a.json)
+}

@@ -1,0 +1,120 @@
+//! `causeway import`: files of spans in any supported format, sent to a collector in native
+//! batches, with a progress bar.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context, Result};
+use causeway_model::codec::{self, native, otlp, zipkin, Format};
+use causeway_model::Span;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::client::Client;
+
+#[derive(Args)]
+pub struct ImportArgs {
+    /// Files of OTLP JSON, OTLP protobuf, Zipkin v2 JSON or native records.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// The collector's ingest address.
+    #[arg(long, default_value = "http://127.0.0.1:4318")]
+    ingest: String,
+    /// Access token, if the collector requires one.
+    #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Print the counts as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Decodes one file, naming the format it was read as.
+pub fn decode(bytes: &[u8]) -> Result<(Format, Vec<Span>, Vec<String>)> {
+    let format = codec::detect(bytes);
+    let (spans, problems) = match format {
+        Format::Native => {
+            let d = native::decode_stream(bytes);
+            (d.spans, d.problems.iter().map(|p| p.to_string()).collect())
+        }
+        Format::OtlpJson => {
+            let d = otlp::decode_json(bytes).map_err(|e| anyhow!("{e}"))?;
+            (d.spans, d.rejected.iter().map(|p| p.to_string()).collect())
+        }
+        Format::OtlpProtobuf => {
+            let d = otlp::decode_protobuf(bytes).map_err(|e| anyhow!("{e}"))?;
+            (d.spans, d.rejected.iter().map(|p| p.to_string()).collect())
+        }
+        Format::ZipkinJson => {
+            let d = zipkin::decode_json(bytes).map_err(|e| anyhow!("{e}"))?;
+            (d.spans, d.rejected.iter().map(|p| p.to_string()).collect())
+        }
+    };
+    Ok((format, spans, problems))
+}
+
+const BATCH: usize = 5_000;
+
+pub fn run(a: ImportArgs) -> Result<()> {
+    let client = Client::new(&a.ingest, a.token.clone());
+    let total: u64 = a
+        .files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let bar = ProgressBar::new(total).with_style(
+        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let (mut spans_sent, mut rejected, mut failed) = (0usize, 0usize, 0usize);
+    for file in &a.files {
+        let name = file.display().to_string();
+        let result = (|| -> Result<(usize, usize)> {
+            let bytes = std::fs::read(file).with_context(|| format!("reading {name}"))?;
+            let (format, spans, problems) = decode(&bytes).with_context(|| format!("{name}"))?;
+            for p in &problems {
+                bar.suspend(|| eprintln!("{name}: skipped: {p}"));
+            }
+            let mut sent = 0;
+            let mut refused = problems.len();
+            for chunk in spans.chunks(BATCH) {
+                let body = native::encode_all(chunk);
+                let v = client
+                    .post("/v1/native", causeway_server::NATIVE_CONTENT_TYPE, &body)
+                    .with_context(|| format!("sending {name}"))?;
+                sent += v["accepted"].as_u64().unwrap_or(0) as usize;
+                refused += v["rejected"].as_u64().unwrap_or(0) as usize;
+                for e in v["errors"].as_array().into_iter().flatten() {
+                    bar.suspend(|| eprintln!("{name}: {}", e.as_str().unwrap_or_default()));
+                }
+            }
+            bar.set_message(format!("{name}: {sent} spans ({format:?})"));
+            bar.inc(bytes.len() as u64);
+            Ok((sent, refused))
+        })();
+        match result {
+            Ok((s, r)) => {
+                spans_sent += s;
+                rejected += r;
+            }
+            Err(e) => {
+                failed += 1;
+                bar.suspend(|| eprintln!("error: {e:#}"));
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({ "files": a.files.len(), "failed": failed, "spans": spans_sent, "rejected": rejected })
+        );
+    } else {
+        println!(
+            "imported {spans_sent} spans from {} files ({rejected} rejected, {failed} files failed)",
+            a.files.len() - failed
+        );
+    }
+    if failed > 0 {
+        return Err(anyhow!("{failed} of {} files could not be imported", a.files.len()));
+    }
+    Ok(())
+}

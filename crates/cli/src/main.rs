@@ -1,0 +1,481 @@
+//! `causeway`: every user-facing command.
+//!
+//! Exit status: 0 on success, 1 when the command failed (the reason is printed on stderr),
+//! 2 for a usage error.
+
+mod bench;
+mod client;
+mod import;
+mod print;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use causeway_model::{Span, Trace, TraceId};
+use causeway_server::agent::{Agent, AgentConfig};
+use causeway_server::ServerConfig;
+use causeway_store::{FsyncPolicy, StoreOptions};
+use clap::{Args, Parser, Subcommand};
+
+use client::{enc, Client};
+
+/// Causeway: request tracing and performance debugging for distributed systems.
+#[derive(Parser)]
+#[command(name = "causeway", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the collector, the store and the query API.
+    Serve(ServeArgs),
+    /// Ship the span logs of this host to a collector.
+    Agent(AgentArgs),
+    /// Print one trace as a tree.
+    Trace(TraceArgs),
+    /// Find traces by service, operation, tags, duration and time.
+    Search(SearchArgs),
+    /// Run a read-only SQL query over the `spans` table.
+    Sql(SqlArgs),
+    /// List services, or the operations of one.
+    Services(ServicesArgs),
+    /// Send files of spans (OTLP JSON or protobuf, Zipkin JSON, native) to a collector.
+    Import(import::ImportArgs),
+    /// Write the spans of a time window to a file.
+    Export(ExportArgs),
+    /// Measure ingest and query performance.
+    Bench(bench::BenchArgs),
+}
+
+/// Where the query API is.
+#[derive(Args, Clone)]
+struct Remote {
+    /// The query API's address.
+    #[arg(long, env = "CAUSEWAY_SERVER", default_value = "http://127.0.0.1:7070")]
+    server: String,
+    /// Access token, if the server requires one.
+    #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+impl Remote {
+    fn client(&self) -> Client {
+        Client::new(&self.server, self.token.clone())
+    }
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Directory of the store.
+    #[arg(long, default_value = "causeway-data")]
+    data: PathBuf,
+    /// OTLP/gRPC address.
+    #[arg(long, default_value = causeway_server::DEFAULT_GRPC)]
+    grpc: SocketAddr,
+    /// OTLP/HTTP, Zipkin and native ingest address.
+    #[arg(long, default_value = causeway_server::DEFAULT_INGEST)]
+    ingest: SocketAddr,
+    /// Query API (and UI) address.
+    #[arg(long, default_value = causeway_server::DEFAULT_HTTP)]
+    http: SocketAddr,
+    /// Bearer token required on every request; required to listen beyond loopback.
+    #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// When spans are synced: `always` (before each acknowledgement), an interval such as
+    /// `100ms`, or `never`.
+    #[arg(long, default_value = "always")]
+    fsync: String,
+    /// Drop stored spans older than this (e.g. `7d`, `12h`).
+    #[arg(long)]
+    retention: Option<humantime::Duration>,
+    /// Drop the oldest blocks while the store is larger than this many bytes.
+    #[arg(long)]
+    max_bytes: Option<u64>,
+    /// Largest request body, in bytes, after decompression.
+    #[arg(long, default_value_t = 16 << 20)]
+    max_body: usize,
+}
+
+fn fsync_policy(text: &str) -> Result<FsyncPolicy> {
+    Ok(match text {
+        "always" => FsyncPolicy::Always,
+        "never" => FsyncPolicy::Never,
+        other => FsyncPolicy::Interval(
+            *other
+                .parse::<humantime::Duration>()
+                .with_context(|| format!("--fsync {other:?}: expected always, never or an interval like 100ms"))?,
+        ),
+    })
+}
+
+#[derive(Args)]
+struct AgentArgs {
+    /// A span-log directory (the library's CAUSEWAY_SPAN_LOG_DIR); repeatable.
+    #[arg(long = "dir", required = true)]
+    dirs: Vec<PathBuf>,
+    /// The collector's ingest address.
+    #[arg(long, default_value = "http://127.0.0.1:4318")]
+    collector: String,
+    /// Where the agent remembers how far it got.
+    #[arg(long, default_value = "causeway-agent.checkpoint")]
+    checkpoint: PathBuf,
+    /// Fraction of traces to keep (Dapper's second-stage sampling), 0 to 1.
+    #[arg(long, default_value_t = 1.0)]
+    keep: f64,
+    /// Delete shipped segments whose last write is older than this.
+    #[arg(long, default_value = "1h")]
+    retain: humantime::Duration,
+    /// Pause between passes.
+    #[arg(long, default_value = "1s")]
+    interval: humantime::Duration,
+    /// Ship what is there now and exit.
+    #[arg(long)]
+    once: bool,
+    /// Print each pass's counts as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Access token for the collector.
+    #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+#[derive(Args)]
+struct TraceArgs {
+    /// Trace id: 32 hex digits, or 16 for a 64-bit id.
+    id: String,
+    /// Print the API's JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(Args)]
+struct SearchArgs {
+    /// Service of a matching span.
+    #[arg(long)]
+    service: Option<String>,
+    /// Span name of a matching span.
+    #[arg(long)]
+    operation: Option<String>,
+    /// Host of a matching span.
+    #[arg(long)]
+    host: Option<String>,
+    /// Attribute equality `key=value`; repeatable (all must hold on one span).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+    /// Least span duration (`250ms`, `1.5s`, or nanoseconds).
+    #[arg(long)]
+    min_duration: Option<String>,
+    /// Greatest span duration.
+    #[arg(long)]
+    max_duration: Option<String>,
+    /// Window start: Unix nanoseconds or RFC 3339.
+    #[arg(long)]
+    start: Option<String>,
+    /// Window end: Unix nanoseconds or RFC 3339.
+    #[arg(long)]
+    end: Option<String>,
+    /// Only spans that ended in error.
+    #[arg(long)]
+    error: bool,
+    /// Most traces to list.
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+    /// Print the API's JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(Args)]
+struct SqlArgs {
+    /// The query, e.g. "SELECT service, count(*) FROM spans GROUP BY service".
+    query: String,
+    /// Most rows to return.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Print the API's JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(Args)]
+struct ServicesArgs {
+    /// List this service's operations instead.
+    service: Option<String>,
+    /// Print the API's JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(Args)]
+struct ExportArgs {
+    /// Window start: Unix nanoseconds or RFC 3339.
+    #[arg(long)]
+    start: Option<String>,
+    /// Window end: Unix nanoseconds or RFC 3339.
+    #[arg(long)]
+    end: Option<String>,
+    /// Only traces with a span of this service.
+    #[arg(long)]
+    service: Option<String>,
+    /// native, otlp-json, otlp-protobuf or zipkin.
+    #[arg(long, default_value = "native")]
+    format: String,
+    /// Output file (stdout when absent).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let default_level = match cli.command {
+        Command::Serve(_) | Command::Agent(_) => "info",
+        _ => "warn",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CAUSEWAY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Serve(a) => serve(a),
+        Command::Agent(a) => agent(a),
+        Command::Trace(a) => trace(a),
+        Command::Search(a) => search(a),
+        Command::Sql(a) => sql(a),
+        Command::Services(a) => services(a),
+        Command::Import(a) => import::run(a),
+        Command::Export(a) => export(a),
+        Command::Bench(a) => bench::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn serve(a: ServeArgs) -> Result<()> {
+    let config = ServerConfig {
+        data_dir: a.data,
+        grpc_addr: a.grpc,
+        ingest_addr: a.ingest,
+        http_addr: a.http,
+        token: a.token.filter(|t| !t.is_empty()),
+        max_body_bytes: a.max_body,
+        store: StoreOptions {
+            fsync: fsync_policy(&a.fsync)?,
+            retention_age: a.retention.map(Into::into),
+            retention_bytes: a.max_bytes,
+            ..StoreOptions::default()
+        },
+        ..ServerConfig::default()
+    };
+    let data = config.data_dir.clone();
+    runtime()?.block_on(async move {
+        let server = causeway_server::start(config).await?;
+        println!("causeway is running (data in {})", data.display());
+        println!("  OTLP/gRPC        {}", server.grpc_addr);
+        println!("  OTLP/HTTP        http://{}/v1/traces", server.ingest_addr);
+        println!("  Zipkin           http://{}/api/v2/spans", server.ingest_addr);
+        println!("  query API and UI http://{}", server.http_addr);
+        println!("press Ctrl-C to stop");
+        tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+        println!("stopping");
+        server.shutdown().await;
+        Ok(())
+    })
+}
+
+fn agent(a: AgentArgs) -> Result<()> {
+    if !(0.0..=1.0).contains(&a.keep) {
+        bail!("--keep {}: expected a fraction from 0 to 1", a.keep);
+    }
+    let mut agent = Agent::new(AgentConfig {
+        dirs: a.dirs,
+        collector: a.collector,
+        checkpoint: a.checkpoint,
+        keep: a.keep,
+        retention: a.retain.into(),
+        token: a.token,
+        ..AgentConfig::default()
+    })?;
+    loop {
+        match agent.run_once() {
+            Ok(stats) => {
+                if a.json {
+                    println!("{}", serde_json::to_string(&stats)?);
+                } else if stats.shipped + stats.sampled_out + stats.deleted > 0 || a.once {
+                    println!(
+                        "shipped {} spans in {} batches, sampled out {}, deleted {} segments, skipped {} damaged records",
+                        stats.shipped, stats.batches, stats.sampled_out, stats.deleted, stats.damaged
+                    );
+                }
+            }
+            Err(e) if a.once => return Err(e.into()),
+            Err(e) => tracing::warn!(error = %e, "pass failed; retrying"),
+        }
+        if a.once {
+            return Ok(());
+        }
+        std::thread::sleep(a.interval.into());
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TraceBody {
+    trace_id: TraceId,
+    spans: Vec<Span>,
+}
+
+fn trace(a: TraceArgs) -> Result<()> {
+    let id = TraceId::parse(&a.id).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let body = a.remote.client().get_bytes(&format!("/api/traces/{id}"))?;
+    if a.json {
+        println!("{}", String::from_utf8_lossy(&body));
+        return Ok(());
+    }
+    let t: TraceBody = serde_json::from_slice(&body).context("reading the trace")?;
+    print!("{}", print::trace_tree(&Trace::assemble(t.trace_id, t.spans)));
+    Ok(())
+}
+
+fn search(a: SearchArgs) -> Result<()> {
+    let mut q = vec![format!("limit={}", a.limit)];
+    let mut add = |k: &str, v: &Option<String>| {
+        if let Some(v) = v {
+            q.push(format!("{k}={}", enc(v)));
+        }
+    };
+    add("service", &a.service);
+    add("operation", &a.operation);
+    add("host", &a.host);
+    add("minDuration", &a.min_duration);
+    add("maxDuration", &a.max_duration);
+    add("start", &a.start);
+    add("end", &a.end);
+    for t in &a.tags {
+        if !t.contains('=') {
+            bail!("--tag {t:?}: expected key=value");
+        }
+        q.push(format!("tags={}", enc(t)));
+    }
+    if a.error {
+        q.push("error=true".into());
+    }
+    let v = a.remote.client().get(&format!("/api/search?{}", q.join("&")))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let traces = v["traces"].as_array().cloned().unwrap_or_default();
+    if traces.is_empty() {
+        println!("no traces found");
+        return Ok(());
+    }
+    let header: Vec<String> = ["trace id", "start", "duration", "spans", "errors", "root"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let rows: Vec<Vec<String>> = traces
+        .iter()
+        .map(|t| {
+            vec![
+                print::cell(&t["traceId"]),
+                print::time(t["start"].as_u64().unwrap_or(0)),
+                print::duration(t["duration"].as_u64().unwrap_or(0)),
+                print::cell(&t["spanCount"]),
+                print::cell(&t["errorCount"]),
+                format!("{}: {}", print::cell(&t["rootService"]), print::cell(&t["rootOperation"])),
+            ]
+        })
+        .collect();
+    print!("{}", print::table(&header, &rows));
+    Ok(())
+}
+
+fn sql(a: SqlArgs) -> Result<()> {
+    let mut body = serde_json::json!({ "query": a.query });
+    if let Some(l) = a.limit {
+        body["limit"] = l.into();
+    }
+    let v = a
+        .remote
+        .client()
+        .post("/api/sql", "application/json", body.to_string().as_bytes())?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let header: Vec<String> = v["columns"]
+        .as_array()
+        .map(|c| c.iter().map(|c| print::cell(&c["name"])).collect())
+        .unwrap_or_default();
+    let rows: Vec<Vec<String>> = v["rows"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|r| r.as_array().map(|r| r.iter().map(print::cell).collect()).unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default();
+    print!("{}", print::table(&header, &rows));
+    let truncated = if v["truncated"].as_bool() == Some(true) { " (truncated at the row limit)" } else { "" };
+    println!("({} rows{truncated})", rows.len());
+    Ok(())
+}
+
+fn services(a: ServicesArgs) -> Result<()> {
+    let client = a.remote.client();
+    let (v, key) = match &a.service {
+        Some(s) => (client.get(&format!("/api/services/{}/operations", enc(s)))?, "operations"),
+        None => (client.get("/api/services")?, "services"),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    for name in v[key].as_array().into_iter().flatten() {
+        println!("{}", print::cell(name));
+    }
+    Ok(())
+}
+
+fn export(a: ExportArgs) -> Result<()> {
+    let mut q = vec![format!("format={}", enc(&a.format))];
+    for (k, v) in [("start", &a.start), ("end", &a.end), ("service", &a.service)] {
+        if let Some(v) = v {
+            q.push(format!("{k}={}", enc(v)));
+        }
+    }
+    let body = a.remote.client().get_bytes(&format!("/api/export?{}", q.join("&")))?;
+    match &a.output {
+        Some(path) => {
+            std::fs::write(path, &body).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("wrote {} bytes to {}", body.len(), path.display());
+        }
+        None => std::io::Write::write_all(&mut std::io::stdout(), &body).context("writing to stdout")?,
+    }
+    Ok(())
+}
+

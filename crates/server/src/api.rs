@@ -1,0 +1,291 @@
+//! The query API (JSON over HTTP): traces by id, search, services and operations, SQL,
+//! export, and `/metrics`.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use causeway_model::codec::{native, otlp, zipkin};
+use causeway_model::{Span, Trace, TraceId};
+use causeway_store::sql::{self, SqlLimits};
+use causeway_store::{parse_duration, parse_time, SearchQuery, TimeWindow, TraceStore};
+use serde::{Deserialize, Serialize};
+
+use crate::{ApiError, AppState};
+
+pub(crate) fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/api/traces/{trace_id}", get(trace))
+        .route("/api/search", get(search))
+        .route("/api/services", get(services))
+        .route("/api/services/{service}/operations", get(operations))
+        .route("/api/sql", post(run_sql))
+        .route("/api/export", get(export))
+        .route("/api/status", get(status))
+        .route("/metrics", get(metrics))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::require_token,
+        ))
+        .with_state(state)
+}
+
+/// A trace as the API returns it: spans by start time, with the tree's roots and the
+/// spans whose parent is missing.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TraceBody {
+    /// The trace id.
+    pub trace_id: TraceId,
+    /// Every span.
+    pub spans: Vec<Span>,
+    /// Span ids of the roots.
+    pub roots: Vec<String>,
+    /// Span ids of roots that name a parent that is not stored.
+    pub orphans: Vec<String>,
+}
+
+impl TraceBody {
+    fn of(t: Trace) -> TraceBody {
+        let ids = |idx: &[usize]| idx.iter().map(|&i| t.spans[i].span_id.to_string()).collect();
+        TraceBody {
+            trace_id: t.trace_id,
+            roots: ids(&t.roots),
+            orphans: ids(&t.orphans),
+            spans: t.spans.clone(),
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, causeway_store::StoreError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::Internal(format!("query task failed: {e}")))?
+        .map_err(ApiError::from)
+}
+
+fn parse_trace_id(text: &str) -> Result<TraceId, ApiError> {
+    TraceId::parse(text).map_err(|e| ApiError::BadRequest(format!("{e}")))
+}
+
+async fn trace(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<TraceBody>, ApiError> {
+    let id = parse_trace_id(&id)?;
+    let store = state.store.clone();
+    match blocking(move || store.trace(id)).await? {
+        Some(t) => Ok(Json(TraceBody::of(t))),
+        None => Err(ApiError::NotFound(format!("trace {id} not found"))),
+    }
+}
+
+fn pairs(query: Option<String>) -> Result<Vec<(String, String)>, ApiError> {
+    serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
+        .map_err(|e| ApiError::BadRequest(format!("invalid query string: {e}")))
+}
+
+fn bad(param: &str, e: String) -> ApiError {
+    ApiError::BadRequest(format!("parameter {param}: {e}"))
+}
+
+/// Reads the search parameters (Jaeger's names; `tags` repeatable as `key=value`, or a
+/// JSON object as Jaeger's UI sends).
+pub(crate) fn search_query(params: &[(String, String)]) -> Result<SearchQuery, ApiError> {
+    let mut q = SearchQuery::default();
+    let (mut start, mut end) = (None, None);
+    for (k, v) in params {
+        if v.is_empty() {
+            continue;
+        }
+        match k.as_str() {
+            "service" => q.service = Some(v.clone()),
+            "operation" => q.operation = Some(v.clone()),
+            "host" => q.host = Some(v.clone()),
+            "tags" | "tag" => {
+                if v.trim_start().starts_with('{') {
+                    let map: std::collections::BTreeMap<String, serde_json::Value> =
+                        serde_json::from_str(v).map_err(|e| bad(k, e.to_string()))?;
+                    for (key, val) in map {
+                        let text = match val {
+                            serde_json::Value::String(s) => s,
+                            other => other.to_string(),
+                        };
+                        q.tags.push((key, text));
+                    }
+                } else {
+                    for tag in v.split_whitespace() {
+                        let (key, val) = tag.split_once('=').ok_or_else(|| {
+                            bad(k, format!("{tag:?} is not key=value"))
+                        })?;
+                        q.tags.push((key.to_string(), val.to_string()));
+                    }
+                }
+            }
+            "minDuration" => q.min_duration = Some(parse_duration(v).map_err(|e| bad(k, e))?),
+            "maxDuration" => q.max_duration = Some(parse_duration(v).map_err(|e| bad(k, e))?),
+            "start" => start = Some(parse_time(v).map_err(|e| bad(k, e))?),
+            "end" => end = Some(parse_time(v).map_err(|e| bad(k, e))?),
+            "error" => {
+                q.error = v.parse().map_err(|_| bad(k, format!("{v:?} is not true or false")))?
+            }
+            "limit" => {
+                q.limit = v
+                    .parse()
+                    .map_err(|_| bad(k, format!("{v:?} is not a count")))?
+            }
+            _ => {}
+        }
+    }
+    if start.is_some() || end.is_some() {
+        let w = TimeWindow {
+            start: start.unwrap_or(0),
+            end: end.unwrap_or(u64::MAX),
+        };
+        if w.start > w.end {
+            return Err(ApiError::BadRequest(format!(
+                "start {} is after end {}",
+                w.start, w.end
+            )));
+        }
+        q.window = Some(w);
+    }
+    Ok(q)
+}
+
+async fn search(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let q = search_query(&pairs(query)?)?;
+    let store = state.store.clone();
+    let found = blocking(move || store.search(&q)).await?;
+    Ok(Json(serde_json::json!({ "traces": found })))
+}
+
+async fn services(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "services": state.store.services() }))
+}
+
+async fn operations(
+    State(state): State<Arc<AppState>>,
+    Path(service): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let ops = state.store.operations(&service);
+    if ops.is_empty() && !state.store.services().contains(&service) {
+        return Err(ApiError::NotFound(format!("service {service:?} not found")));
+    }
+    Ok(Json(serde_json::json!({ "operations": ops })))
+}
+
+#[derive(Deserialize)]
+struct SqlRequest {
+    query: String,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn run_sql(
+    State(state): State<Arc<AppState>>,
+    body: axum::body::Bytes,
+) -> Result<Json<sql::SqlResult>, ApiError> {
+    let req: SqlRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "invalid request body at line {} column {}: {e} (expected {{\"query\": \"...\"}})",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let limits = SqlLimits {
+        max_rows: req
+            .limit
+            .unwrap_or(state.config.sql.max_rows)
+            .min(state.config.sql.max_rows),
+        ..state.config.sql
+    };
+    let store = state.store.clone();
+    // DataFusion plans and runs on its own runtime threads; keep the API's free.
+    let result = tokio::spawn(async move { sql::query(&store, &req.query, limits).await })
+        .await
+        .map_err(|e| ApiError::Internal(format!("sql task failed: {e}")))??;
+    Ok(Json(result))
+}
+
+/// Export formats.
+#[derive(Clone, Copy)]
+enum Format {
+    Native,
+    OtlpJson,
+    OtlpProtobuf,
+    Zipkin,
+}
+
+async fn export(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let params = pairs(query)?;
+    let get = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let format = match get("format").unwrap_or("native") {
+        "native" => Format::Native,
+        "otlp-json" => Format::OtlpJson,
+        "otlp-protobuf" | "otlp" => Format::OtlpProtobuf,
+        "zipkin" => Format::Zipkin,
+        other => {
+            return Err(ApiError::BadRequest(format!(
+                "parameter format: unknown format {other:?} (native, otlp-json, otlp-protobuf, zipkin)"
+            )))
+        }
+    };
+    let time = |name: &str, default: u64| -> Result<u64, ApiError> {
+        get(name).map_or(Ok(default), |v| parse_time(v).map_err(|e| bad(name, e)))
+    };
+    let window = TimeWindow {
+        start: time("start", 0)?,
+        end: time("end", u64::MAX)?,
+    };
+    let service = get("service").map(str::to_string);
+    let store = state.store.clone();
+    let spans = blocking(move || {
+        let out = std::sync::Mutex::new(Vec::new());
+        store.scan(window, &|t| {
+            if service
+                .as_deref()
+                .is_none_or(|s| t.spans.iter().any(|sp| &*sp.service == s))
+            {
+                out.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .extend(t.spans);
+            }
+        })?;
+        Ok(out.into_inner().unwrap_or_else(|p| p.into_inner()))
+    })
+    .await?;
+    let (body, content_type) = match format {
+        Format::Native => (native::encode_all(&spans), crate::NATIVE_CONTENT_TYPE),
+        Format::OtlpJson => (otlp::encode_json(&spans), "application/json"),
+        Format::OtlpProtobuf => (otlp::encode_protobuf(&spans), "application/x-protobuf"),
+        Format::Zipkin => (zipkin::encode_json(&spans), "application/json"),
+    };
+    let mut resp = Response::new(Body::from(body));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    Ok(resp)
+}
+
+async fn status(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "status": "ok", "store": state.store.stats() }))
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(&state.store.stats()),
+    )
+}

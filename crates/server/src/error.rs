@@ -1,0 +1,111 @@
+//! One error type for every server answer, mapped to both an HTTP status and a gRPC code
+//! so REST and gRPC clients hear the same thing.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use causeway_store::StoreError;
+
+/// Why a request was not served.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request is malformed; the message says what and where.
+    #[error("{0}")]
+    BadRequest(String),
+    /// Nothing by that name or id.
+    #[error("{0}")]
+    NotFound(String),
+    /// The body's content type (or encoding) is not one this endpoint reads.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// The body is over the configured limit.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// Missing or wrong access token.
+    #[error("missing or invalid access token")]
+    Unauthorized,
+    /// Too many requests in flight; retry after the given seconds.
+    #[error("{0}")]
+    TooManyRequests(String),
+    /// The store cannot take data right now; retry after the given seconds.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A query ran out of time.
+    #[error("{0}")]
+    Timeout(String),
+    /// Anything else: the server's fault.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Seconds a client should wait before retrying a shed request.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
+impl ApiError {
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn retryable(&self) -> bool {
+        matches!(self, ApiError::TooManyRequests(_) | ApiError::Unavailable(_))
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Busy => ApiError::Unavailable(e.to_string()),
+            StoreError::Sql(m) => ApiError::BadRequest(format!("sql: {m}")),
+            StoreError::SqlTimeout(_) => ApiError::Timeout(e.to_string()),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let ApiError::Internal(m) = &self {
+            tracing::error!(error = %m, "request failed");
+        }
+        let status = self.status();
+        let retry = self.retryable();
+        let mut resp = (status, axum::Json(serde_json::json!({ "error": self.to_string() })))
+            .into_response();
+        if retry {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
+        if matches!(self, ApiError::Unauthorized) {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        resp
+    }
+}
+
+impl From<ApiError> for tonic::Status {
+    fn from(e: ApiError) -> Self {
+        let msg = e.to_string();
+        match e {
+            ApiError::BadRequest(_) => tonic::Status::invalid_argument(msg),
+            ApiError::NotFound(_) => tonic::Status::not_found(msg),
+            ApiError::UnsupportedMediaType(_) => tonic::Status::invalid_argument(msg),
+            ApiError::PayloadTooLarge(_) => tonic::Status::resource_exhausted(msg),
+            ApiError::Unauthorized => tonic::Status::unauthenticated(msg),
+            ApiError::TooManyRequests(_) => tonic::Status::resource_exhausted(msg),
+            ApiError::Unavailable(_) => tonic::Status::unavailable(msg),
+            ApiError::Timeout(_) => tonic::Status::deadline_exceeded(msg),
+            ApiError::Internal(_) => tonic::Status::internal(msg),
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! Ingest over HTTP: OTLP (`/v1/traces`, protobuf or JSON, optionally gzipped), Zipkin v2
+//! JSON (`/api/v2/spans`) and native record batches (`/v1/native`). Answers as the
+//! OpenTelemetry Collector does: 200 with partial success, 400 naming the problem, 413,
+//! 415, and 429/503 with `Retry-After` when shedding load.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use causeway_model::codec::{native, otlp, zipkin};
+use causeway_model::{Span, Value};
+use causeway_store::TraceStore;
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTracePartialSuccess, ExportTraceServiceResponse,
+};
+use prost::Message;
+
+use crate::metrics::add;
+use crate::{ApiError, AppState};
+
+/// The content type of a native batch.
+pub const NATIVE_CONTENT_TYPE: &str = "application/x-causeway-native";
+
+/// Rejection messages kept per response; the rest are counted.
+const MESSAGES_KEPT: usize = 10;
+const DAY_NS: u64 = 86_400 * 1_000_000_000;
+
+#[derive(Clone, Copy)]
+pub(crate) enum Protocol {
+    OtlpGrpc = 0,
+    OtlpHttp = 1,
+    Zipkin = 2,
+    Native = 3,
+}
+
+/// What happened to a batch that was taken.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    pub accepted: usize,
+    pub rejected: usize,
+    /// The first problems, each naming the span or field.
+    pub messages: Vec<String>,
+    /// Problems beyond those kept.
+    pub more: usize,
+}
+
+impl Outcome {
+    pub fn note(&mut self, message: String) {
+        if self.messages.len() < MESSAGES_KEPT {
+            self.messages.push(message);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    /// The problems as one line.
+    pub fn message(&self) -> String {
+        let mut m = self.messages.join("; ");
+        if self.more > 0 {
+            m.push_str(&format!("; and {} more", self.more));
+        }
+        m
+    }
+}
+
+pub(crate) fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/v1/traces", post(otlp_http))
+        .route("/api/v2/spans", post(zipkin_http))
+        .route("/v1/native", post(native_http))
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::require_token,
+        ))
+        .with_state(state)
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn cut(s: &mut String, max: usize) -> Option<usize> {
+    if s.len() <= max {
+        return None;
+    }
+    let was = s.len();
+    let mut at = max;
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    s.truncate(at);
+    Some(was)
+}
+
+/// Rejects spans whose times cannot be real and cuts oversized attribute values.
+/// Returns true when any kept span was changed.
+pub(crate) fn screen(spans: &mut Vec<Span>, max_attr: usize, out: &mut Outcome) -> bool {
+    let horizon = now_ns().saturating_add(DAY_NS);
+    let mut changed = false;
+    let mut problems = Vec::new();
+    spans.retain_mut(|s| {
+        let who = || format!("span {} of trace {} ({:?})", s.span_id, s.trace_id, s.name);
+        let problem = if s.start == 0 {
+            Some(format!("{}: start time is 0", who()))
+        } else if s.end < s.start {
+            Some(format!("{}: ends at {} before it starts at {}", who(), s.end, s.start))
+        } else if s.start > horizon {
+            Some(format!("{}: starts at {} ns, more than a day in the future", who(), s.start))
+        } else {
+            None
+        };
+        if let Some(p) = problem {
+            problems.push(p);
+            return false;
+        }
+        let attrs = s
+            .attributes
+            .iter_mut()
+            .chain(s.events.iter_mut().flat_map(|e| e.attributes.iter_mut()));
+        for kv in attrs {
+            if let Value::Str(v) = &mut kv.value {
+                if let Some(was) = cut(v, max_attr) {
+                    changed = true;
+                    problems.push(format!(
+                        "span {} of trace {}: attribute {:?} cut from {was} to {max_attr} bytes",
+                        s.span_id, s.trace_id, kv.key
+                    ));
+                }
+            }
+        }
+        true
+    });
+    out.rejected += problems
+        .iter()
+        .filter(|p| !p.contains(" cut from "))
+        .count();
+    for p in problems {
+        out.note(p);
+    }
+    changed
+}
+
+/// Screens spans and appends them to the store, durable before this returns.
+pub(crate) async fn take(
+    state: &Arc<AppState>,
+    protocol: Protocol,
+    mut spans: Vec<Span>,
+    records: Option<Bytes>,
+    mut outcome: Outcome,
+) -> Result<Outcome, ApiError> {
+    let changed = screen(&mut spans, state.config.max_attribute_bytes, &mut outcome);
+    let m = &state.metrics;
+    add(&m.rejected[protocol as usize], outcome.rejected);
+    if spans.is_empty() {
+        return Ok(outcome);
+    }
+    let Ok(_permit) = state.inflight.try_acquire() else {
+        add(&m.refused_inflight, 1);
+        return Err(ApiError::TooManyRequests(format!(
+            "more than {} ingest requests in flight; retry shortly",
+            state.config.max_inflight
+        )));
+    };
+    let n = spans.len();
+    let store = state.store.clone();
+    // Native batches are written to the WAL as received unless screening changed them.
+    let records = records.filter(|_| !changed && outcome.rejected == 0);
+    let result = tokio::task::spawn_blocking(move || match records {
+        Some(r) => store.append_records(&r, spans),
+        None => store.append(spans),
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("ingest task failed: {e}")))?;
+    if let Err(e) = result {
+        if matches!(e, causeway_store::StoreError::Busy) {
+            add(&m.refused_busy, 1);
+        }
+        return Err(e.into());
+    }
+    add(&m.accepted[protocol as usize], n);
+    outcome.accepted = n;
+    Ok(outcome)
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// Reads the body within the size limit, undoing gzip.
+async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+    let limit = state.config.max_body_bytes;
+    let too_large = || {
+        add(&state.metrics.refused_too_large, 1);
+        ApiError::PayloadTooLarge(format!("request body is over the {limit}-byte limit"))
+    };
+    let raw = axum::body::to_bytes(body, limit).await.map_err(|_| too_large())?;
+    let encoding = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("identity")
+        .trim()
+        .to_ascii_lowercase();
+    match encoding.as_str() {
+        "" | "identity" => Ok(raw),
+        "gzip" => {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&raw[..])
+                .take(limit as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| {
+                    add(&state.metrics.refused_malformed, 1);
+                    ApiError::BadRequest(format!("invalid gzip body: {e}"))
+                })?;
+            if out.len() > limit {
+                return Err(too_large());
+            }
+            Ok(Bytes::from(out))
+        }
+        other => Err(ApiError::UnsupportedMediaType(format!(
+            "unsupported content encoding {other:?}: send identity or gzip"
+        ))),
+    }
+}
+
+fn malformed(state: &AppState, message: String) -> ApiError {
+    add(&state.metrics.refused_malformed, 1);
+    ApiError::BadRequest(message)
+}
+
+async fn otlp_http(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let ct = content_type(&headers);
+    let json = match ct.as_str() {
+        "application/x-protobuf" | "application/protobuf" => false,
+        "application/json" => true,
+        other => {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "unsupported content type {other:?} for /v1/traces: send application/x-protobuf or application/json"
+            )))
+        }
+    };
+    let body = read_body(&state, &headers, body).await?;
+    let decoded = if json {
+        otlp::decode_json(&body)
+    } else {
+        otlp::decode_protobuf(&body)
+    }
+    .map_err(|e| malformed(&state, e.to_string()))?;
+    let mut outcome = Outcome {
+        rejected: decoded.rejected.len(),
+        ..Outcome::default()
+    };
+    for r in &decoded.rejected {
+        outcome.note(r.to_string());
+    }
+    let outcome = take(&state, Protocol::OtlpHttp, decoded.spans, None, outcome).await?;
+    let partial = (outcome.rejected > 0 || !outcome.messages.is_empty()).then(|| {
+        ExportTracePartialSuccess {
+            rejected_spans: outcome.rejected as i64,
+            error_message: outcome.message(),
+        }
+    });
+    let reply = ExportTraceServiceResponse {
+        partial_success: partial,
+    };
+    Ok(if json {
+        axum::Json(reply).into_response()
+    } else {
+        let mut resp = Response::new(Body::from(reply.encode_to_vec()));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-protobuf"),
+        );
+        resp
+    })
+}
+
+fn summary(outcome: &Outcome) -> serde_json::Value {
+    serde_json::json!({
+        "accepted": outcome.accepted,
+        "rejected": outcome.rejected,
+        "errors": outcome.messages,
+    })
+}
+
+async fn zipkin_http(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let ct = content_type(&headers);
+    if !matches!(ct.as_str(), "application/json" | "") {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "unsupported content type {ct:?} for /api/v2/spans: send application/json (Zipkin v2)"
+        )));
+    }
+    let body = read_body(&state, &headers, body).await?;
+    let decoded = zipkin::decode_json(&body).map_err(|e| malformed(&state, e.to_string()))?;
+    let mut outcome = Outcome {
+        rejected: decoded.rejected.len(),
+        ..Outcome::default()
+    };
+    for r in &decoded.rejected {
+        outcome.note(r.to_string());
+    }
+    let outcome = take(&state, Protocol::Zipkin, decoded.spans, None, outcome).await?;
+    Ok((StatusCode::ACCEPTED, axum::Json(summary(&outcome))).into_response())
+}
+
+async fn native_http(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let ct = content_type(&headers);
+    if !matches!(ct.as_str(), NATIVE_CONTENT_TYPE | "application/octet-stream") {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "unsupported content type {ct:?} for /v1/native: send {NATIVE_CONTENT_TYPE}"
+        )));
+    }
+    let body = read_body(&state, &headers, body).await?;
+    let decoded = native::decode_stream(&body);
+    if decoded.spans.is_empty() && !decoded.problems.is_empty() {
+        return Err(malformed(
+            &state,
+            format!("invalid native batch: {}", decoded.problems[0]),
+        ));
+    }
+    let mut outcome = Outcome {
+        rejected: decoded.problems.len(),
+        ..Outcome::default()
+    };
+    for p in &decoded.problems {
+        outcome.note(format!("native batch: {p}"));
+    }
+    let outcome = take(&state, Protocol::Native, decoded.spans, Some(body), outcome).await?;
+    Ok(axum::Json(summary(&outcome)).into_response())
+}

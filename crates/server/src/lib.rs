@@ -1,0 +1,234 @@
+//! Causeway's server: the collector (OTLP/gRPC, OTLP/HTTP, Zipkin v2, native batches), the
+//! query API, and the agent that ships span logs to it.
+//!
+//! [`start`] binds the three listeners and serves until [`RunningServer::shutdown`]. Every
+//! ingest path ends in the same place: spans are screened, then appended to the store and
+//! acknowledged once durable.
+#![warn(missing_docs)]
+
+pub mod agent;
+mod api;
+mod auth;
+pub mod error;
+mod grpc;
+mod ingest;
+mod metrics;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use causeway_store::sql::SqlLimits;
+use causeway_store::{Store, StoreOptions};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinHandle;
+
+pub use error::ApiError;
+pub use ingest::NATIVE_CONTENT_TYPE;
+
+/// OpenTelemetry's default OTLP/gRPC port.
+pub const DEFAULT_GRPC: &str = "127.0.0.1:4317";
+/// OpenTelemetry's default OTLP/HTTP port, shared by Zipkin and native ingest.
+pub const DEFAULT_INGEST: &str = "127.0.0.1:4318";
+/// The query API and UI.
+pub const DEFAULT_HTTP: &str = "127.0.0.1:7070";
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The store's directory.
+    pub data_dir: PathBuf,
+    /// OTLP/gRPC listener.
+    pub grpc_addr: SocketAddr,
+    /// OTLP/HTTP, Zipkin and native listener.
+    pub ingest_addr: SocketAddr,
+    /// Query API listener.
+    pub http_addr: SocketAddr,
+    /// Bearer token required on every request when set (and required to bind beyond
+    /// loopback).
+    pub token: Option<String>,
+    /// Largest request body accepted, after decompression.
+    pub max_body_bytes: usize,
+    /// Attribute values longer than this are cut to it (and the cut reported).
+    pub max_attribute_bytes: usize,
+    /// Ingest requests handled at once; more are answered 429.
+    pub max_inflight: usize,
+    /// The store's behaviour.
+    pub store: StoreOptions,
+    /// Bounds on SQL queries.
+    pub sql: SqlLimits,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        let addr = |s: &str| s.parse().unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)));
+        ServerConfig {
+            data_dir: PathBuf::from("causeway-data"),
+            grpc_addr: addr(DEFAULT_GRPC),
+            ingest_addr: addr(DEFAULT_INGEST),
+            http_addr: addr(DEFAULT_HTTP),
+            token: None,
+            max_body_bytes: 16 << 20,
+            max_attribute_bytes: 64 << 10,
+            max_inflight: 256,
+            store: StoreOptions::default(),
+            sql: SqlLimits::default(),
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// A listener would be reachable beyond this machine without a token.
+    #[error("binding {addr} ({role}) to a non-loopback address requires an access token (--token or CAUSEWAY_TOKEN)")]
+    TokenRequired {
+        /// The address.
+        addr: SocketAddr,
+        /// Which listener.
+        role: &'static str,
+    },
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr} ({role}): {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Which listener.
+        role: &'static str,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The store could not be opened.
+    #[error(transparent)]
+    Store(#[from] causeway_store::StoreError),
+}
+
+impl ServerConfig {
+    /// Refuses a configuration that would expose a listener without a token.
+    pub fn check(&self) -> Result<(), ServerError> {
+        if self.token.as_deref().is_some_and(|t| !t.is_empty()) {
+            return Ok(());
+        }
+        for (addr, role) in self.listeners() {
+            if !addr.ip().is_loopback() {
+                return Err(ServerError::TokenRequired { addr, role });
+            }
+        }
+        Ok(())
+    }
+
+    fn listeners(&self) -> [(SocketAddr, &'static str); 3] {
+        [
+            (self.grpc_addr, "OTLP/gRPC"),
+            (self.ingest_addr, "ingest"),
+            (self.http_addr, "query API"),
+        ]
+    }
+}
+
+/// What every handler shares.
+pub(crate) struct AppState {
+    pub store: Arc<Store>,
+    pub config: ServerConfig,
+    pub metrics: metrics::Metrics,
+    pub inflight: Semaphore,
+}
+
+/// A server that is up; its addresses are the ones actually bound (port 0 resolved).
+pub struct RunningServer {
+    /// OTLP/gRPC address.
+    pub grpc_addr: SocketAddr,
+    /// OTLP/HTTP, Zipkin and native address.
+    pub ingest_addr: SocketAddr,
+    /// Query API address.
+    pub http_addr: SocketAddr,
+    /// The store, for in-process use (benchmarks, tests).
+    pub store: Arc<Store>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningServer {
+    /// Stops accepting, lets requests in flight finish, and closes the store.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+async fn bind(addr: SocketAddr, role: &'static str) -> Result<tokio::net::TcpListener, ServerError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, role, source })
+}
+
+/// Opens the store and starts the three listeners.
+pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
+    config.check()?;
+    let grpc = bind(config.grpc_addr, "OTLP/gRPC").await?;
+    let ingest = bind(config.ingest_addr, "ingest").await?;
+    let http = bind(config.http_addr, "query API").await?;
+    let local = |l: &tokio::net::TcpListener, addr, role| {
+        l.local_addr()
+            .map_err(|source| ServerError::Bind { addr, role, source })
+    };
+    let grpc_addr = local(&grpc, config.grpc_addr, "OTLP/gRPC")?;
+    let ingest_addr = local(&ingest, config.ingest_addr, "ingest")?;
+    let http_addr = local(&http, config.http_addr, "query API")?;
+
+    let store_dir = config.data_dir.clone();
+    let store_opts = config.store.clone();
+    let store = tokio::task::spawn_blocking(move || Store::open(store_dir, store_opts))
+        .await
+        .map_err(|e| ServerError::Store(causeway_store::StoreError::Io {
+            action: "open store",
+            path: config.data_dir.clone(),
+            source: std::io::Error::other(e.to_string()),
+        }))??;
+    let store = Arc::new(store);
+    let state = Arc::new(AppState {
+        store: store.clone(),
+        inflight: Semaphore::new(config.max_inflight.max(1)),
+        metrics: metrics::Metrics::default(),
+        config,
+    });
+
+    let (stop, stopped) = watch::channel(false);
+    let signal = move |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let mut tasks = Vec::new();
+    let ingest_app = ingest::router(state.clone());
+    let rx = stopped.clone();
+    tasks.push(tokio::spawn(async move {
+        if let Err(e) = axum::serve(ingest, ingest_app)
+            .with_graceful_shutdown(signal(rx))
+            .await
+        {
+            tracing::error!(error = %e, "ingest listener failed");
+        }
+    }));
+    let api_app = api::router(state.clone());
+    let rx = stopped.clone();
+    tasks.push(tokio::spawn(async move {
+        if let Err(e) = axum::serve(http, api_app)
+            .with_graceful_shutdown(signal(rx))
+            .await
+        {
+            tracing::error!(error = %e, "query API listener failed");
+        }
+    }));
+    let rx = stopped.clone();
+    tasks.push(tokio::spawn(grpc::serve(state.clone(), grpc, signal(rx))));
+    tracing::info!(%grpc_addr, %ingest_addr, %http_addr, "causeway serving");
+    Ok(RunningServer {
+        grpc_addr,
+        ingest_addr,
+        http_addr,
+        store,
+        stop,
+        tasks,
+    })
+}
