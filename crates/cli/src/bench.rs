@@ -209,15 +209,23 @@ fn ingest(a: IngestArgs) -> Result<()> {
                 let client = Client::new(&ingest_url, None);
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((_, body)) = bodies.get(i) else { return Ok(()) };
+                    let Some((_, body)) = bodies.get(i) else {
+                        return Ok(());
+                    };
                     loop {
                         let t = Instant::now();
                         match client.post(path, content_type, body) {
                             Ok(_) => {
-                                latencies.lock().unwrap_or_else(|p| p.into_inner()).push(t.elapsed());
+                                latencies
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .push(t.elapsed());
                                 break;
                             }
-                            Err(e) if e.to_string().contains("HTTP 503") || e.to_string().contains("HTTP 429") => {
+                            Err(e)
+                                if e.to_string().contains("HTTP 503")
+                                    || e.to_string().contains("HTTP 429") =>
+                            {
                                 retries.fetch_add(1, Ordering::Relaxed);
                                 std::thread::sleep(Duration::from_millis(50));
                             }
@@ -240,7 +248,11 @@ fn ingest(a: IngestArgs) -> Result<()> {
                 span.end = now_ns();
                 let id = span.trace_id;
                 if ingest
-                    .post("/v1/native", causeway_server::NATIVE_CONTENT_TYPE, &native::encode_all([&span]))
+                    .post(
+                        "/v1/native",
+                        causeway_server::NATIVE_CONTENT_TYPE,
+                        &native::encode_all([&span]),
+                    )
                     .is_err()
                 {
                     continue;
@@ -248,13 +260,19 @@ fn ingest(a: IngestArgs) -> Result<()> {
                 while api.get_bytes(&format!("/api/traces/{id}")).is_err() {
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                visible.lock().unwrap_or_else(|p| p.into_inner()).push(end.elapsed());
+                visible
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(end.elapsed());
                 std::thread::sleep(Duration::from_millis(100));
             }
         });
         let mut first_err = None;
         for h in handles {
-            if let Err(e) = h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("client panicked"))) {
+            if let Err(e) = h
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("client panicked")))
+            {
                 first_err.get_or_insert(e);
             }
         }
@@ -361,7 +379,10 @@ fn query(a: QueryArgs) -> Result<()> {
     let stats = server.store.stats();
     if sample.is_empty() {
         // A reused store: take ids from a search.
-        let found = server.store.search(&causeway_store::SearchQuery { limit: 1000, ..Default::default() })?;
+        let found = server.store.search(&causeway_store::SearchQuery {
+            limit: 1000,
+            ..Default::default()
+        })?;
         sample = found.iter().map(|s| s.trace_id).collect();
     }
     for i in 0..a.queries {
@@ -380,7 +401,13 @@ fn query(a: QueryArgs) -> Result<()> {
         Ok((percentiles(lat), found))
     };
     let n = a.queries;
-    let by_id: Vec<String> = sample.iter().cycle().step_by(97).take(n).map(|id| format!("/api/traces/{id}")).collect();
+    let by_id: Vec<String> = sample
+        .iter()
+        .cycle()
+        .step_by(97)
+        .take(n)
+        .map(|id| format!("/api/traces/{id}"))
+        .collect();
     let pairs = [
         ("checkout", "PlaceOrder"),
         ("frontend", "GET /"),
@@ -391,7 +418,11 @@ fn query(a: QueryArgs) -> Result<()> {
     let by_op: Vec<String> = (0..n)
         .map(|i| {
             let (s, o) = pairs[i % pairs.len()];
-            format!("/api/search?service={}&operation={}&limit=20", enc(s), enc(o))
+            format!(
+                "/api/search?service={}&operation={}&limit=20",
+                enc(s),
+                enc(o)
+            )
         })
         .collect();
     let by_attr: Vec<String> = users
@@ -400,7 +431,12 @@ fn query(a: QueryArgs) -> Result<()> {
         .collect();
     let by_attr_service: Vec<String> = users
         .iter()
-        .map(|u| format!("/api/search?service=payments&tags={}&limit=20", enc(&format!("user.id={u}"))))
+        .map(|u| {
+            format!(
+                "/api/search?service=payments&tags={}&limit=20",
+                enc(&format!("user.id={u}"))
+            )
+        })
         .collect();
     let (id_lat, id_found) = time(by_id)?;
     let (op_lat, _) = time(by_op)?;

@@ -29,12 +29,18 @@ impl Client {
         format!("{}{path}", self.base)
     }
 
-    fn answer(&self, url: &str, resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Vec<u8>> {
+    fn answer(
+        &self,
+        url: &str,
+        resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<Vec<u8>> {
         let mut resp = resp.map_err(|e| match e {
-            ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => anyhow!(
-                "cannot reach causeway at {} ({e}); is `causeway serve` running?",
-                self.base
-            ),
+            ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => {
+                anyhow!(
+                    "cannot reach causeway at {} ({e}); is `causeway serve` running?",
+                    self.base
+                )
+            }
             other => anyhow!("request to {url} failed: {other}"),
         })?;
         let status = resp.status().as_u16();
@@ -87,7 +93,9 @@ pub fn enc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }

@@ -114,7 +114,10 @@ pub fn run(a: ImportArgs) -> Result<()> {
         );
     }
     if failed > 0 {
-        return Err(anyhow!("{failed} of {} files could not be imported", a.files.len()));
+        return Err(anyhow!(
+            "{failed} of {} files could not be imported",
+            a.files.len()
+        ));
     }
     Ok(())
 }

@@ -103,11 +103,11 @@ fn fsync_policy(text: &str) -> Result<FsyncPolicy> {
     Ok(match text {
         "always" => FsyncPolicy::Always,
         "never" => FsyncPolicy::Never,
-        other => FsyncPolicy::Interval(
-            *other
-                .parse::<humantime::Duration>()
-                .with_context(|| format!("--fsync {other:?}: expected always, never or an interval like 100ms"))?,
-        ),
+        other => {
+            FsyncPolicy::Interval(*other.parse::<humantime::Duration>().with_context(|| {
+                format!("--fsync {other:?}: expected always, never or an interval like 100ms")
+            })?)
+        }
     })
 }
 
@@ -296,10 +296,15 @@ fn serve(a: ServeArgs) -> Result<()> {
         println!("causeway is running (data in {})", data.display());
         println!("  OTLP/gRPC        {}", server.grpc_addr);
         println!("  OTLP/HTTP        http://{}/v1/traces", server.ingest_addr);
-        println!("  Zipkin           http://{}/api/v2/spans", server.ingest_addr);
+        println!(
+            "  Zipkin           http://{}/api/v2/spans",
+            server.ingest_addr
+        );
         println!("  query API and UI http://{}", server.http_addr);
         println!("press Ctrl-C to stop");
-        tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+        tokio::signal::ctrl_c()
+            .await
+            .context("waiting for Ctrl-C")?;
         println!("stopping");
         server.shutdown().await;
         Ok(())
@@ -356,7 +361,10 @@ fn trace(a: TraceArgs) -> Result<()> {
         return Ok(());
     }
     let t: TraceBody = serde_json::from_slice(&body).context("reading the trace")?;
-    print!("{}", print::trace_tree(&Trace::assemble(t.trace_id, t.spans)));
+    print!(
+        "{}",
+        print::trace_tree(&Trace::assemble(t.trace_id, t.spans))
+    );
     Ok(())
 }
 
@@ -383,7 +391,10 @@ fn search(a: SearchArgs) -> Result<()> {
     if a.error {
         q.push("error=true".into());
     }
-    let v = a.remote.client().get(&format!("/api/search?{}", q.join("&")))?;
+    let v = a
+        .remote
+        .client()
+        .get(&format!("/api/search?{}", q.join("&")))?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -406,7 +417,11 @@ fn search(a: SearchArgs) -> Result<()> {
                 print::duration(t["duration"].as_u64().unwrap_or(0)),
                 print::cell(&t["spanCount"]),
                 print::cell(&t["errorCount"]),
-                format!("{}: {}", print::cell(&t["rootService"]), print::cell(&t["rootOperation"])),
+                format!(
+                    "{}: {}",
+                    print::cell(&t["rootService"]),
+                    print::cell(&t["rootOperation"])
+                ),
             ]
         })
         .collect();
@@ -435,12 +450,20 @@ fn sql(a: SqlArgs) -> Result<()> {
         .as_array()
         .map(|rows| {
             rows.iter()
-                .map(|r| r.as_array().map(|r| r.iter().map(print::cell).collect()).unwrap_or_default())
+                .map(|r| {
+                    r.as_array()
+                        .map(|r| r.iter().map(print::cell).collect())
+                        .unwrap_or_default()
+                })
                 .collect()
         })
         .unwrap_or_default();
     print!("{}", print::table(&header, &rows));
-    let truncated = if v["truncated"].as_bool() == Some(true) { " (truncated at the row limit)" } else { "" };
+    let truncated = if v["truncated"].as_bool() == Some(true) {
+        " (truncated at the row limit)"
+    } else {
+        ""
+    };
     println!("({} rows{truncated})", rows.len());
     Ok(())
 }
@@ -448,7 +471,10 @@ fn sql(a: SqlArgs) -> Result<()> {
 fn services(a: ServicesArgs) -> Result<()> {
     let client = a.remote.client();
     let (v, key) = match &a.service {
-        Some(s) => (client.get(&format!("/api/services/{}/operations", enc(s)))?, "operations"),
+        Some(s) => (
+            client.get(&format!("/api/services/{}/operations", enc(s)))?,
+            "operations",
+        ),
         None => (client.get("/api/services")?, "services"),
     };
     if a.json {
@@ -463,19 +489,27 @@ fn services(a: ServicesArgs) -> Result<()> {
 
 fn export(a: ExportArgs) -> Result<()> {
     let mut q = vec![format!("format={}", enc(&a.format))];
-    for (k, v) in [("start", &a.start), ("end", &a.end), ("service", &a.service)] {
+    for (k, v) in [
+        ("start", &a.start),
+        ("end", &a.end),
+        ("service", &a.service),
+    ] {
         if let Some(v) = v {
             q.push(format!("{k}={}", enc(v)));
         }
     }
-    let body = a.remote.client().get_bytes(&format!("/api/export?{}", q.join("&")))?;
+    let body = a
+        .remote
+        .client()
+        .get_bytes(&format!("/api/export?{}", q.join("&")))?;
     match &a.output {
         Some(path) => {
             std::fs::write(path, &body).with_context(|| format!("writing {}", path.display()))?;
             eprintln!("wrote {} bytes to {}", body.len(), path.display());
         }
-        None => std::io::Write::write_all(&mut std::io::stdout(), &body).context("writing to stdout")?,
+        None => {
+            std::io::Write::write_all(&mut std::io::stdout(), &body).context("writing to stdout")?
+        }
     }
     Ok(())
 }
-

@@ -40,7 +40,11 @@ pub fn trace_tree(t: &Trace) -> String {
     );
     for (i, depth) in t.depth_first() {
         let s = &t.spans[i];
-        let orphan = if t.orphans.contains(&i) { "  (parent missing)" } else { "" };
+        let orphan = if t.orphans.contains(&i) {
+            "  (parent missing)"
+        } else {
+            ""
+        };
         out.push_str(&format!(
             "{:>10} {:>10}  {}{}{}\n",
             format!("+{}", duration(s.start.saturating_sub(start))),

@@ -190,7 +190,12 @@ impl Agent {
         Ok(stats)
     }
 
-    fn ship_file(&mut self, path: &Path, newest: bool, stats: &mut PassStats) -> Result<(), AgentError> {
+    fn ship_file(
+        &mut self,
+        path: &Path,
+        newest: bool,
+        stats: &mut PassStats,
+    ) -> Result<(), AgentError> {
         let bytes = std::fs::read(path).map_err(io("read segment", path))?;
         let mut offset = self.checkpoint.offsets.get(path).copied().unwrap_or(0) as usize;
         if offset > bytes.len() {
@@ -241,7 +246,9 @@ impl Agent {
         }
         // Position advances only once the whole file's new records are acknowledged; a
         // failure part way re-sends those batches, which the store's by-id dedup absorbs.
-        self.checkpoint.offsets.insert(path.to_path_buf(), end as u64);
+        self.checkpoint
+            .offsets
+            .insert(path.to_path_buf(), end as u64);
         self.save()
     }
 
@@ -338,12 +345,19 @@ mod tests {
     #[test]
     fn second_stage_sampling_keeps_about_the_coefficient_and_is_stable() {
         let ids: Vec<TraceId> = (1..=20_000u128)
-            .map(|i| TraceId::new(i.wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835)).unwrap())
+            .map(|i| {
+                TraceId::new(i.wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835)).unwrap()
+            })
             .collect();
         let kept = ids.iter().filter(|&&id| keeps(id, 0.1)).count();
-        assert!((1_700..2_300).contains(&kept), "kept {kept} of 20000 at 0.1");
+        assert!(
+            (1_700..2_300).contains(&kept),
+            "kept {kept} of 20000 at 0.1"
+        );
         // Sequential (weakly random) ids spread too.
-        let seq = (1..=20_000u128).filter(|&i| keeps(TraceId::new(i).unwrap(), 0.5)).count();
+        let seq = (1..=20_000u128)
+            .filter(|&i| keeps(TraceId::new(i).unwrap(), 0.5))
+            .count();
         assert!((9_000..11_000).contains(&seq), "kept {seq} of 20000 at 0.5");
         for &id in &ids[..100] {
             assert_eq!(keeps(id, 0.3), keeps(id, 0.3));

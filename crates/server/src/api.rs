@@ -51,7 +51,11 @@ pub struct TraceBody {
 
 impl TraceBody {
     fn of(t: Trace) -> TraceBody {
-        let ids = |idx: &[usize]| idx.iter().map(|&i| t.spans[i].span_id.to_string()).collect();
+        let ids = |idx: &[usize]| {
+            idx.iter()
+                .map(|&i| t.spans[i].span_id.to_string())
+                .collect()
+        };
         TraceBody {
             trace_id: t.trace_id,
             roots: ids(&t.roots),
@@ -121,9 +125,9 @@ pub(crate) fn search_query(params: &[(String, String)]) -> Result<SearchQuery, A
                     }
                 } else {
                     for tag in v.split_whitespace() {
-                        let (key, val) = tag.split_once('=').ok_or_else(|| {
-                            bad(k, format!("{tag:?} is not key=value"))
-                        })?;
+                        let (key, val) = tag
+                            .split_once('=')
+                            .ok_or_else(|| bad(k, format!("{tag:?} is not key=value")))?;
                         q.tags.push((key.to_string(), val.to_string()));
                     }
                 }
@@ -133,7 +137,9 @@ pub(crate) fn search_query(params: &[(String, String)]) -> Result<SearchQuery, A
             "start" => start = Some(parse_time(v).map_err(|e| bad(k, e))?),
             "end" => end = Some(parse_time(v).map_err(|e| bad(k, e))?),
             "error" => {
-                q.error = v.parse().map_err(|_| bad(k, format!("{v:?} is not true or false")))?
+                q.error = v
+                    .parse()
+                    .map_err(|_| bad(k, format!("{v:?} is not true or false")))?
             }
             "limit" => {
                 q.limit = v
@@ -231,17 +237,20 @@ async fn export(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let params = pairs(query)?;
-    let get = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let get = |name: &str| {
+        params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
     let format = match get("format").unwrap_or("native") {
         "native" => Format::Native,
         "otlp-json" => Format::OtlpJson,
         "otlp-protobuf" | "otlp" => Format::OtlpProtobuf,
         "zipkin" => Format::Zipkin,
-        other => {
-            return Err(ApiError::BadRequest(format!(
-                "parameter format: unknown format {other:?} (native, otlp-json, otlp-protobuf, zipkin)"
-            )))
-        }
+        other => return Err(ApiError::BadRequest(format!(
+            "parameter format: unknown format {other:?} (native, otlp-json, otlp-protobuf, zipkin)"
+        ))),
     };
     let time = |name: &str, default: u64| -> Result<u64, ApiError> {
         get(name).map_or(Ok(default), |v| parse_time(v).map_err(|e| bad(name, e)))

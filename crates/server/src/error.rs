@@ -57,7 +57,10 @@ impl ApiError {
     }
 
     fn retryable(&self) -> bool {
-        matches!(self, ApiError::TooManyRequests(_) | ApiError::Unavailable(_))
+        matches!(
+            self,
+            ApiError::TooManyRequests(_) | ApiError::Unavailable(_)
+        )
     }
 }
 
@@ -79,7 +82,10 @@ impl IntoResponse for ApiError {
         }
         let status = self.status();
         let retry = self.retryable();
-        let mut resp = (status, axum::Json(serde_json::json!({ "error": self.to_string() })))
+        let mut resp = (
+            status,
+            axum::Json(serde_json::json!({ "error": self.to_string() })),
+        )
             .into_response();
         if retry {
             resp.headers_mut()

@@ -37,7 +37,14 @@ impl TraceService for OtlpGrpc {
         for r in &decoded.rejected {
             outcome.note(r.to_string());
         }
-        let outcome = take(&self.state, Protocol::OtlpGrpc, decoded.spans, None, outcome).await?;
+        let outcome = take(
+            &self.state,
+            Protocol::OtlpGrpc,
+            decoded.spans,
+            None,
+            outcome,
+        )
+        .await?;
         let partial = (outcome.rejected > 0 || !outcome.messages.is_empty()).then(|| {
             ExportTracePartialSuccess {
                 rejected_spans: outcome.rejected as i64,
@@ -58,10 +65,7 @@ pub(crate) async fn serve(
     let token = state.config.token.clone();
     let limit = state.config.max_body_bytes;
     let check = move |req: Request<()>| {
-        let header = req
-            .metadata()
-            .get("authorization")
-            .map(|v| v.as_bytes());
+        let header = req.metadata().get("authorization").map(|v| v.as_bytes());
         if crate::auth::allowed(token.as_deref(), header) {
             Ok(req)
         } else {

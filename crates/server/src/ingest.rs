@@ -112,9 +112,18 @@ pub(crate) fn screen(spans: &mut Vec<Span>, max_attr: usize, out: &mut Outcome) 
         let problem = if s.start == 0 {
             Some(format!("{}: start time is 0", who()))
         } else if s.end < s.start {
-            Some(format!("{}: ends at {} before it starts at {}", who(), s.end, s.start))
+            Some(format!(
+                "{}: ends at {} before it starts at {}",
+                who(),
+                s.end,
+                s.start
+            ))
         } else if s.start > horizon {
-            Some(format!("{}: starts at {} ns, more than a day in the future", who(), s.start))
+            Some(format!(
+                "{}: starts at {} ns, more than a day in the future",
+                who(),
+                s.start
+            ))
         } else {
             None
         };
@@ -195,7 +204,13 @@ fn content_type(headers: &HeaderMap) -> String {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .unwrap_or_default()
 }
 
@@ -206,7 +221,17 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
         add(&state.metrics.refused_too_large, 1);
         ApiError::PayloadTooLarge(format!("request body is over the {limit}-byte limit"))
     };
-    let raw = axum::body::to_bytes(body, limit).await.map_err(|_| too_large())?;
+    // A declared length over the limit is refused before reading any of the body.
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let raw = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| too_large())?;
     let encoding = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
@@ -270,12 +295,11 @@ async fn otlp_http(
         outcome.note(r.to_string());
     }
     let outcome = take(&state, Protocol::OtlpHttp, decoded.spans, None, outcome).await?;
-    let partial = (outcome.rejected > 0 || !outcome.messages.is_empty()).then(|| {
-        ExportTracePartialSuccess {
+    let partial =
+        (outcome.rejected > 0 || !outcome.messages.is_empty()).then(|| ExportTracePartialSuccess {
             rejected_spans: outcome.rejected as i64,
             error_message: outcome.message(),
-        }
-    });
+        });
     let reply = ExportTraceServiceResponse {
         partial_success: partial,
     };
@@ -329,7 +353,10 @@ async fn native_http(
     body: Body,
 ) -> Result<Response, ApiError> {
     let ct = content_type(&headers);
-    if !matches!(ct.as_str(), NATIVE_CONTENT_TYPE | "application/octet-stream") {
+    if !matches!(
+        ct.as_str(),
+        NATIVE_CONTENT_TYPE | "application/octet-stream"
+    ) {
         return Err(ApiError::UnsupportedMediaType(format!(
             "unsupported content type {ct:?} for /v1/native: send {NATIVE_CONTENT_TYPE}"
         )));

@@ -158,7 +158,10 @@ impl RunningServer {
     }
 }
 
-async fn bind(addr: SocketAddr, role: &'static str) -> Result<tokio::net::TcpListener, ServerError> {
+async fn bind(
+    addr: SocketAddr,
+    role: &'static str,
+) -> Result<tokio::net::TcpListener, ServerError> {
     tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| ServerError::Bind { addr, role, source })
@@ -182,11 +185,13 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let store_opts = config.store.clone();
     let store = tokio::task::spawn_blocking(move || Store::open(store_dir, store_opts))
         .await
-        .map_err(|e| ServerError::Store(causeway_store::StoreError::Io {
-            action: "open store",
-            path: config.data_dir.clone(),
-            source: std::io::Error::other(e.to_string()),
-        }))??;
+        .map_err(|e| {
+            ServerError::Store(causeway_store::StoreError::Io {
+                action: "open store",
+                path: config.data_dir.clone(),
+                source: std::io::Error::other(e.to_string()),
+            })
+        })??;
     let store = Arc::new(store);
     let state = Arc::new(AppState {
         store: store.clone(),

@@ -26,17 +26,34 @@ impl Metrics {
     pub fn render(&self, store: &StoreStats) -> String {
         let mut out = String::new();
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let _ = writeln!(out, "# HELP causeway_ingest_spans_total Spans accepted, by protocol.");
+        let _ = writeln!(
+            out,
+            "# HELP causeway_ingest_spans_total Spans accepted, by protocol."
+        );
         let _ = writeln!(out, "# TYPE causeway_ingest_spans_total counter");
         for (p, c) in PROTOCOLS.iter().zip(&self.accepted) {
-            let _ = writeln!(out, "causeway_ingest_spans_total{{protocol=\"{p}\"}} {}", get(c));
+            let _ = writeln!(
+                out,
+                "causeway_ingest_spans_total{{protocol=\"{p}\"}} {}",
+                get(c)
+            );
         }
-        let _ = writeln!(out, "# HELP causeway_ingest_rejected_spans_total Spans rejected as invalid, by protocol.");
+        let _ = writeln!(
+            out,
+            "# HELP causeway_ingest_rejected_spans_total Spans rejected as invalid, by protocol."
+        );
         let _ = writeln!(out, "# TYPE causeway_ingest_rejected_spans_total counter");
         for (p, c) in PROTOCOLS.iter().zip(&self.rejected) {
-            let _ = writeln!(out, "causeway_ingest_rejected_spans_total{{protocol=\"{p}\"}} {}", get(c));
+            let _ = writeln!(
+                out,
+                "causeway_ingest_rejected_spans_total{{protocol=\"{p}\"}} {}",
+                get(c)
+            );
         }
-        let _ = writeln!(out, "# HELP causeway_ingest_refused_requests_total Requests refused whole, by reason.");
+        let _ = writeln!(
+            out,
+            "# HELP causeway_ingest_refused_requests_total Requests refused whole, by reason."
+        );
         let _ = writeln!(out, "# TYPE causeway_ingest_refused_requests_total counter");
         for (reason, c) in [
             ("store_busy", &self.refused_busy),
@@ -44,13 +61,33 @@ impl Metrics {
             ("malformed", &self.refused_malformed),
             ("too_large", &self.refused_too_large),
         ] {
-            let _ = writeln!(out, "causeway_ingest_refused_requests_total{{reason=\"{reason}\"}} {}", get(c));
+            let _ = writeln!(
+                out,
+                "causeway_ingest_refused_requests_total{{reason=\"{reason}\"}} {}",
+                get(c)
+            );
         }
         for (name, help, v) in [
-            ("causeway_store_blocks", "Blocks on disk.", store.blocks as u64),
-            ("causeway_store_block_bytes", "Bytes of blocks on disk.", store.block_bytes),
-            ("causeway_store_block_spans", "Spans in blocks.", store.block_spans),
-            ("causeway_store_head_spans", "Spans in memory, not yet in a block.", store.head_spans),
+            (
+                "causeway_store_blocks",
+                "Blocks on disk.",
+                store.blocks as u64,
+            ),
+            (
+                "causeway_store_block_bytes",
+                "Bytes of blocks on disk.",
+                store.block_bytes,
+            ),
+            (
+                "causeway_store_block_spans",
+                "Spans in blocks.",
+                store.block_spans,
+            ),
+            (
+                "causeway_store_head_spans",
+                "Spans in memory, not yet in a block.",
+                store.head_spans,
+            ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
         }

@@ -1,0 +1,186 @@
+//! Span logs written by the `causeway` library travel through the agent to the server:
+//! resumable from the checkpoint without loss or re-sending, tolerant of a torn last
+//! record, sampled whole-trace, and cleaned up after retention.
+
+mod common;
+
+use std::time::Duration;
+
+use causeway_model::codec::native;
+use causeway_server::agent::{keeps, Agent, AgentConfig};
+use causeway_store::TraceStore;
+use common::TestServer;
+use tracing_subscriber::layer::SubscriberExt;
+
+fn write_span_logs(dir: &std::path::Path, requests: usize) {
+    let config = causeway::Config::new("checkout-svc").with_span_log_dir(dir);
+    let (layer, guard) = causeway::layer(config).unwrap();
+    let subscriber = tracing_subscriber::registry().with(layer);
+    tracing::subscriber::with_default(subscriber, || {
+        for i in 0..requests {
+            let root = tracing::info_span!("handle request", request = i);
+            let _g = root.enter();
+            let child = tracing::info_span!("query db", table = "orders");
+            let _c = child.enter();
+            tracing::info!(rows = 3, "fetched");
+        }
+    });
+    assert!(guard.flush());
+    drop(guard);
+}
+
+fn count_spans(server: &TestServer) -> u64 {
+    server.server().store.stats().head_spans + server.server().store.stats().block_spans
+}
+
+fn agent(
+    server: &TestServer,
+    dir: &std::path::Path,
+    checkpoint: &std::path::Path,
+    keep: f64,
+) -> Agent {
+    Agent::new(AgentConfig {
+        dirs: vec![dir.to_path_buf()],
+        collector: server.ingest_url(""),
+        checkpoint: checkpoint.to_path_buf(),
+        keep,
+        retention: Duration::from_secs(3600),
+        ..AgentConfig::default()
+    })
+    .unwrap()
+}
+
+fn segments(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for d in std::fs::read_dir(dir).unwrap().flatten() {
+        for f in std::fs::read_dir(d.path()).unwrap().flatten() {
+            out.push(f.path());
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn spans_travel_once_even_across_agent_restarts_and_torn_records() {
+    let server = TestServer::start("agent");
+    let logs = server.dir.with_extension("logs");
+    let checkpoint = server.dir.with_extension("checkpoint");
+    let _ = std::fs::remove_dir_all(&logs);
+    let _ = std::fs::remove_file(&checkpoint);
+    write_span_logs(&logs, 50);
+
+    let stats = agent(&server, &logs, &checkpoint, 1.0).run_once().unwrap();
+    assert_eq!(stats.shipped, 100, "{stats:?}");
+    assert_eq!(count_spans(&server), 100);
+    let (_, found) = server.get("/api/search?service=checkout-svc&operation=query%20db&limit=100");
+    assert_eq!(found["traces"].as_array().unwrap().len(), 50);
+
+    // A restarted agent (new process, same checkpoint) sends nothing twice.
+    let stats = agent(&server, &logs, &checkpoint, 1.0).run_once().unwrap();
+    assert_eq!(stats.shipped, 0);
+    assert_eq!(count_spans(&server), 100);
+
+    // A torn record at the end of the newest segment waits; completing it ships it.
+    let seg = segments(&logs).pop().unwrap();
+    let extra = {
+        let t = 1_700_000_000_000_000_000u64;
+        causeway_model::Span::new(
+            causeway_model::TraceId::new(0x77).unwrap(),
+            causeway_model::SpanId::new(1).unwrap(),
+            None,
+            "late",
+            "checkout-svc",
+            t,
+            t + 5,
+        )
+    };
+    let record = native::encode_all([&extra]);
+    let (head, tail) = record.split_at(record.len() / 2);
+    append(&seg, head);
+    let mut a = agent(&server, &logs, &checkpoint, 1.0);
+    assert_eq!(a.run_once().unwrap().shipped, 0);
+    append(&seg, tail);
+    assert_eq!(a.run_once().unwrap().shipped, 1);
+    assert_eq!(count_spans(&server), 101);
+    let _ = std::fs::remove_dir_all(&logs);
+    let _ = std::fs::remove_file(&checkpoint);
+}
+
+fn append(path: &std::path::Path, bytes: &[u8]) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+#[test]
+fn second_stage_sampling_keeps_whole_traces() {
+    let server = TestServer::start("agent-keep");
+    let logs = server.dir.with_extension("logs");
+    let checkpoint = server.dir.with_extension("checkpoint");
+    let _ = std::fs::remove_dir_all(&logs);
+    let _ = std::fs::remove_file(&checkpoint);
+    write_span_logs(&logs, 400);
+
+    let stats = agent(&server, &logs, &checkpoint, 0.25).run_once().unwrap();
+    assert_eq!(stats.shipped + stats.sampled_out, 800);
+    assert!((100..=300).contains(&(stats.shipped / 2)), "{stats:?}");
+    // Every trace is there whole (2 spans) or not at all, as the hash decides.
+    let done = std::sync::Mutex::new(Vec::new());
+    server
+        .server()
+        .store
+        .scan(causeway_store::TimeWindow::ALL, &|t| {
+            done.lock().unwrap().push((t.trace_id, t.spans.len()))
+        })
+        .unwrap();
+    let done = done.into_inner().unwrap();
+    assert_eq!(done.len() as u64 * 2, stats.shipped);
+    for (id, n) in done {
+        assert_eq!(n, 2);
+        assert!(keeps(id, 0.25));
+    }
+    let _ = std::fs::remove_dir_all(&logs);
+    let _ = std::fs::remove_file(&checkpoint);
+}
+
+#[test]
+fn shipped_segments_are_deleted_after_retention_and_a_down_collector_loses_nothing() {
+    let server = TestServer::start("agent-retain");
+    let logs = server.dir.with_extension("logs");
+    let checkpoint = server.dir.with_extension("checkpoint");
+    let _ = std::fs::remove_dir_all(&logs);
+    let _ = std::fs::remove_file(&checkpoint);
+    write_span_logs(&logs, 10);
+
+    // Collector down: the pass fails and the position does not move.
+    let mut down = Agent::new(AgentConfig {
+        dirs: vec![logs.clone()],
+        collector: "http://127.0.0.1:9".into(),
+        checkpoint: checkpoint.clone(),
+        ..AgentConfig::default()
+    })
+    .unwrap();
+    assert!(down
+        .run_once()
+        .unwrap_err()
+        .to_string()
+        .contains("127.0.0.1:9"));
+
+    let mut a = Agent::new(AgentConfig {
+        dirs: vec![logs.clone()],
+        collector: server.ingest_url(""),
+        checkpoint: checkpoint.clone(),
+        retention: Duration::ZERO,
+        ..AgentConfig::default()
+    })
+    .unwrap();
+    let before = segments(&logs).len();
+    assert!(before > 0);
+    let stats = a.run_once().unwrap();
+    assert_eq!(stats.shipped, 20);
+    assert_eq!(stats.deleted as usize, before);
+    assert!(segments(&logs).is_empty());
+    let _ = std::fs::remove_dir_all(&logs);
+    let _ = std::fs::remove_file(&checkpoint);
+}

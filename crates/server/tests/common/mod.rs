@@ -1,0 +1,118 @@
+//! A server on free loopback ports with a fresh store, for integration tests.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use causeway_server::{RunningServer, ServerConfig};
+use causeway_store::{FsyncPolicy, StoreOptions};
+
+pub struct TestServer {
+    pub rt: tokio::runtime::Runtime,
+    pub server: Option<RunningServer>,
+    pub dir: PathBuf,
+    pub http: ureq::Agent,
+}
+
+impl TestServer {
+    pub fn start(name: &str) -> TestServer {
+        Self::start_with(name, |_| {})
+    }
+
+    pub fn start_with(name: &str, tweak: impl FnOnce(&mut ServerConfig)) -> TestServer {
+        let dir =
+            std::env::temp_dir().join(format!("causeway-server-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut config = ServerConfig {
+            data_dir: dir.clone(),
+            grpc_addr: "127.0.0.1:0".parse().unwrap(),
+            ingest_addr: "127.0.0.1:0".parse().unwrap(),
+            http_addr: "127.0.0.1:0".parse().unwrap(),
+            store: StoreOptions {
+                fsync: FsyncPolicy::Never,
+                ..StoreOptions::default()
+            },
+            ..ServerConfig::default()
+        };
+        tweak(&mut config);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = rt.block_on(causeway_server::start(config)).unwrap();
+        let http = ureq::Agent::new_with_config(
+            ureq::config::Config::builder()
+                .timeout_global(Some(Duration::from_secs(30)))
+                .http_status_as_error(false)
+                .build(),
+        );
+        TestServer {
+            rt,
+            server: Some(server),
+            dir,
+            http,
+        }
+    }
+
+    pub fn server(&self) -> &RunningServer {
+        self.server.as_ref().unwrap()
+    }
+
+    pub fn ingest_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.server().ingest_addr)
+    }
+
+    pub fn api_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.server().http_addr)
+    }
+
+    /// GET on the query API: status and JSON body.
+    pub fn get(&self, path: &str) -> (u16, serde_json::Value) {
+        let mut r = self.http.get(&self.api_url(path)).call().unwrap();
+        let status = r.status().as_u16();
+        let body = r.body_mut().read_to_string().unwrap();
+        (
+            status,
+            serde_json::from_str(&body).unwrap_or(serde_json::Value::String(body)),
+        )
+    }
+
+    /// POST to the ingest listener: status, content type and body bytes.
+    pub fn post(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String, Vec<u8>) {
+        let mut req = self.http.post(&self.ingest_url(path));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let mut r = req.send(body).unwrap();
+        let status = r.status().as_u16();
+        let ct = r
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let body = r
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_vec()
+            .unwrap();
+        (status, ct, body)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            self.rt.block_on(s.shutdown());
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

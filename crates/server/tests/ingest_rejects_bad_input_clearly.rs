@@ -1,0 +1,373 @@
+//! Bad input gets a clear answer naming the problem, never a panic, and never disturbs
+//! other data.
+
+mod common;
+
+use std::io::Write;
+
+use causeway_model::codec::{native, otlp};
+use causeway_model::{KeyValue, Span, SpanId, TraceId, Value};
+use common::TestServer;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+use prost::Message;
+
+const PROTO: (&str, &str) = ("content-type", "application/x-protobuf");
+const JSON: (&str, &str) = ("content-type", "application/json");
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+fn span(trace: u128, id: u64) -> Span {
+    let t = now() - 1_000_000_000;
+    Span::new(
+        TraceId::new(trace).unwrap(),
+        SpanId::new(id).unwrap(),
+        None,
+        "op",
+        "svc",
+        t,
+        t + 1_000,
+    )
+}
+
+fn error_of(body: &[u8]) -> String {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+    v["error"].as_str().unwrap().to_string()
+}
+
+fn partial(body: &[u8]) -> (i64, String) {
+    let r = ExportTraceServiceResponse::decode(body).unwrap();
+    let p = r.partial_success.unwrap_or_default();
+    (p.rejected_spans, p.error_message)
+}
+
+fn stored(server: &TestServer, trace: u128) -> usize {
+    let (status, body) = server.get(&format!("/api/traces/{}", TraceId::new(trace).unwrap()));
+    if status == 404 {
+        return 0;
+    }
+    body["spans"].as_array().unwrap().len()
+}
+
+#[test]
+fn malformed_payloads_are_refused_with_the_reason_and_nothing_else_is_lost() {
+    let server = TestServer::start("bad-input");
+    let good = otlp::encode_protobuf(&[span(1, 1)]);
+    assert_eq!(server.post("/v1/traces", &[PROTO], &good).0, 200);
+
+    // Truncated protobuf.
+    let big = otlp::encode_protobuf(&[span(2, 1), span(2, 2)]);
+    let (status, _, body) = server.post("/v1/traces", &[PROTO], &big[..big.len() - 7]);
+    assert_eq!(status, 400);
+    assert!(
+        error_of(&body).contains("invalid OTLP protobuf"),
+        "{}",
+        error_of(&body)
+    );
+
+    // Wrong content type.
+    let (status, _, body) = server.post("/v1/traces", &[("content-type", "text/plain")], &good);
+    assert_eq!(status, 415);
+    assert!(error_of(&body).contains("text/plain"));
+    let (status, _, _) = server.post(
+        "/api/v2/spans",
+        &[("content-type", "application/xml")],
+        b"<x/>",
+    );
+    assert_eq!(status, 415);
+    let (status, _, _) = server.post("/v1/native", &[JSON], b"{}");
+    assert_eq!(status, 415);
+
+    // Invalid JSON, with line and column.
+    let (status, _, body) = server.post("/v1/traces", &[JSON], b"{\"resourceSpans\": [\n  {,}]}");
+    assert_eq!(status, 400);
+    assert!(
+        error_of(&body).contains("line 2 column"),
+        "{}",
+        error_of(&body)
+    );
+    let (status, _, body) = server.post("/api/v2/spans", &[JSON], b"[{\"traceId\": ");
+    assert_eq!(status, 400);
+    assert!(!error_of(&body).is_empty());
+
+    // Garbage as a native batch.
+    let (status, _, body) = server.post(
+        "/v1/native",
+        &[("content-type", causeway_server::NATIVE_CONTENT_TYPE)],
+        b"definitely not records",
+    );
+    assert_eq!(status, 400);
+    assert!(
+        error_of(&body).contains("invalid native batch"),
+        "{}",
+        error_of(&body)
+    );
+
+    // Unsupported content encoding.
+    let (status, _, _) = server.post("/v1/traces", &[PROTO, ("content-encoding", "br")], &good);
+    assert_eq!(status, 415);
+
+    // The first batch is untouched, and a later good batch is taken.
+    assert_eq!(stored(&server, 1), 1);
+    assert_eq!(stored(&server, 2), 0);
+    assert_eq!(
+        server
+            .post(
+                "/v1/traces",
+                &[PROTO],
+                &otlp::encode_protobuf(&[span(3, 1)])
+            )
+            .0,
+        200
+    );
+    assert_eq!(stored(&server, 3), 1);
+    let metrics = server
+        .http
+        .get(&server.api_url("/metrics"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(
+        metrics.contains("causeway_ingest_refused_requests_total{reason=\"malformed\"} 4"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn bad_spans_are_rejected_one_by_one_with_partial_success() {
+    let server = TestServer::start("bad-spans");
+    // Ids of the wrong length, in OTLP/JSON, beside a good span.
+    let json = format!(
+        r#"{{"resourceSpans":[{{"resource":{{"attributes":[{{"key":"service.name","value":{{"stringValue":"svc"}}}}]}},
+        "scopeSpans":[{{"spans":[
+          {{"traceId":"0102","spanId":"0000000000000001","name":"short id","startTimeUnixNano":"{t}","endTimeUnixNano":"{t}"}},
+          {{"traceId":"0000000000000000000000000000000a","spanId":"0000000000000001","name":"good","startTimeUnixNano":"{t}","endTimeUnixNano":"{t}"}}
+        ]}}]}}]}}"#,
+        t = now()
+    );
+    let (status, _, body) = server.post("/v1/traces", &[JSON], json.as_bytes());
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["partialSuccess"]["rejectedSpans"], 1, "{v}");
+    let msg = v["partialSuccess"]["errorMessage"].as_str().unwrap();
+    assert!(
+        msg.contains("resourceSpans[0].scopeSpans[0].spans[0].traceId"),
+        "{msg}"
+    );
+    assert_eq!(stored(&server, 0xa), 1);
+
+    // Absurd timestamps: zero, end before start, far future.
+    let mut zero = span(0x10, 1);
+    zero.start = 0;
+    let mut backwards = span(0x10, 2);
+    backwards.end = backwards.start - 5;
+    let mut future = span(0x10, 3);
+    future.start = now() + 10 * 86_400_000_000_000;
+    future.end = future.start + 1;
+    let fine = span(0x10, 4);
+    let (status, _, body) = server.post(
+        "/v1/traces",
+        &[PROTO],
+        &otlp::encode_protobuf(&[zero, backwards, future, fine]),
+    );
+    assert_eq!(status, 200);
+    let (rejected, msg) = partial(&body);
+    assert_eq!(rejected, 3, "{msg}");
+    assert!(msg.contains("start time is 0"), "{msg}");
+    assert!(msg.contains("before it starts"), "{msg}");
+    assert!(msg.contains("in the future"), "{msg}");
+    assert_eq!(stored(&server, 0x10), 1);
+}
+
+#[test]
+fn huge_values_deep_nesting_and_oversized_bodies() {
+    let server = TestServer::start_with("huge", |c| c.max_body_bytes = 12 << 20);
+    // A 10 MB attribute value is cut to the limit, reported, and the span kept.
+    let mut s = span(0x20, 1);
+    s.attributes
+        .push(KeyValue::new("blob", "x".repeat(10 << 20)));
+    let (status, _, body) = server.post("/v1/traces", &[PROTO], &otlp::encode_protobuf(&[s]));
+    assert_eq!(status, 200);
+    let (rejected, msg) = partial(&body);
+    assert_eq!(rejected, 0);
+    assert!(
+        msg.contains("attribute \"blob\" cut from 10485760 to 65536 bytes"),
+        "{msg}"
+    );
+    let (_, t) = server.get(&format!("/api/traces/{}", TraceId::new(0x20).unwrap()));
+    assert_eq!(
+        t["spans"][0]["attributes"][0]["value"]
+            .as_str()
+            .unwrap()
+            .len(),
+        65536
+    );
+
+    // Arrays nested deeper than the store keeps come back as text.
+    let nested = |levels| {
+        let mut v = Value::I64(1);
+        for _ in 0..levels {
+            v = Value::Array(vec![v]);
+        }
+        let mut s = span(0x21, 1);
+        s.attributes.push(KeyValue::new("deep", v));
+        otlp::encode_protobuf(&[s])
+    };
+    let (status, _, _) = server.post("/v1/traces", &[PROTO], &nested(40));
+    assert_eq!(status, 200);
+    // Nesting past protobuf's recursion limit is a malformed body, said so.
+    let (status, _, body) = server.post("/v1/traces", &[PROTO], &nested(500));
+    assert_eq!(status, 400);
+    assert!(error_of(&body).contains("recursion"), "{}", error_of(&body));
+    server.server().store.flush().unwrap();
+    let (status, t) = server.get(&format!("/api/traces/{}", TraceId::new(0x21).unwrap()));
+    assert_eq!(status, 200, "{t}");
+    assert!(t["spans"][0]["attributes"][0]["value"]
+        .to_string()
+        .contains("[[[1]]]"));
+
+    // Over the body limit: 413, plain or as a gzip bomb.
+    // (Sent by hand: the server answers from Content-Length without reading the body.)
+    let mut tcp = std::net::TcpStream::connect(server.server().ingest_addr).unwrap();
+    write!(
+        tcp,
+        "POST /v1/traces HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
+        13 << 20
+    )
+    .unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = std::io::Read::read(&mut tcp, &mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("over the 12582912-byte limit"), "{answer}");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&vec![0u8; 64 << 20]).unwrap();
+    let bomb = gz.finish().unwrap();
+    let (status, _, _) = server.post("/v1/traces", &[PROTO, ("content-encoding", "gzip")], &bomb);
+    assert_eq!(status, 413);
+    // Good gzip is read.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&otlp::encode_protobuf(&[span(0x22, 1)]))
+        .unwrap();
+    let (status, _, _) = server.post(
+        "/v1/traces",
+        &[PROTO, ("content-encoding", "gzip")],
+        &gz.finish().unwrap(),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(stored(&server, 0x22), 1);
+}
+
+#[test]
+fn query_api_errors_name_the_problem() {
+    let server = TestServer::start("api-errors");
+    let (status, body) = server.get("/api/traces/xyz");
+    assert_eq!(status, 400);
+    assert!(
+        body["error"].as_str().unwrap().contains("\"xyz\""),
+        "{body}"
+    );
+    let (status, body) = server.get("/api/traces/0000000000000000000000000000abcd");
+    assert_eq!(status, 404);
+    assert!(body["error"].as_str().unwrap().contains("not found"));
+    let (status, body) = server.get("/api/search?minDuration=fast");
+    assert_eq!(status, 400);
+    assert!(
+        body["error"].as_str().unwrap().contains("minDuration"),
+        "{body}"
+    );
+    let (status, body) = server.get("/api/search?start=tomorrow");
+    assert_eq!(status, 400);
+    assert!(body["error"].as_str().unwrap().contains("start"), "{body}");
+    let (status, _) = server.get("/api/services/nope/operations");
+    assert_eq!(status, 404);
+    let mut r = server
+        .http
+        .post(&server.api_url("/api/sql"))
+        .header("content-type", "application/json")
+        .send(b"{\"query\": \"DELETE FROM spans\"}".as_slice())
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    assert!(r.body_mut().read_to_string().unwrap().contains("sql"));
+    let r = server
+        .http
+        .post(&server.api_url("/api/sql"))
+        .header("content-type", "application/json")
+        .send(b"{\"qu".as_slice())
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+}
+
+#[test]
+fn a_token_is_required_on_every_listener_when_set() {
+    let server = TestServer::start_with("token", |c| c.token = Some("s3cret".into()));
+    let body = native::encode_all([&span(0x30, 1)]);
+    let ct = ("content-type", causeway_server::NATIVE_CONTENT_TYPE);
+    assert_eq!(server.post("/v1/native", &[ct], &body).0, 401);
+    assert_eq!(
+        server
+            .post(
+                "/v1/native",
+                &[ct, ("authorization", "Bearer wrong")],
+                &body
+            )
+            .0,
+        401
+    );
+    assert_eq!(
+        server
+            .post(
+                "/v1/native",
+                &[ct, ("authorization", "Bearer s3cret")],
+                &body
+            )
+            .0,
+        200
+    );
+    assert_eq!(server.get("/api/services").0, 401);
+    let r = server
+        .http
+        .get(&server.api_url("/api/services"))
+        .header("authorization", "Bearer s3cret")
+        .call()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+}
+
+#[test]
+fn a_public_address_without_a_token_is_refused() {
+    let config = causeway_server::ServerConfig {
+        ingest_addr: "0.0.0.0:0".parse().unwrap(),
+        ..Default::default()
+    };
+    let e = config.check().unwrap_err().to_string();
+    assert!(e.contains("0.0.0.0:0") && e.contains("token"), "{e}");
+    let config = causeway_server::ServerConfig {
+        token: Some("t".into()),
+        ..config
+    };
+    assert!(config.check().is_ok());
+}
+
+#[test]
+fn shed_load_is_answered_503_with_retry_after() {
+    let server = TestServer::start_with("shed", |c| {
+        c.store.max_pending_heads = 0;
+    });
+    let body = native::encode_all([&span(0x40, 1)]);
+    let mut r = server
+        .http
+        .post(&server.ingest_url("/v1/native"))
+        .header("content-type", causeway_server::NATIVE_CONTENT_TYPE)
+        .send(&body[..])
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    assert_eq!(r.headers().get("retry-after").unwrap(), "1");
+    assert!(r.body_mut().read_to_string().unwrap().contains("retry"));
+}
