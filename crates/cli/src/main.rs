@@ -97,6 +97,9 @@ struct ServeArgs {
     /// Largest request body, in bytes, after decompression.
     #[arg(long, default_value_t = 16 << 20)]
     max_body: usize,
+    /// Spans held in memory before they are written as a Parquet block.
+    #[arg(long, default_value_t = StoreOptions::default().head_max_spans)]
+    block_spans: usize,
 }
 
 fn fsync_policy(text: &str) -> Result<FsyncPolicy> {
@@ -286,6 +289,7 @@ fn serve(a: ServeArgs) -> Result<()> {
             fsync: fsync_policy(&a.fsync)?,
             retention_age: a.retention.map(Into::into),
             retention_bytes: a.max_bytes,
+            head_max_spans: a.block_spans.max(1),
             ..StoreOptions::default()
         },
         ..ServerConfig::default()

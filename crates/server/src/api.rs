@@ -248,9 +248,11 @@ async fn export(
         "otlp-json" => Format::OtlpJson,
         "otlp-protobuf" | "otlp" => Format::OtlpProtobuf,
         "zipkin" => Format::Zipkin,
-        other => return Err(ApiError::BadRequest(format!(
+        other => {
+            return Err(ApiError::BadRequest(format!(
             "parameter format: unknown format {other:?} (native, otlp-json, otlp-protobuf, zipkin)"
-        ))),
+        )))
+        }
     };
     let time = |name: &str, default: u64| -> Result<u64, ApiError> {
         get(name).map_or(Ok(default), |v| parse_time(v).map_err(|e| bad(name, e)))

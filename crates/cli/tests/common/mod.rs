@@ -1,0 +1,97 @@
+//! Runs the `causeway` binary: a server on free ports, and one-shot commands against it.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_causeway");
+
+pub fn fixtures() -> PathBuf {
+    std::env::var_os("CAUSEWAY_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
+        })
+}
+
+pub fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("causeway-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// `causeway serve` as a child process on free loopback ports.
+pub struct Serve {
+    pub child: Child,
+    pub ingest: String,
+    pub api: String,
+    pub grpc: String,
+}
+
+impl Serve {
+    pub fn start(data: &Path, extra: &[&str]) -> Serve {
+        let mut child = Command::new(BIN)
+            .args([
+                "serve",
+                "--grpc",
+                "127.0.0.1:0",
+                "--ingest",
+                "127.0.0.1:0",
+                "--http",
+                "127.0.0.1:0",
+                "--data",
+            ])
+            .arg(data)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("causeway serve starts");
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let (mut ingest, mut api, mut grpc) = (None, None, None);
+        for line in out.lines() {
+            let line = line.unwrap();
+            let last = line.split_whitespace().last().unwrap_or("").to_string();
+            if line.contains("OTLP/HTTP") {
+                ingest = Some(last.trim_end_matches("/v1/traces").to_string());
+            } else if line.contains("query API") {
+                api = Some(last);
+            } else if line.contains("OTLP/gRPC") {
+                grpc = Some(last);
+            } else if line.contains("Ctrl-C") {
+                break;
+            }
+        }
+        Serve {
+            child,
+            ingest: ingest.expect("ingest address printed"),
+            api: api.expect("API address printed"),
+            grpc: grpc.expect("gRPC address printed"),
+        }
+    }
+
+    /// SIGKILL, no chance to clean up.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs a command to completion: exit code, stdout, stderr.
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
