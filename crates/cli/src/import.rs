@@ -69,7 +69,7 @@ pub fn run(a: ImportArgs) -> Result<()> {
         let name = file.display().to_string();
         let result = (|| -> Result<(usize, usize)> {
             let bytes = std::fs::read(file).with_context(|| format!("reading {name}"))?;
-            let (format, spans, problems) = decode(&bytes).with_context(|| format!("{name}"))?;
+            let (format, spans, problems) = decode(&bytes).with_context(|| name.clone())?;
             for p in &problems {
                 bar.suspend(|| eprintln!("{name}: skipped: {p}"));
             }

@@ -38,7 +38,7 @@ fn realistic(i: u64) -> Span {
         KeyValue::new("user.id", format!("u{}", i % 5000)),
         KeyValue::new("net.peer.ip", "10.1.2.3"),
         KeyValue::new("db.system", "postgresql"),
-        KeyValue::new("cache.hit", i % 3 == 0),
+        KeyValue::new("cache.hit", i.is_multiple_of(3)),
         KeyValue::new("retry", (i % 2) as i64),
         KeyValue::new("region", "eu-west-1"),
         KeyValue::new("tenant", format!("t{}", i % 50)),
@@ -78,7 +78,7 @@ fn main() {
         b.iter(|| {
             writer.write(&spans);
             batches += 1;
-            if batches % 64 == 0 {
+            if batches.is_multiple_of(64) {
                 let files = segment::segment_files(&proc_dir).unwrap_or_default();
                 for f in &files[..files.len().saturating_sub(1)] {
                     written_bytes += std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);

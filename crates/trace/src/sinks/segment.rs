@@ -125,7 +125,7 @@ impl SegmentWriter {
     fn report(&mut self, e: io::Error) {
         self.errors += 1;
         // Report the first failure and then every thousandth, not one line per span.
-        if self.errors == 1 || self.errors % 1000 == 0 {
+        if self.errors == 1 || self.errors.is_multiple_of(1000) {
             tracing::warn!(target: "causeway", dir = %self.dir.display(), error = %e, errors = self.errors, "span-log write failed");
         }
         // Start afresh in a new file: the failed one may end in a torn record.
