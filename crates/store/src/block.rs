@@ -251,6 +251,12 @@ impl BlockWriter {
                     duration: s.duration().min(i64::MAX as u64),
                     error: s.is_error(),
                 });
+                for kv in &s.attributes {
+                    match kv.value.as_str() {
+                        Some(v) => self.index.attribute(&kv.key, v),
+                        None => self.index.attribute(&kv.key, &kv.value.to_string()),
+                    }
+                }
             }
         }
         Ok(())
@@ -405,6 +411,7 @@ impl Block {
             "start_time",
             "duration_ns",
             "status_code",
+            "attributes",
         ];
         let mut builder = IndexBuilder::default();
         for batch in self.reader(&cols, &[])? {
@@ -425,6 +432,18 @@ impl Block {
             let status = get("status_code")?.as_string_opt::<i32>();
             let start = get("start_time")?.as_primitive_opt::<TimestampNanosecondType>();
             let duration = get("duration_ns")?.as_primitive_opt::<Int64Type>();
+            let attrs = get("attributes")?
+                .as_map_opt()
+                .ok_or_else(|| self.corrupt("attributes is not a map"))?;
+            let keys = attrs
+                .keys()
+                .as_string_opt::<i32>()
+                .ok_or_else(|| self.corrupt("attribute keys are not text"))?;
+            let values = attrs
+                .values()
+                .as_string_opt::<i32>()
+                .ok_or_else(|| self.corrupt("attribute values are not text"))?;
+            let offsets = attrs.value_offsets();
             let (
                 Some(service),
                 Some(operation),
@@ -450,6 +469,9 @@ impl Block {
                     duration: duration.value(i).max(0) as u64,
                     error: status.value(i) == "ERROR",
                 });
+                for j in offsets[i] as usize..offsets[i + 1] as usize {
+                    builder.attribute(keys.value(j), values.value(j));
+                }
             }
         }
         Ok(builder.finish())
@@ -489,6 +511,24 @@ impl Block {
         query: &SearchQuery,
     ) -> Result<Vec<&'a crate::index::TraceEntry>, StoreError> {
         if query.tags.is_empty() || candidates.is_empty() {
+            return Ok(candidates);
+        }
+        // `error=true` also matches error status, which the filters do not hold.
+        let pairs: Vec<u64> = query
+            .tags
+            .iter()
+            .filter(|(k, v)| !(k == "error" && v == "true"))
+            .map(|(k, v)| crate::index::pair_hash(k, v))
+            .collect();
+        let candidates: Vec<_> = candidates
+            .into_iter()
+            .filter(|t| {
+                let start = t.first_row as usize;
+                self.index
+                    .may_have_pairs(start, start + t.rows as usize, &pairs)
+            })
+            .collect();
+        if candidates.is_empty() {
             return Ok(candidates);
         }
         let ranges = merge_ranges(

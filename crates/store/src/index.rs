@@ -39,6 +39,64 @@ pub(crate) struct BlockIndex {
     pub min_start: u64,
     pub max_end: u64,
     pub spans: u64,
+    /// A Bloom filter of the attribute pairs in each run of [`ATTR_GROUP_ROWS`] rows, so an
+    /// attribute search reads only the pages that may hold the pair.
+    attr_groups: Vec<Bloom>,
+}
+
+/// Rows per attribute Bloom filter.
+pub(crate) const ATTR_GROUP_ROWS: usize = 8192;
+
+/// The hash of one `key=value` pair, as stored in the Bloom filters.
+pub(crate) fn pair_hash(key: &str, value: &str) -> u64 {
+    // FNV-1a, then a finaliser: fast on short strings and well spread.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes().chain([0xff]).chain(value.bytes()) {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
+}
+
+/// A Bloom filter with three probes from one 64-bit hash, about 1% false positives at
+/// ten bits per entry.
+#[derive(Default)]
+struct Bloom {
+    bits: Vec<u64>,
+}
+
+impl Bloom {
+    fn with_entries(hashes: &mut Vec<u64>) -> Bloom {
+        hashes.sort_unstable();
+        hashes.dedup();
+        let words = (hashes.len() * 10).div_ceil(64).next_power_of_two().max(8);
+        let mut bloom = Bloom {
+            bits: vec![0; words],
+        };
+        for &h in hashes.iter() {
+            for bit in bloom.probes(h) {
+                bloom.bits[bit / 64] |= 1 << (bit % 64);
+            }
+        }
+        bloom
+    }
+
+    fn probes(&self, h: u64) -> [usize; 3] {
+        let mask = self.bits.len() * 64 - 1;
+        let (a, b) = (h as usize, (h >> 32) as usize | 1);
+        [
+            a & mask,
+            a.wrapping_add(b) & mask,
+            a.wrapping_add(b.wrapping_mul(2)) & mask,
+        ]
+    }
+
+    fn may_contain(&self, h: u64) -> bool {
+        self.probes(h)
+            .iter()
+            .all(|&bit| self.bits[bit / 64] & (1 << (bit % 64)) != 0)
+    }
 }
 
 /// One span's indexed fields.
@@ -61,6 +119,7 @@ pub(crate) struct IndexBuilder {
     services: HashMap<u32, (u64, u64)>,
     hosts: Vec<u32>,
     row: u32,
+    group_pairs: Vec<u64>,
 }
 
 fn widen(r: &mut (u64, u64), d: u64) {
@@ -80,7 +139,21 @@ impl IndexBuilder {
         id
     }
 
+    /// Notes an attribute of the row pushed last.
+    pub fn attribute(&mut self, key: &str, value: &str) {
+        self.group_pairs.push(pair_hash(key, value));
+    }
+
+    fn seal_group(&mut self) {
+        let bloom = Bloom::with_entries(&mut self.group_pairs);
+        self.index.attr_groups.push(bloom);
+        self.group_pairs.clear();
+    }
+
     pub fn push(&mut self, row: IndexRow<'_>) {
+        if self.row > 0 && self.row as usize % ATTR_GROUP_ROWS == 0 {
+            self.seal_group();
+        }
         if self.current.is_some_and(|c| c.id != row.trace) {
             self.close_trace();
         }
@@ -145,6 +218,9 @@ impl IndexBuilder {
 
     pub fn finish(mut self) -> BlockIndex {
         self.close_trace();
+        if self.row > 0 {
+            self.seal_group();
+        }
         let mut index = self.index;
         index.spans = self.row as u64;
         index.min_start = index.traces.iter().map(|t| t.start).min().unwrap_or(0);
@@ -174,6 +250,21 @@ impl BlockIndex {
         self.by_op
             .keys()
             .map(|&(s, o)| (&*self.names[s as usize], &*self.names[o as usize]))
+    }
+
+    /// True when rows `[start, end)` may hold a span with every given attribute pair
+    /// (hashes from [`pair_hash`]).
+    pub fn may_have_pairs(&self, start: usize, end: usize, pairs: &[u64]) -> bool {
+        if pairs.is_empty() {
+            return true;
+        }
+        let first = start / ATTR_GROUP_ROWS;
+        let last = end.saturating_sub(1) / ATTR_GROUP_ROWS;
+        (first..=last).any(|g| {
+            self.attr_groups
+                .get(g)
+                .is_none_or(|b| pairs.iter().all(|&h| b.may_contain(h)))
+        })
     }
 
     /// Traces that may hold a span matching the query's indexed conditions (service,
