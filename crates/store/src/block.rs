@@ -13,8 +13,7 @@ use arrow::array::{
     UInt32Builder,
 };
 use arrow::datatypes::{Int64Type, TimestampNanosecondType};
-use causeway_model::codec::native;
-use causeway_model::{Span, Status};
+use causeway_model::{Span, SpanId, Status, TraceId};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
 };
@@ -112,6 +111,7 @@ pub(crate) fn to_batch(spans: &[&Span]) -> Result<RecordBatch, arrow::error::Arr
     let mut source = StringBuilder::new();
     let mut detail = BinaryBuilder::new();
     let mut scratch = Vec::with_capacity(512);
+    let mut detail_bytes = Vec::with_capacity(512);
     for s in spans {
         trace_id.append_value(s.trace_id.to_bytes())?;
         span_id.append_value(s.span_id.to_bytes())?;
@@ -140,9 +140,9 @@ pub(crate) fn to_batch(spans: &[&Span]) -> Result<RecordBatch, arrow::error::Arr
         }
         attributes.append(true)?;
         source.append_value(s.source.to_text());
-        scratch.clear();
-        native::encode(s, &mut scratch);
-        detail.append_value(&scratch[native::HEADER_LEN..]);
+        detail_bytes.clear();
+        crate::detail::encode(s, &mut scratch, &mut detail_bytes);
+        detail.append_value(&detail_bytes);
     }
     let columns: Vec<ArrayRef> = vec![
         Arc::new(trace_id.finish()),
@@ -489,15 +489,105 @@ impl Block {
         if rows.is_empty() {
             return Ok(());
         }
-        for batch in self.reader(&["detail"], rows)? {
+        let columns = [
+            "trace_id",
+            "span_id",
+            "parent_id",
+            "service",
+            "operation",
+            "host",
+            "pid",
+            "start_time",
+            "duration_ns",
+            "status_code",
+            "status_message",
+            "attributes",
+            "detail",
+        ];
+        let mut names: std::collections::HashMap<String, Arc<str>> = Default::default();
+        for batch in self.reader(&columns, rows)? {
             let batch = batch.map_err(arrow_err(&self.path))?;
-            let detail = batch
-                .column_by_name("detail")
-                .and_then(|c| c.as_binary_opt::<i32>())
+            let col = |name: &str| {
+                batch
+                    .column_by_name(name)
+                    .ok_or_else(|| self.corrupt(&format!("missing column {name}")))
+            };
+            let fixed = |name: &str| {
+                col(name)?
+                    .as_any()
+                    .downcast_ref::<FixedSizeBinaryArray>()
+                    .ok_or_else(|| self.corrupt(&format!("{name} is not fixed-size binary")))
+            };
+            let text = |name: &str| {
+                col(name)?
+                    .as_string_opt::<i32>()
+                    .ok_or_else(|| self.corrupt(&format!("{name} is not text")))
+            };
+            let (trace_ids, span_ids, parent_ids) =
+                (fixed("trace_id")?, fixed("span_id")?, fixed("parent_id")?);
+            let (service, operation, host) = (text("service")?, text("operation")?, text("host")?);
+            let (status, message) = (text("status_code")?, text("status_message")?);
+            let pid = col("pid")?
+                .as_primitive_opt::<arrow::datatypes::UInt32Type>()
+                .ok_or_else(|| self.corrupt("pid is not u32"))?;
+            let start = col("start_time")?
+                .as_primitive_opt::<TimestampNanosecondType>()
+                .ok_or_else(|| self.corrupt("start_time is not a timestamp"))?;
+            let duration = col("duration_ns")?
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(|| self.corrupt("duration_ns is not i64"))?;
+            let attrs = col("attributes")?
+                .as_map_opt()
+                .ok_or_else(|| self.corrupt("attributes is not a map"))?;
+            let keys = attrs
+                .keys()
+                .as_string_opt::<i32>()
+                .ok_or_else(|| self.corrupt("attribute keys are not text"))?;
+            let values = attrs
+                .values()
+                .as_string_opt::<i32>()
+                .ok_or_else(|| self.corrupt("attribute values are not text"))?;
+            let offsets = attrs.value_offsets();
+            let detail = col("detail")?
+                .as_binary_opt::<i32>()
                 .ok_or_else(|| self.corrupt("detail is not binary"))?;
-            for i in 0..detail.len() {
-                let span = native::decode_payload(detail.value(i))
-                    .map_err(|e| self.corrupt(&e.to_string()))?;
+            let mut intern = |s: &str| -> Arc<str> {
+                if let Some(a) = names.get(s) {
+                    return a.clone();
+                }
+                let a: Arc<str> = Arc::from(s);
+                names.insert(s.to_string(), a.clone());
+                a
+            };
+            for i in 0..batch.num_rows() {
+                let bad_id = |what: &str| self.corrupt(&format!("row {i}: invalid {what}"));
+                let row = crate::detail::Row {
+                    trace_id: TraceId::from_bytes(trace_ids.value(i))
+                        .map_err(|_| bad_id("trace_id"))?,
+                    span_id: SpanId::from_bytes(span_ids.value(i))
+                        .map_err(|_| bad_id("span_id"))?,
+                    parent_id: if parent_ids.is_null(i) {
+                        None
+                    } else {
+                        Some(
+                            SpanId::from_bytes(parent_ids.value(i))
+                                .map_err(|_| bad_id("parent_id"))?,
+                        )
+                    },
+                    service: intern(service.value(i)),
+                    operation: operation.value(i),
+                    host: intern(host.value(i)),
+                    pid: pid.value(i),
+                    start: start.value(i).max(0) as u64,
+                    duration: duration.value(i).max(0) as u64,
+                    status_code: status.value(i),
+                    status_message: (!message.is_null(i)).then(|| message.value(i)),
+                    attributes: (offsets[i] as usize..offsets[i + 1] as usize)
+                        .map(|j| (keys.value(j), values.value(j)))
+                        .collect(),
+                };
+                let span = crate::detail::decode(row, detail.value(i))
+                    .map_err(|e| self.corrupt(&format!("row {i}: {e}")))?;
                 out.push(span);
             }
         }

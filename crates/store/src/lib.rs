@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 mod block;
+mod detail;
 pub mod generate;
 mod head;
 mod index;
