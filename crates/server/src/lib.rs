@@ -70,7 +70,7 @@ impl Default for ServerConfig {
             token: None,
             max_body_bytes: 16 << 20,
             max_attribute_bytes: 64 << 10,
-            max_inflight: 256,
+            max_inflight: 64,
             store: StoreOptions::default(),
             sql: SqlLimits::default(),
         }

@@ -27,8 +27,8 @@ use crate::index::{BlockIndex, IndexBuilder, IndexRow};
 use crate::query::SearchQuery;
 use crate::StoreError;
 
-const ROW_GROUP_ROWS: usize = 128 * 1024;
-const PAGE_ROWS: usize = 2048;
+const ROW_GROUP_ROWS: usize = 32 * 1024;
+const PAGE_ROWS: usize = 1024;
 const BATCH_ROWS: usize = 16 * 1024;
 const WAL_THROUGH: &str = "causeway.wal_through";
 const REPLACES: &str = "causeway.replaces";
