@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use causeway::sinks::segment::segment_files;
 use causeway_model::codec::native;
 use causeway_model::TraceId;
 use serde::{Deserialize, Serialize};
@@ -319,23 +320,6 @@ impl Agent {
         }
         Ok(())
     }
-}
-
-/// The library's segment files in one directory, oldest first.
-fn segment_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut files: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let p = e.path();
-            if p.extension()? != "cwlog" {
-                return None;
-            }
-            let seq = p.file_stem()?.to_str()?.parse().ok()?;
-            Some((seq, p))
-        })
-        .collect();
-    files.sort();
-    Ok(files.into_iter().map(|(_, p)| p).collect())
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
 use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use tonic::codec::CompressionEncoding;
 use tonic::service::interceptor::InterceptedService;
@@ -30,13 +30,7 @@ impl TraceService for OtlpGrpc {
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
         let decoded = otlp::decode_request(request.get_ref());
-        let mut outcome = Outcome {
-            rejected: decoded.rejected.len(),
-            ..Outcome::default()
-        };
-        for r in &decoded.rejected {
-            outcome.note(r.to_string());
-        }
+        let outcome = Outcome::rejecting(&decoded.rejected);
         let outcome = take(
             &self.state,
             Protocol::OtlpGrpc,
@@ -45,14 +39,8 @@ impl TraceService for OtlpGrpc {
             outcome,
         )
         .await?;
-        let partial = (outcome.rejected > 0 || !outcome.messages.is_empty()).then(|| {
-            ExportTracePartialSuccess {
-                rejected_spans: outcome.rejected as i64,
-                error_message: outcome.message(),
-            }
-        });
         Ok(Response::new(ExportTraceServiceResponse {
-            partial_success: partial,
+            partial_success: outcome.partial_success(),
         }))
     }
 }

@@ -50,6 +50,26 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
+    /// An outcome that starts with the decoder's rejections.
+    pub fn rejecting<E: std::fmt::Display>(rejected: &[E]) -> Outcome {
+        let mut o = Outcome {
+            rejected: rejected.len(),
+            ..Outcome::default()
+        };
+        for r in rejected {
+            o.note(r.to_string());
+        }
+        o
+    }
+
+    /// OTLP's partial success, when anything was rejected or changed.
+    pub fn partial_success(&self) -> Option<ExportTracePartialSuccess> {
+        (self.rejected > 0 || !self.messages.is_empty()).then(|| ExportTracePartialSuccess {
+            rejected_spans: self.rejected as i64,
+            error_message: self.message(),
+        })
+    }
+
     pub fn note(&mut self, message: String) {
         if self.messages.len() < MESSAGES_KEPT {
             self.messages.push(message);
@@ -287,21 +307,10 @@ async fn otlp_http(
         otlp::decode_protobuf(&body)
     }
     .map_err(|e| malformed(&state, e.to_string()))?;
-    let mut outcome = Outcome {
-        rejected: decoded.rejected.len(),
-        ..Outcome::default()
-    };
-    for r in &decoded.rejected {
-        outcome.note(r.to_string());
-    }
+    let outcome = Outcome::rejecting(&decoded.rejected);
     let outcome = take(&state, Protocol::OtlpHttp, decoded.spans, None, outcome).await?;
-    let partial =
-        (outcome.rejected > 0 || !outcome.messages.is_empty()).then(|| ExportTracePartialSuccess {
-            rejected_spans: outcome.rejected as i64,
-            error_message: outcome.message(),
-        });
     let reply = ExportTraceServiceResponse {
-        partial_success: partial,
+        partial_success: outcome.partial_success(),
     };
     Ok(if json {
         axum::Json(reply).into_response()
@@ -336,13 +345,7 @@ async fn zipkin_http(
     }
     let body = read_body(&state, &headers, body).await?;
     let decoded = zipkin::decode_json(&body).map_err(|e| malformed(&state, e.to_string()))?;
-    let mut outcome = Outcome {
-        rejected: decoded.rejected.len(),
-        ..Outcome::default()
-    };
-    for r in &decoded.rejected {
-        outcome.note(r.to_string());
-    }
+    let outcome = Outcome::rejecting(&decoded.rejected);
     let outcome = take(&state, Protocol::Zipkin, decoded.spans, None, outcome).await?;
     Ok((StatusCode::ACCEPTED, axum::Json(summary(&outcome))).into_response())
 }
@@ -369,13 +372,12 @@ async fn native_http(
             format!("invalid native batch: {}", decoded.problems[0]),
         ));
     }
-    let mut outcome = Outcome {
-        rejected: decoded.problems.len(),
-        ..Outcome::default()
-    };
-    for p in &decoded.problems {
-        outcome.note(format!("native batch: {p}"));
-    }
+    let problems: Vec<String> = decoded
+        .problems
+        .iter()
+        .map(|p| format!("native batch: {p}"))
+        .collect();
+    let outcome = Outcome::rejecting(&problems);
     let outcome = take(&state, Protocol::Native, decoded.spans, Some(body), outcome).await?;
     Ok(axum::Json(summary(&outcome)).into_response())
 }

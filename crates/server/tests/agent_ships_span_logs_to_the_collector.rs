@@ -124,7 +124,8 @@ fn second_stage_sampling_keeps_whole_traces() {
 
     let stats = agent(&server, &logs, &checkpoint, 0.25).run_once().unwrap();
     assert_eq!(stats.shipped + stats.sampled_out, 800);
-    assert!((100..=300).contains(&(stats.shipped / 2)), "{stats:?}");
+    // 400 traces at 0.25: about 100 kept (standard deviation 8.7).
+    assert!((60..=140).contains(&(stats.shipped / 2)), "{stats:?}");
     // Every trace is there whole (2 spans) or not at all, as the hash decides.
     let done = std::sync::Mutex::new(Vec::new());
     server

@@ -63,7 +63,52 @@ pub(crate) struct Block {
     pub replaces: Vec<String>,
     pub index: BlockIndex,
     meta: ArrowReaderMetadata,
-    file: File,
+    file: BlockFile,
+}
+
+/// A block file read by position, so concurrent readers never share a seek offset (a
+/// `try_clone`d `File` does, and parallel scans read garbage). Holding the descriptor
+/// keeps a block readable after compaction or retention unlinks it.
+#[derive(Clone)]
+struct BlockFile {
+    file: Arc<File>,
+    len: u64,
+}
+
+struct PositionalRead {
+    file: Arc<File>,
+    pos: u64,
+}
+
+impl std::io::Read for PositionalRead {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = std::os::unix::fs::FileExt::read_at(&*self.file, buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl parquet::file::reader::Length for BlockFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl parquet::file::reader::ChunkReader for BlockFile {
+    type T = PositionalRead;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<PositionalRead> {
+        Ok(PositionalRead {
+            file: self.file.clone(),
+            pos: start,
+        })
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
+        let mut buf = vec![0; length];
+        std::os::unix::fs::FileExt::read_exact_at(&*self.file, &mut buf, start)?;
+        Ok(buf.into())
+    }
 }
 
 fn block_err(path: &Path) -> impl Fn(parquet::errors::ParquetError) -> StoreError + '_ {
@@ -312,6 +357,10 @@ impl Block {
             .metadata()
             .map_err(StoreError::io("stat block", &path))?
             .len();
+        let file = BlockFile {
+            file: Arc::new(file),
+            len: bytes,
+        };
         let meta =
             ArrowReaderMetadata::load(&file, ArrowReaderOptions::new().with_page_index(true))
                 .map_err(block_err(&path))?;
@@ -351,11 +400,10 @@ impl Block {
         columns: &[&str],
         rows: &[Range<usize>],
     ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader, StoreError> {
-        let file = self
-            .file
-            .try_clone()
-            .map_err(StoreError::io("open block", &self.path))?;
-        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone());
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
+            self.file.clone(),
+            self.meta.clone(),
+        );
         let roots = columns
             .iter()
             .filter_map(|c| COLUMNS.iter().position(|name| name == c));
@@ -432,18 +480,7 @@ impl Block {
             let status = get("status_code")?.as_string_opt::<i32>();
             let start = get("start_time")?.as_primitive_opt::<TimestampNanosecondType>();
             let duration = get("duration_ns")?.as_primitive_opt::<Int64Type>();
-            let attrs = get("attributes")?
-                .as_map_opt()
-                .ok_or_else(|| self.corrupt("attributes is not a map"))?;
-            let keys = attrs
-                .keys()
-                .as_string_opt::<i32>()
-                .ok_or_else(|| self.corrupt("attribute keys are not text"))?;
-            let values = attrs
-                .values()
-                .as_string_opt::<i32>()
-                .ok_or_else(|| self.corrupt("attribute values are not text"))?;
-            let offsets = attrs.value_offsets();
+            let (keys, values, offsets) = attribute_arrays(self, &batch)?;
             let (
                 Some(service),
                 Some(operation),
@@ -536,18 +573,7 @@ impl Block {
             let duration = col("duration_ns")?
                 .as_primitive_opt::<Int64Type>()
                 .ok_or_else(|| self.corrupt("duration_ns is not i64"))?;
-            let attrs = col("attributes")?
-                .as_map_opt()
-                .ok_or_else(|| self.corrupt("attributes is not a map"))?;
-            let keys = attrs
-                .keys()
-                .as_string_opt::<i32>()
-                .ok_or_else(|| self.corrupt("attribute keys are not text"))?;
-            let values = attrs
-                .values()
-                .as_string_opt::<i32>()
-                .ok_or_else(|| self.corrupt("attribute values are not text"))?;
-            let offsets = attrs.value_offsets();
+            let (keys, values, offsets) = attribute_arrays(self, &batch)?;
             let detail = col("detail")?
                 .as_binary_opt::<i32>()
                 .ok_or_else(|| self.corrupt("detail is not binary"))?;
@@ -635,23 +661,11 @@ impl Block {
         let mut row = 0usize;
         for batch in self.reader(&["attributes", "status_code"], &ranges)? {
             let batch = batch.map_err(arrow_err(&self.path))?;
-            let map = batch
-                .column_by_name("attributes")
-                .and_then(|c| c.as_map_opt())
-                .ok_or_else(|| self.corrupt("attributes is not a map"))?;
+            let (keys, values, offsets) = attribute_arrays(self, &batch)?;
             let status = batch
                 .column_by_name("status_code")
                 .and_then(|c| c.as_string_opt::<i32>())
                 .ok_or_else(|| self.corrupt("status_code is not text"))?;
-            let keys = map
-                .keys()
-                .as_string_opt::<i32>()
-                .ok_or_else(|| self.corrupt("attribute keys are not text"))?;
-            let values = map
-                .values()
-                .as_string_opt::<i32>()
-                .ok_or_else(|| self.corrupt("attribute values are not text"))?;
-            let offsets = map.value_offsets();
             for i in 0..batch.num_rows() {
                 let (a, b) = (offsets[i] as usize, offsets[i + 1] as usize);
                 let all = query.tags.iter().all(|(k, v)| {
@@ -672,6 +686,33 @@ impl Block {
             .filter_map(|(t, h)| h.then_some(t))
             .collect())
     }
+}
+
+/// The keys, values and per-row offsets of the `attributes` map column.
+fn attribute_arrays<'a>(
+    block: &Block,
+    batch: &'a RecordBatch,
+) -> Result<
+    (
+        &'a arrow::array::StringArray,
+        &'a arrow::array::StringArray,
+        &'a [i32],
+    ),
+    StoreError,
+> {
+    let map = batch
+        .column_by_name("attributes")
+        .and_then(|c| c.as_map_opt())
+        .ok_or_else(|| block.corrupt("attributes is not a map"))?;
+    let keys = map
+        .keys()
+        .as_string_opt::<i32>()
+        .ok_or_else(|| block.corrupt("attribute keys are not text"))?;
+    let values = map
+        .values()
+        .as_string_opt::<i32>()
+        .ok_or_else(|| block.corrupt("attribute values are not text"))?;
+    Ok((keys, values, map.value_offsets()))
 }
 
 /// Sorted, coalesced row ranges.

@@ -151,7 +151,7 @@ impl IndexBuilder {
     }
 
     pub fn push(&mut self, row: IndexRow<'_>) {
-        if self.row > 0 && self.row as usize % ATTR_GROUP_ROWS == 0 {
+        if self.row > 0 && (self.row as usize).is_multiple_of(ATTR_GROUP_ROWS) {
             self.seal_group();
         }
         if self.current.is_some_and(|c| c.id != row.trace) {

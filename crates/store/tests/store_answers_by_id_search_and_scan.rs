@@ -462,3 +462,44 @@ fn retention_drops_old_blocks_by_age_and_by_size() {
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Regression: readers once shared one seek offset through `File::try_clone`, so
+/// parallel scans of one block read at each other's positions ("Unexpected struct field
+/// type" from the Parquet decoder).
+#[test]
+fn concurrent_reads_of_one_block_do_not_share_a_seek_offset() {
+    let dir = tmp("concurrent");
+    let store = Store::open(
+        &dir,
+        StoreOptions {
+            scan_threads: 8,
+            ..options()
+        },
+    )
+    .unwrap();
+    let all = traces(3000, 9);
+    let total: usize = all.iter().map(Vec::len).sum();
+    for t in &all {
+        store.append(t.clone()).unwrap();
+    }
+    store.flush().unwrap();
+    for _ in 0..3 {
+        let stats = store.scan(TimeWindow::ALL, &|_| {}).unwrap();
+        assert_eq!(stats.spans as usize, total);
+    }
+    std::thread::scope(|s| {
+        for chunk in all.chunks(500) {
+            let store = &store;
+            s.spawn(move || {
+                for t in chunk {
+                    assert_eq!(
+                        store.trace(t[0].trace_id).unwrap().unwrap().spans.len(),
+                        t.len()
+                    );
+                }
+            });
+        }
+    });
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
