@@ -95,34 +95,28 @@ fn check(server: &TestServer, sent: &Sent, service: &str) {
     assert_eq!(found["traces"][0]["errorCount"], 1, "{found}");
 }
 
-#[test]
-fn otlp_http_protobuf_exporter() {
-    let server = TestServer::start("otel-http");
+fn http_exporter_round_trip(protocol: Protocol, service: &'static str) {
+    let server = TestServer::start(service);
     let exporter = SpanExporter::builder()
         .with_http()
-        .with_protocol(Protocol::HttpBinary)
+        .with_protocol(protocol)
         .with_endpoint(server.ingest_url("/v1/traces"))
         .build()
         .unwrap();
-    let p = provider(exporter, "http-proto-app");
+    let p = provider(exporter, service);
     let sent = record(&p);
     p.shutdown().unwrap();
-    check(&server, &sent, "http-proto-app");
+    check(&server, &sent, service);
+}
+
+#[test]
+fn otlp_http_protobuf_exporter() {
+    http_exporter_round_trip(Protocol::HttpBinary, "http-proto-app");
 }
 
 #[test]
 fn otlp_http_json_exporter() {
-    let server = TestServer::start("otel-json");
-    let exporter = SpanExporter::builder()
-        .with_http()
-        .with_protocol(Protocol::HttpJson)
-        .with_endpoint(server.ingest_url("/v1/traces"))
-        .build()
-        .unwrap();
-    let p = provider(exporter, "http-json-app");
-    let sent = record(&p);
-    p.shutdown().unwrap();
-    check(&server, &sent, "http-json-app");
+    http_exporter_round_trip(Protocol::HttpJson, "http-json-app");
 }
 
 #[test]

@@ -526,21 +526,12 @@ impl Block {
         if rows.is_empty() {
             return Ok(());
         }
-        let columns = [
-            "trace_id",
-            "span_id",
-            "parent_id",
-            "service",
-            "operation",
-            "host",
-            "pid",
-            "start_time",
-            "duration_ns",
-            "status_code",
-            "status_message",
-            "attributes",
-            "detail",
-        ];
+        // Kind and source live in the detail too.
+        let columns: Vec<&str> = COLUMNS
+            .iter()
+            .copied()
+            .filter(|c| !matches!(*c, "kind" | "source"))
+            .collect();
         let mut names: std::collections::HashMap<String, Arc<str>> = Default::default();
         for batch in self.reader(&columns, rows)? {
             let batch = batch.map_err(arrow_err(&self.path))?;
