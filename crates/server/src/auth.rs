@@ -40,6 +40,9 @@ pub(crate) async fn require_token(
     if allowed(state.config.token.as_deref(), header) {
         next.run(req).await
     } else {
+        // Read a small body so the connection stays usable for the client's next
+        // request; a large one is not worth reading for a stranger.
+        let _ = axum::body::to_bytes(req.into_body(), 64 << 10).await;
         ApiError::Unauthorized.into_response()
     }
 }

@@ -290,6 +290,9 @@ async fn otlp_http(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    // Read before the content type is judged, so a refused request leaves the
+    // connection clean for the client's next one.
+    let body = read_body(&state, &headers, body).await?;
     let ct = content_type(&headers);
     let json = match ct.as_str() {
         "application/x-protobuf" | "application/protobuf" => false,
@@ -300,7 +303,6 @@ async fn otlp_http(
             )))
         }
     };
-    let body = read_body(&state, &headers, body).await?;
     let decoded = if json {
         otlp::decode_json(&body)
     } else {
@@ -337,13 +339,15 @@ async fn zipkin_http(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    // Read before the content type is judged, so a refused request leaves the
+    // connection clean for the client's next one.
+    let body = read_body(&state, &headers, body).await?;
     let ct = content_type(&headers);
     if !matches!(ct.as_str(), "application/json" | "") {
         return Err(ApiError::UnsupportedMediaType(format!(
             "unsupported content type {ct:?} for /api/v2/spans: send application/json (Zipkin v2)"
         )));
     }
-    let body = read_body(&state, &headers, body).await?;
     let decoded = zipkin::decode_json(&body).map_err(|e| malformed(&state, e.to_string()))?;
     let outcome = Outcome::rejecting(&decoded.rejected);
     let outcome = take(&state, Protocol::Zipkin, decoded.spans, None, outcome).await?;
@@ -355,6 +359,9 @@ async fn native_http(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    // Read before the content type is judged, so a refused request leaves the
+    // connection clean for the client's next one.
+    let body = read_body(&state, &headers, body).await?;
     let ct = content_type(&headers);
     if !matches!(
         ct.as_str(),
@@ -364,7 +371,6 @@ async fn native_http(
             "unsupported content type {ct:?} for /v1/native: send {NATIVE_CONTENT_TYPE}"
         )));
     }
-    let body = read_body(&state, &headers, body).await?;
     let decoded = native::decode_stream(&body);
     if decoded.spans.is_empty() && !decoded.problems.is_empty() {
         return Err(malformed(

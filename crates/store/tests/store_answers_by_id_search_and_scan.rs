@@ -185,101 +185,110 @@ fn search_finds_by_service_operation_tags_duration_host_and_window() {
     store.flush().unwrap();
     store.append(vec![b, c]).unwrap();
 
-    let ids = |q: SearchQuery| -> Vec<u128> {
+    let ids = |q: &SearchQuery| -> Vec<u128> {
         store
-            .search(&q)
+            .search(q)
             .unwrap()
             .iter()
             .map(|s| s.trace_id.get())
             .collect()
     };
-    let frontend = |q: SearchQuery| SearchQuery {
-        service: Some("frontend".into()),
-        ..q
-    };
-    // Most recent first, across block and head.
-    assert_eq!(ids(frontend(SearchQuery::default())), vec![2, 1]);
-    assert_eq!(
-        ids(frontend(SearchQuery {
-            operation: Some("GET /cart".into()),
-            ..Default::default()
-        })),
-        vec![2, 1]
-    );
-    assert_eq!(
-        ids(SearchQuery {
-            tags: vec![("user.id".into(), "alice".into())],
-            ..Default::default()
-        }),
-        vec![1]
-    );
-    // Typed values match on their text; error=true matches error status.
-    assert_eq!(
-        ids(SearchQuery {
-            tags: vec![("http.status_code".into(), "500".into())],
-            ..Default::default()
-        }),
-        vec![2]
-    );
-    assert_eq!(
-        ids(SearchQuery {
-            error: true,
-            ..Default::default()
-        }),
-        vec![2]
-    );
-    assert_eq!(
-        ids(SearchQuery {
-            tags: vec![("error".into(), "true".into())],
-            ..Default::default()
-        }),
-        vec![2]
-    );
-    assert_eq!(
-        ids(frontend(SearchQuery {
-            min_duration: Some(10_000_000),
-            ..Default::default()
-        })),
-        vec![2]
-    );
-    assert_eq!(
-        ids(frontend(SearchQuery {
-            max_duration: Some(10_000_000),
-            ..Default::default()
-        })),
-        vec![1]
-    );
-    assert_eq!(
-        ids(SearchQuery {
-            host: Some("web-1".into()),
-            ..Default::default()
-        }),
-        vec![1]
-    );
-    assert_eq!(
-        ids(SearchQuery {
-            window: Some(TimeWindow {
-                start: T0 + 1_500,
-                end: T0 + 3_000
-            }),
-            ..Default::default()
-        }),
-        vec![3]
-    );
-    assert_eq!(
-        ids(SearchQuery {
-            service: Some("nope".into()),
-            ..Default::default()
-        }),
-        Vec::<u128>::new()
-    );
-    assert_eq!(
-        ids(SearchQuery {
-            limit: 1,
-            ..Default::default()
-        }),
-        vec![3]
-    );
+    let q = SearchQuery::default;
+    let service = |name: &str| Some(name.to_string());
+    let tag = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+    let cases: Vec<(&str, SearchQuery, Vec<u128>)> = vec![
+        (
+            "most recent first, across block and head",
+            SearchQuery {
+                service: service("frontend"),
+                ..q()
+            },
+            vec![2, 1],
+        ),
+        (
+            "operation",
+            SearchQuery {
+                service: service("frontend"),
+                operation: Some("GET /cart".into()),
+                ..q()
+            },
+            vec![2, 1],
+        ),
+        (
+            "string tag",
+            SearchQuery {
+                tags: tag("user.id", "alice"),
+                ..q()
+            },
+            vec![1],
+        ),
+        (
+            "typed values match on their text",
+            SearchQuery {
+                tags: tag("http.status_code", "500"),
+                ..q()
+            },
+            vec![2],
+        ),
+        ("error status", SearchQuery { error: true, ..q() }, vec![2]),
+        (
+            "error=true matches error status",
+            SearchQuery {
+                tags: tag("error", "true"),
+                ..q()
+            },
+            vec![2],
+        ),
+        (
+            "min duration",
+            SearchQuery {
+                service: service("frontend"),
+                min_duration: Some(10_000_000),
+                ..q()
+            },
+            vec![2],
+        ),
+        (
+            "max duration",
+            SearchQuery {
+                service: service("frontend"),
+                max_duration: Some(10_000_000),
+                ..q()
+            },
+            vec![1],
+        ),
+        (
+            "host",
+            SearchQuery {
+                host: Some("web-1".into()),
+                ..q()
+            },
+            vec![1],
+        ),
+        (
+            "window",
+            SearchQuery {
+                window: Some(TimeWindow {
+                    start: T0 + 1_500,
+                    end: T0 + 3_000,
+                }),
+                ..q()
+            },
+            vec![3],
+        ),
+        (
+            "unknown service",
+            SearchQuery {
+                service: service("nope"),
+                ..q()
+            },
+            vec![],
+        ),
+        ("limit", SearchQuery { limit: 1, ..q() }, vec![3]),
+    ];
+    for (what, query, want) in &cases {
+        assert_eq!(&ids(query), want, "{what}");
+    }
 
     let summary = &store
         .search(&SearchQuery {
