@@ -1,0 +1,141 @@
+//! The critical path of a trace: the chain of sections, each a stretch of time one span was
+//! what the request waited on, from the main root's start to its end.
+//!
+//! Walking back from the root's end: the child that finished last before the cursor is
+//! what the parent waited for, so the time after it is the parent's own, the child's
+//! section is found the same way inside it, and the cursor moves to the child's start;
+//! concurrent children that were overtaken drop out. A child running across the cursor
+//! (it overlapped a sibling already chosen) counts up to the cursor only. Children are
+//! clipped to their parent, so a child that overflows its parent (skew, or an async child
+//! that outlives it) only counts inside it. Orphans are adopted by the main root.
+//!
+//! The sections never overlap and add up to the main root's duration exactly.
+
+use causeway_model::{SpanId, Trace};
+use serde::Serialize;
+
+use crate::{children_adopted, main_root};
+
+/// A stretch of the critical path: span `span` (an index into the trace's spans) was what
+/// the request waited on from `start` to `end` (Unix ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Section {
+    /// Index into `Trace::spans`.
+    #[serde(skip)]
+    pub span: usize,
+    /// The span's id.
+    pub span_id: SpanId,
+    /// Start, Unix ns.
+    pub start: u64,
+    /// End, Unix ns.
+    pub end: u64,
+}
+
+/// The critical path, sorted by start; adjacent sections of the same span are joined.
+/// Empty for an empty trace or a root without duration.
+pub fn critical_path(trace: &Trace) -> Vec<Section> {
+    let Some(root) = main_root(trace) else {
+        return Vec::new();
+    };
+    let children = children_adopted(trace);
+    let mut out = Vec::new();
+    let r = &trace.spans[root];
+    // An explicit stack: a 10K-deep chain must not exhaust the thread's stack.
+    let mut stack = vec![(root, r.start, r.end)];
+    let mut kids: Vec<(u64, u64, usize)> = Vec::new();
+    while let Some((i, lo, hi)) = stack.pop() {
+        kids.clear();
+        for &c in &children[i] {
+            let s = &trace.spans[c];
+            let (cs, ce) = (s.start.max(lo), s.end.min(hi));
+            if cs < ce {
+                kids.push((cs, ce, c));
+            }
+        }
+        // Latest end first; for equal ends the earliest start, then the lower index, so
+        // ties resolve the same way every time.
+        kids.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
+        let mut cursor = hi;
+        let mut k = 0;
+        while cursor > lo {
+            // Children still running at the cursor: the one that started first covers the
+            // most; the others start after it and so drop out.
+            let mut running: Option<(u64, u64, usize)> = None;
+            while k < kids.len() && kids[k].1 >= cursor {
+                let kid = kids[k];
+                k += 1;
+                if kid.0 < cursor && running.is_none_or(|b| kid.0 < b.0) {
+                    running = Some(kid);
+                }
+            }
+            let chosen = match running {
+                Some((cs, _, c)) => Some((cs, cursor, c)),
+                // Otherwise the child that finished last before the cursor.
+                None => kids.get(k).copied().inspect(|_| k += 1),
+            };
+            match chosen {
+                Some((cs, ce, c)) => {
+                    if ce < cursor {
+                        out.push(Section {
+                            span: i,
+                            span_id: trace.spans[i].span_id,
+                            start: ce,
+                            end: cursor,
+                        });
+                    }
+                    stack.push((c, cs, ce));
+                    cursor = cs;
+                }
+                None => {
+                    out.push(Section {
+                        span: i,
+                        span_id: trace.spans[i].span_id,
+                        start: lo,
+                        end: cursor,
+                    });
+                    cursor = lo;
+                }
+            }
+        }
+    }
+    out.sort_unstable_by_key(|s| (s.start, s.end));
+    let mut joined: Vec<Section> = Vec::with_capacity(out.len());
+    for s in out {
+        match joined.last_mut() {
+            Some(last) if last.span == s.span && last.end == s.start => last.end = s.end,
+            _ => joined.push(s),
+        }
+    }
+    joined
+}
+
+/// Each span's self time: its duration less the time covered by at least one child
+/// (clipped to the span; orphans count as children of the main root).
+pub fn self_times(trace: &Trace) -> Vec<u64> {
+    let children = children_adopted(trace);
+    let mut intervals: Vec<(u64, u64)> = Vec::new();
+    trace
+        .spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            intervals.clear();
+            intervals.extend(children[i].iter().filter_map(|&c| {
+                let k = &trace.spans[c];
+                let (a, b) = (k.start.max(s.start), k.end.min(s.end));
+                (a < b).then_some((a, b))
+            }));
+            intervals.sort_unstable();
+            let mut covered = 0;
+            let mut reach = s.start;
+            for &(a, b) in intervals.iter() {
+                if b > reach {
+                    covered += b - a.max(reach);
+                    reach = b;
+                }
+            }
+            s.duration().saturating_sub(covered)
+        })
+        .collect()
+}

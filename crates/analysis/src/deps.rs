@@ -1,0 +1,223 @@
+//! The service dependency graph: who calls whom, how often, how often it fails and how
+//! long it takes, accumulated over many traces.
+//!
+//! An edge is a parent span and a child span in different services, or a client span and
+//! the server span it called (even within one service). It is `messaging` when the parent
+//! is a producer or the child a consumer (one-way: its latency is the delivery delay, from
+//! the producer's start to the consumer's start), else `rpc` (latency: the client span's
+//! duration, or the child's when the parent is not a client span). A client or producer
+//! span with no child elsewhere still makes an edge when it names its peer (`peer.service`,
+//! `db.system` or `messaging.system`), so uninstrumented databases and brokers appear.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use causeway_model::{Span, SpanKind, Trace};
+use serde::Serialize;
+
+use crate::histogram::{Histogram, Percentiles};
+
+/// How the caller reaches the callee.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum EdgeKind {
+    /// Request and response.
+    Rpc,
+    /// One-way message, producer to consumer.
+    Messaging,
+}
+
+#[derive(Debug, Clone, Default)]
+struct EdgeTotals {
+    calls: u64,
+    errors: u64,
+    latency: Histogram,
+}
+
+/// An accumulating dependency graph.
+#[derive(Debug, Clone, Default)]
+pub struct Dependencies {
+    edges: HashMap<(Arc<str>, Arc<str>, EdgeKind), EdgeTotals>,
+    traces: u64,
+}
+
+/// One edge of the graph.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Edge {
+    /// The calling service.
+    pub caller: String,
+    /// The called service.
+    pub callee: String,
+    /// RPC or one-way message.
+    pub kind: EdgeKind,
+    /// Calls (or messages).
+    pub calls: u64,
+    /// Calls where either side recorded an error.
+    pub errors: u64,
+    /// Latency distribution, ns.
+    pub latency: Percentiles,
+}
+
+/// One service of the graph.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Node {
+    /// The service.
+    pub service: String,
+    /// Calls it received over all edges.
+    pub calls_in: u64,
+    /// Of those, calls with an error.
+    pub errors_in: u64,
+    /// Calls it made.
+    pub calls_out: u64,
+}
+
+/// The graph as the API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Graph {
+    /// Traces looked at.
+    pub traces: u64,
+    /// Services, by name.
+    pub nodes: Vec<Node>,
+    /// Edges, most calls first.
+    pub edges: Vec<Edge>,
+}
+
+const PEER_KEYS: [&str; 3] = ["peer.service", "db.system", "messaging.system"];
+
+impl Dependencies {
+    /// Adds one trace's calls.
+    pub fn add(&mut self, trace: &Trace) {
+        self.traces += 1;
+        let mut has_remote_child = vec![false; trace.spans.len()];
+        for (c, p) in trace.parent.iter().enumerate() {
+            let Some(p) = *p else { continue };
+            let (parent, child) = (&trace.spans[p], &trace.spans[c]);
+            let messaging = parent.kind == SpanKind::Producer || child.kind == SpanKind::Consumer;
+            let rpc = parent.kind == SpanKind::Client && child.kind == SpanKind::Server;
+            if !(messaging || rpc || parent.service != child.service) {
+                continue;
+            }
+            has_remote_child[p] = true;
+            let (kind, latency, error) = if messaging {
+                (
+                    EdgeKind::Messaging,
+                    child.start.saturating_sub(parent.start),
+                    child.is_error(),
+                )
+            } else {
+                let latency = if parent.kind == SpanKind::Client {
+                    parent.duration()
+                } else {
+                    child.duration()
+                };
+                (
+                    EdgeKind::Rpc,
+                    latency,
+                    parent.is_error() || child.is_error(),
+                )
+            };
+            self.record(&parent.service, &child.service, kind, latency, error);
+        }
+        for (i, s) in trace.spans.iter().enumerate() {
+            if has_remote_child[i] || !matches!(s.kind, SpanKind::Client | SpanKind::Producer) {
+                continue;
+            }
+            if let Some(peer) = peer_of(s) {
+                let kind = if s.kind == SpanKind::Producer {
+                    EdgeKind::Messaging
+                } else {
+                    EdgeKind::Rpc
+                };
+                self.record(
+                    &s.service,
+                    &Arc::from(peer),
+                    kind,
+                    s.duration(),
+                    s.is_error(),
+                );
+            }
+        }
+    }
+
+    fn record(
+        &mut self,
+        caller: &Arc<str>,
+        callee: &Arc<str>,
+        kind: EdgeKind,
+        ns: u64,
+        error: bool,
+    ) {
+        let e = self
+            .edges
+            .entry((caller.clone(), callee.clone(), kind))
+            .or_default();
+        e.calls += 1;
+        e.errors += u64::from(error);
+        e.latency.record(ns);
+    }
+
+    /// Adds another graph's calls.
+    pub fn merge(&mut self, other: Dependencies) {
+        self.traces += other.traces;
+        for (k, v) in other.edges {
+            let e = self.edges.entry(k).or_default();
+            e.calls += v.calls;
+            e.errors += v.errors;
+            e.latency.merge(&v.latency);
+        }
+    }
+
+    /// The graph: services and edges with their counts and latency.
+    pub fn graph(&self) -> Graph {
+        let mut edges: Vec<Edge> = self
+            .edges
+            .iter()
+            .map(|((caller, callee, kind), t)| Edge {
+                caller: caller.to_string(),
+                callee: callee.to_string(),
+                kind: *kind,
+                calls: t.calls,
+                errors: t.errors,
+                latency: t.latency.percentiles(),
+            })
+            .collect();
+        edges.sort_by(|a, b| {
+            b.calls
+                .cmp(&a.calls)
+                .then_with(|| (&a.caller, &a.callee, a.kind).cmp(&(&b.caller, &b.callee, b.kind)))
+        });
+        let mut nodes: std::collections::BTreeMap<&str, Node> = Default::default();
+        for e in &edges {
+            for name in [&e.caller, &e.callee] {
+                nodes.entry(name).or_insert_with(|| Node {
+                    service: name.clone(),
+                    calls_in: 0,
+                    errors_in: 0,
+                    calls_out: 0,
+                });
+            }
+            if let Some(n) = nodes.get_mut(e.callee.as_str()) {
+                n.calls_in += e.calls;
+                n.errors_in += e.errors;
+            }
+            if let Some(n) = nodes.get_mut(e.caller.as_str()) {
+                n.calls_out += e.calls;
+            }
+        }
+        Graph {
+            traces: self.traces,
+            nodes: nodes.into_values().collect(),
+            edges,
+        }
+    }
+}
+
+fn peer_of(s: &Span) -> Option<&str> {
+    PEER_KEYS
+        .iter()
+        .find_map(|k| s.attribute(k).and_then(|v| v.as_str()))
+        .filter(|p| !p.is_empty())
+}

@@ -1,0 +1,61 @@
+//! Analyses of assembled traces: the answers users come to a tracing system for.
+//!
+//! - [`skew`]: clock-skew correction: a server span lies inside its client span, so each
+//!   host's clock offset is bounded; shift it to fit (raw times kept).
+//! - [`critical`]: the critical path of a trace and each span's self time.
+//! - [`stats`]: network vs server time of each RPC, per-service and per-operation totals.
+//! - [`deps`]: the service dependency graph over many traces.
+//! - [`patterns`]: execution patterns: traces grouped by shape, with latency distributions.
+//! - [`compare`]: two traces or two patterns side by side.
+//!
+//! Per-trace analyses are plain functions of a [`Trace`](causeway_model::Trace); analyses
+//! over many traces are accumulators (`add` one trace, `merge` two) that a bulk scan feeds
+//! from several threads through [`Sharded`].
+#![warn(missing_docs)]
+
+pub mod compare;
+pub mod critical;
+pub mod deps;
+pub mod histogram;
+pub mod patterns;
+mod sharded;
+pub mod skew;
+pub mod stats;
+
+pub use sharded::Sharded;
+
+use causeway_model::Trace;
+
+/// The span that stands for the whole request: of the roots, one that names no parent
+/// (a true root) if any, then the longest, then the earliest.
+pub fn main_root(trace: &Trace) -> Option<usize> {
+    trace.roots.iter().copied().max_by(|&a, &b| {
+        let (sa, sb) = (&trace.spans[a], &trace.spans[b]);
+        (
+            sa.parent_id.is_none(),
+            sa.duration(),
+            std::cmp::Reverse(sa.start),
+            std::cmp::Reverse(a),
+        )
+            .cmp(&(
+                sb.parent_id.is_none(),
+                sb.duration(),
+                std::cmp::Reverse(sb.start),
+                std::cmp::Reverse(b),
+            ))
+    })
+}
+
+/// Each span's children, with the other roots (orphans whose parent was never stored, and
+/// extra roots) adopted by the main root: they belong to the request, somewhere below it.
+pub fn children_adopted(trace: &Trace) -> Vec<Vec<usize>> {
+    let mut children = trace.children.clone();
+    if let Some(main) = main_root(trace) {
+        for &r in &trace.roots {
+            if r != main {
+                children[main].push(r);
+            }
+        }
+    }
+    children
+}
