@@ -12,12 +12,12 @@
 use std::collections::{HashMap, VecDeque};
 
 use causeway_model::{Span, SpanKind, Trace};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::main_root;
 
 /// The shift applied to one host's spans.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClockOffset {
     /// The host (or the service, for spans without a host): one clock.

@@ -3,6 +3,7 @@
 //! Exit status: 0 on success, 1 when the command failed (the reason is printed on stderr),
 //! 2 for a usage error.
 
+mod analyze;
 mod bench;
 mod client;
 mod import;
@@ -38,6 +39,16 @@ enum Command {
     Trace(TraceArgs),
     /// Find traces by service, operation, tags, duration and time.
     Search(SearchArgs),
+    /// Show where a trace's time went: the chain of spans it waited on.
+    CriticalPath(analyze::CriticalPathArgs),
+    /// Per-service and per-operation time of a trace, and each RPC's network time.
+    Stats(analyze::StatsArgs),
+    /// The service dependency graph of a time window.
+    Deps(analyze::DepsArgs),
+    /// Kinds of request (traces grouped by shape) with counts and latency, or one of them.
+    Patterns(analyze::PatternsArgs),
+    /// Two traces or two patterns side by side: missing, extra and slower spans.
+    Compare(analyze::CompareArgs),
     /// Run a read-only SQL query over the `spans` table.
     Sql(SqlArgs),
     /// List services, or the operations of one.
@@ -149,6 +160,9 @@ struct AgentArgs {
 struct TraceArgs {
     /// Trace id: 32 hex digits, or 16 for a 64-bit id.
     id: String,
+    /// Correct clock skew between hosts (a server span inside its client span).
+    #[arg(long)]
+    adjust_skew: bool,
     /// Print the API's JSON.
     #[arg(long)]
     json: bool,
@@ -258,6 +272,11 @@ fn main() {
         Command::Agent(a) => agent(a),
         Command::Trace(a) => trace(a),
         Command::Search(a) => search(a),
+        Command::CriticalPath(a) => analyze::critical_path(a),
+        Command::Stats(a) => analyze::stats(a),
+        Command::Deps(a) => analyze::deps(a),
+        Command::Patterns(a) => analyze::patterns(a),
+        Command::Compare(a) => analyze::compare(a),
         Command::Sql(a) => sql(a),
         Command::Services(a) => services(a),
         Command::Import(a) => import::run(a),
@@ -355,16 +374,35 @@ fn agent(a: AgentArgs) -> Result<()> {
 struct TraceBody {
     trace_id: TraceId,
     spans: Vec<Span>,
+    #[serde(default)]
+    clock_offsets: Vec<serde_json::Value>,
 }
 
 fn trace(a: TraceArgs) -> Result<()> {
     let id = TraceId::parse(&a.id).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let body = a.remote.client().get_bytes(&format!("/api/traces/{id}"))?;
+    let adjust = if a.adjust_skew { "?adjust=skew" } else { "" };
+    let body = a
+        .remote
+        .client()
+        .get_bytes(&format!("/api/traces/{id}{adjust}"))?;
     if a.json {
         println!("{}", String::from_utf8_lossy(&body));
         return Ok(());
     }
     let t: TraceBody = serde_json::from_slice(&body).context("reading the trace")?;
+    for o in t
+        .clock_offsets
+        .iter()
+        .filter(|o| o["offsetNs"].as_i64() != Some(0))
+    {
+        let offset = o["offsetNs"].as_i64().unwrap_or(0);
+        let sign = if offset < 0 { "-" } else { "+" };
+        println!(
+            "clock of {} shifted {sign}{}",
+            print::cell(&o["host"]),
+            print::duration(offset.unsigned_abs())
+        );
+    }
     print!(
         "{}",
         print::trace_tree(&Trace::assemble(t.trace_id, t.spans))

@@ -27,6 +27,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/api/export", get(export))
         .route("/api/status", get(status))
         .route("/metrics", get(metrics))
+        .merge(crate::analyses::routes())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::auth::require_token,
@@ -47,6 +48,10 @@ pub struct TraceBody {
     pub roots: Vec<String>,
     /// Span ids of roots that name a parent that is not stored.
     pub orphans: Vec<String>,
+    /// With `?adjust=skew`: the offset added to each host's times (raw time = shown time
+    /// less its host's offset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offsets: Option<Vec<causeway_analysis::skew::ClockOffset>>,
 }
 
 impl TraceBody {
@@ -61,11 +66,12 @@ impl TraceBody {
             roots: ids(&t.roots),
             orphans: ids(&t.orphans),
             spans: t.spans.clone(),
+            clock_offsets: None,
         }
     }
 }
 
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, causeway_store::StoreError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
@@ -74,28 +80,84 @@ async fn blocking<T: Send + 'static>(
         .map_err(ApiError::from)
 }
 
-fn parse_trace_id(text: &str) -> Result<TraceId, ApiError> {
+pub(crate) fn parse_trace_id(text: &str) -> Result<TraceId, ApiError> {
     TraceId::parse(text).map_err(|e| ApiError::BadRequest(format!("{e}")))
 }
 
 async fn trace(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<TraceBody>, ApiError> {
     let id = parse_trace_id(&id)?;
+    let adjust = match pairs(query)?.iter().find(|(k, _)| k == "adjust") {
+        None => false,
+        Some((_, v)) if v == "skew" => true,
+        Some((_, v)) if v == "none" || v.is_empty() => false,
+        Some((k, v)) => return Err(bad(k, format!("{v:?} is not skew or none"))),
+    };
     let store = state.store.clone();
-    match blocking(move || store.trace(id)).await? {
-        Some(t) => Ok(Json(TraceBody::of(t))),
-        None => Err(ApiError::NotFound(format!("trace {id} not found"))),
+    let Some(t) = blocking(move || store.trace(id)).await? else {
+        return Err(ApiError::NotFound(format!("trace {id} not found")));
+    };
+    if !adjust {
+        return Ok(Json(TraceBody::of(t)));
     }
+    let adjusted = causeway_analysis::skew::correct(&t);
+    let mut body = TraceBody::of(adjusted.trace);
+    body.clock_offsets = Some(adjusted.offsets);
+    Ok(Json(body))
 }
 
-fn pairs(query: Option<String>) -> Result<Vec<(String, String)>, ApiError> {
+/// The time window of `start` and `end` (Unix ns or RFC 3339), or `lookback` (a duration
+/// such as `1h`) before `end` (default now); everything when none is given.
+pub(crate) fn window_param(params: &[(String, String)]) -> Result<TimeWindow, ApiError> {
+    let get = |name: &str| {
+        params
+            .iter()
+            .find(|(k, v)| k == name && !v.is_empty())
+            .map(|(_, v)| v.as_str())
+    };
+    let time = |name: &str| {
+        get(name)
+            .map(|v| parse_time(v).map_err(|e| bad(name, e)))
+            .transpose()
+    };
+    let end = time("end")?;
+    let start = match (time("start")?, get("lookback")) {
+        (Some(start), _) => start,
+        (None, Some(lookback)) => {
+            let span = parse_duration(lookback).map_err(|e| bad("lookback", e))?;
+            let end = end.unwrap_or_else(now_ns);
+            end.saturating_sub(span)
+        }
+        (None, None) => 0,
+    };
+    let end = end.unwrap_or(if get("lookback").is_some() {
+        now_ns()
+    } else {
+        u64::MAX
+    });
+    if start > end {
+        return Err(ApiError::BadRequest(format!(
+            "start {start} is after end {end}"
+        )));
+    }
+    Ok(TimeWindow { start, end })
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+pub(crate) fn pairs(query: Option<String>) -> Result<Vec<(String, String)>, ApiError> {
     serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
         .map_err(|e| ApiError::BadRequest(format!("invalid query string: {e}")))
 }
 
-fn bad(param: &str, e: String) -> ApiError {
+pub(crate) fn bad(param: &str, e: String) -> ApiError {
     ApiError::BadRequest(format!("parameter {param}: {e}"))
 }
 
@@ -254,13 +316,7 @@ async fn export(
         )))
         }
     };
-    let time = |name: &str, default: u64| -> Result<u64, ApiError> {
-        get(name).map_or(Ok(default), |v| parse_time(v).map_err(|e| bad(name, e)))
-    };
-    let window = TimeWindow {
-        start: time("start", 0)?,
-        end: time("end", u64::MAX)?,
-    };
+    let window = window_param(&params)?;
     let service = get("service").map(str::to_string);
     let store = state.store.clone();
     let spans = blocking(move || {

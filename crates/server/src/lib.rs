@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+mod analyses;
 mod api;
 mod auth;
 pub mod error;

@@ -1,0 +1,297 @@
+//! The analysis endpoints: a trace's critical path and statistics (on skew-corrected
+//! times), and the dependency graph, execution patterns and comparisons over a time window
+//! through the store's parallel bulk scan.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use causeway_analysis::compare::{compare, Comparison, Profile};
+use causeway_analysis::critical::{critical_path, self_times, Section};
+use causeway_analysis::deps::{Dependencies, Graph};
+use causeway_analysis::patterns::{PatternDetail, PatternId, PatternSummary, Patterns, SortBy};
+use causeway_analysis::skew::{self, Adjusted, ClockOffset};
+use causeway_analysis::stats::{trace_stats, TraceStats};
+use causeway_analysis::{main_root, Sharded};
+use causeway_model::{SpanId, Trace, TraceId};
+use causeway_store::{ScanStats, Store, TimeWindow, TraceStore};
+use serde::Serialize;
+
+use crate::api::{bad, blocking, pairs, parse_trace_id, window_param};
+use crate::{ApiError, AppState};
+
+pub(crate) fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/api/traces/{trace_id}/critical-path", get(critical))
+        .route("/api/traces/{trace_id}/stats", get(stats))
+        .route("/api/dependencies", get(dependencies))
+        .route("/api/patterns", get(patterns))
+        .route("/api/patterns/{pattern_id}", get(pattern))
+        .route("/api/compare", get(comparison))
+}
+
+/// Loads a trace and corrects its clock skew.
+async fn adjusted(state: &AppState, id: &str) -> Result<Adjusted, ApiError> {
+    let id = parse_trace_id(id)?;
+    let store = state.store.clone();
+    match blocking(move || store.trace(id)).await? {
+        Some(t) => Ok(skew::correct(&t)),
+        None => Err(ApiError::NotFound(format!("trace {id} not found"))),
+    }
+}
+
+/// Self time of one span.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SelfTime {
+    span_id: SpanId,
+    self_ns: u64,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CriticalPathBody {
+    trace_id: TraceId,
+    /// The main root.
+    root_span_id: Option<SpanId>,
+    /// The main root's duration: the sections add up to it.
+    duration_ns: u64,
+    sections: Vec<Section>,
+    self_times: Vec<SelfTime>,
+    /// Offsets applied to each host's times before the analysis.
+    clock_offsets: Vec<ClockOffset>,
+}
+
+async fn critical(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<CriticalPathBody>, ApiError> {
+    let a = adjusted(&state, &id).await?;
+    let t = &a.trace;
+    let root = main_root(t);
+    let own = self_times(t);
+    Ok(Json(CriticalPathBody {
+        trace_id: t.trace_id,
+        root_span_id: root.map(|r| t.spans[r].span_id),
+        duration_ns: root.map_or(0, |r| t.spans[r].duration()),
+        sections: critical_path(t),
+        self_times: t
+            .spans
+            .iter()
+            .zip(own)
+            .map(|(s, self_ns)| SelfTime {
+                span_id: s.span_id,
+                self_ns,
+            })
+            .collect(),
+        clock_offsets: a.offsets.clone(),
+    }))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatsBody {
+    trace_id: TraceId,
+    #[serde(flatten)]
+    stats: TraceStats,
+    clock_offsets: Vec<ClockOffset>,
+}
+
+async fn stats(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<StatsBody>, ApiError> {
+    let a = adjusted(&state, &id).await?;
+    Ok(Json(StatsBody {
+        trace_id: a.trace.trace_id,
+        stats: trace_stats(&a.trace),
+        clock_offsets: a.offsets,
+    }))
+}
+
+/// Feeds every trace of the window to a per-thread accumulator and merges them.
+fn scan_into<A: Send>(
+    store: &Store,
+    window: TimeWindow,
+    make: impl Fn() -> A,
+    add: impl Fn(&mut A, &Trace) + Sync,
+    merge: impl Fn(&mut A, A),
+) -> Result<(A, ScanStats), causeway_store::StoreError> {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let acc = Sharded::new(threads, make);
+    let scanned = store.scan(window, &|t| acc.with(|a| add(a, &t)))?;
+    Ok((acc.finish(merge), scanned))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Window {
+    start: u64,
+    end: u64,
+    traces_scanned: u64,
+    spans_scanned: u64,
+}
+
+impl Window {
+    fn of(w: TimeWindow, s: ScanStats) -> Window {
+        Window {
+            start: w.start,
+            end: w.end,
+            traces_scanned: s.traces,
+            spans_scanned: s.spans,
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DependenciesBody {
+    window: Window,
+    #[serde(flatten)]
+    graph: Graph,
+}
+
+async fn dependencies(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<DependenciesBody>, ApiError> {
+    let params = pairs(query)?;
+    let window = window_param(&params)?;
+    let store = state.store.clone();
+    let (deps, scanned) = blocking(move || {
+        scan_into(
+            &store,
+            window,
+            Dependencies::default,
+            |d, t| d.add(t),
+            Dependencies::merge,
+        )
+    })
+    .await?;
+    Ok(Json(DependenciesBody {
+        window: Window::of(window, scanned),
+        graph: deps.graph(),
+    }))
+}
+
+fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .find(|(k, v)| k == name && !v.is_empty())
+        .map(|(_, v)| v.as_str())
+}
+
+/// Accumulates the patterns of a window.
+async fn scan_patterns(
+    state: &AppState,
+    window: TimeWindow,
+    service: Option<String>,
+    only: Option<PatternId>,
+) -> Result<(Patterns, ScanStats), ApiError> {
+    let store = state.store.clone();
+    let max_nodes = causeway_analysis::patterns::DEFAULT_MAX_NODES;
+    blocking(move || {
+        scan_into(
+            &store,
+            window,
+            || Patterns::new(service.clone(), only, max_nodes),
+            |p, t| p.add(t),
+            Patterns::merge,
+        )
+    })
+    .await
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PatternsBody {
+    window: Window,
+    /// Traces grouped (those through the service, when one is given).
+    traces: u64,
+    /// Traces of shapes not held because the memory bound was reached.
+    untracked_traces: u64,
+    patterns: Vec<PatternSummary>,
+}
+
+async fn patterns(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<PatternsBody>, ApiError> {
+    let params = pairs(query)?;
+    let window = window_param(&params)?;
+    let sort: SortBy = param(&params, "sort")
+        .map_or(Ok(SortBy::Count), str::parse)
+        .map_err(|e| bad("sort", e))?;
+    let limit: usize = param(&params, "limit")
+        .map_or(Ok(100), str::parse)
+        .map_err(|_| bad("limit", "is not a count".into()))?;
+    let service = param(&params, "service").map(str::to_string);
+    let (p, scanned) = scan_patterns(&state, window, service, None).await?;
+    let mut list = p.summaries(sort);
+    list.truncate(limit);
+    Ok(Json(PatternsBody {
+        window: Window::of(window, scanned),
+        traces: p.traces(),
+        untracked_traces: p.untracked(),
+        patterns: list,
+    }))
+}
+
+fn parse_pattern_id(text: &str) -> Result<PatternId, ApiError> {
+    text.parse().map_err(ApiError::BadRequest)
+}
+
+async fn pattern_detail(
+    state: &AppState,
+    window: TimeWindow,
+    id: PatternId,
+) -> Result<PatternDetail, ApiError> {
+    let (p, _) = scan_patterns(state, window, None, Some(id)).await?;
+    p.detail(id)
+        .ok_or_else(|| ApiError::NotFound(format!("pattern {id} has no traces in the window")))
+}
+
+async fn pattern(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<PatternDetail>, ApiError> {
+    let id = parse_pattern_id(&id)?;
+    let window = window_param(&pairs(query)?)?;
+    Ok(Json(pattern_detail(&state, window, id).await?))
+}
+
+/// One side of a comparison: a trace id, or a pattern id (`p` and 16 hex digits).
+async fn profile(
+    state: &AppState,
+    name: &str,
+    text: &str,
+    window: TimeWindow,
+) -> Result<Profile, ApiError> {
+    if text.starts_with('p') {
+        let id = text.parse().map_err(|e| bad(name, e))?;
+        return Ok(Profile::of_pattern(
+            &pattern_detail(state, window, id).await?,
+        ));
+    }
+    TraceId::parse(text).map_err(|e| bad(name, format!("{e}")))?;
+    Ok(Profile::of_trace(&adjusted(state, text).await?.trace))
+}
+
+async fn comparison(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Comparison>, ApiError> {
+    let params = pairs(query)?;
+    let window = window_param(&params)?;
+    let side = |name: &str| {
+        param(&params, name)
+            .map(str::to_string)
+            .ok_or_else(|| bad(name, "is required: a trace id or a pattern id".into()))
+    };
+    let (a, b) = (side("a")?, side("b")?);
+    let a = profile(&state, "a", &a, window).await?;
+    let b = profile(&state, "b", &b, window).await?;
+    Ok(Json(compare(&a, &b)))
+}
