@@ -85,7 +85,8 @@ pub struct Graph {
     pub edges: Vec<Edge>,
 }
 
-const PEER_KEYS: [&str; 3] = ["peer.service", "db.system", "messaging.system"];
+/// The attributes that name an uninstrumented peer, in order of preference.
+pub const PEER_KEYS: [&str; 3] = ["peer.service", "db.system", "messaging.system"];
 
 impl Dependencies {
     /// Adds one trace's calls.

@@ -29,6 +29,27 @@ enum What {
     Ingest(IngestArgs),
     /// Latency of trace-by-id and searches over a store of many spans.
     Query(QueryArgs),
+    /// Time and memory of the dependency graph and execution patterns over many traces.
+    Analyses(AnalysesArgs),
+}
+
+#[derive(Args)]
+struct AnalysesArgs {
+    /// Traces to store before analysing.
+    #[arg(long, default_value_t = 1_000_000)]
+    traces: u64,
+    /// Request types (call trees) the generated traces follow; 3% take random shapes.
+    #[arg(long, default_value_t = 40)]
+    request_types: u64,
+    /// Runs of each analysis.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Store directory (a fresh temporary one when absent; reused when it holds traces).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -84,6 +105,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     match a.what {
         What::Ingest(a) => ingest(a),
         What::Query(a) => query(a),
+        What::Analyses(a) => analyses(a),
     }
 }
 
@@ -130,8 +152,17 @@ fn percentiles(mut v: Vec<Duration>) -> serde_json::Value {
 }
 
 fn peak_rss_mib() -> Option<f64> {
+    memory_mib("VmHWM:")
+}
+
+fn current_rss_mib() -> Option<f64> {
+    memory_mib("VmRSS:")
+}
+
+/// A memory figure of this process from /proc/self/status, in MiB.
+fn memory_mib(field: &str) -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some((kb / 1024.0 * 10.0).round() / 10.0)
 }
@@ -307,6 +338,61 @@ fn ingest(a: IngestArgs) -> Result<()> {
     report(&result, a.json)
 }
 
+/// How much to load.
+enum Goal {
+    Spans(u64),
+    Traces(u64),
+}
+
+/// Appends generated traces to the store until the goal is met, with a progress bar;
+/// flushes and compacts. Returns up to 10 000 of the trace ids.
+fn load(store: &Store, mut g: Generator, goal: Goal) -> Result<Vec<TraceId>> {
+    let (total, unit) = match goal {
+        Goal::Spans(n) => (n, "spans loaded"),
+        Goal::Traces(n) => (n, "traces loaded"),
+    };
+    let progress = bar(total, unit);
+    let mut sample = Vec::new();
+    let (mut spans, mut traces) = (0u64, 0u64);
+    let mut batch = Vec::new();
+    let done = |spans: u64, traces: u64| match goal {
+        Goal::Spans(n) => spans >= n,
+        Goal::Traces(n) => traces >= n,
+    };
+    while !done(spans, traces) {
+        let t = g.trace();
+        spans += t.len() as u64;
+        traces += 1;
+        if sample.len() < 10_000 {
+            sample.push(t[0].trace_id);
+        }
+        batch.extend(t);
+        if batch.len() >= 10_000 {
+            progress.set_position(if let Goal::Spans(_) = goal { spans } else { traces });
+            let full = std::mem::take(&mut batch);
+            loop {
+                // A refused append consumed its copy; block writing catches up.
+                match store.append(full.clone()) {
+                    Ok(()) => break,
+                    Err(causeway_store::StoreError::Busy) => {
+                        std::thread::sleep(Duration::from_millis(20))
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+    }
+    if !batch.is_empty() {
+        store.append(batch)?;
+    }
+    progress.set_message("writing blocks");
+    store.flush()?;
+    progress.set_message("compacting");
+    while store.compact()? {}
+    progress.finish_and_clear();
+    Ok(sample)
+}
+
 fn report(result: &serde_json::Value, json: bool) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(result)?);
@@ -331,40 +417,10 @@ fn query(a: QueryArgs) -> Result<()> {
         let store = Store::open(&dir.0, opts.clone())?;
         let have = store.stats().block_spans + store.stats().head_spans;
         if have < a.spans as u64 {
-            let progress = bar(a.spans as u64, "spans loaded");
             let per_trace_ns = 1_000_000;
             let start = now_ns() - (a.spans as u64 / 30 + 1) * per_trace_ns;
-            let mut g = Generator::new(7, start, per_trace_ns);
-            let mut loaded = have as usize;
-            let mut batch = Vec::new();
-            while loaded < a.spans {
-                let t = g.trace();
-                loaded += t.len();
-                if sample.len() < 10_000 {
-                    sample.push(t[0].trace_id);
-                }
-                batch.extend(t);
-                if batch.len() >= 10_000 {
-                    progress.set_position(loaded as u64);
-                    let full = std::mem::take(&mut batch);
-                    loop {
-                        // A refused append consumed its copy; block writing catches up.
-                        match store.append(full.clone()) {
-                            Ok(()) => break,
-                            Err(causeway_store::StoreError::Busy) => {
-                                std::thread::sleep(Duration::from_millis(20))
-                            }
-                            Err(e) => return Err(e.into()),
-                        }
-                    }
-                }
-            }
-            if !batch.is_empty() {
-                store.append(batch)?;
-            }
-            progress.finish_and_clear();
-            store.flush()?;
-            while store.compact()? {}
+            let g = Generator::new(7, start, per_trace_ns);
+            sample = load(&store, g, Goal::Spans(a.spans as u64 - have))?;
         }
     }
     let rt = crate::runtime()?;
@@ -452,6 +508,66 @@ fn query(a: QueryArgs) -> Result<()> {
         "search_service_operation": op_lat,
         "search_attribute": attr_lat,
         "search_service_attribute": attr_svc_lat,
+        "peak_rss_mib": peak_rss_mib(),
+    });
+    report(&result, a.json)
+}
+
+fn analyses(a: AnalysesArgs) -> Result<()> {
+    let dir = TempDir::new(a.data.clone(), "analyses");
+    let opts = StoreOptions {
+        fsync: FsyncPolicy::Never,
+        ..StoreOptions::default()
+    };
+    let load_started = Instant::now();
+    {
+        let store = Store::open(&dir.0, opts.clone())?;
+        if store.stats().block_spans == 0 {
+            let per_trace_ns = 100_000;
+            let start = now_ns() - (a.traces + 1) * per_trace_ns;
+            let g = Generator::new(7, start, per_trace_ns).with_request_types(a.request_types);
+            load(&store, g, Goal::Traces(a.traces))?;
+        }
+    }
+    let load_seconds = load_started.elapsed().as_secs_f64();
+    let rt = crate::runtime()?;
+    let server = rt.block_on(causeway_server::start(ServerConfig {
+        data_dir: dir.0.clone(),
+        grpc_addr: "127.0.0.1:0".parse()?,
+        ingest_addr: "127.0.0.1:0".parse()?,
+        http_addr: "127.0.0.1:0".parse()?,
+        store: opts,
+        ..ServerConfig::default()
+    }))?;
+    let stats = server.store.stats();
+    let api = Client::new(&format!("http://{}", server.http_addr), None);
+    let rss_before = current_rss_mib();
+    let measure = |path: &str| -> Result<(serde_json::Value, serde_json::Value)> {
+        let mut times = Vec::new();
+        let mut last = serde_json::Value::Null;
+        for _ in 0..a.runs.max(1) {
+            let t = Instant::now();
+            last = api.get(path)?;
+            times.push(t.elapsed());
+        }
+        Ok((percentiles(times), last))
+    };
+    let (deps_time, deps) = measure("/api/dependencies")?;
+    let (patterns_time, patterns) = measure("/api/patterns?limit=1000")?;
+    let top = patterns["patterns"][0]["id"].as_str().unwrap_or("").to_string();
+    let (pattern_time, _) = measure(&format!("/api/patterns/{top}"))?;
+    rt.block_on(server.shutdown());
+    let result = serde_json::json!({
+        "stored_traces": deps["window"]["tracesScanned"],
+        "stored_spans": stats.block_spans + stats.head_spans,
+        "load_seconds": (load_seconds * 10.0).round() / 10.0,
+        "dependencies": deps_time,
+        "dependency_edges": deps["edges"].as_array().map_or(0, Vec::len),
+        "patterns": patterns_time,
+        "patterns_found": patterns["patterns"].as_array().map_or(0, Vec::len),
+        "untracked_traces": patterns["untrackedTraces"],
+        "one_pattern_detail": pattern_time,
+        "rss_before_analyses_mib": rss_before,
         "peak_rss_mib": peak_rss_mib(),
     });
     report(&result, a.json)

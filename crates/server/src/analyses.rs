@@ -9,13 +9,13 @@ use axum::routing::get;
 use axum::{Json, Router};
 use causeway_analysis::compare::{compare, Comparison, Profile};
 use causeway_analysis::critical::{critical_path, self_times, Section};
-use causeway_analysis::deps::{Dependencies, Graph};
+use causeway_analysis::deps::{Dependencies, Graph, PEER_KEYS};
 use causeway_analysis::patterns::{PatternDetail, PatternId, PatternSummary, Patterns, SortBy};
 use causeway_analysis::skew::{self, Adjusted, ClockOffset};
 use causeway_analysis::stats::{trace_stats, TraceStats};
 use causeway_analysis::{main_root, Sharded};
 use causeway_model::{SpanId, Trace, TraceId};
-use causeway_store::{ScanStats, Store, TimeWindow, TraceStore};
+use causeway_store::{Fields, ScanStats, Store, TimeWindow, TraceStore};
 use serde::Serialize;
 
 use crate::api::{bad, blocking, pairs, parse_trace_id, window_param};
@@ -110,17 +110,23 @@ async fn stats(
     }))
 }
 
-/// Feeds every trace of the window to a per-thread accumulator and merges them.
+/// Feeds every trace of the window to a per-thread accumulator and merges them. Only the
+/// spans' structure is read, and the attributes named in `attributes`: analyses over many
+/// traces need no more, and it reads several times faster.
 fn scan_into<A: Send>(
     store: &Store,
     window: TimeWindow,
+    attributes: &[&str],
     make: impl Fn() -> A,
     add: impl Fn(&mut A, &Trace) + Sync,
     merge: impl Fn(&mut A, A),
 ) -> Result<(A, ScanStats), causeway_store::StoreError> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let acc = Sharded::new(threads, make);
-    let scanned = store.scan(window, &|t| acc.with(|a| add(a, &t)))?;
+    let fields = Fields::Structure {
+        attributes: attributes.iter().map(|k| k.to_string()).collect(),
+    };
+    let scanned = store.scan_fields(window, &fields, &|t| acc.with(|a| add(a, &t)))?;
     Ok((acc.finish(merge), scanned))
 }
 
@@ -163,6 +169,7 @@ async fn dependencies(
         scan_into(
             &store,
             window,
+            &PEER_KEYS,
             Dependencies::default,
             |d, t| d.add(t),
             Dependencies::merge,
@@ -195,6 +202,7 @@ async fn scan_patterns(
         scan_into(
             &store,
             window,
+            &[],
             || Patterns::new(service.clone(), only, max_nodes),
             |p, t| p.add(t),
             Patterns::merge,

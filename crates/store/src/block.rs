@@ -13,7 +13,9 @@ use arrow::array::{
     UInt32Builder,
 };
 use arrow::datatypes::{Int64Type, TimestampNanosecondType};
-use causeway_model::{Span, SpanId, Status, TraceId};
+use causeway_model::{Span, SpanId, SpanKind, Status, TraceId};
+
+use crate::Fields;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
 };
@@ -521,53 +523,36 @@ impl Block {
         }
     }
 
-    /// Decodes the spans in the given row ranges (sorted, disjoint).
-    pub fn read_spans(&self, rows: &[Range<usize>], out: &mut Vec<Span>) -> Result<(), StoreError> {
+    /// Decodes the spans in the given row ranges (sorted, disjoint): every field when
+    /// `fields` is [`Fields::All`], else only the columns' structure (see [`Fields`]).
+    pub fn read_spans(
+        &self,
+        rows: &[Range<usize>],
+        fields: &Fields,
+        out: &mut Vec<Span>,
+    ) -> Result<(), StoreError> {
         if rows.is_empty() {
             return Ok(());
         }
-        // Kind and source live in the detail too.
+        let keep_keys: Option<&[String]> = match fields {
+            Fields::All => None,
+            Fields::Structure { attributes } => Some(attributes),
+        };
         let columns: Vec<&str> = COLUMNS
             .iter()
             .copied()
-            .filter(|c| !matches!(*c, "kind" | "source"))
+            .filter(|c| match (c, keep_keys) {
+                // Kind and source live in the detail too.
+                (&"kind" | &"source", None) => false,
+                (&"detail" | &"source", Some(_)) => false,
+                (&"attributes", Some(keys)) => !keys.is_empty(),
+                _ => true,
+            })
             .collect();
         let mut names: std::collections::HashMap<String, Arc<str>> = Default::default();
         for batch in self.reader(&columns, rows)? {
             let batch = batch.map_err(arrow_err(&self.path))?;
-            let col = |name: &str| {
-                batch
-                    .column_by_name(name)
-                    .ok_or_else(|| self.corrupt(&format!("missing column {name}")))
-            };
-            let fixed = |name: &str| {
-                col(name)?
-                    .as_any()
-                    .downcast_ref::<FixedSizeBinaryArray>()
-                    .ok_or_else(|| self.corrupt(&format!("{name} is not fixed-size binary")))
-            };
-            let text = |name: &str| {
-                col(name)?
-                    .as_string_opt::<i32>()
-                    .ok_or_else(|| self.corrupt(&format!("{name} is not text")))
-            };
-            let (trace_ids, span_ids, parent_ids) =
-                (fixed("trace_id")?, fixed("span_id")?, fixed("parent_id")?);
-            let (service, operation, host) = (text("service")?, text("operation")?, text("host")?);
-            let (status, message) = (text("status_code")?, text("status_message")?);
-            let pid = col("pid")?
-                .as_primitive_opt::<arrow::datatypes::UInt32Type>()
-                .ok_or_else(|| self.corrupt("pid is not u32"))?;
-            let start = col("start_time")?
-                .as_primitive_opt::<TimestampNanosecondType>()
-                .ok_or_else(|| self.corrupt("start_time is not a timestamp"))?;
-            let duration = col("duration_ns")?
-                .as_primitive_opt::<Int64Type>()
-                .ok_or_else(|| self.corrupt("duration_ns is not i64"))?;
-            let (keys, values, offsets) = attribute_arrays(self, &batch)?;
-            let detail = col("detail")?
-                .as_binary_opt::<i32>()
-                .ok_or_else(|| self.corrupt("detail is not binary"))?;
+            let cols = RowColumns::of(self, &batch)?;
             let mut intern = |s: &str| -> Arc<str> {
                 if let Some(a) = names.get(s) {
                     return a.clone();
@@ -576,36 +561,31 @@ impl Block {
                 names.insert(s.to_string(), a.clone());
                 a
             };
-            for i in 0..batch.num_rows() {
-                let bad_id = |what: &str| self.corrupt(&format!("row {i}: invalid {what}"));
-                let row = crate::detail::Row {
-                    trace_id: TraceId::from_bytes(trace_ids.value(i))
-                        .map_err(|_| bad_id("trace_id"))?,
-                    span_id: SpanId::from_bytes(span_ids.value(i))
-                        .map_err(|_| bad_id("span_id"))?,
-                    parent_id: if parent_ids.is_null(i) {
-                        None
-                    } else {
-                        Some(
-                            SpanId::from_bytes(parent_ids.value(i))
-                                .map_err(|_| bad_id("parent_id"))?,
-                        )
-                    },
-                    service: intern(service.value(i)),
-                    operation: operation.value(i),
-                    host: intern(host.value(i)),
-                    pid: pid.value(i),
-                    start: start.value(i).max(0) as u64,
-                    duration: duration.value(i).max(0) as u64,
-                    status_code: status.value(i),
-                    status_message: (!message.is_null(i)).then(|| message.value(i)),
-                    attributes: (offsets[i] as usize..offsets[i + 1] as usize)
-                        .map(|j| (keys.value(j), values.value(j)))
-                        .collect(),
-                };
-                let span = crate::detail::decode(row, detail.value(i))
-                    .map_err(|e| self.corrupt(&format!("row {i}: {e}")))?;
-                out.push(span);
+            match keep_keys {
+                None => {
+                    let detail = batch
+                        .column_by_name("detail")
+                        .and_then(|c| c.as_binary_opt::<i32>())
+                        .ok_or_else(|| self.corrupt("detail is missing or not binary"))?;
+                    for i in 0..batch.num_rows() {
+                        let row = cols.row(self, i, &mut intern, |_| true)?;
+                        let span = crate::detail::decode(row, detail.value(i))
+                            .map_err(|e| self.corrupt(&format!("row {i}: {e}")))?;
+                        out.push(span);
+                    }
+                }
+                Some(keys) => {
+                    let kind = batch
+                        .column_by_name("kind")
+                        .and_then(|c| c.as_string_opt::<i32>())
+                        .ok_or_else(|| self.corrupt("kind is missing or not text"))?;
+                    for i in 0..batch.num_rows() {
+                        let row = cols.row(self, i, &mut intern, |k| keys.iter().any(|x| x == k))?;
+                        let mut span = crate::detail::from_columns(row);
+                        span.kind = SpanKind::parse(kind.value(i)).unwrap_or_default();
+                        out.push(span);
+                    }
+                }
             }
         }
         Ok(())
@@ -704,6 +684,112 @@ fn attribute_arrays<'a>(
         .as_string_opt::<i32>()
         .ok_or_else(|| block.corrupt("attribute values are not text"))?;
     Ok((keys, values, map.value_offsets()))
+}
+
+/// The columns every row decoder reads, taken from one batch.
+struct RowColumns<'b> {
+    trace_ids: &'b FixedSizeBinaryArray,
+    span_ids: &'b FixedSizeBinaryArray,
+    parent_ids: &'b FixedSizeBinaryArray,
+    service: &'b arrow::array::StringArray,
+    operation: &'b arrow::array::StringArray,
+    host: &'b arrow::array::StringArray,
+    status: &'b arrow::array::StringArray,
+    message: &'b arrow::array::StringArray,
+    pid: &'b arrow::array::PrimitiveArray<arrow::datatypes::UInt32Type>,
+    start: &'b arrow::array::PrimitiveArray<TimestampNanosecondType>,
+    duration: &'b arrow::array::PrimitiveArray<Int64Type>,
+    /// Keys, values and per-row offsets, when the attributes were read.
+    attributes: Option<(
+        &'b arrow::array::StringArray,
+        &'b arrow::array::StringArray,
+        &'b [i32],
+    )>,
+}
+
+impl<'b> RowColumns<'b> {
+    fn of(block: &Block, batch: &'b RecordBatch) -> Result<RowColumns<'b>, StoreError> {
+        let col = |name: &str| {
+            batch
+                .column_by_name(name)
+                .ok_or_else(|| block.corrupt(&format!("missing column {name}")))
+        };
+        let fixed = |name: &str| {
+            col(name)?
+                .as_any()
+                .downcast_ref::<FixedSizeBinaryArray>()
+                .ok_or_else(|| block.corrupt(&format!("{name} is not fixed-size binary")))
+        };
+        let text = |name: &str| {
+            col(name)?
+                .as_string_opt::<i32>()
+                .ok_or_else(|| block.corrupt(&format!("{name} is not text")))
+        };
+        let attributes = if batch.column_by_name("attributes").is_some() {
+            Some(attribute_arrays(block, batch)?)
+        } else {
+            None
+        };
+        Ok(RowColumns {
+            trace_ids: fixed("trace_id")?,
+            span_ids: fixed("span_id")?,
+            parent_ids: fixed("parent_id")?,
+            service: text("service")?,
+            operation: text("operation")?,
+            host: text("host")?,
+            status: text("status_code")?,
+            message: text("status_message")?,
+            pid: col("pid")?
+                .as_primitive_opt::<arrow::datatypes::UInt32Type>()
+                .ok_or_else(|| block.corrupt("pid is not u32"))?,
+            start: col("start_time")?
+                .as_primitive_opt::<TimestampNanosecondType>()
+                .ok_or_else(|| block.corrupt("start_time is not a timestamp"))?,
+            duration: col("duration_ns")?
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(|| block.corrupt("duration_ns is not i64"))?,
+            attributes,
+        })
+    }
+
+    /// Row `i`, with the attributes whose key `keep` accepts.
+    fn row(
+        &self,
+        block: &Block,
+        i: usize,
+        intern: &mut impl FnMut(&str) -> Arc<str>,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<crate::detail::Row<'b>, StoreError> {
+        let bad_id = |what: &str| block.corrupt(&format!("row {i}: invalid {what}"));
+        Ok(crate::detail::Row {
+            trace_id: TraceId::from_bytes(self.trace_ids.value(i))
+                .map_err(|_| bad_id("trace_id"))?,
+            span_id: SpanId::from_bytes(self.span_ids.value(i)).map_err(|_| bad_id("span_id"))?,
+            parent_id: if self.parent_ids.is_null(i) {
+                None
+            } else {
+                Some(
+                    SpanId::from_bytes(self.parent_ids.value(i))
+                        .map_err(|_| bad_id("parent_id"))?,
+                )
+            },
+            service: intern(self.service.value(i)),
+            operation: self.operation.value(i),
+            host: intern(self.host.value(i)),
+            pid: self.pid.value(i),
+            start: self.start.value(i).max(0) as u64,
+            duration: self.duration.value(i).max(0) as u64,
+            status_code: self.status.value(i),
+            status_message: (!self.message.is_null(i)).then(|| self.message.value(i)),
+            attributes: match self.attributes {
+                Some((keys, values, offsets)) => (offsets[i] as usize..offsets[i + 1] as usize)
+                    .filter(|&j| keep(keys.value(j)))
+                    .map(|j| (keys.value(j), values.value(j)))
+                    .collect(),
+                None => Vec::new(),
+            },
+        })
+    }
 }
 
 /// Sorted, coalesced row ranges.

@@ -104,6 +104,7 @@ pub(crate) fn decode(row: Row<'_>, detail: &[u8]) -> Result<Span, String> {
         other => return Err(format!("unknown detail tag {other}")),
     }
     let start = row.start;
+    let status = status_of(&row);
     let mut typed = r.attributes.into_iter().peekable();
     let mut attributes = Vec::with_capacity(row.attributes.len());
     for (i, (key, text)) in row.attributes.into_iter().enumerate() {
@@ -119,11 +120,6 @@ pub(crate) fn decode(row: Row<'_>, detail: &[u8]) -> Result<Span, String> {
     if typed.next().is_some() {
         return Err("typed attribute without a column entry".into());
     }
-    let status = match row.status_code {
-        "OK" => Status::Ok,
-        "ERROR" => Status::Error(row.status_message.unwrap_or("").to_string()),
-        _ => Status::Unset,
-    };
     let mut span = Span {
         trace_id: row.trace_id,
         span_id: row.span_id,
@@ -155,6 +151,38 @@ pub(crate) fn decode(row: Row<'_>, detail: &[u8]) -> Result<Span, String> {
         m.time = m.time.wrapping_add(start);
     }
     Ok(span)
+}
+
+fn status_of(row: &Row<'_>) -> Status {
+    match row.status_code {
+        "OK" => Status::Ok,
+        "ERROR" => Status::Error(row.status_message.unwrap_or("").to_string()),
+        _ => Status::Unset,
+    }
+}
+
+/// A span from its row's columns alone (every attribute a string, no detail): what a
+/// structure-only read gives.
+pub(crate) fn from_columns(row: Row<'_>) -> Span {
+    let mut s = Span::new(
+        row.trace_id,
+        row.span_id,
+        row.parent_id,
+        row.operation,
+        "",
+        row.start,
+        row.start.saturating_add(row.duration),
+    );
+    s.status = status_of(&row);
+    s.service = row.service;
+    s.host = row.host;
+    s.pid = row.pid;
+    s.attributes = row
+        .attributes
+        .into_iter()
+        .map(|(k, v)| KeyValue::new(k, v))
+        .collect();
+    s
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use crate::block::{row_order, Block, BlockWriter};
 use crate::head::Head;
 use crate::query::{SearchQuery, TimeWindow, TraceSummary};
 use crate::wal::{self, Wal};
-use crate::{ScanStats, StoreError, TraceStore};
+use crate::{Fields, ScanStats, StoreError, TraceStore};
 
 /// When appended spans are synced to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -511,7 +511,7 @@ impl Shared {
             let (lo, hi) = (chunk[0], chunk[chunk.len() - 1]);
             let mut spans = Vec::new();
             for b in &inputs {
-                read_range(b, lo, hi, &mut spans)?;
+                read_range(b, lo, hi, &Fields::All, &mut spans)?;
             }
             spans.sort_by(row_order);
             spans.dedup_by(|a, b| a.trace_id == b.trace_id && a.span_id == b.span_id && a == b);
@@ -587,11 +587,17 @@ fn trace_ids(lists: impl Iterator<Item = impl Iterator<Item = u128>>) -> Vec<u12
     ids
 }
 
-fn read_range(b: &Block, lo: u128, hi: u128, out: &mut Vec<Span>) -> Result<(), StoreError> {
+fn read_range(
+    b: &Block,
+    lo: u128,
+    hi: u128,
+    fields: &Fields,
+    out: &mut Vec<Span>,
+) -> Result<(), StoreError> {
     let run = b.index.range(lo, hi);
     if let (Some(first), Some(last)) = (run.first(), run.last()) {
         let rows = first.first_row as usize..(last.first_row + last.rows) as usize;
-        b.read_spans(&[rows], out)?;
+        b.read_spans(&[rows], fields, out)?;
     }
     Ok(())
 }
@@ -612,7 +618,7 @@ impl TraceStore for Store {
         for b in &blocks {
             if let Some(e) = b.index.find(id.get()) {
                 let rows = e.first_row as usize..(e.first_row + e.rows) as usize;
-                b.read_spans(&[rows], &mut spans)?;
+                b.read_spans(&[rows], &Fields::All, &mut spans)?;
             }
         }
         Ok((!spans.is_empty()).then(|| Trace::assemble(id, spans)))
@@ -658,9 +664,10 @@ impl TraceStore for Store {
         Ok(out)
     }
 
-    fn scan(
+    fn scan_fields(
         &self,
         window: TimeWindow,
+        fields: &Fields,
         visit: &(dyn Fn(Trace) + Sync),
     ) -> Result<ScanStats, StoreError> {
         let s = &self.shared;
@@ -702,7 +709,7 @@ impl TraceStore for Store {
                     let (lo, hi) = (chunk[0], chunk[chunk.len() - 1]);
                     let mut spans = Vec::new();
                     for b in &blocks {
-                        if let Err(e) = read_range(b, lo, hi, &mut spans) {
+                        if let Err(e) = read_range(b, lo, hi, fields, &mut spans) {
                             *lock(&failure) = Some(e);
                             return;
                         }
@@ -711,12 +718,18 @@ impl TraceStore for Store {
                     let z = memory.partition_point(|sp| sp.trace_id.get() <= hi);
                     spans.extend_from_slice(&memory[a..z]);
                     spans.sort_by(row_order);
-                    for group in spans.chunk_by(|a, b| a.trace_id == b.trace_id) {
+                    let mut rest = spans.into_iter().peekable();
+                    while let Some(first) = rest.next() {
+                        let id = first.trace_id;
+                        let mut group = vec![first];
+                        while let Some(sp) = rest.next_if(|sp| sp.trace_id == id) {
+                            group.push(sp);
+                        }
                         let start = group.iter().map(|sp| sp.start).min().unwrap_or(0);
                         if !window.contains(start) {
                             continue;
                         }
-                        let trace = Trace::assemble(group[0].trace_id, group.iter().cloned());
+                        let trace = Trace::assemble(id, group);
                         traces.fetch_add(1, Ordering::Relaxed);
                         spans_seen.fetch_add(trace.spans.len() as u64, Ordering::Relaxed);
                         visit(trace);

@@ -512,3 +512,60 @@ fn concurrent_reads_of_one_block_do_not_share_a_seek_offset() {
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_structure_scan_reads_the_structure_and_only_the_attributes_asked_for() {
+    let dir = tmp("structure");
+    let store = Store::open(&dir, options()).unwrap();
+    let mut all = traces(200, 9);
+    // Statuses of every kind, and a peer attribute to keep.
+    all[0][1].status = Status::Error("boom".into());
+    all[0][2].status = Status::Ok;
+    all[0][3]
+        .attributes
+        .push(KeyValue::new("peer.service", "mysql"));
+    for t in &all[..150] {
+        store.append(t.clone()).unwrap();
+    }
+    store.flush().unwrap();
+    // The rest stay in the head, where spans are given whole.
+    for t in &all[150..] {
+        store.append(t.clone()).unwrap();
+    }
+    let fields = causeway_store::Fields::Structure {
+        attributes: vec!["peer.service".into(), "region".into()],
+    };
+    let seen = Mutex::new(std::collections::HashMap::new());
+    let stats = store
+        .scan_fields(TimeWindow::ALL, &fields, &|t| {
+            seen.lock().unwrap().insert(t.trace_id, t.spans);
+        })
+        .unwrap();
+    assert_eq!(stats.traces, 200);
+    let seen = seen.into_inner().unwrap();
+    for (n, t) in all.iter().enumerate() {
+        let got = &seen[&t[0].trace_id];
+        assert_eq!(got.len(), t.len());
+        for want in t {
+            let s = got.iter().find(|s| s.span_id == want.span_id).unwrap();
+            assert_eq!(
+                (s.parent_id, &s.name, s.kind, &s.service, &s.host, s.pid),
+                (want.parent_id, &want.name, want.kind, &want.service, &want.host, want.pid)
+            );
+            assert_eq!((s.start, s.end, &s.status), (want.start, want.end, &want.status));
+            if n < 150 {
+                let kept: Vec<&KeyValue> = want
+                    .attributes
+                    .iter()
+                    .filter(|kv| kv.key == "peer.service" || kv.key == "region")
+                    .collect();
+                assert_eq!(s.attributes.iter().collect::<Vec<_>>(), kept);
+                assert!(s.events.is_empty());
+            } else {
+                assert_eq!(s, want, "head spans are whole");
+            }
+        }
+    }
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
