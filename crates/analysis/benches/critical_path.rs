@@ -59,10 +59,17 @@ fn big_trace(n: usize) -> Trace {
     let mut length = vec![0u64; nodes.len()];
     for &i in order.iter().rev() {
         let kids = children[i].iter().map(|&c| length[c]);
-        let inner = if parallel[i] { kids.max().unwrap_or(0) } else { kids.sum() };
+        let inner = if parallel[i] {
+            kids.max().unwrap_or(0)
+        } else {
+            kids.sum()
+        };
         length[i] = inner + 10_000 + next() % 1_000_000;
     }
-    times[0] = (1_700_000_000_000_000_000, 1_700_000_000_000_000_000 + length[0]);
+    times[0] = (
+        1_700_000_000_000_000_000,
+        1_700_000_000_000_000_000 + length[0],
+    );
     for &i in &order {
         let mut t = times[i].0 + 5_000;
         for &c in &children[i] {
@@ -72,7 +79,9 @@ fn big_trace(n: usize) -> Trace {
             }
         }
     }
-    let skew: Vec<i64> = (0..50).map(|_| (next() % 8_000_000) as i64 - 4_000_000).collect();
+    let skew: Vec<i64> = (0..50)
+        .map(|_| (next() % 8_000_000) as i64 - 4_000_000)
+        .collect();
     let trace_id = TraceId::new(0xfeed).unwrap();
     let spans: Vec<Span> = nodes
         .iter()
@@ -85,7 +94,7 @@ fn big_trace(n: usize) -> Trace {
                 SpanId::new(i as u64 + 1).unwrap(),
                 parent.and_then(|p| SpanId::new(p as u64 + 1)),
                 format!("op{}", i % 40),
-                format!("service{host}"),
+                &format!("service{host}"),
                 at(times[i].0),
                 at(times[i].1),
             );
@@ -98,14 +107,17 @@ fn big_trace(n: usize) -> Trace {
 }
 
 fn bench(c: &mut Criterion) {
-    let t = big_trace(10_000);
-    assert_eq!(t.spans.len(), 10_000);
+    // A root and 5 000 client/server pairs.
+    let t = big_trace(10_001);
+    assert_eq!(t.spans.len(), 10_001);
     let mut g = c.benchmark_group("trace of 10K spans");
     g.bench_function("critical path", |b| b.iter(|| critical_path(&t)));
     g.bench_function("self times", |b| b.iter(|| self_times(&t)));
     g.bench_function("skew correction", |b| b.iter(|| correct(&t)));
     g.bench_function("stats", |b| b.iter(|| trace_stats(&t)));
-    g.bench_function("shape (pattern id)", |b| b.iter(|| TraceShape::of(&t).map(|s| s.id)));
+    g.bench_function("shape (pattern id)", |b| {
+        b.iter(|| TraceShape::of(&t).map(|s| s.id))
+    });
     g.bench_function("assemble", |b| {
         b.iter_batched(
             || t.spans.clone(),

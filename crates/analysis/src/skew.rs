@@ -104,7 +104,7 @@ pub fn correct(trace: &Trace) -> Adjusted {
     }
     while let Some(d) = queue.pop_front() {
         let base = fixed.get(d).copied().unwrap_or(0);
-        let mut bounds: Vec<(&str, Bounds)> = Vec::new();
+        let mut bounds: HashMap<&str, Bounds> = HashMap::new();
         for &(p, c) in crossing.get(d).map(Vec::as_slice).unwrap_or(&[]) {
             let (ps, cs) = (&trace.spans[p], &trace.spans[c]);
             let dc = clock_domain(cs);
@@ -114,8 +114,8 @@ pub fn correct(trace: &Trace) -> Adjusted {
             let low = ps.start as i128 + base - cs.start as i128;
             let high = (cs.kind == SpanKind::Server && ps.kind != SpanKind::Producer)
                 .then(|| ps.end as i128 + base - cs.end as i128);
-            match bounds.iter_mut().find(|(h, _)| *h == dc) {
-                Some((_, b)) => {
+            match bounds.get_mut(dc) {
+                Some(b) => {
                     b.low = b.low.max(low);
                     b.high = match (b.high, high) {
                         (Some(x), Some(y)) => Some(x.min(y)),
@@ -123,16 +123,21 @@ pub fn correct(trace: &Trace) -> Adjusted {
                     };
                     b.edges += 1;
                 }
-                None => bounds.push((
-                    dc,
-                    Bounds {
-                        low,
-                        high,
-                        edges: 1,
-                    },
-                )),
+                None => {
+                    bounds.insert(
+                        dc,
+                        Bounds {
+                            low,
+                            high,
+                            edges: 1,
+                        },
+                    );
+                }
             }
         }
+        // Sorted, so that hosts are queued in the same order every time.
+        let mut bounds: Vec<(&str, Bounds)> = bounds.into_iter().collect();
+        bounds.sort_by(|a, b| a.0.cmp(b.0));
         for (dc, b) in bounds {
             fixed.insert(dc, b.offset());
             bound_by.insert(dc, b.edges);

@@ -123,7 +123,7 @@ pub fn trace_stats(trace: &Trace) -> TraceStats {
             t.self_ns += self_ns;
         }
     }
-    let most_self = |v: &mut Vec<Totals>| v.sort_by(|a, b| b.self_ns.cmp(&a.self_ns));
+    let most_self = |v: &mut Vec<Totals>| v.sort_by_key(|t| std::cmp::Reverse(t.self_ns));
     let mut services: Vec<Totals> = by_service.into_values().collect();
     let mut operations: Vec<Totals> = by_operation.into_values().collect();
     most_self(&mut services);

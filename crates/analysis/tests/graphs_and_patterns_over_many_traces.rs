@@ -7,7 +7,7 @@ use causeway_analysis::compare::{compare, Change, Profile};
 use causeway_analysis::deps::{Dependencies, EdgeKind};
 use causeway_analysis::patterns::{PatternId, Patterns, SortBy, TraceShape};
 use causeway_model::{SpanKind, Status, Trace, TraceId};
-use common::{fixture, span};
+use common::{fixture, span, ZIPKIN_FIXTURES};
 
 const MS: u64 = 1_000_000;
 
@@ -382,14 +382,7 @@ fn comparing_two_patterns_uses_spans_per_trace_and_mean_durations() {
 
 #[test]
 fn every_fixture_goes_through_every_analysis() {
-    for name in [
-        "yelp.json",
-        "envoy.json",
-        "ascend.json",
-        "simple-db-p6.json",
-        "messaging-kafka.json",
-        "skew.json",
-    ] {
+    for name in ZIPKIN_FIXTURES {
         let mut p = Patterns::default();
         let mut d = Dependencies::default();
         for t in fixture(name) {

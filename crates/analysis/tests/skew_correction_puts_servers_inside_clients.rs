@@ -5,11 +5,36 @@ mod common;
 use causeway_analysis::skew::correct;
 use causeway_analysis::stats::{rpc_hops, trace_stats};
 use causeway_model::{SpanKind, Trace};
-use common::{fixture, span, trace};
+use common::{fixture, span, trace, ZIPKIN_FIXTURES};
 
 const MS: u64 = 1_000_000;
 const S: u64 = 1_000_000_000;
 const T: u64 = 1_700_000_000 * S;
+
+/// `a` serves GET / (100 ms) and calls `b` from 10 to 90 ms; b's server span as given.
+fn one_call(server_start: u64, server_end: u64) -> Vec<causeway_model::Span> {
+    vec![
+        span(1, None, "a", "GET /", SpanKind::Server, T, T + 100 * MS),
+        span(
+            2,
+            Some(1),
+            "a",
+            "call b",
+            SpanKind::Client,
+            T + 10 * MS,
+            T + 90 * MS,
+        ),
+        span(
+            3,
+            Some(2),
+            "b",
+            "serve",
+            SpanKind::Server,
+            server_start,
+            server_end,
+        ),
+    ]
+}
 
 fn by_id(t: &Trace, id: u64) -> &causeway_model::Span {
     t.spans.iter().find(|s| s.span_id.get() == id).unwrap()
@@ -129,27 +154,7 @@ fn hosts_that_disagree_by_seconds_are_brought_back() {
 
 #[test]
 fn consistent_clocks_are_left_alone() {
-    let t = trace(vec![
-        span(1, None, "a", "GET /", SpanKind::Server, T, T + 100 * MS),
-        span(
-            2,
-            Some(1),
-            "a",
-            "call b",
-            SpanKind::Client,
-            T + 10 * MS,
-            T + 90 * MS,
-        ),
-        span(
-            3,
-            Some(2),
-            "b",
-            "serve",
-            SpanKind::Server,
-            T + 20 * MS,
-            T + 80 * MS,
-        ),
-    ]);
+    let t = trace(one_call(T + 20 * MS, T + 80 * MS));
     let adjusted = correct(&t);
     assert!(!adjusted.shifted());
     assert_eq!(adjusted.offsets.len(), 1);
@@ -214,36 +219,17 @@ fn a_server_longer_than_its_client_is_centred_on_it() {
 
 #[test]
 fn rpc_hops_split_client_time_into_network_and_server() {
-    let t = trace(vec![
-        span(1, None, "a", "GET /", SpanKind::Server, T, T + 100 * MS),
-        span(
-            2,
-            Some(1),
-            "a",
-            "call b",
-            SpanKind::Client,
-            T + 10 * MS,
-            T + 90 * MS,
-        ),
-        span(
-            3,
-            Some(2),
-            "b",
-            "serve",
-            SpanKind::Server,
-            T + 25 * MS,
-            T + 80 * MS,
-        ),
-        span(
-            4,
-            Some(3),
-            "b",
-            "work",
-            SpanKind::Internal,
-            T + 30 * MS,
-            T + 70 * MS,
-        ),
-    ]);
+    let mut spans = one_call(T + 25 * MS, T + 80 * MS);
+    spans.push(span(
+        4,
+        Some(3),
+        "b",
+        "work",
+        SpanKind::Internal,
+        T + 30 * MS,
+        T + 70 * MS,
+    ));
+    let t = trace(spans);
     let hops = rpc_hops(&t);
     assert_eq!(hops.len(), 1);
     let h = &hops[0];
@@ -280,14 +266,7 @@ fn rpc_hops_split_client_time_into_network_and_server() {
 
 #[test]
 fn every_zipkin_fixture_is_corrected_without_pushing_servers_out() {
-    for name in [
-        "yelp.json",
-        "envoy.json",
-        "ascend.json",
-        "simple-db-p6.json",
-        "messaging-kafka.json",
-        "skew.json",
-    ] {
+    for name in ZIPKIN_FIXTURES {
         for raw in fixture(name) {
             let adjusted = correct(&raw);
             let t = &adjusted.trace;

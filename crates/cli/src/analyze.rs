@@ -36,19 +36,9 @@ impl WindowArgs {
     }
 }
 
+/// One trace's analysis.
 #[derive(Args)]
-pub struct CriticalPathArgs {
-    /// Trace id: 32 hex digits, or 16 for a 64-bit id.
-    id: String,
-    /// Print the API's JSON.
-    #[arg(long)]
-    json: bool,
-    #[command(flatten)]
-    remote: Remote,
-}
-
-#[derive(Args)]
-pub struct StatsArgs {
+pub struct TraceAnalysisArgs {
     /// Trace id: 32 hex digits, or 16 for a 64-bit id.
     id: String,
     /// Print the API's JSON.
@@ -141,7 +131,7 @@ fn print_json(v: &Value) -> Result<()> {
     Ok(())
 }
 
-pub fn critical_path(a: CriticalPathArgs) -> Result<()> {
+pub fn critical_path(a: TraceAnalysisArgs) -> Result<()> {
     let client = a.remote.client();
     let id = enc(&a.id);
     let path = client.get(&format!("/api/traces/{id}/critical-path"))?;
@@ -197,7 +187,7 @@ pub fn critical_path(a: CriticalPathArgs) -> Result<()> {
     print!("{}", offsets(&path));
     let header = ["at", "length", "share", "span", "span id"].map(String::from);
     print!("{}", table(&header, &rows));
-    by_span.sort_by(|x, y| y.1.cmp(&x.1));
+    by_span.sort_by_key(|x| std::cmp::Reverse(x.1));
     println!("\nmost time on the path:");
     let top: Vec<Vec<String>> = by_span
         .iter()
@@ -211,7 +201,7 @@ pub fn critical_path(a: CriticalPathArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn stats(a: StatsArgs) -> Result<()> {
+pub fn stats(a: TraceAnalysisArgs) -> Result<()> {
     let v = a
         .remote
         .client()

@@ -338,6 +338,22 @@ fn ingest(a: IngestArgs) -> Result<()> {
     report(&result, a.json)
 }
 
+/// A server over the store in `dir` on free loopback ports.
+async fn start_server(
+    dir: &std::path::Path,
+    store: StoreOptions,
+) -> Result<causeway_server::RunningServer> {
+    Ok(causeway_server::start(ServerConfig {
+        data_dir: dir.to_path_buf(),
+        grpc_addr: "127.0.0.1:0".parse()?,
+        ingest_addr: "127.0.0.1:0".parse()?,
+        http_addr: "127.0.0.1:0".parse()?,
+        store,
+        ..ServerConfig::default()
+    })
+    .await?)
+}
+
 /// How much to load.
 enum Goal {
     Spans(u64),
@@ -368,7 +384,11 @@ fn load(store: &Store, mut g: Generator, goal: Goal) -> Result<Vec<TraceId>> {
         }
         batch.extend(t);
         if batch.len() >= 10_000 {
-            progress.set_position(if let Goal::Spans(_) = goal { spans } else { traces });
+            progress.set_position(if let Goal::Spans(_) = goal {
+                spans
+            } else {
+                traces
+            });
             let full = std::mem::take(&mut batch);
             loop {
                 // A refused append consumed its copy; block writing catches up.
@@ -424,14 +444,7 @@ fn query(a: QueryArgs) -> Result<()> {
         }
     }
     let rt = crate::runtime()?;
-    let server = rt.block_on(causeway_server::start(ServerConfig {
-        data_dir: dir.0.clone(),
-        grpc_addr: "127.0.0.1:0".parse()?,
-        ingest_addr: "127.0.0.1:0".parse()?,
-        http_addr: "127.0.0.1:0".parse()?,
-        store: opts,
-        ..ServerConfig::default()
-    }))?;
+    let server = rt.block_on(start_server(&dir.0, opts))?;
     let stats = server.store.stats();
     if sample.is_empty() {
         // A reused store: take ids from a search.
@@ -531,14 +544,7 @@ fn analyses(a: AnalysesArgs) -> Result<()> {
     }
     let load_seconds = load_started.elapsed().as_secs_f64();
     let rt = crate::runtime()?;
-    let server = rt.block_on(causeway_server::start(ServerConfig {
-        data_dir: dir.0.clone(),
-        grpc_addr: "127.0.0.1:0".parse()?,
-        ingest_addr: "127.0.0.1:0".parse()?,
-        http_addr: "127.0.0.1:0".parse()?,
-        store: opts,
-        ..ServerConfig::default()
-    }))?;
+    let server = rt.block_on(start_server(&dir.0, opts))?;
     let stats = server.store.stats();
     let api = Client::new(&format!("http://{}", server.http_addr), None);
     let rss_before = current_rss_mib();
@@ -554,7 +560,10 @@ fn analyses(a: AnalysesArgs) -> Result<()> {
     };
     let (deps_time, deps) = measure("/api/dependencies")?;
     let (patterns_time, patterns) = measure("/api/patterns?limit=1000")?;
-    let top = patterns["patterns"][0]["id"].as_str().unwrap_or("").to_string();
+    let top = patterns["patterns"][0]["id"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     let (pattern_time, _) = measure(&format!("/api/patterns/{top}"))?;
     rt.block_on(server.shutdown());
     let result = serde_json::json!({

@@ -40,9 +40,9 @@ enum Command {
     /// Find traces by service, operation, tags, duration and time.
     Search(SearchArgs),
     /// Show where a trace's time went: the chain of spans it waited on.
-    CriticalPath(analyze::CriticalPathArgs),
+    CriticalPath(analyze::TraceAnalysisArgs),
     /// Per-service and per-operation time of a trace, and each RPC's network time.
-    Stats(analyze::StatsArgs),
+    Stats(analyze::TraceAnalysisArgs),
     /// The service dependency graph of a time window.
     Deps(analyze::DepsArgs),
     /// Kinds of request (traces grouped by shape) with counts and latency, or one of them.

@@ -580,7 +580,8 @@ impl Block {
                         .and_then(|c| c.as_string_opt::<i32>())
                         .ok_or_else(|| self.corrupt("kind is missing or not text"))?;
                     for i in 0..batch.num_rows() {
-                        let row = cols.row(self, i, &mut intern, |k| keys.iter().any(|x| x == k))?;
+                        let row =
+                            cols.row(self, i, &mut intern, |k| keys.iter().any(|x| x == k))?;
                         let mut span = crate::detail::from_columns(row);
                         span.kind = SpanKind::parse(kind.value(i)).unwrap_or_default();
                         out.push(span);

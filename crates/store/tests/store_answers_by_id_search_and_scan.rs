@@ -550,9 +550,19 @@ fn a_structure_scan_reads_the_structure_and_only_the_attributes_asked_for() {
             let s = got.iter().find(|s| s.span_id == want.span_id).unwrap();
             assert_eq!(
                 (s.parent_id, &s.name, s.kind, &s.service, &s.host, s.pid),
-                (want.parent_id, &want.name, want.kind, &want.service, &want.host, want.pid)
+                (
+                    want.parent_id,
+                    &want.name,
+                    want.kind,
+                    &want.service,
+                    &want.host,
+                    want.pid
+                )
             );
-            assert_eq!((s.start, s.end, &s.status), (want.start, want.end, &want.status));
+            assert_eq!(
+                (s.start, s.end, &s.status),
+                (want.start, want.end, &want.status)
+            );
             if n < 150 {
                 let kept: Vec<&KeyValue> = want
                     .attributes

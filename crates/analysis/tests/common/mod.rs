@@ -48,6 +48,16 @@ pub fn trace(spans: Vec<Span>) -> Trace {
     Trace::assemble(TraceId::new(TRACE).unwrap(), spans)
 }
 
+/// Every Zipkin fixture in `../shared/fixtures/zipkin`.
+pub const ZIPKIN_FIXTURES: [&str; 6] = [
+    "yelp.json",
+    "envoy.json",
+    "ascend.json",
+    "simple-db-p6.json",
+    "messaging-kafka.json",
+    "skew.json",
+];
+
 pub fn fixture(name: &str) -> Vec<Trace> {
     let path = format!(
         "{}/../../../shared/fixtures/zipkin/{name}",
