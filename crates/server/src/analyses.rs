@@ -18,7 +18,7 @@ use causeway_model::{SpanId, Trace, TraceId};
 use causeway_store::{Fields, ScanStats, Store, TimeWindow, TraceStore};
 use serde::Serialize;
 
-use crate::api::{bad, blocking, pairs, parse_trace_id, window_param};
+use crate::api::{bad, blocking, pairs, param, parse_trace_id, window_param};
 use crate::{ApiError, AppState};
 
 pub(crate) fn routes() -> Router<Arc<AppState>> {
@@ -180,13 +180,6 @@ async fn dependencies(
         window: Window::of(window, scanned),
         graph: deps.graph(),
     }))
-}
-
-fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    params
-        .iter()
-        .find(|(k, v)| k == name && !v.is_empty())
-        .map(|(_, v)| v.as_str())
 }
 
 /// Accumulates the patterns of a window.

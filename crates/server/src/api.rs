@@ -109,15 +109,18 @@ async fn trace(
     Ok(Json(body))
 }
 
+/// The first non-empty value of a query parameter.
+pub(crate) fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .find(|(k, v)| k == name && !v.is_empty())
+        .map(|(_, v)| v.as_str())
+}
+
 /// The time window of `start` and `end` (Unix ns or RFC 3339), or `lookback` (a duration
 /// such as `1h`) before `end` (default now); everything when none is given.
 pub(crate) fn window_param(params: &[(String, String)]) -> Result<TimeWindow, ApiError> {
-    let get = |name: &str| {
-        params
-            .iter()
-            .find(|(k, v)| k == name && !v.is_empty())
-            .map(|(_, v)| v.as_str())
-    };
+    let get = |name: &str| param(params, name);
     let time = |name: &str| {
         get(name)
             .map(|v| parse_time(v).map_err(|e| bad(name, e)))
@@ -299,12 +302,7 @@ async fn export(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let params = pairs(query)?;
-    let get = |name: &str| {
-        params
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
+    let get = |name: &str| param(&params, name);
     let format = match get("format").unwrap_or("native") {
         "native" => Format::Native,
         "otlp-json" => Format::OtlpJson,
