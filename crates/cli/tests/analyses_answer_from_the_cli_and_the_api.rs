@@ -18,7 +18,7 @@ fn json(args: &[&str]) -> Value {
 
 /// A server with the skew, yelp and kafka fixtures and 300 generated traces of a few
 /// request types.
-fn loaded(name: &str) -> (Serve, Vec<String>) {
+fn loaded(name: &str) -> (Serve, Vec<String>, std::path::PathBuf) {
     let data = temp(name);
     let serve = Serve::start(&data, &[]);
     let generated = data.with_extension("generated.bin");
@@ -44,12 +44,17 @@ fn loaded(name: &str) -> (Serve, Vec<String>) {
     let (code, out, err) = run(&args);
     assert_eq!(code, 0, "{out}{err}");
     let _ = std::fs::remove_file(generated);
-    (serve, ids)
+    (serve, ids, data)
+}
+
+fn stop(serve: Serve, data: std::path::PathBuf) {
+    drop(serve);
+    let _ = std::fs::remove_dir_all(data);
 }
 
 #[test]
 fn a_slow_trace_shows_where_its_time_went() {
-    let (serve, ids) = loaded("critical");
+    let (serve, ids, data) = loaded("critical");
     let api = serve.api.as_str();
 
     // The skew fixture: the server span comes out inside its client.
@@ -146,11 +151,12 @@ fn a_slow_trace_shows_where_its_time_went() {
     let (code, _, err) = run(&["critical-path", "0000000000000001", "--server", api]);
     assert_eq!(code, 1);
     assert!(err.contains("not found"), "{err}");
+    stop(serve, data);
 }
 
 #[test]
 fn dependencies_patterns_and_comparisons_cover_the_window() {
-    let (serve, ids) = loaded("patterns");
+    let (serve, ids, data) = loaded("patterns");
     let api = serve.api.as_str();
 
     let d = json(&["deps", "--json", "--server", api]);
@@ -285,4 +291,5 @@ fn dependencies_patterns_and_comparisons_cover_the_window() {
     let (code, _, err) = run(&["compare", "zz", &top, "--server", api]);
     assert_eq!(code, 1);
     assert!(err.contains("parameter a"), "{err}");
+    stop(serve, data);
 }
