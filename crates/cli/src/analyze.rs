@@ -36,11 +36,9 @@ impl WindowArgs {
     }
 }
 
-/// One trace's analysis.
+/// Where to ask, and how to print the answer.
 #[derive(Args)]
-pub struct TraceAnalysisArgs {
-    /// Trace id: 32 hex digits, or 16 for a 64-bit id.
-    id: String,
+pub struct Answer {
     /// Print the API's JSON.
     #[arg(long)]
     json: bool,
@@ -48,15 +46,21 @@ pub struct TraceAnalysisArgs {
     remote: Remote,
 }
 
+/// One trace's analysis.
+#[derive(Args)]
+pub struct TraceAnalysisArgs {
+    /// Trace id: 32 hex digits, or 16 for a 64-bit id.
+    id: String,
+    #[command(flatten)]
+    out: Answer,
+}
+
 #[derive(Args)]
 pub struct DepsArgs {
     #[command(flatten)]
     window: WindowArgs,
-    /// Print the API's JSON.
-    #[arg(long)]
-    json: bool,
     #[command(flatten)]
-    remote: Remote,
+    out: Answer,
 }
 
 #[derive(Args)]
@@ -74,11 +78,8 @@ pub struct PatternsArgs {
     limit: usize,
     #[command(flatten)]
     window: WindowArgs,
-    /// Print the API's JSON.
-    #[arg(long)]
-    json: bool,
     #[command(flatten)]
-    remote: Remote,
+    out: Answer,
 }
 
 #[derive(Args)]
@@ -92,11 +93,8 @@ pub struct CompareArgs {
     all: bool,
     #[command(flatten)]
     window: WindowArgs,
-    /// Print the API's JSON.
-    #[arg(long)]
-    json: bool,
     #[command(flatten)]
-    remote: Remote,
+    out: Answer,
 }
 
 fn ns(v: &Value) -> String {
@@ -132,10 +130,10 @@ fn print_json(v: &Value) -> Result<()> {
 }
 
 pub fn critical_path(a: TraceAnalysisArgs) -> Result<()> {
-    let client = a.remote.client();
+    let client = a.out.remote.client();
     let id = enc(&a.id);
     let path = client.get(&format!("/api/traces/{id}/critical-path"))?;
-    if a.json {
+    if a.out.json {
         return print_json(&path);
     }
     let trace = client.get(&format!("/api/traces/{id}?adjust=skew"))?;
@@ -203,10 +201,11 @@ pub fn critical_path(a: TraceAnalysisArgs) -> Result<()> {
 
 pub fn stats(a: TraceAnalysisArgs) -> Result<()> {
     let v = a
+        .out
         .remote
         .client()
         .get(&format!("/api/traces/{}/stats", enc(&a.id)))?;
-    if a.json {
+    if a.out.json {
         return print_json(&v);
     }
     println!("trace {}: {} spans", a.id, cell(&v["spans"]));
@@ -266,8 +265,12 @@ pub fn stats(a: TraceAnalysisArgs) -> Result<()> {
 
 pub fn deps(a: DepsArgs) -> Result<()> {
     let q = a.window.query().join("&");
-    let v = a.remote.client().get(&format!("/api/dependencies?{q}"))?;
-    if a.json {
+    let v = a
+        .out
+        .remote
+        .client()
+        .get(&format!("/api/dependencies?{q}"))?;
+    if a.out.json {
         return print_json(&v);
     }
     let edges = v["edges"].as_array().cloned().unwrap_or_default();
@@ -301,10 +304,10 @@ pub fn deps(a: DepsArgs) -> Result<()> {
 
 pub fn patterns(a: PatternsArgs) -> Result<()> {
     let mut q = a.window.query();
-    let client = a.remote.client();
+    let client = a.out.remote.client();
     if let Some(id) = &a.id {
         let v = client.get(&format!("/api/patterns/{}?{}", enc(id), q.join("&")))?;
-        if a.json {
+        if a.out.json {
             return print_json(&v);
         }
         return print_pattern(&v);
@@ -315,7 +318,7 @@ pub fn patterns(a: PatternsArgs) -> Result<()> {
         q.push(format!("service={}", enc(s)));
     }
     let v = client.get(&format!("/api/patterns?{}", q.join("&")))?;
-    if a.json {
+    if a.out.json {
         return print_json(&v);
     }
     let list = v["patterns"].as_array().cloned().unwrap_or_default();
@@ -432,10 +435,11 @@ pub fn compare(a: CompareArgs) -> Result<()> {
     q.push(format!("a={}", enc(&a.a)));
     q.push(format!("b={}", enc(&a.b)));
     let v = a
+        .out
         .remote
         .client()
         .get(&format!("/api/compare?{}", q.join("&")))?;
-    if a.json {
+    if a.out.json {
         return print_json(&v);
     }
     println!(
