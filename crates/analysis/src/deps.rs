@@ -96,7 +96,10 @@ impl Dependencies {
         for (c, p) in trace.parent.iter().enumerate() {
             let Some(p) = *p else { continue };
             let (parent, child) = (&trace.spans[p], &trace.spans[c]);
-            let messaging = parent.kind == SpanKind::Producer || child.kind == SpanKind::Consumer;
+            // A producer's local children (the client call that carries the message, say)
+            // are its own work, not a hop.
+            let messaging = child.kind == SpanKind::Consumer
+                || (parent.kind == SpanKind::Producer && parent.service != child.service);
             let rpc = parent.kind == SpanKind::Client && child.kind == SpanKind::Server;
             if !(messaging || rpc || parent.service != child.service) {
                 continue;

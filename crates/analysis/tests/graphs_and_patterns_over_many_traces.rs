@@ -7,7 +7,7 @@ use causeway_analysis::compare::{compare, Change, Profile};
 use causeway_analysis::deps::{Dependencies, EdgeKind};
 use causeway_analysis::patterns::{PatternId, Patterns, SortBy, TraceShape};
 use causeway_model::{SpanKind, Status, Trace, TraceId};
-use common::{fixture, span, ZIPKIN_FIXTURES};
+use common::{fixture, span, trace, ZIPKIN_FIXTURES};
 
 const MS: u64 = 1_000_000;
 
@@ -155,6 +155,35 @@ fn uninstrumented_peers_and_messaging_edges_appear() {
     let e = edge(&g, "servicea", "serviceb").unwrap();
     assert_eq!((e.kind, e.calls), (EdgeKind::Messaging, 3));
     assert!(g.edges.iter().all(|e| e.kind == EdgeKind::Messaging));
+}
+
+#[test]
+fn a_producer_that_sends_through_its_own_client_call_makes_one_messaging_edge() {
+    use causeway_model::SpanKind::{Client, Consumer, Producer, Server};
+    // orders publishes through an HTTP call to the queue; the queue's worker consumes.
+    let t = trace(vec![
+        span(1, None, "orders", "publish", Producer, 0, 10),
+        span(2, Some(1), "orders", "POST /publish", Client, 1, 9),
+        span(3, Some(2), "queue", "POST /publish", Server, 2, 8),
+        span(4, Some(1), "queue", "process", Consumer, 30, 40),
+    ]);
+    let mut deps = Dependencies::default();
+    deps.add(&t);
+    let g = deps.graph();
+    let kinds: Vec<(&str, &str, EdgeKind, u64)> = g
+        .edges
+        .iter()
+        .map(|e| (e.caller.as_str(), e.callee.as_str(), e.kind, e.calls))
+        .collect();
+    assert_eq!(kinds.len(), 2, "{kinds:?}");
+    assert!(kinds.contains(&("orders", "queue", EdgeKind::Rpc, 1)));
+    assert!(kinds.contains(&("orders", "queue", EdgeKind::Messaging, 1)));
+    let m = g
+        .edges
+        .iter()
+        .find(|e| e.kind == EdgeKind::Messaging)
+        .unwrap();
+    assert_eq!(m.latency.min, 30, "from the send to the consumer's start");
 }
 
 #[test]
