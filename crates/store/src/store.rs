@@ -85,6 +85,8 @@ pub struct StoreStats {
     pub head_spans: u64,
     /// Spans appended since the store opened.
     pub appended_spans: u64,
+    /// Root spans (no parent) appended since the store opened: the traces collected.
+    pub appended_roots: u64,
     /// Appends refused because block writing was behind.
     pub busy_rejections: u64,
 }
@@ -106,6 +108,7 @@ struct Shared {
     catalog: RwLock<BTreeMap<String, BTreeSet<String>>>,
     next_block: AtomicU64,
     appended: AtomicU64,
+    appended_roots: AtomicU64,
     busy: AtomicU64,
     /// Held while writing, merging or dropping blocks, so the worker and an explicit
     /// flush or compaction never work on the same inputs.
@@ -230,6 +233,7 @@ impl Store {
             catalog: RwLock::new(catalog),
             next_block: AtomicU64::new(next_block),
             appended: AtomicU64::new(0),
+            appended_roots: AtomicU64::new(0),
             busy: AtomicU64::new(0),
             maintenance: Mutex::new(()),
             stop: AtomicBool::new(false),
@@ -281,6 +285,7 @@ impl Store {
             block_spans: blocks.iter().map(|b| b.index.spans).sum(),
             head_spans: (read(&s.head).spans() + frozen) as u64,
             appended_spans: s.appended.load(Ordering::Relaxed),
+            appended_roots: s.appended_roots.load(Ordering::Relaxed),
             busy_rejections: s.busy.load(Ordering::Relaxed),
         }
     }
@@ -318,6 +323,7 @@ impl Shared {
         }
         self.note_names(&spans);
         let n = spans.len() as u64;
+        let roots = spans.iter().filter(|s| s.parent_id.is_none()).count() as u64;
         let (pos, full) = {
             let mut wal = lock(&self.wal);
             let pos = wal.append(records)?;
@@ -326,6 +332,7 @@ impl Shared {
             (pos, head.spans() >= self.opts.head_max_spans)
         };
         self.appended.fetch_add(n, Ordering::Relaxed);
+        self.appended_roots.fetch_add(roots, Ordering::Relaxed);
         if full {
             self.wake_worker();
         }
