@@ -6,6 +6,7 @@
 mod analyze;
 mod bench;
 mod client;
+mod demo;
 mod import;
 mod print;
 
@@ -31,7 +32,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the collector, the store and the query API.
+    /// Run the demo: the server, a ten-process shop sending it traces, and load.
+    Demo(demo::DemoArgs),
+    /// One process of the demo (started by `causeway demo`).
+    #[command(hide = true)]
+    DemoNode {
+        /// The role: frontend, catalog, recommend, orders, cache, metadata, storage-N, queue.
+        role: String,
+    },
+    /// Run the collector, the store, the query API and the UI.
     Serve(ServeArgs),
     /// Ship the span logs of this host to a collector.
     Agent(AgentArgs),
@@ -257,8 +266,16 @@ struct ExportArgs {
 
 fn main() {
     let cli = Cli::parse();
+    if let Command::DemoNode { role } = &cli.command {
+        // A demo process traces itself through the causeway library instead of logging.
+        if let Err(e) = demo::node(role) {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let default_level = match cli.command {
-        Command::Serve(_) | Command::Agent(_) => "info",
+        Command::Serve(_) | Command::Agent(_) | Command::Demo(_) => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAUSEWAY_LOG")
@@ -268,6 +285,8 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
+        Command::Demo(a) => demo::run(a),
+        Command::DemoNode { .. } => Ok(()),
         Command::Serve(a) => serve(a),
         Command::Agent(a) => agent(a),
         Command::Trace(a) => trace(a),

@@ -1,0 +1,237 @@
+//! `causeway demo`: the server with its embedded store, the demo system (one process per
+//! role, each this binary re-run as `causeway demo-node ROLE`) and a load generator.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use causeway_demo::{Load, Role, Topology, TOPOLOGY_VAR};
+use causeway_server::ServerConfig;
+use clap::Args;
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Directory of the store (default: a temporary directory removed at the end).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// OTLP/gRPC address.
+    #[arg(long, default_value = causeway_server::DEFAULT_GRPC)]
+    grpc: SocketAddr,
+    /// OTLP/HTTP, Zipkin and native ingest address.
+    #[arg(long, default_value = causeway_server::DEFAULT_INGEST)]
+    ingest: SocketAddr,
+    /// Query API and UI address.
+    #[arg(long, default_value = causeway_server::DEFAULT_HTTP)]
+    http: SocketAddr,
+    /// Requests per second sent to the frontend, on average.
+    #[arg(long, default_value_t = 20.0)]
+    rate: f64,
+    /// Stop after this long (e.g. `30s`, `10m`); default: run until Ctrl-C.
+    #[arg(long)]
+    duration: Option<humantime::Duration>,
+}
+
+/// One running demo process.
+struct Node {
+    role: Role,
+    child: Child,
+}
+
+/// Addresses for every role, on free loopback ports.
+fn free_ports() -> Result<Topology> {
+    let mut topology = Topology::default();
+    let mut held = Vec::new();
+    for role in Role::ALL {
+        let l = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+        topology.insert(role, l.local_addr()?);
+        held.push(l);
+    }
+    Ok(topology)
+}
+
+fn spawn_nodes(topology: &Topology, otlp: &str) -> Result<Vec<Node>> {
+    let exe = std::env::current_exe().context("finding the causeway executable")?;
+    let mut nodes = Vec::new();
+    for (role, _) in topology.iter() {
+        let child = Command::new(&exe)
+            .args(["demo-node", role.service()])
+            .env(TOPOLOGY_VAR, topology.to_string())
+            .env("CAUSEWAY_OTLP_ENDPOINT", otlp)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting the {role} process"));
+        match child {
+            Ok(child) => nodes.push(Node { role, child }),
+            Err(e) => {
+                stop_nodes(nodes);
+                return Err(e);
+            }
+        }
+    }
+    Ok(nodes)
+}
+
+/// Waits until every role accepts connections.
+fn wait_ready(topology: &Topology, nodes: &mut [Node], within: Duration) -> Result<()> {
+    let deadline = Instant::now() + within;
+    for (role, addr) in topology.iter() {
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            if let Some(node) = nodes.iter_mut().find(|n| n.role == role) {
+                if let Ok(Some(status)) = node.child.try_wait() {
+                    bail!("the {role} process exited at start ({status})");
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("the {role} process did not listen on {addr} within {within:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    Ok(())
+}
+
+/// Closes each process's stdin (its signal to finish and flush), then waits for it.
+fn stop_nodes(mut nodes: Vec<Node>) {
+    for n in &mut nodes {
+        drop(n.child.stdin.take());
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for mut n in nodes {
+        loop {
+            match n.child.try_wait() {
+                Ok(Some(_)) | Err(_) => break,
+                Ok(None) if Instant::now() > deadline => {
+                    eprintln!("the {} process did not stop; killing it", n.role);
+                    let _ = n.child.kill();
+                    let _ = n.child.wait();
+                    break;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+}
+
+fn loopback(addr: SocketAddr) -> SocketAddr {
+    if addr.ip().is_unspecified() {
+        SocketAddr::from(([127, 0, 0, 1], addr.port()))
+    } else {
+        addr
+    }
+}
+
+pub fn run(a: DemoArgs) -> Result<()> {
+    let (data, temporary) = match a.data {
+        Some(d) => (d, false),
+        None => (
+            std::env::temp_dir().join(format!("causeway-demo-{}", std::process::id())),
+            true,
+        ),
+    };
+    let config = ServerConfig {
+        data_dir: data.clone(),
+        grpc_addr: a.grpc,
+        ingest_addr: a.ingest,
+        http_addr: a.http,
+        store: causeway_store::StoreOptions {
+            // The demo's spans are not precious: sync in batches, not per request.
+            fsync: causeway_store::FsyncPolicy::Interval(Duration::from_millis(200)),
+            ..causeway_store::StoreOptions::default()
+        },
+        ..ServerConfig::default()
+    };
+    let shown = data.display().to_string();
+    let result = crate::runtime()?.block_on(async move {
+        let server = causeway_server::start(config).await?;
+        let topology = free_ports()?;
+        let otlp = format!("http://{}/v1/traces", loopback(server.ingest_addr));
+        let mut nodes = spawn_nodes(&topology, &otlp)?;
+        let ready = tokio::task::block_in_place(|| {
+            wait_ready(&topology, &mut nodes, Duration::from_secs(20))
+        });
+        if let Err(e) = ready {
+            stop_nodes(nodes);
+            server.shutdown().await;
+            return Err(e);
+        }
+        let ui = format!("http://{}/", loopback(server.http_addr));
+        println!("causeway demo is running (data in {shown})");
+        for (role, addr) in topology.iter() {
+            println!("  {:<10} {addr}", role.service());
+        }
+        println!("  OTLP/HTTP  {otlp}");
+        println!("open the UI: {ui}");
+        let until = match a.duration {
+            Some(d) => format!("for {d}"),
+            None => "until Ctrl-C".into(),
+        };
+        println!("sending {} requests/s {until}", a.rate);
+        let load = Load::new(topology.addr(Role::Frontend)?, a.rate)?;
+        let stop = async {
+            match a.duration {
+                Some(d) => tokio::select! {
+                    _ = tokio::time::sleep(d.into()) => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                },
+                None => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        };
+        let bar = indicatif::ProgressBar::new_spinner();
+        tokio::select! {
+            _ = load.run(stop) => {}
+            _ = progress(&bar, &load, &server.store) => {}
+        }
+        bar.finish_and_clear();
+        println!("stopping");
+        tokio::task::block_in_place(|| stop_nodes(nodes));
+        let (counts, stats) = (load.counts(), server.store.stats());
+        println!(
+            "{} requests ({} failed); {} traces, {} spans collected; UI was {ui}",
+            counts.sent, counts.failed, stats.appended_roots, stats.appended_spans
+        );
+        server.shutdown().await;
+        Ok(())
+    });
+    if temporary {
+        let _ = std::fs::remove_dir_all(&data);
+    }
+    result
+}
+
+/// Shows the counts as they grow (a spinner on a terminal, a line every 10 s otherwise).
+async fn progress(bar: &indicatif::ProgressBar, load: &Load, store: &causeway_store::Store) {
+    let plain = bar.is_hidden();
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let mut last_line = Instant::now();
+    loop {
+        tick.tick().await;
+        let (c, s) = (load.counts(), store.stats());
+        let line = format!(
+            "{} requests ({} failed) · {} traces, {} spans collected",
+            c.sent, c.failed, s.appended_roots, s.appended_spans
+        );
+        if !plain {
+            bar.set_message(line);
+            bar.tick();
+        } else if last_line.elapsed() >= Duration::from_secs(10) {
+            println!("{line}");
+            last_line = Instant::now();
+        }
+    }
+}
+
+/// `causeway demo-node ROLE`: one demo process, configured by its parent's environment.
+pub fn node(role: &str) -> Result<()> {
+    let role: Role = role.parse()?;
+    let topology: Topology = std::env::var(TOPOLOGY_VAR)
+        .with_context(|| format!("{TOPOLOGY_VAR} is not set (demo-node is run by causeway demo)"))?
+        .parse()?;
+    let otlp =
+        std::env::var("CAUSEWAY_OTLP_ENDPOINT").context("CAUSEWAY_OTLP_ENDPOINT is not set")?;
+    causeway_demo::run_node(role, topology, &otlp).map_err(|e| anyhow::anyhow!("{role}: {e}"))
+}

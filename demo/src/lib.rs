@@ -1,0 +1,97 @@
+//! Causeway's demo system: a small shop of nine processes on loopback, instrumented only
+//! through the `causeway` library, its middleware and a few spans of their own.
+//!
+//! ```text
+//!  load ──▶ frontend ─┬─▶ catalog ──┬─▶ cache
+//!                     │             └─▶ metadata (gRPC) ─▶ storage-1 (always the first replica)
+//!                     ├─▶ recommend ─▶ cache
+//!                     └─▶ orders ───┬─▶ storage-1, -2, -3 (quorum write: answer after 2 of 3)
+//!                                   └─▶ queue ~~one-way message~~▶ queue worker
+//! ```
+//!
+//! What it exhibits, on purpose: cache hits and misses; a storage client that reads the
+//! first replica in the order the metadata service returns, which never changes (HDFS-6268
+//! in the Pivot Tracing paper), so storage-1 takes every read and queues; a quorum write
+//! whose third reply arrives after the answer (FAB in the Pip paper); one-way messages;
+//! random latency, occasional errors and an occasional slow path.
+//!
+//! [`run_node`] runs one process's role; `causeway demo` starts one process per role.
+
+mod load;
+mod metadata;
+mod peers;
+mod services;
+mod topology;
+
+pub use load::{Load, LoadCounts};
+pub use topology::{Role, Topology, TopologyError};
+
+use std::time::Duration;
+
+use tracing_subscriber::layer::{Layer, SubscriberExt};
+
+/// Any error a demo process stops with.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The environment variable that carries the topology to each process.
+pub const TOPOLOGY_VAR: &str = "CAUSEWAY_DEMO_TOPOLOGY";
+
+/// Runs `role` until stdin closes or the process is interrupted, sending its spans to the
+/// OTLP/HTTP endpoint `otlp_endpoint` (a `/v1/traces` URL).
+pub fn run_node(role: Role, topology: Topology, otlp_endpoint: &str) -> Result<(), BoxError> {
+    let mut config = causeway::Config::new(role.service());
+    config.host = role.host().to_owned();
+    config.otlp_endpoint = Some(otlp_endpoint.to_owned());
+    config.shutdown_timeout = Duration::from_secs(3);
+    let (layer, guard) = causeway::layer(config)?;
+    // Only the demo's own spans and the middleware's: not the internals of h2, hyper
+    // and tonic, which also open `tracing` spans.
+    let targets = tracing_subscriber::filter::Targets::new()
+        .with_target("causeway_demo", tracing::Level::TRACE)
+        .with_target("causeway", tracing::Level::TRACE);
+    tracing::subscriber::set_global_default(
+        tracing_subscriber::registry().with(layer.with_filter(targets)),
+    )?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(services::serve(role, topology, stopped()));
+    drop(runtime);
+    guard.flush();
+    result
+}
+
+/// Resolves when stdin reaches its end (the parent went away or closed it) or on
+/// SIGINT/SIGTERM.
+async fn stopped() {
+    use tokio::io::AsyncReadExt;
+    let stdin_closed = async {
+        let mut stdin = tokio::io::stdin();
+        let mut buf = [0u8; 64];
+        while matches!(stdin.read(&mut buf).await, Ok(n) if n > 0) {}
+    };
+    let terminated = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = stdin_closed => {}
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminated => {}
+    }
+}
+
+/// A random duration between `low` and `high` milliseconds.
+pub(crate) fn millis(low: f64, high: f64) -> Duration {
+    Duration::from_secs_f64((low + fastrand::f64() * (high - low)) / 1e3)
+}
+
+/// True with probability `p`.
+pub(crate) fn chance(p: f64) -> bool {
+    fastrand::f64() < p
+}
