@@ -58,7 +58,7 @@ pub fn run_node(role: Role, topology: Topology, otlp_endpoint: &str) -> Result<(
         .build()?;
     let result = runtime.block_on(services::serve(role, topology, stopped()));
     drop(runtime);
-    guard.flush();
+    drop(guard); // flushes the last spans
     result
 }
 

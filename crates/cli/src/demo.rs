@@ -16,15 +16,8 @@ pub struct DemoArgs {
     /// Directory of the store (default: a temporary directory removed at the end).
     #[arg(long)]
     data: Option<PathBuf>,
-    /// OTLP/gRPC address.
-    #[arg(long, default_value = causeway_server::DEFAULT_GRPC)]
-    grpc: SocketAddr,
-    /// OTLP/HTTP, Zipkin and native ingest address.
-    #[arg(long, default_value = causeway_server::DEFAULT_INGEST)]
-    ingest: SocketAddr,
-    /// Query API and UI address.
-    #[arg(long, default_value = causeway_server::DEFAULT_HTTP)]
-    http: SocketAddr,
+    #[command(flatten)]
+    listen: crate::Listen,
     /// Requests per second sent to the frontend, on average.
     #[arg(long, default_value_t = 20.0)]
     rate: f64,
@@ -132,16 +125,12 @@ pub fn run(a: DemoArgs) -> Result<()> {
         ),
     };
     let config = ServerConfig {
-        data_dir: data.clone(),
-        grpc_addr: a.grpc,
-        ingest_addr: a.ingest,
-        http_addr: a.http,
         store: causeway_store::StoreOptions {
             // The demo's spans are not precious: sync in batches, not per request.
             fsync: causeway_store::FsyncPolicy::Interval(Duration::from_millis(200)),
             ..causeway_store::StoreOptions::default()
         },
-        ..ServerConfig::default()
+        ..a.listen.config(data.clone())
     };
     let shown = data.display().to_string();
     let result = crate::runtime()?.block_on(async move {

@@ -87,20 +87,40 @@ impl Remote {
     }
 }
 
+/// The server's three listeners (OpenTelemetry's default ports for ingest).
 #[derive(Args)]
-struct ServeArgs {
-    /// Directory of the store.
-    #[arg(long, default_value = "causeway-data")]
-    data: PathBuf,
+struct Listen {
     /// OTLP/gRPC address.
     #[arg(long, default_value = causeway_server::DEFAULT_GRPC)]
     grpc: SocketAddr,
     /// OTLP/HTTP, Zipkin and native ingest address.
     #[arg(long, default_value = causeway_server::DEFAULT_INGEST)]
     ingest: SocketAddr,
-    /// Query API (and UI) address.
+    /// Query API and UI address.
     #[arg(long, default_value = causeway_server::DEFAULT_HTTP)]
     http: SocketAddr,
+}
+
+impl Listen {
+    /// A server configuration with these listeners and the store in `data_dir`.
+    fn config(&self, data_dir: PathBuf) -> ServerConfig {
+        ServerConfig {
+            data_dir,
+            grpc_addr: self.grpc,
+            ingest_addr: self.ingest,
+            http_addr: self.http,
+            ..ServerConfig::default()
+        }
+    }
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Directory of the store.
+    #[arg(long, default_value = "causeway-data")]
+    data: PathBuf,
+    #[command(flatten)]
+    listen: Listen,
     /// Bearer token required on every request; required to listen beyond loopback.
     #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -317,10 +337,6 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 
 fn serve(a: ServeArgs) -> Result<()> {
     let config = ServerConfig {
-        data_dir: a.data,
-        grpc_addr: a.grpc,
-        ingest_addr: a.ingest,
-        http_addr: a.http,
         token: a.token.filter(|t| !t.is_empty()),
         max_body_bytes: a.max_body,
         store: StoreOptions {
@@ -330,7 +346,7 @@ fn serve(a: ServeArgs) -> Result<()> {
             head_max_spans: a.block_spans.max(1),
             ..StoreOptions::default()
         },
-        ..ServerConfig::default()
+        ..a.listen.config(a.data)
     };
     let data = config.data_dir.clone();
     runtime()?.block_on(async move {
