@@ -15,10 +15,10 @@ use causeway_analysis::skew::{self, Adjusted, ClockOffset};
 use causeway_analysis::stats::{trace_stats, TraceStats};
 use causeway_analysis::{main_root, Sharded};
 use causeway_model::{SpanId, Trace, TraceId};
-use causeway_store::{Fields, ScanStats, Store, TimeWindow, TraceStore};
+use causeway_store::{Fields, ScanStats, SearchQuery, Store, TimeWindow, TraceStore};
 use serde::Serialize;
 
-use crate::api::{bad, blocking, pairs, param, parse_trace_id, window_param};
+use crate::api::{bad, blocking, pairs, param, parse_trace_id, search_query, window_param};
 use crate::{ApiError, AppState};
 
 pub(crate) fn routes() -> Router<Arc<AppState>> {
@@ -116,7 +116,7 @@ async fn stats(
 fn scan_into<A: Send>(
     store: &Store,
     window: TimeWindow,
-    attributes: &[&str],
+    attributes: &[String],
     make: impl Fn() -> A,
     add: impl Fn(&mut A, &Trace) + Sync,
     merge: impl Fn(&mut A, A),
@@ -124,7 +124,7 @@ fn scan_into<A: Send>(
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let acc = Sharded::new(threads, make);
     let fields = Fields::Structure {
-        attributes: attributes.iter().map(|k| k.to_string()).collect(),
+        attributes: attributes.to_vec(),
     };
     let scanned = store.scan_fields(window, &fields, &|t| acc.with(|a| add(a, &t)))?;
     Ok((acc.finish(merge), scanned))
@@ -169,7 +169,7 @@ async fn dependencies(
         scan_into(
             &store,
             window,
-            &PEER_KEYS,
+            &PEER_KEYS.map(String::from),
             Dependencies::default,
             |d, t| d.add(t),
             Dependencies::merge,
@@ -182,11 +182,52 @@ async fn dependencies(
     }))
 }
 
+/// Which traces a pattern scan groups: those through `service`, and of those, when
+/// `spans` is given, only the ones with a span that meets its conditions (the search
+/// page's span name, attribute, duration and error filters).
+#[derive(Default)]
+struct PatternFilter {
+    service: Option<String>,
+    spans: Option<SearchQuery>,
+}
+
+impl PatternFilter {
+    /// Reads `service` and the span conditions of `/api/search` (the window is the scan's).
+    fn of(params: &[(String, String)]) -> Result<PatternFilter, ApiError> {
+        let mut q = search_query(params)?;
+        q.window = None;
+        q.limit = 0;
+        let service = q.service.clone();
+        let only_service = SearchQuery {
+            service: service.clone(),
+            ..SearchQuery::default()
+        };
+        Ok(PatternFilter {
+            service,
+            spans: (q != only_service).then_some(q),
+        })
+    }
+
+    /// The attributes the span conditions read.
+    fn attributes(&self) -> Vec<String> {
+        self.spans
+            .iter()
+            .flat_map(|q| q.tags.iter().map(|(k, _)| k.clone()))
+            .collect()
+    }
+
+    fn admits(&self, t: &Trace) -> bool {
+        self.spans
+            .as_ref()
+            .is_none_or(|q| t.spans.iter().any(|s| q.matches(s)))
+    }
+}
+
 /// Accumulates the patterns of a window.
 async fn scan_patterns(
     state: &AppState,
     window: TimeWindow,
-    service: Option<String>,
+    filter: PatternFilter,
     only: Option<PatternId>,
 ) -> Result<(Patterns, ScanStats), ApiError> {
     let store = state.store.clone();
@@ -195,9 +236,13 @@ async fn scan_patterns(
         scan_into(
             &store,
             window,
-            &[],
-            || Patterns::new(service.clone(), only, max_nodes),
-            |p, t| p.add(t),
+            &filter.attributes(),
+            || Patterns::new(filter.service.clone(), only, max_nodes),
+            |p, t| {
+                if filter.admits(t) {
+                    p.add(t)
+                }
+            },
             Patterns::merge,
         )
     })
@@ -227,8 +272,8 @@ async fn patterns(
     let limit: usize = param(&params, "limit")
         .map_or(Ok(100), str::parse)
         .map_err(|_| bad("limit", "is not a count".into()))?;
-    let service = param(&params, "service").map(str::to_string);
-    let (p, scanned) = scan_patterns(&state, window, service, None).await?;
+    let filter = PatternFilter::of(&params)?;
+    let (p, scanned) = scan_patterns(&state, window, filter, None).await?;
     let mut list = p.summaries(sort);
     list.truncate(limit);
     Ok(Json(PatternsBody {
@@ -246,9 +291,10 @@ fn parse_pattern_id(text: &str) -> Result<PatternId, ApiError> {
 async fn pattern_detail(
     state: &AppState,
     window: TimeWindow,
+    filter: PatternFilter,
     id: PatternId,
 ) -> Result<PatternDetail, ApiError> {
-    let (p, _) = scan_patterns(state, window, None, Some(id)).await?;
+    let (p, _) = scan_patterns(state, window, filter, Some(id)).await?;
     p.detail(id)
         .ok_or_else(|| ApiError::NotFound(format!("pattern {id} has no traces in the window")))
 }
@@ -259,8 +305,11 @@ async fn pattern(
     RawQuery(query): RawQuery,
 ) -> Result<Json<PatternDetail>, ApiError> {
     let id = parse_pattern_id(&id)?;
-    let window = window_param(&pairs(query)?)?;
-    Ok(Json(pattern_detail(&state, window, id).await?))
+    let params = pairs(query)?;
+    let window = window_param(&params)?;
+    // The same filters as the list it was picked from, so the histogram's examples match.
+    let filter = PatternFilter::of(&params)?;
+    Ok(Json(pattern_detail(&state, window, filter, id).await?))
 }
 
 /// One side of a comparison: a trace id, or a pattern id (`p` and 16 hex digits).
@@ -273,7 +322,7 @@ async fn profile(
     if text.starts_with('p') {
         let id = text.parse().map_err(|e| bad(name, e))?;
         return Ok(Profile::of_pattern(
-            &pattern_detail(state, window, id).await?,
+            &pattern_detail(state, window, PatternFilter::default(), id).await?,
         ));
     }
     TraceId::parse(text).map_err(|e| bad(name, format!("{e}")))?;

@@ -32,6 +32,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             state.clone(),
             crate::auth::require_token,
         ))
+        .merge(crate::ui::routes())
         .with_state(state)
 }
 

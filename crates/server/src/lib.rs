@@ -14,6 +14,7 @@ pub mod error;
 mod grpc;
 mod ingest;
 mod metrics;
+mod ui;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,0 +1,54 @@
+// Calls to the query API. Errors carry the API's own message, for the views to show.
+
+const TOKEN_KEY = "causeway.token";
+
+/** An API answer that was not a success, with the server's message. */
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/** GETs `path` (with `params`, empty values left out) and returns the JSON body. */
+export async function get(path, params) {
+  const query = params ? encode(params) : "";
+  const headers = {};
+  const token = localStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  let resp;
+  try {
+    resp = await fetch(query ? `${path}?${query}` : path, { headers });
+  } catch (e) {
+    throw new ApiError(0, `cannot reach the server: ${e.message}`);
+  }
+  const text = await resp.text();
+  let body = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    // A proxy's HTML page or a plain-text error: shown as it came.
+  }
+  if (!resp.ok) {
+    if (resp.status === 401) askToken();
+    const message = body && body.error ? body.error : text || resp.statusText;
+    throw new ApiError(resp.status, `${resp.status}: ${message}`);
+  }
+  return body;
+}
+
+/** A query string of the non-empty entries of `params` (an object or URLSearchParams). */
+export function encode(params) {
+  const out = new URLSearchParams();
+  const entries = params instanceof URLSearchParams ? params.entries() : Object.entries(params);
+  for (const [k, v] of entries) if (v != null && v !== "") out.append(k, v);
+  return out.toString();
+}
+
+function askToken() {
+  const token = prompt("This server needs an access token (--token). Token:");
+  if (token) {
+    localStorage.setItem(TOKEN_KEY, token);
+    location.reload();
+  }
+}

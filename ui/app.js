@@ -1,0 +1,94 @@
+// The router: every view's state lives in the URL's hash (`#/view/id?params`), so any
+// page can be shared as a link and restored by the back button.
+
+import * as search from "./search.js";
+import * as pattern from "./pattern.js";
+import * as trace from "./trace.js";
+import * as dependencies from "./dependencies.js";
+import * as compare from "./compare.js";
+import { state } from "./format.js";
+
+const VIEWS = { search, pattern, trace, dependencies, compare };
+
+const main = document.getElementById("view");
+let current = null; // { name, id }
+let renders = 0;
+
+/** The parsed hash: view name, optional id, parameters. */
+export function route() {
+  const hash = location.hash.replace(/^#\/?/, "");
+  const [path, query = ""] = hash.split("?");
+  const [name = "search", ...rest] = path.split("/").filter(Boolean);
+  return { name, id: rest.length ? decodeURIComponent(rest.join("/")) : null, params: new URLSearchParams(query) };
+}
+
+/** The hash for a view, id and parameters (empty values left out). */
+export function link(name, id, params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of params instanceof URLSearchParams ? params : Object.entries(params || {})) {
+    if (v != null && v !== "") q.append(k, v);
+  }
+  const qs = q.toString();
+  return `#/${name}${id ? "/" + encodeURIComponent(id) : ""}${qs ? "?" + qs : ""}`;
+}
+
+/** Goes to a view; `replace` rewrites the current history entry (for small changes). */
+export function go(name, id, params, { replace = false } = {}) {
+  const hash = link(name, id, params);
+  if (replace) {
+    history.replaceState(null, "", hash);
+    render();
+  } else {
+    location.hash = hash;
+  }
+}
+
+async function render() {
+  const { name, id, params } = route();
+  const view = VIEWS[name];
+  for (const a of document.querySelectorAll("nav a")) {
+    a.classList.toggle("active", a.dataset.view === name || (name === "pattern" && a.dataset.view === "search"));
+  }
+  if (!view) {
+    main.replaceChildren(state("error", `There is no page "${name}". Try Search.`));
+    main.dataset.state = "error";
+    current = null;
+    return;
+  }
+  // The same view on the same object updates in place (a trace is not fetched again to
+  // select a span or fold a subtree).
+  if (current && current.name === name && current.id === id && view.update) {
+    if (view.update(params) !== false) {
+      main.dataset.state = "ready";
+      return;
+    }
+  }
+  current = { name, id };
+  const generation = ++renders;
+  main.dataset.view = name;
+  main.dataset.state = "loading";
+  main.replaceChildren(state("loading", "Loading…"));
+  try {
+    // Views build their page detached; a page whose data came after the user moved on
+    // is dropped.
+    const page = await view.render(id, params);
+    if (generation !== renders) return;
+    main.replaceChildren(page);
+    if (view.mounted) view.mounted();
+    main.dataset.state = page.dataset.state || "ready";
+  } catch (e) {
+    if (generation !== renders) return;
+    main.replaceChildren(state("error", e.message || String(e)));
+    main.dataset.state = "error";
+  }
+}
+
+document.getElementById("jump").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const id = new FormData(ev.target).get("id").trim();
+  if (!id) return;
+  go(/^p[0-9a-f]{16}$/i.test(id) ? "pattern" : "trace", id, {});
+});
+
+window.addEventListener("hashchange", render);
+render();

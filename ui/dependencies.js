@@ -1,0 +1,170 @@
+// The service dependency graph of a window: services as nodes, calls between them as
+// edges with counts, errors and latency. An edge's width follows its share of the caller's
+// calls, so a caller that sends everything to one replica stands out.
+
+import { get } from "./api.js";
+import { go } from "./app.js";
+import { h, svg, duration, count, state, serviceColor, lookbackSelect } from "./format.js";
+
+const NODE_W = 150;
+const NODE_H = 46;
+const COL = 270;
+const ROW_GAP = 30;
+
+export async function render(_id, params) {
+  if (!params.has("lookback") && !params.has("start")) params.set("lookback", "1h");
+  const query = Object.fromEntries(params);
+  delete query.edge;
+  if (!query.lookback && !query.start) query.start = "0";
+  const g = await get("/api/dependencies", query);
+  const page = h("section.dependencies");
+  const f = h("form.filters", {}, h("label", {}, "Window", lookbackSelect(params.get("lookback"))));
+  f.elements.lookback.addEventListener("change", (ev) => {
+    const v = ev.target.value;
+    go("dependencies", null, v ? { lookback: v } : { start: "0" });
+  });
+  page.append(f);
+  page.append(h("p.summary", {},
+    `${count(g.nodes.length)} services · ${count(g.edges.length)} edges · from ${count(g.traces)} traces (${count(g.window.spansScanned)} spans)`));
+  if (!g.nodes.length) {
+    page.append(state("empty", "No calls between services in this window."));
+    return page;
+  }
+  const shares = shareOfCaller(g.edges);
+  page.append(graph(g, shares, params.get("edge")));
+  page.append(replicas(g.nodes) || "");
+  page.append(h("h2", {}, "Edges"));
+  page.append(edgeTable(g.edges, shares, params));
+  return page;
+}
+
+function key(e) {
+  return `${e.caller}→${e.callee}`;
+}
+
+function shareOfCaller(edges) {
+  const out = new Map();
+  for (const e of edges) out.set(e.caller, (out.get(e.caller) || 0) + e.calls);
+  return new Map(edges.map((e) => [key(e), e.calls / (out.get(e.caller) || 1)]));
+}
+
+/** Columns by distance from the entry services (those nobody calls), rows in order. */
+function layout(nodes, edges) {
+  const callees = new Map(nodes.map((n) => [n.service, []]));
+  for (const e of edges) if (e.caller !== e.callee && callees.has(e.caller)) callees.get(e.caller).push(e.callee);
+  const level = new Map();
+  const entry = nodes.filter((n) => !edges.some((e) => e.callee === n.service && e.caller !== n.service));
+  const queue = (entry.length ? entry : nodes.slice(0, 1)).map((n) => n.service);
+  for (const s of queue) level.set(s, 0);
+  while (queue.length) {
+    const s = queue.shift();
+    for (const c of callees.get(s) || []) {
+      if (!level.has(c)) {
+        level.set(c, level.get(s) + 1);
+        queue.push(c);
+      }
+    }
+  }
+  for (const n of nodes) if (!level.has(n.service)) level.set(n.service, 0);
+  const columns = [];
+  for (const n of nodes) {
+    const l = level.get(n.service);
+    (columns[l] = columns[l] || []).push(n.service);
+  }
+  const pos = new Map();
+  const tallest = Math.max(...columns.map((c) => (c || []).length));
+  columns.forEach((col, x) => {
+    col.sort();
+    const pad = (tallest - col.length) * (NODE_H + ROW_GAP) / 2;
+    col.forEach((s, y) => pos.set(s, { x: 20 + x * COL, y: 20 + pad + y * (NODE_H + ROW_GAP) }));
+  });
+  return { pos, width: 40 + (columns.length - 1) * COL + NODE_W, height: 40 + tallest * (NODE_H + ROW_GAP) };
+}
+
+function graph(g, shares, chosen) {
+  const { pos, width, height } = layout(g.nodes, g.edges);
+  const edges = g.edges.map((e) => {
+    const a = pos.get(e.caller), b = pos.get(e.callee);
+    if (!a || !b) return null;
+    const share = shares.get(key(e));
+    const cls = ["dep-edge", e.kind, e.errors ? "has-errors" : "", key(e) === chosen ? "chosen" : ""].join(" ");
+    let d, lx, ly;
+    if (e.caller === e.callee) {
+      d = `M${a.x + NODE_W - 20},${a.y} c 30,-40 50,-10 20,10`;
+      [lx, ly] = [a.x + NODE_W, a.y - 30];
+    } else {
+      const x1 = a.x + NODE_W, y1 = a.y + NODE_H / 2, x2 = b.x, y2 = b.y + NODE_H / 2;
+      const mid = (x1 + x2) / 2;
+      d = `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`;
+      // Labels sit three quarters along, where edges from one caller have fanned out.
+      [lx, ly] = bezier(0.75, [x1, y1], [mid, y1], [mid, y2], [x2, y2]);
+      ly -= 4;
+    }
+    const label = `${count(e.calls)} calls${e.errors ? ` · ${count(e.errors)} err` : ""} · p50 ${duration(e.latency.p50)}`;
+    const params = new URLSearchParams(location.hash.split("?")[1] || "");
+    params.set("edge", key(e));
+    return svg("g", { class: cls, "data-edge": key(e), onclick: () => go("dependencies", null, params, { replace: true }) },
+      svg("path", { d, "stroke-width": 1.5 + share * 7, "marker-end": "url(#arrow)" }),
+      svg("text", { x: lx, y: ly, "text-anchor": "middle" }, label),
+      svg("title", {}, `${e.caller} → ${e.callee} (${e.kind})\n${count(e.calls)} calls, ${Math.round(share * 100)}% of ${e.caller}'s\n${count(e.errors)} errors\np50 ${duration(e.latency.p50)}, p99 ${duration(e.latency.p99)}`));
+  });
+  const nodes = g.nodes.map((n) => {
+    const p = pos.get(n.service);
+    return svg("g", { class: "dep-node", transform: `translate(${p.x},${p.y})`, "data-service": n.service },
+      svg("rect", { width: NODE_W, height: NODE_H, rx: 5 }),
+      svg("rect", { width: 5, height: NODE_H, fill: serviceColor(n.service) }),
+      svg("text", { x: 12, y: 19, class: "svc" }, n.service),
+      svg("text", { x: 12, y: 36, class: "stat" }, `in ${count(n.callsIn)}${n.errorsIn ? ` (${count(n.errorsIn)} err)` : ""} · out ${count(n.callsOut)}`));
+  });
+  return h("div.graph", {}, svg("svg", { width, height, class: "dep-graph" },
+    svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: "userSpaceOnUse", orient: "auto" },
+      svg("path", { d: "M0,0 L10,5 L0,10 z" }))),
+    edges, nodes));
+}
+
+function bezier(t, p0, p1, p2, p3) {
+  const u = 1 - t;
+  const at = (k) => u * u * u * p0[k] + 3 * u * u * t * p1[k] + 3 * u * t * t * p2[k] + t * t * t * p3[k];
+  return [at(0), at(1)];
+}
+
+/**
+ * Services named alike but for a number (storage-1, storage-2, ...) are taken as replicas
+ * of one service; their share of the calls shows a client that favours one of them.
+ */
+function replicas(nodes) {
+  const groups = new Map();
+  for (const n of nodes) {
+    const m = /^(.*?)[-_.]?(\d+)$/.exec(n.service);
+    if (!m) continue;
+    if (!groups.has(m[1])) groups.set(m[1], []);
+    groups.get(m[1]).push(n);
+  }
+  const sets = [...groups.entries()].filter(([, g]) => g.length > 1);
+  if (!sets.length) return null;
+  return h("div.replicas", {}, h("h2", {}, "Load across replicas ", h("small", {}, "services named alike but for a number")),
+    sets.map(([stem, g]) => {
+      const total = g.reduce((a, n) => a + n.callsIn, 0) || 1;
+      const max = Math.max(...g.map((n) => n.callsIn)), min = Math.min(...g.map((n) => n.callsIn));
+      const uneven = max > 2 * Math.max(min, 1);
+      return h("div.replica-set", { "data-stem": stem, class: uneven ? "uneven" : "" },
+        h("p", {}, h("b", {}, stem), uneven ? h("span.warn", {}, ` uneven: the busiest replica takes ${Math.round(max / total * 100)}% of the calls`) : " balanced"),
+        g.map((n) => h("div.replica", {}, h("span.name", {}, n.service),
+          h("span.share", { style: { "--share": `${Math.round(n.callsIn / total * 100)}%` } }, `${count(n.callsIn)} calls (${Math.round(n.callsIn / total * 100)}%)`))));
+    }));
+}
+
+function edgeTable(edges, shares, params) {
+  const chosen = params.get("edge");
+  const rows = [...edges].sort((a, b) => a.caller.localeCompare(b.caller) || b.calls - a.calls);
+  return h("table.grid.edges", {},
+    h("thead", {}, h("tr", {}, ["Caller", "Callee", "Kind", "Calls", "Share of caller's calls", "Errors", "p50", "p90", "p99", "Mean"].map((c, i) => h("th", { class: i >= 3 ? "num" : "" }, c)))),
+    h("tbody", {}, rows.map((e) => h("tr", { "data-edge": key(e), class: key(e) === chosen ? "chosen" : "" },
+      h("td", {}, e.caller), h("td", {}, e.callee), h("td", {}, e.kind),
+      h("td.num", {}, count(e.calls)),
+      h("td.num", {}, h("span.share", { style: { "--share": `${Math.round(shares.get(key(e)) * 100)}%` } }, `${Math.round(shares.get(key(e)) * 100)}%`)),
+      h("td.num", { class: e.errors ? "err" : "" }, count(e.errors)),
+      h("td.num", {}, duration(e.latency.p50)), h("td.num", {}, duration(e.latency.p90)),
+      h("td.num", {}, duration(e.latency.p99)), h("td.num", {}, duration(e.latency.mean))))));
+}
+

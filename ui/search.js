@@ -1,0 +1,197 @@
+// Search and patterns, Dapper's workflow: choose a service, a window, optional span name
+// and attribute filters and a cost metric; see the execution patterns (or the traces)
+// that match, and open one.
+
+import { get } from "./api.js";
+import { go, link } from "./app.js";
+import { h, duration, count, instant, lookbackSelect, state, serviceColor, shortId } from "./format.js";
+
+/** The parameters the form owns; the rest of the URL (tab, order) is the table's. */
+const FILTERS = ["service", "operation", "tags", "lookback", "start", "end", "minDuration", "maxDuration", "error"];
+
+export async function render(_id, params) {
+  if (!params.has("lookback") && !params.has("start")) params.set("lookback", "1h");
+  const tab = params.get("tab") === "traces" ? "traces" : "patterns";
+  const services = (await get("/api/services")).services || [];
+  const service = params.get("service") || "";
+  const operations = service
+    ? (await get(`/api/services/${encodeURIComponent(service)}/operations`)).operations || []
+    : [];
+  const page = h("section.search");
+  page.append(form(params, services, operations));
+  page.append(h("div.tabs", { role: "tablist" },
+    ["patterns", "traces"].map((t) => h("a", {
+      href: link("search", null, withParam(params, "tab", t === "patterns" ? "" : t)),
+      class: t === tab ? "active" : "", role: "tab", "data-tab": t,
+    }, t === "patterns" ? "Patterns" : "Traces"))));
+  const results = h("div.results");
+  page.append(results);
+  if (!services.length) {
+    results.append(state("empty", "No traces stored yet. Send some (see the README), or run `causeway demo`."));
+    return page;
+  }
+  if (tab === "patterns") await patterns(results, params);
+  else await traces(results, params);
+  return page;
+}
+
+function withParam(params, key, value) {
+  const p = new URLSearchParams(params);
+  if (value) p.set(key, value);
+  else p.delete(key);
+  return p;
+}
+
+function filterParams(params) {
+  const out = {};
+  for (const k of FILTERS) if (params.get(k)) out[k] = params.get(k);
+  return out;
+}
+
+function form(params, services, operations) {
+  const val = (k) => params.get(k) || "";
+  const f = h("form.filters", { "aria-label": "search" },
+    h("label", {}, "Service",
+      h("select", { name: "service" }, h("option", { value: "" }, "any service"),
+        services.map((s) => h("option", { value: s, selected: s === val("service") }, s)))),
+    h("label", {}, "Span name",
+      h("select", { name: "operation" }, h("option", { value: "" }, "any span"),
+        operations.map((o) => h("option", { value: o, selected: o === val("operation") }, o)))),
+    h("label", {}, "Attributes",
+      h("input", { name: "tags", value: val("tags"), placeholder: "key=value key2=value2", spellcheck: "false" })),
+    h("label", {}, "Window", lookbackSelect(params.get("lookback"))),
+    h("label", {}, "Min duration", h("input", { name: "minDuration", value: val("minDuration"), placeholder: "e.g. 100ms", size: 8 })),
+    h("label", {}, "Max duration", h("input", { name: "maxDuration", value: val("maxDuration"), placeholder: "e.g. 2s", size: 8 })),
+    h("label.check", {}, h("input", { type: "checkbox", name: "error", value: "true", checked: val("error") === "true" }), "errors only"),
+    h("label", {}, "Cost",
+      h("select", { name: "sort", "aria-label": "cost metric" },
+        [["count", "count"], ["total", "total time"], ["tail", "tail latency (p99)"]].map(([v, l]) =>
+          h("option", { value: v, selected: v === (val("sort") || "count") }, l)))),
+    h("button", { type: "submit" }, "Search"));
+  // A new service has other span names: reload the form with it.
+  f.elements.service.addEventListener("change", () => submit(f, params, { operation: "" }));
+  f.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    submit(f, params, {});
+  });
+  return f;
+}
+
+function submit(f, params, overrides) {
+  const data = { ...Object.fromEntries(new FormData(f).entries()), ...overrides };
+  if (!data.lookback) {
+    // "all time", or the explicit window a shared link came with.
+    data.start = params.get("start") || "0";
+    data.end = params.get("end") || "";
+  }
+  go("search", null, { ...data, tab: params.get("tab") });
+}
+
+/** API parameters for a window: "all time" is start=0. */
+function apiWindow(params) {
+  const p = filterParams(params);
+  if (!p.lookback && !p.start) p.start = "0";
+  return p;
+}
+
+async function patterns(results, params) {
+  const body = await get("/api/patterns", { ...apiWindow(params), sort: params.get("sort") || "count", limit: 200 });
+  const list = body.patterns || [];
+  results.append(h("p.summary", {},
+    `${count(body.traces)} traces in ${count(list.length)} patterns`,
+    body.untrackedTraces ? ` (${count(body.untrackedTraces)} traces of rarer shapes not grouped: the memory bound was reached)` : "",
+    ` · ${count(body.window.spansScanned)} spans scanned`));
+  if (!list.length) {
+    results.append(state("empty", "No traces match these filters in this window."));
+    return;
+  }
+  const filters = filterParams(params);
+  const columns = [
+    { key: "pattern", label: "Pattern", value: (p) => `${p.rootService} ${p.rootOperation}`,
+      cell: (p) => h("a", { href: link("pattern", p.id, filters) }, h("b", {}, p.rootService), " ", p.rootOperation) },
+    { key: "services", label: "Services", value: (p) => p.services.length, cell: (p) => chips(p.services) },
+    { key: "spans", label: "Spans", value: (p) => p.spans, num: true },
+    { key: "count", label: "Traces", value: (p) => p.count, num: true },
+    { key: "errors", label: "Errors", value: (p) => p.errors, num: true },
+    { key: "total", label: "Total time", value: (p) => p.totalNs, fmt: duration, num: true },
+    { key: "p50", label: "p50", value: (p) => p.latency.p50, fmt: duration, num: true },
+    { key: "p99", label: "p99", value: (p) => p.latency.p99, fmt: duration, num: true },
+    { key: "max", label: "Max", value: (p) => p.latency.max, fmt: duration, num: true },
+  ];
+  results.append(table(columns, list, params, (p) => p.id, "patterns"));
+}
+
+async function traces(results, params) {
+  const p = filterParams(params);
+  // The search API takes a window as start/end only.
+  if (p.lookback) {
+    p.start = String((Date.now() - lookbackMs(p.lookback)) * 1e6);
+    delete p.lookback;
+  }
+  const body = await get("/api/search", { ...p, limit: params.get("limit") || 100 });
+  const list = body.traces || [];
+  results.append(h("p.summary", {}, `${count(list.length)} traces`));
+  if (!list.length) {
+    results.append(state("empty", "No traces match these filters in this window."));
+    return;
+  }
+  const columns = [
+    { key: "trace", label: "Trace", value: (t) => t.traceId,
+      cell: (t) => h("a", { href: link("trace", t.traceId, {}) }, h("code", {}, shortId(t.traceId))) },
+    { key: "root", label: "Root", value: (t) => `${t.rootService} ${t.rootOperation}`,
+      cell: (t) => [h("b", {}, t.rootService), " ", t.rootOperation] },
+    { key: "start", label: "Start", value: (t) => t.start, fmt: instant },
+    { key: "duration", label: "Duration", value: (t) => t.duration, fmt: duration, num: true },
+    { key: "spans", label: "Spans", value: (t) => t.spanCount, num: true },
+    { key: "errors", label: "Errors", value: (t) => t.errorCount, num: true },
+    { key: "services", label: "Services", value: (t) => t.services.length, cell: (t) => chips(t.services.map((s) => s.name)) },
+  ];
+  results.append(table(columns, list, params, (t) => t.traceId, "traces"));
+}
+
+function lookbackMs(text) {
+  const m = /^(\d+)(m|h)$/.exec(text);
+  if (!m) return 3600e3;
+  return Number(m[1]) * (m[2] === "h" ? 3600e3 : 60e3);
+}
+
+function chips(names) {
+  return h("span.chips", {}, names.map((n) => h("span.chip", { style: { borderColor: serviceColor(n) } }, n)));
+}
+
+/**
+ * A table sorted by the column named in `order` (`-key` for descending), with a check
+ * box per row to pick two for Compare.
+ */
+function table(columns, rows, params, idOf, kind) {
+  const order = params.get("order") || "";
+  const desc = order.startsWith("-");
+  const col = columns.find((c) => c.key === order.replace(/^-/, ""));
+  const sorted = col
+    ? [...rows].sort((a, b) => {
+      const x = col.value(a), y = col.value(b);
+      const c = x < y ? -1 : x > y ? 1 : 0;
+      return desc ? -c : c;
+    })
+    : rows;
+  const picked = new Set();
+  const compare = h("button.compare", { type: "button", disabled: true, onclick: () => {
+    const [a, b] = [...picked];
+    go("compare", null, { a, b });
+  } }, "Compare the two checked");
+  const head = h("tr", {}, h("th", {}, ""), columns.map((c) => {
+    const next = col === c && !desc ? `-${c.key}` : c.key;
+    const mark = col === c ? (desc ? " ▼" : " ▲") : "";
+    return h("th", { class: c.num ? "num" : "", "aria-sort": col === c ? (desc ? "descending" : "ascending") : "none" },
+      h("a", { href: link("search", null, withParam(params, "order", next)) }, c.label + mark));
+  }));
+  const body = h("tbody", {}, sorted.map((r) => h("tr", { "data-id": idOf(r) },
+    h("td", {}, h("input", { type: "checkbox", "aria-label": "pick for compare", onchange: (ev) => {
+      if (ev.target.checked) picked.add(idOf(r));
+      else picked.delete(idOf(r));
+      compare.disabled = picked.size !== 2;
+    } })),
+    columns.map((c) => h("td", { class: c.num ? "num" : "" },
+      c.cell ? c.cell(r) : c.fmt ? c.fmt(c.value(r)) : count(c.value(r)))))));
+  return h("div", {}, h("table", { class: `grid ${kind}` }, h("thead", {}, head), body), compare);
+}

@@ -1,0 +1,453 @@
+// The trace view: a global time line of nested, collapsible spans; server time and
+// network time drawn differently on each RPC; the critical path; events and attributes of
+// the chosen span; skew-corrected times with the offsets shown. Only the rows in sight
+// are in the DOM, so a trace of 10K spans opens and scrolls as fast as a small one.
+
+import { get } from "./api.js";
+import { go, link } from "./app.js";
+import { h, fill, duration, count, instant, state, serviceColor } from "./format.js";
+
+const ROW = 24; // px per row
+const OVERSCAN = 15; // rows drawn beyond the visible ones
+const PATH_LIST = 200; // critical-path steps listed at once
+
+let view = null; // the trace on screen: data, derived structure and the elements
+
+export async function render(id, params) {
+  const started = performance.now();
+  const adjust = params.get("adjust") !== "none";
+  const [body, critical] = await Promise.all([
+    get(`/api/traces/${encodeURIComponent(id)}`, adjust ? { adjust: "skew" } : {}),
+    get(`/api/traces/${encodeURIComponent(id)}/critical-path`),
+  ]);
+  view = build(body, critical, adjust);
+  view.started = started;
+  view.id = id;
+  const page = h("section.trace");
+  if (!view.spans.length) {
+    page.append(state("empty", "This trace has no spans."));
+    return page;
+  }
+  view.page = page;
+  page.append(header(view));
+  const rows = h("div.rows-inner", { style: { height: `${view.spans.length * ROW}px` } });
+  const scroller = h("div.rows", { tabindex: "0", "aria-label": "spans" }, rows);
+  scroller.addEventListener("scroll", () => schedule());
+  rows.addEventListener("click", onRowClick);
+  const lane = h("div.axis");
+  const minimap = h("canvas.minimap", { height: 48, title: "drag to zoom; double-click to see all" });
+  view.el = { rows, scroller, axis: lane, minimap, detail: h("aside.detail"), path: h("div.path") };
+  page.append(h("div.trace-body", {},
+    h("div.timeline", {},
+      h("div.overview", {}, h("div.label-head", {}, "Service and span"), h("div.lane-head", {}, minimap, lane)),
+      scroller),
+    h("div.side", {}, view.el.path, view.el.detail)));
+  zoomByDragging(minimap);
+  apply(params);
+  return page;
+}
+
+export function mounted() {
+  if (!view || !view.el) return;
+  drawAll();
+  scrollToSelected();
+  requestAnimationFrame(() => {
+    // How long opening took, from the request to the first drawn rows (BENCHMARKS.md).
+    window.causewayTiming = { trace: view.id, spans: view.spans.length, openMs: performance.now() - view.started };
+  });
+}
+
+export function update(params) {
+  if (!view || !view.el || (params.get("adjust") !== "none") !== view.adjust) return false;
+  apply(params);
+  drawAll();
+  scrollToSelected();
+  return true;
+}
+
+/** Indexes the spans: children in start order, depth, the RPC server under each client. */
+function build(body, critical, adjust) {
+  const spans = body.spans || [];
+  const byId = new Map();
+  spans.forEach((s, i) => byId.set(s.span_id, i));
+  const children = spans.map(() => []);
+  const roots = [];
+  spans.forEach((s, i) => {
+    const p = s.parent_id != null ? byId.get(s.parent_id) : undefined;
+    if (p === undefined || p === i) roots.push(i);
+    else children[p].push(i);
+  });
+  const byStart = (a, b) => spans[a].start - spans[b].start || spans[a].end - spans[b].end;
+  roots.sort(byStart);
+  for (const c of children) c.sort(byStart);
+  let t0 = Infinity, t1 = -Infinity;
+  for (const s of spans) {
+    t0 = Math.min(t0, s.start);
+    t1 = Math.max(t1, s.end);
+  }
+  // The server span that answered each client span: its child in another process.
+  const server = spans.map((s, i) => {
+    if (s.kind !== "client" && s.kind !== "producer") return -1;
+    return children[i].find((c) => (spans[c].kind === "server" || spans[c].kind === "consumer")) ?? -1;
+  });
+  const offsets = new Map((critical.clockOffsets || []).map((o) => [o.host, o.offsetNs]));
+  // Critical sections come on corrected times; on raw times each moves back by its host's offset.
+  const sections = (critical.sections || []).map((c) => {
+    const i = byId.get(c.spanId);
+    const shift = adjust || i === undefined ? 0 : offsets.get(spans[i].host) || 0;
+    return { span: i, start: c.start - shift, end: c.end - shift };
+  }).filter((c) => c.span !== undefined);
+  const onPath = spans.map(() => []);
+  for (const c of sections) onPath[c.span].push(c);
+  const selfNs = new Map((critical.selfTimes || []).map((s) => [s.spanId, s.selfNs]));
+  const depth = new Int32Array(spans.length);
+  const stack = roots.map((r) => [r, 0]);
+  while (stack.length) {
+    const [i, d] = stack.pop();
+    depth[i] = d;
+    for (const c of children[i]) stack.push([c, d + 1]);
+  }
+  return {
+    body, adjust, spans, byId, children, roots, depth, server, t0, t1,
+    sections, onPath, selfNs, criticalNs: critical.durationNs,
+    offsets: body.clockOffsets || critical.clockOffsets || [],
+    collapsed: new Set(), selected: -1, showPath: true, zoom: [0, 1], visible: [],
+  };
+}
+
+/** Reads the URL's state into the view. */
+function apply(params) {
+  view.params = params;
+  view.collapsed = new Set((params.get("collapsed") || "").split(",").filter((s) => view.byId.has(s)).map((s) => view.byId.get(s)));
+  const sel = params.get("span");
+  view.selected = sel && view.byId.has(sel) ? view.byId.get(sel) : -1;
+  view.showPath = params.get("cp") !== "0";
+  const z = (params.get("zoom") || "").split(",").map(Number);
+  view.zoom = z.length === 2 && z[0] >= 0 && z[1] <= 1 && z[0] < z[1] ? z : [0, 1];
+  // A chosen span is shown even inside a folded subtree.
+  if (view.selected >= 0) {
+    let p = parentOf(view.selected);
+    while (p >= 0) {
+      view.collapsed.delete(p);
+      p = parentOf(p);
+    }
+  }
+  view.visible = flatten();
+  view.el.rows.style.height = `${view.visible.length * ROW}px`;
+  for (const b of view.page.querySelectorAll("[data-toggle]")) {
+    b.setAttribute("aria-pressed", String(b.dataset.toggle === "cp" ? view.showPath : view.adjust));
+  }
+}
+
+function parentOf(i) {
+  const p = view.spans[i].parent_id;
+  return p != null && view.byId.has(p) ? view.byId.get(p) : -1;
+}
+
+/** The rows in order: a depth-first walk that skips folded subtrees. */
+function flatten() {
+  const out = [];
+  const stack = [...view.roots].reverse();
+  while (stack.length) {
+    const i = stack.pop();
+    out.push(i);
+    if (view.collapsed.has(i)) continue;
+    const kids = view.children[i];
+    for (let k = kids.length - 1; k >= 0; k--) stack.push(kids[k]);
+  }
+  return out;
+}
+
+/** Changes URL state; the router calls `update`, which redraws without a fetch. */
+function set(changes) {
+  const p = new URLSearchParams(view.params);
+  for (const [k, v] of Object.entries(changes)) {
+    if (v == null || v === "") p.delete(k);
+    else p.set(k, v);
+  }
+  go("trace", view.id, p, { replace: true });
+}
+
+function header(v) {
+  const root = v.spans[v.roots[0]];
+  const services = new Set(v.spans.map((s) => s.service));
+  const errors = v.spans.filter((s) => s.status && s.status.code === "error").length;
+  const maxDepth = v.depth.reduce((a, b) => Math.max(a, b), 0) + 1;
+  const toggle = (key, label, on, title) => h("button.toggle", { type: "button", "data-toggle": key, "aria-pressed": String(on), title,
+    onclick: () => key === "cp" ? set({ cp: v.showPath ? "0" : "" }) : set({ adjust: v.adjust ? "none" : "", zoom: "" }) }, label);
+  const offsets = v.adjust
+    ? (v.offsets.some((o) => o.offsetNs !== 0)
+      ? ["Clock offsets applied: ", v.offsets.filter((o) => o.offsetNs !== 0).map((o) => h("span.offset", { title: `from ${o.edges} RPC edge(s)` }, `${o.host} ${o.offsetNs >= 0 ? "+" : ""}${duration(o.offsetNs)}`))]
+      : ["Clocks agree: no offset applied."])
+    : ["Raw times, as each host's clock recorded them."];
+  return h("div.trace-head", {},
+    h("h1", {}, h("b", {}, root.service), " ", root.name, " ", h("code.id", {}, v.id)),
+    h("p.summary", {},
+      `${instant(v.t0)} · ${duration(v.t1 - v.t0)} · ${count(v.spans.length)} spans · ${services.size} services · depth ${maxDepth}`,
+      errors ? h("span.err", {}, ` · ${count(errors)} errors`) : "",
+      v.body.orphans && v.body.orphans.length ? ` · ${v.body.orphans.length} spans whose parent is missing` : ""),
+    h("div.toolbar", {},
+      toggle("cp", "Critical path", v.showPath, "highlight the spans that the request waited on"),
+      toggle("skew", "Correct clock skew", v.adjust, "shift each host's times by its estimated clock offset"),
+      h("button", { type: "button", onclick: () => set({ collapsed: "" }) }, "Expand all"),
+      h("button", { type: "button", onclick: () => set({ collapsed: v.spans.map((s, i) => v.depth[i] === 1 && v.children[i].length ? s.span_id : null).filter(Boolean).join(",") }) }, "Collapse to services"),
+      h("button", { type: "button", onclick: () => set({ zoom: "" }), disabled: false }, "Whole trace"),
+      h("a.button", { href: link("compare", null, { a: v.id }) }, "Compare with…"),
+      h("span.legend", {}, h("i.solid"), "server time ", h("i.hatched"), "network and queueing ", h("i.cp-key"), "critical path")),
+    h("p.offsets", {}, offsets));
+}
+
+let pending = false;
+function schedule() {
+  if (pending) return;
+  pending = true;
+  requestAnimationFrame(() => {
+    pending = false;
+    drawRows();
+  });
+}
+
+function drawAll() {
+  drawRows();
+  drawAxis();
+  drawMinimap();
+  drawDetail();
+  drawPath();
+}
+
+/** x of a time in the lane, as a percentage. */
+function pct(t) {
+  const [z0, z1] = view.zoom;
+  const span = view.t1 - view.t0 || 1;
+  return ((t - view.t0) / span - z0) / (z1 - z0) * 100;
+}
+
+function drawRows() {
+  const { scroller, rows } = view.el;
+  const first = Math.max(0, Math.floor(scroller.scrollTop / ROW) - OVERSCAN);
+  const last = Math.min(view.visible.length, Math.ceil((scroller.scrollTop + scroller.clientHeight) / ROW) + OVERSCAN);
+  const out = [];
+  for (let r = first; r < last; r++) out.push(row(view.visible[r], r));
+  rows.replaceChildren(...out);
+}
+
+function row(i, r) {
+  const s = view.spans[i];
+  const v = view;
+  const kids = v.children[i].length;
+  const error = s.status && s.status.code === "error";
+  const critical = v.onPath[i].length > 0;
+  const el = h("div.row", {
+    "data-span": s.span_id, "data-index": i, role: "row",
+    class: [i === v.selected && "selected", error && "error", v.showPath && critical && "critical"].filter(Boolean).join(" "),
+    style: { top: `${r * ROW}px` },
+  });
+  const label = h("div.label", { style: { paddingLeft: `${4 + v.depth[i] * 14}px` } },
+    kids ? h("button.fold", { type: "button", "data-fold": s.span_id, "aria-expanded": String(!v.collapsed.has(i)), title: `${kids} children` }, v.collapsed.has(i) ? "▸" : "▾") : h("span.leaf"),
+    h("span.dot", { style: { background: serviceColor(s.service) } }),
+    h("span.svc", {}, s.service), " ", h("span.op", {}, s.name),
+    v.collapsed.has(i) ? h("span.hidden-count", {}, ` +${descendants(i)}`) : "");
+  const lane = h("div.lane");
+  const left = pct(s.start), right = pct(s.end);
+  const bar = h(`div.bar.kind-${s.kind}`, { style: { left: `${left}%`, width: `max(1px, ${right - left}%)`, "--c": serviceColor(s.service) } });
+  const srv = v.server[i];
+  if (srv >= 0) {
+    // The client's bar is hatched (network and queueing); the part its server spent is solid.
+    bar.classList.add("rpc");
+    const t = v.spans[srv];
+    const w = s.end - s.start || 1;
+    const a = Math.max(0, (t.start - s.start) / w * 100), b = Math.min(100, (t.end - s.start) / w * 100);
+    bar.append(h("div.server-part", { style: { left: `${a}%`, width: `${Math.max(0, b - a)}%` } }));
+  }
+  lane.append(bar);
+  if (v.showPath) {
+    for (const c of v.onPath[i]) {
+      const a = pct(c.start), b = pct(c.end);
+      lane.append(h("div.cp", { style: { left: `${a}%`, width: `max(1px, ${b - a}%)` } }));
+    }
+  }
+  for (const e of s.events || []) lane.append(h("span.event", { style: { left: `${pct(e.time)}%` }, title: e.name }));
+  lane.append(h("span.dur", { style: right > 85 ? { right: `${100 - left}%`, textAlign: "right" } : { left: `${right}%` } }, duration(s.end - s.start)));
+  el.append(label, lane);
+  return el;
+}
+
+function descendants(i) {
+  let n = 0;
+  const stack = [...view.children[i]];
+  while (stack.length) {
+    const c = stack.pop();
+    n++;
+    stack.push(...view.children[c]);
+  }
+  return n;
+}
+
+function onRowClick(ev) {
+  const fold = ev.target.closest("[data-fold]");
+  if (fold) {
+    const i = view.byId.get(fold.dataset.fold);
+    const c = new Set(view.collapsed);
+    if (c.has(i)) c.delete(i);
+    else c.add(i);
+    set({ collapsed: [...c].map((k) => view.spans[k].span_id).join(","), span: c.has(i) && isUnder(view.selected, i) ? "" : view.params.get("span") });
+    return;
+  }
+  const r = ev.target.closest(".row");
+  if (r) set({ span: r.dataset.span === view.params.get("span") ? "" : r.dataset.span, step: "" });
+}
+
+function isUnder(i, ancestor) {
+  for (let p = i >= 0 ? parentOf(i) : -1; p >= 0; p = parentOf(p)) if (p === ancestor) return true;
+  return false;
+}
+
+function scrollToSelected() {
+  if (view.selected < 0) return;
+  const r = view.visible.indexOf(view.selected);
+  const { scroller } = view.el;
+  const top = r * ROW;
+  if (top < scroller.scrollTop || top + ROW > scroller.scrollTop + scroller.clientHeight) {
+    scroller.scrollTop = Math.max(0, top - scroller.clientHeight / 3);
+    drawRows();
+  }
+}
+
+/** Tick marks at a round step, labelled from the trace's start. */
+function drawAxis() {
+  const [z0, z1] = view.zoom;
+  const total = view.t1 - view.t0;
+  const from = total * z0, to = total * z1;
+  const span = to - from || 1;
+  const raw = span / 6;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw) || raw;
+  const ticks = [];
+  for (let t = Math.ceil(from / step) * step; t <= to; t += step) {
+    ticks.push(h("span.tick", { style: { left: `${(t - from) / span * 100}%` } }, duration(t)));
+  }
+  view.el.axis.replaceChildren(...ticks);
+}
+
+/** Every span as a line, the zoomed part boxed: where the time went at a glance. */
+function drawMinimap() {
+  const c = view.el.minimap;
+  const width = c.parentElement.clientWidth || 800;
+  c.width = width;
+  const ctx = c.getContext("2d");
+  ctx.clearRect(0, 0, c.width, c.height);
+  const n = view.visible.length;
+  const total = view.t1 - view.t0 || 1;
+  const rowH = c.height / Math.max(n, 1);
+  for (let r = 0; r < n; r++) {
+    const s = view.spans[view.visible[r]];
+    ctx.fillStyle = view.showPath && view.onPath[view.visible[r]].length ? "#d0342c" : serviceColor(s.service);
+    const x = (s.start - view.t0) / total * width;
+    ctx.fillRect(x, r * rowH, Math.max(1, (s.end - s.start) / total * width), Math.max(1, rowH));
+  }
+  const [z0, z1] = view.zoom;
+  if (z0 > 0 || z1 < 1) {
+    ctx.fillStyle = "rgba(0,0,0,0.12)";
+    ctx.fillRect(0, 0, z0 * width, c.height);
+    ctx.fillRect(z1 * width, 0, width - z1 * width, c.height);
+  }
+}
+
+function zoomByDragging(c) {
+  let from = null;
+  const at = (ev) => Math.min(1, Math.max(0, (ev.clientX - c.getBoundingClientRect().left) / c.clientWidth));
+  c.addEventListener("mousedown", (ev) => { from = at(ev); });
+  c.addEventListener("mouseup", (ev) => {
+    if (from == null) return;
+    const to = at(ev);
+    const [a, b] = [Math.min(from, to), Math.max(from, to)];
+    from = null;
+    if (b - a > 0.005) set({ zoom: `${a.toFixed(4)},${b.toFixed(4)}` });
+  });
+  c.addEventListener("dblclick", () => set({ zoom: "" }));
+}
+
+function drawDetail() {
+  const d = view.el.detail;
+  if (view.selected < 0) {
+    d.replaceChildren(h("p.hint", {}, "Click a span for its attributes, events and timing."));
+    return;
+  }
+  const i = view.selected;
+  const s = view.spans[i];
+  const rel = (t) => `+${duration(t - view.t0)}`;
+  const self = view.selfNs.get(s.span_id);
+  const onPath = view.onPath[i].reduce((a, c) => a + (c.end - c.start), 0);
+  const rows = [
+    ["Service", s.service], ["Span", s.name], ["Kind", s.kind],
+    ["Host", `${s.host || "–"} · pid ${s.pid || "–"} · thread ${s.execution_unit ?? "–"}`],
+    ["Start", `${rel(s.start)} (${instant(s.start)})`], ["Duration", duration(s.end - s.start)],
+    ["Self time", self != null ? duration(self) : "–"],
+    ["On the critical path", onPath ? duration(onPath) : "no"],
+    ["Status", s.status ? s.status.code + (s.status.message ? `: ${s.status.message}` : "") : "unset"],
+  ];
+  const srv = view.server[i];
+  if (srv >= 0) {
+    const t = view.spans[srv];
+    const server = t.end - t.start, all = s.end - s.start;
+    rows.push(["Server time", `${duration(server)} in ${t.service}`], ["Network and queueing", duration(Math.max(0, all - server))]);
+  }
+  const offset = view.offsets.find((o) => o.host === s.host);
+  if (offset && offset.offsetNs !== 0 && view.adjust) rows.push(["Clock offset", `${duration(offset.offsetNs)} added to ${s.host}'s times`]);
+  const kv = (list) => h("table.kv", {}, list.map(({ key, value }) => h("tr", {}, h("th", {}, key), h("td", {}, text(value)))));
+  fill(d,
+    h("h3", {}, s.name),
+    h("table.kv", {}, rows.map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, v)))),
+    s.attributes && s.attributes.length ? [h("h4", {}, "Attributes"), kv(s.attributes)] : h("p.hint", {}, "No attributes."),
+    s.events && s.events.length ? [h("h4", {}, "Events"), h("table.kv", {}, s.events.map((e) => h("tr", {},
+      h("th", {}, rel(e.time)), h("td", {}, e.name, (e.attributes || []).map((a) => h("div.sub", {}, `${a.key} = ${text(a.value)}`))))))] : "",
+    s.messages && s.messages.length ? [h("h4", {}, "Messages"), h("table.kv", {}, s.messages.map((m) => h("tr", {},
+      h("th", {}, rel(m.time)), h("td", {}, `${m.direction} ${m.peer ? "to/from " + m.peer : ""} (${m.size ?? "?"} bytes)`))))] : "",
+    s.links && s.links.length ? [h("h4", {}, "Links"), h("ul", {}, s.links.map((l) => h("li", {}, h("a", { href: link("trace", l.trace_id, { span: l.span_id }) }, `${l.trace_id}/${l.span_id}`))))] : "",
+    h("p.ids", {}, `span ${s.span_id}`, s.parent_id ? ` · parent ${s.parent_id}` : ""));
+}
+
+function text(value) {
+  return typeof value === "object" && value !== null ? JSON.stringify(value) : String(value);
+}
+
+/** The critical path as a list to follow, step by step. */
+function drawPath() {
+  const p = view.el.path;
+  if (!view.showPath) {
+    p.replaceChildren();
+    return;
+  }
+  // Consecutive sections of one span are one step.
+  const steps = [];
+  for (const c of view.sections) {
+    const last = steps[steps.length - 1];
+    if (last && last.span === c.span) last.ns += c.end - c.start;
+    else steps.push({ span: c.span, ns: c.end - c.start, start: c.start });
+  }
+  // A span can be on the path more than once (before and after a call): the step taken
+  // is in the URL, the first of the span's steps otherwise.
+  const step = Number(view.params.get("step"));
+  const at = steps[step] && steps[step].span === view.selected ? step : steps.findIndex((s) => s.span === view.selected);
+  const goTo = (k) => set({ span: view.spans[steps[k].span].span_id, step: String(k) });
+  fill(p,
+    h("h3", {}, "Critical path ", h("small", {}, `${steps.length} steps · ${duration(view.criticalNs)}`)),
+    h("div.path-nav", {},
+      h("button", { type: "button", "data-step": "prev", disabled: at <= 0, onclick: () => goTo(at - 1) }, "◀ previous"),
+      h("button", { type: "button", "data-step": "next", disabled: at >= steps.length - 1, onclick: () => goTo(at + 1) }, at < 0 ? "start ▶" : "next ▶")),
+    // A long path lists the steps around the current one; the buttons walk all of them.
+    h("ol.steps", { start: window0(at, steps.length) + 1 }, steps.slice(window0(at, steps.length), window0(at, steps.length) + PATH_LIST).map((st, j) => {
+      const k = window0(at, steps.length) + j;
+      const s = view.spans[st.span];
+      return h("li", { class: k === at ? "current" : "", "data-span": s.span_id, onclick: () => goTo(k) },
+        h("span.dot", { style: { background: serviceColor(s.service) } }), `${s.service} `, h("b", {}, s.name),
+        h("span.ns", {}, duration(st.ns)));
+    })),
+    steps.length > PATH_LIST ? h("p.hint", {}, `${count(PATH_LIST)} of ${count(steps.length)} steps listed`) : "");
+}
+
+/** The first step listed: the list shows PATH_LIST steps with the current one near its top. */
+function window0(at, n) {
+  return Math.max(0, Math.min(n - PATH_LIST, at - 20));
+}
+
