@@ -52,5 +52,5 @@ function num(n) {
 }
 
 function side(label, name, latency, href) {
-  return h("div.side-card", {}, h("div.label", {}, label), h("a", { href }, h("code", {}, name)), h("div.big", {}, duration(latency)));
+  return h("div.side-card", {}, h("div.side-name", {}, label), h("a", { href }, h("code", {}, name)), h("div.big", {}, duration(latency)));
 }

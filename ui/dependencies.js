@@ -71,10 +71,22 @@ function layout(nodes, edges) {
     const l = level.get(n.service);
     (columns[l] = columns[l] || []).push(n.service);
   }
+  // Each column in the mean order of its callers in earlier columns, so edges cross less.
+  const rank = new Map();
+  columns.forEach((col, x) => {
+    if (x === 0) col.sort();
+    else {
+      const score = (s) => {
+        const from = edges.filter((e) => e.callee === s && rank.has(e.caller)).map((e) => rank.get(e.caller));
+        return from.length ? from.reduce((a, b) => a + b, 0) / from.length : Infinity;
+      };
+      col.sort((a, b) => score(a) - score(b) || a.localeCompare(b));
+    }
+    col.forEach((s, y) => rank.set(s, y));
+  });
   const pos = new Map();
   const tallest = Math.max(...columns.map((c) => (c || []).length));
   columns.forEach((col, x) => {
-    col.sort();
     const pad = (tallest - col.length) * (NODE_H + ROW_GAP) / 2;
     col.forEach((s, y) => pos.set(s, { x: 20 + x * COL, y: 20 + pad + y * (NODE_H + ROW_GAP) }));
   });
@@ -96,8 +108,8 @@ function graph(g, shares, chosen) {
       const x1 = a.x + NODE_W, y1 = a.y + NODE_H / 2, x2 = b.x, y2 = b.y + NODE_H / 2;
       const mid = (x1 + x2) / 2;
       d = `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`;
-      // Labels sit three quarters along, where edges from one caller have fanned out.
-      [lx, ly] = bezier(0.75, [x1, y1], [mid, y1], [mid, y2], [x2, y2]);
+      // Labels sit past the middle, where edges from one caller have fanned out.
+      [lx, ly] = bezier(0.6, [x1, y1], [mid, y1], [mid, y2], [x2, y2]);
       ly -= 4;
     }
     const label = `${count(e.calls)} calls${e.errors ? ` · ${count(e.errors)} err` : ""} · p50 ${duration(e.latency.p50)}`;

@@ -18,7 +18,11 @@ const FILES: &[(&str, &str, &str)] = &[
     ("search.js", JS, include_str!("../../../ui/search.js")),
     ("pattern.js", JS, include_str!("../../../ui/pattern.js")),
     ("trace.js", JS, include_str!("../../../ui/trace.js")),
-    ("dependencies.js", JS, include_str!("../../../ui/dependencies.js")),
+    (
+        "dependencies.js",
+        JS,
+        include_str!("../../../ui/dependencies.js"),
+    ),
     ("compare.js", JS, include_str!("../../../ui/compare.js")),
 ];
 
@@ -29,7 +33,10 @@ const JS: &str = "text/javascript; charset=utf-8";
 pub(crate) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route("/", get(|| async { file("index.html") }))
-        .route("/ui/{name}", get(|Path(name): Path<String>| async move { file(&name) }))
+        .route(
+            "/ui/{name}",
+            get(|Path(name): Path<String>| async move { file(&name) }),
+        )
 }
 
 fn file(name: &str) -> Response {

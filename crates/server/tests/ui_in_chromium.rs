@@ -72,7 +72,15 @@ impl Builder {
         end: u64,
         skew: u64,
     ) -> SpanId {
-        let client = self.span(Some(parent), from.0, from.1, SpanKind::Client, name, start, end);
+        let client = self.span(
+            Some(parent),
+            from.0,
+            from.1,
+            SpanKind::Client,
+            name,
+            start,
+            end,
+        );
         let lag = ((end - start) / 10).min(MS / 2);
         self.span(
             Some(client),
@@ -96,34 +104,93 @@ fn now() -> u64 {
 fn home(i: u64, t: u64) -> Vec<Span> {
     let slow = if SLOW.contains(&i) { 200 * MS } else { 0 };
     let mut b = Builder::new(0x1000 + i as u128);
-    let root = b.span(None, "web", "web-1", SpanKind::Server, "GET /home", t, t + 20 * MS + slow);
+    let root = b.span(
+        None,
+        "web",
+        "web-1",
+        SpanKind::Server,
+        "GET /home",
+        t,
+        t + 20 * MS + slow,
+    );
     b.last().attributes = vec![
         KeyValue::new("http.route", "/home"),
-        KeyValue::new("user.tier", if i % 2 == 0 { "gold" } else { "free" }),
+        KeyValue::new(
+            "user.tier",
+            if i.is_multiple_of(2) { "gold" } else { "free" },
+        ),
     ];
-    let api = b.rpc(root, ("web", "web-1"), ("api", "api-1"), "GET /items", t + MS, t + 19 * MS + slow, 0);
+    let api = b.rpc(
+        root,
+        ("web", "web-1"),
+        ("api", "api-1"),
+        "GET /items",
+        t + MS,
+        t + 19 * MS + slow,
+        0,
+    );
     b.last().events = vec![Event {
         time: t + 3 * MS,
         name: "cache miss".into(),
         attributes: vec![KeyValue::new("key", format!("items:{i}"))],
     }];
-    let db = b.rpc(api, ("api", "api-1"), ("db-1", "db-1"), "SELECT items", t + 2 * MS, t + 8 * MS, 0);
+    let db = b.rpc(
+        api,
+        ("api", "api-1"),
+        ("db-1", "db-1"),
+        "SELECT items",
+        t + 2 * MS,
+        t + 8 * MS,
+        0,
+    );
     if i == FAILED {
         b.spans.iter_mut().find(|s| s.span_id == db).unwrap().status =
             Status::Error("checksum mismatch".into());
     }
     if slow > 0 {
-        b.span(Some(api), "api", "api-1", SpanKind::Internal, "rebuild index", t + 9 * MS, t + 9 * MS + slow);
+        b.span(
+            Some(api),
+            "api",
+            "api-1",
+            SpanKind::Internal,
+            "rebuild index",
+            t + 9 * MS,
+            t + 9 * MS + slow,
+        );
     }
     b.spans
 }
 
 fn buy(i: u64, t: u64) -> Vec<Span> {
     let mut b = Builder::new(0x2000 + i as u128);
-    let root = b.span(None, "web", "web-1", SpanKind::Server, "POST /buy", t, t + 30 * MS);
-    let api = b.rpc(root, ("web", "web-1"), ("api", "api-1"), "POST /orders", t + MS, t + 29 * MS, 0);
+    let root = b.span(
+        None,
+        "web",
+        "web-1",
+        SpanKind::Server,
+        "POST /buy",
+        t,
+        t + 30 * MS,
+    );
+    let api = b.rpc(
+        root,
+        ("web", "web-1"),
+        ("api", "api-1"),
+        "POST /orders",
+        t + MS,
+        t + 29 * MS,
+        0,
+    );
     for (r, skew) in [("db-1", 0), ("db-2", DB2_AHEAD), ("db-3", 0)] {
-        b.rpc(api, ("api", "api-1"), (r, r), "WRITE block", t + 2 * MS, t + 20 * MS, skew);
+        b.rpc(
+            api,
+            ("api", "api-1"),
+            (r, r),
+            "WRITE block",
+            t + 2 * MS,
+            t + 20 * MS,
+            skew,
+        );
     }
     b.spans
 }
@@ -131,13 +198,37 @@ fn buy(i: u64, t: u64) -> Vec<Span> {
 /// One trace of 10 001 spans: 100 chunks, each a call whose server parses 98 rows.
 fn big(t: u64) -> Vec<Span> {
     let mut b = Builder::new(0x3000);
-    let root = b.span(None, "importer", "batch-1", SpanKind::Server, "import batch", t, t + 1_000 * MS);
+    let root = b.span(
+        None,
+        "importer",
+        "batch-1",
+        SpanKind::Server,
+        "import batch",
+        t,
+        t + 1_000 * MS,
+    );
     for c in 0..100 {
         let start = t + c * 10 * MS;
-        let server = b.rpc(root, ("importer", "batch-1"), ("loader", "load-1"), "load chunk", start, start + 10 * MS, 0);
+        let server = b.rpc(
+            root,
+            ("importer", "batch-1"),
+            ("loader", "load-1"),
+            "load chunk",
+            start,
+            start + 10 * MS,
+            0,
+        );
         for r in 0..98 {
             let s = start + MS + r * 80_000;
-            b.span(Some(server), "loader", "load-1", SpanKind::Internal, &format!("parse row {r}"), s, s + 70_000);
+            b.span(
+                Some(server),
+                "loader",
+                "load-1",
+                SpanKind::Internal,
+                &format!("parse row {r}"),
+                s,
+                s + 70_000,
+            );
         }
     }
     b.spans
@@ -178,37 +269,71 @@ fn every_page_renders_what_the_api_answers() {
         first.contains("web") && first.contains(patterns[0]["rootOperation"].as_str().unwrap()),
         "{first}"
     );
-    assert!(ui.text(".results .summary").contains(&format!("{} traces", HOMES + BUYS + 1)));
+    assert!(ui
+        .text(".results .summary")
+        .contains(&format!("{} traces", HOMES + BUYS + 1)));
     ui.screenshot("search-patterns");
 
     // Span name filter: only the slow traces run "rebuild index".
-    assert_eq!(ui.open("#/search?lookback=1h&service=api&operation=rebuild%20index"), "ready");
+    assert_eq!(
+        ui.open("#/search?lookback=1h&service=api&operation=rebuild%20index"),
+        "ready"
+    );
     assert!(
-        ui.text(".results .summary").starts_with(&format!("{} traces", SLOW.len())),
+        ui.text(".results .summary")
+            .starts_with(&format!("{} traces", SLOW.len())),
         "{}",
         ui.text(".results .summary")
     );
-    assert_eq!(ui.eval("document.querySelector('select[name=operation]').value"), "rebuild index");
+    assert_eq!(
+        ui.eval("document.querySelector('select[name=operation]').value"),
+        "rebuild index"
+    );
     // Attribute filter: half of the GET /home traces are gold.
-    assert_eq!(ui.open("#/search?lookback=1h&tags=user.tier%3Dgold"), "ready");
-    assert!(ui.text(".results .summary").starts_with(&format!("{} traces", HOMES / 2)));
+    assert_eq!(
+        ui.open("#/search?lookback=1h&tags=user.tier%3Dgold"),
+        "ready"
+    );
+    assert!(ui
+        .text(".results .summary")
+        .starts_with(&format!("{} traces", HOMES / 2)));
     // The traces tab, sorted by duration, longest first: a slow one leads.
-    assert_eq!(ui.open("#/search?lookback=1h&service=web&tab=traces&order=-duration"), "ready");
+    assert_eq!(
+        ui.open("#/search?lookback=1h&service=web&tab=traces&order=-duration"),
+        "ready"
+    );
     assert_eq!(ui.count("table.traces tbody tr"), HOMES + BUYS);
     let top = ui.eval("document.querySelector('table.traces tbody tr').dataset.id");
-    assert!(SLOW.iter().any(|i| top == hex(0x1000 + *i as u128)), "{top}");
+    assert!(
+        SLOW.iter().any(|i| top == hex(0x1000 + *i as u128)),
+        "{top}"
+    );
     ui.screenshot("search-traces");
 
     // A pattern: the graph has one box per node of the API's answer; a histogram bar
     // lists example traces, and one opens.
     let slow_id = hex(0x1000 + SLOW[0] as u128);
     let (_, slow_patterns) = server.get("/api/patterns?lookback=1h&operation=rebuild%20index");
-    let pattern_id = slow_patterns["patterns"][0]["id"].as_str().unwrap().to_string();
+    let pattern_id = slow_patterns["patterns"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let (_, detail) = server.get(&format!("/api/patterns/{pattern_id}?lookback=1h"));
-    assert_eq!(ui.open(&format!("#/pattern/{pattern_id}?lookback=1h")), "ready");
-    assert_eq!(ui.count("svg.pattern-graph g.node") as usize, detail["nodes"].as_array().unwrap().len());
+    assert_eq!(
+        ui.open(&format!("#/pattern/{pattern_id}?lookback=1h")),
+        "ready"
+    );
+    assert_eq!(
+        ui.count("svg.pattern-graph g.node") as usize,
+        detail["nodes"].as_array().unwrap().len()
+    );
     assert!(ui.text("section.pattern").contains("rebuild index"));
-    let bucket = detail["histogram"].as_array().unwrap().iter().position(|b| b["count"].as_u64() > Some(0)).unwrap();
+    let bucket = detail["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|b| b["count"].as_u64() > Some(0))
+        .unwrap();
     ui.eval(&format!("document.querySelector('g.bar[data-bucket=\"{bucket}\"]').dispatchEvent(new MouseEvent('click', {{bubbles: true}})); true"));
     ui.wait_for("document.querySelector('.examples li a')", "example links");
     ui.screenshot("pattern");
@@ -216,42 +341,79 @@ fn every_page_renders_what_the_api_answers() {
     ui.click(".examples li a");
     ui.wait_for("document.getElementById('view').dataset.view === 'trace' && document.getElementById('view').dataset.state === 'ready'", "the example trace");
     let example = ui.eval("location.hash").as_str().unwrap().to_string();
-    assert!(SLOW.iter().any(|i| example.contains(&hex(0x1000 + *i as u128))), "{example}");
+    assert!(
+        SLOW.iter()
+            .any(|i| example.contains(&hex(0x1000 + *i as u128))),
+        "{example}"
+    );
 
     // A slow trace: its rows, the critical path through "rebuild index", followed step by step.
     assert_eq!(ui.open(&format!("#/trace/{slow_id}")), "ready");
-    assert!(ui.text(".trace-head .summary").contains("6 spans"), "{}", ui.text(".trace-head .summary"));
+    assert!(
+        ui.text(".trace-head .summary").contains("6 spans"),
+        "{}",
+        ui.text(".trace-head .summary")
+    );
     assert_eq!(ui.count(".rows .row"), 6);
-    let critical: Vec<String> = serde_json::from_value(ui.eval(
-        "[...document.querySelectorAll('.row.critical .op')].map(e => e.textContent)",
-    ))
+    let critical: Vec<String> = serde_json::from_value(
+        ui.eval("[...document.querySelectorAll('.row.critical .op')].map(e => e.textContent)"),
+    )
     .unwrap();
-    assert!(critical.contains(&"rebuild index".to_string()), "{critical:?}");
+    assert!(
+        critical.contains(&"rebuild index".to_string()),
+        "{critical:?}"
+    );
     assert!(ui.text(".path ol.steps").contains("rebuild index"));
     ui.click("button[data-step=next]");
-    ui.wait_for("document.querySelector('.row.selected')", "the first step selected");
+    ui.wait_for(
+        "document.querySelector('.row.selected')",
+        "the first step selected",
+    );
     assert_eq!(ui.text(".detail h3"), "GET /home");
     let steps = ui.count(".path ol.steps li");
     for _ in 1..steps {
         ui.click("button[data-step=next]");
     }
-    ui.wait_for("document.querySelector('ol.steps li:last-child.current')", "the last step");
-    assert!(ui.eval("location.hash").as_str().unwrap().contains("span="), "the step is in the URL");
+    ui.wait_for(
+        "document.querySelector('ol.steps li:last-child.current')",
+        "the last step",
+    );
+    assert!(
+        ui.eval("location.hash").as_str().unwrap().contains("span="),
+        "the step is in the URL"
+    );
     // The client span of an RPC shows its server's time and the network's.
     ui.eval("document.querySelector('.row .bar.rpc').closest('.row').click(); true");
-    ui.wait_for("document.querySelector('.detail')?.innerText.includes('Network and queueing')", "server and network time");
+    ui.wait_for(
+        "document.querySelector('.detail')?.innerText.includes('Network and queueing')",
+        "server and network time",
+    );
     assert!(ui.count(".bar.rpc .server-part") > 0);
     ui.screenshot("trace");
     // Folding the root hides the rest, in the URL too.
     ui.click(".row button.fold");
-    ui.wait_for("document.querySelectorAll('.rows .row').length === 1", "the folded trace");
-    assert!(ui.eval("location.hash").as_str().unwrap().contains("collapsed="));
+    ui.wait_for(
+        "document.querySelectorAll('.rows .row').length === 1",
+        "the folded trace",
+    );
+    assert!(ui
+        .eval("location.hash")
+        .as_str()
+        .unwrap()
+        .contains("collapsed="));
 
     // Events of a span, on demand.
     assert_eq!(ui.open(&format!("#/trace/{slow_id}")), "ready");
     ui.eval("[...document.querySelectorAll('.row')].find(r => r.querySelector('.op').textContent === 'GET /items' && r.querySelector('.svc').textContent === 'api').click(); true");
-    ui.wait_for("document.querySelector('.detail')?.innerText.includes('cache miss')", "the span's event");
-    assert!(ui.text(".detail").contains("key = items:3"), "{}", ui.text(".detail"));
+    ui.wait_for(
+        "document.querySelector('.detail')?.innerText.includes('cache miss')",
+        "the span's event",
+    );
+    assert!(
+        ui.text(".detail").contains("key = items:3"),
+        "{}",
+        ui.text(".detail")
+    );
 
     // Clock skew: db-2 runs ahead; the corrected view names its offset, the raw one says raw.
     let buy_id = hex(0x2000);
@@ -271,36 +433,59 @@ fn every_page_renders_what_the_api_answers() {
     ui.eval("const r = document.querySelector('.rows'); r.scrollTop = r.scrollHeight; true");
     ui.wait_for("[...document.querySelectorAll('.rows .row .op')].some(e => e.textContent === 'parse row 97') && document.querySelectorAll('.rows .row').length < 200", "the last rows after scrolling");
     let timing = ui.wait_for("window.causewayTiming && window.causewayTiming.trace === '00000000000000000000000000003000' && window.causewayTiming", "the open timing");
-    println!("10K-span trace opened in {:.0} ms", timing["openMs"].as_f64().unwrap());
+    println!(
+        "10K-span trace opened in {:.0} ms",
+        timing["openMs"].as_f64().unwrap()
+    );
     ui.screenshot("trace-10k");
 
     // Dependencies: every edge drawn, the replicas' uneven load called out.
     assert_eq!(ui.open("#/dependencies?lookback=1h"), "ready");
     let (_, deps) = server.get("/api/dependencies?lookback=1h");
-    assert_eq!(ui.count("g.dep-edge") as usize, deps["edges"].as_array().unwrap().len());
+    assert_eq!(
+        ui.count("g.dep-edge") as usize,
+        deps["edges"].as_array().unwrap().len()
+    );
     assert!(ui.count("g.dep-edge[data-edge='api→db-1']") == 1);
     let replicas = ui.text(".replica-set[data-stem=db]");
     assert!(replicas.contains("uneven"), "{replicas}");
-    assert!(ui.text("table.edges").contains(&format!("{}", HOMES + BUYS)));
+    assert!(ui
+        .text("table.edges")
+        .contains(&format!("{}", HOMES + BUYS)));
     ui.screenshot("dependencies");
 
     // Compare a fast and a slow GET /home: the slow path is extra in B.
     let fast_id = hex(0x1000);
-    assert_eq!(ui.open(&format!("#/compare?a={fast_id}&b={slow_id}")), "ready");
+    assert_eq!(
+        ui.open(&format!("#/compare?a={fast_id}&b={slow_id}")),
+        "ready"
+    );
     let extra = ui.text("tr.change-extra");
     assert!(extra.contains("rebuild index"), "{extra}");
     ui.screenshot("compare");
 
     // Errors and empty results say what happened, with the API's message.
     assert_eq!(ui.open("#/trace/not-an-id"), "error");
-    assert!(ui.text("p.state.error").starts_with("400:"), "{}", ui.text("p.state.error"));
+    assert!(
+        ui.text("p.state.error").starts_with("400:"),
+        "{}",
+        ui.text("p.state.error")
+    );
     assert_eq!(ui.open("#/trace/0123456789abcdef0123456789abcdef"), "error");
     assert!(ui.text("p.state.error").contains("not found"));
     assert_eq!(ui.open("#/search?lookback=1h&minDuration=1h"), "ready");
     assert!(ui.text("p.state.empty").contains("No traces match"));
     assert_eq!(ui.open("#/search?lookback=forever"), "error");
-    assert!(ui.text("p.state.error").contains("lookback"), "{}", ui.text("p.state.error"));
+    assert!(
+        ui.text("p.state.error").contains("lookback"),
+        "{}",
+        ui.text("p.state.error")
+    );
     ui.screenshot("error");
 
-    assert!(ui.exceptions.is_empty(), "the page threw: {:?}", ui.exceptions);
+    assert!(
+        ui.exceptions.is_empty(),
+        "the page threw: {:?}",
+        ui.exceptions
+    );
 }

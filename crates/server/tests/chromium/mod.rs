@@ -28,9 +28,8 @@ fn executable() -> String {
         return exe;
     }
     for name in ["chromium", "chromium-browser", "google-chrome"] {
-        let found = std::env::var_os("PATH").is_some_and(|paths| {
-            std::env::split_paths(&paths).any(|dir| dir.join(name).is_file())
-        });
+        let found = std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(name).is_file()));
         if found {
             return name.to_string();
         }
@@ -143,7 +142,9 @@ impl Chromium {
     pub fn wait_for(&mut self, condition: &str, what: &str) -> Value {
         let start = Instant::now();
         loop {
-            let v = self.eval(&format!("(() => {{ try {{ return {condition}; }} catch (e) {{ return null; }} }})()"));
+            let v = self.eval(&format!(
+                "(() => {{ try {{ return {condition}; }} catch (e) {{ return null; }} }})()"
+            ));
             if !(v.is_null() || v == false || v == "" || v == 0) {
                 return v;
             }
@@ -191,9 +192,12 @@ impl Chromium {
 
     /// How many elements match `selector`.
     pub fn count(&mut self, selector: &str) -> u64 {
-        self.eval(&format!("document.querySelectorAll({}).length", json!(selector)))
-            .as_u64()
-            .unwrap_or(0)
+        self.eval(&format!(
+            "document.querySelectorAll({}).length",
+            json!(selector)
+        ))
+        .as_u64()
+        .unwrap_or(0)
     }
 
     /// Saves a PNG of the page under the target directory's `ui-screenshots/`.

@@ -1,0 +1,157 @@
+//! `causeway demo` end to end: it starts the server and ten processes, prints the UI
+//! address, sends load, and stops by itself at `--duration`, removing its temporary store.
+//! While it runs, the API shows what the demo is built to show: the replica-selection
+//! skew (catalog reads only the first replica), the quorum writes to all three, the
+//! queue's messages, and patterns of the home page.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::BIN;
+use serde_json::Value;
+
+fn get(url: &str) -> Value {
+    ureq::get(url)
+        .call()
+        .unwrap_or_else(|e| panic!("{url}: {e}"))
+        .body_mut()
+        .read_json()
+        .unwrap()
+}
+
+fn calls(deps: &Value, caller: &str, callee: &str) -> u64 {
+    deps["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["caller"] == caller && e["callee"] == callee)
+        .map_or(0, |e| e["calls"].as_u64().unwrap())
+}
+
+#[test]
+fn the_demo_runs_sends_traffic_and_stops_cleanly() {
+    let mut child = Command::new(BIN)
+        .args(["demo", "--duration", "15s", "--rate", "40"])
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--ingest",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("causeway demo starts");
+    let (tx, lines) = mpsc::channel();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let next = |what: &str| {
+        let left = deadline.saturating_duration_since(Instant::now());
+        lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("the demo printed no {what}"))
+    };
+    let mut data = None;
+    let ui = loop {
+        let line = next("UI address");
+        if let Some(rest) = line.strip_prefix("causeway demo is running (data in ") {
+            data = Some(rest.trim_end_matches(')').to_string());
+        }
+        if let Some(url) = line.strip_prefix("open the UI: ") {
+            break url.to_string();
+        }
+    };
+    let data = data.expect("the demo names its data directory");
+
+    // The UI page itself.
+    let page = ureq::get(&ui)
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(page.contains("<title>Causeway</title>"), "{page}");
+
+    // Wait until the reads and the writes have been seen, then check the edges.
+    let api = ui.trim_end_matches('/');
+    let start = Instant::now();
+    let deps = loop {
+        let deps = get(&format!("{api}/api/dependencies"));
+        if calls(&deps, "catalog", "storage-1") >= 20 && calls(&deps, "orders", "storage-3") >= 5 {
+            break deps;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(14),
+            "too few calls seen: {deps}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    // HDFS-6268: every read goes to the first replica the metadata service lists.
+    assert_eq!(calls(&deps, "catalog", "storage-2"), 0, "{deps}");
+    assert_eq!(calls(&deps, "catalog", "storage-3"), 0, "{deps}");
+    // Quorum writes go to all three.
+    for replica in ["storage-1", "storage-2", "storage-3"] {
+        assert!(
+            calls(&deps, "orders", replica) > 0,
+            "orders → {replica}: {deps}"
+        );
+    }
+    assert!(calls(&deps, "catalog", "metadata") > 0);
+    assert!(calls(&deps, "frontend", "recommend") > 0);
+    let messaging = deps["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["caller"] == "orders" && e["callee"] == "queue" && e["kind"] == "messaging");
+    assert!(messaging, "no orders → queue message edge: {deps}");
+    let patterns = get(&format!("{api}/api/patterns?service=frontend"));
+    let ops: Vec<&str> = patterns["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["rootOperation"].as_str())
+        .collect();
+    assert!(
+        ops.contains(&"GET /home") && ops.contains(&"POST /checkout"),
+        "{ops:?}"
+    );
+
+    // It stops by itself and says what it collected.
+    let summary = loop {
+        let line = next("summary");
+        if line.contains("spans collected; UI was") {
+            break line;
+        }
+    };
+    let traces: u64 = summary
+        .split("; ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(traces > 100, "{summary}");
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the demo did not exit");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status}");
+    assert!(
+        !std::path::Path::new(&data).exists(),
+        "the temporary store {data} was left behind"
+    );
+}
