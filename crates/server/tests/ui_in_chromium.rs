@@ -437,6 +437,23 @@ fn every_page_renders_what_the_api_answers() {
         "10K-span trace opened in {:.0} ms",
         timing["openMs"].as_f64().unwrap()
     );
+    // Scrolling: 120 frames, each moving 20 rows; the time each frame took (printed for
+    // BENCHMARKS.md, not asserted).
+    let frames = ui.eval(
+        "new Promise(done => { const r = document.querySelector('.rows'); r.scrollTop = 0; \
+         const gaps = []; let last = performance.now(), n = 0; \
+         const step = () => { const t = performance.now(); gaps.push(t - last); last = t; \
+           r.scrollTop += 480; r.dispatchEvent(new Event('scroll')); \
+           if (++n < 120) requestAnimationFrame(step); \
+           else done({ mean: gaps.slice(1).reduce((a, b) => a + b, 0) / (gaps.length - 1), max: Math.max(...gaps.slice(1)) }); }; \
+         requestAnimationFrame(step); })",
+    );
+    println!(
+        "scrolling the 10K-span trace: mean frame {:.1} ms, longest {:.1} ms",
+        frames["mean"].as_f64().unwrap(),
+        frames["max"].as_f64().unwrap()
+    );
+    assert!(ui.count(".rows .row") < 200);
     ui.screenshot("trace-10k");
 
     // Dependencies: every edge drawn, the replicas' uneven load called out.
