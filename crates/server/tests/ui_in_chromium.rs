@@ -437,6 +437,19 @@ fn every_page_renders_what_the_api_answers() {
         "10K-span trace opened in {:.0} ms",
         timing["openMs"].as_f64().unwrap()
     );
+    // Zoomed to the first tenth (a drag on the overview sets this), the axis ends at 100 ms.
+    assert_eq!(ui.open(&format!("#/trace/{big_id}?zoom=0,0.1")), "ready");
+    let ticks: Vec<String> = serde_json::from_value(
+        ui.eval("[...document.querySelectorAll('.axis .tick')].map(t => t.textContent)"),
+    )
+    .unwrap();
+    assert_eq!(
+        ticks.last().map(String::as_str),
+        Some("100 ms"),
+        "{ticks:?}"
+    );
+    assert_eq!(ui.open(&format!("#/trace/{big_id}")), "ready");
+
     // Scrolling: 120 frames, each moving 20 rows; the time each frame took (printed for
     // BENCHMARKS.md, not asserted).
     let frames = ui.eval(
@@ -505,4 +518,22 @@ fn every_page_renders_what_the_api_answers() {
         "the page threw: {:?}",
         ui.exceptions
     );
+}
+
+#[test]
+fn the_pages_are_public_and_the_api_keeps_its_token() {
+    let server = TestServer::start_with("ui-token", |c| c.token = Some("s3cret".into()));
+    let get = |path: &str| {
+        let mut r = server.http.get(&server.api_url(path)).call().unwrap();
+        let status = r.status().as_u16();
+        (status, r.body_mut().read_to_string().unwrap())
+    };
+    let (status, page) = get("/");
+    assert_eq!(status, 200);
+    assert!(page.contains("/ui/app.js"), "{page}");
+    let (status, script) = get("/ui/trace.js");
+    assert_eq!(status, 200);
+    assert!(script.contains("export async function render"));
+    assert_eq!(get("/ui/nothing.js").0, 404);
+    assert_eq!(get("/api/services").0, 401);
 }
