@@ -1,0 +1,269 @@
+//! The syntax tree of an expectations file. Printing it (`Display`) gives text that
+//! parses back to the same tree.
+
+/// A whole file.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct File {
+    /// Declarations in order.
+    pub items: Vec<Item>,
+}
+
+/// What a recognizer says about the paths it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Matching paths are expected (unless an invalidator matches too).
+    Validator,
+    /// Matching paths are unexpected.
+    Invalidator,
+    /// Only classifies; used by sets and aggregates.
+    Recognizer,
+}
+
+/// One declaration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    /// `validator NAME { limits thread* }`.
+    Recognizer(Recognizer),
+    /// `fragment validator NAME { limits statement* }`: matches any contiguous part of a
+    /// thread.
+    Fragment(Fragment),
+    /// `validator NAME : EXPR ;` over other recognizers.
+    Set {
+        /// Role.
+        role: Role,
+        /// Name.
+        name: String,
+        /// The combination.
+        expr: SetExpr,
+    },
+    /// `[during(...)] assert(EXPR);`.
+    Assert {
+        /// The windows it is evaluated over; all paths when none.
+        during: Option<During>,
+        /// What must hold.
+        expr: Expr,
+        /// Line of the assertion, for reports.
+        line: u32,
+    },
+}
+
+/// A complete recognizer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recognizer {
+    /// Role.
+    pub role: Role,
+    /// Name.
+    pub name: String,
+    /// Limits on the whole path.
+    pub limits: Vec<Limit>,
+    /// Thread patterns.
+    pub threads: Vec<ThreadPattern>,
+}
+
+/// A fragment recognizer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fragment {
+    /// Role.
+    pub role: Role,
+    /// Name.
+    pub name: String,
+    /// Limits on the path.
+    pub limits: Vec<Limit>,
+    /// The statements.
+    pub body: Vec<Stmt>,
+}
+
+/// `thread NAME(HOST, COUNT) { limits statements }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadPattern {
+    /// The pattern's name, used by `send` and `recv`.
+    pub name: String,
+    /// Which hosts it matches.
+    pub host: Text,
+    /// How many threads it matches.
+    pub count: Range,
+    /// Limits on each matching thread.
+    pub limits: Vec<Limit>,
+    /// The statements.
+    pub body: Vec<Stmt>,
+}
+
+/// A name, host or notice matcher.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Text {
+    /// `"..."`: exactly this.
+    Exact(String),
+    /// `m/.../`: a regular expression, searched for.
+    Regex(String),
+    /// `*`: anything.
+    Any,
+    /// `$v`: the name a variable bound.
+    Var(String),
+    /// A bare name: a thread pattern (in `send`/`recv`) or an exact name.
+    Name(String),
+}
+
+/// A count: a number or a parameter or variable.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Count {
+    /// A literal.
+    Num(u64),
+    /// `$NAME`.
+    Var(String),
+}
+
+/// A count range, `N` or `{MIN, MAX}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Range {
+    /// Least.
+    pub low: Count,
+    /// Most.
+    pub high: Count,
+}
+
+/// One statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stmt {
+    /// `task(NAME) LIMITS;` or with a body of nested events.
+    Task {
+        /// The task's name.
+        name: Text,
+        /// Limits on it.
+        limits: Vec<Limit>,
+        /// Its nested events; `None` for `task(...);`, which takes any.
+        body: Option<Vec<Stmt>>,
+    },
+    /// `notice(TEXT);`.
+    Notice(Text),
+    /// `send(PEERS) LIMITS;` and `recv(PEERS) LIMITS;`.
+    Message {
+        /// Send (`true`) or receive.
+        send: bool,
+        /// Thread pattern names or host strings the message goes to or comes from.
+        peers: Vec<Text>,
+        /// Limits on the message (SIZE, LATENCY).
+        limits: Vec<Limit>,
+    },
+    /// `repeat N stmt`, `repeat between A and B stmt`.
+    Repeat {
+        /// Least times.
+        low: Count,
+        /// Most times.
+        high: Count,
+        /// `between` was written (prints back the same way).
+        between: bool,
+        /// What repeats.
+        body: Box<Stmt>,
+    },
+    /// `maybe stmt`.
+    Maybe(Box<Stmt>),
+    /// `xor { branch: ... branch: ... }`.
+    Xor(Vec<Vec<Stmt>>),
+    /// `any();`.
+    Any,
+    /// `call(FRAGMENT);` (Pip's include).
+    Call(String),
+    /// `future [NAME] stmt`.
+    Future {
+        /// Its name, for `done`.
+        name: Option<String>,
+        /// What must match, now or later.
+        body: Box<Stmt>,
+    },
+    /// `done(NAME);`.
+    Done(String),
+    /// `{ statements }`.
+    Block(Vec<Stmt>),
+    /// `$v = stmt`: binds what `stmt` matched (a task's name, a repeat's count).
+    Bind {
+        /// The variable.
+        var: String,
+        /// The statement.
+        body: Box<Stmt>,
+    },
+}
+
+/// `limit(METRIC, SPEC)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    /// The metric, e.g. `REAL_TIME`.
+    pub metric: String,
+    /// Least allowed.
+    pub low: Option<Quantity>,
+    /// Most allowed.
+    pub high: Option<Quantity>,
+    /// How it was written, so it prints back the same way.
+    pub form: LimitForm,
+}
+
+/// The written forms of a limit's range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitForm {
+    /// `10ms`: an upper bound.
+    Upper,
+    /// `{1ms, 10ms}`.
+    Between,
+    /// `{1ms+}`: a lower bound.
+    AtLeast,
+    /// `{=4kb}`.
+    Exactly,
+}
+
+/// A number with its unit, or a parameter.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Quantity {
+    /// A literal: the number and unit as written.
+    Lit {
+        /// Number.
+        value: f64,
+        /// Unit (`ns us ms s`, `b kb mb`), empty when none.
+        unit: String,
+    },
+    /// `$NAME`.
+    Var(String),
+}
+
+/// `during(T0, T1)` or `during(any N)`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum During {
+    /// A fixed window.
+    Between(Quantity, Quantity),
+    /// Every window of this length (sliding).
+    Any(Quantity),
+}
+
+/// A combination of recognizers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SetExpr {
+    /// A recognizer by name.
+    Name(String),
+    /// `!A`.
+    Not(Box<SetExpr>),
+    /// `A && B`.
+    And(Box<SetExpr>, Box<SetExpr>),
+    /// `A || B`.
+    Or(Box<SetExpr>, Box<SetExpr>),
+    /// `A -> B`.
+    Implies(Box<SetExpr>, Box<SetExpr>),
+}
+
+/// An aggregate expression.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// A number, with its unit.
+    Num(Quantity),
+    /// A function call: `instances(R)`, `average(METRIC, R)`, `sqrt(x)`...
+    Call(String, Vec<Expr>),
+    /// A recognizer name, metric name, or task name string as an argument.
+    Name(String),
+    /// A task name string as an argument.
+    Str(String),
+    /// `-x`.
+    Neg(Box<Expr>),
+    /// `!x`.
+    Not(Box<Expr>),
+    /// A binary operation (`+ - * / ** < <= > >= == != && ||`).
+    Bin(&'static str, Box<Expr>, Box<Expr>),
+    /// `x in {a, b}`.
+    In(Box<Expr>, Vec<Expr>),
+}

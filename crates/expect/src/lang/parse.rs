@@ -1,0 +1,644 @@
+//! Recursive descent over the tokens. Every error names the place, what was found and
+//! what would have been accepted.
+
+use super::ast::*;
+use super::lex::{tokens, Tok};
+use super::{Pos, SyntaxError};
+
+/// Parses a whole expectations file.
+pub fn parse(src: &str) -> Result<File, SyntaxError> {
+    let mut p = Parser {
+        toks: tokens(src)?,
+        at: 0,
+    };
+    let mut items = Vec::new();
+    while p.peek() != &Tok::End {
+        items.push(p.item()?);
+    }
+    Ok(File { items })
+}
+
+struct Parser {
+    toks: Vec<(Tok, Pos)>,
+    at: usize,
+}
+
+type R<T> = Result<T, SyntaxError>;
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        &self.toks[self.at.min(self.toks.len() - 1)].0
+    }
+
+    fn peek2(&self) -> &Tok {
+        &self.toks[(self.at + 1).min(self.toks.len() - 1)].0
+    }
+
+    fn pos(&self) -> Pos {
+        self.toks[self.at.min(self.toks.len() - 1)].1
+    }
+
+    fn next(&mut self) -> Tok {
+        let t = self.peek().clone();
+        if self.at < self.toks.len() - 1 {
+            self.at += 1;
+        }
+        t
+    }
+
+    fn fail<T>(&self, expected: &str) -> R<T> {
+        Err(SyntaxError::new(
+            self.pos(),
+            &self.peek().describe(),
+            expected,
+        ))
+    }
+
+    fn is_sym(&self, s: &str) -> bool {
+        matches!(self.peek(), Tok::Sym(x) if *x == s)
+    }
+
+    fn is_word(&self, w: &str) -> bool {
+        matches!(self.peek(), Tok::Ident(x) if x == w)
+    }
+
+    fn sym(&mut self, s: &str) -> R<()> {
+        if self.is_sym(s) {
+            self.next();
+            Ok(())
+        } else {
+            self.fail(&format!("`{s}`"))
+        }
+    }
+
+    fn eat_sym(&mut self, s: &str) -> bool {
+        let yes = self.is_sym(s);
+        if yes {
+            self.next();
+        }
+        yes
+    }
+
+    fn word(&mut self, w: &str) -> R<()> {
+        if self.is_word(w) {
+            self.next();
+            Ok(())
+        } else {
+            self.fail(&format!("`{w}`"))
+        }
+    }
+
+    fn name(&mut self, what: &str) -> R<String> {
+        match self.peek() {
+            Tok::Ident(s) => {
+                let s = s.clone();
+                self.next();
+                Ok(s)
+            }
+            _ => self.fail(what),
+        }
+    }
+
+    fn role(&mut self) -> R<Role> {
+        let role = match self.peek() {
+            Tok::Ident(w) if w == "validator" => Role::Validator,
+            Tok::Ident(w) if w == "invalidator" => Role::Invalidator,
+            Tok::Ident(w) if w == "recognizer" => Role::Recognizer,
+            _ => return self.fail("`validator`, `invalidator` or `recognizer`"),
+        };
+        self.next();
+        Ok(role)
+    }
+
+    fn item(&mut self) -> R<Item> {
+        let line = self.pos().line;
+        if self.is_word("assert") || self.is_word("during") {
+            let during = if self.is_word("during") {
+                self.next();
+                self.sym("(")?;
+                let d = if self.is_word("any") {
+                    self.next();
+                    During::Any(self.quantity()?)
+                } else {
+                    let a = self.quantity()?;
+                    self.sym(",")?;
+                    During::Between(a, self.quantity()?)
+                };
+                self.sym(")")?;
+                Some(d)
+            } else {
+                None
+            };
+            self.word("assert")?;
+            self.sym("(")?;
+            let expr = self.expr()?;
+            self.sym(")")?;
+            self.sym(";")?;
+            return Ok(Item::Assert { during, expr, line });
+        }
+        let fragment = self.is_word("fragment");
+        if fragment {
+            self.next();
+        }
+        if !matches!(self.peek(), Tok::Ident(w) if ["validator", "invalidator", "recognizer"].contains(&w.as_str()))
+        {
+            return self.fail(if fragment {
+                "`validator`, `invalidator` or `recognizer`"
+            } else {
+                "a recognizer (`validator`, `invalidator`, `recognizer`, `fragment`) or an assertion (`assert`, `during`)"
+            });
+        }
+        let role = self.role()?;
+        let name = self.name("the recognizer's name")?;
+        if !fragment && self.eat_sym(":") {
+            let expr = self.set_expr()?;
+            self.sym(";")?;
+            return Ok(Item::Set { role, name, expr });
+        }
+        self.sym("{")?;
+        let limits = self.preamble_limits()?;
+        if fragment {
+            let body = self.stmts_until_close()?;
+            return Ok(Item::Fragment(Fragment {
+                role,
+                name,
+                limits,
+                body,
+            }));
+        }
+        let mut threads = Vec::new();
+        while !self.eat_sym("}") {
+            if !self.is_word("thread") {
+                return self.fail("`thread` or `}`");
+            }
+            threads.push(self.thread()?);
+        }
+        Ok(Item::Recognizer(Recognizer {
+            role,
+            name,
+            limits,
+            threads,
+        }))
+    }
+
+    /// `limit(...)` (and `level(N)`, ignored) at the head of a block, each with an
+    /// optional `;`.
+    fn preamble_limits(&mut self) -> R<Vec<Limit>> {
+        let mut out = Vec::new();
+        loop {
+            if self.is_word("limit") && self.peek2() == &Tok::Sym("(") {
+                out.push(self.limit()?);
+                self.eat_sym(";");
+            } else if self.is_word("level") && self.peek2() == &Tok::Sym("(") {
+                self.level()?;
+                self.eat_sym(";");
+            } else {
+                return Ok(out);
+            }
+        }
+    }
+
+    fn level(&mut self) -> R<()> {
+        self.word("level")?;
+        self.sym("(")?;
+        match self.next() {
+            Tok::Num { .. } => {}
+            _ => {
+                self.at -= 1;
+                return self.fail("a level number");
+            }
+        }
+        self.sym(")")
+    }
+
+    fn thread(&mut self) -> R<ThreadPattern> {
+        self.word("thread")?;
+        let name = self.name("the thread pattern's name")?;
+        self.sym("(")?;
+        let host = self.text("a host: a string, `m/regex/` or `*`")?;
+        self.sym(",")?;
+        let count = self.range()?;
+        self.sym(")")?;
+        self.sym("{")?;
+        let limits = self.preamble_limits()?;
+        let body = self.stmts_until_close()?;
+        Ok(ThreadPattern {
+            name,
+            host,
+            count,
+            limits,
+            body,
+        })
+    }
+
+    fn range(&mut self) -> R<Range> {
+        if self.eat_sym("{") {
+            let low = self.count()?;
+            self.sym(",")?;
+            let high = self.count()?;
+            self.sym("}")?;
+            Ok(Range { low, high })
+        } else {
+            let n = self.count()?;
+            Ok(Range {
+                low: n.clone(),
+                high: n,
+            })
+        }
+    }
+
+    fn count(&mut self) -> R<Count> {
+        match self.peek().clone() {
+            Tok::Num { value, unit } if unit.is_empty() && value.fract() == 0.0 && value >= 0.0 => {
+                self.next();
+                Ok(Count::Num(value as u64))
+            }
+            Tok::Var(v) => {
+                self.next();
+                Ok(Count::Var(v))
+            }
+            _ => self.fail("a count (a whole number or `$PARAM`)"),
+        }
+    }
+
+    fn text(&mut self, expected: &str) -> R<Text> {
+        let t = match self.peek().clone() {
+            Tok::Str(s) => Text::Exact(s),
+            Tok::Regex(r) => {
+                if let Err(e) = regex::Regex::new(&r) {
+                    let msg = e.to_string();
+                    let first = msg.lines().last().unwrap_or("").trim().to_string();
+                    return Err(SyntaxError::new(
+                        self.pos(),
+                        &format!("an invalid regex m/{r}/ ({first})"),
+                        "a valid regular expression",
+                    ));
+                }
+                Text::Regex(r)
+            }
+            Tok::Sym("*") => Text::Any,
+            Tok::Var(v) => Text::Var(v),
+            Tok::Ident(n) => Text::Name(n),
+            _ => return self.fail(expected),
+        };
+        self.next();
+        Ok(t)
+    }
+
+    fn stmts_until_close(&mut self) -> R<Vec<Stmt>> {
+        let mut out = Vec::new();
+        while !self.eat_sym("}") {
+            if self.peek() == &Tok::End {
+                return self.fail("a statement or `}`");
+            }
+            if self.is_word("level") && self.peek2() == &Tok::Sym("(") {
+                self.level()?;
+                self.eat_sym(";");
+                continue;
+            }
+            out.push(self.stmt()?);
+        }
+        Ok(out)
+    }
+
+    /// Limits written after a statement's parentheses.
+    fn trailing_limits(&mut self) -> R<Vec<Limit>> {
+        let mut out = Vec::new();
+        loop {
+            if self.is_word("limit") {
+                out.push(self.limit()?);
+            } else if self.is_word("level") {
+                self.level()?;
+            } else {
+                return Ok(out);
+            }
+        }
+    }
+
+    fn stmt(&mut self) -> R<Stmt> {
+        const STATEMENTS: &str = "a statement (`task`, `notice`, `send`, `recv`, `repeat`, `maybe`, `xor`, `any`, `call`, `future`, `done`, `{`, or `$var =`)";
+        if let Tok::Var(v) = self.peek().clone() {
+            if self.peek2() == &Tok::Sym("=") {
+                self.next();
+                self.next();
+                let body = Box::new(self.stmt()?);
+                return Ok(Stmt::Bind { var: v, body });
+            }
+        }
+        if self.eat_sym("{") {
+            return Ok(Stmt::Block(self.stmts_until_close()?));
+        }
+        let Tok::Ident(word) = self.peek().clone() else {
+            return self.fail(STATEMENTS);
+        };
+        match word.as_str() {
+            "task" => {
+                self.next();
+                self.sym("(")?;
+                let name = self.text("a task name: a string, `m/regex/`, `*` or `$var`")?;
+                self.sym(")")?;
+                let limits = self.trailing_limits()?;
+                let body = if self.eat_sym("{") {
+                    Some(self.stmts_until_close()?)
+                } else {
+                    self.sym(";")?;
+                    None
+                };
+                Ok(Stmt::Task { name, limits, body })
+            }
+            "notice" => {
+                self.next();
+                self.sym("(")?;
+                let t = self.text("the notice's text: a string, `m/regex/` or `*`")?;
+                self.sym(")")?;
+                self.sym(";")?;
+                Ok(Stmt::Notice(t))
+            }
+            "send" | "recv" => {
+                self.next();
+                self.sym("(")?;
+                let mut peers = vec![self.text("a thread pattern name or a host")?];
+                while self.eat_sym(",") {
+                    peers.push(self.text("a thread pattern name or a host")?);
+                }
+                self.sym(")")?;
+                let limits = self.trailing_limits()?;
+                self.sym(";")?;
+                Ok(Stmt::Message {
+                    send: word == "send",
+                    peers,
+                    limits,
+                })
+            }
+            "repeat" => {
+                self.next();
+                let (low, high, between) = if self.is_word("between") {
+                    self.next();
+                    let low = self.count()?;
+                    self.word("and")?;
+                    (low, self.count()?, true)
+                } else {
+                    let n = self.count()?;
+                    (n.clone(), n, false)
+                };
+                let body = Box::new(self.stmt()?);
+                Ok(Stmt::Repeat {
+                    low,
+                    high,
+                    between,
+                    body,
+                })
+            }
+            "maybe" => {
+                self.next();
+                Ok(Stmt::Maybe(Box::new(self.stmt()?)))
+            }
+            "xor" => {
+                self.next();
+                self.sym("{")?;
+                let mut branches = Vec::new();
+                while !self.eat_sym("}") {
+                    self.word("branch")?;
+                    self.sym(":")?;
+                    let mut b = Vec::new();
+                    while !self.is_word("branch") && !self.is_sym("}") {
+                        if self.peek() == &Tok::End {
+                            return self.fail("a statement, `branch` or `}`");
+                        }
+                        b.push(self.stmt()?);
+                    }
+                    branches.push(b);
+                }
+                Ok(Stmt::Xor(branches))
+            }
+            "any" => {
+                self.next();
+                self.sym("(")?;
+                self.sym(")")?;
+                self.sym(";")?;
+                Ok(Stmt::Any)
+            }
+            "call" | "include" => {
+                self.next();
+                self.sym("(")?;
+                let n = self.name("a fragment's name")?;
+                self.sym(")")?;
+                self.sym(";")?;
+                Ok(Stmt::Call(n))
+            }
+            "future" => {
+                self.next();
+                let name = match (self.peek().clone(), self.peek2()) {
+                    // `future NAME stmt`; a name followed by `(` is the statement itself.
+                    (Tok::Ident(n), next) if next != &Tok::Sym("(") && !is_keyword(&n) => {
+                        self.next();
+                        Some(n)
+                    }
+                    _ => None,
+                };
+                Ok(Stmt::Future {
+                    name,
+                    body: Box::new(self.stmt()?),
+                })
+            }
+            "done" => {
+                self.next();
+                self.sym("(")?;
+                let n = self.name("a future's name")?;
+                self.sym(")")?;
+                self.sym(";")?;
+                Ok(Stmt::Done(n))
+            }
+            _ => self.fail(STATEMENTS),
+        }
+    }
+
+    fn limit(&mut self) -> R<Limit> {
+        self.word("limit")?;
+        self.sym("(")?;
+        let metric = self.name("a metric (REAL_TIME, CPU_TIME, SIZE, LATENCY, ...)")?;
+        self.sym(",")?;
+        let (low, high, form) = if self.eat_sym("{") {
+            if self.eat_sym("=") {
+                let v = self.quantity()?;
+                self.sym("}")?;
+                (Some(v.clone()), Some(v), LimitForm::Exactly)
+            } else {
+                let low = self.quantity()?;
+                if self.eat_sym("+") {
+                    self.sym("}")?;
+                    (Some(low), None, LimitForm::AtLeast)
+                } else {
+                    self.sym(",")?;
+                    let high = self.quantity()?;
+                    self.sym("}")?;
+                    (Some(low), Some(high), LimitForm::Between)
+                }
+            }
+        } else {
+            (None, Some(self.quantity()?), LimitForm::Upper)
+        };
+        self.sym(")")?;
+        Ok(Limit {
+            metric,
+            low,
+            high,
+            form,
+        })
+    }
+
+    fn quantity(&mut self) -> R<Quantity> {
+        match self.peek().clone() {
+            Tok::Num { value, unit } => {
+                if !unit.is_empty() && super::super::units::scale(&unit).is_none() {
+                    return Err(SyntaxError::new(
+                        self.pos(),
+                        &format!("an unknown unit {unit:?}"),
+                        "a unit: ns, us, ms, s, b, kb or mb",
+                    ));
+                }
+                self.next();
+                Ok(Quantity::Lit { value, unit })
+            }
+            Tok::Var(v) => {
+                self.next();
+                Ok(Quantity::Var(v))
+            }
+            _ => self.fail("a quantity (e.g. `10ms`, `4kb`, `3`, `$PARAM`)"),
+        }
+    }
+
+    fn set_expr(&mut self) -> R<SetExpr> {
+        let left = self.set_or()?;
+        if self.eat_sym("->") {
+            let right = self.set_expr()?;
+            return Ok(SetExpr::Implies(Box::new(left), Box::new(right)));
+        }
+        Ok(left)
+    }
+
+    fn set_or(&mut self) -> R<SetExpr> {
+        let mut left = self.set_and()?;
+        while self.eat_sym("||") {
+            left = SetExpr::Or(Box::new(left), Box::new(self.set_and()?));
+        }
+        Ok(left)
+    }
+
+    fn set_and(&mut self) -> R<SetExpr> {
+        let mut left = self.set_unary()?;
+        while self.eat_sym("&&") {
+            left = SetExpr::And(Box::new(left), Box::new(self.set_unary()?));
+        }
+        Ok(left)
+    }
+
+    fn set_unary(&mut self) -> R<SetExpr> {
+        if self.eat_sym("!") {
+            return Ok(SetExpr::Not(Box::new(self.set_unary()?)));
+        }
+        if self.eat_sym("(") {
+            let e = self.set_expr()?;
+            self.sym(")")?;
+            return Ok(e);
+        }
+        Ok(SetExpr::Name(self.name("a recognizer's name, `!` or `(`")?))
+    }
+
+    fn expr(&mut self) -> R<Expr> {
+        self.binary(0)
+    }
+
+    /// Precedence climbing over the levels in [`LEVELS`].
+    fn binary(&mut self, level: usize) -> R<Expr> {
+        if level == LEVELS.len() {
+            return self.power();
+        }
+        let mut left = self.binary(level + 1)?;
+        loop {
+            if level == COMPARISON && self.is_word("in") {
+                self.next();
+                self.sym("{")?;
+                let mut set = vec![self.expr()?];
+                while self.eat_sym(",") {
+                    set.push(self.expr()?);
+                }
+                self.sym("}")?;
+                left = Expr::In(Box::new(left), set);
+                continue;
+            }
+            let Some(op) = LEVELS[level].iter().find(|op| self.is_sym(op)) else {
+                return Ok(left);
+            };
+            self.next();
+            let right = self.binary(level + 1)?;
+            left = Expr::Bin(op, Box::new(left), Box::new(right));
+        }
+    }
+
+    fn power(&mut self) -> R<Expr> {
+        let base = self.unary()?;
+        if self.eat_sym("**") {
+            // Right-associative: 2 ** 3 ** 2 = 2 ** 9.
+            let exp = self.power()?;
+            return Ok(Expr::Bin("**", Box::new(base), Box::new(exp)));
+        }
+        Ok(base)
+    }
+
+    fn unary(&mut self) -> R<Expr> {
+        if self.eat_sym("-") {
+            return Ok(Expr::Neg(Box::new(self.unary()?)));
+        }
+        if self.eat_sym("!") {
+            return Ok(Expr::Not(Box::new(self.unary()?)));
+        }
+        if self.eat_sym("(") {
+            let e = self.expr()?;
+            self.sym(")")?;
+            return Ok(e);
+        }
+        match self.peek().clone() {
+            Tok::Num { .. } | Tok::Var(_) => Ok(Expr::Num(self.quantity()?)),
+            Tok::Str(s) => {
+                self.next();
+                Ok(Expr::Str(s))
+            }
+            Tok::Ident(n) => {
+                self.next();
+                if self.eat_sym("(") {
+                    let mut args = Vec::new();
+                    if !self.eat_sym(")") {
+                        args.push(self.expr()?);
+                        while self.eat_sym(",") {
+                            args.push(self.expr()?);
+                        }
+                        self.sym(")")?;
+                    }
+                    Ok(Expr::Call(n, args))
+                } else {
+                    Ok(Expr::Name(n))
+                }
+            }
+            _ => self.fail("a number, a name, a function call, `-`, `!` or `(`"),
+        }
+    }
+}
+
+/// Operators by precedence, loosest first.
+const LEVELS: [&[&str]; 5] = [
+    &["||"],
+    &["&&"],
+    &["<=", ">=", "==", "!=", "<", ">"],
+    &["+", "-"],
+    &["*", "/"],
+];
+const COMPARISON: usize = 2;
+
+fn is_keyword(w: &str) -> bool {
+    [
+        "task", "notice", "send", "recv", "repeat", "maybe", "xor", "any", "call", "include",
+        "future", "done",
+    ]
+    .contains(&w)
+}

@@ -1,0 +1,274 @@
+//! Prints a syntax tree as normalized text (what `causeway expect parse` shows). Binary
+//! expressions are fully parenthesized, so the text parses back to the same tree.
+
+use std::fmt::{self, Display, Formatter, Write};
+
+use super::ast::*;
+
+impl Display for File {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        for (i, item) in self.items.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{item}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Display for Role {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Validator => "validator",
+            Role::Invalidator => "invalidator",
+            Role::Recognizer => "recognizer",
+        })
+    }
+}
+
+struct Out<'a, 'b> {
+    f: &'a mut Formatter<'b>,
+    indent: usize,
+}
+
+impl Out<'_, '_> {
+    fn line(&mut self, text: &str) -> fmt::Result {
+        for _ in 0..self.indent {
+            self.f.write_str("  ")?;
+        }
+        writeln!(self.f, "{text}")
+    }
+
+    fn block(&mut self, head: &str, limits: &[Limit], body: &[Stmt]) -> fmt::Result {
+        if head.is_empty() {
+            self.line("{")?;
+        } else {
+            self.line(&format!("{head} {{"))?;
+        }
+        self.indent += 1;
+        for l in limits {
+            self.line(&format!("{l};"))?;
+        }
+        for s in body {
+            self.stmt(s, "")?;
+        }
+        self.indent -= 1;
+        self.line("}")
+    }
+
+    /// A statement, with `prefix` (e.g. `maybe `) written before it on its first line.
+    fn stmt(&mut self, s: &Stmt, prefix: &str) -> fmt::Result {
+        match s {
+            Stmt::Task { name, limits, body } => {
+                let mut head = format!("{prefix}task({name})");
+                for l in limits {
+                    write!(head, " {l}")?;
+                }
+                match body {
+                    None => self.line(&format!("{head};")),
+                    Some(b) => self.block(&head, &[], b),
+                }
+            }
+            Stmt::Notice(t) => self.line(&format!("{prefix}notice({t});")),
+            Stmt::Message {
+                send,
+                peers,
+                limits,
+            } => {
+                let mut text = format!(
+                    "{prefix}{}({})",
+                    if *send { "send" } else { "recv" },
+                    join(peers)
+                );
+                for l in limits {
+                    write!(text, " {l}")?;
+                }
+                self.line(&format!("{text};"))
+            }
+            Stmt::Repeat {
+                low,
+                high,
+                between,
+                body,
+            } => {
+                let head = if *between || low != high {
+                    format!("{prefix}repeat between {low} and {high} ")
+                } else {
+                    format!("{prefix}repeat {low} ")
+                };
+                self.stmt(body, &head)
+            }
+            Stmt::Maybe(b) => self.stmt(b, &format!("{prefix}maybe ")),
+            Stmt::Xor(branches) => {
+                self.line(&format!("{prefix}xor {{"))?;
+                for b in branches {
+                    self.line("branch:")?;
+                    self.indent += 1;
+                    for s in b {
+                        self.stmt(s, "")?;
+                    }
+                    self.indent -= 1;
+                }
+                self.line("}")
+            }
+            Stmt::Any => self.line(&format!("{prefix}any();")),
+            Stmt::Call(n) => self.line(&format!("{prefix}call({n});")),
+            Stmt::Future { name, body } => {
+                let head = match name {
+                    Some(n) => format!("{prefix}future {n} "),
+                    None => format!("{prefix}future "),
+                };
+                self.stmt(body, &head)
+            }
+            Stmt::Done(n) => self.line(&format!("{prefix}done({n});")),
+            Stmt::Block(b) => self.block(prefix.trim_end(), &[], b),
+            Stmt::Bind { var, body } => self.stmt(body, &format!("{prefix}${var} = ")),
+        }
+    }
+}
+
+fn join<T: Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Display for Item {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let mut out = Out { f, indent: 0 };
+        match self {
+            Item::Recognizer(r) => {
+                out.line(&format!("{} {} {{", r.role, r.name))?;
+                out.indent += 1;
+                for l in &r.limits {
+                    out.line(&format!("{l};"))?;
+                }
+                for t in &r.threads {
+                    out.block(
+                        &format!("thread {}({}, {})", t.name, t.host, t.count),
+                        &t.limits,
+                        &t.body,
+                    )?;
+                }
+                out.indent -= 1;
+                out.line("}")
+            }
+            Item::Fragment(fr) => out.block(
+                &format!("fragment {} {}", fr.role, fr.name),
+                &fr.limits,
+                &fr.body,
+            ),
+            Item::Set { role, name, expr } => out.line(&format!("{role} {name} : {expr};")),
+            Item::Assert { during, expr, .. } => {
+                let d = match during {
+                    None => String::new(),
+                    Some(During::Between(a, b)) => format!("during({a}, {b}) "),
+                    Some(During::Any(n)) => format!("during(any {n}) "),
+                };
+                out.line(&format!("{d}assert({expr});"))
+            }
+        }
+    }
+}
+
+impl Display for Text {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            Text::Exact(s) => write!(f, "\"{}\"", escape(s)),
+            Text::Regex(r) => write!(f, "m/{}/", r.replace('/', "\\/")),
+            Text::Any => f.write_str("*"),
+            Text::Var(v) => write!(f, "${v}"),
+            Text::Name(n) => f.write_str(n),
+        }
+    }
+}
+
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+impl Display for Count {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            Count::Num(n) => write!(f, "{n}"),
+            Count::Var(v) => write!(f, "${v}"),
+        }
+    }
+}
+
+impl Display for Range {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        if self.low == self.high {
+            write!(f, "{}", self.low)
+        } else {
+            write!(f, "{{{}, {}}}", self.low, self.high)
+        }
+    }
+}
+
+impl Display for Quantity {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            Quantity::Lit { value, unit } => write!(f, "{value}{unit}"),
+            Quantity::Var(v) => write!(f, "${v}"),
+        }
+    }
+}
+
+impl Display for Limit {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let q = |q: &Option<Quantity>| q.as_ref().map(|q| q.to_string()).unwrap_or_default();
+        match self.form {
+            LimitForm::Upper => write!(f, "limit({}, {})", self.metric, q(&self.high)),
+            LimitForm::Between => write!(
+                f,
+                "limit({}, {{{}, {}}})",
+                self.metric,
+                q(&self.low),
+                q(&self.high)
+            ),
+            LimitForm::AtLeast => write!(f, "limit({}, {{{}+}})", self.metric, q(&self.low)),
+            LimitForm::Exactly => write!(f, "limit({}, {{={}}})", self.metric, q(&self.low)),
+        }
+    }
+}
+
+impl Display for SetExpr {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            SetExpr::Name(n) => f.write_str(n),
+            SetExpr::Not(e) => write!(f, "!{e}"),
+            SetExpr::And(a, b) => write!(f, "({a} && {b})"),
+            SetExpr::Or(a, b) => write!(f, "({a} || {b})"),
+            SetExpr::Implies(a, b) => write!(f, "({a} -> {b})"),
+        }
+    }
+}
+
+impl Display for Expr {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            Expr::Num(q) => write!(f, "{q}"),
+            Expr::Call(n, args) => write!(f, "{n}({})", join(args)),
+            Expr::Name(n) => f.write_str(n),
+            Expr::Str(s) => write!(f, "\"{}\"", escape(s)),
+            Expr::Neg(e) => write!(f, "-{e}"),
+            Expr::Not(e) => write!(f, "!{e}"),
+            Expr::Bin(op, a, b) => write!(f, "({a} {op} {b})"),
+            Expr::In(x, set) => write!(f, "({x} in {{{}}})", join(set)),
+        }
+    }
+}

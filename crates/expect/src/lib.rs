@@ -1,0 +1,6 @@
+//! Pip's expectations over Causeway's traces: the language (`lang`), the matcher that checks
+//! every path against it, and the reconciler that finds broken paths.
+#![warn(missing_docs)]
+
+pub mod lang;
+pub mod units;
