@@ -113,9 +113,11 @@ async fn sql_sees_head_and_blocks_and_reads_attributes() {
         .unwrap_err();
     assert!(e.to_string().contains("nonsense"), "{e}");
 
+    // A sum, not count(*): DataFusion can answer a cross join's count from statistics
+    // without running it.
     let e = sql::query(
         &store,
-        "SELECT count(*) FROM spans a, spans b, spans c, spans d, spans e, spans f, spans g, spans h, spans i, spans j, spans k, spans l, spans m, spans n, spans o, spans p, spans q, spans r, spans s, spans t, spans u, spans v",
+        "SELECT sum(a.duration_ns + v.duration_ns) FROM spans a, spans b, spans c, spans d, spans e, spans f, spans g, spans h, spans i, spans j, spans k, spans l, spans m, spans n, spans o, spans p, spans q, spans r, spans s, spans t, spans u, spans v",
         SqlLimits { timeout: Duration::from_millis(100), ..limits },
     )
     .await;
