@@ -2,5 +2,9 @@
 //! every path against it, and the reconciler that finds broken paths.
 #![warn(missing_docs)]
 
+pub mod check;
 pub mod lang;
+pub mod matcher;
+pub mod path;
+pub mod program;
 pub mod units;

@@ -1,0 +1,872 @@
+//! Checks paths against an expectations file: which recognizers each path matches,
+//! whether it is expected, and for an unexpected path the recognizer that came closest
+//! and where it stopped. Aggregate assertions are evaluated over the checked paths.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+use serde::Serialize;
+
+use crate::lang::ast::{self, Expr, Item, Role, SetExpr};
+use crate::matcher::{run, Context, Outcome};
+use crate::path::{Kind, Path, PathMetrics, Problem};
+use crate::program::{
+    compile, compile_threads, limits_of, Bound, CompileError, Metric, NameMatch, Params, Program,
+    ThreadProgram,
+};
+
+/// Steps one path may take against one recognizer before it is called undecided.
+pub const DEFAULT_BUDGET: u64 = 2_000_000;
+
+enum Shape {
+    Full(Vec<ThreadProgram>),
+    Fragment(Program),
+    Set(SetExpr),
+}
+
+struct Compiled {
+    role: Role,
+    name: String,
+    limits: Vec<Bound>,
+    shape: Shape,
+}
+
+/// A compiled expectations file, ready to check paths.
+pub struct Checker {
+    recognizers: Vec<Compiled>,
+    asserts: Vec<(Option<ast::During>, Expr, u32)>,
+    params: Params,
+    budget: u64,
+}
+
+/// How one recognizer fared on one path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Verdict {
+    /// It matches.
+    Matched,
+    /// It does not.
+    NoMatch,
+    /// The step budget ran out.
+    Undecided,
+}
+
+/// Where a recognizer stopped matching a path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mismatch {
+    /// The recognizer.
+    pub recognizer: String,
+    /// How close it came, 0 to 1 (share of the path's events it matched).
+    pub closeness: f64,
+    /// The thread it stopped in (host/service pid execution unit), when one.
+    pub thread: Option<String>,
+    /// The thread pattern it was matched against.
+    pub pattern: Option<String>,
+    /// Index of the first event it could not match, in that thread.
+    pub event: Option<usize>,
+    /// That event, described (or "the end of the thread").
+    pub found: String,
+    /// The span of that event, when one.
+    pub span_id: Option<String>,
+    /// What the recognizer expected there.
+    pub expected: String,
+}
+
+/// One path's classification.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathReport {
+    /// The trace.
+    pub trace_id: String,
+    /// Matches at least one validator and no invalidator.
+    pub expected: bool,
+    /// Every recognizer (of any role) it matches.
+    pub matched: Vec<String>,
+    /// Recognizers the budget ran out on.
+    pub undecided: Vec<String>,
+    /// For an unexpected path: the invalidators it matched.
+    pub invalidated_by: Vec<String>,
+    /// For an unexpected path that matched no validator: the closest one and where it stopped.
+    pub closest: Option<Mismatch>,
+    /// What the reconciler found.
+    pub problems: Vec<Problem>,
+}
+
+/// What aggregates read of a checked path.
+#[derive(Debug, Clone)]
+pub struct PathFacts {
+    /// First event time.
+    pub start: u64,
+    /// Indexes of the recognizers it matched.
+    pub matched: Vec<usize>,
+    /// Its metrics.
+    pub metrics: PathMetrics,
+    /// Each task's name, REAL_TIME and CPU_TIME.
+    pub tasks: Vec<(String, u64, Option<u64>)>,
+    /// A hash of its structure, for `unique`.
+    pub shape: u64,
+}
+
+impl Checker {
+    /// Compiles a parsed file with parameters.
+    pub fn new(file: &ast::File, params: Params) -> Result<Checker, CompileError> {
+        let fragments: HashMap<String, &ast::Fragment> = file
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Fragment(f) => Some((f.name.clone(), f)),
+                _ => None,
+            })
+            .collect();
+        let mut recognizers = Vec::new();
+        let mut asserts = Vec::new();
+        for item in &file.items {
+            let context = |role: Role, name: &str| format!("{role} {name}");
+            match item {
+                Item::Recognizer(r) => recognizers.push(Compiled {
+                    role: r.role,
+                    name: r.name.clone(),
+                    limits: limits_of(&r.limits, &params).map_err(|message| CompileError {
+                        context: context(r.role, &r.name),
+                        message,
+                    })?,
+                    shape: Shape::Full(compile_threads(r, &params, &fragments)?),
+                }),
+                Item::Fragment(f) => recognizers.push(Compiled {
+                    role: f.role,
+                    name: f.name.clone(),
+                    limits: limits_of(&f.limits, &params).map_err(|message| CompileError {
+                        context: context(f.role, &f.name),
+                        message,
+                    })?,
+                    shape: Shape::Fragment(compile(
+                        &f.body,
+                        &params,
+                        &fragments,
+                        &[],
+                        context(f.role, &f.name),
+                    )?),
+                }),
+                Item::Set { role, name, expr } => recognizers.push(Compiled {
+                    role: *role,
+                    name: name.clone(),
+                    limits: Vec::new(),
+                    shape: Shape::Set(expr.clone()),
+                }),
+                Item::Assert { during, expr, line } => {
+                    asserts.push((during.clone(), expr.clone(), *line))
+                }
+            }
+        }
+        let names: Vec<&str> = recognizers.iter().map(|r| r.name.as_str()).collect();
+        for (i, r) in recognizers.iter().enumerate() {
+            if names[..i].contains(&r.name.as_str()) {
+                return Err(CompileError {
+                    context: format!("{} {}", r.role, r.name),
+                    message: "a second recognizer of this name".into(),
+                });
+            }
+            if let Shape::Set(e) = &r.shape {
+                check_set(e, &names, &r.name)?;
+            }
+        }
+        Ok(Checker {
+            recognizers,
+            asserts,
+            params,
+            budget: DEFAULT_BUDGET,
+        })
+    }
+
+    /// Sets the step budget per path and recognizer.
+    pub fn with_budget(mut self, budget: u64) -> Checker {
+        self.budget = budget;
+        self
+    }
+
+    /// Names of the recognizers, in file order.
+    pub fn names(&self) -> Vec<&str> {
+        self.recognizers.iter().map(|r| r.name.as_str()).collect()
+    }
+
+    /// Roles of the recognizers, in file order.
+    pub fn roles(&self) -> Vec<Role> {
+        self.recognizers.iter().map(|r| r.role).collect()
+    }
+
+    /// Checks one path.
+    pub fn check(&self, path: &Path) -> (PathReport, PathFacts) {
+        let mut verdicts: Vec<Option<Verdict>> = vec![None; self.recognizers.len()];
+        let mut misses: Vec<Option<Mismatch>> = vec![None; self.recognizers.len()];
+        for (i, r) in self.recognizers.iter().enumerate() {
+            let (v, miss) = match &r.shape {
+                Shape::Full(threads) => self.full(r, threads, path),
+                Shape::Fragment(program) => self.fragment(r, program, path),
+                Shape::Set(_) => continue,
+            };
+            verdicts[i] = Some(v);
+            misses[i] = miss;
+        }
+        for i in 0..self.recognizers.len() {
+            if verdicts[i].is_none() {
+                let v = self.set_verdict(i, &mut verdicts, 0);
+                verdicts[i] = Some(v);
+            }
+        }
+        let verdicts: Vec<Verdict> = verdicts
+            .into_iter()
+            .map(|v| v.unwrap_or(Verdict::NoMatch))
+            .collect();
+        let matched_idx: Vec<usize> = (0..verdicts.len())
+            .filter(|&i| verdicts[i] == Verdict::Matched)
+            .collect();
+        let by_role = |role: Role| -> Vec<usize> {
+            matched_idx
+                .iter()
+                .copied()
+                .filter(|&i| self.recognizers[i].role == role)
+                .collect()
+        };
+        let validators = by_role(Role::Validator);
+        let invalidators = by_role(Role::Invalidator);
+        let expected = !validators.is_empty() && invalidators.is_empty();
+        let closest = if validators.is_empty() {
+            self.recognizers
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.role == Role::Validator)
+                .filter_map(|(i, _)| misses[i].clone())
+                .max_by(|a, b| a.closeness.total_cmp(&b.closeness))
+        } else {
+            None
+        };
+        let name = |i: &usize| self.recognizers[*i].name.clone();
+        let report = PathReport {
+            trace_id: path.trace_id.to_string(),
+            expected,
+            matched: matched_idx.iter().map(name).collect(),
+            undecided: (0..verdicts.len())
+                .filter(|&i| verdicts[i] == Verdict::Undecided)
+                .map(|i| name(&i))
+                .collect(),
+            invalidated_by: invalidators.iter().map(name).collect(),
+            closest,
+            problems: path.problems.clone(),
+        };
+        (report, facts(path, matched_idx))
+    }
+
+    fn set_verdict(&self, i: usize, verdicts: &mut Vec<Option<Verdict>>, depth: usize) -> Verdict {
+        if let Some(v) = &verdicts[i] {
+            return v.clone();
+        }
+        let Shape::Set(e) = &self.recognizers[i].shape else {
+            return Verdict::NoMatch;
+        };
+        // A set that refers to itself through others is cut at a depth no honest file reaches.
+        if depth > self.recognizers.len() {
+            return Verdict::Undecided;
+        }
+        let v = self.eval_set(e, verdicts, depth + 1);
+        verdicts[i] = Some(v.clone());
+        v
+    }
+
+    fn eval_set(&self, e: &SetExpr, verdicts: &mut Vec<Option<Verdict>>, depth: usize) -> Verdict {
+        let b = |v: bool| {
+            if v {
+                Verdict::Matched
+            } else {
+                Verdict::NoMatch
+            }
+        };
+        match e {
+            SetExpr::Name(n) => {
+                let i = self
+                    .recognizers
+                    .iter()
+                    .position(|r| &r.name == n)
+                    .unwrap_or(0);
+                self.set_verdict(i, verdicts, depth)
+            }
+            SetExpr::Not(x) => match self.eval_set(x, verdicts, depth) {
+                Verdict::Undecided => Verdict::Undecided,
+                v => b(v == Verdict::NoMatch),
+            },
+            SetExpr::And(x, y) | SetExpr::Or(x, y) | SetExpr::Implies(x, y) => {
+                let (a, c) = (
+                    self.eval_set(x, verdicts, depth),
+                    self.eval_set(y, verdicts, depth),
+                );
+                if a == Verdict::Undecided || c == Verdict::Undecided {
+                    return Verdict::Undecided;
+                }
+                let (a, c) = (a == Verdict::Matched, c == Verdict::Matched);
+                b(match e {
+                    SetExpr::And(..) => a && c,
+                    SetExpr::Or(..) => a || c,
+                    _ => !a || c,
+                })
+            }
+        }
+    }
+
+    fn path_limits(&self, r: &Compiled, path: &Path) -> Option<Mismatch> {
+        let m = &path.metrics;
+        for b in &r.limits {
+            let value = match b.metric {
+                Metric::RealTime => Some(m.real_ns as f64),
+                Metric::CpuTime => m.cpu_ns.map(|c| c as f64),
+                Metric::Depth => Some(m.depth as f64),
+                Metric::Messages => Some(m.messages as f64),
+                Metric::Threads => Some(m.threads as f64),
+                Metric::Hosts => Some(m.hosts as f64),
+                _ => None,
+            };
+            if !b.holds(value) {
+                return Some(Mismatch {
+                    recognizer: r.name.clone(),
+                    closeness: 0.9,
+                    thread: None,
+                    pattern: None,
+                    event: None,
+                    found: format!(
+                        "the path's {:?} is {}",
+                        b.metric,
+                        value.map_or("?".into(), |v| format!("{v}"))
+                    ),
+                    span_id: None,
+                    expected: b.text.clone(),
+                });
+            }
+        }
+        None
+    }
+
+    fn fragment(
+        &self,
+        r: &Compiled,
+        program: &Program,
+        path: &Path,
+    ) -> (Verdict, Option<Mismatch>) {
+        if let Some(m) = self.path_limits(r, path) {
+            return (Verdict::NoMatch, Some(m));
+        }
+        let mut undecided = false;
+        for t in 0..path.threads.len() {
+            let mut budget = self.budget;
+            let cx = Context {
+                path,
+                thread: t,
+                candidates: &[],
+                fragment: true,
+            };
+            match run(program, &cx, &mut budget) {
+                Outcome::Matched => return (Verdict::Matched, None),
+                Outcome::Undecided => undecided = true,
+                Outcome::NoMatch(_) => {}
+            }
+        }
+        let v = if undecided {
+            Verdict::Undecided
+        } else {
+            Verdict::NoMatch
+        };
+        (v, None)
+    }
+
+    fn full(
+        &self,
+        r: &Compiled,
+        patterns: &[ThreadProgram],
+        path: &Path,
+    ) -> (Verdict, Option<Mismatch>) {
+        if let Some(m) = self.path_limits(r, path) {
+            return (Verdict::NoMatch, Some(m));
+        }
+        let threads = &path.threads;
+        let mut cand: Vec<Vec<bool>> = patterns
+            .iter()
+            .map(|p| {
+                threads
+                    .iter()
+                    .map(|t| {
+                        host_ok(&p.host, t.host())
+                            && p.limits.iter().all(|b| {
+                                b.holds(match b.metric {
+                                    Metric::RealTime => Some(t.real_ns() as f64),
+                                    Metric::CpuTime => t.cpu_ns().map(|c| c as f64),
+                                    _ => None,
+                                })
+                            })
+                    })
+                    .collect()
+            })
+            .collect();
+        // Progress of each (pattern, thread) attempt: events matched, and where it stopped.
+        // With the round it failed in: later rounds fail because of earlier ones.
+        let mut stops: HashMap<(usize, usize), (u32, crate::matcher::Stop)> = HashMap::new();
+        let mut round = 0u32;
+        let mut undecided = false;
+        let mut budget = self.budget;
+        // Narrow the candidates until every remaining (pattern, thread) pair matches given
+        // the others: a message's peer must be a thread that can take the named pattern.
+        loop {
+            let mut changed = false;
+            // Each round reads the candidates as the last round left them, so a failure
+            // is attributed to the round of its cause.
+            let before = cand.clone();
+            for (p, program) in patterns.iter().enumerate() {
+                for t in 0..threads.len() {
+                    if !before[p][t] {
+                        continue;
+                    }
+                    let cx = Context {
+                        path,
+                        thread: t,
+                        candidates: &before,
+                        fragment: false,
+                    };
+                    match run(&program.program, &cx, &mut budget) {
+                        Outcome::Matched => {}
+                        Outcome::NoMatch(stop) => {
+                            stops.insert((p, t), (round, stop));
+                            cand[p][t] = false;
+                            changed = true;
+                        }
+                        Outcome::Undecided => {
+                            undecided = true;
+                            cand[p][t] = false;
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+            round += 1;
+        }
+        let mut counts = vec![0u32; patterns.len()];
+        let mut steps = 100_000u32;
+        if assign(0, threads.len(), patterns, &cand, &mut counts, &mut steps) {
+            return (Verdict::Matched, None);
+        }
+        if undecided || steps == 0 {
+            return (Verdict::Undecided, None);
+        }
+        (
+            Verdict::NoMatch,
+            Some(self.explain(r, patterns, path, &cand, &stops)),
+        )
+    }
+
+    /// The closest miss: the thread that went least far, and where.
+    fn explain(
+        &self,
+        r: &Compiled,
+        patterns: &[ThreadProgram],
+        path: &Path,
+        cand: &[Vec<bool>],
+        stops: &HashMap<(usize, usize), (u32, crate::matcher::Stop)>,
+    ) -> Mismatch {
+        let total: usize = path
+            .threads
+            .iter()
+            .map(|t| t.events.len())
+            .sum::<usize>()
+            .max(1);
+        let mut matched_events = 0usize;
+        // The thread whose failure came first (the others may only have lost their peer),
+        // then the one that got least far.
+        let mut worst: Option<(usize, usize, u32, &crate::matcher::Stop)> = None;
+        for (t, thread) in path.threads.iter().enumerate() {
+            if (0..patterns.len()).any(|p| cand[p][t]) {
+                matched_events += thread.events.len();
+                continue;
+            }
+            // The pattern that got furthest in this thread.
+            let best = (0..patterns.len())
+                .filter_map(|p| stops.get(&(p, t)).map(|(r, s)| (p, *r, s)))
+                .max_by_key(|(_, _, s)| s.event);
+            if let Some((p, r, s)) = best {
+                matched_events += s.event;
+                if worst.is_none_or(|(_, _, wr, w)| (r, s.event) < (wr, w.event)) {
+                    worst = Some((t, p, r, s));
+                }
+            } else if worst.is_none() {
+                return Mismatch {
+                    recognizer: r.name.clone(),
+                    closeness: matched_events as f64 / total as f64,
+                    thread: Some(thread_name(path, t)),
+                    pattern: None,
+                    event: None,
+                    found: format!("a thread on {}", path.threads[t].host()),
+                    span_id: None,
+                    expected: format!(
+                        "a thread pattern whose host matches ({})",
+                        patterns
+                            .iter()
+                            .map(|p| p.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+            }
+        }
+        let closeness = matched_events as f64 / total as f64;
+        match worst {
+            Some((t, p, _, s)) => {
+                let thread = &path.threads[t];
+                let (found, span) = match thread.events.get(s.event) {
+                    Some(e) => (describe_event(path, t, s.event), Some(e.span.to_string())),
+                    None => ("the end of the thread".to_string(), None),
+                };
+                Mismatch {
+                    recognizer: r.name.clone(),
+                    closeness,
+                    thread: Some(thread_name(path, t)),
+                    pattern: Some(patterns[p].name.clone()),
+                    event: Some(s.event),
+                    found,
+                    span_id: span,
+                    expected: s.expected.clone(),
+                }
+            }
+            None => {
+                // Every thread can take some pattern; the counts cannot be met.
+                let wrong = patterns
+                    .iter()
+                    .enumerate()
+                    .map(|(p, prog)| (prog, cand[p].iter().filter(|&&c| c).count() as u32))
+                    .find(|(prog, n)| *n < prog.low)
+                    .map(|(prog, n)| {
+                        format!(
+                            "thread pattern {} needs {} to {} threads; {n} can match it",
+                            prog.name, prog.low, prog.high
+                        )
+                    })
+                    .unwrap_or_else(|| {
+                        "each thread assigned to one thread pattern within its count".into()
+                    });
+                Mismatch {
+                    recognizer: r.name.clone(),
+                    closeness,
+                    thread: None,
+                    pattern: None,
+                    event: None,
+                    found: format!("{} threads", path.threads.len()),
+                    span_id: None,
+                    expected: wrong,
+                }
+            }
+        }
+    }
+
+    /// Evaluates the aggregate assertions over the facts of the checked paths; returns
+    /// the ones that fail.
+    pub fn assertions(&self, paths: &[PathFacts]) -> Vec<FailedAssertion> {
+        let mut failed = Vec::new();
+        let first = paths.iter().map(|p| p.start).min().unwrap_or(0);
+        for (during, expr, line) in &self.asserts {
+            let windows: Vec<(u64, u64)> = match during {
+                None => vec![(0, u64::MAX)],
+                Some(ast::During::Between(a, b)) => {
+                    let q = |q| {
+                        crate::program::quantity(q, Metric::RealTime, "during", &self.params)
+                            .unwrap_or(0.0) as u64
+                    };
+                    vec![(first + q(a), first + q(b))]
+                }
+                Some(ast::During::Any(n)) => {
+                    let len = crate::program::quantity(n, Metric::RealTime, "during", &self.params)
+                        .unwrap_or(0.0) as u64;
+                    let mut starts: Vec<u64> = paths.iter().map(|p| p.start).collect();
+                    starts.sort_unstable();
+                    starts.dedup();
+                    starts
+                        .into_iter()
+                        .map(|s| (s, s.saturating_add(len)))
+                        .collect()
+                }
+            };
+            for (lo, hi) in windows {
+                let inside: Vec<&PathFacts> = paths
+                    .iter()
+                    .filter(|p| p.start >= lo && p.start < hi)
+                    .collect();
+                let value = self.eval(expr, &inside);
+                if value.is_none_or(|v| v == 0.0) {
+                    failed.push(FailedAssertion {
+                        line: *line,
+                        text: format!("assert({expr})"),
+                        window: during.as_ref().map(|_| (lo, hi)),
+                        why: match value {
+                            None => {
+                                "it cannot be evaluated (an empty set, or an unknown name)".into()
+                            }
+                            Some(_) => "it is false".into(),
+                        },
+                    });
+                    break;
+                }
+            }
+        }
+        failed
+    }
+
+    fn eval(&self, e: &Expr, paths: &[&PathFacts]) -> Option<f64> {
+        let truth = |b: bool| Some(if b { 1.0 } else { 0.0 });
+        match e {
+            Expr::Num(q) => {
+                crate::program::quantity(q, Metric::Unrecorded, "assert", &self.params).ok()
+            }
+            Expr::Name(_) | Expr::Str(_) => None,
+            Expr::Neg(x) => self.eval(x, paths).map(|v| -v),
+            Expr::Not(x) => self
+                .eval(x, paths)
+                .map(|v| if v == 0.0 { 1.0 } else { 0.0 }),
+            Expr::In(x, set) => {
+                let v = self.eval(x, paths)?;
+                truth(set.iter().any(|s| self.eval(s, paths) == Some(v)))
+            }
+            Expr::Bin(op, a, b) => {
+                let (x, y) = (self.eval(a, paths)?, self.eval(b, paths)?);
+                match *op {
+                    "+" => Some(x + y),
+                    "-" => Some(x - y),
+                    "*" => Some(x * y),
+                    "/" => Some(x / y),
+                    "**" => Some(x.powf(y)),
+                    "<" => truth(x < y),
+                    "<=" => truth(x <= y),
+                    ">" => truth(x > y),
+                    ">=" => truth(x >= y),
+                    "==" => truth(x == y),
+                    "!=" => truth(x != y),
+                    "&&" => truth(x != 0.0 && y != 0.0),
+                    "||" => truth(x != 0.0 || y != 0.0),
+                    _ => None,
+                }
+            }
+            Expr::Call(f, args) => self.call(f, args, paths),
+        }
+    }
+
+    fn call(&self, f: &str, args: &[Expr], paths: &[&PathFacts]) -> Option<f64> {
+        let recognizer = |e: &Expr| match e {
+            Expr::Name(n) => self.recognizers.iter().position(|r| &r.name == n),
+            _ => None,
+        };
+        let one = |i: usize| args.get(i).and_then(|a| self.eval(a, paths));
+        match f {
+            "instances" => {
+                let r = recognizer(args.first()?)?;
+                Some(paths.iter().filter(|p| p.matched.contains(&r)).count() as f64)
+            }
+            "unique" => {
+                let r = recognizer(args.first()?)?;
+                let mut shapes: Vec<u64> = paths
+                    .iter()
+                    .filter(|p| p.matched.contains(&r))
+                    .map(|p| p.shape)
+                    .collect();
+                shapes.sort_unstable();
+                shapes.dedup();
+                Some(shapes.len() as f64)
+            }
+            "average" | "stddev" | "min" | "max" => {
+                let Expr::Name(metric) = args.first()? else {
+                    return None;
+                };
+                let metric = Metric::of(metric);
+                let values: Vec<f64> = match args.get(1)? {
+                    Expr::Str(task) => paths
+                        .iter()
+                        .flat_map(|p| p.tasks.iter())
+                        .filter(|(n, ..)| n == task)
+                        .filter_map(|(_, real, cpu)| match metric {
+                            Metric::RealTime => Some(*real as f64),
+                            Metric::CpuTime => cpu.map(|c| c as f64),
+                            _ => None,
+                        })
+                        .collect(),
+                    e => {
+                        let r = recognizer(e)?;
+                        paths
+                            .iter()
+                            .filter(|p| p.matched.contains(&r))
+                            .filter_map(|p| path_metric(&p.metrics, metric))
+                            .collect()
+                    }
+                };
+                if values.is_empty() {
+                    return None;
+                }
+                let n = values.len() as f64;
+                let mean = values.iter().sum::<f64>() / n;
+                Some(match f {
+                    "average" => mean,
+                    "stddev" => (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt(),
+                    "min" => values.iter().copied().fold(f64::INFINITY, f64::min),
+                    _ => values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                })
+            }
+            "log" => one(0).map(f64::log10),
+            "ln" => one(0).map(f64::ln),
+            "exp" => one(0).map(f64::exp),
+            "sqrt" => one(0).map(f64::sqrt),
+            _ => None,
+        }
+    }
+}
+
+/// An aggregate assertion that does not hold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedAssertion {
+    /// Its line in the file.
+    pub line: u32,
+    /// The assertion, normalized.
+    pub text: String,
+    /// The window it failed in (Unix ns), for `during`.
+    pub window: Option<(u64, u64)>,
+    /// Why.
+    pub why: String,
+}
+
+fn path_metric(m: &PathMetrics, metric: Metric) -> Option<f64> {
+    match metric {
+        Metric::RealTime => Some(m.real_ns as f64),
+        Metric::CpuTime => m.cpu_ns.map(|c| c as f64),
+        Metric::Depth => Some(m.depth as f64),
+        Metric::Messages => Some(m.messages as f64),
+        Metric::Threads => Some(m.threads as f64),
+        Metric::Hosts => Some(m.hosts as f64),
+        _ => None,
+    }
+}
+
+fn check_set(e: &SetExpr, names: &[&str], owner: &str) -> Result<(), CompileError> {
+    match e {
+        SetExpr::Name(n) if names.contains(&n.as_str()) => Ok(()),
+        SetExpr::Name(n) => Err(CompileError {
+            context: format!("recognizer set {owner}"),
+            message: format!("no recognizer named {n}"),
+        }),
+        SetExpr::Not(x) => check_set(x, names, owner),
+        SetExpr::And(a, b) | SetExpr::Or(a, b) | SetExpr::Implies(a, b) => {
+            check_set(a, names, owner)?;
+            check_set(b, names, owner)
+        }
+    }
+}
+
+fn host_ok(m: &NameMatch, host: &str) -> bool {
+    match m {
+        NameMatch::Exact(s) => &**s == host,
+        NameMatch::Regex(r) => r.is_match(host),
+        NameMatch::Any | NameMatch::Reg(_) => true,
+    }
+}
+
+/// Threads in order, each to a pattern that may take it, within every pattern's count.
+fn assign(
+    t: usize,
+    n: usize,
+    patterns: &[ThreadProgram],
+    cand: &[Vec<bool>],
+    counts: &mut [u32],
+    steps: &mut u32,
+) -> bool {
+    if *steps == 0 {
+        return false;
+    }
+    *steps -= 1;
+    if t == n {
+        return patterns
+            .iter()
+            .zip(counts.iter())
+            .all(|(p, &c)| c >= p.low && c <= p.high);
+    }
+    // Too few threads left to fill the patterns' minimums.
+    let short: u32 = patterns
+        .iter()
+        .zip(counts.iter())
+        .map(|(p, &c)| p.low.saturating_sub(c))
+        .sum();
+    if short as usize > n - t {
+        return false;
+    }
+    for p in 0..patterns.len() {
+        if cand[p][t] && counts[p] < patterns[p].high {
+            counts[p] += 1;
+            if assign(t + 1, n, patterns, cand, counts, steps) {
+                return true;
+            }
+            counts[p] -= 1;
+        }
+    }
+    false
+}
+
+fn thread_name(path: &Path, t: usize) -> String {
+    let k = &path.threads[t].key;
+    format!(
+        "{} ({}, pid {}, unit {})",
+        k.service,
+        path.threads[t].host(),
+        k.pid,
+        k.execution_unit
+    )
+}
+
+fn describe_event(path: &Path, t: usize, i: usize) -> String {
+    let thread = &path.threads[t];
+    let e = &thread.events[i];
+    let at = e.time.saturating_sub(path.start) as f64 / 1e6;
+    let what = match e.kind {
+        Kind::TaskStart => format!("task({:?}) starting", &*e.name),
+        Kind::TaskEnd => format!("the end of task({:?})", &*e.name),
+        Kind::Notice => format!("notice({:?})", &*e.name),
+        Kind::Send | Kind::Recv => {
+            let peer = e.peer.map_or("an unknown peer".to_string(), |p| {
+                path.threads[p].host().to_string()
+            });
+            let way = if e.kind == Kind::Send {
+                "send to"
+            } else {
+                "recv from"
+            };
+            format!("{way} {peer}")
+        }
+    };
+    format!("{what} at +{at:.3} ms")
+}
+
+fn facts(path: &Path, matched: Vec<usize>) -> PathFacts {
+    let mut tasks = Vec::new();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut shapes: Vec<u64> = Vec::new();
+    for t in &path.threads {
+        let mut th = std::collections::hash_map::DefaultHasher::new();
+        for e in &t.events {
+            (e.kind as u8).hash(&mut th);
+            e.name.hash(&mut th);
+            if e.kind == Kind::TaskStart {
+                tasks.push((e.name.to_string(), e.real_ns, e.cpu_ns));
+            }
+        }
+        shapes.push(th.finish());
+    }
+    shapes.sort_unstable();
+    shapes.hash(&mut h);
+    PathFacts {
+        start: path.start,
+        matched,
+        metrics: path.metrics.clone(),
+        tasks,
+        shape: h.finish(),
+    }
+}

@@ -1,0 +1,345 @@
+//! Runs a compiled thread pattern over one thread. Every way the variants and futures can
+//! match is explored (depth first, so the common case ends early), each state at most
+//! once: a state is the instruction, the event position, the futures pending, the
+//! return points of running futures and the counters. Revisits are cut, which keeps
+//! typical patterns linear in the thread's length; a step budget ends pathological ones
+//! as undecided rather than hanging.
+
+use std::collections::HashSet;
+
+use crate::path::{Kind, Path, Thread};
+use crate::program::{Limit, Metric, NameMatch, Op, Peer, Program};
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The thread matches.
+    Matched,
+    /// It does not; the furthest any attempt got.
+    NoMatch(Stop),
+    /// The step budget ran out first.
+    Undecided,
+}
+
+/// Where the furthest attempt stopped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stop {
+    /// Index of the event it could not match (the thread's length: it ran out of events).
+    pub event: usize,
+    /// What it expected there.
+    pub expected: String,
+}
+
+/// What a run may read besides the thread.
+pub struct Context<'a> {
+    /// The path.
+    pub path: &'a Path,
+    /// The thread (index in the path).
+    pub thread: usize,
+    /// For each thread pattern of the recognizer, which threads may be assigned to it.
+    pub candidates: &'a [Vec<bool>],
+    /// A fragment: matches any contiguous part, not the whole thread.
+    pub fragment: bool,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct State {
+    pc: u32,
+    pos: u32,
+    stack: Vec<u32>,
+    pending: Vec<u32>,
+    regs: Vec<u32>,
+}
+
+const UNBOUND: u32 = u32::MAX;
+
+fn name_ok(m: &NameMatch, name: &str, thread: &Thread, regs: &[u32]) -> bool {
+    match m {
+        NameMatch::Exact(s) => &**s == name,
+        NameMatch::Regex(r) => r.is_match(name),
+        NameMatch::Any => true,
+        NameMatch::Reg(r) => regs
+            .get(*r)
+            .and_then(|&i| thread.events.get(i as usize))
+            .is_some_and(|e| &*e.name == name),
+    }
+}
+
+fn limit(l: Limit, regs: &[u32]) -> u32 {
+    match l {
+        Limit::Const(n) => n,
+        Limit::Reg(r) => match regs.get(r) {
+            Some(&v) if v != UNBOUND => v,
+            _ => 0,
+        },
+    }
+}
+
+/// Runs `program` over the context's thread, within `budget` steps (decremented).
+pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
+    let thread = &cx.path.threads[cx.thread];
+    let events = &thread.events;
+    let n = events.len() as u32;
+    let ops = &program.ops;
+    let mut seen: HashSet<State> = HashSet::new();
+    let start = |pos| State {
+        pc: 0,
+        pos,
+        stack: Vec::new(),
+        pending: Vec::new(),
+        regs: vec![UNBOUND; program.regs],
+    };
+    let mut todo: Vec<State> = if cx.fragment {
+        (0..=n).rev().map(start).collect()
+    } else {
+        vec![start(0)]
+    };
+    let mut best = Stop {
+        event: 0,
+        expected: describe(&ops[0]),
+    };
+    let miss = |pos: u32, op: &Op, best: &mut Stop| {
+        if pos as usize >= best.event {
+            *best = Stop {
+                event: pos as usize,
+                expected: describe(op),
+            };
+        }
+    };
+    while let Some(mut st) = todo.pop() {
+        if !seen.insert(st.clone()) {
+            continue;
+        }
+        if *budget == 0 {
+            return Outcome::Undecided;
+        }
+        *budget -= 1;
+        // Any pending future may match from here (not inside another future's body,
+        // which matches contiguously).
+        if st.stack.is_empty() {
+            let mut last = None;
+            for (i, &f) in st.pending.iter().enumerate() {
+                if last == Some(f) {
+                    continue;
+                }
+                last = Some(f);
+                let mut next = st.clone();
+                next.pending.remove(i);
+                next.stack.push(st.pc);
+                next.pc = f;
+                todo.push(next);
+            }
+        }
+        let pc = st.pc as usize;
+        let pos = st.pos as usize;
+        let ev = events.get(pos);
+        match &ops[pc] {
+            Op::Task {
+                name,
+                limits,
+                whole,
+                bind,
+            } => {
+                let ok = ev.is_some_and(|e| {
+                    e.kind == Kind::TaskStart
+                        && name_ok(name, &e.name, thread, &st.regs)
+                        && limits.iter().all(|b| {
+                            b.holds(match b.metric {
+                                Metric::RealTime => Some(e.real_ns as f64),
+                                Metric::CpuTime => e.cpu_ns.map(|c| c as f64),
+                                _ => None,
+                            })
+                        })
+                });
+                if !ok {
+                    miss(st.pos, &ops[pc], &mut best);
+                    continue;
+                }
+                if let Some(r) = bind {
+                    st.regs[*r] = st.pos;
+                }
+                st.pos = if *whole {
+                    thread.end_of[pos] as u32 + 1
+                } else {
+                    st.pos + 1
+                };
+                st.pc += 1;
+                todo.push(st);
+            }
+            Op::EndTask => {
+                if ev.is_some_and(|e| e.kind == Kind::TaskEnd) {
+                    st.pos += 1;
+                    st.pc += 1;
+                    todo.push(st);
+                } else {
+                    miss(st.pos, &ops[pc], &mut best);
+                }
+            }
+            Op::Notice(m) => {
+                if ev.is_some_and(|e| {
+                    e.kind == Kind::Notice && name_ok(m, &e.name, thread, &st.regs)
+                }) {
+                    st.pos += 1;
+                    st.pc += 1;
+                    todo.push(st);
+                } else {
+                    miss(st.pos, &ops[pc], &mut best);
+                }
+            }
+            Op::Message {
+                send,
+                peers,
+                limits,
+            } => {
+                let want = if *send { Kind::Send } else { Kind::Recv };
+                let ok = ev.is_some_and(|e| {
+                    e.kind == want
+                        && peers.iter().any(|p| match p {
+                            Peer::Pattern(i) => e
+                                .peer
+                                .is_some_and(|t| cx.candidates.get(*i).is_some_and(|c| c[t])),
+                            Peer::Host(NameMatch::Any) => true,
+                            Peer::Host(h) => e.peer.is_some_and(|t| {
+                                name_ok(h, cx.path.threads[t].host(), thread, &st.regs)
+                            }),
+                        })
+                        && limits.iter().all(|b| {
+                            b.holds(match b.metric {
+                                Metric::Size => e.size.map(|s| s as f64),
+                                Metric::Latency => e.latency.map(|l| l as f64),
+                                _ => None,
+                            })
+                        })
+                });
+                if ok {
+                    st.pos += 1;
+                    st.pc += 1;
+                    todo.push(st);
+                } else {
+                    miss(st.pos, &ops[pc], &mut best);
+                }
+            }
+            Op::AnyOne => match ev {
+                Some(e) if e.kind != Kind::TaskEnd => {
+                    st.pos = if e.kind == Kind::TaskStart {
+                        thread.end_of[pos] as u32 + 1
+                    } else {
+                        st.pos + 1
+                    };
+                    st.pc += 1;
+                    todo.push(st);
+                }
+                _ => {}
+            },
+            Op::Split(a, b) => {
+                let mut other = st.clone();
+                other.pc = *b as u32;
+                todo.push(other);
+                st.pc = *a as u32;
+                todo.push(st);
+            }
+            Op::Jump(t) => {
+                st.pc = *t as u32;
+                todo.push(st);
+            }
+            Op::Loop { reg, max, exit } => {
+                let count = match st.regs[*reg] {
+                    UNBOUND => 0,
+                    c => c,
+                };
+                let mut out = st.clone();
+                out.pc = *exit as u32;
+                todo.push(out);
+                if count < limit(*max, &st.regs) {
+                    st.pc += 1;
+                    todo.push(st);
+                }
+            }
+            Op::Count(reg) => {
+                st.regs[*reg] = match st.regs[*reg] {
+                    UNBOUND => 1,
+                    c => c + 1,
+                };
+                st.pc += 1;
+                todo.push(st);
+            }
+            Op::EndLoop {
+                reg,
+                low,
+                high,
+                bind,
+            } => {
+                let count = match st.regs[*reg] {
+                    UNBOUND => 0,
+                    c => c,
+                };
+                if count < limit(*low, &st.regs) || count > limit(*high, &st.regs) {
+                    miss(st.pos, &ops[pc], &mut best);
+                    continue;
+                }
+                if let Some(b) = bind {
+                    st.regs[*b] = count;
+                }
+                // Cleared, so states after the loop do not differ by a spent counter.
+                st.regs[*reg] = UNBOUND;
+                st.pc += 1;
+                todo.push(st);
+            }
+            Op::Future { body } => {
+                let at = st.pending.partition_point(|&p| p < *body as u32);
+                st.pending.insert(at, *body as u32);
+                st.pc += 1;
+                todo.push(st);
+            }
+            Op::FutureEnd => {
+                if let Some(back) = st.stack.pop() {
+                    st.pc = back;
+                    todo.push(st);
+                }
+            }
+            Op::Done(name) => {
+                let waiting = st
+                    .pending
+                    .iter()
+                    .any(|p| program.future_names.get(&(*p as usize)) == Some(name));
+                if waiting {
+                    miss(st.pos, &ops[pc], &mut best);
+                } else {
+                    st.pc += 1;
+                    todo.push(st);
+                }
+            }
+            Op::Accept => {
+                let done = st.pending.is_empty() && st.stack.is_empty();
+                if done && (cx.fragment || st.pos == n) {
+                    return Outcome::Matched;
+                }
+                miss(st.pos, &ops[pc], &mut best);
+            }
+        }
+    }
+    Outcome::NoMatch(best)
+}
+
+/// What an instruction expects, for reports.
+pub fn describe(op: &Op) -> String {
+    match op {
+        Op::Task { name, .. } => format!("task({}) (within its limits)", name.describe()),
+        Op::EndTask => "the end of the task (no more events in it)".into(),
+        Op::Notice(m) => format!("notice({})", m.describe()),
+        Op::Message { send, .. } => format!(
+            "{}(...) to or from the named peer, within its limits",
+            if *send { "send" } else { "recv" }
+        ),
+        Op::AnyOne => "any event".into(),
+        Op::Split(..)
+        | Op::Jump(_)
+        | Op::Loop { .. }
+        | Op::Count(_)
+        | Op::Future { .. }
+        | Op::FutureEnd => "the next statement".into(),
+        Op::EndLoop { .. } => "a repeat count within its range".into(),
+        Op::Done(n) => format!("future {n} to have matched (done({n}))"),
+        Op::Accept => "the end of the thread, every future matched".into(),
+    }
+}

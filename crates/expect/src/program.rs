@@ -1,0 +1,580 @@
+//! Compiles recognizers to programs for the matcher: statements become instructions,
+//! repeats become counted loops, `call` inlines fragments, and parameters become
+//! constants. Names that cannot be resolved are reported here, before any path is read.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use regex::Regex;
+
+use crate::lang::ast::{self, Count, LimitForm, Quantity, Stmt, Text};
+use crate::units::{scale, Dimension};
+
+/// Why an expectations file cannot be checked although it parses.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{context}: {message}")]
+pub struct CompileError {
+    /// Where: the recognizer (and thread pattern).
+    pub context: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Parameters given on the command line (`--param QUORUM=2`), used as `$QUORUM`.
+pub type Params = HashMap<String, f64>;
+
+/// A text matcher.
+#[derive(Debug, Clone)]
+pub enum NameMatch {
+    /// Exactly this.
+    Exact(Arc<str>),
+    /// Searched for.
+    Regex(Regex),
+    /// Anything.
+    Any,
+    /// The name bound to a variable (register).
+    Reg(usize),
+}
+
+impl NameMatch {
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            NameMatch::Exact(s) => format!("{s:?}"),
+            NameMatch::Regex(r) => format!("m/{}/", r.as_str()),
+            NameMatch::Any => "*".into(),
+            NameMatch::Reg(_) => "a bound name".into(),
+        }
+    }
+}
+
+/// Metrics limits can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Wall time, ns.
+    RealTime,
+    /// CPU time, ns.
+    CpuTime,
+    /// Message size, bytes.
+    Size,
+    /// Message latency, ns.
+    Latency,
+    /// Depth of the path.
+    Depth,
+    /// Messages in the path.
+    Messages,
+    /// Threads in the path.
+    Threads,
+    /// Hosts in the path.
+    Hosts,
+    /// A metric Causeway does not record (Pip's context switches and the like): a limit on
+    /// it always holds.
+    Unrecorded,
+}
+
+impl Metric {
+    /// The metric of a name as Pip writes it.
+    pub fn of(name: &str) -> Metric {
+        match name.to_ascii_uppercase().as_str() {
+            "REAL_TIME" => Metric::RealTime,
+            "CPU_TIME" => Metric::CpuTime,
+            "SIZE" => Metric::Size,
+            "LATENCY" => Metric::Latency,
+            "DEPTH" => Metric::Depth,
+            "MESSAGES" => Metric::Messages,
+            "THREADS" => Metric::Threads,
+            "HOSTS" => Metric::Hosts,
+            _ => Metric::Unrecorded,
+        }
+    }
+
+    fn dimension(self) -> Option<Dimension> {
+        match self {
+            Metric::RealTime | Metric::CpuTime | Metric::Latency => Some(Dimension::Time),
+            Metric::Size => Some(Dimension::Size),
+            _ => None,
+        }
+    }
+}
+
+/// A compiled limit: the metric must lie in `[low, high]`.
+#[derive(Debug, Clone)]
+pub struct Bound {
+    /// The metric.
+    pub metric: Metric,
+    /// Least (base units: ns, bytes).
+    pub low: Option<f64>,
+    /// Most.
+    pub high: Option<f64>,
+    /// As written, for reports.
+    pub text: String,
+}
+
+impl Bound {
+    /// True when `value` (None: not recorded) is within the bound.
+    pub fn holds(&self, value: Option<f64>) -> bool {
+        let Some(v) = value else { return true };
+        self.low.is_none_or(|l| v >= l) && self.high.is_none_or(|h| v <= h)
+    }
+}
+
+/// Who a message's other end must be.
+#[derive(Debug, Clone)]
+pub enum Peer {
+    /// A thread assigned to this thread pattern (by index in the recognizer).
+    Pattern(usize),
+    /// A thread on a matching host.
+    Host(NameMatch),
+}
+
+/// A loop count: a constant or a register.
+#[derive(Debug, Clone, Copy)]
+pub enum Limit {
+    /// A constant.
+    Const(u32),
+    /// The count bound to a variable.
+    Reg(usize),
+}
+
+/// One instruction.
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// A task start with this name; `whole` skips to after its end.
+    Task {
+        /// Its name.
+        name: NameMatch,
+        /// Limits on it.
+        limits: Vec<Bound>,
+        /// `task(...);`: the task and everything in it.
+        whole: bool,
+        /// Register to bind the task's name to.
+        bind: Option<usize>,
+    },
+    /// The end of the task whose body was matched.
+    EndTask,
+    /// A notice.
+    Notice(NameMatch),
+    /// A send or receive.
+    Message {
+        /// Send (true) or receive.
+        send: bool,
+        /// Any of these.
+        peers: Vec<Peer>,
+        /// Limits.
+        limits: Vec<Bound>,
+    },
+    /// Any one event, or one whole task.
+    AnyOne,
+    /// Try the first, then the second.
+    Split(usize, usize),
+    /// Go to.
+    Jump(usize),
+    /// Loop head: into the body at the next instruction while the counter is below `max`,
+    /// else to `exit`; or to `exit` at any time.
+    Loop {
+        /// The counter.
+        reg: usize,
+        /// Most iterations.
+        max: Limit,
+        /// After the loop.
+        exit: usize,
+    },
+    /// After a loop: the counter must lie in `[low, high]`; copies it to `bind` if given,
+    /// then clears it.
+    EndLoop {
+        /// The counter.
+        reg: usize,
+        /// Least.
+        low: Limit,
+        /// Most.
+        high: Limit,
+        /// Variable to bind the count to.
+        bind: Option<usize>,
+    },
+    /// Counter plus one.
+    Count(usize),
+    /// Declares a future whose body starts at `body`.
+    Future {
+        /// Its body.
+        body: usize,
+    },
+    /// End of a future's body: back to where it was started.
+    FutureEnd,
+    /// The futures of this name must have matched.
+    Done(Arc<str>),
+    /// The end of the pattern.
+    Accept,
+}
+
+/// A compiled thread pattern (or fragment).
+#[derive(Debug, Clone)]
+pub struct Program {
+    /// Instructions; execution starts at 0.
+    pub ops: Vec<Op>,
+    /// The name of each future, by its body's first instruction.
+    pub future_names: HashMap<usize, Arc<str>>,
+    /// Registers used.
+    pub regs: usize,
+}
+
+/// A compiled thread pattern.
+#[derive(Debug, Clone)]
+pub struct ThreadProgram {
+    /// The pattern's name.
+    pub name: String,
+    /// Hosts it matches.
+    pub host: NameMatch,
+    /// Least threads.
+    pub low: u32,
+    /// Most threads.
+    pub high: u32,
+    /// Limits on each thread.
+    pub limits: Vec<Bound>,
+    /// Its statements.
+    pub program: Program,
+}
+
+struct Compiler<'a> {
+    ops: Vec<Op>,
+    future_names: HashMap<usize, Arc<str>>,
+    vars: HashMap<String, usize>,
+    regs: usize,
+    params: &'a Params,
+    fragments: &'a HashMap<String, &'a ast::Fragment>,
+    patterns: &'a [String],
+    context: String,
+    calls: Vec<String>,
+}
+
+/// Largest program, so a file with huge nested repeats fails clearly instead of eating memory.
+const MAX_OPS: usize = 1 << 20;
+
+impl Compiler<'_> {
+    fn err<T>(&self, message: String) -> Result<T, CompileError> {
+        Err(CompileError {
+            context: self.context.clone(),
+            message,
+        })
+    }
+
+    fn emit(&mut self, op: Op) -> Result<usize, CompileError> {
+        if self.ops.len() >= MAX_OPS {
+            return self.err(format!("the program passes {MAX_OPS} instructions"));
+        }
+        self.ops.push(op);
+        Ok(self.ops.len() - 1)
+    }
+
+    fn reg(&mut self) -> usize {
+        self.regs += 1;
+        self.regs - 1
+    }
+
+    fn var(&mut self, name: &str) -> usize {
+        if let Some(&r) = self.vars.get(name) {
+            return r;
+        }
+        let r = self.reg();
+        self.vars.insert(name.to_string(), r);
+        r
+    }
+
+    fn name(&mut self, t: &Text) -> Result<NameMatch, CompileError> {
+        Ok(match t {
+            Text::Exact(s) | Text::Name(s) => NameMatch::Exact(Arc::from(s.as_str())),
+            Text::Regex(r) => NameMatch::Regex(
+                Regex::new(r).or_else(|e| self.err(format!("m/{r}/: {e}")))?,
+            ),
+            Text::Any => NameMatch::Any,
+            Text::Var(v) => match self.params.get(v) {
+                Some(p) => NameMatch::Exact(Arc::from(p.to_string().as_str())),
+                None => match self.vars.get(v) {
+                    Some(&r) => NameMatch::Reg(r),
+                    None => return self.err(format!("${v} is used before anything is bound to it, and no --param {v}=... is given")),
+                },
+            },
+        })
+    }
+
+    fn count(&self, c: &Count) -> Result<Limit, CompileError> {
+        match c {
+            Count::Num(n) => Ok(Limit::Const((*n).min(u32::MAX as u64) as u32)),
+            Count::Var(v) => match self.params.get(v) {
+                Some(&p) if p >= 0.0 && p.fract() == 0.0 => Ok(Limit::Const(p as u32)),
+                Some(p) => self.err(format!("${v} is {p}, not a count")),
+                None => match self.vars.get(v) {
+                    Some(&r) => Ok(Limit::Reg(r)),
+                    None => self.err(format!(
+                        "${v} is not bound here and no --param {v}=... is given"
+                    )),
+                },
+            },
+        }
+    }
+
+    fn stmts(&mut self, body: &[Stmt]) -> Result<(), CompileError> {
+        for s in body {
+            self.stmt(s, None)?;
+        }
+        Ok(())
+    }
+
+    fn stmt(&mut self, s: &Stmt, bind: Option<usize>) -> Result<(), CompileError> {
+        match s {
+            Stmt::Task { name, limits, body } => {
+                let name = self.name(name)?;
+                let limits = limits_of(limits, self.params).or_else(|m| self.err(m))?;
+                self.emit(Op::Task {
+                    name,
+                    limits,
+                    whole: body.is_none(),
+                    bind,
+                })?;
+                if let Some(b) = body {
+                    self.stmts(b)?;
+                    self.emit(Op::EndTask)?;
+                }
+            }
+            Stmt::Notice(t) => {
+                let n = self.name(t)?;
+                self.emit(Op::Notice(n))?;
+            }
+            Stmt::Message {
+                send,
+                peers,
+                limits,
+            } => {
+                let mut ps = Vec::new();
+                for p in peers {
+                    ps.push(match p {
+                        Text::Name(n) => match self.patterns.iter().position(|x| x == n) {
+                            Some(i) => Peer::Pattern(i),
+                            None => Peer::Host(NameMatch::Exact(Arc::from(n.as_str()))),
+                        },
+                        other => Peer::Host(self.name(other)?),
+                    });
+                }
+                let limits = limits_of(limits, self.params).or_else(|m| self.err(m))?;
+                self.emit(Op::Message {
+                    send: *send,
+                    peers: ps,
+                    limits,
+                })?;
+            }
+            Stmt::Repeat {
+                low, high, body, ..
+            } => {
+                let (low, high) = (self.count(low)?, self.count(high)?);
+                self.repeat(body, low, high, bind)?;
+            }
+            Stmt::Maybe(body) => self.repeat(body, Limit::Const(0), Limit::Const(1), bind)?,
+            Stmt::Xor(branches) => {
+                let mut jumps = Vec::new();
+                for (i, b) in branches.iter().enumerate() {
+                    if i + 1 < branches.len() {
+                        let split = self.emit(Op::Split(0, 0))?;
+                        self.stmts(b)?;
+                        jumps.push(self.emit(Op::Jump(0))?);
+                        let next = self.ops.len();
+                        self.ops[split] = Op::Split(split + 1, next);
+                    } else {
+                        self.stmts(b)?;
+                    }
+                }
+                let end = self.ops.len();
+                for j in jumps {
+                    self.ops[j] = Op::Jump(end);
+                }
+            }
+            Stmt::Any => {
+                let head = self.emit(Op::Split(0, 0))?;
+                self.emit(Op::AnyOne)?;
+                self.emit(Op::Jump(head))?;
+                let end = self.ops.len();
+                self.ops[head] = Op::Split(head + 1, end);
+            }
+            Stmt::Call(name) => {
+                let Some(f) = self.fragments.get(name).copied() else {
+                    return self.err(format!("call({name}): no fragment named {name}"));
+                };
+                if self.calls.contains(name) {
+                    return self.err(format!("call({name}) calls itself"));
+                }
+                self.calls.push(name.clone());
+                self.stmts(&f.body)?;
+                self.calls.pop();
+            }
+            Stmt::Future { name, body } => {
+                let at = self.emit(Op::Future { body: 0 })?;
+                let skip = self.emit(Op::Jump(0))?;
+                let start = self.ops.len();
+                self.stmt(body, None)?;
+                self.emit(Op::FutureEnd)?;
+                let end = self.ops.len();
+                self.ops[at] = Op::Future { body: start };
+                self.ops[skip] = Op::Jump(end);
+                if let Some(n) = name {
+                    self.future_names.insert(start, Arc::from(n.as_str()));
+                }
+            }
+            Stmt::Done(n) => {
+                self.emit(Op::Done(Arc::from(n.as_str())))?;
+            }
+            Stmt::Block(b) => self.stmts(b)?,
+            Stmt::Bind { var, body } => {
+                let r = self.var(var);
+                self.stmt(body, Some(r))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn repeat(
+        &mut self,
+        body: &Stmt,
+        low: Limit,
+        high: Limit,
+        bind: Option<usize>,
+    ) -> Result<(), CompileError> {
+        let reg = self.reg();
+        let head = self.emit(Op::Loop {
+            reg,
+            max: high,
+            exit: 0,
+        })?;
+        self.stmt(body, None)?;
+        self.emit(Op::Count(reg))?;
+        self.emit(Op::Jump(head))?;
+        let exit = self.emit(Op::EndLoop {
+            reg,
+            low,
+            high,
+            bind,
+        })?;
+        self.ops[head] = Op::Loop {
+            reg,
+            max: high,
+            exit,
+        };
+        Ok(())
+    }
+}
+
+/// Compiles limits, converting units to ns and bytes.
+pub fn limits_of(limits: &[ast::Limit], params: &Params) -> Result<Vec<Bound>, String> {
+    limits
+        .iter()
+        .map(|l| {
+            let metric = Metric::of(&l.metric);
+            let q = |q: &Option<Quantity>| -> Result<Option<f64>, String> {
+                q.as_ref()
+                    .map(|q| quantity(q, metric, &l.metric, params))
+                    .transpose()
+            };
+            let (low, high) = match l.form {
+                LimitForm::Upper => (None, q(&l.high)?),
+                _ => (q(&l.low)?, q(&l.high)?),
+            };
+            Ok(Bound {
+                metric,
+                low,
+                high,
+                text: l.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A quantity in base units (ns, bytes; plain numbers as they are).
+pub fn quantity(q: &Quantity, metric: Metric, name: &str, params: &Params) -> Result<f64, String> {
+    match q {
+        Quantity::Var(v) => params
+            .get(v)
+            .copied()
+            .ok_or_else(|| format!("${v} has no value: give --param {v}=...")),
+        Quantity::Lit { value, unit } if unit.is_empty() => Ok(*value),
+        Quantity::Lit { value, unit } => {
+            let (dim, factor) = scale(unit).ok_or_else(|| format!("unknown unit {unit:?}"))?;
+            if metric.dimension().is_some_and(|d| d != dim) {
+                return Err(format!("{name} cannot be measured in {unit}"));
+            }
+            Ok(value * factor)
+        }
+    }
+}
+
+/// Compiles the statements of a thread pattern or fragment.
+pub fn compile(
+    body: &[Stmt],
+    params: &Params,
+    fragments: &HashMap<String, &ast::Fragment>,
+    patterns: &[String],
+    context: String,
+) -> Result<Program, CompileError> {
+    let mut c = Compiler {
+        ops: Vec::new(),
+        future_names: HashMap::new(),
+        vars: HashMap::new(),
+        regs: 0,
+        params,
+        fragments,
+        patterns,
+        context,
+        calls: Vec::new(),
+    };
+    c.stmts(body)?;
+    c.emit(Op::Accept)?;
+    Ok(Program {
+        ops: c.ops,
+        future_names: c.future_names,
+        regs: c.regs,
+    })
+}
+
+/// Compiles a recognizer's thread patterns.
+pub fn compile_threads(
+    r: &ast::Recognizer,
+    params: &Params,
+    fragments: &HashMap<String, &ast::Fragment>,
+) -> Result<Vec<ThreadProgram>, CompileError> {
+    let names: Vec<String> = r.threads.iter().map(|t| t.name.clone()).collect();
+    r.threads
+        .iter()
+        .map(|t| {
+            let context = format!("{} {}, thread {}", r.role, r.name, t.name);
+            let fail = |message: String| CompileError {
+                context: context.clone(),
+                message,
+            };
+            let count = |c: &Count| -> Result<u32, CompileError> {
+                match c {
+                    Count::Num(n) => Ok((*n).min(u32::MAX as u64) as u32),
+                    Count::Var(v) => match params.get(v) {
+                        Some(&p) if p >= 0.0 && p.fract() == 0.0 => Ok(p as u32),
+                        _ => Err(fail(format!(
+                            "${v} needs a whole number: give --param {v}=N"
+                        ))),
+                    },
+                }
+            };
+            let host = match &t.host {
+                Text::Exact(s) | Text::Name(s) => NameMatch::Exact(Arc::from(s.as_str())),
+                Text::Regex(re) => {
+                    NameMatch::Regex(Regex::new(re).map_err(|e| fail(e.to_string()))?)
+                }
+                Text::Any => NameMatch::Any,
+                Text::Var(v) => match params.get(v) {
+                    Some(p) => NameMatch::Exact(Arc::from(p.to_string().as_str())),
+                    None => return Err(fail(format!("${v} has no value: give --param {v}=..."))),
+                },
+            };
+            Ok(ThreadProgram {
+                name: t.name.clone(),
+                host,
+                low: count(&t.count.low)?,
+                high: count(&t.count.high)?,
+                limits: limits_of(&t.limits, params).map_err(fail)?,
+                program: compile(&t.body, params, fragments, &names, context.clone())?,
+            })
+        })
+        .collect()
+}
