@@ -19,6 +19,10 @@ pub struct ThreadKey {
     pub execution_unit: u64,
     /// The service, to tell apart processes that report no host or pid.
     pub service: Arc<str>,
+    /// Which sequential flow of the execution unit: 0, or 1, 2, ... for spans that ran
+    /// concurrently with others on it (async tasks interleaved on one thread), since a
+    /// Pip thread is sequential.
+    pub lane: u32,
 }
 
 /// One event of a Pip thread.
@@ -126,6 +130,49 @@ fn rank(e: &PathEvent) -> u8 {
     }
 }
 
+/// The lane of each span: a span stays in its parent's lane when it nests there (its
+/// parent is the innermost open span of that lane and it ends within it); otherwise it
+/// takes a free lane of its execution unit, or a new one.
+fn lanes(trace: &Trace, depth: &[usize]) -> Vec<u32> {
+    type Unit = (Arc<str>, u32, u64, Arc<str>);
+    let mut order: Vec<usize> = (0..trace.spans.len()).collect();
+    order.sort_by_key(|&i| (trace.spans[i].start, depth[i]));
+    let mut open: BTreeMap<Unit, Vec<Vec<usize>>> = BTreeMap::new();
+    let mut lane = vec![0u32; trace.spans.len()];
+    for i in order {
+        let s = &trace.spans[i];
+        let unit = (s.host.clone(), s.pid, s.execution_unit, s.service.clone());
+        let stacks = open.entry(unit).or_default();
+        for stack in stacks.iter_mut() {
+            while stack.last().is_some_and(|&top| {
+                trace.spans[top].end.max(trace.spans[top].start) <= s.start && top != i
+            }) {
+                stack.pop();
+            }
+        }
+        let parent = trace.parent[i];
+        let nests = |stack: &Vec<usize>| {
+            stack.last().copied() == parent
+                && parent.is_some_and(|p| {
+                    s.end.max(s.start) <= trace.spans[p].end.max(trace.spans[p].start)
+                })
+        };
+        let chosen = match stacks.iter().position(nests) {
+            Some(l) => l,
+            None => match stacks.iter().position(Vec::is_empty) {
+                Some(l) => l,
+                None => {
+                    stacks.push(Vec::new());
+                    stacks.len() - 1
+                }
+            },
+        };
+        stacks[chosen].push(i);
+        lane[i] = chosen as u32;
+    }
+    lane
+}
+
 impl PathView {
     /// Derives the path view. An RPC (a client span with a server child) becomes a send at
     /// the client's start, a receive at the server's start, a send at the server's end and
@@ -151,12 +198,14 @@ impl PathView {
                 .or_default()
                 .push((ev.time(), r, order, ev));
         };
+        let lanes = lanes(trace, &depth);
         for (i, s) in trace.spans.iter().enumerate() {
             let key = ThreadKey {
                 host: s.host.clone(),
                 pid: s.pid,
                 execution_unit: s.execution_unit,
                 service: s.service.clone(),
+                lane: lanes[i],
             };
             let d = depth[i];
             push(
@@ -337,5 +386,34 @@ mod tests {
             panic!("expected a send");
         };
         assert_eq!(message_id, sent);
+    }
+
+    #[test]
+    fn concurrent_spans_on_one_execution_unit_become_separate_sequential_threads() {
+        // Two calls in flight at once from one async task: 2 runs 10..50, 3 runs 20..60.
+        let root = sp(1, None, "web", SpanKind::Server, 0, 100);
+        let a = sp(2, Some(1), "web", SpanKind::Internal, 10, 50);
+        let b = sp(3, Some(1), "web", SpanKind::Internal, 20, 60);
+        let inner = sp(4, Some(2), "web", SpanKind::Internal, 12, 40);
+        let trace = Trace::assemble(TraceId::new(1).unwrap(), vec![root, a, b, inner]);
+        let view = PathView::from_trace(&trace);
+        assert_eq!(view.threads.len(), 2);
+        let names = |t: &PathThread| -> Vec<String> {
+            t.events
+                .iter()
+                .map(|e| match e {
+                    PathEvent::TaskStart { name, .. } => format!("+{name}"),
+                    PathEvent::TaskEnd { name, .. } => format!("-{name}"),
+                    _ => "?".into(),
+                })
+                .collect()
+        };
+        assert_eq!(view.threads[0].key.lane, 0);
+        assert_eq!(
+            names(&view.threads[0]),
+            ["+op1", "+op2", "+op4", "-op4", "-op2", "-op1"]
+        );
+        assert_eq!(view.threads[1].key.lane, 1);
+        assert_eq!(names(&view.threads[1]), ["+op3", "-op3"]);
     }
 }
