@@ -7,4 +7,5 @@ pub mod lang;
 pub mod matcher;
 pub mod path;
 pub mod program;
+pub mod testing;
 pub mod units;
