@@ -14,13 +14,13 @@ use crate::Remote;
 pub struct WindowArgs {
     /// Window start: Unix nanoseconds or RFC 3339 (default: everything stored).
     #[arg(long)]
-    start: Option<String>,
+    pub(crate) start: Option<String>,
     /// Window end: Unix nanoseconds or RFC 3339.
     #[arg(long)]
-    end: Option<String>,
+    pub(crate) end: Option<String>,
     /// The window's length before its end, e.g. `15m` or `1h` (instead of --start).
     #[arg(long, conflicts_with = "start")]
-    lookback: Option<String>,
+    pub(crate) lookback: Option<String>,
 }
 
 impl WindowArgs {
@@ -41,9 +41,9 @@ impl WindowArgs {
 pub struct Answer {
     /// Print the API's JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     #[command(flatten)]
-    remote: Remote,
+    pub(crate) remote: Remote,
 }
 
 /// One trace's analysis.
@@ -124,7 +124,7 @@ fn offsets(v: &Value) -> String {
     }
 }
 
-fn print_json(v: &Value) -> Result<()> {
+pub(crate) fn print_json(v: &Value) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
 }

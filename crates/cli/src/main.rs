@@ -7,6 +7,7 @@ mod analyze;
 mod bench;
 mod client;
 mod demo;
+mod expect;
 mod import;
 mod print;
 
@@ -68,6 +69,10 @@ enum Command {
     Export(ExportArgs),
     /// Measure ingest and query performance.
     Bench(bench::BenchArgs),
+    /// Pip's expectations: check every path of a window against them, parse them, or
+    /// list the reconciler's findings.
+    #[command(subcommand)]
+    Expect(expect::ExpectCommand),
 }
 
 /// Where the query API is.
@@ -321,6 +326,7 @@ fn main() {
         Command::Import(a) => import::run(a),
         Command::Export(a) => export(a),
         Command::Bench(a) => bench::run(a),
+        Command::Expect(c) => expect::run(c),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

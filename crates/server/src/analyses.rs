@@ -121,18 +121,30 @@ fn scan_into<A: Send>(
     add: impl Fn(&mut A, &Trace) + Sync,
     merge: impl Fn(&mut A, A),
 ) -> Result<(A, ScanStats), causeway_store::StoreError> {
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let acc = Sharded::new(threads, make);
     let fields = Fields::Structure {
         attributes: attributes.to_vec(),
     };
-    let scanned = store.scan_fields(window, &fields, &|t| acc.with(|a| add(a, &t)))?;
+    scan_fields_into(store, window, &fields, make, add, merge)
+}
+
+/// [`scan_into`] reading the given fields.
+pub(crate) fn scan_fields_into<A: Send>(
+    store: &Store,
+    window: TimeWindow,
+    fields: &Fields,
+    make: impl Fn() -> A,
+    add: impl Fn(&mut A, &Trace) + Sync,
+    merge: impl Fn(&mut A, A),
+) -> Result<(A, ScanStats), causeway_store::StoreError> {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let acc = Sharded::new(threads, make);
+    let scanned = store.scan_fields(window, fields, &|t| acc.with(|a| add(a, &t)))?;
     Ok((acc.finish(merge), scanned))
 }
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Window {
+pub(crate) struct Window {
     start: u64,
     end: u64,
     traces_scanned: u64,
@@ -140,7 +152,7 @@ struct Window {
 }
 
 impl Window {
-    fn of(w: TimeWindow, s: ScanStats) -> Window {
+    pub(crate) fn of(w: TimeWindow, s: ScanStats) -> Window {
         Window {
             start: w.start,
             end: w.end,

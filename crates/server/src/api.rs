@@ -28,6 +28,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/api/status", get(status))
         .route("/metrics", get(metrics))
         .merge(crate::analyses::routes())
+        .merge(crate::expect::routes())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::auth::require_token,

@@ -11,6 +11,7 @@ mod analyses;
 mod api;
 mod auth;
 pub mod error;
+mod expect;
 mod grpc;
 mod ingest;
 mod metrics;

@@ -1,0 +1,255 @@
+//! `POST /api/expect/check`: an expectations file in, the report on every path of a
+//! window out (through the store's parallel bulk scan, reading whole spans: the path view
+//! needs their events and messages).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+use causeway_expect::check::{Checker, FailedAssertion, PathFacts, PathReport};
+use causeway_expect::lang::{ast, parse};
+use causeway_expect::path::{Path, Problem};
+use causeway_store::Fields;
+use serde::{Deserialize, Serialize};
+
+use crate::analyses::{scan_fields_into, Window};
+use crate::api::{blocking, window_param};
+use crate::{ApiError, AppState};
+
+pub(crate) fn routes() -> Router<Arc<AppState>> {
+    Router::new().route("/api/expect/check", post(check))
+}
+
+/// One expectations file.
+#[derive(Deserialize)]
+struct SourceFile {
+    name: String,
+    text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CheckRequest {
+    /// One file's text (named "request").
+    #[serde(default)]
+    text: Option<String>,
+    /// Several files.
+    #[serde(default)]
+    files: Vec<SourceFile>,
+    /// Values of `$NAME` parameters.
+    #[serde(default)]
+    params: HashMap<String, f64>,
+    #[serde(default)]
+    start: Option<String>,
+    #[serde(default)]
+    end: Option<String>,
+    #[serde(default)]
+    lookback: Option<String>,
+    /// Only paths with a span of this service.
+    #[serde(default)]
+    service: Option<String>,
+    /// Most unexpected paths (and reconciler findings) listed; the counts cover all.
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RecognizerCount {
+    name: String,
+    role: String,
+    matched: u64,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Reconciled {
+    trace_id: String,
+    problems: Vec<Problem>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CheckReport {
+    window: Window,
+    paths: u64,
+    expected: u64,
+    unexpected: u64,
+    /// Paths a recognizer ran out of budget on.
+    undecided: u64,
+    recognizers: Vec<RecognizerCount>,
+    unexpected_paths: Vec<PathReport>,
+    failed_assertions: Vec<FailedAssertion>,
+    /// Paths the reconciler found problems in.
+    paths_with_problems: u64,
+    problems: Vec<Reconciled>,
+}
+
+#[derive(Default)]
+struct Acc {
+    paths: u64,
+    expected: u64,
+    unexpected: u64,
+    undecided: u64,
+    matched: Vec<u64>,
+    unexpected_paths: Vec<PathReport>,
+    facts: Vec<PathFacts>,
+    with_problems: u64,
+    problems: Vec<Reconciled>,
+}
+
+impl Acc {
+    fn merge(&mut self, o: Acc) {
+        self.paths += o.paths;
+        self.expected += o.expected;
+        self.unexpected += o.unexpected;
+        self.undecided += o.undecided;
+        if self.matched.len() < o.matched.len() {
+            self.matched.resize(o.matched.len(), 0);
+        }
+        for (a, b) in self.matched.iter_mut().zip(o.matched) {
+            *a += b;
+        }
+        self.unexpected_paths.extend(o.unexpected_paths);
+        self.facts.extend(o.facts);
+        self.with_problems += o.with_problems;
+        self.problems.extend(o.problems);
+    }
+}
+
+/// Parses every file; errors are `file:line:col` with the line and a caret.
+fn parse_all(req: &CheckRequest) -> Result<ast::File, ApiError> {
+    let mut files: Vec<(&str, &str)> = req
+        .files
+        .iter()
+        .map(|f| (f.name.as_str(), f.text.as_str()))
+        .collect();
+    if let Some(t) = &req.text {
+        files.push(("request", t));
+    }
+    let mut all = ast::File::default();
+    for (name, text) in files {
+        let f = parse(text).map_err(|e| ApiError::BadRequest(e.render(name, text)))?;
+        all.items.extend(f.items);
+    }
+    Ok(all)
+}
+
+async fn check(
+    State(state): State<Arc<AppState>>,
+    body: axum::body::Bytes,
+) -> Result<Json<CheckReport>, ApiError> {
+    let req: CheckRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "request body, line {} column {}: {e}",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let window_params: Vec<(String, String)> = [
+        ("start", &req.start),
+        ("end", &req.end),
+        ("lookback", &req.lookback),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.clone().map(|v| (k.to_string(), v)))
+    .collect();
+    let window = window_param(&window_params)?;
+    let file = parse_all(&req)?;
+    let checker =
+        Checker::new(&file, req.params.clone()).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let names: Vec<String> = checker.names().iter().map(|s| s.to_string()).collect();
+    let roles = checker.roles();
+    let recognizers = names.len();
+    let limit = req.limit.unwrap_or(100).min(10_000);
+    let service = req.service.clone();
+    let keep_facts = !file
+        .items
+        .iter()
+        .all(|i| !matches!(i, ast::Item::Assert { .. }));
+    let store = state.store.clone();
+    let (mut acc, scanned) = blocking(move || {
+        scan_fields_into(
+            &store,
+            window,
+            &Fields::All,
+            Acc::default,
+            |a, t| {
+                if let Some(s) = &service {
+                    if !t.spans.iter().any(|sp| &*sp.service == s) {
+                        return;
+                    }
+                }
+                let path = Path::of(t);
+                let (report, facts) = checker.check(&path);
+                a.paths += 1;
+                if a.matched.len() < recognizers {
+                    a.matched.resize(recognizers, 0);
+                }
+                for &i in &facts.matched {
+                    a.matched[i] += 1;
+                }
+                if !report.undecided.is_empty() {
+                    a.undecided += 1;
+                }
+                if !report.problems.is_empty() {
+                    a.with_problems += 1;
+                    if a.problems.len() < limit {
+                        a.problems.push(Reconciled {
+                            trace_id: report.trace_id.clone(),
+                            problems: report.problems.clone(),
+                        });
+                    }
+                }
+                if report.expected {
+                    a.expected += 1;
+                } else {
+                    a.unexpected += 1;
+                    if a.unexpected_paths.len() < limit {
+                        a.unexpected_paths.push(report);
+                    }
+                }
+                if keep_facts {
+                    a.facts.push(facts);
+                }
+            },
+            Acc::merge,
+        )
+        .map(|(acc, scanned)| (acc, scanned, checker))
+    })
+    .await
+    .map(|(acc, scanned, checker)| {
+        let failed = checker.assertions(&acc.facts);
+        ((acc, failed), scanned)
+    })?;
+    let (ref mut a, ref failed) = acc;
+    a.unexpected_paths
+        .sort_by(|x, y| x.trace_id.cmp(&y.trace_id));
+    a.unexpected_paths.truncate(limit);
+    a.problems.sort_by(|x, y| x.trace_id.cmp(&y.trace_id));
+    a.problems.truncate(limit);
+    a.matched.resize(names.len(), 0);
+    Ok(Json(CheckReport {
+        window: Window::of(window, scanned),
+        paths: a.paths,
+        expected: a.expected,
+        unexpected: a.unexpected,
+        undecided: a.undecided,
+        recognizers: names
+            .iter()
+            .zip(&roles)
+            .zip(&a.matched)
+            .map(|((n, r), m)| RecognizerCount {
+                name: n.clone(),
+                role: r.to_string(),
+                matched: *m,
+            })
+            .collect(),
+        unexpected_paths: std::mem::take(&mut a.unexpected_paths),
+        failed_assertions: failed.clone(),
+        paths_with_problems: a.with_problems,
+        problems: std::mem::take(&mut a.problems),
+    }))
+}
