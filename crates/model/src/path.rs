@@ -15,13 +15,14 @@ pub struct ThreadKey {
     pub host: Arc<str>,
     /// The process id.
     pub pid: u32,
-    /// The OS thread or async task.
+    /// The OS thread the flow's first span ran on. Flows are not split by it: async tasks
+    /// move between a runtime's threads, so the lane says what ran in sequence.
     pub execution_unit: u64,
     /// The service, to tell apart processes that report no host or pid.
     pub service: Arc<str>,
-    /// Which sequential flow of the execution unit: 0, or 1, 2, ... for spans that ran
-    /// concurrently with others on it (async tasks interleaved on one thread), since a
-    /// Pip thread is sequential.
+    /// Which sequential flow of the process: 0, or 1, 2, ... for spans that ran
+    /// concurrently with others (threads, or async tasks interleaved on one thread), since
+    /// a Pip thread is sequential.
     pub lane: u32,
 }
 
@@ -130,45 +131,42 @@ fn rank(e: &PathEvent) -> u8 {
     }
 }
 
-/// The lane of each span: a span stays in its parent's lane when it nests there (its
-/// parent is the innermost open span of that lane and it ends within it); otherwise it
-/// takes a free lane of its execution unit, or a new one.
-fn lanes(trace: &Trace, depth: &[usize]) -> Vec<u32> {
-    type Unit = (Arc<str>, u32, u64, Arc<str>);
+/// The lane of each span, and the execution unit of the span that opened its lane: a
+/// span stays in its parent's lane when it nests there (its parent is the innermost open
+/// span of that lane and it ends within it); otherwise it opens a new lane.
+fn lanes(trace: &Trace, depth: &[usize]) -> Vec<(u32, u64)> {
+    type Process = (Arc<str>, u32, Arc<str>);
     let mut order: Vec<usize> = (0..trace.spans.len()).collect();
     order.sort_by_key(|&i| (trace.spans[i].start, depth[i]));
-    let mut open: BTreeMap<Unit, Vec<Vec<usize>>> = BTreeMap::new();
-    let mut lane = vec![0u32; trace.spans.len()];
+    // Per process: each lane's open spans and the unit of its first span.
+    let mut open: BTreeMap<Process, Vec<(Vec<usize>, u64)>> = BTreeMap::new();
+    let mut lane = vec![(0u32, 0u64); trace.spans.len()];
+    let end = |i: usize| trace.spans[i].end.max(trace.spans[i].start);
     for i in order {
         let s = &trace.spans[i];
-        let unit = (s.host.clone(), s.pid, s.execution_unit, s.service.clone());
-        let stacks = open.entry(unit).or_default();
-        for stack in stacks.iter_mut() {
-            while stack.last().is_some_and(|&top| {
-                trace.spans[top].end.max(trace.spans[top].start) <= s.start && top != i
-            }) {
+        let lanes = open
+            .entry((s.host.clone(), s.pid, s.service.clone()))
+            .or_default();
+        for (stack, _) in lanes.iter_mut() {
+            while stack.last().is_some_and(|&top| end(top) <= s.start) {
                 stack.pop();
             }
         }
         let parent = trace.parent[i];
-        let nests = |stack: &Vec<usize>| {
-            stack.last().copied() == parent
-                && parent.is_some_and(|p| {
-                    s.end.max(s.start) <= trace.spans[p].end.max(trace.spans[p].start)
-                })
+        let nests = |(stack, _): &(Vec<usize>, u64)| {
+            stack.last().copied() == parent && parent.is_some_and(|p| end(i) <= end(p))
         };
-        let chosen = match stacks.iter().position(nests) {
+        // A span that cannot nest opens a lane of its own: reusing an idle lane would join
+        // unrelated work (two requests a server handled one after the other).
+        let chosen = match lanes.iter().position(nests) {
             Some(l) => l,
-            None => match stacks.iter().position(Vec::is_empty) {
-                Some(l) => l,
-                None => {
-                    stacks.push(Vec::new());
-                    stacks.len() - 1
-                }
-            },
+            None => {
+                lanes.push((Vec::new(), s.execution_unit));
+                lanes.len() - 1
+            }
         };
-        stacks[chosen].push(i);
-        lane[i] = chosen as u32;
+        lanes[chosen].0.push(i);
+        lane[i] = (chosen as u32, lanes[chosen].1);
     }
     lane
 }
@@ -178,7 +176,6 @@ impl PathView {
     /// the client's start, a receive at the server's start, a send at the server's end and
     /// a receive at the client's end; recorded messages become sends and receives as they are.
     pub fn from_trace(trace: &Trace) -> PathView {
-        let mut threads: BTreeMap<ThreadKey, Vec<(u64, u8, usize, PathEvent)>> = BTreeMap::new();
         let depth: Vec<usize> = {
             let mut d = vec![0; trace.spans.len()];
             for (i, dep) in trace.depth_first() {
@@ -186,144 +183,131 @@ impl PathView {
             }
             d
         };
-        let mut push = |key: &ThreadKey, ev: PathEvent, depth: usize| {
-            let r = rank(&ev);
-            // Nesting at equal times: parents start first and end last.
-            let order = match ev {
-                PathEvent::TaskEnd { .. } => usize::MAX - depth,
-                _ => depth,
-            };
-            threads
-                .entry(key.clone())
-                .or_default()
-                .push((ev.time(), r, order, ev));
-        };
         let lanes = lanes(trace, &depth);
-        for (i, s) in trace.spans.iter().enumerate() {
-            let key = ThreadKey {
+        let keys: Vec<ThreadKey> = trace
+            .spans
+            .iter()
+            .zip(&lanes)
+            .map(|(s, &(lane, unit))| ThreadKey {
                 host: s.host.clone(),
                 pid: s.pid,
-                execution_unit: s.execution_unit,
+                execution_unit: unit,
                 service: s.service.clone(),
-                lane: lanes[i],
-            };
-            let d = depth[i];
-            push(
-                &key,
-                PathEvent::TaskStart {
-                    span_id: s.span_id,
-                    name: s.name.clone(),
-                    time: s.start,
-                },
-                d,
-            );
-            for e in &s.events {
-                push(
-                    &key,
-                    PathEvent::Notice {
-                        span_id: s.span_id,
-                        text: e.name.clone(),
-                        time: e.time.clamp(s.start, s.end.max(s.start)),
-                    },
-                    d,
-                );
-            }
-            for m in &s.messages {
-                let ev = match m.direction {
-                    Direction::Send => PathEvent::Send {
-                        message_id: m.id,
-                        span_id: s.span_id,
-                        size: m.size,
-                        time: m.time,
-                    },
-                    Direction::Recv => PathEvent::Recv {
-                        message_id: m.id,
-                        span_id: s.span_id,
-                        size: m.size,
-                        time: m.time,
-                    },
-                };
-                push(&key, ev, d);
-            }
-            let parent_client = trace.parent[i]
-                .map(|p| &trace.spans[p])
-                .filter(|p| p.kind == SpanKind::Client);
-            match s.kind {
-                SpanKind::Client
-                    if trace.children[i]
-                        .iter()
-                        .any(|&c| trace.spans[c].kind == SpanKind::Server) =>
-                {
-                    push(
-                        &key,
-                        PathEvent::Send {
-                            message_id: rpc_request_id(s.span_id),
-                            span_id: s.span_id,
-                            size: None,
-                            time: s.start,
-                        },
-                        d,
-                    );
-                    push(
-                        &key,
-                        PathEvent::Recv {
-                            message_id: rpc_reply_id(s.span_id),
-                            span_id: s.span_id,
-                            size: None,
-                            time: s.end,
-                        },
-                        d,
-                    );
-                }
-                SpanKind::Server => {
-                    if let Some(c) = parent_client {
-                        push(
-                            &key,
-                            PathEvent::Recv {
-                                message_id: rpc_request_id(c.span_id),
-                                span_id: s.span_id,
-                                size: None,
-                                time: s.start,
-                            },
-                            d,
-                        );
-                        push(
-                            &key,
-                            PathEvent::Send {
-                                message_id: rpc_reply_id(c.span_id),
-                                span_id: s.span_id,
-                                size: None,
-                                time: s.end,
-                            },
-                            d,
-                        );
-                    }
-                }
-                _ => {}
-            }
-            push(
-                &key,
-                PathEvent::TaskEnd {
-                    span_id: s.span_id,
-                    name: s.name.clone(),
-                    time: s.end.max(s.start),
-                },
-                d,
-            );
-        }
-        let mut out: Vec<PathThread> = threads
-            .into_iter()
-            .map(|(key, mut evs)| {
-                evs.sort_by_key(|e| (e.0, e.1, e.2));
-                PathThread {
-                    key,
-                    events: evs.into_iter().map(|e| e.3).collect(),
-                }
+                lane,
             })
             .collect();
-        out.sort_by_key(|t| t.events.first().map(|e| e.time()).unwrap_or(0));
-        PathView { threads: out }
+        // Within a lane spans nest, so each thread is a walk of its span trees: a task's
+        // start, its own events merged by time with its children, its end.
+        let mut roots: BTreeMap<ThreadKey, Vec<usize>> = BTreeMap::new();
+        for i in 0..trace.spans.len() {
+            let local_parent = trace.parent[i].filter(|&p| keys[p] == keys[i]);
+            if local_parent.is_none() {
+                roots.entry(keys[i].clone()).or_default().push(i);
+            }
+        }
+        let mut threads: Vec<PathThread> = roots
+            .into_iter()
+            .map(|(key, mut rs)| {
+                rs.sort_by_key(|&i| (trace.spans[i].start, depth[i]));
+                let mut events = Vec::new();
+                for r in rs {
+                    walk(trace, &keys, r, &mut events);
+                }
+                PathThread { key, events }
+            })
+            .collect();
+        threads.sort_by_key(|t| t.events.first().map(|e| e.time()).unwrap_or(0));
+        PathView { threads }
     }
+}
+
+/// A span's own events (notices, recorded messages, and an RPC's send and receive), by
+/// time.
+fn own_events(trace: &Trace, i: usize) -> Vec<PathEvent> {
+    let s = &trace.spans[i];
+    let mut out = Vec::new();
+    for e in &s.events {
+        out.push(PathEvent::Notice {
+            span_id: s.span_id,
+            text: e.name.clone(),
+            time: e.time.clamp(s.start, s.end.max(s.start)),
+        });
+    }
+    for m in &s.messages {
+        out.push(match m.direction {
+            Direction::Send => PathEvent::Send {
+                message_id: m.id,
+                span_id: s.span_id,
+                size: m.size,
+                time: m.time,
+            },
+            Direction::Recv => PathEvent::Recv {
+                message_id: m.id,
+                span_id: s.span_id,
+                size: m.size,
+                time: m.time,
+            },
+        });
+    }
+    let calls_server = s.kind == SpanKind::Client
+        && trace.children[i]
+            .iter()
+            .any(|&c| trace.spans[c].kind == SpanKind::Server);
+    if calls_server {
+        out.push(PathEvent::Send {
+            message_id: rpc_request_id(s.span_id),
+            span_id: s.span_id,
+            size: None,
+            time: s.start,
+        });
+        out.push(PathEvent::Recv {
+            message_id: rpc_reply_id(s.span_id),
+            span_id: s.span_id,
+            size: None,
+            time: s.end.max(s.start),
+        });
+    }
+    let client = trace.parent[i]
+        .map(|p| &trace.spans[p])
+        .filter(|p| p.kind == SpanKind::Client);
+    if let (SpanKind::Server, Some(c)) = (s.kind, client) {
+        out.push(PathEvent::Recv {
+            message_id: rpc_request_id(c.span_id),
+            span_id: s.span_id,
+            size: None,
+            time: s.start,
+        });
+        out.push(PathEvent::Send {
+            message_id: rpc_reply_id(c.span_id),
+            span_id: s.span_id,
+            size: None,
+            time: s.end.max(s.start),
+        });
+    }
+    out.sort_by_key(|e| (e.time(), rank(e)));
+    out
+}
+
+fn walk(trace: &Trace, keys: &[ThreadKey], i: usize, out: &mut Vec<PathEvent>) {
+    let s = &trace.spans[i];
+    out.push(PathEvent::TaskStart {
+        span_id: s.span_id,
+        name: s.name.clone(),
+        time: s.start,
+    });
+    let mut own = own_events(trace, i).into_iter().peekable();
+    for &c in trace.children[i].iter().filter(|&&c| keys[c] == keys[i]) {
+        while let Some(e) = own.next_if(|e| e.time() <= trace.spans[c].start) {
+            out.push(e);
+        }
+        walk(trace, keys, c, out);
+    }
+    out.extend(own);
+    out.push(PathEvent::TaskEnd {
+        span_id: s.span_id,
+        name: s.name.clone(),
+        time: s.end.max(s.start),
+    });
 }
 
 #[cfg(test)]
