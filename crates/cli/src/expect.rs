@@ -20,6 +20,35 @@ pub enum ExpectCommand {
     /// List the reconciler's findings: unpaired messages, reused message ids, tasks
     /// without a proper end.
     Reconcile(ReconcileArgs),
+    /// Write recognizers that describe observed paths: a trace, a pattern's traces, or
+    /// the traces through a service.
+    Generate(GenerateArgs),
+}
+
+#[derive(Args)]
+pub struct GenerateArgs {
+    /// Describe this trace.
+    #[arg(long, conflicts_with_all = ["pattern", "service"])]
+    trace: Option<String>,
+    /// Describe the traces of this pattern (`p` and 16 hex digits).
+    #[arg(long, conflicts_with = "service")]
+    pattern: Option<String>,
+    /// Describe the traces that pass through this service.
+    #[arg(long)]
+    service: Option<String>,
+    /// Add each task's observed REAL_TIME range as a limit.
+    #[arg(long)]
+    timings: bool,
+    /// Most traces to read.
+    #[arg(long, default_value_t = 1000)]
+    limit: usize,
+    /// Write to this file instead of standard output.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    window: WindowArgs,
+    #[command(flatten)]
+    out: Answer,
 }
 
 #[derive(Args)]
@@ -68,6 +97,7 @@ pub fn run(c: ExpectCommand) -> Result<()> {
         ExpectCommand::Check(a) => check(a),
         ExpectCommand::Parse(a) => parse(a),
         ExpectCommand::Reconcile(a) => reconcile(a),
+        ExpectCommand::Generate(a) => generate(a),
     }
 }
 
@@ -261,6 +291,42 @@ fn reconcile(a: ReconcileArgs) -> Result<()> {
             };
             println!("  {what}");
         }
+    }
+    Ok(())
+}
+
+fn generate(a: GenerateArgs) -> Result<()> {
+    if a.trace.is_none() && a.pattern.is_none() && a.service.is_none() {
+        bail!("say what to describe: --trace ID, --pattern ID or --service NAME");
+    }
+    let body = json!({
+        "trace": a.trace,
+        "pattern": a.pattern,
+        "service": a.service,
+        "timings": a.timings,
+        "limit": a.limit,
+        "start": a.window.start,
+        "end": a.window.end,
+        "lookback": a.window.lookback,
+    });
+    let r = a.out.remote.client().post(
+        "/api/expect/generate",
+        "application/json",
+        body.to_string().as_bytes(),
+    )?;
+    if a.out.json {
+        return print_json(&r);
+    }
+    let text = format!(
+        "// Generated from {} paths by causeway expect generate.\n{}",
+        cell(&r["paths"]),
+        r["text"].as_str().unwrap_or("")
+    );
+    match &a.output {
+        Some(path) => {
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => print!("{text}"),
     }
     Ok(())
 }

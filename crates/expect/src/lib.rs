@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod check;
+pub mod generate;
 pub mod lang;
 pub mod matcher;
 pub mod path;

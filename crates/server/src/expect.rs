@@ -11,7 +11,9 @@ use axum::{Json, Router};
 use causeway_expect::check::{Checker, FailedAssertion, PathFacts, PathReport};
 use causeway_expect::lang::{ast, parse};
 use causeway_expect::path::{Path, Problem};
+use causeway_model::TraceId;
 use causeway_store::Fields;
+use causeway_store::TraceStore;
 use serde::{Deserialize, Serialize};
 
 use crate::analyses::{scan_fields_into, Window};
@@ -19,7 +21,9 @@ use crate::api::{blocking, window_param};
 use crate::{ApiError, AppState};
 
 pub(crate) fn routes() -> Router<Arc<AppState>> {
-    Router::new().route("/api/expect/check", post(check))
+    Router::new()
+        .route("/api/expect/check", post(check))
+        .route("/api/expect/generate", post(generate))
 }
 
 /// One expectations file.
@@ -251,5 +255,122 @@ async fn check(
         failed_assertions: failed.clone(),
         paths_with_problems: a.with_problems,
         problems: std::mem::take(&mut a.problems),
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct GenerateRequest {
+    /// Describe this trace.
+    #[serde(default)]
+    trace: Option<String>,
+    /// Describe the traces of this pattern (`p` and 16 hex digits) in the window.
+    #[serde(default)]
+    pattern: Option<String>,
+    /// Describe the traces through this service in the window.
+    #[serde(default)]
+    service: Option<String>,
+    /// Add each task's observed REAL_TIME range as a limit.
+    #[serde(default)]
+    timings: bool,
+    /// Most traces read (the first ones of the window).
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    start: Option<String>,
+    #[serde(default)]
+    end: Option<String>,
+    #[serde(default)]
+    lookback: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Generated {
+    /// Traces described.
+    paths: usize,
+    /// The recognizers, in Pip's language.
+    text: String,
+}
+
+async fn generate(
+    State(state): State<Arc<AppState>>,
+    body: axum::body::Bytes,
+) -> Result<Json<Generated>, ApiError> {
+    let req: GenerateRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "request body, line {} column {}: {e}",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let store = state.store.clone();
+    let traces = if let Some(id) = &req.trace {
+        let id = TraceId::parse(id).map_err(|e| ApiError::BadRequest(format!("trace: {e}")))?;
+        match blocking(move || store.trace(id)).await? {
+            Some(t) => vec![t],
+            None => return Err(ApiError::NotFound(format!("trace {id} not found"))),
+        }
+    } else {
+        let pattern: Option<causeway_analysis::patterns::PatternId> = req
+            .pattern
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e| ApiError::BadRequest(format!("pattern: {e}")))?;
+        if pattern.is_none() && req.service.is_none() {
+            return Err(ApiError::BadRequest(
+                "give one of trace, pattern or service".into(),
+            ));
+        }
+        let window_params: Vec<(String, String)> = [
+            ("start", &req.start),
+            ("end", &req.end),
+            ("lookback", &req.lookback),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.clone().map(|v| (k.to_string(), v)))
+        .collect();
+        let window = window_param(&window_params)?;
+        let limit = req.limit.unwrap_or(1000).min(100_000);
+        let service = req.service.clone();
+        let (mut found, _) = blocking(move || {
+            scan_fields_into(
+                &store,
+                window,
+                &Fields::All,
+                Vec::new,
+                |v: &mut Vec<causeway_model::Trace>, t| {
+                    if v.len() >= limit {
+                        return;
+                    }
+                    if let Some(s) = &service {
+                        if !t.spans.iter().any(|sp| &*sp.service == s) {
+                            return;
+                        }
+                    }
+                    if let Some(p) = pattern {
+                        if causeway_analysis::patterns::TraceShape::of(t).map(|s| s.id) != Some(p) {
+                            return;
+                        }
+                    }
+                    v.push(t.clone());
+                },
+                |a, b| a.extend(b),
+            )
+        })
+        .await?;
+        found.sort_by_key(|t| t.trace_id);
+        found.truncate(limit);
+        if found.is_empty() {
+            return Err(ApiError::NotFound("no traces match in the window".into()));
+        }
+        found
+    };
+    let paths: Vec<Path> = traces.iter().map(Path::of).collect();
+    let file = causeway_expect::generate::generate(&paths, req.timings);
+    Ok(Json(Generated {
+        paths: paths.len(),
+        text: file.to_string(),
     }))
 }

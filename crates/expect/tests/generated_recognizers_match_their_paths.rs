@@ -1,0 +1,204 @@
+//! The generator: what it writes parses, reads as Pip, and matches every path it came from.
+
+use causeway_expect::check::Checker;
+use causeway_expect::generate::generate;
+use causeway_expect::lang::parse;
+use causeway_expect::path::Path;
+use causeway_expect::program::Params;
+use causeway_model::{Event, Span, SpanId, SpanKind, Trace, TraceId};
+use proptest::prelude::*;
+
+/// A call tree: each node a span name, its children, and whether it is a call to
+/// another host (a client span with a server span there).
+#[derive(Debug, Clone)]
+struct Node {
+    name: u8,
+    remote: Option<u8>,
+    notices: u8,
+    children: Vec<Node>,
+}
+
+fn node() -> impl Strategy<Value = Node> {
+    let leaf =
+        (0u8..3, prop::option::of(0u8..3), 0u8..3).prop_map(|(name, remote, notices)| Node {
+            name,
+            remote,
+            notices,
+            children: vec![],
+        });
+    leaf.prop_recursive(3, 20, 4, |inner| {
+        (
+            0u8..3,
+            prop::option::of(0u8..3),
+            0u8..2,
+            prop::collection::vec(inner, 0..4),
+        )
+            .prop_map(|(name, remote, notices, children)| Node {
+                name,
+                remote,
+                notices,
+                children,
+            })
+    })
+}
+
+/// Lays the tree out sequentially in time on hosts h0..h2 (the root on "front").
+fn trace(id: u128, root: &Node) -> Trace {
+    let mut spans = Vec::new();
+    let mut next = 0u64;
+    let mut t = 1_000u64;
+    fn place(
+        n: &Node,
+        parent: Option<SpanId>,
+        host: &str,
+        id: u128,
+        spans: &mut Vec<Span>,
+        next: &mut u64,
+        t: &mut u64,
+    ) {
+        let mk = |sid: u64,
+                  p: Option<SpanId>,
+                  name: String,
+                  host: &str,
+                  start: u64,
+                  end: u64,
+                  kind: SpanKind| {
+            let mut s = Span::new(
+                TraceId::new(id).unwrap(),
+                SpanId::new(sid).unwrap(),
+                p,
+                name,
+                host,
+                start,
+                end,
+            );
+            s.host = host.into();
+            s.pid = 1;
+            s.execution_unit = 1;
+            s.kind = kind;
+            s
+        };
+        *next += 1;
+        let me = *next;
+        let start = *t;
+        *t += 10;
+        let mut events = Vec::new();
+        for k in 0..n.notices {
+            events.push(Event {
+                time: *t,
+                name: format!("note {k}"),
+                attributes: vec![],
+            });
+            *t += 10;
+        }
+        let (child_parent, child_host) = match n.remote {
+            Some(r) => {
+                // The server side of the call, on its own host.
+                *next += 1;
+                let srv = *next;
+                let server_host = format!("h{r}");
+                *t += 10;
+                let sstart = *t;
+                for c in &n.children {
+                    place(
+                        c,
+                        Some(SpanId::new(srv).unwrap()),
+                        &server_host,
+                        id,
+                        spans,
+                        next,
+                        t,
+                    );
+                }
+                *t += 10;
+                spans.push(mk(
+                    srv,
+                    Some(SpanId::new(me).unwrap()),
+                    format!("op{}", n.name),
+                    &server_host,
+                    sstart,
+                    *t,
+                    SpanKind::Server,
+                ));
+                *t += 10;
+                (None, None)
+            }
+            None => (Some(SpanId::new(me).unwrap()), Some(host.to_string())),
+        };
+        if let (Some(p), Some(h)) = (child_parent, child_host) {
+            for c in &n.children {
+                place(c, Some(p), &h, id, spans, next, t);
+            }
+        }
+        *t += 10;
+        let kind = if n.remote.is_some() {
+            SpanKind::Client
+        } else {
+            SpanKind::Internal
+        };
+        let mut s = mk(me, parent, format!("op{}", n.name), host, start, *t, kind);
+        s.events = events;
+        spans.push(s);
+    }
+    place(root, None, "front", id, &mut spans, &mut next, &mut t);
+    Trace::assemble(TraceId::new(id).unwrap(), spans)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+    #[test]
+    fn a_generated_recognizer_matches_the_paths_it_came_from(
+        roots in prop::collection::vec(node(), 1..5),
+        timings in any::<bool>(),
+    ) {
+        let paths: Vec<Path> = roots.iter().enumerate().map(|(i, r)| Path::of(&trace(i as u128 + 1, r))).collect();
+        let file = generate(&paths, timings);
+        let text = file.to_string();
+        let parsed = parse(&text).map_err(|e| TestCaseError::fail(e.render("generated", &text)))?;
+        let checker = Checker::new(&parsed, Params::new()).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        for p in &paths {
+            let (r, _) = checker.check(p);
+            prop_assert!(r.expected, "path {} is not matched by\n{}\n{:?}", p.trace_id, text, r.closest);
+        }
+    }
+}
+
+#[test]
+fn peers_that_behave_alike_are_one_pattern_and_runs_are_repeats() {
+    // A front end that calls h1 three times in a row, each call parsing twice.
+    let leaf = |name| Node {
+        name,
+        remote: None,
+        notices: 0,
+        children: vec![],
+    };
+    let call = |host| Node {
+        name: 1,
+        remote: Some(host),
+        notices: 0,
+        children: vec![leaf(2), leaf(2)],
+    };
+    let root = Node {
+        name: 0,
+        remote: None,
+        notices: 1,
+        children: vec![call(1), call(1), call(1)],
+    };
+    let paths = [Path::of(&trace(1, &root))];
+    let text = generate(&paths, false).to_string();
+    assert!(text.contains("repeat 3 task(\"op1\")"), "{text}");
+    assert!(text.contains("send(H1);"), "{text}");
+    // Three handlings on h1, one after another, each its own thread of one role.
+    assert!(text.contains("thread H1(\"h1\", 3)"), "{text}");
+    assert!(text.contains("repeat 2 task(\"op2\");"), "{text}");
+
+    // The same call to three hosts: one role over the three.
+    let root = Node {
+        name: 0,
+        remote: None,
+        notices: 0,
+        children: vec![call(0), call(1), call(2)],
+    };
+    let text = generate(&[Path::of(&trace(2, &root))], false).to_string();
+    assert!(text.contains(r#"thread H(m/^(h0|h1|h2)$/, 3)"#), "{text}");
+}
