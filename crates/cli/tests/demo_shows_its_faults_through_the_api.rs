@@ -2,7 +2,8 @@
 //! address, sends load, and stops by itself at `--duration`, removing its temporary store.
 //! While it runs, the API shows what the demo is built to show: the replica-selection
 //! skew (catalog reads only the first replica), the quorum writes to all three, the
-//! queue's messages, and patterns of the home page.
+//! queue's messages, and patterns of the home page. Its traces are checked against the
+//! demo's expectations (demo/expectations/shop.pip) with the Rust test API.
 
 mod common;
 
@@ -11,8 +12,84 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use causeway_expect::testing::Expectations;
+use causeway_model::{Span, Trace, TraceId};
 use common::BIN;
 use serde_json::Value;
+
+const SHOP: &str = include_str!("../../../demo/expectations/shop.pip");
+
+fn traces(api: &str, service: &str) -> Vec<Trace> {
+    let found = get(&format!("{api}/api/search?service={service}&limit=60"));
+    found["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let id = t["traceId"].as_str().unwrap();
+            let body = get(&format!("{api}/api/traces/{id}"));
+            let spans: Vec<Span> = serde_json::from_value(body["spans"].clone()).unwrap();
+            Trace::assemble(TraceId::parse(id).unwrap(), spans)
+        })
+        .collect()
+}
+
+/// The demo's expectations on its traces: normal paths pass, the replica skew fails the
+/// HDFS-6268 assertion, and a quorum write that skipped a replica is caught.
+fn check_expectations(api: &str) {
+    let expectations = Expectations::new(SHOP).param("REPLICAS", 3.0);
+    let home = traces(api, "catalog");
+    let checkout = traces(api, "orders");
+    assert!(home.len() >= 10 && checkout.len() >= 5);
+    let mut all = home.clone();
+    all.extend(checkout.iter().cloned());
+    let outcome = expectations.check(&all).unwrap();
+    for (t, p) in all.iter().zip(&outcome.paths) {
+        if t.spans.iter().all(|s| !s.is_error()) {
+            assert!(
+                p.expected,
+                "a path without errors is unexpected: {}",
+                outcome.report()
+            );
+        }
+    }
+    let skew: Vec<&String> = outcome
+        .failed_assertions
+        .iter()
+        .filter(|a| a.contains("ReadsFirstReplica"))
+        .collect();
+    assert_eq!(skew.len(), 1, "{:?}", outcome.failed_assertions);
+
+    // A checkout whose write to one replica never happened.
+    let good = checkout
+        .iter()
+        .zip(&expectations.check(&checkout).unwrap().paths)
+        .find(|(_, p)| p.expected)
+        .map(|(t, _)| t.clone())
+        .expect("an expected checkout");
+    let dropped = good
+        .spans
+        .iter()
+        .find(|s| &*s.service == "storage-2")
+        .map(|s| s.parent_id)
+        .expect("a write to storage-2");
+    let broken: Vec<Span> = good
+        .spans
+        .iter()
+        .filter(|s| {
+            Some(s.span_id) != dropped && s.parent_id != dropped && &*s.service != "storage-2"
+        })
+        .cloned()
+        .collect();
+    let broken = Trace::assemble(good.trace_id, broken);
+    let outcome = expectations.check(&[broken]).unwrap();
+    assert!(!outcome.passed());
+    assert!(
+        outcome.report().contains("Checkout"),
+        "{}",
+        outcome.report()
+    );
+}
 
 fn get(url: &str) -> Value {
     ureq::get(url)

@@ -119,8 +119,7 @@ pub fn rpc_reply_id(client: SpanId) -> u64 {
     client.get().rotate_left(1) ^ 0x5250_4352_4550_0002
 }
 
-// Sort rank of events at equal times: a task starts before what it contains, and ends
-// after it.
+// Order of a span's own events at equal times: receives, then notices, then sends.
 fn rank(e: &PathEvent) -> u8 {
     match e {
         PathEvent::TaskStart { .. } => 0,
@@ -221,20 +220,26 @@ impl PathView {
     }
 }
 
-/// A span's own events (notices, recorded messages, and an RPC's send and receive), by
-/// time.
-fn own_events(trace: &Trace, i: usize) -> Vec<PathEvent> {
+/// A span's own events: those at its start (an RPC's send or receive), those inside it
+/// by time (notices, recorded messages), and those at its end (the reply).
+struct OwnEvents {
+    start: Vec<PathEvent>,
+    inside: Vec<PathEvent>,
+    end: Vec<PathEvent>,
+}
+
+fn own_events(trace: &Trace, i: usize) -> OwnEvents {
     let s = &trace.spans[i];
-    let mut out = Vec::new();
+    let mut inside = Vec::new();
     for e in &s.events {
-        out.push(PathEvent::Notice {
+        inside.push(PathEvent::Notice {
             span_id: s.span_id,
             text: e.name.clone(),
             time: e.time.clamp(s.start, s.end.max(s.start)),
         });
     }
     for m in &s.messages {
-        out.push(match m.direction {
+        inside.push(match m.direction {
             Direction::Send => PathEvent::Send {
                 message_id: m.id,
                 span_id: s.span_id,
@@ -249,18 +254,20 @@ fn own_events(trace: &Trace, i: usize) -> Vec<PathEvent> {
             },
         });
     }
+    inside.sort_by_key(|e| (e.time(), rank(e)));
+    let (mut start, mut end) = (Vec::new(), Vec::new());
     let calls_server = s.kind == SpanKind::Client
         && trace.children[i]
             .iter()
             .any(|&c| trace.spans[c].kind == SpanKind::Server);
     if calls_server {
-        out.push(PathEvent::Send {
+        start.push(PathEvent::Send {
             message_id: rpc_request_id(s.span_id),
             span_id: s.span_id,
             size: None,
             time: s.start,
         });
-        out.push(PathEvent::Recv {
+        end.push(PathEvent::Recv {
             message_id: rpc_reply_id(s.span_id),
             span_id: s.span_id,
             size: None,
@@ -271,21 +278,20 @@ fn own_events(trace: &Trace, i: usize) -> Vec<PathEvent> {
         .map(|p| &trace.spans[p])
         .filter(|p| p.kind == SpanKind::Client);
     if let (SpanKind::Server, Some(c)) = (s.kind, client) {
-        out.push(PathEvent::Recv {
+        start.push(PathEvent::Recv {
             message_id: rpc_request_id(c.span_id),
             span_id: s.span_id,
             size: None,
             time: s.start,
         });
-        out.push(PathEvent::Send {
+        end.push(PathEvent::Send {
             message_id: rpc_reply_id(c.span_id),
             span_id: s.span_id,
             size: None,
             time: s.end.max(s.start),
         });
     }
-    out.sort_by_key(|e| (e.time(), rank(e)));
-    out
+    OwnEvents { start, inside, end }
 }
 
 fn walk(trace: &Trace, keys: &[ThreadKey], i: usize, out: &mut Vec<PathEvent>) {
@@ -295,14 +301,19 @@ fn walk(trace: &Trace, keys: &[ThreadKey], i: usize, out: &mut Vec<PathEvent>) {
         name: s.name.clone(),
         time: s.start,
     });
-    let mut own = own_events(trace, i).into_iter().peekable();
+    let own = own_events(trace, i);
+    // An RPC's request and reply bound the work it caused, even if a child's recorded
+    // start precedes the server span's own.
+    out.extend(own.start);
+    let mut inside = own.inside.into_iter().peekable();
     for &c in trace.children[i].iter().filter(|&&c| keys[c] == keys[i]) {
-        while let Some(e) = own.next_if(|e| e.time() <= trace.spans[c].start) {
+        while let Some(e) = inside.next_if(|e| e.time() <= trace.spans[c].start) {
             out.push(e);
         }
         walk(trace, keys, c, out);
     }
-    out.extend(own);
+    out.extend(inside);
+    out.extend(own.end);
     out.push(PathEvent::TaskEnd {
         span_id: s.span_id,
         name: s.name.clone(),
