@@ -19,8 +19,16 @@ use serde_json::Value;
 
 const SHOP: &str = include_str!("../../../demo/expectations/shop.pip");
 
+/// Traces that started more than 3 s ago, so all their spans have arrived.
 fn traces(api: &str, service: &str) -> Vec<Trace> {
-    let found = get(&format!("{api}/api/search?service={service}&limit=60"));
+    let end = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        - 3_000_000_000;
+    let found = get(&format!(
+        "{api}/api/search?service={service}&limit=60&end={end}"
+    ));
     found["traces"]
         .as_array()
         .unwrap()
@@ -151,6 +159,7 @@ fn the_demo_runs_sends_traffic_and_stops_cleanly() {
         }
     };
     let data = data.expect("the demo names its data directory");
+    let running = Instant::now();
 
     // The UI page itself.
     let page = ureq::get(&ui)
@@ -204,6 +213,9 @@ fn the_demo_runs_sends_traffic_and_stops_cleanly() {
         ops.contains(&"GET /home") && ops.contains(&"POST /checkout"),
         "{ops:?}"
     );
+    // Let traces older than 3 s accumulate (the demo runs 15 s).
+    std::thread::sleep(Duration::from_secs(9).saturating_sub(running.elapsed()));
+    check_expectations(api);
 
     // It stops by itself and says what it collected.
     let summary = loop {
