@@ -31,6 +31,19 @@ enum What {
     Query(QueryArgs),
     /// Time and memory of the dependency graph and execution patterns over many traces.
     Analyses(AnalysesArgs),
+    /// Time to reconcile and check every stored path against recognizers generated from
+    /// the most common patterns.
+    Expect(ExpectArgs),
+}
+
+#[derive(Args)]
+struct ExpectArgs {
+    /// The store: traces, request types, runs, directory (as for `bench analyses`).
+    #[command(flatten)]
+    store: AnalysesArgs,
+    /// Recognizers to check every path against.
+    #[arg(long, default_value_t = 20)]
+    recognizers: usize,
 }
 
 #[derive(Args)]
@@ -106,6 +119,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         What::Ingest(a) => ingest(a),
         What::Query(a) => query(a),
         What::Analyses(a) => analyses(a),
+        What::Expect(a) => expect(a),
     }
 }
 
@@ -526,8 +540,10 @@ fn query(a: QueryArgs) -> Result<()> {
     report(&result, a.json)
 }
 
-fn analyses(a: AnalysesArgs) -> Result<()> {
-    let dir = TempDir::new(a.data.clone(), "analyses");
+/// Opens (and, when empty, fills) the store of generated traces the analyses read;
+/// returns it with the seconds loading took.
+fn analysis_store(a: &AnalysesArgs, name: &str) -> Result<(TempDir, StoreOptions, f64)> {
+    let dir = TempDir::new(a.data.clone(), name);
     let opts = StoreOptions {
         fsync: FsyncPolicy::Never,
         ..StoreOptions::default()
@@ -542,7 +558,11 @@ fn analyses(a: AnalysesArgs) -> Result<()> {
             load(&store, g, Goal::Traces(a.traces))?;
         }
     }
-    let load_seconds = load_started.elapsed().as_secs_f64();
+    Ok((dir, opts, load_started.elapsed().as_secs_f64()))
+}
+
+fn analyses(a: AnalysesArgs) -> Result<()> {
+    let (dir, opts, load_seconds) = analysis_store(&a, "analyses")?;
     let rt = crate::runtime()?;
     let server = rt.block_on(start_server(&dir.0, opts))?;
     let stats = server.store.stats();
@@ -580,4 +600,77 @@ fn analyses(a: AnalysesArgs) -> Result<()> {
         "peak_rss_mib": peak_rss_mib(),
     });
     report(&result, a.json)
+}
+
+fn expect(a: ExpectArgs) -> Result<()> {
+    let (dir, opts, load_seconds) = analysis_store(&a.store, "expect")?;
+    let rt = crate::runtime()?;
+    let server = rt.block_on(start_server(&dir.0, opts))?;
+    let api = Client::with_timeout(
+        &format!("http://{}", server.http_addr),
+        None,
+        Duration::from_secs(3600),
+    );
+    // Recognizers: generated from 50 traces of each of the most common patterns, renamed
+    // apart (patterns with one root get one name).
+    let patterns = api.get(&format!("/api/patterns?limit={}", a.recognizers))?;
+    let mut file = causeway_expect::lang::ast::File::default();
+    for (i, p) in patterns["patterns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        // Generated traces run on random hosts: describe behaviour only.
+        let body = serde_json::json!({ "pattern": p["id"], "limit": 50, "anyHost": true });
+        let generated = api.post(
+            "/api/expect/generate",
+            "application/json",
+            body.to_string().as_bytes(),
+        )?;
+        let text = generated["text"].as_str().unwrap_or_default();
+        let parsed = causeway_expect::lang::parse(text)
+            .map_err(|e| anyhow::anyhow!(e.render("generated", text)))?;
+        for mut item in parsed.items {
+            if let causeway_expect::lang::ast::Item::Recognizer(r) = &mut item {
+                r.name = format!("P{i}{}", r.name);
+            }
+            file.items.push(item);
+        }
+    }
+    file.items.truncate(a.recognizers);
+    let text = file.to_string();
+    let mut times = Vec::new();
+    let mut last = serde_json::Value::Null;
+    for _ in 0..a.store.runs.max(1) {
+        let body = serde_json::json!({ "text": text, "limit": 10 });
+        let t = Instant::now();
+        last = api.post(
+            "/api/expect/check",
+            "application/json",
+            body.to_string().as_bytes(),
+        )?;
+        times.push(t.elapsed());
+    }
+    rt.block_on(server.shutdown());
+    let paths = last["paths"].as_u64().unwrap_or(0);
+    let best = times
+        .iter()
+        .min()
+        .copied()
+        .unwrap_or_default()
+        .as_secs_f64();
+    let result = serde_json::json!({
+        "stored_paths": paths,
+        "load_seconds": (load_seconds * 10.0).round() / 10.0,
+        "recognizers": file.items.len(),
+        "check": percentiles(times),
+        "paths_per_second": (paths as f64 / best.max(1e-9)).round(),
+        "expected": last["expected"],
+        "unexpected": last["unexpected"],
+        "undecided": last["undecided"],
+        "paths_with_problems": last["pathsWithProblems"],
+        "peak_rss_mib": peak_rss_mib(),
+    });
+    report(&result, a.store.json)
 }

@@ -12,9 +12,14 @@ pub struct Client {
 
 impl Client {
     pub fn new(base: &str, token: Option<String>) -> Client {
+        Client::with_timeout(base, token, Duration::from_secs(120))
+    }
+
+    /// A client whose requests may take up to `timeout` (benchmarks over big stores).
+    pub fn with_timeout(base: &str, token: Option<String>, timeout: Duration) -> Client {
         let agent = ureq::Agent::new_with_config(
             ureq::config::Config::builder()
-                .timeout_global(Some(Duration::from_secs(120)))
+                .timeout_global(Some(timeout))
                 .http_status_as_error(false)
                 .build(),
         );

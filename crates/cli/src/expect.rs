@@ -39,6 +39,9 @@ pub struct GenerateArgs {
     /// Add each task's observed REAL_TIME range as a limit.
     #[arg(long)]
     timings: bool,
+    /// Write `*` for every thread's host instead of the hosts seen.
+    #[arg(long)]
+    any_host: bool,
     /// Most traces to read.
     #[arg(long, default_value_t = 1000)]
     limit: usize,
@@ -304,6 +307,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
         "pattern": a.pattern,
         "service": a.service,
         "timings": a.timings,
+        "anyHost": a.any_host,
         "limit": a.limit,
         "start": a.window.start,
         "end": a.window.end,

@@ -386,6 +386,23 @@ impl Checker {
             return (Verdict::NoMatch, Some(m));
         }
         let threads = &path.threads;
+        let low: u64 = patterns.iter().map(|p| p.low as u64).sum();
+        let high: u64 = patterns.iter().map(|p| p.high as u64).sum();
+        if (threads.len() as u64) < low || threads.len() as u64 > high {
+            return (
+                Verdict::NoMatch,
+                Some(Mismatch {
+                    recognizer: r.name.clone(),
+                    closeness: 0.0,
+                    thread: None,
+                    pattern: None,
+                    event: None,
+                    found: format!("{} threads", threads.len()),
+                    span_id: None,
+                    expected: format!("{low} to {high} threads (the thread patterns' counts)"),
+                }),
+            );
+        }
         let mut cand: Vec<Vec<bool>> = patterns
             .iter()
             .map(|p| {
@@ -393,6 +410,11 @@ impl Checker {
                     .iter()
                     .map(|t| {
                         host_ok(&p.host, t.host())
+                            && p.program.first_task.as_ref().is_none_or(|n| {
+                                t.events
+                                    .first()
+                                    .is_some_and(|e| e.kind == Kind::TaskStart && e.name == *n)
+                            })
                             && p.limits.iter().all(|b| {
                                 b.holds(match b.metric {
                                     Metric::RealTime => Some(t.real_ns() as f64),
@@ -418,6 +440,10 @@ impl Checker {
             // is attributed to the round of its cause.
             let before = cand.clone();
             for (p, program) in patterns.iter().enumerate() {
+                // Only a program whose messages name patterns can change its mind.
+                if round > 0 && !program.program.uses_patterns {
+                    continue;
+                }
                 for t in 0..threads.len() {
                     if !before[p][t] {
                         continue;

@@ -8,8 +8,19 @@ use std::collections::BTreeMap;
 use crate::lang::ast::*;
 use crate::path::{Kind, Path, Thread};
 
+/// What the generator writes besides structure.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Each task's observed REAL_TIME range as a limit.
+    pub timings: bool,
+    /// `*` for every thread's host instead of the hosts seen (for paths that will run on
+    /// other hosts).
+    pub any_host: bool,
+}
+
 /// Recognizers for `paths`, as a file of validators.
-pub fn generate(paths: &[Path], timings: bool) -> File {
+pub fn generate(paths: &[Path], options: Options) -> File {
+    let timings = options.timings;
     let mut groups: BTreeMap<String, (Recognizer, usize)> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     for p in paths {
@@ -31,6 +42,11 @@ pub fn generate(paths: &[Path], timings: bool) -> File {
         .into_iter()
         .filter_map(|k| groups.remove(&k))
         .map(|(mut r, _)| {
+            if options.any_host {
+                for t in &mut r.threads {
+                    t.host = Text::Any;
+                }
+            }
             let n = used.entry(r.name.clone()).or_insert(0);
             *n += 1;
             if *n > 1 {

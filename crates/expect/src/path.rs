@@ -187,30 +187,33 @@ impl Path {
             .into_iter()
             .map(|t| thread(t.key, t.events, trace, &spans, &mut problems))
             .collect();
-        // Pair the two ends of each message.
-        // Per message id: the (thread, event) of each send and of each receive.
-        type Ends = (Vec<(usize, usize)>, Vec<(usize, usize)>);
-        let mut ends: HashMap<u64, Ends> = HashMap::new();
+        // Pair the two ends of each message: every end, sorted by message id.
+        let mut ends: Vec<(u64, bool, usize, usize)> = Vec::new();
         for (ti, t) in threads.iter().enumerate() {
             for (ei, e) in t.events.iter().enumerate() {
                 match e.kind {
-                    Kind::Send => ends.entry(e.message).or_default().0.push((ti, ei)),
-                    Kind::Recv => ends.entry(e.message).or_default().1.push((ti, ei)),
+                    Kind::Send => ends.push((e.message, true, ti, ei)),
+                    Kind::Recv => ends.push((e.message, false, ti, ei)),
                     _ => {}
                 }
             }
         }
-        let mut ids: Vec<_> = ends.into_iter().collect();
-        ids.sort_by_key(|(id, _)| *id);
-        for (message, (sends, recvs)) in ids {
-            if sends.len() > 1 || recvs.len() > 1 {
+        ends.sort_unstable();
+        for group in ends.chunk_by(|a, b| a.0 == b.0) {
+            let message = group[0].0;
+            let recvs = group.iter().filter(|e| !e.1).count();
+            let sends = group.len() - recvs;
+            if sends > 1 || recvs > 1 {
                 problems.push(Problem::ReusedMessageId {
                     message,
-                    times: sends.len() + recvs.len(),
+                    times: group.len(),
                 });
             }
-            match (sends.first(), recvs.first()) {
-                (Some(&(st, se)), Some(&(rt, re))) => {
+            // Receives sort before sends (false < true).
+            let recv = group.iter().find(|e| !e.1).map(|e| (e.2, e.3));
+            let send = group.iter().find(|e| e.1).map(|e| (e.2, e.3));
+            match (send, recv) {
+                (Some((st, se)), Some((rt, re))) => {
                     let latency =
                         threads[rt].events[re].time as i64 - threads[st].events[se].time as i64;
                     let size = threads[st].events[se].size.or(threads[rt].events[re].size);
@@ -221,11 +224,11 @@ impl Path {
                         ev.size = size;
                     }
                 }
-                (Some(&(t, e)), None) => problems.push(Problem::UnpairedSend {
+                (Some((t, e)), None) => problems.push(Problem::UnpairedSend {
                     message,
                     span: threads[t].events[e].span,
                 }),
-                (None, Some(&(t, e))) => problems.push(Problem::UnpairedRecv {
+                (None, Some((t, e))) => problems.push(Problem::UnpairedRecv {
                     message,
                     span: threads[t].events[e].span,
                 }),
@@ -286,9 +289,10 @@ fn thread(
     let mut out: Vec<Event> = Vec::with_capacity(events.len());
     let mut open: Vec<usize> = Vec::new();
     let mut end_of: Vec<usize> = Vec::with_capacity(events.len());
-    let event = |kind, name: &str, time, span| Event {
+    let empty: Arc<str> = Arc::from("");
+    let event = |kind, name: Arc<str>, time, span| Event {
         kind,
-        name: Arc::from(name),
+        name,
         time,
         span,
         real_ns: 0,
@@ -307,7 +311,7 @@ fn thread(
                 name,
                 time,
             } => {
-                let mut e = event(Kind::TaskStart, &name, time, span_id);
+                let mut e = event(Kind::TaskStart, name.clone(), time, span_id);
                 if let Some(&s) = spans.get(&span_id) {
                     let span = &trace.spans[s];
                     e.real_ns = span.end.saturating_sub(span.start);
@@ -315,7 +319,7 @@ fn thread(
                     if span.end < span.start {
                         problems.push(Problem::TaskWithoutEnd {
                             span: span_id,
-                            name: name.clone(),
+                            name: name.to_string(),
                             why: "its end precedes its start".into(),
                         });
                     }
@@ -344,24 +348,24 @@ fn thread(
                     }
                     None => problems.push(Problem::TaskWithoutEnd {
                         span: span_id,
-                        name: name.clone(),
+                        name: name.to_string(),
                         why: "it ends without having started on this thread".into(),
                     }),
                 }
-                out.push(event(Kind::TaskEnd, &name, time, span_id));
+                out.push(event(Kind::TaskEnd, name, time, span_id));
             }
             PathEvent::Notice {
                 span_id,
                 text,
                 time,
-            } => out.push(event(Kind::Notice, &text, time, span_id)),
+            } => out.push(event(Kind::Notice, text, time, span_id)),
             PathEvent::Send {
                 message_id,
                 span_id,
                 size,
                 time,
             } => {
-                let mut e = event(Kind::Send, "", time, span_id);
+                let mut e = event(Kind::Send, empty.clone(), time, span_id);
                 e.message = message_id;
                 e.size = size;
                 out.push(e);
@@ -372,7 +376,7 @@ fn thread(
                 size,
                 time,
             } => {
-                let mut e = event(Kind::Recv, "", time, span_id);
+                let mut e = event(Kind::Recv, empty.clone(), time, span_id);
                 e.message = message_id;
                 e.size = size;
                 out.push(e);

@@ -214,6 +214,11 @@ pub struct Program {
     pub future_names: HashMap<usize, Arc<str>>,
     /// Registers used.
     pub regs: usize,
+    /// The name of the task every matching thread must begin with, when the program
+    /// starts with `task("...")`: a cheap test before running it.
+    pub first_task: Option<Arc<str>>,
+    /// Whether a message names a thread pattern, so the outcome depends on the others.
+    pub uses_patterns: bool,
 }
 
 /// A compiled thread pattern.
@@ -523,10 +528,22 @@ pub fn compile(
     };
     c.stmts(body)?;
     c.emit(Op::Accept)?;
+    let first_task = match c.ops.first() {
+        Some(Op::Task {
+            name: NameMatch::Exact(n),
+            ..
+        }) => Some(n.clone()),
+        _ => None,
+    };
+    let uses_patterns = c.ops.iter().any(|op| {
+        matches!(op, Op::Message { peers, .. } if peers.iter().any(|p| matches!(p, Peer::Pattern(_))))
+    });
     Ok(Program {
         ops: c.ops,
         future_names: c.future_names,
         regs: c.regs,
+        first_task,
+        uses_patterns,
     })
 }
 

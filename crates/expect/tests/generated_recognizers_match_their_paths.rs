@@ -1,7 +1,7 @@
 //! The generator: what it writes parses, reads as Pip, and matches every path it came from.
 
 use causeway_expect::check::Checker;
-use causeway_expect::generate::generate;
+use causeway_expect::generate::{generate, Options};
 use causeway_expect::lang::parse;
 use causeway_expect::path::Path;
 use causeway_expect::program::Params;
@@ -150,9 +150,10 @@ proptest! {
     fn a_generated_recognizer_matches_the_paths_it_came_from(
         roots in prop::collection::vec(node(), 1..5),
         timings in any::<bool>(),
+        any_host in any::<bool>(),
     ) {
         let paths: Vec<Path> = roots.iter().enumerate().map(|(i, r)| Path::of(&trace(i as u128 + 1, r))).collect();
-        let file = generate(&paths, timings);
+        let file = generate(&paths, Options { timings, any_host });
         let text = file.to_string();
         let parsed = parse(&text).map_err(|e| TestCaseError::fail(e.render("generated", &text)))?;
         let checker = Checker::new(&parsed, Params::new()).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
@@ -185,7 +186,7 @@ fn peers_that_behave_alike_are_one_pattern_and_runs_are_repeats() {
         children: vec![call(1), call(1), call(1)],
     };
     let paths = [Path::of(&trace(1, &root))];
-    let text = generate(&paths, false).to_string();
+    let text = generate(&paths, Options::default()).to_string();
     assert!(text.contains("repeat 3 task(\"op1\")"), "{text}");
     assert!(text.contains("send(H1);"), "{text}");
     // Three handlings on h1, one after another, each its own thread of one role.
@@ -199,6 +200,6 @@ fn peers_that_behave_alike_are_one_pattern_and_runs_are_repeats() {
         notices: 0,
         children: vec![call(0), call(1), call(2)],
     };
-    let text = generate(&[Path::of(&trace(2, &root))], false).to_string();
+    let text = generate(&[Path::of(&trace(2, &root))], Options::default()).to_string();
     assert!(text.contains(r#"thread H(m/^(h0|h1|h2)$/, 3)"#), "{text}");
 }

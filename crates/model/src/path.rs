@@ -1,7 +1,7 @@
 //! Pip's path view of a trace: one thread per (host, process, execution unit), each an
 //! ordered list of events: task start/end (nested), notice, send and receive.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::ids::SpanId;
@@ -34,7 +34,7 @@ pub enum PathEvent {
         /// The span.
         span_id: SpanId,
         /// Its name.
-        name: String,
+        name: Arc<str>,
         /// Unix ns.
         time: u64,
     },
@@ -43,7 +43,7 @@ pub enum PathEvent {
         /// The span.
         span_id: SpanId,
         /// Its name.
-        name: String,
+        name: Arc<str>,
         /// Unix ns.
         time: u64,
     },
@@ -52,7 +52,7 @@ pub enum PathEvent {
         /// The span it was recorded in.
         span_id: SpanId,
         /// The text.
-        text: String,
+        text: Arc<str>,
         /// Unix ns.
         time: u64,
     },
@@ -133,26 +133,28 @@ fn rank(e: &PathEvent) -> u8 {
 /// The lane of each span, and the execution unit of the span that opened its lane: a
 /// span stays in its parent's lane when it nests there (its parent is the innermost open
 /// span of that lane and it ends within it); otherwise it opens a new lane.
-fn lanes(trace: &Trace, depth: &[usize]) -> Vec<(u32, u64)> {
+fn lanes(trace: &Trace, depth: &[usize]) -> Vec<(u32, u64, usize)> {
     type Process = (Arc<str>, u32, Arc<str>);
     let mut order: Vec<usize> = (0..trace.spans.len()).collect();
     order.sort_by_key(|&i| (trace.spans[i].start, depth[i]));
-    // Per process: each lane's open spans and the unit of its first span.
-    let mut open: BTreeMap<Process, Vec<(Vec<usize>, u64)>> = BTreeMap::new();
-    let mut lane = vec![(0u32, 0u64); trace.spans.len()];
+    // Per process: each lane's open spans, the unit of its first span and its flow number
+    // (unique in the trace).
+    let mut open: BTreeMap<Process, Vec<(Vec<usize>, u64, usize)>> = BTreeMap::new();
+    let mut flows = 0usize;
+    let mut lane = vec![(0u32, 0u64, 0usize); trace.spans.len()];
     let end = |i: usize| trace.spans[i].end.max(trace.spans[i].start);
     for i in order {
         let s = &trace.spans[i];
         let lanes = open
             .entry((s.host.clone(), s.pid, s.service.clone()))
             .or_default();
-        for (stack, _) in lanes.iter_mut() {
+        for (stack, ..) in lanes.iter_mut() {
             while stack.last().is_some_and(|&top| end(top) <= s.start) {
                 stack.pop();
             }
         }
         let parent = trace.parent[i];
-        let nests = |(stack, _): &(Vec<usize>, u64)| {
+        let nests = |(stack, ..): &(Vec<usize>, u64, usize)| {
             stack.last().copied() == parent && parent.is_some_and(|p| end(i) <= end(p))
         };
         // A span that cannot nest opens a lane of its own: reusing an idle lane would join
@@ -160,12 +162,13 @@ fn lanes(trace: &Trace, depth: &[usize]) -> Vec<(u32, u64)> {
         let chosen = match lanes.iter().position(nests) {
             Some(l) => l,
             None => {
-                lanes.push((Vec::new(), s.execution_unit));
+                lanes.push((Vec::new(), s.execution_unit, flows));
+                flows += 1;
                 lanes.len() - 1
             }
         };
         lanes[chosen].0.push(i);
-        lane[i] = (chosen as u32, lanes[chosen].1);
+        lane[i] = (chosen as u32, lanes[chosen].1, lanes[chosen].2);
     }
     lane
 }
@@ -187,7 +190,7 @@ impl PathView {
             .spans
             .iter()
             .zip(&lanes)
-            .map(|(s, &(lane, unit))| ThreadKey {
+            .map(|(s, &(lane, unit, _))| ThreadKey {
                 host: s.host.clone(),
                 pid: s.pid,
                 execution_unit: unit,
@@ -197,20 +200,22 @@ impl PathView {
             .collect();
         // Within a lane spans nest, so each thread is a walk of its span trees: a task's
         // start, its own events merged by time with its children, its end.
+        let flow: Vec<usize> = lanes.iter().map(|l| l.2).collect();
         let mut roots: BTreeMap<ThreadKey, Vec<usize>> = BTreeMap::new();
         for i in 0..trace.spans.len() {
-            let local_parent = trace.parent[i].filter(|&p| keys[p] == keys[i]);
+            let local_parent = trace.parent[i].filter(|&p| flow[p] == flow[i]);
             if local_parent.is_none() {
                 roots.entry(keys[i].clone()).or_default().push(i);
             }
         }
+        let mut names = Names::new();
         let mut threads: Vec<PathThread> = roots
             .into_iter()
             .map(|(key, mut rs)| {
                 rs.sort_by_key(|&i| (trace.spans[i].start, depth[i]));
                 let mut events = Vec::new();
                 for r in rs {
-                    walk(trace, &keys, r, &mut events);
+                    walk(trace, &flow, r, &mut names, &mut events);
                 }
                 PathThread { key, events }
             })
@@ -218,6 +223,13 @@ impl PathView {
         threads.sort_by_key(|t| t.events.first().map(|e| e.time()).unwrap_or(0));
         PathView { threads }
     }
+}
+
+/// One shared copy of each name and text in a trace (span names repeat a lot).
+type Names<'t> = HashMap<&'t str, Arc<str>>;
+
+fn name<'t>(names: &mut Names<'t>, text: &'t str) -> Arc<str> {
+    names.entry(text).or_insert_with(|| Arc::from(text)).clone()
 }
 
 /// A span's own events: those at its start (an RPC's send or receive), those inside it
@@ -228,13 +240,13 @@ struct OwnEvents {
     end: Vec<PathEvent>,
 }
 
-fn own_events(trace: &Trace, i: usize) -> OwnEvents {
+fn own_events<'t>(trace: &'t Trace, i: usize, names: &mut Names<'t>) -> OwnEvents {
     let s = &trace.spans[i];
     let mut inside = Vec::new();
     for e in &s.events {
         inside.push(PathEvent::Notice {
             span_id: s.span_id,
-            text: e.name.clone(),
+            text: name(names, &e.name),
             time: e.time.clamp(s.start, s.end.max(s.start)),
         });
     }
@@ -294,29 +306,36 @@ fn own_events(trace: &Trace, i: usize) -> OwnEvents {
     OwnEvents { start, inside, end }
 }
 
-fn walk(trace: &Trace, keys: &[ThreadKey], i: usize, out: &mut Vec<PathEvent>) {
+fn walk<'t>(
+    trace: &'t Trace,
+    flow: &[usize],
+    i: usize,
+    names: &mut Names<'t>,
+    out: &mut Vec<PathEvent>,
+) {
     let s = &trace.spans[i];
+    let task = name(names, &s.name);
     out.push(PathEvent::TaskStart {
         span_id: s.span_id,
-        name: s.name.clone(),
+        name: task.clone(),
         time: s.start,
     });
-    let own = own_events(trace, i);
+    let own = own_events(trace, i, names);
     // An RPC's request and reply bound the work it caused, even if a child's recorded
     // start precedes the server span's own.
     out.extend(own.start);
     let mut inside = own.inside.into_iter().peekable();
-    for &c in trace.children[i].iter().filter(|&&c| keys[c] == keys[i]) {
+    for &c in trace.children[i].iter().filter(|&&c| flow[c] == flow[i]) {
         while let Some(e) = inside.next_if(|e| e.time() <= trace.spans[c].start) {
             out.push(e);
         }
-        walk(trace, keys, c, out);
+        walk(trace, flow, c, names, out);
     }
     out.extend(inside);
     out.extend(own.end);
     out.push(PathEvent::TaskEnd {
         span_id: s.span_id,
-        name: s.name.clone(),
+        name: task,
         time: s.end.max(s.start),
     });
 }

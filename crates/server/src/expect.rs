@@ -273,6 +273,9 @@ struct GenerateRequest {
     /// Add each task's observed REAL_TIME range as a limit.
     #[serde(default)]
     timings: bool,
+    /// Write `*` for hosts instead of the hosts seen.
+    #[serde(default)]
+    any_host: bool,
     /// Most traces read (the first ones of the window).
     #[serde(default)]
     limit: Option<usize>,
@@ -368,7 +371,13 @@ async fn generate(
         found
     };
     let paths: Vec<Path> = traces.iter().map(Path::of).collect();
-    let file = causeway_expect::generate::generate(&paths, req.timings);
+    let file = causeway_expect::generate::generate(
+        &paths,
+        causeway_expect::generate::Options {
+            timings: req.timings,
+            any_host: req.any_host,
+        },
+    );
     Ok(Json(Generated {
         paths: paths.len(),
         text: file.to_string(),
