@@ -6,9 +6,10 @@ import * as pattern from "./pattern.js";
 import * as trace from "./trace.js";
 import * as dependencies from "./dependencies.js";
 import * as compare from "./compare.js";
+import * as expect from "./expect.js";
 import { state } from "./format.js";
 
-const VIEWS = { search, pattern, trace, dependencies, compare };
+const VIEWS = { search, pattern, trace, dependencies, compare, expect };
 
 const main = document.getElementById("view");
 let current = null; // { name, id }

@@ -29,6 +29,7 @@ export async function render(id, params) {
     return page;
   }
   view.page = page;
+  view.params = params;
   page.append(header(view));
   const rows = h("div.rows-inner", { style: { height: `${view.spans.length * ROW}px` } });
   const scroller = h("div.rows", { tabindex: "0", "aria-label": "spans" }, rows);
@@ -194,7 +195,9 @@ function header(v) {
       h("button", { type: "button", onclick: () => set({ zoom: "" }), disabled: false }, "Whole trace"),
       h("a.button", { href: link("compare", null, { a: v.id }) }, "Compare with…"),
       h("span.legend", {}, h("i.solid"), "server time ", h("i.hatched"), "network and queueing ", h("i.cp-key"), "critical path")),
-    h("p.offsets", {}, offsets));
+    h("p.offsets", {}, offsets),
+    // Where an expectation stopped matching, when the link came from the Expectations page.
+    v.params && v.params.get("note") ? h("p.note", { role: "note" }, v.params.get("note")) : "");
 }
 
 let pending = false;

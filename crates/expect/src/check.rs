@@ -762,7 +762,9 @@ pub struct FailedAssertion {
     pub why: String,
 }
 
-fn path_metric(m: &PathMetrics, metric: Metric) -> Option<f64> {
+/// A path-wide metric (REAL_TIME, CPU_TIME, DEPTH, MESSAGES, THREADS, HOSTS), when
+/// recorded.
+pub fn path_metric(m: &PathMetrics, metric: Metric) -> Option<f64> {
     match metric {
         Metric::RealTime => Some(m.real_ns as f64),
         Metric::CpuTime => m.cpu_ns.map(|c| c as f64),

@@ -57,6 +57,19 @@ struct CheckRequest {
     /// Most unexpected paths (and reconciler findings) listed; the counts cover all.
     #[serde(default)]
     limit: Option<usize>,
+    /// A path metric (e.g. REAL_TIME) whose values are returned per recognizer, for plots.
+    #[serde(default)]
+    plot: Option<String>,
+}
+
+/// A metric's values over the paths one recognizer matched (up to 500 of them).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Distribution {
+    recognizer: String,
+    metric: String,
+    count: u64,
+    values: Vec<f64>,
 }
 
 #[derive(Serialize)]
@@ -89,6 +102,8 @@ struct CheckReport {
     /// Paths the reconciler found problems in.
     paths_with_problems: u64,
     problems: Vec<Reconciled>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    distributions: Vec<Distribution>,
 }
 
 #[derive(Default)]
@@ -169,10 +184,12 @@ async fn check(
     let recognizers = names.len();
     let limit = req.limit.unwrap_or(100).min(10_000);
     let service = req.service.clone();
-    let keep_facts = !file
-        .items
-        .iter()
-        .all(|i| !matches!(i, ast::Item::Assert { .. }));
+    let plot = req.plot.clone();
+    let keep_facts = plot.is_some()
+        || file
+            .items
+            .iter()
+            .any(|i| matches!(i, ast::Item::Assert { .. }));
     let store = state.store.clone();
     let (mut acc, scanned) = blocking(move || {
         scan_fields_into(
@@ -229,6 +246,34 @@ async fn check(
         ((acc, failed), scanned)
     })?;
     let (ref mut a, ref failed) = acc;
+    let distributions = match &plot {
+        None => Vec::new(),
+        Some(metric) => {
+            let m = causeway_expect::program::Metric::of(metric);
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    let mut values: Vec<f64> = a
+                        .facts
+                        .iter()
+                        .filter(|f| f.matched.contains(&i))
+                        .filter_map(|f| causeway_expect::check::path_metric(&f.metrics, m))
+                        .collect();
+                    let count = values.len() as u64;
+                    // An even sample keeps the shape of a large set.
+                    let step = values.len().div_ceil(500).max(1);
+                    values = values.into_iter().step_by(step).collect();
+                    Distribution {
+                        recognizer: n.clone(),
+                        metric: metric.to_string(),
+                        count,
+                        values,
+                    }
+                })
+                .collect()
+        }
+    };
     a.unexpected_paths
         .sort_by(|x, y| x.trace_id.cmp(&y.trace_id));
     a.unexpected_paths.truncate(limit);
@@ -255,6 +300,7 @@ async fn check(
         failed_assertions: failed.clone(),
         paths_with_problems: a.with_problems,
         problems: std::mem::take(&mut a.problems),
+        distributions,
     }))
 }
 

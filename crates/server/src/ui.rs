@@ -24,11 +24,19 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../../../ui/dependencies.js"),
     ),
     ("compare.js", JS, include_str!("../../../ui/compare.js")),
+    ("expect.js", JS, include_str!("../../../ui/expect.js")),
+    // The demo's expectations, offered as an example on the Expectations page.
+    (
+        "example.pip",
+        TEXT,
+        include_str!("../../../demo/expectations/shop.pip"),
+    ),
 ];
 
 const HTML: &str = "text/html; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
 const JS: &str = "text/javascript; charset=utf-8";
+const TEXT: &str = "text/plain; charset=utf-8";
 
 pub(crate) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()

@@ -494,6 +494,50 @@ fn every_page_renders_what_the_api_answers() {
     assert!(extra.contains("rebuild index"), "{extra}");
     ui.screenshot("compare");
 
+    // Expectations: GET /home has a validator that allows no slow path; the slow traces
+    // are unexpected, stop at "rebuild index", and open in the trace view marked there.
+    let pip = r#"
+validator Home {
+  thread Web("web-1", {1, 2}) { task("GET /home") { task("GET /items") { send(Api); recv(Api); } } }
+  thread Api("api-1", 1) {
+    task("GET /items") { recv(Web); task("SELECT items") { send(Db); recv(Db); } notice("cache miss"); send(Web); }
+  }
+  thread Db("db-1", 1) { task("SELECT items") { recv(Api); send(Api); } }
+}
+recognizer Any { thread T(*, {1, 300}) { any(); } }
+assert(instances(Home) >= 30);
+"#;
+    assert_eq!(ui.open("#/expect"), "ready");
+    ui.eval(&format!(
+        "document.querySelector('textarea.pip').value = {}; document.querySelector('.expect-form button[type=submit]').click(); true",
+        serde_json::json!(pip)
+    ));
+    ui.wait_for("location.hash.includes('run=') && document.getElementById('view').dataset.state === 'ready' && document.querySelector('table.recognizers')", "the check's report");
+    let home_matched = ui.text("table.recognizers tr[data-recognizer=Home] td:nth-child(3)");
+    assert_eq!(home_matched, (HOMES - SLOW.len() as u64).to_string());
+    assert_eq!(
+        ui.count("ul.unexpected li") as u64,
+        SLOW.len() as u64 + BUYS + 1
+    );
+    let slow_entry = ui.text(&format!("ul.unexpected li[data-trace='{slow_id}']"));
+    assert!(slow_entry.contains("rebuild index"), "{slow_entry}");
+    assert!(ui.count("svg.metric-plot g.col") >= 2);
+    assert!(
+        ui.text("ul.failed").is_empty(),
+        "the assertion holds: {}",
+        ui.text("ul.failed")
+    );
+    ui.screenshot("expectations");
+    ui.eval("document.getElementById('view').dataset.state = 'navigating'; true");
+    ui.click(&format!("ul.unexpected li[data-trace='{slow_id}'] a"));
+    ui.wait_for("document.getElementById('view').dataset.view === 'trace' && document.getElementById('view').dataset.state === 'ready'", "the unexpected trace");
+    assert!(
+        ui.text("p.note").contains("Home stopped here"),
+        "{}",
+        ui.text("p.note")
+    );
+    assert_eq!(ui.text(".row.selected .op"), "rebuild index");
+
     // Errors and empty results say what happened, with the API's message.
     assert_eq!(ui.open("#/trace/not-an-id"), "error");
     assert!(
