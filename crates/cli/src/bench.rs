@@ -611,18 +611,21 @@ fn expect(a: ExpectArgs) -> Result<()> {
         None,
         Duration::from_secs(3600),
     );
-    // Recognizers: generated from 50 traces of each of the most common patterns, renamed
-    // apart (patterns with one root get one name).
-    let patterns = api.get(&format!("/api/patterns?limit={}", a.recognizers))?;
+    // Recognizers: each generated from one trace of a different request (root operation
+    // and size), found through the index; generating from a pattern would scan the store.
+    let found = api.get("/api/search?limit=1000")?;
+    let mut seen = std::collections::HashSet::new();
     let mut file = causeway_expect::lang::ast::File::default();
-    for (i, p) in patterns["patterns"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
+    for t in found["traces"].as_array().into_iter().flatten() {
+        if file.items.len() >= a.recognizers {
+            break;
+        }
+        let kind = (t["rootOperation"].to_string(), t["spanCount"].as_u64());
+        if !seen.insert(kind) {
+            continue;
+        }
         // Generated traces run on random hosts: describe behaviour only.
-        let body = serde_json::json!({ "pattern": p["id"], "limit": 50, "anyHost": true });
+        let body = serde_json::json!({ "trace": t["traceId"], "anyHost": true });
         let generated = api.post(
             "/api/expect/generate",
             "application/json",
@@ -633,7 +636,7 @@ fn expect(a: ExpectArgs) -> Result<()> {
             .map_err(|e| anyhow::anyhow!(e.render("generated", text)))?;
         for mut item in parsed.items {
             if let causeway_expect::lang::ast::Item::Recognizer(r) = &mut item {
-                r.name = format!("P{i}{}", r.name);
+                r.name = format!("R{}{}", file.items.len(), r.name);
             }
             file.items.push(item);
         }
