@@ -54,6 +54,21 @@ pub struct GenerateArgs {
     out: Answer,
 }
 
+/// Which paths, how many to list, where to ask and how to print.
+#[derive(Args)]
+pub struct Scope {
+    /// Only paths with a span of this service.
+    #[arg(long)]
+    service: Option<String>,
+    /// Most paths to list.
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+    #[command(flatten)]
+    window: WindowArgs,
+    #[command(flatten)]
+    out: Answer,
+}
+
 #[derive(Args)]
 pub struct CheckArgs {
     /// Expectation files (Pip's language).
@@ -62,16 +77,8 @@ pub struct CheckArgs {
     /// A value for `$NAME` in the files, as NAME=VALUE (repeatable).
     #[arg(long = "param", value_name = "NAME=VALUE")]
     params: Vec<String>,
-    /// Only paths with a span of this service.
-    #[arg(long)]
-    service: Option<String>,
-    /// Most unexpected paths to list.
-    #[arg(long, default_value_t = 20)]
-    limit: usize,
     #[command(flatten)]
-    window: WindowArgs,
-    #[command(flatten)]
-    out: Answer,
+    scope: Scope,
 }
 
 #[derive(Args)]
@@ -83,16 +90,8 @@ pub struct ParseArgs {
 
 #[derive(Args)]
 pub struct ReconcileArgs {
-    /// Only paths with a span of this service.
-    #[arg(long)]
-    service: Option<String>,
-    /// Most paths to list.
-    #[arg(long, default_value_t = 20)]
-    limit: usize,
     #[command(flatten)]
-    window: WindowArgs,
-    #[command(flatten)]
-    out: Answer,
+    scope: Scope,
 }
 
 pub fn run(c: ExpectCommand) -> Result<()> {
@@ -126,13 +125,8 @@ fn parse(a: ParseArgs) -> Result<()> {
     Ok(())
 }
 
-fn request(
-    files: &[PathBuf],
-    params: &[String],
-    service: &Option<String>,
-    limit: usize,
-    w: &WindowArgs,
-) -> Result<Value> {
+fn request(files: &[PathBuf], params: &[String], scope: &Scope) -> Result<Value> {
+    let (service, limit, w) = (&scope.service, scope.limit, &scope.window);
     let mut ps = serde_json::Map::new();
     for p in params {
         let (k, v) = p
@@ -167,11 +161,11 @@ fn post(out: &Answer, body: &Value) -> Result<Value> {
 }
 
 fn check(a: CheckArgs) -> Result<()> {
-    let body = request(&a.files, &a.params, &a.service, a.limit, &a.window)?;
-    let r = post(&a.out, &body)?;
+    let body = request(&a.files, &a.params, &a.scope)?;
+    let r = post(&a.scope.out, &body)?;
     let unexpected = r["unexpected"].as_u64().unwrap_or(0);
     let failed = r["failedAssertions"].as_array().map_or(0, Vec::len);
-    if a.out.json {
+    if a.scope.out.json {
         print_json(&r)?;
     } else {
         println!(
@@ -251,9 +245,9 @@ fn check(a: CheckArgs) -> Result<()> {
 }
 
 fn reconcile(a: ReconcileArgs) -> Result<()> {
-    let body = request(&[], &[], &a.service, a.limit, &a.window)?;
-    let r = post(&a.out, &body)?;
-    if a.out.json {
+    let body = request(&[], &[], &a.scope)?;
+    let r = post(&a.scope.out, &body)?;
+    if a.scope.out.json {
         return print_json(&json!({
             "paths": r["paths"],
             "pathsWithProblems": r["pathsWithProblems"],

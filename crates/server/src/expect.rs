@@ -156,26 +156,36 @@ fn parse_all(req: &CheckRequest) -> Result<ast::File, ApiError> {
     Ok(all)
 }
 
-async fn check(
-    State(state): State<Arc<AppState>>,
-    body: axum::body::Bytes,
-) -> Result<Json<CheckReport>, ApiError> {
-    let req: CheckRequest = serde_json::from_slice(&body).map_err(|e| {
+/// A JSON request body; errors name the line and column.
+fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
         ApiError::BadRequest(format!(
             "request body, line {} column {}: {e}",
             e.line(),
             e.column()
         ))
-    })?;
-    let window_params: Vec<(String, String)> = [
-        ("start", &req.start),
-        ("end", &req.end),
-        ("lookback", &req.lookback),
-    ]
-    .into_iter()
-    .filter_map(|(k, v)| v.clone().map(|v| (k.to_string(), v)))
-    .collect();
-    let window = window_param(&window_params)?;
+    })
+}
+
+/// The window of a body's `start`, `end` and `lookback`, read as the query parameters are.
+fn body_window(
+    start: &Option<String>,
+    end: &Option<String>,
+    lookback: &Option<String>,
+) -> Result<causeway_store::TimeWindow, ApiError> {
+    let params: Vec<(String, String)> = [("start", start), ("end", end), ("lookback", lookback)]
+        .into_iter()
+        .filter_map(|(k, v)| v.clone().map(|v| (k.to_string(), v)))
+        .collect();
+    window_param(&params)
+}
+
+async fn check(
+    State(state): State<Arc<AppState>>,
+    body: axum::body::Bytes,
+) -> Result<Json<CheckReport>, ApiError> {
+    let req: CheckRequest = json_body(&body)?;
+    let window = body_window(&req.start, &req.end, &req.lookback)?;
     let file = parse_all(&req)?;
     let checker =
         Checker::new(&file, req.params.clone()).map_err(|e| ApiError::BadRequest(e.to_string()))?;
@@ -346,13 +356,7 @@ async fn generate(
     State(state): State<Arc<AppState>>,
     body: axum::body::Bytes,
 ) -> Result<Json<Generated>, ApiError> {
-    let req: GenerateRequest = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::BadRequest(format!(
-            "request body, line {} column {}: {e}",
-            e.line(),
-            e.column()
-        ))
-    })?;
+    let req: GenerateRequest = json_body(&body)?;
     let store = state.store.clone();
     let traces = if let Some(id) = &req.trace {
         let id = TraceId::parse(id).map_err(|e| ApiError::BadRequest(format!("trace: {e}")))?;
@@ -372,15 +376,7 @@ async fn generate(
                 "give one of trace, pattern or service".into(),
             ));
         }
-        let window_params: Vec<(String, String)> = [
-            ("start", &req.start),
-            ("end", &req.end),
-            ("lookback", &req.lookback),
-        ]
-        .into_iter()
-        .filter_map(|(k, v)| v.clone().map(|v| (k.to_string(), v)))
-        .collect();
-        let window = window_param(&window_params)?;
+        let window = body_window(&req.start, &req.end, &req.lookback)?;
         let limit = req.limit.unwrap_or(1000).min(100_000);
         let service = req.service.clone();
         let (mut found, _) = blocking(move || {
