@@ -205,7 +205,7 @@ async fn check(
         scan_fields_into(
             &store,
             window,
-            &Fields::All,
+            &Fields::Paths,
             Acc::default,
             |a, t| {
                 if let Some(s) = &service {
@@ -383,7 +383,7 @@ async fn generate(
             scan_fields_into(
                 &store,
                 window,
-                &Fields::All,
+                &Fields::Paths,
                 Vec::new,
                 |v: &mut Vec<causeway_model::Trace>, t| {
                     if v.len() >= limit {

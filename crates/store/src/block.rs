@@ -523,8 +523,8 @@ impl Block {
         }
     }
 
-    /// Decodes the spans in the given row ranges (sorted, disjoint): every field when
-    /// `fields` is [`Fields::All`], else only the columns' structure (see [`Fields`]).
+    /// Decodes the spans in the given row ranges (sorted, disjoint), the fields `fields`
+    /// asks for.
     pub fn read_spans(
         &self,
         rows: &[Range<usize>],
@@ -534,18 +534,15 @@ impl Block {
         if rows.is_empty() {
             return Ok(());
         }
-        let keep_keys: Option<&[String]> = match fields {
-            Fields::All => None,
-            Fields::Structure { attributes } => Some(attributes),
-        };
         let columns: Vec<&str> = COLUMNS
             .iter()
             .copied()
-            .filter(|c| match (c, keep_keys) {
+            .filter(|c| match (c, fields) {
                 // Kind and source live in the detail too.
-                (&"kind" | &"source", None) => false,
-                (&"detail" | &"source", Some(_)) => false,
-                (&"attributes", Some(keys)) => !keys.is_empty(),
+                (&"kind" | &"source", Fields::All | Fields::Paths) => false,
+                (&"attributes", Fields::Paths) => false,
+                (&"detail" | &"source", Fields::Structure { .. }) => false,
+                (&"attributes", Fields::Structure { attributes }) => !attributes.is_empty(),
                 _ => true,
             })
             .collect();
@@ -561,20 +558,21 @@ impl Block {
                 names.insert(s.to_string(), a.clone());
                 a
             };
-            match keep_keys {
-                None => {
+            match fields {
+                Fields::All | Fields::Paths => {
+                    let keep_attributes = *fields == Fields::All;
                     let detail = batch
                         .column_by_name("detail")
                         .and_then(|c| c.as_binary_opt::<i32>())
                         .ok_or_else(|| self.corrupt("detail is missing or not binary"))?;
                     for i in 0..batch.num_rows() {
                         let row = cols.row(self, i, &mut intern, |_| true)?;
-                        let span = crate::detail::decode(row, detail.value(i))
+                        let span = crate::detail::decode(row, detail.value(i), keep_attributes)
                             .map_err(|e| self.corrupt(&format!("row {i}: {e}")))?;
                         out.push(span);
                     }
                 }
-                Some(keys) => {
+                Fields::Structure { attributes: keys } => {
                     let kind = batch
                         .column_by_name("kind")
                         .and_then(|c| c.as_string_opt::<i32>())

@@ -94,10 +94,16 @@ pub(crate) struct Row<'a> {
     pub attributes: Vec<(&'a str, &'a str)>,
 }
 
-/// Rebuilds a span from its row's columns and its detail.
-pub(crate) fn decode(row: Row<'_>, detail: &[u8]) -> Result<Span, String> {
+/// Rebuilds a span from its row's columns and its detail. Without `keep_attributes`, the
+/// row holds no attributes and the span's, its events' and its links' are left empty.
+pub(crate) fn decode(row: Row<'_>, detail: &[u8], keep_attributes: bool) -> Result<Span, String> {
     let (&tag, payload) = detail.split_first().ok_or("empty detail")?;
-    let r = native::decode_payload(payload).map_err(|e| e.to_string())?;
+    let r = if keep_attributes {
+        native::decode_payload(payload)
+    } else {
+        native::decode_payload_without_attributes(payload)
+    }
+    .map_err(|e| e.to_string())?;
     match tag {
         WHOLE => return Ok(r),
         RESIDUAL => {}
@@ -281,7 +287,7 @@ mod tests {
             status_message: (!msg.is_null(0)).then(|| msg.value(0)),
             attributes: attrs,
         };
-        decode(row, &detail).unwrap()
+        decode(row, &detail, true).unwrap()
     }
 
     #[test]

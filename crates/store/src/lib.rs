@@ -96,6 +96,10 @@ pub enum Fields {
         /// Attribute keys to keep.
         attributes: Vec<String>,
     },
+    /// What a path needs (expectations, causal orders): every field but the attributes
+    /// of spans, events and links, which are left empty. Spans not yet written to a block
+    /// are given whole.
+    Paths,
 }
 
 /// The read and write interface of a trace store: Dapper's Depot API. The embedded

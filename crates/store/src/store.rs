@@ -704,7 +704,7 @@ impl TraceStore for Store {
         // spans are small (~200 B), so a chunk of 16K traces (~100 MB at 33 spans each)
         // per thread is affordable; whole spans are several times larger.
         let chunk_traces = match fields {
-            Fields::All => 2048,
+            Fields::All | Fields::Paths => 2048,
             Fields::Structure { .. } => 16 * 1024,
         };
         let chunks: Vec<&[u128]> = ids.chunks(chunk_traces).collect();

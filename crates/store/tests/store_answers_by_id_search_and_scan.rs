@@ -579,3 +579,70 @@ fn a_structure_scan_reads_the_structure_and_only_the_attributes_asked_for() {
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_paths_scan_gives_whole_spans_but_their_attributes() {
+    use causeway_model::{Direction, Link, Message, Value};
+    let dir = tmp("paths");
+    let store = Store::open(&dir, options()).unwrap();
+    let mut all = traces(120, 11);
+    // Typed attributes, messages, links and CPU time, which the generator does not make.
+    let s = &mut all[0][1];
+    s.attributes.push(KeyValue::new("retries", Value::I64(3)));
+    s.attributes.push(KeyValue {
+        key: "shards".into(),
+        value: Value::Array(vec![Value::F64(0.5), Value::Bool(true)]),
+    });
+    s.messages.push(Message {
+        direction: Direction::Send,
+        id: 42,
+        time: s.start + 5,
+        peer: Some("db".into()),
+        size: Some(512),
+    });
+    s.links.push(Link {
+        trace_id: TraceId::new(9).unwrap(),
+        span_id: SpanId::new(8).unwrap(),
+        attributes: vec![KeyValue::new("link.kind", "follows")],
+    });
+    s.cpu_time = Some(1234);
+    for t in &all[..100] {
+        store.append(t.clone()).unwrap();
+    }
+    store.flush().unwrap();
+    for t in &all[100..] {
+        store.append(t.clone()).unwrap();
+    }
+    let seen = Mutex::new(std::collections::HashMap::new());
+    let stats = store
+        .scan_fields(TimeWindow::ALL, &causeway_store::Fields::Paths, &|t| {
+            seen.lock().unwrap().insert(t.trace_id, t.spans);
+        })
+        .unwrap();
+    assert_eq!(stats.traces, 120);
+    let seen = seen.into_inner().unwrap();
+    let mut events = 0;
+    for (n, t) in all.iter().enumerate() {
+        let got = &seen[&t[0].trace_id];
+        assert_eq!(got.len(), t.len());
+        for want in t {
+            let s = got.iter().find(|s| s.span_id == want.span_id).unwrap();
+            if n < 100 {
+                let mut stripped = want.clone();
+                stripped.attributes.clear();
+                stripped
+                    .events
+                    .iter_mut()
+                    .for_each(|e| e.attributes.clear());
+                stripped.links.iter_mut().for_each(|l| l.attributes.clear());
+                assert_eq!(s, &stripped);
+                events += s.events.len();
+            } else {
+                assert_eq!(s, want, "head spans are whole");
+            }
+        }
+    }
+    assert!(events > 0, "the generated traces have events to keep");
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}

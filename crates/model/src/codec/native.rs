@@ -126,9 +126,21 @@ pub fn encode_all<'a>(spans: impl IntoIterator<Item = &'a Span>) -> Vec<u8> {
 
 /// Decodes one payload (the bytes after the header).
 pub fn decode_payload(payload: &[u8]) -> Result<Span, DecodeError> {
+    decode_payload_with(payload, true)
+}
+
+/// Like [`decode_payload`], but the attributes of the span, its events and its links are
+/// read past (their framing checked), not kept: several allocations fewer per span for readers that
+/// only need a span's structure, events and messages.
+pub fn decode_payload_without_attributes(payload: &[u8]) -> Result<Span, DecodeError> {
+    decode_payload_with(payload, false)
+}
+
+fn decode_payload_with(payload: &[u8], keep_attributes: bool) -> Result<Span, DecodeError> {
     let mut r = Reader {
         buf: payload,
         pos: 0,
+        keep_attributes,
     };
     let version = r.u8("version")?;
     if version != VERSION {
@@ -404,6 +416,8 @@ fn write_span(s: &Span, out: &mut Vec<u8>) {
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// False: `attrs` reads past attribute lists and gives them empty.
+    keep_attributes: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -491,6 +505,16 @@ impl<'a> Reader<'a> {
             reason: "invalid UTF-8".into(),
         })
     }
+    /// A string as a shared one; the empty string (a block's detail leaves service and
+    /// host empty) is one allocation for the whole process.
+    fn shared_str(&mut self, field: &'static str) -> Result<Arc<str>, DecodeError> {
+        static EMPTY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+        let s = self.str(field)?;
+        if s.is_empty() {
+            return Ok(EMPTY.get_or_init(|| Arc::from("")).clone());
+        }
+        Ok(s.into())
+    }
     fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], DecodeError> {
         let b = self.take(field, N)?;
         let mut a = [0u8; N];
@@ -541,8 +565,48 @@ impl<'a> Reader<'a> {
             }
         })
     }
+    /// Reads past one value, checking its shape as `value` does.
+    fn skip_value(&mut self, depth: usize) -> Result<(), DecodeError> {
+        let at = self.pos;
+        match self.u8("attribute.value")? {
+            0 => self.flag("attribute.value.bool").map(drop),
+            1 => self.varint("attribute.value.i64").map(drop),
+            2 => self.take("attribute.value.f64", 8).map(drop),
+            tag @ (3 | 4) => {
+                let field = if tag == 3 {
+                    "attribute.value.str"
+                } else {
+                    "attribute.value.bytes"
+                };
+                let n = self.count(field)?;
+                self.take(field, n).map(drop)
+            }
+            5 => {
+                if depth >= MAX_VALUE_DEPTH {
+                    return Err(self.err("attribute.value.array", "arrays nested too deep"));
+                }
+                for _ in 0..self.count("attribute.value.array")? {
+                    self.skip_value(depth + 1)?;
+                }
+                Ok(())
+            }
+            t => Err(DecodeError {
+                field: "attribute.value",
+                offset: at,
+                reason: format!("unknown value tag {t}"),
+            }),
+        }
+    }
     fn attrs(&mut self, field: &'static str) -> Result<Vec<KeyValue>, DecodeError> {
         let n = self.count(field)?;
+        if !self.keep_attributes {
+            for _ in 0..n {
+                let len = self.count("attribute.key")?;
+                self.take("attribute.key", len)?;
+                self.skip_value(0)?;
+            }
+            return Ok(Vec::new());
+        }
         let mut v = Vec::with_capacity(n);
         for _ in 0..n {
             let key = self.str("attribute.key")?;
@@ -578,8 +642,8 @@ fn read_span(r: &mut Reader<'_>) -> Result<Span, DecodeError> {
             })
         }
     };
-    let service: Arc<str> = r.str("service")?.into();
-    let host: Arc<str> = r.str("host")?.into();
+    let service = r.shared_str("service")?;
+    let host = r.shared_str("host")?;
     let pid = r.u32v("pid")?;
     let execution_unit = r.varint("execution_unit")?;
     let start = r.varint("start")?;
@@ -727,6 +791,29 @@ mod tests {
             prop_assert!(d.problems.is_empty(), "{:?}", d.problems);
             prop_assert_eq!(d.complete, buf.len());
             prop_assert_eq!(d.spans, spans);
+        }
+
+        #[test]
+        fn decoding_without_attributes_gives_the_span_with_its_attribute_lists_empty(
+            span in strategies::span(),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut buf = Vec::new();
+            encode(&span, &mut buf);
+            let payload = &buf[HEADER_LEN..];
+            let mut want = span.clone();
+            want.attributes.clear();
+            for e in &mut want.events {
+                e.attributes.clear();
+            }
+            for l in &mut want.links {
+                l.attributes.clear();
+            }
+            prop_assert_eq!(decode_payload_without_attributes(payload), Ok(want));
+            // A cut payload fails in both modes, never panics.
+            let short = &payload[..cut.index(payload.len())];
+            prop_assert!(decode_payload_without_attributes(short).is_err());
+            prop_assert!(decode_payload(short).is_err());
         }
 
         #[test]
