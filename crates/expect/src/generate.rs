@@ -171,18 +171,24 @@ fn names(path: &Path, keys: &[String]) -> Vec<String> {
     let bases: BTreeMap<&String, String> = groups.iter().map(|(k, v)| (*k, base(v))).collect();
     let mut numbered: BTreeMap<&String, String> = BTreeMap::new();
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut taken = std::collections::BTreeSet::new();
     for (k, b) in &bases {
         let total = bases.values().filter(|x| *x == b).count();
         let n = seen.entry(b.as_str()).or_insert(0);
         *n += 1;
-        numbered.insert(
-            k,
-            if total == 1 {
-                b.clone()
-            } else {
-                format!("{b}{n}")
-            },
-        );
+        let wanted = if total == 1 {
+            b.clone()
+        } else {
+            format!("{b}{n}")
+        };
+        // A numbered name can be another role's own (`H` numbered 1 next to service h1).
+        let mut name = wanted.clone();
+        let mut extra = 1;
+        while !taken.insert(name.clone()) {
+            extra += 1;
+            name = format!("{wanted}_{extra}");
+        }
+        numbered.insert(k, name);
     }
     keys.iter().map(|k| numbered[k].clone()).collect()
 }
