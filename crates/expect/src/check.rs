@@ -8,7 +8,7 @@ use std::hash::{Hash, Hasher};
 use serde::Serialize;
 
 use crate::lang::ast::{self, Expr, Item, Role, SetExpr};
-use crate::matcher::{run, Context, Outcome};
+use crate::matcher::{run, Context, Outcome, Stop};
 use crate::path::{Kind, Path, PathMetrics, Problem};
 use crate::program::{
     compile, compile_threads, limits_of, Bound, CompileError, Metric, NameMatch, Params, Program,
@@ -198,7 +198,7 @@ impl Checker {
     /// Checks one path.
     pub fn check(&self, path: &Path) -> (PathReport, PathFacts) {
         let mut verdicts: Vec<Option<Verdict>> = vec![None; self.recognizers.len()];
-        let mut misses: Vec<Option<Mismatch>> = vec![None; self.recognizers.len()];
+        let mut misses: Vec<Option<Miss>> = vec![None; self.recognizers.len()];
         for (i, r) in self.recognizers.iter().enumerate() {
             let (v, miss) = match &r.shape {
                 Shape::Full(threads) => self.full(r, threads, path),
@@ -236,8 +236,9 @@ impl Checker {
                 .iter()
                 .enumerate()
                 .filter(|(_, r)| r.role == Role::Validator)
-                .filter_map(|(i, _)| misses[i].clone())
-                .max_by(|a, b| a.closeness.total_cmp(&b.closeness))
+                .filter_map(|(i, _)| misses[i].take().map(|m| (i, m)))
+                .max_by(|(_, a), (_, b)| a.closeness().total_cmp(&b.closeness()))
+                .map(|(i, m)| self.describe_miss(&self.recognizers[i], path, m))
         } else {
             None
         };
@@ -344,14 +345,9 @@ impl Checker {
         None
     }
 
-    fn fragment(
-        &self,
-        r: &Compiled,
-        program: &Program,
-        path: &Path,
-    ) -> (Verdict, Option<Mismatch>) {
+    fn fragment(&self, r: &Compiled, program: &Program, path: &Path) -> (Verdict, Option<Miss>) {
         if let Some(m) = self.path_limits(r, path) {
-            return (Verdict::NoMatch, Some(m));
+            return (Verdict::NoMatch, Some(Miss::Described(m)));
         }
         let mut undecided = false;
         for t in 0..path.threads.len() {
@@ -381,27 +377,15 @@ impl Checker {
         r: &Compiled,
         patterns: &[ThreadProgram],
         path: &Path,
-    ) -> (Verdict, Option<Mismatch>) {
+    ) -> (Verdict, Option<Miss>) {
         if let Some(m) = self.path_limits(r, path) {
-            return (Verdict::NoMatch, Some(m));
+            return (Verdict::NoMatch, Some(Miss::Described(m)));
         }
         let threads = &path.threads;
         let low: u64 = patterns.iter().map(|p| p.low as u64).sum();
         let high: u64 = patterns.iter().map(|p| p.high as u64).sum();
         if (threads.len() as u64) < low || threads.len() as u64 > high {
-            return (
-                Verdict::NoMatch,
-                Some(Mismatch {
-                    recognizer: r.name.clone(),
-                    closeness: 0.0,
-                    thread: None,
-                    pattern: None,
-                    event: None,
-                    found: format!("{} threads", threads.len()),
-                    span_id: None,
-                    expected: format!("{low} to {high} threads (the thread patterns' counts)"),
-                }),
-            );
+            return (Verdict::NoMatch, Some(Miss::ThreadCount { low, high }));
         }
         let mut cand: Vec<Vec<bool>> = patterns
             .iter()
@@ -428,7 +412,7 @@ impl Checker {
             .collect();
         // Progress of each (pattern, thread) attempt: events matched, and where it stopped.
         // With the round it failed in: later rounds fail because of earlier ones.
-        let mut stops: HashMap<(usize, usize), (u32, crate::matcher::Stop)> = HashMap::new();
+        let mut stops: HashMap<(usize, usize), (u32, Stop)> = HashMap::new();
         let mut round = 0u32;
         let mut undecided = false;
         let mut budget = self.budget;
@@ -484,110 +468,78 @@ impl Checker {
         }
         (
             Verdict::NoMatch,
-            Some(self.explain(r, patterns, path, &cand, &stops)),
+            Some(explain(patterns, path, &cand, &stops)),
         )
     }
 
-    /// The closest miss: the thread that went least far, and where.
-    fn explain(
-        &self,
-        r: &Compiled,
-        patterns: &[ThreadProgram],
-        path: &Path,
-        cand: &[Vec<bool>],
-        stops: &HashMap<(usize, usize), (u32, crate::matcher::Stop)>,
-    ) -> Mismatch {
-        let total: usize = path
-            .threads
-            .iter()
-            .map(|t| t.events.len())
-            .sum::<usize>()
-            .max(1);
-        let mut matched_events = 0usize;
-        // The thread whose failure came first (the others may only have lost their peer),
-        // then the one that got least far.
-        let mut worst: Option<(usize, usize, u32, &crate::matcher::Stop)> = None;
-        for (t, thread) in path.threads.iter().enumerate() {
-            if (0..patterns.len()).any(|p| cand[p][t]) {
-                matched_events += thread.events.len();
-                continue;
+    /// Describes a miss for the report.
+    fn describe_miss(&self, r: &Compiled, path: &Path, miss: Miss) -> Mismatch {
+        let closeness = miss.closeness();
+        let mut m = Mismatch {
+            recognizer: r.name.clone(),
+            closeness,
+            thread: None,
+            pattern: None,
+            event: None,
+            found: format!("{} threads", path.threads.len()),
+            span_id: None,
+            expected: String::new(),
+        };
+        let patterns: &[ThreadProgram] = match &r.shape {
+            Shape::Full(patterns) => patterns,
+            _ => &[],
+        };
+        match miss {
+            Miss::Described(m) => return m,
+            Miss::ThreadCount { low, high } => {
+                m.expected = format!("{low} to {high} threads (the thread patterns' counts)");
             }
-            // The pattern that got furthest in this thread.
-            let best = (0..patterns.len())
-                .filter_map(|p| stops.get(&(p, t)).map(|(r, s)| (p, *r, s)))
-                .max_by_key(|(_, _, s)| s.event);
-            if let Some((p, r, s)) = best {
-                matched_events += s.event;
-                if worst.is_none_or(|(_, _, wr, w)| (r, s.event) < (wr, w.event)) {
-                    worst = Some((t, p, r, s));
-                }
-            } else if worst.is_none() {
-                return Mismatch {
-                    recognizer: r.name.clone(),
-                    closeness: matched_events as f64 / total as f64,
-                    thread: Some(thread_name(path, t)),
-                    pattern: None,
-                    event: None,
-                    found: format!("a thread on {}", path.threads[t].host()),
-                    span_id: None,
-                    expected: format!(
-                        "a thread pattern whose host matches ({})",
-                        patterns
-                            .iter()
-                            .map(|p| p.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+            Miss::NoPattern { thread, .. } => {
+                m.thread = Some(thread_name(path, thread));
+                m.found = format!("a thread on {}", path.threads[thread].host());
+                m.expected = format!(
+                    "a thread pattern whose host matches ({})",
+                    patterns
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            Miss::Stopped {
+                thread,
+                pattern,
+                stop,
+                ..
+            } => {
+                let (found, span) = match path.threads[thread].events.get(stop.event) {
+                    Some(e) => (
+                        describe_event(path, thread, stop.event),
+                        Some(e.span.to_string()),
                     ),
-                };
-            }
-        }
-        let closeness = matched_events as f64 / total as f64;
-        match worst {
-            Some((t, p, _, s)) => {
-                let thread = &path.threads[t];
-                let (found, span) = match thread.events.get(s.event) {
-                    Some(e) => (describe_event(path, t, s.event), Some(e.span.to_string())),
                     None => ("the end of the thread".to_string(), None),
                 };
-                Mismatch {
-                    recognizer: r.name.clone(),
-                    closeness,
-                    thread: Some(thread_name(path, t)),
-                    pattern: Some(patterns[p].name.clone()),
-                    event: Some(s.event),
-                    found,
-                    span_id: span,
-                    expected: s.expected.clone(),
-                }
+                m.thread = Some(thread_name(path, thread));
+                m.pattern = Some(patterns[pattern].name.clone());
+                m.event = Some(stop.event);
+                m.found = found;
+                m.span_id = span;
+                m.expected = crate::matcher::describe(&patterns[pattern].program.ops[stop.op]);
             }
-            None => {
-                // Every thread can take some pattern; the counts cannot be met.
-                let wrong = patterns
-                    .iter()
-                    .enumerate()
-                    .map(|(p, prog)| (prog, cand[p].iter().filter(|&&c| c).count() as u32))
-                    .find(|(prog, n)| *n < prog.low)
-                    .map(|(prog, n)| {
+            Miss::Counts { short, .. } => {
+                m.expected = match short {
+                    Some((p, n)) => {
+                        let prog = &patterns[p];
                         format!(
                             "thread pattern {} needs {} to {} threads; {n} can match it",
                             prog.name, prog.low, prog.high
                         )
-                    })
-                    .unwrap_or_else(|| {
-                        "each thread assigned to one thread pattern within its count".into()
-                    });
-                Mismatch {
-                    recognizer: r.name.clone(),
-                    closeness,
-                    thread: None,
-                    pattern: None,
-                    event: None,
-                    found: format!("{} threads", path.threads.len()),
-                    span_id: None,
-                    expected: wrong,
-                }
+                    }
+                    None => "each thread assigned to one thread pattern within its count".into(),
+                };
             }
         }
+        m
     }
 
     /// Evaluates the aggregate assertions over the facts of the checked paths; returns
@@ -837,6 +789,98 @@ fn assign(
         }
     }
     false
+}
+
+/// Where a recognizer failed a path, kept cheap: only the closest validator's miss is
+/// described (formatted) for the report.
+#[derive(Clone)]
+enum Miss {
+    /// Already described (a path limit).
+    Described(Mismatch),
+    /// The path's thread count is outside the patterns' total range.
+    ThreadCount { low: u64, high: u64 },
+    /// No thread pattern's host matches this thread.
+    NoPattern { thread: usize, closeness: f64 },
+    /// The pattern that went furthest in this thread stopped here.
+    Stopped {
+        thread: usize,
+        pattern: usize,
+        stop: Stop,
+        closeness: f64,
+    },
+    /// Every thread can take some pattern; the counts cannot be met (this pattern has
+    /// this few candidates, when one is short).
+    Counts {
+        short: Option<(usize, u32)>,
+        closeness: f64,
+    },
+}
+
+impl Miss {
+    fn closeness(&self) -> f64 {
+        match self {
+            Miss::Described(m) => m.closeness,
+            Miss::ThreadCount { .. } => 0.0,
+            Miss::NoPattern { closeness, .. }
+            | Miss::Stopped { closeness, .. }
+            | Miss::Counts { closeness, .. } => *closeness,
+        }
+    }
+}
+
+/// The closest miss: the thread that went least far, and where.
+fn explain(
+    patterns: &[ThreadProgram],
+    path: &Path,
+    cand: &[Vec<bool>],
+    stops: &HashMap<(usize, usize), (u32, Stop)>,
+) -> Miss {
+    let total: usize = path
+        .threads
+        .iter()
+        .map(|t| t.events.len())
+        .sum::<usize>()
+        .max(1);
+    let mut matched_events = 0usize;
+    // The thread whose failure came first (the others may only have lost their peer),
+    // then the one that got least far.
+    let mut worst: Option<(usize, usize, u32, &Stop)> = None;
+    for (t, thread) in path.threads.iter().enumerate() {
+        if (0..patterns.len()).any(|p| cand[p][t]) {
+            matched_events += thread.events.len();
+            continue;
+        }
+        // The pattern that got furthest in this thread.
+        let best = (0..patterns.len())
+            .filter_map(|p| stops.get(&(p, t)).map(|(r, s)| (p, *r, s)))
+            .max_by_key(|(_, _, s)| s.event);
+        if let Some((p, r, s)) = best {
+            matched_events += s.event;
+            if worst.is_none_or(|(_, _, wr, w)| (r, s.event) < (wr, w.event)) {
+                worst = Some((t, p, r, s));
+            }
+        } else if worst.is_none() {
+            return Miss::NoPattern {
+                thread: t,
+                closeness: matched_events as f64 / total as f64,
+            };
+        }
+    }
+    let closeness = matched_events as f64 / total as f64;
+    match worst {
+        Some((thread, pattern, _, stop)) => Miss::Stopped {
+            thread,
+            pattern,
+            stop: stop.clone(),
+            closeness,
+        },
+        None => Miss::Counts {
+            short: (0..patterns.len())
+                .map(|p| (p, cand[p].iter().filter(|&&c| c).count() as u32))
+                .find(|&(p, n)| n < patterns[p].low),
+            closeness,
+        },
+    }
 }
 
 fn thread_name(path: &Path, t: usize) -> String {

@@ -26,8 +26,9 @@ pub enum Outcome {
 pub struct Stop {
     /// Index of the event it could not match (the thread's length: it ran out of events).
     pub event: usize,
-    /// What it expected there.
-    pub expected: String,
+    /// The instruction it expected to match there (see [`describe`]); described only
+    /// when reported, since most misses are not.
+    pub op: usize,
 }
 
 /// What a run may read besides the thread.
@@ -94,15 +95,12 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
     } else {
         vec![start(0)]
     };
-    let mut best = Stop {
-        event: 0,
-        expected: describe(&ops[0]),
-    };
-    let miss = |pos: u32, op: &Op, best: &mut Stop| {
+    let mut best = Stop { event: 0, op: 0 };
+    let miss = |pos: u32, op: usize, best: &mut Stop| {
         if pos as usize >= best.event {
             *best = Stop {
                 event: pos as usize,
-                expected: describe(op),
+                op,
             };
         }
     };
@@ -152,7 +150,7 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                         })
                 });
                 if !ok {
-                    miss(st.pos, &ops[pc], &mut best);
+                    miss(st.pos, pc, &mut best);
                     continue;
                 }
                 if let Some(r) = bind {
@@ -172,7 +170,7 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                     st.pc += 1;
                     todo.push(st);
                 } else {
-                    miss(st.pos, &ops[pc], &mut best);
+                    miss(st.pos, pc, &mut best);
                 }
             }
             Op::Notice(m) => {
@@ -183,7 +181,7 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                     st.pc += 1;
                     todo.push(st);
                 } else {
-                    miss(st.pos, &ops[pc], &mut best);
+                    miss(st.pos, pc, &mut best);
                 }
             }
             Op::Message {
@@ -216,7 +214,7 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                     st.pc += 1;
                     todo.push(st);
                 } else {
-                    miss(st.pos, &ops[pc], &mut best);
+                    miss(st.pos, pc, &mut best);
                 }
             }
             Op::AnyOne => match ev {
@@ -274,7 +272,7 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                     c => c,
                 };
                 if count < limit(*low, &st.regs) || count > limit(*high, &st.regs) {
-                    miss(st.pos, &ops[pc], &mut best);
+                    miss(st.pos, pc, &mut best);
                     continue;
                 }
                 if let Some(b) = bind {
@@ -303,7 +301,7 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                     .iter()
                     .any(|p| program.future_names.get(&(*p as usize)) == Some(name));
                 if waiting {
-                    miss(st.pos, &ops[pc], &mut best);
+                    miss(st.pos, pc, &mut best);
                 } else {
                     st.pc += 1;
                     todo.push(st);
@@ -314,7 +312,7 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                 if done && (cx.fragment || st.pos == n) {
                     return Outcome::Matched;
                 }
-                miss(st.pos, &ops[pc], &mut best);
+                miss(st.pos, pc, &mut best);
             }
         }
     }
