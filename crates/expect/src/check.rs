@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -102,9 +103,10 @@ pub struct PathFacts {
     pub matched: Vec<usize>,
     /// Its metrics.
     pub metrics: PathMetrics,
-    /// Each task's name, REAL_TIME and CPU_TIME.
-    pub tasks: Vec<(String, u64, Option<u64>)>,
-    /// A hash of its structure, for `unique`.
+    /// Each task's name, REAL_TIME and CPU_TIME; gathered only when the file has
+    /// assertions, the only readers.
+    pub tasks: Vec<(Arc<str>, u64, Option<u64>)>,
+    /// A hash of its structure, for `unique`; 0 when the file has no assertions.
     pub shape: u64,
 }
 
@@ -255,7 +257,7 @@ impl Checker {
             closest,
             problems: path.problems.clone(),
         };
-        (report, facts(path, matched_idx))
+        (report, facts(path, matched_idx, !self.asserts.is_empty()))
     }
 
     fn set_verdict(&self, i: usize, verdicts: &mut Vec<Option<Verdict>>, depth: usize) -> Verdict {
@@ -412,7 +414,8 @@ impl Checker {
             .collect();
         // Progress of each (pattern, thread) attempt: events matched, and where it stopped.
         // With the round it failed in: later rounds fail because of earlier ones.
-        let mut stops: HashMap<(usize, usize), (u32, Stop)> = HashMap::new();
+        let mut stops: foldhash::HashMap<(usize, usize), (u32, Stop)> =
+            foldhash::HashMap::default();
         let mut round = 0u32;
         let mut undecided = false;
         let mut budget = self.budget;
@@ -663,7 +666,7 @@ impl Checker {
                     Expr::Str(task) => paths
                         .iter()
                         .flat_map(|p| p.tasks.iter())
-                        .filter(|(n, ..)| n == task)
+                        .filter(|(n, ..)| **n == **task)
                         .filter_map(|(_, real, cpu)| match metric {
                             Metric::RealTime => Some(*real as f64),
                             Metric::CpuTime => cpu.map(|c| c as f64),
@@ -833,7 +836,7 @@ fn explain(
     patterns: &[ThreadProgram],
     path: &Path,
     cand: &[Vec<bool>],
-    stops: &HashMap<(usize, usize), (u32, Stop)>,
+    stops: &foldhash::HashMap<(usize, usize), (u32, Stop)>,
 ) -> Miss {
     let total: usize = path
         .threads
@@ -917,28 +920,32 @@ fn describe_event(path: &Path, t: usize, i: usize) -> String {
     format!("{what} at +{at:.3} ms")
 }
 
-fn facts(path: &Path, matched: Vec<usize>) -> PathFacts {
+fn facts(path: &Path, matched: Vec<usize>, for_assertions: bool) -> PathFacts {
     let mut tasks = Vec::new();
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    let mut shapes: Vec<u64> = Vec::new();
-    for t in &path.threads {
-        let mut th = std::collections::hash_map::DefaultHasher::new();
-        for e in &t.events {
-            (e.kind as u8).hash(&mut th);
-            e.name.hash(&mut th);
-            if e.kind == Kind::TaskStart {
-                tasks.push((e.name.to_string(), e.real_ns, e.cpu_ns));
+    let mut shape = 0;
+    if for_assertions {
+        let mut shapes: Vec<u64> = Vec::new();
+        for t in &path.threads {
+            let mut th = std::collections::hash_map::DefaultHasher::new();
+            for e in &t.events {
+                (e.kind as u8).hash(&mut th);
+                e.name.hash(&mut th);
+                if e.kind == Kind::TaskStart {
+                    tasks.push((e.name.clone(), e.real_ns, e.cpu_ns));
+                }
             }
+            shapes.push(th.finish());
         }
-        shapes.push(th.finish());
+        shapes.sort_unstable();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        shapes.hash(&mut h);
+        shape = h.finish();
     }
-    shapes.sort_unstable();
-    shapes.hash(&mut h);
     PathFacts {
         start: path.start,
         matched,
         metrics: path.metrics.clone(),
         tasks,
-        shape: h.finish(),
+        shape,
     }
 }

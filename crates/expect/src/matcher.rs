@@ -5,7 +5,8 @@
 //! typical patterns linear in the thread's length; a step budget ends pathological ones
 //! as undecided rather than hanging.
 
-use std::collections::HashSet;
+use foldhash::HashSet;
+use foldhash::HashSetExt;
 
 use crate::path::{Kind, Path, Thread};
 use crate::program::{Limit, Metric, NameMatch, Op, Peer, Program};

@@ -3,7 +3,7 @@
 //! and the metrics limits and aggregates read. Building it also reconciles the path:
 //! unpaired messages, reused message ids and tasks without a proper end are reported.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use causeway_model::{PathEvent, PathView, SpanId, ThreadKey, Trace, TraceId};

@@ -1,7 +1,6 @@
 //! Pip's path view of a trace: one thread per (host, process, execution unit), each an
 //! ordered list of events: task start/end (nested), notice, send and receive.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::ids::SpanId;
@@ -134,19 +133,19 @@ fn rank(e: &PathEvent) -> u8 {
 /// span stays in its parent's lane when it nests there (its parent is the innermost open
 /// span of that lane and it ends within it); otherwise it opens a new lane.
 fn lanes(trace: &Trace, depth: &[usize]) -> Vec<(u32, u64, usize)> {
-    type Process = (Arc<str>, u32, Arc<str>);
+    type Process<'t> = (&'t str, u32, &'t str);
     let mut order: Vec<usize> = (0..trace.spans.len()).collect();
     order.sort_by_key(|&i| (trace.spans[i].start, depth[i]));
     // Per process: each lane's open spans, the unit of its first span and its flow number
     // (unique in the trace).
-    let mut open: BTreeMap<Process, Vec<(Vec<usize>, u64, usize)>> = BTreeMap::new();
+    let mut open: foldhash::HashMap<Process, Vec<(Vec<usize>, u64, usize)>> = Default::default();
     let mut flows = 0usize;
     let mut lane = vec![(0u32, 0u64, 0usize); trace.spans.len()];
     let end = |i: usize| trace.spans[i].end.max(trace.spans[i].start);
     for i in order {
         let s = &trace.spans[i];
         let lanes = open
-            .entry((s.host.clone(), s.pid, s.service.clone()))
+            .entry((&*s.host, s.pid, &*s.service))
             .or_default();
         for (stack, ..) in lanes.iter_mut() {
             while stack.last().is_some_and(|&top| end(top) <= s.start) {
@@ -186,33 +185,33 @@ impl PathView {
             d
         };
         let lanes = lanes(trace, &depth);
-        let keys: Vec<ThreadKey> = trace
-            .spans
-            .iter()
-            .zip(&lanes)
-            .map(|(s, &(lane, unit, _))| ThreadKey {
-                host: s.host.clone(),
-                pid: s.pid,
-                execution_unit: unit,
-                service: s.service.clone(),
-                lane,
-            })
-            .collect();
         // Within a lane spans nest, so each thread is a walk of its span trees: a task's
-        // start, its own events merged by time with its children, its end.
+        // start, its own events merged by time with its children, its end. A flow is one
+        // lane of one process, so one thread.
         let flow: Vec<usize> = lanes.iter().map(|l| l.2).collect();
-        let mut roots: BTreeMap<ThreadKey, Vec<usize>> = BTreeMap::new();
+        let flows = flow.iter().max().map_or(0, |f| f + 1);
+        let mut roots: Vec<Vec<usize>> = vec![Vec::new(); flows];
         for i in 0..trace.spans.len() {
             let local_parent = trace.parent[i].filter(|&p| flow[p] == flow[i]);
             if local_parent.is_none() {
-                roots.entry(keys[i].clone()).or_default().push(i);
+                roots[flow[i]].push(i);
             }
         }
-        let mut names = Names::new();
+        let mut names = Names::default();
         let mut threads: Vec<PathThread> = roots
             .into_iter()
-            .map(|(key, mut rs)| {
+            .filter(|rs| !rs.is_empty())
+            .map(|mut rs| {
                 rs.sort_by_key(|&i| (trace.spans[i].start, depth[i]));
+                let s = &trace.spans[rs[0]];
+                let (lane, unit, _) = lanes[rs[0]];
+                let key = ThreadKey {
+                    host: s.host.clone(),
+                    pid: s.pid,
+                    execution_unit: unit,
+                    service: s.service.clone(),
+                    lane,
+                };
                 let mut events = Vec::new();
                 for r in rs {
                     walk(trace, &flow, r, &mut names, &mut events);
@@ -220,13 +219,17 @@ impl PathView {
                 PathThread { key, events }
             })
             .collect();
-        threads.sort_by_key(|t| t.events.first().map(|e| e.time()).unwrap_or(0));
+        // By first event, then by key as before (keys are unique).
+        threads.sort_by(|a, b| {
+            let first = |t: &PathThread| t.events.first().map(|e| e.time()).unwrap_or(0);
+            first(a).cmp(&first(b)).then_with(|| a.key.cmp(&b.key))
+        });
         PathView { threads }
     }
 }
 
 /// One shared copy of each name and text in a trace (span names repeat a lot).
-type Names<'t> = HashMap<&'t str, Arc<str>>;
+type Names<'t> = foldhash::HashMap<&'t str, Arc<str>>;
 
 fn name<'t>(names: &mut Names<'t>, text: &'t str) -> Arc<str> {
     names.entry(text).or_insert_with(|| Arc::from(text)).clone()
