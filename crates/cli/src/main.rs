@@ -23,6 +23,12 @@ use clap::{Args, Parser, Subcommand};
 
 use client::{enc, Client};
 
+// The server's scans build and drop millions of small values (spans, path events) from
+// several threads at once; mimalloc's per-thread heaps serve that faster than glibc's
+// malloc (BENCHMARKS.md, expectations over 100K stored paths).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Causeway: request tracing and performance debugging for distributed systems.
 #[derive(Parser)]
 #[command(name = "causeway", version, propagate_version = true)]

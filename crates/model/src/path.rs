@@ -144,9 +144,7 @@ fn lanes(trace: &Trace, depth: &[usize]) -> Vec<(u32, u64, usize)> {
     let end = |i: usize| trace.spans[i].end.max(trace.spans[i].start);
     for i in order {
         let s = &trace.spans[i];
-        let lanes = open
-            .entry((&*s.host, s.pid, &*s.service))
-            .or_default();
+        let lanes = open.entry((&*s.host, s.pid, &*s.service)).or_default();
         for (stack, ..) in lanes.iter_mut() {
             while stack.last().is_some_and(|&top| end(top) <= s.start) {
                 stack.pop();
