@@ -3,7 +3,6 @@
 //! and the metrics limits and aggregates read. Building it also reconciles the path:
 //! unpaired messages, reused message ids and tasks without a proper end are reported.
 
-use foldhash::HashMap;
 use std::sync::Arc;
 
 use causeway_model::{PathEvent, PathView, SpanId, ThreadKey, Trace, TraceId};
@@ -175,17 +174,11 @@ impl Path {
     /// Builds the path of a trace and reconciles it.
     pub fn of(trace: &Trace) -> Path {
         let view = PathView::from_trace(trace);
-        let spans: HashMap<SpanId, usize> = trace
-            .spans
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.span_id, i))
-            .collect();
         let mut problems = Vec::new();
         let mut threads: Vec<Thread> = view
             .threads
             .into_iter()
-            .map(|t| thread(t.key, t.events, trace, &spans, &mut problems))
+            .map(|t| thread(t.key, t.events, trace, &mut problems))
             .collect();
         // Pair the two ends of each message: every end, sorted by message id.
         let mut ends: Vec<(u64, bool, usize, usize)> = Vec::new();
@@ -283,7 +276,6 @@ fn thread(
     key: ThreadKey,
     events: Vec<PathEvent>,
     trace: &Trace,
-    spans: &HashMap<SpanId, usize>,
     problems: &mut Vec<Problem>,
 ) -> Thread {
     let mut out: Vec<Event> = Vec::with_capacity(events.len());
@@ -308,12 +300,12 @@ fn thread(
         match ev {
             PathEvent::TaskStart {
                 span_id,
+                span,
                 name,
                 time,
             } => {
                 let mut e = event(Kind::TaskStart, name.clone(), time, span_id);
-                if let Some(&s) = spans.get(&span_id) {
-                    let span = &trace.spans[s];
+                if let Some(span) = trace.spans.get(span) {
                     e.real_ns = span.end.saturating_sub(span.start);
                     e.cpu_ns = span.cpu_time;
                     if span.end < span.start {

@@ -32,6 +32,8 @@ pub enum PathEvent {
     TaskStart {
         /// The span.
         span_id: SpanId,
+        /// Its index in the trace's spans.
+        span: usize,
         /// Its name.
         name: Arc<str>,
         /// Unix ns.
@@ -189,13 +191,14 @@ impl PathView {
         let flow: Vec<usize> = lanes.iter().map(|l| l.2).collect();
         let flows = flow.iter().max().map_or(0, |f| f + 1);
         let mut roots: Vec<Vec<usize>> = vec![Vec::new(); flows];
+        let mut spans_in = vec![0usize; flows];
         for i in 0..trace.spans.len() {
+            spans_in[flow[i]] += 1;
             let local_parent = trace.parent[i].filter(|&p| flow[p] == flow[i]);
             if local_parent.is_none() {
                 roots[flow[i]].push(i);
             }
         }
-        let mut names = Names::default();
         let mut threads: Vec<PathThread> = roots
             .into_iter()
             .filter(|rs| !rs.is_empty())
@@ -210,9 +213,9 @@ impl PathView {
                     service: s.service.clone(),
                     lane,
                 };
-                let mut events = Vec::new();
+                let mut events = Vec::with_capacity(2 * spans_in[flow[rs[0]]] + 4);
                 for r in rs {
-                    walk(trace, &flow, r, &mut names, &mut events);
+                    walk(trace, &flow, r, &mut events);
                 }
                 PathThread { key, events }
             })
@@ -226,28 +229,83 @@ impl PathView {
     }
 }
 
-/// One shared copy of each name and text in a trace (span names repeat a lot).
-type Names<'t> = foldhash::HashMap<&'t str, Arc<str>>;
+/// Names kept per OS thread at most; past it the cache starts over (unbounded names, such
+/// as notices carrying ids, must not grow it forever).
+const MAX_NAMES: usize = 1 << 16;
 
-fn name<'t>(names: &mut Names<'t>, text: &'t str) -> Arc<str> {
-    names.entry(text).or_insert_with(|| Arc::from(text)).clone()
+thread_local! {
+    /// One shared copy of each name and text, kept across the traces a thread views: span
+    /// names and notices repeat from trace to trace, so a bulk check allocates each once.
+    static NAMES: std::cell::RefCell<foldhash::HashMap<Box<str>, Arc<str>>> =
+        std::cell::RefCell::new(Default::default());
 }
 
-/// A span's own events: those at its start (an RPC's send or receive), those inside it
-/// by time (notices, recorded messages), and those at its end (the reply).
-struct OwnEvents {
-    start: Vec<PathEvent>,
-    inside: Vec<PathEvent>,
-    end: Vec<PathEvent>,
+fn name(text: &str) -> Arc<str> {
+    NAMES.with_borrow_mut(|names| {
+        if let Some(a) = names.get(text) {
+            return a.clone();
+        }
+        if names.len() >= MAX_NAMES {
+            names.clear();
+        }
+        let a: Arc<str> = Arc::from(text);
+        names.insert(Box::from(text), a.clone());
+        a
+    })
 }
 
-fn own_events<'t>(trace: &'t Trace, i: usize, names: &mut Names<'t>) -> OwnEvents {
+/// The RPC messages at a span's start and end: a client that calls a server sends the
+/// request and receives the reply; the server receives the request and sends the reply.
+/// At most two of each (a span both serving a call and calling out in the same span).
+fn rpc_events(trace: &Trace, i: usize) -> ([Option<PathEvent>; 2], [Option<PathEvent>; 2]) {
     let s = &trace.spans[i];
-    let mut inside = Vec::new();
+    let (mut start, mut end) = ([None, None], [None, None]);
+    let calls_server = s.kind == SpanKind::Client
+        && trace.children[i]
+            .iter()
+            .any(|&c| trace.spans[c].kind == SpanKind::Server);
+    if calls_server {
+        start[0] = Some(PathEvent::Send {
+            message_id: rpc_request_id(s.span_id),
+            span_id: s.span_id,
+            size: None,
+            time: s.start,
+        });
+        end[0] = Some(PathEvent::Recv {
+            message_id: rpc_reply_id(s.span_id),
+            span_id: s.span_id,
+            size: None,
+            time: s.end.max(s.start),
+        });
+    }
+    let client = trace.parent[i]
+        .map(|p| &trace.spans[p])
+        .filter(|p| p.kind == SpanKind::Client);
+    if let (SpanKind::Server, Some(c)) = (s.kind, client) {
+        start[1] = Some(PathEvent::Recv {
+            message_id: rpc_request_id(c.span_id),
+            span_id: s.span_id,
+            size: None,
+            time: s.start,
+        });
+        end[1] = Some(PathEvent::Send {
+            message_id: rpc_reply_id(c.span_id),
+            span_id: s.span_id,
+            size: None,
+            time: s.end.max(s.start),
+        });
+    }
+    (start, end)
+}
+
+/// A span's recorded events (notices and messages), by time.
+fn inside_events(trace: &Trace, i: usize) -> Vec<PathEvent> {
+    let s = &trace.spans[i];
+    let mut inside = Vec::with_capacity(s.events.len() + s.messages.len());
     for e in &s.events {
         inside.push(PathEvent::Notice {
             span_id: s.span_id,
-            text: name(names, &e.name),
+            text: name(&e.name),
             time: e.time.clamp(s.start, s.end.max(s.start)),
         });
     }
@@ -268,72 +326,31 @@ fn own_events<'t>(trace: &'t Trace, i: usize, names: &mut Names<'t>) -> OwnEvent
         });
     }
     inside.sort_by_key(|e| (e.time(), rank(e)));
-    let (mut start, mut end) = (Vec::new(), Vec::new());
-    let calls_server = s.kind == SpanKind::Client
-        && trace.children[i]
-            .iter()
-            .any(|&c| trace.spans[c].kind == SpanKind::Server);
-    if calls_server {
-        start.push(PathEvent::Send {
-            message_id: rpc_request_id(s.span_id),
-            span_id: s.span_id,
-            size: None,
-            time: s.start,
-        });
-        end.push(PathEvent::Recv {
-            message_id: rpc_reply_id(s.span_id),
-            span_id: s.span_id,
-            size: None,
-            time: s.end.max(s.start),
-        });
-    }
-    let client = trace.parent[i]
-        .map(|p| &trace.spans[p])
-        .filter(|p| p.kind == SpanKind::Client);
-    if let (SpanKind::Server, Some(c)) = (s.kind, client) {
-        start.push(PathEvent::Recv {
-            message_id: rpc_request_id(c.span_id),
-            span_id: s.span_id,
-            size: None,
-            time: s.start,
-        });
-        end.push(PathEvent::Send {
-            message_id: rpc_reply_id(c.span_id),
-            span_id: s.span_id,
-            size: None,
-            time: s.end.max(s.start),
-        });
-    }
-    OwnEvents { start, inside, end }
+    inside
 }
 
-fn walk<'t>(
-    trace: &'t Trace,
-    flow: &[usize],
-    i: usize,
-    names: &mut Names<'t>,
-    out: &mut Vec<PathEvent>,
-) {
+fn walk(trace: &Trace, flow: &[usize], i: usize, out: &mut Vec<PathEvent>) {
     let s = &trace.spans[i];
-    let task = name(names, &s.name);
+    let task = name(&s.name);
     out.push(PathEvent::TaskStart {
         span_id: s.span_id,
+        span: i,
         name: task.clone(),
         time: s.start,
     });
-    let own = own_events(trace, i, names);
+    let (start, end) = rpc_events(trace, i);
     // An RPC's request and reply bound the work it caused, even if a child's recorded
     // start precedes the server span's own.
-    out.extend(own.start);
-    let mut inside = own.inside.into_iter().peekable();
+    out.extend(start.into_iter().flatten());
+    let mut inside = inside_events(trace, i).into_iter().peekable();
     for &c in trace.children[i].iter().filter(|&&c| flow[c] == flow[i]) {
         while let Some(e) = inside.next_if(|e| e.time() <= trace.spans[c].start) {
             out.push(e);
         }
-        walk(trace, flow, c, names, out);
+        walk(trace, flow, c, out);
     }
     out.extend(inside);
-    out.extend(own.end);
+    out.extend(end.into_iter().flatten());
     out.push(PathEvent::TaskEnd {
         span_id: s.span_id,
         name: task,

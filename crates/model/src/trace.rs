@@ -33,10 +33,10 @@ impl Trace {
             .filter(|s| s.trace_id == trace_id)
             .collect();
         spans.sort_by(|a, b| a.start.cmp(&b.start).then(a.span_id.cmp(&b.span_id)));
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = foldhash::HashSet::default();
         spans.retain(|s| seen.insert(s.span_id));
 
-        let index: HashMap<SpanId, usize> = spans
+        let index: foldhash::HashMap<SpanId, usize> = spans
             .iter()
             .enumerate()
             .map(|(i, s)| (s.span_id, i))
