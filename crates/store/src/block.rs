@@ -546,7 +546,9 @@ impl Block {
                 _ => true,
             })
             .collect();
-        let mut names: std::collections::HashMap<String, Arc<str>> = Default::default();
+        // Spans are large; growing `out` by doubling would copy each several times.
+        out.reserve(rows.iter().map(|r| r.len()).sum());
+        let mut names: foldhash::HashMap<String, Arc<str>> = Default::default();
         for batch in self.reader(&columns, rows)? {
             let batch = batch.map_err(arrow_err(&self.path))?;
             let cols = RowColumns::of(self, &batch)?;

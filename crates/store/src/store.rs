@@ -733,13 +733,15 @@ impl TraceStore for Store {
                     let z = memory.partition_point(|sp| sp.trace_id.get() <= hi);
                     spans.extend_from_slice(&memory[a..z]);
                     spans.sort_by(row_order);
-                    let mut rest = spans.into_iter().peekable();
-                    while let Some(first) = rest.next() {
-                        let id = first.trace_id;
-                        let mut group = vec![first];
-                        while let Some(sp) = rest.next_if(|sp| sp.trace_id == id) {
-                            group.push(sp);
-                        }
+                    // Each trace's spans, moved once into a vector of their exact size.
+                    let sizes: Vec<usize> = spans
+                        .chunk_by(|a, b| a.trace_id == b.trace_id)
+                        .map(|g| g.len())
+                        .collect();
+                    let mut rest = spans.into_iter();
+                    for size in sizes {
+                        let group: Vec<Span> = rest.by_ref().take(size).collect();
+                        let id = group[0].trace_id;
                         let start = group.iter().map(|sp| sp.start).min().unwrap_or(0);
                         if !window.contains(start) {
                             continue;
