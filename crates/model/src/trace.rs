@@ -49,8 +49,9 @@ impl Trace {
         // of the same walk is a cycle.
         let n = spans.len();
         let mut state = vec![0u8; n]; // 0 unvisited, 1 on current walk, 2 done
+        let mut path = Vec::new();
         for start in 0..n {
-            let mut path = Vec::new();
+            path.clear();
             let mut cur = Some(start);
             while let Some(i) = cur {
                 match state[i] {
@@ -70,7 +71,7 @@ impl Trace {
                     }
                 }
             }
-            for p in path {
+            for &p in &path {
                 state[p] = 2;
             }
         }
