@@ -477,10 +477,12 @@ impl Checker {
 
     /// Describes a miss for the report.
     fn describe_miss(&self, r: &Compiled, path: &Path, miss: Miss) -> Mismatch {
-        let closeness = miss.closeness();
+        if let Miss::Described(m) = miss {
+            return m;
+        }
         let mut m = Mismatch {
             recognizer: r.name.clone(),
-            closeness,
+            closeness: miss.closeness(),
             thread: None,
             pattern: None,
             event: None,
@@ -493,7 +495,7 @@ impl Checker {
             _ => &[],
         };
         match miss {
-            Miss::Described(m) => return m,
+            Miss::Described(_) => {}
             Miss::ThreadCount { low, high } => {
                 m.expected = format!("{low} to {high} threads (the thread patterns' counts)");
             }
@@ -874,7 +876,7 @@ fn explain(
         Some((thread, pattern, _, stop)) => Miss::Stopped {
             thread,
             pattern,
-            stop: stop.clone(),
+            stop: *stop,
             closeness,
         },
         None => Miss::Counts {

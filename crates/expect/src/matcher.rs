@@ -23,7 +23,7 @@ pub enum Outcome {
 }
 
 /// Where the furthest attempt stopped.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Stop {
     /// Index of the event it could not match (the thread's length: it ran out of events).
     pub event: usize,
