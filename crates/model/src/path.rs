@@ -1,4 +1,5 @@
-//! Pip's path view of a trace: one thread per (host, process, execution unit), each an
+//! Pip's path view of a trace: one thread per sequential flow of a process (its host, pid
+//! and service, and a lane for work that ran concurrently; see [`ThreadKey`]), each an
 //! ordered list of events: task start/end (nested), notice, send and receive.
 
 use std::sync::Arc;
