@@ -401,6 +401,7 @@ impl Block {
         &self,
         columns: &[&str],
         rows: &[Range<usize>],
+        batch_rows: usize,
     ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader, StoreError> {
         let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
             self.file.clone(),
@@ -410,7 +411,7 @@ impl Block {
             .iter()
             .filter_map(|c| COLUMNS.iter().position(|name| name == c));
         let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-        let mut builder = builder.with_projection(mask).with_batch_size(BATCH_ROWS);
+        let mut builder = builder.with_projection(mask).with_batch_size(batch_rows);
         if !rows.is_empty() {
             // Read only the row groups the ranges touch; the selection then counts rows
             // within those groups.
@@ -464,7 +465,7 @@ impl Block {
             "attributes",
         ];
         let mut builder = IndexBuilder::default();
-        for batch in self.reader(&cols, &[])? {
+        for batch in self.reader(&cols, &[], BATCH_ROWS)? {
             let batch = batch.map_err(arrow_err(&self.path))?;
             let get = |name: &str| {
                 batch.column_by_name(name).ok_or_else(|| StoreError::Block {
@@ -534,6 +535,21 @@ impl Block {
         if rows.is_empty() {
             return Ok(());
         }
+        // Spans are large; growing `out` by doubling would copy each several times.
+        out.reserve(rows.iter().map(|r| r.len()).sum());
+        let mut batches = self.span_batches(rows, fields, BATCH_ROWS)?;
+        while batches.next_batch(out)? {}
+        Ok(())
+    }
+
+    /// A reader of the spans in the given row ranges (sorted, disjoint; empty means every
+    /// row), `batch_rows` at a time, in row order.
+    pub fn span_batches<'a>(
+        &'a self,
+        rows: &[Range<usize>],
+        fields: &'a Fields,
+        batch_rows: usize,
+    ) -> Result<SpanBatches<'a>, StoreError> {
         let columns: Vec<&str> = COLUMNS
             .iter()
             .copied()
@@ -546,50 +562,12 @@ impl Block {
                 _ => true,
             })
             .collect();
-        // Spans are large; growing `out` by doubling would copy each several times.
-        out.reserve(rows.iter().map(|r| r.len()).sum());
-        let mut names: foldhash::HashMap<String, Arc<str>> = Default::default();
-        for batch in self.reader(&columns, rows)? {
-            let batch = batch.map_err(arrow_err(&self.path))?;
-            let cols = RowColumns::of(self, &batch)?;
-            let mut intern = |s: &str| -> Arc<str> {
-                if let Some(a) = names.get(s) {
-                    return a.clone();
-                }
-                let a: Arc<str> = Arc::from(s);
-                names.insert(s.to_string(), a.clone());
-                a
-            };
-            match fields {
-                Fields::All | Fields::Paths => {
-                    let keep_attributes = *fields == Fields::All;
-                    let detail = batch
-                        .column_by_name("detail")
-                        .and_then(|c| c.as_binary_opt::<i32>())
-                        .ok_or_else(|| self.corrupt("detail is missing or not binary"))?;
-                    for i in 0..batch.num_rows() {
-                        let row = cols.row(self, i, &mut intern, |_| true)?;
-                        let span = crate::detail::decode(row, detail.value(i), keep_attributes)
-                            .map_err(|e| self.corrupt(&format!("row {i}: {e}")))?;
-                        out.push(span);
-                    }
-                }
-                Fields::Structure { attributes: keys } => {
-                    let kind = batch
-                        .column_by_name("kind")
-                        .and_then(|c| c.as_string_opt::<i32>())
-                        .ok_or_else(|| self.corrupt("kind is missing or not text"))?;
-                    for i in 0..batch.num_rows() {
-                        let row =
-                            cols.row(self, i, &mut intern, |k| keys.iter().any(|x| x == k))?;
-                        let mut span = crate::detail::from_columns(row);
-                        span.kind = SpanKind::parse(kind.value(i)).unwrap_or_default();
-                        out.push(span);
-                    }
-                }
-            }
-        }
-        Ok(())
+        Ok(SpanBatches {
+            block: self,
+            fields,
+            reader: self.reader(&columns, rows, batch_rows)?,
+            names: Default::default(),
+        })
     }
 
     /// Of the candidate traces, those with one span carrying every tag of the query.
@@ -631,7 +609,7 @@ impl Block {
         }
         let mut hit = vec![false; candidates.len()];
         let mut row = 0usize;
-        for batch in self.reader(&["attributes", "status_code"], &ranges)? {
+        for batch in self.reader(&["attributes", "status_code"], &ranges, BATCH_ROWS)? {
             let batch = batch.map_err(arrow_err(&self.path))?;
             let (keys, values, offsets) = attribute_arrays(self, &batch)?;
             let status = batch
@@ -685,6 +663,64 @@ fn attribute_arrays<'a>(
         .as_string_opt::<i32>()
         .ok_or_else(|| block.corrupt("attribute values are not text"))?;
     Ok((keys, values, map.value_offsets()))
+}
+
+/// Spans of a block decoded a batch at a time (see [`Block::span_batches`]).
+pub struct SpanBatches<'a> {
+    block: &'a Block,
+    fields: &'a Fields,
+    reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+    /// Service and host names, shared by every span of the reader that carries them.
+    names: foldhash::HashMap<String, Arc<str>>,
+}
+
+impl SpanBatches<'_> {
+    /// Appends the next batch's spans to `out`; false once every row has been read.
+    pub fn next_batch(&mut self, out: &mut Vec<Span>) -> Result<bool, StoreError> {
+        let block = self.block;
+        let Some(batch) = self.reader.next() else {
+            return Ok(false);
+        };
+        let batch = batch.map_err(arrow_err(&block.path))?;
+        let cols = RowColumns::of(block, &batch)?;
+        let names = &mut self.names;
+        let mut intern = |s: &str| -> Arc<str> {
+            if let Some(a) = names.get(s) {
+                return a.clone();
+            }
+            let a: Arc<str> = Arc::from(s);
+            names.insert(s.to_string(), a.clone());
+            a
+        };
+        match self.fields {
+            Fields::All | Fields::Paths => {
+                let keep_attributes = *self.fields == Fields::All;
+                let detail = batch
+                    .column_by_name("detail")
+                    .and_then(|c| c.as_binary_opt::<i32>())
+                    .ok_or_else(|| block.corrupt("detail is missing or not binary"))?;
+                for i in 0..batch.num_rows() {
+                    let row = cols.row(block, i, &mut intern, |_| true)?;
+                    let span = crate::detail::decode(row, detail.value(i), keep_attributes)
+                        .map_err(|e| block.corrupt(&format!("row {i}: {e}")))?;
+                    out.push(span);
+                }
+            }
+            Fields::Structure { attributes: keys } => {
+                let kind = batch
+                    .column_by_name("kind")
+                    .and_then(|c| c.as_string_opt::<i32>())
+                    .ok_or_else(|| block.corrupt("kind is missing or not text"))?;
+                for i in 0..batch.num_rows() {
+                    let row = cols.row(block, i, &mut intern, |k| keys.iter().any(|x| x == k))?;
+                    let mut span = crate::detail::from_columns(row);
+                    span.kind = SpanKind::parse(kind.value(i)).unwrap_or_default();
+                    out.push(span);
+                }
+            }
+        }
+        Ok(true)
+    }
 }
 
 /// The columns every row decoder reads, taken from one batch.

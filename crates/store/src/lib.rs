@@ -13,6 +13,7 @@ mod detail;
 pub mod generate;
 mod head;
 mod index;
+mod merge;
 pub mod query;
 pub mod sql;
 mod store;

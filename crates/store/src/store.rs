@@ -12,11 +12,15 @@ use std::time::{Duration, Instant};
 use causeway_model::codec::native;
 use causeway_model::{Span, Trace, TraceId};
 
-use crate::block::{row_order, Block, BlockWriter};
+use crate::block::{merge_ranges, row_order, Block, BlockWriter};
 use crate::head::Head;
+use crate::merge::MergedTraces;
 use crate::query::{SearchQuery, TimeWindow, TraceSummary};
 use crate::wal::{self, Wal};
 use crate::{Fields, ScanStats, StoreError, TraceStore};
+
+/// Spans a compaction hands the block writer at a time.
+const COMPACT_WRITE_SPANS: usize = 16 * 1024;
 
 /// When appended spans are synced to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -513,18 +517,24 @@ impl Shared {
             wal_through,
             names.clone(),
         )?;
-        let ids = trace_ids(inputs.iter().map(|b| b.index.traces.iter().map(|t| t.id)));
-        for chunk in ids.chunks(4096) {
-            let (lo, hi) = (chunk[0], chunk[chunk.len() - 1]);
-            let mut spans = Vec::new();
-            for b in &inputs {
-                read_range(b, lo, hi, &Fields::All, &mut spans)?;
-            }
-            spans.sort_by(row_order);
+        let everything = inputs.iter().map(|b| {
+            (
+                b.as_ref(),
+                std::iter::once(0..b.index.spans as usize).collect(),
+            )
+        });
+        let mut merged = MergedTraces::new(everything, Vec::new(), &Fields::All)?;
+        let mut pending: Vec<Span> = Vec::new();
+        while let Some(mut spans) = merged.next_trace()? {
+            // A span retried into two blocks is kept once.
             spans.dedup_by(|a, b| a.trace_id == b.trace_id && a.span_id == b.span_id && a == b);
-            let refs: Vec<&Span> = spans.iter().collect();
-            writer.write(&refs)?;
+            pending.append(&mut spans);
+            if pending.len() >= COMPACT_WRITE_SPANS {
+                writer.write(&pending.iter().collect::<Vec<&Span>>())?;
+                pending.clear();
+            }
         }
+        writer.write(&pending.iter().collect::<Vec<&Span>>())?;
         let merged = writer.finish()?;
         {
             let mut blocks = write(&self.blocks);
@@ -592,21 +602,6 @@ fn trace_ids(lists: impl Iterator<Item = impl Iterator<Item = u128>>) -> Vec<u12
     ids.sort_unstable();
     ids.dedup();
     ids
-}
-
-fn read_range(
-    b: &Block,
-    lo: u128,
-    hi: u128,
-    fields: &Fields,
-    out: &mut Vec<Span>,
-) -> Result<(), StoreError> {
-    let run = b.index.range(lo, hi);
-    if let (Some(first), Some(last)) = (run.first(), run.last()) {
-        let rows = first.first_row as usize..(last.first_row + last.rows) as usize;
-        b.read_spans(&[rows], fields, out)?;
-    }
-    Ok(())
 }
 
 impl TraceStore for Store {
@@ -699,57 +694,55 @@ impl TraceStore for Store {
         ids.extend(memory.iter().map(|sp| sp.trace_id.get()));
         ids.sort_unstable();
         ids.dedup();
-        // A chunk reads a slice of every block: bigger slices waste less of the pages cut
-        // at their ends and decode each row group's dictionaries fewer times. Structure
-        // spans are small (~200 B), so a chunk of 16K traces (~100 MB at 33 spans each)
-        // per thread is affordable; whole spans are several times larger.
-        let chunk_traces = match fields {
-            Fields::All | Fields::Paths => 2048,
-            Fields::Structure { .. } => 16 * 1024,
-        };
-        let chunks: Vec<&[u128]> = ids.chunks(chunk_traces).collect();
+        // Each worker takes a part of the trace ids and reads every block's rows for them
+        // front to back; a few parts per thread even out their speeds.
+        let threads = s.opts.scan_threads.max(1);
+        let parts: Vec<&[u128]> = ids.chunks(ids.len().div_ceil(threads * 4).max(1)).collect();
+        let threads = threads.min(parts.len().max(1));
         let next = AtomicUsize::new(0);
         let traces = AtomicU64::new(0);
         let spans_seen = AtomicU64::new(0);
         let failure: Mutex<Option<StoreError>> = Mutex::new(None);
-        let threads = s.opts.scan_threads.max(1).min(chunks.len().max(1));
+        let scan_part = |part: &[u128]| -> Result<(), StoreError> {
+            let (lo, hi) = (part[0], part[part.len() - 1]);
+            let a = memory.partition_point(|sp| sp.trace_id.get() < lo);
+            let z = memory.partition_point(|sp| sp.trace_id.get() <= hi);
+            let sources = blocks.iter().map(|b| {
+                // Only the rows of traces in this part (all of them without a window).
+                let rows = merge_ranges(
+                    b.index
+                        .range(lo, hi)
+                        .iter()
+                        .filter(|e| part.binary_search(&e.id).is_ok())
+                        .map(|e| e.first_row as usize..(e.first_row + e.rows) as usize),
+                );
+                (b.as_ref(), rows)
+            });
+            let mut merged = MergedTraces::new(sources, memory[a..z].to_vec(), fields)?;
+            while let Some(group) = merged.next_trace()? {
+                let id = group[0].trace_id;
+                let start = group.iter().map(|sp| sp.start).min().unwrap_or(0);
+                if !window.contains(start) {
+                    continue;
+                }
+                let trace = Trace::assemble(id, group);
+                traces.fetch_add(1, Ordering::Relaxed);
+                spans_seen.fetch_add(trace.spans.len() as u64, Ordering::Relaxed);
+                visit(trace);
+            }
+            Ok(())
+        };
         std::thread::scope(|scope| {
             for _ in 0..threads {
                 scope.spawn(|| loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(chunk) = chunks.get(i) else { break };
+                    let Some(part) = parts.get(i) else { break };
                     if lock(&failure).is_some() {
                         break;
                     }
-                    let (lo, hi) = (chunk[0], chunk[chunk.len() - 1]);
-                    let mut spans = Vec::new();
-                    for b in &blocks {
-                        if let Err(e) = read_range(b, lo, hi, fields, &mut spans) {
-                            *lock(&failure) = Some(e);
-                            return;
-                        }
-                    }
-                    let a = memory.partition_point(|sp| sp.trace_id.get() < lo);
-                    let z = memory.partition_point(|sp| sp.trace_id.get() <= hi);
-                    spans.extend_from_slice(&memory[a..z]);
-                    spans.sort_by(row_order);
-                    // Each trace's spans, moved once into a vector of their exact size.
-                    let sizes: Vec<usize> = spans
-                        .chunk_by(|a, b| a.trace_id == b.trace_id)
-                        .map(|g| g.len())
-                        .collect();
-                    let mut rest = spans.into_iter();
-                    for size in sizes {
-                        let group: Vec<Span> = rest.by_ref().take(size).collect();
-                        let id = group[0].trace_id;
-                        let start = group.iter().map(|sp| sp.start).min().unwrap_or(0);
-                        if !window.contains(start) {
-                            continue;
-                        }
-                        let trace = Trace::assemble(id, group);
-                        traces.fetch_add(1, Ordering::Relaxed);
-                        spans_seen.fetch_add(trace.spans.len() as u64, Ordering::Relaxed);
-                        visit(trace);
+                    if let Err(e) = scan_part(part) {
+                        *lock(&failure) = Some(e);
+                        break;
                     }
                 });
             }
