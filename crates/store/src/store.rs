@@ -338,6 +338,9 @@ impl Shared {
         self.appended.fetch_add(n, Ordering::Relaxed);
         self.appended_roots.fetch_add(roots, Ordering::Relaxed);
         if full {
+            // Freeze the full head now rather than when the worker next looks: while it
+            // writes a block, appends would otherwise grow the head without bound.
+            self.cut()?;
             self.wake_worker();
         }
         if self.opts.fsync == FsyncPolicy::Always {

@@ -659,3 +659,41 @@ fn a_paths_scan_gives_whole_spans_but_their_attributes() {
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn appends_faster_than_blocks_are_written_are_refused_rather_than_held() {
+    let dir = tmp("backpressure");
+    let store = Store::open(
+        &dir,
+        StoreOptions {
+            head_max_spans: 2_000,
+            max_pending_heads: 2,
+            ..options()
+        },
+    )
+    .unwrap();
+    let batch = 500;
+    // The head is frozen once full, and at most two frozen heads wait for the writer.
+    let bound = (2 + 1) * (2_000 + batch) as u64;
+    let mut g = causeway_store::generate::Generator::new(9, T0, 1_000);
+    let mut busy = 0;
+    let mut appended = 0;
+    while appended < 200_000 {
+        let mut spans = Vec::new();
+        while spans.len() < batch {
+            spans.extend(g.trace());
+        }
+        spans.truncate(batch);
+        let n = spans.len();
+        match store.append(spans) {
+            Ok(()) => appended += n,
+            Err(causeway_store::StoreError::Busy) => busy += 1,
+            Err(e) => panic!("append failed: {e}"),
+        }
+        let held = store.stats().head_spans;
+        assert!(held <= bound, "{held} spans held in memory (bound {bound})");
+    }
+    assert_eq!(store.stats().busy_rejections, busy);
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
