@@ -32,6 +32,18 @@ use crate::StoreError;
 const ROW_GROUP_ROWS: usize = 32 * 1024;
 const PAGE_ROWS: usize = 1024;
 const BATCH_ROWS: usize = 16 * 1024;
+/// Columns written without compression (see [`properties`]).
+const UNCOMPRESSED_COLUMNS: [&str; 9] = [
+    "span_id",
+    "service",
+    "operation",
+    "kind",
+    "host",
+    "pid",
+    "status_code",
+    "status_message",
+    "source",
+];
 const WAL_THROUGH: &str = "causeway.wal_through";
 const REPLACES: &str = "causeway.replaces";
 
@@ -233,6 +245,11 @@ fn properties(wal_through: u64, replaces: &[String]) -> WriterProperties {
     // Random ids and the opaque detail gain nothing from dictionaries.
     for col in ["span_id", "parent_id", "detail"] {
         b = b.set_column_dictionary_enabled(ColumnPath::from(col), false);
+    }
+    // Random ids don't compress, and dictionary indexes of a few names hardly do (0.35
+    // bytes a span in all), while every compressed page costs a zstd context to read.
+    for col in UNCOMPRESSED_COLUMNS {
+        b = b.set_column_compression(ColumnPath::from(col), Compression::UNCOMPRESSED);
     }
     b.build()
 }
