@@ -32,15 +32,24 @@ impl Trace {
             .into_iter()
             .filter(|s| s.trace_id == trace_id)
             .collect();
-        spans.sort_by(|a, b| a.start.cmp(&b.start).then(a.span_id.cmp(&b.span_id)));
-        let mut seen = foldhash::HashSet::default();
-        spans.retain(|s| seen.insert(s.span_id));
-
-        let index: foldhash::HashMap<SpanId, usize> = spans
+        let order = |a: &Span, b: &Span| a.start.cmp(&b.start).then(a.span_id.cmp(&b.span_id));
+        // Spans read from the store arrive in this order; moving large spans is not free.
+        if !spans.is_sorted_by(|a, b| order(a, b).is_le()) {
+            spans.sort_by(order);
+        }
+        let mut index: foldhash::HashMap<SpanId, usize> =
+            foldhash::HashMap::with_capacity_and_hasher(spans.len(), Default::default());
+        let unique = spans
             .iter()
             .enumerate()
-            .map(|(i, s)| (s.span_id, i))
-            .collect();
+            .all(|(i, s)| index.insert(s.span_id, i).is_none());
+        if !unique {
+            // A span sent twice: keep its first copy.
+            let mut seen = foldhash::HashSet::default();
+            spans.retain(|s| seen.insert(s.span_id));
+            index.clear();
+            index.extend(spans.iter().enumerate().map(|(i, s)| (s.span_id, i)));
+        }
         let mut parent: Vec<Option<usize>> = spans
             .iter()
             .map(|s| s.parent_id.and_then(|p| index.get(&p).copied()))
@@ -197,6 +206,42 @@ mod tests {
         );
         assert_eq!(t.roots.len(), 1);
         assert_eq!(t.depth_first().len(), 2);
+    }
+
+    #[test]
+    fn keeps_the_first_copy_of_a_span_sent_twice() {
+        let mut late = sp(2, Some(1), 2);
+        late.name = "resent".into();
+        for (spans, kept) in [
+            // In order, as the store gives them, and shuffled, as a client may.
+            (
+                vec![
+                    sp(1, None, 0),
+                    sp(2, Some(1), 2),
+                    late.clone(),
+                    sp(3, Some(2), 3),
+                ],
+                "s2",
+            ),
+            (
+                vec![
+                    sp(3, Some(2), 3),
+                    late.clone(),
+                    sp(1, None, 0),
+                    sp(2, Some(1), 2),
+                ],
+                "resent",
+            ),
+        ] {
+            let t = Trace::assemble(TraceId::new(7).unwrap(), spans);
+            let ids: Vec<u64> = t.spans.iter().map(|s| s.span_id.get()).collect();
+            assert_eq!(ids, vec![1, 2, 3]);
+            let two = t.spans.iter().find(|s| s.span_id.get() == 2).unwrap();
+            assert_eq!(two.name, kept);
+            // Parents point at the kept copies.
+            assert_eq!(t.depth_first().len(), 3);
+            assert_eq!(t.children[t.roots[0]].len(), 1);
+        }
     }
 
     #[test]

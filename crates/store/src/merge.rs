@@ -2,7 +2,6 @@
 //! behind the bulk scan and the compaction. Each block is read front to back once, so a
 //! page is decoded once however many blocks a trace-id range crosses.
 
-use std::iter::Peekable;
 use std::ops::Range;
 
 use causeway_model::{Span, TraceId};
@@ -18,14 +17,14 @@ const BATCH_ROWS: usize = 4096;
 struct Cursor<'a> {
     /// None for memory, and once a block's rows are all read.
     batches: Option<SpanBatches<'a>>,
-    buffer: Peekable<std::vec::IntoIter<Span>>,
+    buffer: std::vec::IntoIter<Span>,
 }
 
 impl Cursor<'_> {
     /// The trace id of the next span, if any.
     fn peek(&mut self) -> Result<Option<TraceId>, StoreError> {
         loop {
-            if let Some(span) = self.buffer.peek() {
+            if let Some(span) = self.buffer.as_slice().first() {
                 return Ok(Some(span.trace_id));
             }
             if !self.refill()? {
@@ -46,7 +45,7 @@ impl Cursor<'_> {
                 return Ok(false);
             }
         }
-        self.buffer = spans.into_iter().peekable();
+        self.buffer = spans.into_iter();
         Ok(true)
     }
 
@@ -54,10 +53,15 @@ impl Cursor<'_> {
     /// may run on into the next batch.
     fn take(&mut self, id: TraceId, out: &mut Vec<Span>) -> Result<(), StoreError> {
         loop {
-            while let Some(span) = self.buffer.next_if(|s| s.trace_id == id) {
-                out.push(span);
-            }
-            if self.buffer.peek().is_some() || !self.refill()? {
+            let run = self
+                .buffer
+                .as_slice()
+                .iter()
+                .take_while(|s| s.trace_id == id)
+                .count();
+            out.reserve(run);
+            out.extend(self.buffer.by_ref().take(run));
+            if !self.buffer.as_slice().is_empty() || !self.refill()? {
                 return Ok(());
             }
         }
@@ -67,8 +71,6 @@ impl Cursor<'_> {
 /// Traces in trace-id order, each with its spans from every source, in row order.
 pub(crate) struct MergedTraces<'a> {
     cursors: Vec<Cursor<'a>>,
-    /// The last trace's span count: the next one's likely size.
-    last_len: usize,
 }
 
 impl<'a> MergedTraces<'a> {
@@ -86,19 +88,16 @@ impl<'a> MergedTraces<'a> {
             }
             cursors.push(Cursor {
                 batches: Some(block.span_batches(&rows, fields, BATCH_ROWS)?),
-                buffer: Vec::new().into_iter().peekable(),
+                buffer: Vec::new().into_iter(),
             });
         }
         if !memory.is_empty() {
             cursors.push(Cursor {
                 batches: None,
-                buffer: memory.into_iter().peekable(),
+                buffer: memory.into_iter(),
             });
         }
-        Ok(MergedTraces {
-            cursors,
-            last_len: 0,
-        })
+        Ok(MergedTraces { cursors })
     }
 
     /// The next trace's spans, or None after the last.
@@ -112,7 +111,7 @@ impl<'a> MergedTraces<'a> {
         let Some(id) = next else {
             return Ok(None);
         };
-        let mut spans = Vec::with_capacity(self.last_len);
+        let mut spans = Vec::new();
         let mut sources = 0;
         for cursor in &mut self.cursors {
             let before = spans.len();
@@ -122,7 +121,6 @@ impl<'a> MergedTraces<'a> {
         if sources > 1 {
             spans.sort_by(row_order);
         }
-        self.last_len = spans.len();
         Ok(Some(spans))
     }
 }
