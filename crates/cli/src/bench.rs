@@ -169,6 +169,18 @@ fn peak_rss_mib() -> Option<f64> {
     memory_mib("VmHWM:")
 }
 
+/// CPU time this process has used (user and system), from /proc/self/stat. Less noisy
+/// than wall time for comparing builds of a parallel scan on a shared machine.
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let mut rest = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    let user: f64 = rest.nth(11)?.parse().ok()?;
+    let system: f64 = rest.next()?.parse().ok()?;
+    // The kernel reports these in USER_HZ ticks, 100 a second on Linux.
+    Some((user + system) / 100.0)
+}
+
 fn current_rss_mib() -> Option<f64> {
     memory_mib("VmRSS:")
 }
@@ -644,16 +656,22 @@ fn expect(a: ExpectArgs) -> Result<()> {
     file.items.truncate(a.recognizers);
     let text = file.to_string();
     let mut times = Vec::new();
+    let mut cpu_seconds: Option<f64> = None;
     let mut last = serde_json::Value::Null;
     for _ in 0..a.store.runs.max(1) {
         let body = serde_json::json!({ "text": text, "limit": 10 });
         let t = Instant::now();
+        let cpu = process_cpu_seconds();
         last = api.post(
             "/api/expect/check",
             "application/json",
             body.to_string().as_bytes(),
         )?;
         times.push(t.elapsed());
+        if let (Some(before), Some(after)) = (cpu, process_cpu_seconds()) {
+            let used = after - before;
+            cpu_seconds = Some(cpu_seconds.map_or(used, |c: f64| c.min(used)));
+        }
     }
     rt.block_on(server.shutdown());
     let paths = last["paths"].as_u64().unwrap_or(0);
@@ -669,6 +687,7 @@ fn expect(a: ExpectArgs) -> Result<()> {
         "recognizers": file.items.len(),
         "check": percentiles(times),
         "paths_per_second": (paths as f64 / best.max(1e-9)).round(),
+        "check_cpu_seconds_min": cpu_seconds.map(|c| (c * 100.0).round() / 100.0),
         "expected": last["expected"],
         "unexpected": last["unexpected"],
         "undecided": last["undecided"],
