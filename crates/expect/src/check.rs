@@ -94,6 +94,20 @@ pub struct PathReport {
     pub problems: Vec<Problem>,
 }
 
+/// Which recognizers a path matched, before anything is formatted (see
+/// [`Checker::classify`]).
+#[derive(Debug, Clone)]
+pub struct Classification {
+    /// Matches at least one validator and no invalidator.
+    pub expected: bool,
+    /// Indexes of the recognizers (of any role) it matches.
+    pub matched: Vec<usize>,
+    /// Indexes of the recognizers the budget ran out on.
+    pub undecided: Vec<usize>,
+    /// For a path that matched no validator: the closest validator and its miss.
+    closest: Option<(usize, Miss)>,
+}
+
 /// What aggregates read of a checked path.
 #[derive(Debug, Clone)]
 pub struct PathFacts {
@@ -197,8 +211,16 @@ impl Checker {
         self.recognizers.iter().map(|r| r.role).collect()
     }
 
-    /// Checks one path.
+    /// Checks a path: its report and what aggregates read of it.
     pub fn check(&self, path: &Path) -> (PathReport, PathFacts) {
+        let classified = self.classify(path);
+        let facts = self.facts(path, classified.matched.clone());
+        (self.report(path, classified), facts)
+    }
+
+    /// Decides which recognizers a path matches and whether it is expected, without
+    /// formatting anything: a bulk check reports only some of the paths it classifies.
+    pub fn classify(&self, path: &Path) -> Classification {
         let mut verdicts: Vec<Option<Verdict>> = vec![None; self.recognizers.len()];
         let mut misses: Vec<Option<Miss>> = vec![None; self.recognizers.len()];
         for (i, r) in self.recognizers.iter().enumerate() {
@@ -220,44 +242,58 @@ impl Checker {
             .into_iter()
             .map(|v| v.unwrap_or(Verdict::NoMatch))
             .collect();
-        let matched_idx: Vec<usize> = (0..verdicts.len())
-            .filter(|&i| verdicts[i] == Verdict::Matched)
-            .collect();
-        let by_role = |role: Role| -> Vec<usize> {
-            matched_idx
-                .iter()
-                .copied()
-                .filter(|&i| self.recognizers[i].role == role)
+        let with = |verdict: Verdict| -> Vec<usize> {
+            (0..verdicts.len())
+                .filter(|&i| verdicts[i] == verdict)
                 .collect()
         };
-        let validators = by_role(Role::Validator);
-        let invalidators = by_role(Role::Invalidator);
-        let expected = !validators.is_empty() && invalidators.is_empty();
-        let closest = if validators.is_empty() {
+        let matched = with(Verdict::Matched);
+        let undecided = with(Verdict::Undecided);
+        let matched_role = |role: Role| matched.iter().any(|&i| self.recognizers[i].role == role);
+        let validated = matched_role(Role::Validator);
+        let invalidated = matched_role(Role::Invalidator);
+        let closest = if validated {
+            None
+        } else {
             self.recognizers
                 .iter()
                 .enumerate()
                 .filter(|(_, r)| r.role == Role::Validator)
                 .filter_map(|(i, _)| misses[i].take().map(|m| (i, m)))
                 .max_by(|(_, a), (_, b)| a.closeness().total_cmp(&b.closeness()))
-                .map(|(i, m)| self.describe_miss(&self.recognizers[i], path, m))
-        } else {
-            None
         };
-        let name = |i: &usize| self.recognizers[*i].name.clone();
-        let report = PathReport {
-            trace_id: path.trace_id.to_string(),
-            expected,
-            matched: matched_idx.iter().map(name).collect(),
-            undecided: (0..verdicts.len())
-                .filter(|&i| verdicts[i] == Verdict::Undecided)
-                .map(|i| name(&i))
-                .collect(),
-            invalidated_by: invalidators.iter().map(name).collect(),
+        Classification {
+            expected: validated && !invalidated,
+            matched,
+            undecided,
             closest,
+        }
+    }
+
+    /// The report of a classified path.
+    pub fn report(&self, path: &Path, classified: Classification) -> PathReport {
+        let name = |i: &usize| self.recognizers[*i].name.clone();
+        PathReport {
+            trace_id: path.trace_id.to_string(),
+            expected: classified.expected,
+            matched: classified.matched.iter().map(name).collect(),
+            undecided: classified.undecided.iter().map(name).collect(),
+            invalidated_by: classified
+                .matched
+                .iter()
+                .filter(|&&i| self.recognizers[i].role == Role::Invalidator)
+                .map(name)
+                .collect(),
+            closest: classified
+                .closest
+                .map(|(i, m)| self.describe_miss(&self.recognizers[i], path, m)),
             problems: path.problems.clone(),
-        };
-        (report, facts(path, matched_idx, !self.asserts.is_empty()))
+        }
+    }
+
+    /// What aggregates read of a path that matched the recognizers `matched`.
+    pub fn facts(&self, path: &Path, matched: Vec<usize>) -> PathFacts {
+        facts(path, matched, !self.asserts.is_empty())
     }
 
     fn set_verdict(&self, i: usize, verdicts: &mut Vec<Option<Verdict>>, depth: usize) -> Verdict {
@@ -349,7 +385,7 @@ impl Checker {
 
     fn fragment(&self, r: &Compiled, program: &Program, path: &Path) -> (Verdict, Option<Miss>) {
         if let Some(m) = self.path_limits(r, path) {
-            return (Verdict::NoMatch, Some(Miss::Described(m)));
+            return (Verdict::NoMatch, Some(Miss::Described(Box::new(m))));
         }
         let mut undecided = false;
         for t in 0..path.threads.len() {
@@ -381,7 +417,7 @@ impl Checker {
         path: &Path,
     ) -> (Verdict, Option<Miss>) {
         if let Some(m) = self.path_limits(r, path) {
-            return (Verdict::NoMatch, Some(Miss::Described(m)));
+            return (Verdict::NoMatch, Some(Miss::Described(Box::new(m))));
         }
         let threads = &path.threads;
         let low: u64 = patterns.iter().map(|p| p.low as u64).sum();
@@ -478,7 +514,7 @@ impl Checker {
     /// Describes a miss for the report.
     fn describe_miss(&self, r: &Compiled, path: &Path, miss: Miss) -> Mismatch {
         if let Miss::Described(m) = miss {
-            return m;
+            return *m;
         }
         let mut m = Mismatch {
             recognizer: r.name.clone(),
@@ -798,10 +834,10 @@ fn assign(
 
 /// Where a recognizer failed a path, kept cheap: only the closest validator's miss is
 /// described (formatted) for the report.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 enum Miss {
-    /// Already described (a path limit).
-    Described(Mismatch),
+    /// Already described (a path limit); boxed, as it is rare and large.
+    Described(Box<Mismatch>),
     /// The path's thread count is outside the patterns' total range.
     ThreadCount { low: u64, high: u64 },
     /// No thread pattern's host matches this thread.

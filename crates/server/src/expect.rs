@@ -214,36 +214,38 @@ async fn check(
                     }
                 }
                 let path = Path::of(t);
-                let (report, facts) = checker.check(&path);
+                // Only the paths listed in the answer are described.
+                let classified = checker.classify(&path);
                 a.paths += 1;
                 if a.matched.len() < recognizers {
                     a.matched.resize(recognizers, 0);
                 }
-                for &i in &facts.matched {
+                for &i in &classified.matched {
                     a.matched[i] += 1;
                 }
-                if !report.undecided.is_empty() {
+                if !classified.undecided.is_empty() {
                     a.undecided += 1;
                 }
-                if !report.problems.is_empty() {
+                if !path.problems.is_empty() {
                     a.with_problems += 1;
                     if a.problems.len() < limit {
                         a.problems.push(Reconciled {
-                            trace_id: report.trace_id.clone(),
-                            problems: report.problems.clone(),
+                            trace_id: path.trace_id.to_string(),
+                            problems: path.problems.clone(),
                         });
                     }
                 }
-                if report.expected {
+                if keep_facts {
+                    a.facts
+                        .push(checker.facts(&path, classified.matched.clone()));
+                }
+                if classified.expected {
                     a.expected += 1;
                 } else {
                     a.unexpected += 1;
                     if a.unexpected_paths.len() < limit {
-                        a.unexpected_paths.push(report);
+                        a.unexpected_paths.push(checker.report(&path, classified));
                     }
-                }
-                if keep_facts {
-                    a.facts.push(facts);
                 }
             },
             Acc::merge,
