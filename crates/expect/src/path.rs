@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use causeway_model::{PathEvent, PathView, SpanId, ThreadKey, Trace, TraceId};
+use causeway_model::{for_each_thread, PathEvent, SpanId, ThreadKey, Trace, TraceId};
 use serde::Serialize;
 
 /// What an event is.
@@ -173,39 +173,46 @@ pub struct Path {
 impl Path {
     /// Builds the path of a trace and reconciles it.
     pub fn of(trace: &Trace) -> Path {
-        let view = PathView::from_trace(trace);
         let mut problems = Vec::new();
-        let mut threads: Vec<Thread> = view
-            .threads
-            .into_iter()
-            .map(|t| thread(t.key, t.events, trace, &mut problems))
-            .collect();
-        // Pair the two ends of each message: every end, sorted by message id.
-        let mut ends: Vec<(u64, bool, usize, usize)> = Vec::new();
+        let mut threads: Vec<Thread> = Vec::new();
+        let mut scratch = Scratch {
+            open: Vec::new(),
+            empty: Arc::from(""),
+        };
+        for_each_thread(trace, |key, events| {
+            threads.push(thread(key, events, trace, &mut problems, &mut scratch))
+        });
+        // Pair the two ends of each message: by id, the first send and the first receive
+        // in thread and event order.
+        let mut by_message: foldhash::HashMap<u64, Ends> =
+            foldhash::HashMap::with_capacity_and_hasher(threads.len() * 2, Default::default());
         for (ti, t) in threads.iter().enumerate() {
             for (ei, e) in t.events.iter().enumerate() {
-                match e.kind {
-                    Kind::Send => ends.push((e.message, true, ti, ei)),
-                    Kind::Recv => ends.push((e.message, false, ti, ei)),
-                    _ => {}
+                if let Kind::Send | Kind::Recv = e.kind {
+                    let ends = by_message.entry(e.message).or_default();
+                    let (first, count) = if e.kind == Kind::Send {
+                        (&mut ends.send, &mut ends.sends)
+                    } else {
+                        (&mut ends.recv, &mut ends.recvs)
+                    };
+                    first.get_or_insert((ti, ei));
+                    *count += 1;
                 }
             }
         }
-        ends.sort_unstable();
-        for group in ends.chunk_by(|a, b| a.0 == b.0) {
-            let message = group[0].0;
-            let recvs = group.iter().filter(|e| !e.1).count();
-            let sends = group.len() - recvs;
-            if sends > 1 || recvs > 1 {
-                problems.push(Problem::ReusedMessageId {
+        // Problems are found in no particular order and reported by message id.
+        let mut found: Vec<(u64, Problem)> = Vec::new();
+        for (&message, ends) in &by_message {
+            if ends.sends > 1 || ends.recvs > 1 {
+                found.push((
                     message,
-                    times: group.len(),
-                });
+                    Problem::ReusedMessageId {
+                        message,
+                        times: ends.sends + ends.recvs,
+                    },
+                ));
             }
-            // Receives sort before sends (false < true).
-            let recv = group.iter().find(|e| !e.1).map(|e| (e.2, e.3));
-            let send = group.iter().find(|e| e.1).map(|e| (e.2, e.3));
-            match (send, recv) {
+            match (ends.send, ends.recv) {
                 (Some((st, se)), Some((rt, re))) => {
                     let latency =
                         threads[rt].events[re].time as i64 - threads[st].events[se].time as i64;
@@ -217,17 +224,26 @@ impl Path {
                         ev.size = size;
                     }
                 }
-                (Some((t, e)), None) => problems.push(Problem::UnpairedSend {
+                (Some((t, e)), None) => found.push((
                     message,
-                    span: threads[t].events[e].span,
-                }),
-                (None, Some((t, e))) => problems.push(Problem::UnpairedRecv {
+                    Problem::UnpairedSend {
+                        message,
+                        span: threads[t].events[e].span,
+                    },
+                )),
+                (None, Some((t, e))) => found.push((
                     message,
-                    span: threads[t].events[e].span,
-                }),
+                    Problem::UnpairedRecv {
+                        message,
+                        span: threads[t].events[e].span,
+                    },
+                )),
                 (None, None) => {}
             }
         }
+        // Stable: a reused id's problem stays before its unpaired end.
+        found.sort_by_key(|(message, _)| *message);
+        problems.extend(found.into_iter().map(|(_, p)| p));
         let start = threads
             .iter()
             .filter_map(|t| t.events.first().map(|e| e.time))
@@ -242,9 +258,7 @@ impl Path {
             .iter()
             .filter_map(Thread::cpu_ns)
             .reduce(|a, b| a + b);
-        let mut hosts: Vec<&str> = threads.iter().map(Thread::host).collect();
-        hosts.sort_unstable();
-        hosts.dedup();
+        let hosts: foldhash::HashSet<&str> = threads.iter().map(Thread::host).collect();
         let metrics = PathMetrics {
             real_ns: end.saturating_sub(start),
             cpu_ns: cpu,
@@ -272,16 +286,36 @@ impl Path {
     }
 }
 
+/// The ends of one message id in a path.
+#[derive(Default)]
+struct Ends {
+    /// The first send and receive: thread and event.
+    send: Option<(usize, usize)>,
+    recv: Option<(usize, usize)>,
+    sends: usize,
+    recvs: usize,
+}
+
+/// What building the threads of one path reuses from thread to thread.
+struct Scratch {
+    /// Open tasks.
+    open: Vec<usize>,
+    /// The name of message events.
+    empty: Arc<str>,
+}
+
 fn thread(
     key: ThreadKey,
-    events: Vec<PathEvent>,
+    events: &mut Vec<PathEvent>,
     trace: &Trace,
     problems: &mut Vec<Problem>,
+    scratch: &mut Scratch,
 ) -> Thread {
     let mut out: Vec<Event> = Vec::with_capacity(events.len());
-    let mut open: Vec<usize> = Vec::new();
+    let open = &mut scratch.open;
+    open.clear();
     let mut end_of: Vec<usize> = Vec::with_capacity(events.len());
-    let empty: Arc<str> = Arc::from("");
+    let empty = &scratch.empty;
     let event = |kind, name: Arc<str>, time, span| Event {
         kind,
         name,
@@ -294,7 +328,7 @@ fn thread(
         peer: None,
         latency: None,
     };
-    for ev in events {
+    for ev in events.drain(..) {
         let i = out.len();
         end_of.push(i);
         match ev {

@@ -418,3 +418,38 @@ fn rpcs_become_send_and_receive_inside_the_client_and_server_tasks() {
     let (r, _) = c.check(&b.path());
     assert!(r.expected, "{r:?}");
 }
+
+#[test]
+fn the_reconcilers_findings_come_in_message_id_order() {
+    let mut b = Tb::new(8);
+    let a = b.span(None, "h", "root", 0, 10 * MS);
+    for (message, at) in [(900, 1), (3, 2), (57, 3), (3, 4), (12, 5)] {
+        b.message(a, Direction::Send, message, at * MS, 1);
+    }
+    let path = b.path();
+    let ids: Vec<u64> =
+        path.problems
+            .iter()
+            .filter_map(|p| match p {
+                Problem::ReusedMessageId { message, .. }
+                | Problem::UnpairedSend { message, .. } => Some(*message),
+                _ => None,
+            })
+            .collect();
+    assert_eq!(ids, [3, 3, 12, 57, 900], "{:?}", path.problems);
+    // A reused id is reported before its unpaired end.
+    assert!(
+        matches!(
+            path.problems[..2],
+            [
+                Problem::ReusedMessageId {
+                    message: 3,
+                    times: 2
+                },
+                Problem::UnpairedSend { message: 3, .. }
+            ]
+        ),
+        "{:?}",
+        path.problems
+    );
+}

@@ -19,6 +19,6 @@ pub mod span;
 pub mod trace;
 
 pub use ids::{IdError, SpanId, TraceId};
-pub use path::{PathEvent, PathThread, PathView, ThreadKey};
+pub use path::{for_each_thread, PathEvent, PathThread, PathView, ThreadKey};
 pub use span::{Direction, Event, KeyValue, Link, Message, Source, Span, SpanKind, Status, Value};
 pub use trace::Trace;

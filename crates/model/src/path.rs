@@ -132,6 +132,18 @@ fn rank(e: &PathEvent) -> u8 {
     }
 }
 
+/// One lane of a process while the lanes are assigned.
+struct Lane {
+    /// Index of its process.
+    process: usize,
+    /// Its number within the process.
+    number: u32,
+    /// The execution unit of its first span.
+    unit: u64,
+    /// Its innermost open span.
+    top: Option<usize>,
+}
+
 /// The lane of each span, and the execution unit of the span that opened its lane: a
 /// span stays in its parent's lane when it nests there (its parent is the innermost open
 /// span of that lane and it ends within it); otherwise it opens a new lane.
@@ -139,36 +151,72 @@ fn lanes(trace: &Trace, depth: &[usize]) -> Vec<(u32, u64, usize)> {
     type Process<'t> = (&'t str, u32, &'t str);
     let mut order: Vec<usize> = (0..trace.spans.len()).collect();
     order.sort_by_key(|&i| (trace.spans[i].start, depth[i]));
-    // Per process: each lane's open spans, the unit of its first span and its flow number
-    // (unique in the trace).
-    let mut open: foldhash::HashMap<Process, Vec<(Vec<usize>, u64, usize)>> = Default::default();
-    let mut flows = 0usize;
+    // A trace has few processes: a list compared by pointer first (the store shares one
+    // copy of each name) beats hashing the names of every span. Each with its lane count.
+    let mut processes: Vec<(Process, u32)> = Vec::new();
+    // Every lane of the trace, in order of creation: the flow number is the index.
+    let mut flows: Vec<Lane> = Vec::new();
+    // Each lane's open spans form a stack, linked through the span below each one.
+    let mut below: Vec<Option<usize>> = vec![None; trace.spans.len()];
+    // Each span's process, and its flow once it has one.
+    let mut process_of: Vec<usize> = vec![0; trace.spans.len()];
+    let mut flow_of: Vec<Option<usize>> = vec![None; trace.spans.len()];
     let mut lane = vec![(0u32, 0u64, 0usize); trace.spans.len()];
     let end = |i: usize| trace.spans[i].end.max(trace.spans[i].start);
     for i in order {
         let s = &trace.spans[i];
-        let lanes = open.entry((&*s.host, s.pid, &*s.service)).or_default();
-        for (stack, ..) in lanes.iter_mut() {
-            while stack.last().is_some_and(|&top| end(top) <= s.start) {
-                stack.pop();
-            }
-        }
-        let parent = trace.parent[i];
-        let nests = |(stack, ..): &(Vec<usize>, u64, usize)| {
-            stack.last().copied() == parent && parent.is_some_and(|p| end(i) <= end(p))
+        let process: Process = (&s.host, s.pid, &s.service);
+        let same = |(host, pid, service): &Process| {
+            *pid == process.1
+                && (std::ptr::eq(*host, process.0) || *host == process.0)
+                && (std::ptr::eq(*service, process.2) || *service == process.2)
         };
+        let parent = trace.parent[i];
+        // Most spans run in their parent's process.
+        let at = match parent.filter(|&p| flow_of[p].is_some() && same(&processes[process_of[p]].0))
+        {
+            Some(p) => process_of[p],
+            None => match processes.iter().position(|(p, _)| same(p)) {
+                Some(at) => at,
+                None => {
+                    processes.push((process, 0));
+                    processes.len() - 1
+                }
+            },
+        };
+        process_of[i] = at;
+        // A span nests in a lane when its parent is that lane's innermost open span (at
+        // most one lane's) and it ends within it. Spans that ended by this start are
+        // closed first; starts only grow, so closing one lane late closes the same spans.
+        let nests = parent.and_then(|p| {
+            let f = flow_of[p]?;
+            let l = &mut flows[f];
+            while let Some(top) = l.top.filter(|&top| end(top) <= s.start) {
+                l.top = below[top];
+            }
+            (l.process == at && l.top == Some(p) && end(i) <= end(p)).then_some(f)
+        });
         // A span that cannot nest opens a lane of its own: reusing an idle lane would join
         // unrelated work (two requests a server handled one after the other).
-        let chosen = match lanes.iter().position(nests) {
-            Some(l) => l,
+        let flow = match nests {
+            Some(f) => f,
             None => {
-                lanes.push((Vec::new(), s.execution_unit, flows));
-                flows += 1;
-                lanes.len() - 1
+                let number = processes[at].1;
+                processes[at].1 += 1;
+                flows.push(Lane {
+                    process: at,
+                    number,
+                    unit: s.execution_unit,
+                    top: None,
+                });
+                flows.len() - 1
             }
         };
-        lanes[chosen].0.push(i);
-        lane[i] = (chosen as u32, lanes[chosen].1, lanes[chosen].2);
+        let l = &mut flows[flow];
+        below[i] = l.top;
+        l.top = Some(i);
+        flow_of[i] = Some(flow);
+        lane[i] = (l.number, l.unit, flow);
     }
     lane
 }
@@ -178,55 +226,73 @@ impl PathView {
     /// the client's start, a receive at the server's start, a send at the server's end and
     /// a receive at the client's end; recorded messages become sends and receives as they are.
     pub fn from_trace(trace: &Trace) -> PathView {
-        let depth: Vec<usize> = {
-            let mut d = vec![0; trace.spans.len()];
-            for (i, dep) in trace.depth_first() {
-                d[i] = dep;
-            }
-            d
-        };
-        let lanes = lanes(trace, &depth);
-        // Within a lane spans nest, so each thread is a walk of its span trees: a task's
-        // start, its own events merged by time with its children, its end. A flow is one
-        // lane of one process, so one thread.
-        let flow: Vec<usize> = lanes.iter().map(|l| l.2).collect();
-        let flows = flow.iter().max().map_or(0, |f| f + 1);
-        let mut roots: Vec<Vec<usize>> = vec![Vec::new(); flows];
-        let mut spans_in = vec![0usize; flows];
-        for i in 0..trace.spans.len() {
-            spans_in[flow[i]] += 1;
-            let local_parent = trace.parent[i].filter(|&p| flow[p] == flow[i]);
-            if local_parent.is_none() {
-                roots[flow[i]].push(i);
-            }
-        }
-        let mut threads: Vec<PathThread> = roots
-            .into_iter()
-            .filter(|rs| !rs.is_empty())
-            .map(|mut rs| {
-                rs.sort_by_key(|&i| (trace.spans[i].start, depth[i]));
-                let s = &trace.spans[rs[0]];
-                let (lane, unit, _) = lanes[rs[0]];
-                let key = ThreadKey {
-                    host: s.host.clone(),
-                    pid: s.pid,
-                    execution_unit: unit,
-                    service: s.service.clone(),
-                    lane,
-                };
-                let mut events = Vec::with_capacity(2 * spans_in[flow[rs[0]]] + 4);
-                for r in rs {
-                    walk(trace, &flow, r, &mut events);
-                }
-                PathThread { key, events }
+        let mut threads = Vec::new();
+        for_each_thread(trace, |key, events| {
+            threads.push(PathThread {
+                key,
+                events: std::mem::take(events),
             })
-            .collect();
-        // By first event, then by key as before (keys are unique).
-        threads.sort_by(|a, b| {
-            let first = |t: &PathThread| t.events.first().map(|e| e.time()).unwrap_or(0);
-            first(a).cmp(&first(b)).then_with(|| a.key.cmp(&b.key))
         });
         PathView { threads }
+    }
+}
+
+/// Visits the threads of the path view of `trace` (see [`PathView::from_trace`]) in its
+/// order, each with its events in one buffer the visitor may take from: a reader that
+/// converts the events into its own form allocates no list per thread for them.
+pub fn for_each_thread(trace: &Trace, mut visit: impl FnMut(ThreadKey, &mut Vec<PathEvent>)) {
+    let depth: Vec<usize> = {
+        let mut d = vec![0; trace.spans.len()];
+        for (i, dep) in trace.depth_first() {
+            d[i] = dep;
+        }
+        d
+    };
+    let lanes = lanes(trace, &depth);
+    // Within a lane spans nest, so each thread is a walk of its span trees: a task's
+    // start, its own events merged by time with its children, its end. A flow is one
+    // lane of one process, so one thread.
+    let flow: Vec<usize> = lanes.iter().map(|l| l.2).collect();
+    let flows = flow.iter().max().map_or(0, |f| f + 1);
+    // Each flow's roots, in one list grouped by flow: (flow, start, depth, span).
+    let mut roots: Vec<(usize, u64, usize, usize)> = Vec::with_capacity(trace.spans.len());
+    let mut spans_in = vec![0usize; flows];
+    for i in 0..trace.spans.len() {
+        spans_in[flow[i]] += 1;
+        let local_parent = trace.parent[i].filter(|&p| flow[p] == flow[i]);
+        if local_parent.is_none() {
+            roots.push((flow[i], trace.spans[i].start, depth[i], i));
+        }
+    }
+    roots.sort_unstable();
+    // A thread's first event is the start of its first root; threads are ordered by it,
+    // then by key (keys are unique). Each with the span where its roots begin.
+    let mut threads: Vec<(u64, ThreadKey, usize)> = Vec::new();
+    for (at, root) in roots.iter().enumerate() {
+        if at > 0 && roots[at - 1].0 == root.0 {
+            continue;
+        }
+        let s = &trace.spans[root.3];
+        let (lane, unit, _) = lanes[root.3];
+        let key = ThreadKey {
+            host: s.host.clone(),
+            pid: s.pid,
+            execution_unit: unit,
+            service: s.service.clone(),
+            lane,
+        };
+        threads.push((s.start, key, at));
+    }
+    threads.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    let mut events = Vec::new();
+    for (_, key, at) in threads {
+        let f = roots[at].0;
+        events.clear();
+        events.reserve(2 * spans_in[f] + 4);
+        for &(.., r) in roots[at..].iter().take_while(|r| r.0 == f) {
+            walk(trace, &flow, r, &mut events);
+        }
+        visit(key, &mut events);
     }
 }
 
@@ -255,48 +321,68 @@ fn name(text: &str) -> Arc<str> {
     })
 }
 
-/// The RPC messages at a span's start and end: a client that calls a server sends the
-/// request and receives the reply; the server receives the request and sends the reply.
-/// At most two of each (a span both serving a call and calling out in the same span).
-fn rpc_events(trace: &Trace, i: usize) -> ([Option<PathEvent>; 2], [Option<PathEvent>; 2]) {
+/// Where a span stands in an RPC: whether it calls a server, and the client calling it.
+fn rpc_roles(trace: &Trace, i: usize) -> (bool, Option<SpanId>) {
     let s = &trace.spans[i];
-    let (mut start, mut end) = ([None, None], [None, None]);
     let calls_server = s.kind == SpanKind::Client
         && trace.children[i]
             .iter()
             .any(|&c| trace.spans[c].kind == SpanKind::Server);
+    let client = match s.kind {
+        SpanKind::Server => trace.parent[i]
+            .map(|p| &trace.spans[p])
+            .filter(|p| p.kind == SpanKind::Client)
+            .map(|p| p.span_id),
+        _ => None,
+    };
+    (calls_server, client)
+}
+
+/// The RPC messages at a span's start or end (`at_end`): a client that calls a server
+/// sends the request and receives the reply; the server receives the request and sends
+/// the reply.
+fn push_rpc_events(
+    s: &crate::span::Span,
+    (calls_server, client): (bool, Option<SpanId>),
+    at_end: bool,
+    out: &mut Vec<PathEvent>,
+) {
+    let time = if at_end { s.end.max(s.start) } else { s.start };
+    let span_id = s.span_id;
     if calls_server {
-        start[0] = Some(PathEvent::Send {
-            message_id: rpc_request_id(s.span_id),
-            span_id: s.span_id,
-            size: None,
-            time: s.start,
-        });
-        end[0] = Some(PathEvent::Recv {
-            message_id: rpc_reply_id(s.span_id),
-            span_id: s.span_id,
-            size: None,
-            time: s.end.max(s.start),
-        });
-    }
-    let client = trace.parent[i]
-        .map(|p| &trace.spans[p])
-        .filter(|p| p.kind == SpanKind::Client);
-    if let (SpanKind::Server, Some(c)) = (s.kind, client) {
-        start[1] = Some(PathEvent::Recv {
-            message_id: rpc_request_id(c.span_id),
-            span_id: s.span_id,
-            size: None,
-            time: s.start,
-        });
-        end[1] = Some(PathEvent::Send {
-            message_id: rpc_reply_id(c.span_id),
-            span_id: s.span_id,
-            size: None,
-            time: s.end.max(s.start),
+        out.push(if at_end {
+            PathEvent::Recv {
+                message_id: rpc_reply_id(span_id),
+                span_id,
+                size: None,
+                time,
+            }
+        } else {
+            PathEvent::Send {
+                message_id: rpc_request_id(span_id),
+                span_id,
+                size: None,
+                time,
+            }
         });
     }
-    (start, end)
+    if let Some(c) = client {
+        out.push(if at_end {
+            PathEvent::Send {
+                message_id: rpc_reply_id(c),
+                span_id,
+                size: None,
+                time,
+            }
+        } else {
+            PathEvent::Recv {
+                message_id: rpc_request_id(c),
+                span_id,
+                size: None,
+                time,
+            }
+        });
+    }
 }
 
 /// A span's recorded events (notices and messages), by time.
@@ -339,10 +425,10 @@ fn walk(trace: &Trace, flow: &[usize], i: usize, out: &mut Vec<PathEvent>) {
         name: task.clone(),
         time: s.start,
     });
-    let (start, end) = rpc_events(trace, i);
+    let roles = rpc_roles(trace, i);
     // An RPC's request and reply bound the work it caused, even if a child's recorded
     // start precedes the server span's own.
-    out.extend(start.into_iter().flatten());
+    push_rpc_events(s, roles, false, out);
     let mut inside = inside_events(trace, i).into_iter().peekable();
     for &c in trace.children[i].iter().filter(|&&c| flow[c] == flow[i]) {
         while let Some(e) = inside.next_if(|e| e.time() <= trace.spans[c].start) {
@@ -351,7 +437,7 @@ fn walk(trace: &Trace, flow: &[usize], i: usize, out: &mut Vec<PathEvent>) {
         walk(trace, flow, c, out);
     }
     out.extend(inside);
-    out.extend(end.into_iter().flatten());
+    push_rpc_events(s, roles, true, out);
     out.push(PathEvent::TaskEnd {
         span_id: s.span_id,
         name: task,
