@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::lang::ast::{self, Expr, Item, Role, SetExpr};
-use crate::matcher::{run, Context, Outcome, Stop};
+use crate::matcher::{run, Candidates, Context, Outcome, Stop};
 use crate::path::{Kind, Path, PathMetrics, Problem};
 use crate::program::{
     compile, compile_threads, limits_of, Bound, CompileError, Metric, NameMatch, Params, Program,
@@ -20,9 +20,39 @@ use crate::program::{
 pub const DEFAULT_BUDGET: u64 = 2_000_000;
 
 enum Shape {
-    Full(Vec<ThreadProgram>),
+    /// Thread patterns, and which of them each first task name admits.
+    Full(Vec<ThreadProgram>, FirstTasks),
     Fragment(Program),
     Set(SetExpr),
+}
+
+/// The thread patterns of a recognizer by the name their first task must have: a thread
+/// is ruled out for most patterns by its first task, and looking the patterns up by it
+/// spares checking every pattern against every thread.
+#[derive(Default)]
+struct FirstTasks {
+    /// (name number in [`Checker::first_tasks`], pattern), sorted.
+    named: Vec<(u32, usize)>,
+    /// Patterns that may start with anything.
+    unnamed: Vec<usize>,
+}
+
+impl FirstTasks {
+    /// The patterns a thread whose first task is numbered `first` may take.
+    fn admitting(&self, first: Option<u32>) -> impl Iterator<Item = usize> + '_ {
+        let named = match first {
+            Some(n) => {
+                let a = self.named.partition_point(|e| e.0 < n);
+                let z = self.named.partition_point(|e| e.0 <= n);
+                &self.named[a..z]
+            }
+            None => &[],
+        };
+        named
+            .iter()
+            .map(|e| e.1)
+            .chain(self.unnamed.iter().copied())
+    }
 }
 
 struct Compiled {
@@ -38,6 +68,9 @@ pub struct Checker {
     asserts: Vec<(Option<ast::During>, Expr, u32)>,
     params: Params,
     budget: u64,
+    /// Every name a thread pattern's first task must have, numbered: a thread is ruled
+    /// out for most patterns by its first task, compared by number.
+    first_tasks: foldhash::HashMap<Arc<str>, u32>,
 }
 
 /// How one recognizer fared on one path.
@@ -147,7 +180,10 @@ impl Checker {
                         context: context(r.role, &r.name),
                         message,
                     })?,
-                    shape: Shape::Full(compile_threads(r, &params, &fragments)?),
+                    shape: Shape::Full(
+                        compile_threads(r, &params, &fragments)?,
+                        FirstTasks::default(),
+                    ),
                 }),
                 Item::Fragment(f) => recognizers.push(Compiled {
                     role: f.role,
@@ -187,11 +223,28 @@ impl Checker {
                 check_set(e, &names, &r.name)?;
             }
         }
+        let mut first_tasks: foldhash::HashMap<Arc<str>, u32> = Default::default();
+        for r in &mut recognizers {
+            if let Shape::Full(patterns, first) = &mut r.shape {
+                for (p, pattern) in patterns.iter().enumerate() {
+                    match &pattern.program.first_task {
+                        Some(name) => {
+                            let next = first_tasks.len() as u32;
+                            let n = *first_tasks.entry(name.clone()).or_insert(next);
+                            first.named.push((n, p));
+                        }
+                        None => first.unnamed.push(p),
+                    }
+                }
+                first.named.sort_unstable();
+            }
+        }
         Ok(Checker {
             recognizers,
             asserts,
             params,
             budget: DEFAULT_BUDGET,
+            first_tasks,
         })
     }
 
@@ -223,9 +276,18 @@ impl Checker {
     pub fn classify(&self, path: &Path) -> Classification {
         let mut verdicts: Vec<Option<Verdict>> = vec![None; self.recognizers.len()];
         let mut misses: Vec<Option<Miss>> = vec![None; self.recognizers.len()];
+        // The number of each thread's first task name, when a pattern names it.
+        let firsts: Vec<Option<u32>> = path
+            .threads
+            .iter()
+            .map(|t| match t.events.first() {
+                Some(e) if e.kind == Kind::TaskStart => self.first_tasks.get(&e.name).copied(),
+                _ => None,
+            })
+            .collect();
         for (i, r) in self.recognizers.iter().enumerate() {
             let (v, miss) = match &r.shape {
-                Shape::Full(threads) => self.full(r, threads, path),
+                Shape::Full(threads, first) => self.full(r, threads, first, &firsts, path),
                 Shape::Fragment(program) => self.fragment(r, program, path),
                 Shape::Set(_) => continue,
             };
@@ -393,7 +455,7 @@ impl Checker {
             let cx = Context {
                 path,
                 thread: t,
-                candidates: &[],
+                candidates: &Candidates::default(),
                 fragment: true,
             };
             match run(program, &cx, &mut budget) {
@@ -410,10 +472,14 @@ impl Checker {
         (v, None)
     }
 
+    /// Matches a recognizer of thread patterns against a path whose threads' first tasks
+    /// are numbered `firsts`.
     fn full(
         &self,
         r: &Compiled,
         patterns: &[ThreadProgram],
+        first: &FirstTasks,
+        firsts: &[Option<u32>],
         path: &Path,
     ) -> (Verdict, Option<Miss>) {
         if let Some(m) = self.path_limits(r, path) {
@@ -425,33 +491,43 @@ impl Checker {
         if (threads.len() as u64) < low || threads.len() as u64 > high {
             return (Verdict::NoMatch, Some(Miss::ThreadCount { low, high }));
         }
-        let mut cand: Vec<Vec<bool>> = patterns
-            .iter()
-            .map(|p| {
-                threads
-                    .iter()
-                    .map(|t| {
-                        host_ok(&p.host, t.host())
-                            && p.program.first_task.as_ref().is_none_or(|n| {
-                                t.events
-                                    .first()
-                                    .is_some_and(|e| e.kind == Kind::TaskStart && e.name == *n)
-                            })
-                            && p.limits.iter().all(|b| {
-                                b.holds(match b.metric {
-                                    Metric::RealTime => Some(t.real_ns() as f64),
-                                    Metric::CpuTime => t.cpu_ns().map(|c| c as f64),
-                                    _ => None,
-                                })
-                            })
-                    })
-                    .collect()
-            })
-            .collect();
+        let mut cand = Candidates::none(patterns.len(), threads.len());
+        // The (pattern, thread) pairs to try, thread by thread; then ordered pattern by
+        // pattern, each pattern's threads in order.
+        let mut found: Vec<(usize, usize)> = Vec::new();
+        for (t, thread) in threads.iter().enumerate() {
+            for p in first.admitting(firsts[t]) {
+                let pattern = &patterns[p];
+                let takes = host_ok(&pattern.host, thread.host())
+                    && pattern.limits.iter().all(|b| {
+                        b.holds(match b.metric {
+                            Metric::RealTime => Some(thread.real_ns() as f64),
+                            Metric::CpuTime => thread.cpu_ns().map(|c| c as f64),
+                            _ => None,
+                        })
+                    });
+                if takes {
+                    cand.set(p, t, true);
+                    found.push((p, t));
+                }
+            }
+        }
+        let mut first_of = vec![0usize; patterns.len() + 1];
+        for &(p, _) in &found {
+            first_of[p + 1] += 1;
+        }
+        for p in 0..patterns.len() {
+            first_of[p + 1] += first_of[p];
+        }
+        let mut pairs = vec![(0, 0); found.len()];
+        for (p, t) in found {
+            pairs[first_of[p]] = (p, t);
+            first_of[p] += 1;
+        }
         // Progress of each (pattern, thread) attempt: events matched, and where it stopped.
         // With the round it failed in: later rounds fail because of earlier ones.
-        let mut stops: foldhash::HashMap<(usize, usize), (u32, Stop)> =
-            foldhash::HashMap::default();
+        let mut stops: Vec<Failed> = Vec::new();
+        let mut before = Candidates::default();
         let mut round = 0u32;
         let mut undecided = false;
         let mut budget = self.budget;
@@ -461,34 +537,35 @@ impl Checker {
             let mut changed = false;
             // Each round reads the candidates as the last round left them, so a failure
             // is attributed to the round of its cause.
-            let before = cand.clone();
-            for (p, program) in patterns.iter().enumerate() {
+            before.clone_from(&cand);
+            for &(p, t) in &pairs {
+                let program = &patterns[p].program;
                 // Only a program whose messages name patterns can change its mind.
-                if round > 0 && !program.program.uses_patterns {
+                if (round > 0 && !program.uses_patterns) || !before.get(p, t) {
                     continue;
                 }
-                for t in 0..threads.len() {
-                    if !before[p][t] {
-                        continue;
+                let cx = Context {
+                    path,
+                    thread: t,
+                    candidates: &before,
+                    fragment: false,
+                };
+                match run(program, &cx, &mut budget) {
+                    Outcome::Matched => {}
+                    Outcome::NoMatch(stop) => {
+                        stops.push(Failed {
+                            pattern: p,
+                            thread: t,
+                            round,
+                            stop,
+                        });
+                        cand.set(p, t, false);
+                        changed = true;
                     }
-                    let cx = Context {
-                        path,
-                        thread: t,
-                        candidates: &before,
-                        fragment: false,
-                    };
-                    match run(&program.program, &cx, &mut budget) {
-                        Outcome::Matched => {}
-                        Outcome::NoMatch(stop) => {
-                            stops.insert((p, t), (round, stop));
-                            cand[p][t] = false;
-                            changed = true;
-                        }
-                        Outcome::Undecided => {
-                            undecided = true;
-                            cand[p][t] = false;
-                            changed = true;
-                        }
+                    Outcome::Undecided => {
+                        undecided = true;
+                        cand.set(p, t, false);
+                        changed = true;
                     }
                 }
             }
@@ -527,7 +604,7 @@ impl Checker {
             expected: String::new(),
         };
         let patterns: &[ThreadProgram] = match &r.shape {
-            Shape::Full(patterns) => patterns,
+            Shape::Full(patterns, _) => patterns,
             _ => &[],
         };
         match miss {
@@ -797,7 +874,7 @@ fn assign(
     t: usize,
     n: usize,
     patterns: &[ThreadProgram],
-    cand: &[Vec<bool>],
+    cand: &Candidates,
     counts: &mut [u32],
     steps: &mut u32,
 ) -> bool {
@@ -821,7 +898,7 @@ fn assign(
         return false;
     }
     for p in 0..patterns.len() {
-        if cand[p][t] && counts[p] < patterns[p].high {
+        if cand.get(p, t) && counts[p] < patterns[p].high {
             counts[p] += 1;
             if assign(t + 1, n, patterns, cand, counts, steps) {
                 return true;
@@ -869,13 +946,16 @@ impl Miss {
     }
 }
 
+/// A (pattern, thread) attempt that failed: in which round of narrowing, and where.
+struct Failed {
+    pattern: usize,
+    thread: usize,
+    round: u32,
+    stop: Stop,
+}
+
 /// The closest miss: the thread that went least far, and where.
-fn explain(
-    patterns: &[ThreadProgram],
-    path: &Path,
-    cand: &[Vec<bool>],
-    stops: &foldhash::HashMap<(usize, usize), (u32, Stop)>,
-) -> Miss {
+fn explain(patterns: &[ThreadProgram], path: &Path, cand: &Candidates, stops: &[Failed]) -> Miss {
     let total: usize = path
         .threads
         .iter()
@@ -886,16 +966,21 @@ fn explain(
     // The thread whose failure came first (the others may only have lost their peer),
     // then the one that got least far.
     let mut worst: Option<(usize, usize, u32, &Stop)> = None;
+    // Per thread, the pattern that got furthest in it (the later pattern on a tie).
+    let mut furthest: Vec<Option<(usize, u32, &Stop)>> = vec![None; path.threads.len()];
+    for f in stops {
+        if let Some(best) = furthest.get_mut(f.thread) {
+            if best.is_none_or(|(bp, _, bs)| (f.stop.event, f.pattern) > (bs.event, bp)) {
+                *best = Some((f.pattern, f.round, &f.stop));
+            }
+        }
+    }
     for (t, thread) in path.threads.iter().enumerate() {
-        if (0..patterns.len()).any(|p| cand[p][t]) {
+        if cand.any_for(t) {
             matched_events += thread.events.len();
             continue;
         }
-        // The pattern that got furthest in this thread.
-        let best = (0..patterns.len())
-            .filter_map(|p| stops.get(&(p, t)).map(|(r, s)| (p, *r, s)))
-            .max_by_key(|(_, _, s)| s.event);
-        if let Some((p, r, s)) = best {
+        if let Some((p, r, s)) = furthest[t] {
             matched_events += s.event;
             if worst.is_none_or(|(_, _, wr, w)| (r, s.event) < (wr, w.event)) {
                 worst = Some((t, p, r, s));
@@ -917,7 +1002,7 @@ fn explain(
         },
         None => Miss::Counts {
             short: (0..patterns.len())
-                .map(|p| (p, cand[p].iter().filter(|&&c| c).count() as u32))
+                .map(|p| (p, cand.count(p) as u32))
                 .find(|&(p, n)| n < patterns[p].low),
             closeness,
         },

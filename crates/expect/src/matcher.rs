@@ -38,10 +38,68 @@ pub struct Context<'a> {
     pub path: &'a Path,
     /// The thread (index in the path).
     pub thread: usize,
-    /// For each thread pattern of the recognizer, which threads may be assigned to it.
-    pub candidates: &'a [Vec<bool>],
+    /// Which threads each thread pattern of the recognizer may be assigned.
+    pub candidates: &'a Candidates,
     /// A fragment: matches any contiguous part, not the whole thread.
     pub fragment: bool,
+}
+
+/// Which threads of a path each thread pattern may take: one table per recognizer and
+/// path, thread by thread, so one allocation rather than one per pattern.
+#[derive(Debug, Clone, Default)]
+pub struct Candidates {
+    patterns: usize,
+    allowed: Vec<bool>,
+}
+
+impl Candidates {
+    /// A table of `patterns` by `threads` that allows nothing yet.
+    pub fn none(patterns: usize, threads: usize) -> Candidates {
+        Candidates {
+            patterns,
+            allowed: vec![false; patterns * threads],
+        }
+    }
+
+    fn at(&self, p: usize, t: usize) -> Option<usize> {
+        (p < self.patterns).then(|| t * self.patterns + p)
+    }
+
+    /// Whether pattern `p` may take thread `t` (false for either out of range).
+    pub fn get(&self, p: usize, t: usize) -> bool {
+        self.at(p, t)
+            .and_then(|i| self.allowed.get(i))
+            .is_some_and(|&c| c)
+    }
+
+    /// Sets whether pattern `p` may take thread `t`.
+    pub fn set(&mut self, p: usize, t: usize, allowed: bool) {
+        if let Some(c) = self.at(p, t).and_then(|i| self.allowed.get_mut(i)) {
+            *c = allowed;
+        }
+    }
+
+    /// Whether some pattern may take thread `t`.
+    pub fn any_for(&self, t: usize) -> bool {
+        self.allowed
+            .iter()
+            .skip(t * self.patterns)
+            .take(self.patterns)
+            .any(|&c| c)
+    }
+
+    /// How many threads pattern `p` may take.
+    pub fn count(&self, p: usize) -> usize {
+        if p >= self.patterns {
+            return 0;
+        }
+        self.allowed
+            .iter()
+            .skip(p)
+            .step_by(self.patterns)
+            .filter(|&&c| c)
+            .count()
+    }
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -105,8 +163,13 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
             };
         }
     };
+    // Until the search first holds two states, it is one chain, whose states cannot
+    // repeat without also repeating forever (which the budget ends): most runs fail or
+    // match on that chain, and skip the memo's allocation and hashing.
+    let mut branched = todo.len() > 1;
     while let Some(mut st) = todo.pop() {
-        if !seen.insert(st.clone()) {
+        branched |= !todo.is_empty();
+        if branched && !seen.insert(st.clone()) {
             continue;
         }
         if *budget == 0 {
@@ -194,9 +257,7 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                 let ok = ev.is_some_and(|e| {
                     e.kind == want
                         && peers.iter().any(|p| match p {
-                            Peer::Pattern(i) => e
-                                .peer
-                                .is_some_and(|t| cx.candidates.get(*i).is_some_and(|c| c[t])),
+                            Peer::Pattern(i) => e.peer.is_some_and(|t| cx.candidates.get(*i, t)),
                             Peer::Host(NameMatch::Any) => true,
                             Peer::Host(h) => e.peer.is_some_and(|t| {
                                 name_ok(h, cx.path.threads[t].host(), thread, &st.regs)
