@@ -508,6 +508,32 @@ mod tests {
     }
 
     #[test]
+    fn a_child_recorded_as_starting_before_its_parent_runs_in_a_thread_of_its_own() {
+        // Clock skew: 2's recorded start precedes its parent's, so it cannot nest in it;
+        // 3 nests in 1 as usual.
+        let root = sp(1, None, "web", SpanKind::Internal, 10, 100);
+        let early = sp(2, Some(1), "web", SpanKind::Internal, 5, 50);
+        let inner = sp(3, Some(1), "web", SpanKind::Internal, 60, 70);
+        let trace = Trace::assemble(TraceId::new(1).unwrap(), vec![root, early, inner]);
+        let view = PathView::from_trace(&trace);
+        let starts: Vec<Vec<u64>> = view
+            .threads
+            .iter()
+            .map(|t| {
+                t.events
+                    .iter()
+                    .filter_map(|e| match e {
+                        PathEvent::TaskStart { span_id, .. } => Some(span_id.get()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(starts, [vec![2], vec![1, 3]]);
+        assert_eq!(view.threads[1].key.lane, 1);
+    }
+
+    #[test]
     fn concurrent_spans_on_one_execution_unit_become_separate_sequential_threads() {
         // Two calls in flight at once from one async task: 2 runs 10..50, 3 runs 20..60.
         let root = sp(1, None, "web", SpanKind::Server, 0, 100);
