@@ -125,7 +125,7 @@ fn offsets(v: &Value) -> String {
 }
 
 pub(crate) fn print_json(v: &Value) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+    outln!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
 }
 
@@ -176,23 +176,23 @@ pub fn critical_path(a: TraceAnalysisArgs) -> Result<()> {
             None => by_span.push((name, end.saturating_sub(start))),
         }
     }
-    println!(
+    outln!(
         "critical path of trace {}: {} in {} sections",
         a.id,
         duration(total),
         sections.len()
     );
-    print!("{}", offsets(&path));
+    out!("{}", offsets(&path));
     let header = ["at", "length", "share", "span", "span id"].map(String::from);
-    print!("{}", table(&header, &rows));
+    out!("{}", table(&header, &rows));
     by_span.sort_by_key(|x| std::cmp::Reverse(x.1));
-    println!("\nmost time on the path:");
+    outln!("\nmost time on the path:");
     let top: Vec<Vec<String>> = by_span
         .iter()
         .take(5)
         .map(|(n, d)| vec![duration(*d), share(*d), n.clone()])
         .collect();
-    print!(
+    out!(
         "{}",
         table(&["time", "share", "span"].map(String::from), &top)
     );
@@ -208,8 +208,8 @@ pub fn stats(a: TraceAnalysisArgs) -> Result<()> {
     if a.out.json {
         return print_json(&v);
     }
-    println!("trace {}: {} spans", a.id, cell(&v["spans"]));
-    print!("{}", offsets(&v));
+    outln!("trace {}: {} spans", a.id, cell(&v["spans"]));
+    out!("{}", offsets(&v));
     let totals = |key: &str, with_op: bool| -> Vec<Vec<String>> {
         v[key]
             .as_array()
@@ -231,10 +231,10 @@ pub fn stats(a: TraceAnalysisArgs) -> Result<()> {
             .collect()
     };
     let header = ["service", "spans", "errors", "total", "self"].map(String::from);
-    print!("\n{}", table(&header, &totals("services", false)));
+    out!("\n{}", table(&header, &totals("services", false)));
     let mut header = header.clone();
     header[0] = "operation".into();
-    print!("\n{}", table(&header, &totals("operations", true)));
+    out!("\n{}", table(&header, &totals("operations", true)));
     let rpcs: Vec<Vec<String>> = v["rpcs"]
         .as_array()
         .into_iter()
@@ -258,7 +258,7 @@ pub fn stats(a: TraceAnalysisArgs) -> Result<()> {
     if !rpcs.is_empty() {
         let header =
             ["rpc", "client", "server", "network", "request", "response"].map(String::from);
-        print!("\n{}", table(&header, &rpcs));
+        out!("\n{}", table(&header, &rpcs));
     }
     Ok(())
 }
@@ -274,7 +274,7 @@ pub fn deps(a: DepsArgs) -> Result<()> {
         return print_json(&v);
     }
     let edges = v["edges"].as_array().cloned().unwrap_or_default();
-    println!(
+    outln!(
         "{} edges between {} services over {} traces",
         edges.len(),
         v["nodes"].as_array().map_or(0, Vec::len),
@@ -298,7 +298,7 @@ pub fn deps(a: DepsArgs) -> Result<()> {
         })
         .collect();
     let header = ["edge", "kind", "calls", "errors", "p50", "p90", "p99"].map(String::from);
-    print!("{}", table(&header, &rows));
+    out!("{}", table(&header, &rows));
     Ok(())
 }
 
@@ -322,7 +322,7 @@ pub fn patterns(a: PatternsArgs) -> Result<()> {
         return print_json(&v);
     }
     let list = v["patterns"].as_array().cloned().unwrap_or_default();
-    println!(
+    outln!(
         "{} traces in {} patterns shown{}",
         cell(&v["traces"]),
         list.len(),
@@ -349,12 +349,12 @@ pub fn patterns(a: PatternsArgs) -> Result<()> {
         })
         .collect();
     let header = ["pattern", "traces", "errors", "p50", "p99", "spans", "root"].map(String::from);
-    print!("{}", table(&header, &rows));
+    out!("{}", table(&header, &rows));
     Ok(())
 }
 
 fn print_pattern(v: &Value) -> Result<()> {
-    println!(
+    outln!(
         "pattern {}: {} traces, {} with errors, {} spans each; latency p50 {} p90 {} p99 {}",
         cell(&v["id"]),
         cell(&v["count"]),
@@ -401,7 +401,7 @@ fn print_pattern(v: &Value) -> Result<()> {
         }
     }
     let header = ["span", "mean", "self", "start after parent", "network"].map(String::from);
-    print!("\n{}", table(&header, &rows));
+    out!("\n{}", table(&header, &rows));
     let buckets: Vec<Vec<String>> = v["histogram"]
         .as_array()
         .into_iter()
@@ -420,7 +420,7 @@ fn print_pattern(v: &Value) -> Result<()> {
             ]
         })
         .collect();
-    print!(
+    out!(
         "\n{}",
         table(
             &["latency", "traces", "examples"].map(String::from),
@@ -442,7 +442,7 @@ pub fn compare(a: CompareArgs) -> Result<()> {
     if a.out.json {
         return print_json(&v);
     }
-    println!(
+    outln!(
         "A {} ({})  vs  B {} ({}): {} missing in B, {} extra in B, {} slower, {} faster",
         cell(&v["a"]),
         ns(&v["latencyANs"]),
@@ -490,10 +490,10 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         })
         .collect();
     if rows.is_empty() {
-        println!("no differences");
+        outln!("no differences");
         return Ok(());
     }
-    print!(
+    out!(
         "\n{}",
         table(
             &["span", "A", "B", "delta", "change"].map(String::from),

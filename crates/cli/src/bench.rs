@@ -441,10 +441,10 @@ fn load(store: &Store, mut g: Generator, goal: Goal) -> Result<Vec<TraceId>> {
 
 fn report(result: &serde_json::Value, json: bool) -> Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(result)?);
+        outln!("{}", serde_json::to_string_pretty(result)?);
     } else if let Some(map) = result.as_object() {
         for (k, v) in map {
-            println!("{k:>22}  {v}");
+            outln!("{k:>22}  {v}");
         }
     }
     Ok(())

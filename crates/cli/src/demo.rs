@@ -147,17 +147,17 @@ pub fn run(a: DemoArgs) -> Result<()> {
             return Err(e);
         }
         let ui = format!("http://{}/", loopback(server.http_addr));
-        println!("causeway demo is running (data in {shown})");
+        outln!("causeway demo is running (data in {shown})");
         for (role, addr) in topology.iter() {
-            println!("  {:<10} {addr}", role.service());
+            outln!("  {:<10} {addr}", role.service());
         }
-        println!("  OTLP/HTTP  {otlp}");
-        println!("open the UI: {ui}");
+        outln!("  OTLP/HTTP  {otlp}");
+        outln!("open the UI: {ui}");
         let until = match a.duration {
             Some(d) => format!("for {d}"),
             None => "until Ctrl-C".into(),
         };
-        println!("sending {} requests/s {until}", a.rate);
+        outln!("sending {} requests/s {until}", a.rate);
         let load = Load::new(topology.addr(Role::Frontend)?, a.rate)?;
         let stop = async {
             match a.duration {
@@ -176,12 +176,15 @@ pub fn run(a: DemoArgs) -> Result<()> {
             _ = progress(&bar, &load, &server.store) => {}
         }
         bar.finish_and_clear();
-        println!("stopping");
+        outln!("stopping");
         tokio::task::block_in_place(|| stop_nodes(nodes));
         let (counts, stats) = (load.counts(), server.store.stats());
-        println!(
+        outln!(
             "{} requests ({} failed); {} traces, {} spans collected; UI was {ui}",
-            counts.sent, counts.failed, stats.appended_roots, stats.appended_spans
+            counts.sent,
+            counts.failed,
+            stats.appended_roots,
+            stats.appended_spans
         );
         server.shutdown().await;
         Ok(())
@@ -208,7 +211,7 @@ async fn progress(bar: &indicatif::ProgressBar, load: &Load, store: &causeway_st
             bar.set_message(line);
             bar.tick();
         } else if last_line.elapsed() >= Duration::from_secs(10) {
-            println!("{line}");
+            outln!("{line}");
             last_line = Instant::now();
         }
     }

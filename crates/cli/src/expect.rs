@@ -112,7 +112,7 @@ fn parse(a: ParseArgs) -> Result<()> {
     for path in &a.files {
         let text = read(path)?;
         match causeway_expect::lang::parse(&text) {
-            Ok(file) => print!("{file}"),
+            Ok(file) => out!("{file}"),
             Err(e) => {
                 eprintln!("{}", e.render(&path.display().to_string(), &text));
                 failed += 1;
@@ -168,7 +168,7 @@ fn check(a: CheckArgs) -> Result<()> {
     if a.scope.out.json {
         print_json(&r)?;
     } else {
-        println!(
+        outln!(
             "{} paths: {} expected, {} unexpected{}",
             cell(&r["paths"]),
             cell(&r["expected"]),
@@ -184,7 +184,7 @@ fn check(a: CheckArgs) -> Result<()> {
             .flatten()
             .map(|x| vec![cell(&x["name"]), cell(&x["role"]), cell(&x["matched"])])
             .collect();
-        print!(
+        out!(
             "{}",
             table(
                 &["recognizer".into(), "role".into(), "paths matched".into()],
@@ -192,7 +192,7 @@ fn check(a: CheckArgs) -> Result<()> {
             )
         );
         for p in r["unexpectedPaths"].as_array().into_iter().flatten() {
-            println!("\nunexpected: trace {}", cell(&p["traceId"]));
+            outln!("\nunexpected: trace {}", cell(&p["traceId"]));
             let by: Vec<String> = p["invalidatedBy"]
                 .as_array()
                 .into_iter()
@@ -200,7 +200,7 @@ fn check(a: CheckArgs) -> Result<()> {
                 .map(cell)
                 .collect();
             if !by.is_empty() {
-                println!("  matches invalidator {}", by.join(", "));
+                outln!("  matches invalidator {}", by.join(", "));
             }
             if let Some(m) = p.get("closest").filter(|m| !m.is_null()) {
                 let at = match (m["thread"].as_str(), m["pattern"].as_str()) {
@@ -208,7 +208,7 @@ fn check(a: CheckArgs) -> Result<()> {
                     (Some(t), None) => format!(" in thread {t}"),
                     _ => String::new(),
                 };
-                println!(
+                outln!(
                     "  closest: {} ({:.0}% matched){at}\n  found {}\n  expected {}",
                     cell(&m["recognizer"]),
                     m["closeness"].as_f64().unwrap_or(0.0) * 100.0,
@@ -216,7 +216,7 @@ fn check(a: CheckArgs) -> Result<()> {
                     cell(&m["expected"]),
                 );
             } else if by.is_empty() {
-                println!("  matches no validator");
+                outln!("  matches no validator");
             }
             let undecided: Vec<String> = p["undecided"]
                 .as_array()
@@ -225,11 +225,11 @@ fn check(a: CheckArgs) -> Result<()> {
                 .map(cell)
                 .collect();
             if !undecided.is_empty() {
-                println!("  undecided: {}", undecided.join(", "));
+                outln!("  undecided: {}", undecided.join(", "));
             }
         }
         for f in r["failedAssertions"].as_array().into_iter().flatten() {
-            println!(
+            outln!(
                 "\nfailed (line {}): {}: {}",
                 cell(&f["line"]),
                 cell(&f["text"]),
@@ -254,13 +254,13 @@ fn reconcile(a: ReconcileArgs) -> Result<()> {
             "problems": r["problems"],
         }));
     }
-    println!(
+    outln!(
         "{} paths, {} with problems",
         cell(&r["paths"]),
         cell(&r["pathsWithProblems"])
     );
     for p in r["problems"].as_array().into_iter().flatten() {
-        println!("trace {}", cell(&p["traceId"]));
+        outln!("trace {}", cell(&p["traceId"]));
         for x in p["problems"].as_array().into_iter().flatten() {
             let what = match x["kind"].as_str() {
                 Some("unpairedSend") => format!(
@@ -286,7 +286,7 @@ fn reconcile(a: ReconcileArgs) -> Result<()> {
                 ),
                 _ => x.to_string(),
             };
-            println!("  {what}");
+            outln!("  {what}");
         }
     }
     Ok(())
@@ -324,7 +324,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
         Some(path) => {
             std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?
         }
-        None => print!("{text}"),
+        None => out!("{text}"),
     }
     Ok(())
 }

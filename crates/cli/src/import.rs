@@ -103,12 +103,12 @@ pub fn run(a: ImportArgs) -> Result<()> {
     }
     bar.finish_and_clear();
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({ "files": a.files.len(), "failed": failed, "spans": spans_sent, "rejected": rejected })
         );
     } else {
-        println!(
+        outln!(
             "imported {spans_sent} spans from {} files ({rejected} rejected, {failed} files failed)",
             a.files.len() - failed
         );

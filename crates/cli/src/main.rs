@@ -1,7 +1,11 @@
 //! `causeway`: every user-facing command.
 //!
 //! Exit status: 0 on success, 1 when the command failed (the reason is printed on stderr),
-//! 2 for a usage error.
+//! 2 for a usage error. Output cut short by its reader (`| head`) ends the command quietly
+//! with 0.
+
+#[macro_use]
+mod stdout;
 
 mod analyze;
 mod bench;
@@ -363,19 +367,19 @@ fn serve(a: ServeArgs) -> Result<()> {
     let data = config.data_dir.clone();
     runtime()?.block_on(async move {
         let server = causeway_server::start(config).await?;
-        println!("causeway is running (data in {})", data.display());
-        println!("  OTLP/gRPC        {}", server.grpc_addr);
-        println!("  OTLP/HTTP        http://{}/v1/traces", server.ingest_addr);
-        println!(
+        outln!("causeway is running (data in {})", data.display());
+        outln!("  OTLP/gRPC        {}", server.grpc_addr);
+        outln!("  OTLP/HTTP        http://{}/v1/traces", server.ingest_addr);
+        outln!(
             "  Zipkin           http://{}/api/v2/spans",
             server.ingest_addr
         );
-        println!("  query API and UI http://{}", server.http_addr);
-        println!("press Ctrl-C to stop");
+        outln!("  query API and UI http://{}", server.http_addr);
+        outln!("press Ctrl-C to stop");
         tokio::signal::ctrl_c()
             .await
             .context("waiting for Ctrl-C")?;
-        println!("stopping");
+        outln!("stopping");
         server.shutdown().await;
         Ok(())
     })
@@ -398,9 +402,9 @@ fn agent(a: AgentArgs) -> Result<()> {
         match agent.run_once() {
             Ok(stats) => {
                 if a.json {
-                    println!("{}", serde_json::to_string(&stats)?);
+                    outln!("{}", serde_json::to_string(&stats)?);
                 } else if stats.shipped + stats.sampled_out + stats.deleted > 0 || a.once {
-                    println!(
+                    outln!(
                         "shipped {} spans in {} batches, sampled out {}, deleted {} segments, skipped {} damaged records",
                         stats.shipped, stats.batches, stats.sampled_out, stats.deleted, stats.damaged
                     );
@@ -433,7 +437,7 @@ fn trace(a: TraceArgs) -> Result<()> {
         .client()
         .get_bytes(&format!("/api/traces/{id}{adjust}"))?;
     if a.json {
-        println!("{}", String::from_utf8_lossy(&body));
+        outln!("{}", String::from_utf8_lossy(&body));
         return Ok(());
     }
     let t: TraceBody = serde_json::from_slice(&body).context("reading the trace")?;
@@ -444,13 +448,13 @@ fn trace(a: TraceArgs) -> Result<()> {
     {
         let offset = o["offsetNs"].as_i64().unwrap_or(0);
         let sign = if offset < 0 { "-" } else { "+" };
-        println!(
+        outln!(
             "clock of {} shifted {sign}{}",
             print::cell(&o["host"]),
             print::duration(offset.unsigned_abs())
         );
     }
-    print!(
+    out!(
         "{}",
         print::trace_tree(&Trace::assemble(t.trace_id, t.spans))
     );
@@ -485,12 +489,12 @@ fn search(a: SearchArgs) -> Result<()> {
         .client()
         .get(&format!("/api/search?{}", q.join("&")))?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     let traces = v["traces"].as_array().cloned().unwrap_or_default();
     if traces.is_empty() {
-        println!("no traces found");
+        outln!("no traces found");
         return Ok(());
     }
     let header: Vec<String> = ["trace id", "start", "duration", "spans", "errors", "root"]
@@ -514,7 +518,7 @@ fn search(a: SearchArgs) -> Result<()> {
             ]
         })
         .collect();
-    print!("{}", print::table(&header, &rows));
+    out!("{}", print::table(&header, &rows));
     Ok(())
 }
 
@@ -528,7 +532,7 @@ fn sql(a: SqlArgs) -> Result<()> {
         .client()
         .post("/api/sql", "application/json", body.to_string().as_bytes())?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     let header: Vec<String> = v["columns"]
@@ -547,13 +551,13 @@ fn sql(a: SqlArgs) -> Result<()> {
                 .collect()
         })
         .unwrap_or_default();
-    print!("{}", print::table(&header, &rows));
+    out!("{}", print::table(&header, &rows));
     let truncated = if v["truncated"].as_bool() == Some(true) {
         " (truncated at the row limit)"
     } else {
         ""
     };
-    println!("({} rows{truncated})", rows.len());
+    outln!("({} rows{truncated})", rows.len());
     Ok(())
 }
 
@@ -567,11 +571,11 @@ fn services(a: ServicesArgs) -> Result<()> {
         None => (client.get("/api/services")?, "services"),
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     for name in v[key].as_array().into_iter().flatten() {
-        println!("{}", print::cell(name));
+        outln!("{}", print::cell(name));
     }
     Ok(())
 }
