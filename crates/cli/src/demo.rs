@@ -147,17 +147,17 @@ pub fn run(a: DemoArgs) -> Result<()> {
             return Err(e);
         }
         let ui = format!("http://{}/", loopback(server.http_addr));
-        outln!("causeway demo is running (data in {shown})");
+        statusln!("causeway demo is running (data in {shown})");
         for (role, addr) in topology.iter() {
-            outln!("  {:<10} {addr}", role.service());
+            statusln!("  {:<10} {addr}", role.service());
         }
-        outln!("  OTLP/HTTP  {otlp}");
-        outln!("open the UI: {ui}");
+        statusln!("  OTLP/HTTP  {otlp}");
+        statusln!("open the UI: {ui}");
         let until = match a.duration {
             Some(d) => format!("for {d}"),
             None => "until Ctrl-C".into(),
         };
-        outln!("sending {} requests/s {until}", a.rate);
+        statusln!("sending {} requests/s {until}", a.rate);
         let load = Load::new(topology.addr(Role::Frontend)?, a.rate)?;
         let stop = async {
             match a.duration {
@@ -176,10 +176,10 @@ pub fn run(a: DemoArgs) -> Result<()> {
             _ = progress(&bar, &load, &server.store) => {}
         }
         bar.finish_and_clear();
-        outln!("stopping");
+        statusln!("stopping");
         tokio::task::block_in_place(|| stop_nodes(nodes));
         let (counts, stats) = (load.counts(), server.store.stats());
-        outln!(
+        statusln!(
             "{} requests ({} failed); {} traces, {} spans collected; UI was {ui}",
             counts.sent,
             counts.failed,
@@ -211,7 +211,7 @@ async fn progress(bar: &indicatif::ProgressBar, load: &Load, store: &causeway_st
             bar.set_message(line);
             bar.tick();
         } else if last_line.elapsed() >= Duration::from_secs(10) {
-            outln!("{line}");
+            statusln!("{line}");
             last_line = Instant::now();
         }
     }

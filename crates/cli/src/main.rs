@@ -2,7 +2,7 @@
 //!
 //! Exit status: 0 on success, 1 when the command failed (the reason is printed on stderr),
 //! 2 for a usage error. Output cut short by its reader (`| head`) ends the command quietly
-//! with 0.
+//! with 0; `serve` and `demo` drop their status lines instead and keep running.
 
 #[macro_use]
 mod stdout;
@@ -367,19 +367,19 @@ fn serve(a: ServeArgs) -> Result<()> {
     let data = config.data_dir.clone();
     runtime()?.block_on(async move {
         let server = causeway_server::start(config).await?;
-        outln!("causeway is running (data in {})", data.display());
-        outln!("  OTLP/gRPC        {}", server.grpc_addr);
-        outln!("  OTLP/HTTP        http://{}/v1/traces", server.ingest_addr);
-        outln!(
+        statusln!("causeway is running (data in {})", data.display());
+        statusln!("  OTLP/gRPC        {}", server.grpc_addr);
+        statusln!("  OTLP/HTTP        http://{}/v1/traces", server.ingest_addr);
+        statusln!(
             "  Zipkin           http://{}/api/v2/spans",
             server.ingest_addr
         );
-        outln!("  query API and UI http://{}", server.http_addr);
-        outln!("press Ctrl-C to stop");
+        statusln!("  query API and UI http://{}", server.http_addr);
+        statusln!("press Ctrl-C to stop");
         tokio::signal::ctrl_c()
             .await
             .context("waiting for Ctrl-C")?;
-        outln!("stopping");
+        statusln!("stopping");
         server.shutdown().await;
         Ok(())
     })

@@ -1,5 +1,7 @@
 //! Writing to standard output. `println!` panics when the reader has gone (`causeway
-//! search | head`); these end the process quietly instead, as ripgrep does.
+//! search | head`): a command's output ends the process quietly instead, as ripgrep
+//! does, and a long-running command's status lines are dropped, so that it goes on
+//! serving and still shuts down cleanly.
 
 use std::io::Write;
 
@@ -12,6 +14,15 @@ macro_rules! out {
 macro_rules! outln {
     () => { $crate::stdout::write(format_args!(""), true) };
     ($($arg:tt)*) => { $crate::stdout::write(format_args!($($arg)*), true) };
+}
+
+/// `println!` for a status line of a long-running command (`serve`, `demo`): a failed
+/// write is ignored.
+macro_rules! statusln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
 }
 
 /// Writes to stdout; on a closed pipe exits with status 0 (the reader took what it
