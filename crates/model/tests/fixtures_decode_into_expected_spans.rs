@@ -1,4 +1,4 @@
-//! The public fixtures in `../shared/fixtures/` decode into the spans they hold.
+//! The public fixtures in `testdata/` decode into the spans they hold.
 
 use std::path::PathBuf;
 
@@ -7,7 +7,7 @@ use causeway_model::{Span, SpanId, SpanKind, Status, Trace, TraceId, Value};
 
 fn fixture(rel: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures")
+        .join("../../testdata")
         .join(rel);
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }

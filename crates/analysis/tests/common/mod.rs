@@ -48,7 +48,7 @@ pub fn trace(spans: Vec<Span>) -> Trace {
     Trace::assemble(TraceId::new(TRACE).unwrap(), spans)
 }
 
-/// Every Zipkin fixture in `../shared/fixtures/zipkin`.
+/// Every Zipkin fixture in `testdata/zipkin`.
 pub const ZIPKIN_FIXTURES: [&str; 6] = [
     "yelp.json",
     "envoy.json",
@@ -60,7 +60,7 @@ pub const ZIPKIN_FIXTURES: [&str; 6] = [
 
 pub fn fixture(name: &str) -> Vec<Trace> {
     let path = format!(
-        "{}/../../../shared/fixtures/zipkin/{name}",
+        "{}/../../testdata/zipkin/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
     let body = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));

@@ -9,11 +9,7 @@ use std::process::{Child, Command, Stdio};
 pub const BIN: &str = env!("CARGO_BIN_EXE_causeway");
 
 pub fn fixtures() -> PathBuf {
-    std::env::var_os("CAUSEWAY_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
-        })
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata")
 }
 
 pub fn temp(name: &str) -> PathBuf {
