@@ -211,18 +211,21 @@ impl Checker {
                 }
             }
         }
-        let names: Vec<&str> = recognizers.iter().map(|r| r.name.as_str()).collect();
+        let mut names: foldhash::HashMap<&str, usize> = Default::default();
         for (i, r) in recognizers.iter().enumerate() {
-            if names[..i].contains(&r.name.as_str()) {
+            if names.insert(r.name.as_str(), i).is_some() {
                 return Err(CompileError {
                     context: format!("{} {}", r.role, r.name),
                     message: "a second recognizer of this name".into(),
                 });
             }
+        }
+        for r in &recognizers {
             if let Shape::Set(e) = &r.shape {
                 check_set(e, &names, &r.name)?;
             }
         }
+        check_set_depths(&recognizers, &names)?;
         let mut first_tasks: foldhash::HashMap<Arc<str>, u32> = Default::default();
         for r in &mut recognizers {
             if let Shape::Full(patterns, first) = &mut r.shape {
@@ -846,9 +849,13 @@ pub fn path_metric(m: &PathMetrics, metric: Metric) -> Option<f64> {
     }
 }
 
-fn check_set(e: &SetExpr, names: &[&str], owner: &str) -> Result<(), CompileError> {
+fn check_set(
+    e: &SetExpr,
+    names: &foldhash::HashMap<&str, usize>,
+    owner: &str,
+) -> Result<(), CompileError> {
     match e {
-        SetExpr::Name(n) if names.contains(&n.as_str()) => Ok(()),
+        SetExpr::Name(n) if names.contains_key(n.as_str()) => Ok(()),
         SetExpr::Name(n) => Err(CompileError {
             context: format!("recognizer set {owner}"),
             message: format!("no recognizer named {n}"),
@@ -859,6 +866,82 @@ fn check_set(e: &SetExpr, names: &[&str], owner: &str) -> Result<(), CompileErro
             check_set(b, names, owner)
         }
     }
+}
+
+/// The recognizers a set names, and how deep its expression nests.
+fn set_refs(e: &SetExpr, names: &foldhash::HashMap<&str, usize>, out: &mut Vec<usize>) -> usize {
+    match e {
+        SetExpr::Name(n) => {
+            out.extend(names.get(n.as_str()).copied());
+            1
+        }
+        SetExpr::Not(x) => 1 + set_refs(x, names, out),
+        SetExpr::And(a, b) | SetExpr::Or(a, b) | SetExpr::Implies(a, b) => {
+            1 + set_refs(a, names, out).max(set_refs(b, names, out))
+        }
+    }
+}
+
+/// Refuses sets that name themselves through others, and chains of sets whose expressions
+/// nest past [`MAX_NESTING`](crate::lang::MAX_NESTING) in all: evaluating a set recurses
+/// through the sets it names. The walk keeps its own stack, so a long chain cannot overflow
+/// this one.
+fn check_set_depths(
+    recognizers: &[Compiled],
+    names: &foldhash::HashMap<&str, usize>,
+) -> Result<(), CompileError> {
+    const UNSEEN: usize = usize::MAX;
+    const OPEN: usize = usize::MAX - 1;
+    // Per recognizer: UNSEEN, OPEN while its references are walked, then its total depth.
+    let mut depth = vec![UNSEEN; recognizers.len()];
+    let refs_of = |i: usize| -> (usize, Vec<usize>) {
+        let mut refs = Vec::new();
+        let own = match &recognizers[i].shape {
+            Shape::Set(e) => set_refs(e, names, &mut refs),
+            _ => 0,
+        };
+        (own, refs)
+    };
+    for start in 0..recognizers.len() {
+        if depth[start] != UNSEEN {
+            continue;
+        }
+        let (own, refs) = refs_of(start);
+        let mut stack = vec![(start, own, refs, 0)];
+        depth[start] = OPEN;
+        while let Some((i, own, refs, next)) = stack.last_mut() {
+            if let Some(&j) = refs.get(*next) {
+                *next += 1;
+                if depth[j] == OPEN {
+                    let r = &recognizers[j];
+                    return Err(CompileError {
+                        context: format!("recognizer set {}", r.name),
+                        message: format!("{} names itself through the sets it names", r.name),
+                    });
+                }
+                if depth[j] == UNSEEN {
+                    let (own, refs) = refs_of(j);
+                    depth[j] = OPEN;
+                    stack.push((j, own, refs, 0));
+                }
+                continue;
+            }
+            let total = *own + refs.iter().map(|&j| depth[j]).max().unwrap_or(0);
+            if total > crate::lang::MAX_NESTING {
+                let r = &recognizers[*i];
+                return Err(CompileError {
+                    context: format!("recognizer set {}", r.name),
+                    message: format!(
+                        "sets naming sets nest more than {} deep",
+                        crate::lang::MAX_NESTING
+                    ),
+                });
+            }
+            depth[*i] = total;
+            stack.pop();
+        }
+    }
+    Ok(())
 }
 
 fn host_ok(m: &NameMatch, host: &str) -> bool {

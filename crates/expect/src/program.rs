@@ -404,6 +404,12 @@ impl Compiler<'_> {
                 if self.calls.contains(name) {
                     return self.err(format!("call({name}) calls itself"));
                 }
+                if self.calls.len() >= crate::lang::MAX_NESTING {
+                    return self.err(format!(
+                        "call({name}): fragments call fragments more than {} deep",
+                        crate::lang::MAX_NESTING
+                    ));
+                }
                 self.calls.push(name.clone());
                 self.stmts(&f.body)?;
                 self.calls.pop();

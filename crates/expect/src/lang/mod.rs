@@ -7,6 +7,11 @@ mod print;
 
 pub use parse::parse;
 
+/// How deep statements, expressions and recognizer sets may nest, and how deep fragments
+/// may call fragments. Everything that reads a file recurses over it; the bound keeps
+/// that recursion far from any thread's stack limit whatever the input.
+pub const MAX_NESTING: usize = 100;
+
 /// A place in the source, 1-based.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Pos {

@@ -3,13 +3,14 @@
 
 use super::ast::*;
 use super::lex::{tokens, Tok};
-use super::{Pos, SyntaxError};
+use super::{Pos, SyntaxError, MAX_NESTING};
 
 /// Parses a whole expectations file.
 pub fn parse(src: &str) -> Result<File, SyntaxError> {
     let mut p = Parser {
         toks: tokens(src)?,
         at: 0,
+        depth: 0,
     };
     let mut items = Vec::new();
     while p.peek() != &Tok::End {
@@ -21,6 +22,8 @@ pub fn parse(src: &str) -> Result<File, SyntaxError> {
 struct Parser {
     toks: Vec<(Tok, Pos)>,
     at: usize,
+    /// How many nested statements or expressions enclose the current one.
+    depth: usize,
 }
 
 type R<T> = Result<T, SyntaxError>;
@@ -52,6 +55,38 @@ impl Parser {
             &self.peek().describe(),
             expected,
         ))
+    }
+
+    /// Runs `f` one level deeper, refusing input nested past [`MAX_NESTING`]: the parser
+    /// and everything that walks its tree recurse, and must not overflow the stack.
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+        self.chain(|p| {
+            p.deepen()?;
+            f(p)
+        })
+    }
+
+    /// Runs `f`, which may [`deepen`](Self::deepen) once per operator it chains, and
+    /// restores the depth after.
+    fn chain<T>(&mut self, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+        let saved = self.depth;
+        let out = f(self);
+        self.depth = saved;
+        out
+    }
+
+    /// One level deeper until the caller restores `depth`: each operator of a chain such as
+    /// `a + b + c` nests the tree one level more.
+    fn deepen(&mut self) -> R<()> {
+        if self.depth >= MAX_NESTING {
+            return Err(SyntaxError::new(
+                self.pos(),
+                &format!("{} nested more than {MAX_NESTING} deep", self.peek().describe()),
+                "less nesting (split the expression or the statement)",
+            ));
+        }
+        self.depth += 1;
+        Ok(())
     }
 
     fn is_sym(&self, s: &str) -> bool {
@@ -316,6 +351,10 @@ impl Parser {
     }
 
     fn stmt(&mut self) -> R<Stmt> {
+        self.nested(Self::stmt_here)
+    }
+
+    fn stmt_here(&mut self) -> R<Stmt> {
         const STATEMENTS: &str = "a statement (`task`, `notice`, `send`, `recv`, `repeat`, `maybe`, `xor`, `any`, `call`, `future`, `done`, `{`, or `$var =`)";
         if let Tok::Var(v) = self.peek().clone() {
             if self.peek2() == &Tok::Sym("=") {
@@ -511,29 +550,39 @@ impl Parser {
     fn set_expr(&mut self) -> R<SetExpr> {
         let left = self.set_or()?;
         if self.eat_sym("->") {
-            let right = self.set_expr()?;
+            let right = self.nested(Self::set_expr)?;
             return Ok(SetExpr::Implies(Box::new(left), Box::new(right)));
         }
         Ok(left)
     }
 
     fn set_or(&mut self) -> R<SetExpr> {
-        let mut left = self.set_and()?;
-        while self.eat_sym("||") {
-            left = SetExpr::Or(Box::new(left), Box::new(self.set_and()?));
-        }
-        Ok(left)
+        self.chain(|p| {
+            let mut left = p.set_and()?;
+            while p.eat_sym("||") {
+                p.deepen()?;
+                left = SetExpr::Or(Box::new(left), Box::new(p.set_and()?));
+            }
+            Ok(left)
+        })
     }
 
     fn set_and(&mut self) -> R<SetExpr> {
-        let mut left = self.set_unary()?;
-        while self.eat_sym("&&") {
-            left = SetExpr::And(Box::new(left), Box::new(self.set_unary()?));
-        }
-        Ok(left)
+        self.chain(|p| {
+            let mut left = p.set_unary()?;
+            while p.eat_sym("&&") {
+                p.deepen()?;
+                left = SetExpr::And(Box::new(left), Box::new(p.set_unary()?));
+            }
+            Ok(left)
+        })
     }
 
     fn set_unary(&mut self) -> R<SetExpr> {
+        self.nested(Self::set_unary_here)
+    }
+
+    fn set_unary_here(&mut self) -> R<SetExpr> {
         if self.eat_sym("!") {
             return Ok(SetExpr::Not(Box::new(self.set_unary()?)));
         }
@@ -554,22 +603,31 @@ impl Parser {
         if level == LEVELS.len() {
             return self.power();
         }
+        self.chain(|p| p.binary_chain(level))
+    }
+
+    fn binary_chain(&mut self, level: usize) -> R<Expr> {
         let mut left = self.binary(level + 1)?;
         loop {
             if level == COMPARISON && self.is_word("in") {
+                self.deepen()?;
                 self.next();
                 self.sym("{")?;
-                let mut set = vec![self.expr()?];
-                while self.eat_sym(",") {
-                    set.push(self.expr()?);
-                }
-                self.sym("}")?;
+                let set = self.nested(|p| {
+                    let mut set = vec![p.expr()?];
+                    while p.eat_sym(",") {
+                        set.push(p.expr()?);
+                    }
+                    p.sym("}")?;
+                    Ok(set)
+                })?;
                 left = Expr::In(Box::new(left), set);
                 continue;
             }
             let Some(op) = LEVELS[level].iter().find(|op| self.is_sym(op)) else {
                 return Ok(left);
             };
+            self.deepen()?;
             self.next();
             let right = self.binary(level + 1)?;
             left = Expr::Bin(op, Box::new(left), Box::new(right));
@@ -580,13 +638,17 @@ impl Parser {
         let base = self.unary()?;
         if self.eat_sym("**") {
             // Right-associative: 2 ** 3 ** 2 = 2 ** 9.
-            let exp = self.power()?;
+            let exp = self.nested(Self::power)?;
             return Ok(Expr::Bin("**", Box::new(base), Box::new(exp)));
         }
         Ok(base)
     }
 
     fn unary(&mut self) -> R<Expr> {
+        self.nested(Self::unary_here)
+    }
+
+    fn unary_here(&mut self) -> R<Expr> {
         if self.eat_sym("-") {
             return Ok(Expr::Neg(Box::new(self.unary()?)));
         }
