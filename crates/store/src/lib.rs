@@ -23,6 +23,7 @@ pub use query::{parse_duration, parse_time, SearchQuery, TimeWindow, TraceSummar
 pub use store::{FsyncPolicy, Store, StoreOptions, StoreStats};
 
 use causeway_model::{Span, Trace, TraceId};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 /// What can go wrong in the store.
@@ -119,14 +120,19 @@ pub trait TraceStore: Send + Sync {
         window: TimeWindow,
         visit: &(dyn Fn(Trace) + Sync),
     ) -> Result<ScanStats, StoreError> {
-        self.scan_fields(window, &Fields::All, visit)
+        self.scan_fields(window, &Fields::All, &|t| {
+            visit(t);
+            ControlFlow::Continue(())
+        })
     }
-    /// [`TraceStore::scan`], decoding only `fields` of each stored span.
+    /// [`TraceStore::scan`], decoding only `fields` of each stored span. A visit that
+    /// answers `Break` stops the scan on every thread soon after (a deadline passed, the
+    /// caller has seen enough); the stats then count the traces visited so far.
     fn scan_fields(
         &self,
         window: TimeWindow,
         fields: &Fields,
-        visit: &(dyn Fn(Trace) + Sync),
+        visit: &(dyn Fn(Trace) -> ControlFlow<()> + Sync),
     ) -> Result<ScanStats, StoreError>;
     /// The services seen, sorted.
     fn services(&self) -> Vec<String>;

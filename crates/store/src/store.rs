@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -673,7 +674,7 @@ impl TraceStore for Store {
         &self,
         window: TimeWindow,
         fields: &Fields,
-        visit: &(dyn Fn(Trace) + Sync),
+        visit: &(dyn Fn(Trace) -> ControlFlow<()> + Sync),
     ) -> Result<ScanStats, StoreError> {
         let s = &self.shared;
         // In-memory spans are copied so the scan never holds ingest up.
@@ -706,6 +707,7 @@ impl TraceStore for Store {
         let traces = AtomicU64::new(0);
         let spans_seen = AtomicU64::new(0);
         let failure: Mutex<Option<StoreError>> = Mutex::new(None);
+        let stopped = AtomicBool::new(false);
         let scan_part = |part: &[u128]| -> Result<(), StoreError> {
             let (lo, hi) = (part[0], part[part.len() - 1]);
             let a = memory.partition_point(|sp| sp.trace_id.get() < lo);
@@ -723,6 +725,9 @@ impl TraceStore for Store {
             });
             let mut merged = MergedTraces::new(sources, memory[a..z].to_vec(), fields)?;
             while let Some(group) = merged.next_trace()? {
+                if stopped.load(Ordering::Relaxed) {
+                    break;
+                }
                 let id = group[0].trace_id;
                 let start = group.iter().map(|sp| sp.start).min().unwrap_or(0);
                 if !window.contains(start) {
@@ -731,7 +736,9 @@ impl TraceStore for Store {
                 let trace = Trace::assemble(id, group);
                 traces.fetch_add(1, Ordering::Relaxed);
                 spans_seen.fetch_add(trace.spans.len() as u64, Ordering::Relaxed);
-                visit(trace);
+                if visit(trace).is_break() {
+                    stopped.store(true, Ordering::Relaxed);
+                }
             }
             Ok(())
         };
@@ -740,7 +747,7 @@ impl TraceStore for Store {
                 scope.spawn(|| loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(part) = parts.get(i) else { break };
-                    if lock(&failure).is_some() {
+                    if lock(&failure).is_some() || stopped.load(Ordering::Relaxed) {
                         break;
                     }
                     if let Err(e) = scan_part(part) {

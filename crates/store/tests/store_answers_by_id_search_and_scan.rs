@@ -361,6 +361,26 @@ fn a_bulk_scan_visits_every_trace_in_the_window_once_and_whole() {
         .scan(window, &|_| *count.lock().unwrap() += 1)
         .unwrap();
     assert_eq!(*count.lock().unwrap(), 100);
+
+    // A visit that answers Break (a deadline passed) stops every scan thread soon after.
+    let visited = std::sync::atomic::AtomicUsize::new(0);
+    let stats = store
+        .scan_fields(TimeWindow::ALL, &causeway_store::Fields::All, &|_| {
+            if visited.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 9 {
+                std::ops::ControlFlow::Break(())
+            } else {
+                std::ops::ControlFlow::Continue(())
+            }
+        })
+        .unwrap();
+    let visited = visited.into_inner();
+    assert!(visited >= 10, "{visited}");
+    // Each scan thread may finish the trace it holds; none reads on.
+    assert!(
+        visited <= 10 + 8,
+        "a stopped scan visited {visited} of 3000 traces"
+    );
+    assert_eq!(stats.traces as usize, visited);
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -552,6 +572,7 @@ fn a_structure_scan_reads_the_structure_and_only_the_attributes_asked_for() {
     let stats = store
         .scan_fields(TimeWindow::ALL, &fields, &|t| {
             seen.lock().unwrap().insert(t.trace_id, t.spans);
+            std::ops::ControlFlow::Continue(())
         })
         .unwrap();
     assert_eq!(stats.traces, 200);
@@ -630,6 +651,7 @@ fn a_paths_scan_gives_whole_spans_but_their_attributes() {
     let stats = store
         .scan_fields(TimeWindow::ALL, &causeway_store::Fields::Paths, &|t| {
             seen.lock().unwrap().insert(t.trace_id, t.spans);
+            std::ops::ControlFlow::Continue(())
         })
         .unwrap();
     assert_eq!(stats.traces, 120);
