@@ -1,8 +1,8 @@
 //! Input nested past any honest file is refused with its position, never by overflowing
 //! the stack: a server checks files sent by anyone.
 
-use causeway_expect::lang::{parse, MAX_NESTING};
 use causeway_expect::check::Checker;
+use causeway_expect::lang::{parse, MAX_NESTING};
 
 /// `assert(- - - ... 1 > 0);`, the request that once aborted the server.
 #[test]
@@ -22,13 +22,20 @@ fn deeply_nested_blocks_parentheses_and_sets_are_refused() {
         "{".repeat(100_000),
         "}".repeat(100_000)
     );
-    let parens = format!("assert({}1{} > 0);", "(".repeat(100_000), ")".repeat(100_000));
+    let parens = format!(
+        "assert({}1{} > 0);",
+        "(".repeat(100_000),
+        ")".repeat(100_000)
+    );
     let powers = format!("assert(2{} > 0);", " ** 2".repeat(100_000));
     let sums = format!("assert(1{} > 0);", " + 1".repeat(100_000));
     let sets = format!("validator S : {}A;", "!".repeat(100_000));
     let ands = format!("validator S : A{};", " && A".repeat(100_000));
     let implies = format!("validator S : A{};", " -> A".repeat(100_000));
-    let ins = format!("assert(1{});", " in {1".repeat(50_000) + &"}".repeat(50_000));
+    let ins = format!(
+        "assert(1{});",
+        " in {1".repeat(50_000) + &"}".repeat(50_000)
+    );
     let maybes = format!(
         "validator V {{ thread t(*, 1) {{ {}task(\"x\"); }} }}",
         "maybe ".repeat(100_000)
@@ -70,7 +77,10 @@ fn compile(src: &str) -> String {
 fn a_chain_of_100_000_fragments_is_refused_when_it_calls_too_deep() {
     let mut src = String::from("validator V { thread t(*, 1) { call(F0); } }\n");
     for i in 0..100_000 {
-        src.push_str(&format!("fragment validator F{i} {{ call(F{}); }}\n", i + 1));
+        src.push_str(&format!(
+            "fragment validator F{i} {{ call(F{}); }}\n",
+            i + 1
+        ));
     }
     src.push_str("fragment validator F100000 { task(\"x\"); }\n");
     let err = compile(&src);

@@ -81,7 +81,10 @@ impl Parser {
         if self.depth >= MAX_NESTING {
             return Err(SyntaxError::new(
                 self.pos(),
-                &format!("{} nested more than {MAX_NESTING} deep", self.peek().describe()),
+                &format!(
+                    "{} nested more than {MAX_NESTING} deep",
+                    self.peek().describe()
+                ),
                 "less nesting (split the expression or the statement)",
             ));
         }
