@@ -375,6 +375,8 @@ async fn start_server(
         ingest_addr: "127.0.0.1:0".parse()?,
         http_addr: "127.0.0.1:0".parse()?,
         store,
+        // A benchmark times the whole scan, however long it takes.
+        query_timeout: std::time::Duration::from_secs(3600),
         ..ServerConfig::default()
     })
     .await?)

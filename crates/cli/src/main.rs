@@ -155,6 +155,17 @@ struct ServeArgs {
     /// Spans held in memory before they are written as a Parquet block.
     #[arg(long, default_value_t = StoreOptions::default().head_max_spans)]
     block_spans: usize,
+    /// Ingest requests handled at once, from reading the body to the store's answer;
+    /// more are answered 429 (so bodies held in memory stay below this times --max-body).
+    #[arg(long, default_value_t = ServerConfig::default().max_inflight)]
+    max_inflight: usize,
+    /// Scans over a time window (analyses, expectation checks, exports) run at once.
+    #[arg(long, default_value_t = ServerConfig::default().max_scans)]
+    max_scans: usize,
+    /// How long a request that scans a window may take, waiting for a scan slot
+    /// included; past it the answer is 503 (no slot came free) or 408 (out of time).
+    #[arg(long, default_value = "60s")]
+    query_timeout: humantime::Duration,
 }
 
 fn fsync_policy(text: &str) -> Result<FsyncPolicy> {
@@ -355,6 +366,9 @@ fn serve(a: ServeArgs) -> Result<()> {
     let config = ServerConfig {
         token: a.token.filter(|t| !t.is_empty()),
         max_body_bytes: a.max_body,
+        max_inflight: a.max_inflight.max(1),
+        max_scans: a.max_scans.max(1),
+        query_timeout: a.query_timeout.into(),
         store: StoreOptions {
             fsync: fsync_policy(&a.fsync)?,
             retention_age: a.retention.map(Into::into),

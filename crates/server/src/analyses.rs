@@ -18,7 +18,8 @@ use causeway_model::{SpanId, Trace, TraceId};
 use causeway_store::{Fields, ScanStats, SearchQuery, Store, TimeWindow, TraceStore};
 use serde::Serialize;
 
-use crate::api::{bad, blocking, pairs, param, parse_trace_id, search_query, window_param};
+use crate::api::{bad, pairs, param, parse_trace_id, search_query, window_param};
+use crate::work::{blocking, Deadline};
 use crate::{ApiError, AppState};
 
 pub(crate) fn routes() -> Router<Arc<AppState>> {
@@ -31,14 +32,19 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/api/compare", get(comparison))
 }
 
-/// Loads a trace and corrects its clock skew.
-async fn adjusted(state: &AppState, id: &str) -> Result<Adjusted, ApiError> {
+/// Loads a trace, corrects its clock skew and analyses it with `f`, off the async workers.
+async fn with_adjusted<T: Send + 'static>(
+    state: &AppState,
+    id: &str,
+    f: impl FnOnce(Adjusted) -> T + Send + 'static,
+) -> Result<T, ApiError> {
     let id = parse_trace_id(id)?;
     let store = state.store.clone();
-    match blocking(move || store.trace(id)).await? {
-        Some(t) => Ok(skew::correct(&t)),
+    blocking(move || match store.trace(id)? {
+        Some(t) => Ok(f(skew::correct(&t))),
         None => Err(ApiError::NotFound(format!("trace {id} not found"))),
-    }
+    })
+    .await
 }
 
 /// Self time of one span.
@@ -67,26 +73,29 @@ async fn critical(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> Result<Json<CriticalPathBody>, ApiError> {
-    let a = adjusted(&state, &id).await?;
-    let t = &a.trace;
-    let root = main_root(t);
-    let own = self_times(t);
-    Ok(Json(CriticalPathBody {
-        trace_id: t.trace_id,
-        root_span_id: root.map(|r| t.spans[r].span_id),
-        duration_ns: root.map_or(0, |r| t.spans[r].duration()),
-        sections: critical_path(t),
-        self_times: t
-            .spans
-            .iter()
-            .zip(own)
-            .map(|(s, self_ns)| SelfTime {
-                span_id: s.span_id,
-                self_ns,
-            })
-            .collect(),
-        clock_offsets: a.offsets.clone(),
-    }))
+    let body = with_adjusted(&state, &id, |a| {
+        let t = &a.trace;
+        let root = main_root(t);
+        let own = self_times(t);
+        CriticalPathBody {
+            trace_id: t.trace_id,
+            root_span_id: root.map(|r| t.spans[r].span_id),
+            duration_ns: root.map_or(0, |r| t.spans[r].duration()),
+            sections: critical_path(t),
+            self_times: t
+                .spans
+                .iter()
+                .zip(own)
+                .map(|(s, self_ns)| SelfTime {
+                    span_id: s.span_id,
+                    self_ns,
+                })
+                .collect(),
+            clock_offsets: a.offsets.clone(),
+        }
+    })
+    .await?;
+    Ok(Json(body))
 }
 
 #[derive(Serialize)]
@@ -102,12 +111,13 @@ async fn stats(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> Result<Json<StatsBody>, ApiError> {
-    let a = adjusted(&state, &id).await?;
-    Ok(Json(StatsBody {
+    let body = with_adjusted(&state, &id, |a| StatsBody {
         trace_id: a.trace.trace_id,
         stats: trace_stats(&a.trace),
         clock_offsets: a.offsets,
-    }))
+    })
+    .await?;
+    Ok(Json(body))
 }
 
 /// Feeds every trace of the window to a per-thread accumulator and merges them. Only the
@@ -115,30 +125,35 @@ async fn stats(
 /// traces need no more, and it reads several times faster.
 fn scan_into<A: Send>(
     store: &Store,
+    deadline: &Deadline,
     window: TimeWindow,
     attributes: &[String],
     make: impl Fn() -> A,
     add: impl Fn(&mut A, &Trace) + Sync,
     merge: impl Fn(&mut A, A),
-) -> Result<(A, ScanStats), causeway_store::StoreError> {
+) -> Result<(A, ScanStats), ApiError> {
     let fields = Fields::Structure {
         attributes: attributes.to_vec(),
     };
-    scan_fields_into(store, window, &fields, make, add, merge)
+    scan_fields_into(store, deadline, window, &fields, make, add, merge)
 }
 
-/// [`scan_into`] reading the given fields.
+/// [`scan_into`] reading the given fields; the scan stops at the deadline.
 pub(crate) fn scan_fields_into<A: Send>(
     store: &Store,
+    deadline: &Deadline,
     window: TimeWindow,
     fields: &Fields,
     make: impl Fn() -> A,
     add: impl Fn(&mut A, &Trace) + Sync,
     merge: impl Fn(&mut A, A),
-) -> Result<(A, ScanStats), causeway_store::StoreError> {
+) -> Result<(A, ScanStats), ApiError> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let acc = Sharded::new(threads, make);
-    let scanned = store.scan_fields(window, fields, &|t| acc.with(|a| add(a, &t)))?;
+    let scanned = store.scan_fields(window, fields, &|t| {
+        acc.with(|a| add(a, &t));
+        deadline.check()
+    })?;
     Ok((acc.finish(merge), scanned))
 }
 
@@ -177,17 +192,20 @@ async fn dependencies(
     let params = pairs(query)?;
     let window = window_param(&params)?;
     let store = state.store.clone();
-    let (deps, scanned) = blocking(move || {
-        scan_into(
-            &store,
-            window,
-            &PEER_KEYS.map(String::from),
-            Dependencies::default,
-            |d, t| d.add(t),
-            Dependencies::merge,
-        )
-    })
-    .await?;
+    let (deps, scanned) = state
+        .scans
+        .run(move |deadline| {
+            scan_into(
+                &store,
+                deadline,
+                window,
+                &PEER_KEYS.map(String::from),
+                Dependencies::default,
+                |d, t| d.add(t),
+                Dependencies::merge,
+            )
+        })
+        .await?;
     Ok(Json(DependenciesBody {
         window: Window::of(window, scanned),
         graph: deps.graph(),
@@ -244,21 +262,24 @@ async fn scan_patterns(
 ) -> Result<(Patterns, ScanStats), ApiError> {
     let store = state.store.clone();
     let max_nodes = causeway_analysis::patterns::DEFAULT_MAX_NODES;
-    blocking(move || {
-        scan_into(
-            &store,
-            window,
-            &filter.attributes(),
-            || Patterns::new(filter.service.clone(), only, max_nodes),
-            |p, t| {
-                if filter.admits(t) {
-                    p.add(t)
-                }
-            },
-            Patterns::merge,
-        )
-    })
-    .await
+    state
+        .scans
+        .run(move |deadline| {
+            scan_into(
+                &store,
+                deadline,
+                window,
+                &filter.attributes(),
+                || Patterns::new(filter.service.clone(), only, max_nodes),
+                |p, t| {
+                    if filter.admits(t) {
+                        p.add(t)
+                    }
+                },
+                Patterns::merge,
+            )
+        })
+        .await
 }
 
 #[derive(Serialize)]
@@ -338,7 +359,7 @@ async fn profile(
         ));
     }
     TraceId::parse(text).map_err(|e| bad(name, format!("{e}")))?;
-    Ok(Profile::of_trace(&adjusted(state, text).await?.trace))
+    with_adjusted(state, text, |a| Profile::of_trace(&a.trace)).await
 }
 
 async fn comparison(

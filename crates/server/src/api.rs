@@ -12,9 +12,10 @@ use axum::{Json, Router};
 use causeway_model::codec::{native, otlp, zipkin};
 use causeway_model::{Span, Trace, TraceId};
 use causeway_store::sql::{self, SqlLimits};
-use causeway_store::{parse_duration, parse_time, SearchQuery, TimeWindow, TraceStore};
+use causeway_store::{parse_duration, parse_time, Fields, SearchQuery, TimeWindow, TraceStore};
 use serde::{Deserialize, Serialize};
 
+use crate::work::{blocking, store_blocking};
 use crate::{ApiError, AppState};
 
 pub(crate) fn router(state: Arc<AppState>) -> Router {
@@ -73,15 +74,6 @@ impl TraceBody {
     }
 }
 
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, causeway_store::StoreError> + Send + 'static,
-) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ApiError::Internal(format!("query task failed: {e}")))?
-        .map_err(ApiError::from)
-}
-
 pub(crate) fn parse_trace_id(text: &str) -> Result<TraceId, ApiError> {
     TraceId::parse(text).map_err(|e| ApiError::BadRequest(format!("{e}")))
 }
@@ -99,15 +91,19 @@ async fn trace(
         Some((k, v)) => return Err(bad(k, format!("{v:?} is not skew or none"))),
     };
     let store = state.store.clone();
-    let Some(t) = blocking(move || store.trace(id)).await? else {
-        return Err(ApiError::NotFound(format!("trace {id} not found")));
-    };
-    if !adjust {
-        return Ok(Json(TraceBody::of(t)));
-    }
-    let adjusted = causeway_analysis::skew::correct(&t);
-    let mut body = TraceBody::of(adjusted.trace);
-    body.clock_offsets = Some(adjusted.offsets);
+    let body = blocking(move || {
+        let Some(t) = store.trace(id)? else {
+            return Err(ApiError::NotFound(format!("trace {id} not found")));
+        };
+        if !adjust {
+            return Ok(TraceBody::of(t));
+        }
+        let adjusted = causeway_analysis::skew::correct(&t);
+        let mut body = TraceBody::of(adjusted.trace);
+        body.clock_offsets = Some(adjusted.offsets);
+        Ok(body)
+    })
+    .await?;
     Ok(Json(body))
 }
 
@@ -238,7 +234,7 @@ async fn search(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let q = search_query(&pairs(query)?)?;
     let store = state.store.clone();
-    let found = blocking(move || store.search(&q)).await?;
+    let found = store_blocking(move || store.search(&q)).await?;
     Ok(Json(serde_json::json!({ "traces": found })))
 }
 
@@ -270,9 +266,10 @@ async fn run_sql(
 ) -> Result<Json<sql::SqlResult>, ApiError> {
     let req: SqlRequest = serde_json::from_slice(&body).map_err(|e| {
         ApiError::BadRequest(format!(
-            "invalid request body at line {} column {}: {e} (expected {{\"query\": \"...\"}})",
+            "invalid request body at line {} column {}: {} (expected {{\"query\": \"...\"}})",
             e.line(),
-            e.column()
+            e.column(),
+            causeway_model::codec::json_message(&e)
         ))
     })?;
     let limits = SqlLimits {
@@ -319,27 +316,30 @@ async fn export(
     let window = window_param(&params)?;
     let service = get("service").map(str::to_string);
     let store = state.store.clone();
-    let spans = blocking(move || {
-        let out = std::sync::Mutex::new(Vec::new());
-        store.scan(window, &|t| {
-            if service
-                .as_deref()
-                .is_none_or(|s| t.spans.iter().any(|sp| &*sp.service == s))
-            {
-                out.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .extend(t.spans);
-            }
-        })?;
-        Ok(out.into_inner().unwrap_or_else(|p| p.into_inner()))
-    })
-    .await?;
-    let (body, content_type) = match format {
-        Format::Native => (native::encode_all(&spans), crate::NATIVE_CONTENT_TYPE),
-        Format::OtlpJson => (otlp::encode_json(&spans), "application/json"),
-        Format::OtlpProtobuf => (otlp::encode_protobuf(&spans), "application/x-protobuf"),
-        Format::Zipkin => (zipkin::encode_json(&spans), "application/json"),
-    };
+    let (body, content_type) = state
+        .scans
+        .run(move |deadline| {
+            let out = std::sync::Mutex::new(Vec::new());
+            store.scan_fields(window, &Fields::All, &|t| {
+                if service
+                    .as_deref()
+                    .is_none_or(|s| t.spans.iter().any(|sp| &*sp.service == s))
+                {
+                    out.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .extend(t.spans);
+                }
+                deadline.check()
+            })?;
+            let spans = out.into_inner().unwrap_or_else(|p| p.into_inner());
+            Ok(match format {
+                Format::Native => (native::encode_all(&spans), crate::NATIVE_CONTENT_TYPE),
+                Format::OtlpJson => (otlp::encode_json(&spans), "application/json"),
+                Format::OtlpProtobuf => (otlp::encode_protobuf(&spans), "application/x-protobuf"),
+                Format::Zipkin => (zipkin::encode_json(&spans), "application/json"),
+            })
+        })
+        .await?;
     let mut resp = Response::new(Body::from(body));
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

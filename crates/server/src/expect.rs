@@ -17,7 +17,8 @@ use causeway_store::TraceStore;
 use serde::{Deserialize, Serialize};
 
 use crate::analyses::{scan_fields_into, Window};
-use crate::api::{blocking, window_param};
+use crate::api::window_param;
+use crate::work::{blocking, store_blocking, Deadline};
 use crate::{ApiError, AppState};
 
 pub(crate) fn routes() -> Router<Arc<AppState>> {
@@ -160,9 +161,10 @@ fn parse_all(req: &CheckRequest) -> Result<ast::File, ApiError> {
 fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| {
         ApiError::BadRequest(format!(
-            "request body, line {} column {}: {e}",
+            "request body, line {} column {}: {}",
             e.line(),
-            e.column()
+            e.column(),
+            causeway_model::codec::json_message(&e)
         ))
     })
 }
@@ -184,81 +186,96 @@ async fn check(
     State(state): State<Arc<AppState>>,
     body: axum::body::Bytes,
 ) -> Result<Json<CheckReport>, ApiError> {
-    let req: CheckRequest = json_body(&body)?;
-    let window = body_window(&req.start, &req.end, &req.lookback)?;
-    let file = parse_all(&req)?;
-    let checker =
-        Checker::new(&file, req.params.clone()).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    // Parsing and compiling take CPU in proportion to the text: off the async workers,
+    // and before a scan slot is taken.
+    let (req, window, file, checker) = blocking(move || {
+        let req: CheckRequest = json_body(&body)?;
+        let window = body_window(&req.start, &req.end, &req.lookback)?;
+        let file = parse_all(&req)?;
+        let checker = Checker::new(&file, req.params.clone())
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        Ok((req, window, file, checker))
+    })
+    .await?;
+    let store = state.store.clone();
+    let report = state
+        .scans
+        .run(move |deadline| check_window(&store, deadline, window, &req, &file, checker))
+        .await?;
+    Ok(Json(report))
+}
+
+/// Classifies every path of the window; describes the unexpected ones up to the limit.
+fn check_window(
+    store: &causeway_store::Store,
+    deadline: &Deadline,
+    window: causeway_store::TimeWindow,
+    req: &CheckRequest,
+    file: &ast::File,
+    checker: Checker,
+) -> Result<CheckReport, ApiError> {
     let names: Vec<String> = checker.names().iter().map(|s| s.to_string()).collect();
     let roles = checker.roles();
     let recognizers = names.len();
     let limit = req.limit.unwrap_or(100).min(10_000);
-    let service = req.service.clone();
-    let plot = req.plot.clone();
+    let service = &req.service;
+    let plot = &req.plot;
     let keep_facts = plot.is_some()
         || file
             .items
             .iter()
             .any(|i| matches!(i, ast::Item::Assert { .. }));
-    let store = state.store.clone();
-    let (mut acc, scanned) = blocking(move || {
-        scan_fields_into(
-            &store,
-            window,
-            &Fields::Paths,
-            Acc::default,
-            |a, t| {
-                if let Some(s) = &service {
-                    if !t.spans.iter().any(|sp| &*sp.service == s) {
-                        return;
-                    }
+    let (mut a, scanned) = scan_fields_into(
+        store,
+        deadline,
+        window,
+        &Fields::Paths,
+        Acc::default,
+        |a, t| {
+            if let Some(s) = service {
+                if !t.spans.iter().any(|sp| &*sp.service == s) {
+                    return;
                 }
-                let path = Path::of(t);
-                // Only the paths listed in the answer are described.
-                let classified = checker.classify(&path);
-                a.paths += 1;
-                if a.matched.len() < recognizers {
-                    a.matched.resize(recognizers, 0);
+            }
+            let path = Path::of(t);
+            // Only the paths listed in the answer are described.
+            let classified = checker.classify(&path);
+            a.paths += 1;
+            if a.matched.len() < recognizers {
+                a.matched.resize(recognizers, 0);
+            }
+            for &i in &classified.matched {
+                a.matched[i] += 1;
+            }
+            if !classified.undecided.is_empty() {
+                a.undecided += 1;
+            }
+            if !path.problems.is_empty() {
+                a.with_problems += 1;
+                if a.problems.len() < limit {
+                    a.problems.push(Reconciled {
+                        trace_id: path.trace_id.to_string(),
+                        problems: path.problems.clone(),
+                    });
                 }
-                for &i in &classified.matched {
-                    a.matched[i] += 1;
+            }
+            if keep_facts {
+                a.facts
+                    .push(checker.facts(&path, classified.matched.clone()));
+            }
+            if classified.expected {
+                a.expected += 1;
+            } else {
+                a.unexpected += 1;
+                if a.unexpected_paths.len() < limit {
+                    a.unexpected_paths.push(checker.report(&path, classified));
                 }
-                if !classified.undecided.is_empty() {
-                    a.undecided += 1;
-                }
-                if !path.problems.is_empty() {
-                    a.with_problems += 1;
-                    if a.problems.len() < limit {
-                        a.problems.push(Reconciled {
-                            trace_id: path.trace_id.to_string(),
-                            problems: path.problems.clone(),
-                        });
-                    }
-                }
-                if keep_facts {
-                    a.facts
-                        .push(checker.facts(&path, classified.matched.clone()));
-                }
-                if classified.expected {
-                    a.expected += 1;
-                } else {
-                    a.unexpected += 1;
-                    if a.unexpected_paths.len() < limit {
-                        a.unexpected_paths.push(checker.report(&path, classified));
-                    }
-                }
-            },
-            Acc::merge,
-        )
-        .map(|(acc, scanned)| (acc, scanned, checker))
-    })
-    .await
-    .map(|(acc, scanned, checker)| {
-        let failed = checker.assertions(&acc.facts);
-        ((acc, failed), scanned)
-    })?;
-    let (ref mut a, ref failed) = acc;
-    let distributions = match &plot {
+            }
+        },
+        Acc::merge,
+    )?;
+    let failed = checker.assertions(&a.facts);
+    let distributions = match plot {
         None => Vec::new(),
         Some(metric) => {
             let m = causeway_expect::program::Metric::of(metric);
@@ -292,7 +309,7 @@ async fn check(
     a.problems.sort_by(|x, y| x.trace_id.cmp(&y.trace_id));
     a.problems.truncate(limit);
     a.matched.resize(names.len(), 0);
-    Ok(Json(CheckReport {
+    Ok(CheckReport {
         window: Window::of(window, scanned),
         paths: a.paths,
         expected: a.expected,
@@ -309,11 +326,11 @@ async fn check(
             })
             .collect(),
         unexpected_paths: std::mem::take(&mut a.unexpected_paths),
-        failed_assertions: failed.clone(),
+        failed_assertions: failed,
         paths_with_problems: a.with_problems,
         problems: std::mem::take(&mut a.problems),
         distributions,
-    }))
+    })
 }
 
 #[derive(Deserialize)]
@@ -358,11 +375,11 @@ async fn generate(
     State(state): State<Arc<AppState>>,
     body: axum::body::Bytes,
 ) -> Result<Json<Generated>, ApiError> {
-    let req: GenerateRequest = json_body(&body)?;
+    let req: GenerateRequest = blocking(move || json_body(&body)).await?;
     let store = state.store.clone();
     let traces = if let Some(id) = &req.trace {
         let id = TraceId::parse(id).map_err(|e| ApiError::BadRequest(format!("trace: {e}")))?;
-        match blocking(move || store.trace(id)).await? {
+        match store_blocking(move || store.trace(id)).await? {
             Some(t) => vec![t],
             None => return Err(ApiError::NotFound(format!("trace {id} not found"))),
         }
@@ -381,32 +398,37 @@ async fn generate(
         let window = body_window(&req.start, &req.end, &req.lookback)?;
         let limit = req.limit.unwrap_or(1000).min(100_000);
         let service = req.service.clone();
-        let (mut found, _) = blocking(move || {
-            scan_fields_into(
-                &store,
-                window,
-                &Fields::Paths,
-                Vec::new,
-                |v: &mut Vec<causeway_model::Trace>, t| {
-                    if v.len() >= limit {
-                        return;
-                    }
-                    if let Some(s) = &service {
-                        if !t.spans.iter().any(|sp| &*sp.service == s) {
+        let (mut found, _) = state
+            .scans
+            .run(move |deadline| {
+                scan_fields_into(
+                    &store,
+                    deadline,
+                    window,
+                    &Fields::Paths,
+                    Vec::new,
+                    |v: &mut Vec<causeway_model::Trace>, t| {
+                        if v.len() >= limit {
                             return;
                         }
-                    }
-                    if let Some(p) = pattern {
-                        if causeway_analysis::patterns::TraceShape::of(t).map(|s| s.id) != Some(p) {
-                            return;
+                        if let Some(s) = &service {
+                            if !t.spans.iter().any(|sp| &*sp.service == s) {
+                                return;
+                            }
                         }
-                    }
-                    v.push(t.clone());
-                },
-                |a, b| a.extend(b),
-            )
-        })
-        .await?;
+                        if let Some(p) = pattern {
+                            if causeway_analysis::patterns::TraceShape::of(t).map(|s| s.id)
+                                != Some(p)
+                            {
+                                return;
+                            }
+                        }
+                        v.push(t.clone());
+                    },
+                    |a, b| a.extend(b),
+                )
+            })
+            .await?;
         found.sort_by_key(|t| t.trace_id);
         found.truncate(limit);
         if found.is_empty() {
@@ -414,16 +436,18 @@ async fn generate(
         }
         found
     };
-    let paths: Vec<Path> = traces.iter().map(Path::of).collect();
-    let file = causeway_expect::generate::generate(
-        &paths,
-        causeway_expect::generate::Options {
-            timings: req.timings,
-            any_host: req.any_host,
-        },
-    );
-    Ok(Json(Generated {
-        paths: paths.len(),
-        text: file.to_string(),
-    }))
+    let options = causeway_expect::generate::Options {
+        timings: req.timings,
+        any_host: req.any_host,
+    };
+    let generated = blocking(move || {
+        let paths: Vec<Path> = traces.iter().map(Path::of).collect();
+        let file = causeway_expect::generate::generate(&paths, options);
+        Ok(Generated {
+            paths: paths.len(),
+            text: file.to_string(),
+        })
+    })
+    .await?;
+    Ok(Json(generated))
 }

@@ -1,47 +1,161 @@
 //! OTLP/gRPC ingest (`opentelemetry.proto.collector.trace.v1.TraceService/Export`), gzip
 //! accepted, answered with partial success like the OpenTelemetry Collector.
+//!
+//! The service is written out here rather than generated: its request is taken as raw
+//! bytes, so that, as over HTTP, a request holds an in-flight permit before its body is
+//! buffered and is decoded off the async workers.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use causeway_model::codec::otlp;
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
-use tonic::codec::CompressionEncoding;
+use causeway_model::codec::otlp::proto::ExportTraceServiceResponse;
+use prost::bytes::{Buf, Bytes};
+use prost::Message as _;
+use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codegen::{http, BoxFuture, Service, StdError};
+use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
-use crate::ingest::{take, Outcome, Protocol};
+use crate::ingest::{admit, take, Batch, Encoding, Outcome, Protocol};
 use crate::AppState;
 
-struct OtlpGrpc {
+const EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+/// Takes the request message as its bytes and writes the response message.
+#[derive(Default)]
+struct RawCodec;
+
+struct RawDecoder;
+
+struct ResponseEncoder;
+
+impl Codec for RawCodec {
+    type Encode = ExportTraceServiceResponse;
+    type Decode = Bytes;
+    type Encoder = ResponseEncoder;
+    type Decoder = RawDecoder;
+
+    fn encoder(&mut self) -> ResponseEncoder {
+        ResponseEncoder
+    }
+
+    fn decoder(&mut self) -> RawDecoder {
+        RawDecoder
+    }
+}
+
+impl Decoder for RawDecoder {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+impl Encoder for ResponseEncoder {
+    type Item = ExportTraceServiceResponse;
+    type Error = Status;
+
+    fn encode(&mut self, item: Self::Item, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        item.encode(dst)
+            .map_err(|e| Status::internal(format!("encoding the response: {e}")))
+    }
+}
+
+/// The Export method.
+struct Export {
     state: Arc<AppState>,
 }
 
-#[tonic::async_trait]
-impl TraceService for OtlpGrpc {
-    async fn export(
-        &self,
-        request: Request<ExportTraceServiceRequest>,
-    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        let decoded = otlp::decode_request(request.get_ref());
-        let outcome = Outcome::rejecting(&decoded.rejected);
-        let outcome = take(
-            &self.state,
-            Protocol::OtlpGrpc,
-            decoded.spans,
-            None,
-            outcome,
-        )
-        .await?;
-        Ok(Response::new(ExportTraceServiceResponse {
-            partial_success: outcome.partial_success(),
-        }))
+impl UnaryService<Bytes> for Export {
+    type Response = ExportTraceServiceResponse;
+    type Future = BoxFuture<Response<ExportTraceServiceResponse>, Status>;
+
+    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+        let state = self.state.clone();
+        Box::pin(async move {
+            let outcome = take(
+                &state,
+                Protocol::OtlpGrpc,
+                request.into_inner(),
+                // tonic has already undone the message's compression.
+                Encoding::Identity,
+                |body| {
+                    let decoded = otlp::decode_protobuf(&body).map_err(|e| e.to_string())?;
+                    Ok(Batch {
+                        outcome: Outcome::rejecting(&decoded.rejected),
+                        spans: decoded.spans,
+                        records: None,
+                    })
+                },
+            )
+            .await?;
+            Ok(Response::new(ExportTraceServiceResponse {
+                partial_success: outcome.partial_success(),
+            }))
+        })
+    }
+}
+
+/// The TraceService: routes Export, answers UNIMPLEMENTED to anything else.
+#[derive(Clone)]
+struct TraceService {
+    state: Arc<AppState>,
+}
+
+impl NamedService for TraceService {
+    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
+}
+
+impl<B> Service<http::Request<B>> for TraceService
+where
+    B: tonic::codegen::Body + Send + 'static,
+    B::Error: Into<StdError> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Infallible>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let state = self.state.clone();
+        if req.uri().path() != EXPORT {
+            let path = req.uri().path().to_owned();
+            return Box::pin(async move {
+                Ok(Status::unimplemented(format!("no method {path}")).into_http())
+            });
+        }
+        Box::pin(async move {
+            // The permit is held from before the message is read until the store answers.
+            let _permit = match admit(&state) {
+                Ok(p) => p,
+                Err(e) => return Ok(Status::from(e).into_http()),
+            };
+            let limit = state.config.max_body_bytes;
+            let mut grpc = Grpc::new(RawCodec)
+                .apply_compression_config(
+                    {
+                        let mut accept = tonic::codec::EnabledCompressionEncodings::default();
+                        accept.enable(CompressionEncoding::Gzip);
+                        accept
+                    },
+                    tonic::codec::EnabledCompressionEncodings::default(),
+                )
+                .apply_max_message_size_config(Some(limit), None);
+            let export = Export {
+                state: state.clone(),
+            };
+            Ok(grpc.unary(export, req).await)
+        })
     }
 }
 
@@ -51,7 +165,6 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let token = state.config.token.clone();
-    let limit = state.config.max_body_bytes;
     let check = move |req: Request<()>| {
         let header = req.metadata().get("authorization").map(|v| v.as_bytes());
         if crate::auth::allowed(token.as_deref(), header) {
@@ -60,9 +173,7 @@ pub(crate) async fn serve(
             Err(Status::unauthenticated("missing or invalid access token"))
         }
     };
-    let service = TraceServiceServer::new(OtlpGrpc { state })
-        .accept_compressed(CompressionEncoding::Gzip)
-        .max_decoding_message_size(limit);
+    let service = TraceService { state };
     let result = tonic::transport::Server::builder()
         .add_service(InterceptedService::new(service, check))
         .serve_with_incoming_shutdown(TcpIncoming::from(listener), shutdown)

@@ -12,12 +12,10 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
+use causeway_model::codec::otlp::proto::{ExportTracePartialSuccess, ExportTraceServiceResponse};
 use causeway_model::codec::{native, otlp, zipkin};
 use causeway_model::{Span, Value};
 use causeway_store::TraceStore;
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTracePartialSuccess, ExportTraceServiceResponse,
-};
 use prost::Message;
 
 use crate::metrics::add;
@@ -148,6 +146,7 @@ pub(crate) fn screen(spans: &mut Vec<Span>, max_attr: usize, out: &mut Outcome) 
             None
         };
         if let Some(p) = problem {
+            out.rejected += 1;
             problems.push(p);
             return false;
         }
@@ -168,41 +167,81 @@ pub(crate) fn screen(spans: &mut Vec<Span>, max_attr: usize, out: &mut Outcome) 
         }
         true
     });
-    out.rejected += problems
-        .iter()
-        .filter(|p| !p.contains(" cut from "))
-        .count();
     for p in problems {
         out.note(p);
     }
     changed
 }
 
-/// Screens spans and appends them to the store, durable before this returns.
+/// One ingest request's place among the `max_inflight` allowed, taken before its body is
+/// read and held until the store has answered, so that the bodies held, gunzipped and
+/// decoded at once are bounded. None free: 429 at once.
+pub(crate) fn admit(state: &AppState) -> Result<tokio::sync::SemaphorePermit<'_>, ApiError> {
+    state.inflight.try_acquire().map_err(|_| {
+        add(&state.metrics.refused_inflight, 1);
+        ApiError::TooManyRequests(format!(
+            "more than {} ingest requests in flight; retry shortly",
+            state.config.max_inflight
+        ))
+    })
+}
+
+/// What a decoder made of a body.
+pub(crate) struct Batch {
+    pub spans: Vec<Span>,
+    /// The decoder's rejections, then screening's.
+    pub outcome: Outcome,
+    /// The body itself, for a native batch: written to the WAL as received unless
+    /// screening changed it.
+    pub records: Option<Bytes>,
+}
+
+/// Decodes (undoing the content encoding) and screens a body off the async workers, then
+/// appends its spans, durable before this returns. The caller holds an [`admit`] permit.
 pub(crate) async fn take(
     state: &Arc<AppState>,
     protocol: Protocol,
-    mut spans: Vec<Span>,
-    records: Option<Bytes>,
-    mut outcome: Outcome,
+    body: Bytes,
+    encoding: Encoding,
+    decode: impl FnOnce(Bytes) -> Result<Batch, String> + Send + 'static,
 ) -> Result<Outcome, ApiError> {
-    let changed = screen(&mut spans, state.config.max_attribute_bytes, &mut outcome);
+    let limit = state.config.max_body_bytes;
+    let max_attr = state.config.max_attribute_bytes;
+    let decoded = crate::work::blocking(move || {
+        Ok(encoding.undo(body, limit).and_then(|body| {
+            let mut batch = decode(body).map_err(Refusal::Malformed)?;
+            let changed = screen(&mut batch.spans, max_attr, &mut batch.outcome);
+            if changed || batch.outcome.rejected > 0 {
+                batch.records = None;
+            }
+            Ok(batch)
+        }))
+    })
+    .await?;
     let m = &state.metrics;
+    let Batch {
+        spans,
+        mut outcome,
+        records,
+    } = match decoded {
+        Ok(batch) => batch,
+        Err(Refusal::TooLarge) => {
+            add(&m.refused_too_large, 1);
+            return Err(ApiError::PayloadTooLarge(format!(
+                "request body is over the {limit}-byte limit once decompressed"
+            )));
+        }
+        Err(Refusal::Malformed(message)) => {
+            add(&m.refused_malformed, 1);
+            return Err(ApiError::BadRequest(message));
+        }
+    };
     add(&m.rejected[protocol as usize], outcome.rejected);
     if spans.is_empty() {
         return Ok(outcome);
     }
-    let Ok(_permit) = state.inflight.try_acquire() else {
-        add(&m.refused_inflight, 1);
-        return Err(ApiError::TooManyRequests(format!(
-            "more than {} ingest requests in flight; retry shortly",
-            state.config.max_inflight
-        )));
-    };
     let n = spans.len();
     let store = state.store.clone();
-    // Native batches are written to the WAL as received unless screening changed them.
-    let records = records.filter(|_| !changed && outcome.rejected == 0);
     let result = tokio::task::spawn_blocking(move || match records {
         Some(r) => store.append_records(&r, spans),
         None => store.append(spans),
@@ -234,7 +273,59 @@ fn content_type(headers: &HeaderMap) -> String {
         .unwrap_or_default()
 }
 
-/// Reads the body within the size limit, undoing gzip.
+/// Why a body was refused once read.
+pub(crate) enum Refusal {
+    /// Over the size limit once decompressed.
+    TooLarge,
+    /// Not what its content type says; the message names what and where.
+    Malformed(String),
+}
+
+/// A body's content encoding.
+#[derive(Clone, Copy)]
+pub(crate) enum Encoding {
+    Identity,
+    Gzip,
+}
+
+impl Encoding {
+    /// The `Content-Encoding` header's; 415 for one that is not read here.
+    fn of(headers: &HeaderMap) -> Result<Encoding, ApiError> {
+        let encoding = headers
+            .get(header::CONTENT_ENCODING)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("identity")
+            .trim()
+            .to_ascii_lowercase();
+        match encoding.as_str() {
+            "" | "identity" => Ok(Encoding::Identity),
+            "gzip" => Ok(Encoding::Gzip),
+            other => Err(ApiError::UnsupportedMediaType(format!(
+                "unsupported content encoding {other:?}: send identity or gzip"
+            ))),
+        }
+    }
+
+    /// The body decompressed, at most `limit` bytes.
+    fn undo(self, raw: Bytes, limit: usize) -> Result<Bytes, Refusal> {
+        match self {
+            Encoding::Identity => Ok(raw),
+            Encoding::Gzip => {
+                let mut out = Vec::new();
+                flate2::read::GzDecoder::new(&raw[..])
+                    .take(limit as u64 + 1)
+                    .read_to_end(&mut out)
+                    .map_err(|e| Refusal::Malformed(format!("invalid gzip body: {e}")))?;
+                if out.len() > limit {
+                    return Err(Refusal::TooLarge);
+                }
+                Ok(Bytes::from(out))
+            }
+        }
+    }
+}
+
+/// Reads the body as sent, within the size limit.
 async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
     let limit = state.config.max_body_bytes;
     let too_large = || {
@@ -249,40 +340,9 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
-    let raw = axum::body::to_bytes(body, limit)
+    axum::body::to_bytes(body, limit)
         .await
-        .map_err(|_| too_large())?;
-    let encoding = headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("identity")
-        .trim()
-        .to_ascii_lowercase();
-    match encoding.as_str() {
-        "" | "identity" => Ok(raw),
-        "gzip" => {
-            let mut out = Vec::new();
-            flate2::read::GzDecoder::new(&raw[..])
-                .take(limit as u64 + 1)
-                .read_to_end(&mut out)
-                .map_err(|e| {
-                    add(&state.metrics.refused_malformed, 1);
-                    ApiError::BadRequest(format!("invalid gzip body: {e}"))
-                })?;
-            if out.len() > limit {
-                return Err(too_large());
-            }
-            Ok(Bytes::from(out))
-        }
-        other => Err(ApiError::UnsupportedMediaType(format!(
-            "unsupported content encoding {other:?}: send identity or gzip"
-        ))),
-    }
-}
-
-fn malformed(state: &AppState, message: String) -> ApiError {
-    add(&state.metrics.refused_malformed, 1);
-    ApiError::BadRequest(message)
+        .map_err(|_| too_large())
 }
 
 async fn otlp_http(
@@ -290,6 +350,7 @@ async fn otlp_http(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let _permit = admit(&state)?;
     // Read before the content type is judged, so a refused request leaves the
     // connection clean for the client's next one.
     let body = read_body(&state, &headers, body).await?;
@@ -303,14 +364,21 @@ async fn otlp_http(
             )))
         }
     };
-    let decoded = if json {
-        otlp::decode_json(&body)
-    } else {
-        otlp::decode_protobuf(&body)
-    }
-    .map_err(|e| malformed(&state, e.to_string()))?;
-    let outcome = Outcome::rejecting(&decoded.rejected);
-    let outcome = take(&state, Protocol::OtlpHttp, decoded.spans, None, outcome).await?;
+    let encoding = Encoding::of(&headers)?;
+    let outcome = take(&state, Protocol::OtlpHttp, body, encoding, move |body| {
+        let decoded = if json {
+            otlp::decode_json(&body)
+        } else {
+            otlp::decode_protobuf(&body)
+        }
+        .map_err(|e| e.to_string())?;
+        Ok(Batch {
+            outcome: Outcome::rejecting(&decoded.rejected),
+            spans: decoded.spans,
+            records: None,
+        })
+    })
+    .await?;
     let reply = ExportTraceServiceResponse {
         partial_success: outcome.partial_success(),
     };
@@ -339,6 +407,7 @@ async fn zipkin_http(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let _permit = admit(&state)?;
     // Read before the content type is judged, so a refused request leaves the
     // connection clean for the client's next one.
     let body = read_body(&state, &headers, body).await?;
@@ -348,9 +417,16 @@ async fn zipkin_http(
             "unsupported content type {ct:?} for /api/v2/spans: send application/json (Zipkin v2)"
         )));
     }
-    let decoded = zipkin::decode_json(&body).map_err(|e| malformed(&state, e.to_string()))?;
-    let outcome = Outcome::rejecting(&decoded.rejected);
-    let outcome = take(&state, Protocol::Zipkin, decoded.spans, None, outcome).await?;
+    let encoding = Encoding::of(&headers)?;
+    let outcome = take(&state, Protocol::Zipkin, body, encoding, |body| {
+        let decoded = zipkin::decode_json(&body).map_err(|e| e.to_string())?;
+        Ok(Batch {
+            outcome: Outcome::rejecting(&decoded.rejected),
+            spans: decoded.spans,
+            records: None,
+        })
+    })
+    .await?;
     Ok((StatusCode::ACCEPTED, axum::Json(summary(&outcome))).into_response())
 }
 
@@ -359,6 +435,7 @@ async fn native_http(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let _permit = admit(&state)?;
     // Read before the content type is judged, so a refused request leaves the
     // connection clean for the client's next one.
     let body = read_body(&state, &headers, body).await?;
@@ -371,19 +448,23 @@ async fn native_http(
             "unsupported content type {ct:?} for /v1/native: send {NATIVE_CONTENT_TYPE}"
         )));
     }
-    let decoded = native::decode_stream(&body);
-    if decoded.spans.is_empty() && !decoded.problems.is_empty() {
-        return Err(malformed(
-            &state,
-            format!("invalid native batch: {}", decoded.problems[0]),
-        ));
-    }
-    let problems: Vec<String> = decoded
-        .problems
-        .iter()
-        .map(|p| format!("native batch: {p}"))
-        .collect();
-    let outcome = Outcome::rejecting(&problems);
-    let outcome = take(&state, Protocol::Native, decoded.spans, Some(body), outcome).await?;
+    let encoding = Encoding::of(&headers)?;
+    let outcome = take(&state, Protocol::Native, body, encoding, |body| {
+        let decoded = native::decode_stream(&body);
+        if decoded.spans.is_empty() && !decoded.problems.is_empty() {
+            return Err(format!("invalid native batch: {}", decoded.problems[0]));
+        }
+        let problems: Vec<String> = decoded
+            .problems
+            .iter()
+            .map(|p| format!("native batch: {p}"))
+            .collect();
+        Ok(Batch {
+            outcome: Outcome::rejecting(&problems),
+            spans: decoded.spans,
+            records: Some(body),
+        })
+    })
+    .await?;
     Ok(axum::Json(summary(&outcome)).into_response())
 }

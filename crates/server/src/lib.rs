@@ -16,6 +16,7 @@ mod grpc;
 mod ingest;
 mod metrics;
 mod ui;
+mod work;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -54,8 +55,15 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Attribute values longer than this are cut to it (and the cut reported).
     pub max_attribute_bytes: usize,
-    /// Ingest requests handled at once; more are answered 429.
+    /// Ingest requests handled at once, from reading the body to the store's answer;
+    /// more are answered 429.
     pub max_inflight: usize,
+    /// Scans over a time window (analyses, checks, exports) run at once; more wait for a
+    /// slot until their time limit.
+    pub max_scans: usize,
+    /// How long a request that scans a window may take, waiting for a slot included:
+    /// past it the answer is 503 (no slot came free) or 408 (the scan ran out of time).
+    pub query_timeout: std::time::Duration,
     /// The store's behaviour.
     pub store: StoreOptions,
     /// Bounds on SQL queries.
@@ -74,6 +82,8 @@ impl Default for ServerConfig {
             max_body_bytes: 16 << 20,
             max_attribute_bytes: 64 << 10,
             max_inflight: 64,
+            max_scans: 2,
+            query_timeout: std::time::Duration::from_secs(60),
             store: StoreOptions::default(),
             sql: SqlLimits::default(),
         }
@@ -135,6 +145,7 @@ pub(crate) struct AppState {
     pub config: ServerConfig,
     pub metrics: metrics::Metrics,
     pub inflight: Semaphore,
+    pub scans: work::Scans,
 }
 
 /// A server that is up; its addresses are the ones actually bound (port 0 resolved).
@@ -199,6 +210,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let state = Arc::new(AppState {
         store: store.clone(),
         inflight: Semaphore::new(config.max_inflight.max(1)),
+        scans: work::Scans::new(config.max_scans, config.query_timeout),
         metrics: metrics::Metrics::default(),
         config,
     });

@@ -17,6 +17,17 @@ pub enum Format {
     OtlpProtobuf,
 }
 
+/// serde_json's message without the " at line L column C" it ends with, for errors that
+/// state the position themselves (once).
+pub fn json_message(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    match text.strip_suffix(&position) {
+        Some(message) => message.to_string(),
+        None => text,
+    }
+}
+
 /// Guesses a payload's format from its first bytes.
 pub fn detect(body: &[u8]) -> Format {
     if body.starts_with(&native::MAGIC) {

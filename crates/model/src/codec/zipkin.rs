@@ -110,7 +110,7 @@ pub struct ZipkinSpan {
 pub fn decode_json(body: &[u8]) -> Result<Decoded, ZipkinError> {
     let list: Vec<ZipkinSpan> = serde_json::from_slice(body).map_err(|e| ZipkinError {
         path: format!("line {} column {}", e.line(), e.column()),
-        reason: format!("invalid Zipkin JSON: {e}"),
+        reason: format!("invalid Zipkin JSON: {}", super::json_message(&e)),
     })?;
     Ok(decode_spans(&list))
 }

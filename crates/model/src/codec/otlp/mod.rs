@@ -1,4 +1,4 @@
-//! OTLP (protobuf and JSON) in both directions, through the `opentelemetry-proto` types.
+//! OTLP (protobuf and JSON) in both directions, through the messages of [`proto`].
 //!
 //! OTLP has no fields for some of the model's parts, so they travel as reserved attributes
 //! and events, and come back on decoding: the execution unit as `thread.id`, the sampling
@@ -10,11 +10,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1 as pc;
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1 as pt;
 use prost::Message as _;
+
+pub mod proto;
+
+use proto as pc;
+use proto as pt;
+use proto::{ExportTraceServiceRequest, Resource};
 
 use crate::ids::{SpanId, TraceId};
 use crate::span::{
@@ -67,7 +69,7 @@ pub fn decode_protobuf(body: &[u8]) -> Result<Decoded, OtlpError> {
 pub fn decode_json(body: &[u8]) -> Result<Decoded, OtlpError> {
     let req: Request = serde_json::from_slice(body).map_err(|e| OtlpError {
         path: format!("line {} column {}", e.line(), e.column()),
-        reason: format!("invalid OTLP/JSON: {e}"),
+        reason: format!("invalid OTLP/JSON: {}", super::json_message(&e)),
     })?;
     Ok(decode_request(&req))
 }
@@ -90,25 +92,25 @@ fn any_to_value(v: &pc::AnyValue) -> Option<Value> {
 /// Arrays nested deeper than the native record allows are kept as their text, so every
 /// decoded span can be stored and read back.
 fn any_to_value_at(v: &pc::AnyValue, depth: usize) -> Option<Value> {
-    use pc::any_value::Value as V;
+    use pc::Any as V;
     Some(match v.value.as_ref()? {
-        V::ArrayValue(a) if depth + 1 >= super::native::MAX_VALUE_DEPTH => {
+        V::Array(a) if depth + 1 >= super::native::MAX_VALUE_DEPTH => {
             let inner = Value::Array(a.values.iter().filter_map(any_to_value).collect());
             Value::Str(inner.to_string())
         }
-        V::StringValue(s) => Value::Str(s.clone()),
-        V::BoolValue(b) => Value::Bool(*b),
-        V::IntValue(i) => Value::I64(*i),
-        V::DoubleValue(d) => Value::F64(*d),
-        V::BytesValue(b) => Value::Bytes(b.clone()),
-        V::ArrayValue(a) => Value::Array(
+        V::String(s) => Value::Str(s.clone()),
+        V::Bool(b) => Value::Bool(*b),
+        V::Int(i) => Value::I64(*i),
+        V::Double(d) => Value::F64(*d),
+        V::Bytes(b) => Value::Bytes(b.clone()),
+        V::Array(a) => Value::Array(
             a.values
                 .iter()
                 .filter_map(|v| any_to_value_at(v, depth + 1))
                 .collect(),
         ),
         // The model has no maps; keep the content as text rather than lose it.
-        V::KvlistValue(kv) => Value::Str(
+        V::Kvlist(kv) => Value::Str(
             kv.values
                 .iter()
                 .map(|e| {
@@ -118,20 +120,19 @@ fn any_to_value_at(v: &pc::AnyValue, depth: usize) -> Option<Value> {
                 .collect::<Vec<_>>()
                 .join(","),
         ),
-        V::StringValueStrindex(_) => return None,
     })
 }
 
 fn value_to_any(v: &Value) -> pc::AnyValue {
-    use pc::any_value::Value as V;
+    use pc::Any as V;
     pc::AnyValue {
         value: Some(match v {
-            Value::Str(s) => V::StringValue(s.clone()),
-            Value::Bool(b) => V::BoolValue(*b),
-            Value::I64(i) => V::IntValue(*i),
-            Value::F64(d) => V::DoubleValue(*d),
-            Value::Bytes(b) => V::BytesValue(b.clone()),
-            Value::Array(a) => V::ArrayValue(pc::ArrayValue {
+            Value::Str(s) => V::String(s.clone()),
+            Value::Bool(b) => V::Bool(*b),
+            Value::I64(i) => V::Int(*i),
+            Value::F64(d) => V::Double(*d),
+            Value::Bytes(b) => V::Bytes(b.clone()),
+            Value::Array(a) => V::Array(pc::ArrayValue {
                 values: a.iter().map(value_to_any).collect(),
             }),
         }),
@@ -142,7 +143,6 @@ fn kv(key: &str, v: Value) -> pc::KeyValue {
     pc::KeyValue {
         key: key.to_owned(),
         value: Some(value_to_any(&v)),
-        ..Default::default()
     }
 }
 
@@ -226,6 +226,7 @@ pub fn decode_request(req: &Request) -> Decoded {
                 if !scope.version.is_empty() {
                     scope_attrs.push(KeyValue::new("otel.scope.version", scope.version.as_str()));
                 }
+                scope_attrs.extend(attrs_from(&scope.attributes));
             }
             for (pi, ps) in ss.spans.iter().enumerate() {
                 let path = || format!("resourceSpans[{ri}].scopeSpans[{si}].spans[{pi}]");
@@ -404,10 +405,10 @@ fn encode_span(s: &Span) -> pt::Span {
     if s.source != Source::Imported {
         attributes.push(kv(ATTR_SOURCE, Value::Str(s.source.to_text())));
     }
-    let mut events: Vec<pt::span::Event> = s
+    let mut events: Vec<pt::Event> = s
         .events
         .iter()
-        .map(|e| pt::span::Event {
+        .map(|e| pt::Event {
             time_unix_nano: e.time,
             name: e.name.clone(),
             attributes: attrs_to(&e.attributes),
@@ -422,7 +423,7 @@ fn encode_span(s: &Span) -> pt::Span {
         if let Some(z) = m.size {
             attributes.push(kv(MSG_SIZE, Value::I64(z as i64)));
         }
-        events.push(pt::span::Event {
+        events.push(pt::Event {
             time_unix_nano: m.time,
             name: match m.direction {
                 Direction::Send => EVENT_SEND,
@@ -453,7 +454,7 @@ fn encode_span(s: &Span) -> pt::Span {
         links: s
             .links
             .iter()
-            .map(|l| pt::span::Link {
+            .map(|l| pt::Link {
                 trace_id: l.trace_id.to_bytes().to_vec(),
                 span_id: l.span_id.to_bytes().to_vec(),
                 trace_state: String::new(),

@@ -1,0 +1,192 @@
+//! One request never takes the server down nor holds it up: input nested past any honest
+//! file is refused, in-flight limits hold while bodies arrive, scans end at their time
+//! limit, and every error is counted and worded once.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use causeway_model::codec::otlp;
+use causeway_model::{Span, SpanId, TraceId};
+use common::TestServer;
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+fn span(trace: u128, id: u64, name: &str) -> Span {
+    let t = now() - 1_000_000_000;
+    Span::new(
+        TraceId::new(trace).unwrap(),
+        SpanId::new(id).unwrap(),
+        None,
+        name,
+        "svc",
+        t,
+        t + 1_000,
+    )
+}
+
+fn post_api(server: &TestServer, path: &str, body: &[u8]) -> (u16, String) {
+    let mut r = server
+        .http
+        .post(&server.api_url(path))
+        .header("content-type", "application/json")
+        .send(body)
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.body_mut().read_to_string().unwrap())
+}
+
+#[test]
+fn a_200_000_deep_expectation_is_refused_and_the_server_keeps_serving() {
+    let server = TestServer::start("deep-expect");
+    let text = format!("assert({}1 > 0);", "-".repeat(200_000));
+    let body = serde_json::json!({ "text": text }).to_string();
+    let (status, answer) = post_api(&server, "/api/expect/check", body.as_bytes());
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.contains("request:1:108"), "{answer}");
+    assert!(answer.contains("nested more than 100 deep"), "{answer}");
+    // The same for generate's and check's neighbours: the server is still up.
+    assert_eq!(server.get("/api/status").0, 200);
+    let (status, _) = post_api(
+        &server,
+        "/api/expect/check",
+        br#"{"text": "validator V { thread t(*, 1) { task(\"x\"); } }"}"#,
+    );
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn an_ingest_request_holds_its_inflight_place_while_its_body_arrives() {
+    let server = TestServer::start_with("inflight", |c| c.max_inflight = 1);
+    let body = otlp::encode_protobuf(&[span(0x51, 1, "slow")]);
+    // A client that sends its headers and half its body, then stalls.
+    let mut slow = TcpStream::connect(server.server().ingest_addr).unwrap();
+    write!(
+        slow,
+        "POST /v1/traces HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    slow.write_all(&body[..body.len() / 2]).unwrap();
+    slow.flush().unwrap();
+    // The place is taken before the body is read, so a second request is turned away
+    // rather than buffered beside it. The stalled one's headers need a moment to arrive.
+    let mut refused = None;
+    for _ in 0..100 {
+        let (status, _, answer) = server.post(
+            "/v1/traces",
+            &[("content-type", "application/x-protobuf")],
+            &otlp::encode_protobuf(&[span(0x52, 1, "fast")]),
+        );
+        if status == 429 {
+            refused = Some(String::from_utf8_lossy(&answer).to_string());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let refused =
+        refused.expect("a second request was never refused while the first held the place");
+    assert!(refused.contains("in flight"), "{refused}");
+    // The stalled request completes once its body does.
+    slow.write_all(&body[body.len() / 2..]).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = [0u8; 12];
+    slow.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 200");
+    let (status, body) = server.get(&format!("/api/traces/{}", TraceId::new(0x51).unwrap()));
+    assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+fn a_span_named_like_a_cut_message_is_still_counted_as_rejected() {
+    let server = TestServer::start("rejected-count");
+    // Rejected (start 0), with a name that reads like an attribute-cut note.
+    let mut bad = span(0x61, 1, "x cut from y");
+    bad.start = 0;
+    let mut long = span(0x61, 2, "fine");
+    long.attributes
+        .push(causeway_model::KeyValue::new("blob", "y".repeat(100 << 10)));
+    let (status, _, body) = server.post(
+        "/v1/traces",
+        &[("content-type", "application/json")],
+        &otlp::encode_json(&[bad, long]),
+    );
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["partialSuccess"]["rejectedSpans"], 1, "{v}");
+    let message = v["partialSuccess"]["errorMessage"].as_str().unwrap();
+    assert!(message.contains("start time is 0"), "{message}");
+    assert!(message.contains("attribute \"blob\" cut from"), "{message}");
+    let (_, metrics) = server.get("/metrics");
+    let metrics = metrics.as_str().unwrap().to_string();
+    assert!(
+        metrics.contains("causeway_ingest_rejected_spans_total{protocol=\"otlp_http\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn json_errors_state_their_position_once() {
+    let server = TestServer::start("json-position");
+    let json = [("content-type", "application/json")];
+    for (path, body) in [
+        ("/v1/traces", &b"{\n  \"resourceSpans\": [}"[..]),
+        ("/api/v2/spans", &b"[\n  {\"traceId\": }"[..]),
+    ] {
+        let (status, _, answer) = server.post(path, &json, body);
+        assert_eq!(status, 400);
+        let answer = String::from_utf8_lossy(&answer);
+        assert_eq!(
+            answer.matches("line 2 column").count(),
+            1,
+            "{path}: {answer}"
+        );
+        assert_eq!(answer.matches(" at line").count(), 1, "{path}: {answer}");
+    }
+    for path in ["/api/expect/check", "/api/sql"] {
+        let (status, answer) = post_api(&server, path, b"{\n  \"text\": }");
+        assert_eq!(status, 400);
+        assert_eq!(
+            answer.matches("line 2 column").count(),
+            1,
+            "{path}: {answer}"
+        );
+    }
+}
+
+#[test]
+fn an_analysis_past_the_query_time_limit_is_answered_408() {
+    let server = TestServer::start_with("query-timeout", |c| {
+        c.query_timeout = Duration::ZERO;
+    });
+    let (status, _, _) = server.post(
+        "/v1/traces",
+        &[("content-type", "application/x-protobuf")],
+        &otlp::encode_protobuf(&[span(0x71, 1, "a"), span(0x72, 1, "b")]),
+    );
+    assert_eq!(status, 200);
+    for path in ["/api/dependencies", "/api/patterns", "/api/export"] {
+        let (status, body) = server.get(path);
+        assert_eq!(status, 408, "{path}: {body}");
+        let message = body["error"].as_str().unwrap_or_default();
+        assert!(message.contains("query time limit"), "{path}: {message}");
+    }
+    let (status, answer) = post_api(
+        &server,
+        "/api/expect/check",
+        br#"{"text": "validator V { thread t(*, 1) { task(\"a\"); } }"}"#,
+    );
+    assert_eq!(status, 408, "{answer}");
+    // Requests that scan nothing are not limited.
+    assert_eq!(server.get("/api/services").0, 200);
+    let (status, _) = server.get(&format!("/api/traces/{}", TraceId::new(0x71).unwrap()));
+    assert_eq!(status, 200);
+}
