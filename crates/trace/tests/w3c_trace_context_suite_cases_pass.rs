@@ -200,7 +200,11 @@ fn tracestate_is_inherited_combined_and_discarded_as_the_suite_expects() {
     assert_eq!(ts.get("foo"), None);
     let (_, _, ts) = one(&[("traceparent", TP0), ("tracestate", "foo=1,foo=2")]);
     assert_eq!(ts.get("foo"), None);
+    // Level 2: `@` is a key character after the first (the suite since w3c/trace-context#584).
     let (_, _, ts) = one(&[("traceparent", TP0), ("tracestate", "foo@=1,bar=2")]);
+    assert_eq!(ts.get("foo@"), Some("1"));
+    assert_eq!(ts.get("bar"), Some("2"));
+    let (_, _, ts) = one(&[("traceparent", TP0), ("tracestate", "@foo=1,bar=2")]);
     assert_eq!(ts.get("bar"), None);
     let (_, _, ts) = one(&[("tracestate", "foo=1")]);
     assert_eq!(ts.get("foo"), None, "no traceparent, no tracestate");
