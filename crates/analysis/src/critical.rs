@@ -1,17 +1,24 @@
 //! The critical path of a trace: the chain of sections, each a stretch of time one span was
-//! what the request waited on, from the main root's start to its end.
+//! what the request waited on, from the main root's start to its end. It is the path
+//! Jaeger's UI and Uber's CRISP draw, and passes Jaeger's published test cases.
 //!
-//! Walking back from the root's end: the child that finished last before the cursor is
-//! what the parent waited for, so the time after it is the parent's own, the child's
-//! section is found the same way inside it, and the cursor moves to the child's start;
-//! concurrent children that were overtaken drop out. A child running across the cursor
-//! (it overlapped a sibling already chosen) counts up to the cursor only. Children are
-//! clipped to their parent, so a child that overflows its parent (skew, or an async child
-//! that outlives it) only counts inside it. Orphans are adopted by the main root.
+//! Walking back from the root's end: the child that finished last at or before the cursor
+//! is what the parent waited for, so the time after it is the parent's own, the child's
+//! section is found the same way inside it, and the cursor moves to the child's start. A
+//! child still running at the cursor was not waited for there (the parent went on while
+//! it ran), so it is not on the path, nor are siblings it overtook. Children that do not
+//! block their parent are left out with everything below them: a CONSUMER under a
+//! PRODUCER, and a span that only FOLLOWS_FROM its parent. Children are clipped to their
+//! parent, so a child that overflows it (skew, or async work that outlives it) only counts
+//! inside it, and one wholly outside it is dropped. Orphans are adopted by the main root.
 //!
 //! The sections never overlap and add up to the main root's duration exactly.
+//!
+//! One deliberate difference from Jaeger's UI: it takes only children that ended strictly
+//! before the cursor, so of two back-to-back calls (A ends as B starts) it skips A; here A
+//! is on the path.
 
-use causeway_model::{SpanId, Trace};
+use causeway_model::{Span, SpanId, SpanKind, Trace};
 use serde::Serialize;
 
 use crate::{children_adopted, main_root};
@@ -46,8 +53,12 @@ pub fn critical_path(trace: &Trace) -> Vec<Section> {
     let mut kids: Vec<(u64, u64, usize)> = Vec::new();
     while let Some((i, lo, hi)) = stack.pop() {
         kids.clear();
+        let parent = &trace.spans[i];
         for &c in &children[i] {
             let s = &trace.spans[c];
+            if !blocks(parent, s) {
+                continue;
+            }
             let (cs, ce) = (s.start.max(lo), s.end.min(hi));
             if cs < ce {
                 kids.push((cs, ce, c));
@@ -59,21 +70,12 @@ pub fn critical_path(trace: &Trace) -> Vec<Section> {
         let mut cursor = hi;
         let mut k = 0;
         while cursor > lo {
-            // Children still running at the cursor: the one that started first covers the
-            // most; the others start after it and so drop out.
-            let mut running: Option<(u64, u64, usize)> = None;
-            while k < kids.len() && kids[k].1 >= cursor {
-                let kid = kids[k];
+            // Children still running at the cursor were not waited for here.
+            while k < kids.len() && kids[k].1 > cursor {
                 k += 1;
-                if kid.0 < cursor && running.is_none_or(|b| kid.0 < b.0) {
-                    running = Some(kid);
-                }
             }
-            let chosen = match running {
-                Some((cs, _, c)) => Some((cs, cursor, c)),
-                // Otherwise the child that finished last before the cursor.
-                None => kids.get(k).copied().inspect(|_| k += 1),
-            };
+            // The child that finished last at or before the cursor.
+            let chosen = kids.get(k).copied().inspect(|_| k += 1);
             match chosen {
                 Some((cs, ce, c)) => {
                     if ce < cursor {
@@ -108,6 +110,13 @@ pub fn critical_path(trace: &Trace) -> Vec<Section> {
         }
     }
     joined
+}
+
+/// Whether `parent` waited for `child`: not for a message it produced (the consumer runs on
+/// its own time), nor for work that only follows from it.
+fn blocks(parent: &Span, child: &Span) -> bool {
+    !(parent.kind == SpanKind::Producer && child.kind == SpanKind::Consumer)
+        && !child.follows_from_parent()
 }
 
 /// Each span's self time: its duration less the time covered by at least one child

@@ -45,15 +45,26 @@ fn of_concurrent_children_the_last_to_finish_is_on_the_path() {
 }
 
 #[test]
-fn overlapping_children_split_the_time_at_the_later_start() {
+fn a_sibling_still_running_at_the_cursor_is_not_on_the_path() {
+    // When 3 started, 2 was still running: the request did not wait for 2 there.
     let t = trace(vec![
         op(1, None, 0, 100),
         op(2, Some(1), 10, 50),
         op(3, Some(1), 30, 90),
     ]);
+    assert_eq!(path(&t), vec![(1, 0, 30), (3, 30, 90), (1, 90, 100)]);
+}
+
+#[test]
+fn back_to_back_children_are_both_on_the_path() {
+    let t = trace(vec![
+        op(1, None, 0, 40),
+        op(2, Some(1), 10, 20),
+        op(3, Some(1), 20, 30),
+    ]);
     assert_eq!(
         path(&t),
-        vec![(1, 0, 10), (2, 10, 30), (3, 30, 90), (1, 90, 100)]
+        vec![(1, 0, 10), (2, 10, 20), (3, 20, 30), (1, 30, 40)]
     );
 }
 

@@ -191,6 +191,11 @@ pub struct Link {
     pub attributes: Vec<KeyValue>,
 }
 
+/// The link attribute naming an OpenTracing reference's type.
+pub const REF_TYPE: &str = "opentracing.ref_type";
+/// [`REF_TYPE`]'s value for a span its parent did not wait for.
+pub const FOLLOWS_FROM: &str = "follows_from";
+
 /// Whether a message left or arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -369,6 +374,21 @@ impl Span {
     /// End minus start, in nanoseconds (0 if the clock went backwards).
     pub fn duration(&self) -> u64 {
         self.end.saturating_sub(self.start)
+    }
+    /// Whether the span only follows from its parent (OpenTracing's and Jaeger's
+    /// FOLLOWS_FROM): the parent did not wait for it. Written as a link to the parent with
+    /// `opentracing.ref_type = follows_from`, as OpenTelemetry's OpenTracing shim does.
+    pub fn follows_from_parent(&self) -> bool {
+        let Some(parent) = self.parent_id else {
+            return false;
+        };
+        self.links.iter().any(|l| {
+            l.span_id == parent
+                && l.trace_id == self.trace_id
+                && l.attributes.iter().any(|a| {
+                    a.key == REF_TYPE && matches!(&a.value, Value::Str(v) if v == FOLLOWS_FROM)
+                })
+        })
     }
     /// The first attribute with this key.
     pub fn attribute(&self, key: &str) -> Option<&Value> {
