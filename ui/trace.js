@@ -178,7 +178,8 @@ function header(v) {
     onclick: () => key === "cp" ? set({ cp: v.showPath ? "0" : "" }) : set({ adjust: v.adjust ? "none" : "", zoom: "" }) }, label);
   const offsets = v.adjust
     ? (v.offsets.some((o) => o.offsetNs !== 0)
-      ? ["Clock offsets applied: ", v.offsets.filter((o) => o.offsetNs !== 0).map((o) => h("span.offset", { title: `from ${o.edges} RPC edge(s)` }, `${o.host} ${o.offsetNs >= 0 ? "+" : ""}${duration(o.offsetNs)}`))]
+      ? ["Clock offsets applied: ", v.offsets.filter((o) => o.offsetNs !== 0).map((o) => h("span.offset", { title: `from ${o.edges} edge(s) into this host` },
+          `${o.host} ${o.offsetNs >= 0 ? "+" : ""}${duration(o.offsetNs)}`, o.reason ? h("span.why", {}, ` because ${o.reason}`) : ""))]
       : ["Clocks agree: no offset applied."])
     : ["Raw times, as each host's clock recorded them."];
   return h("div.trace-head", {},
@@ -396,7 +397,9 @@ function drawDetail() {
     rows.push(["Server time", `${duration(server)} in ${t.service}`], ["Network and queueing", duration(Math.max(0, all - server))]);
   }
   const offset = view.offsets.find((o) => o.host === s.host);
-  if (offset && offset.offsetNs !== 0 && view.adjust) rows.push(["Clock offset", `${duration(offset.offsetNs)} added to ${s.host}'s times`]);
+  if (offset && offset.offsetNs !== 0 && view.adjust) {
+    rows.push(["Clock offset", `${duration(offset.offsetNs)} added to ${s.host}'s times${offset.reason ? `, because ${offset.reason}` : ""}`]);
+  }
   const kv = (list) => h("table.kv", {}, list.map(({ key, value }) => h("tr", {}, h("th", {}, key), h("td", {}, text(value)))));
   fill(d,
     h("h3", {}, s.name),

@@ -1,13 +1,20 @@
 //! Clock-skew correction. Hosts' clocks disagree, so a server span can seem to start
-//! before the client span that called it. A server span lies within its client span, and a
-//! consumer starts after its producer, so each edge into another host bounds that host's
-//! clock offset; each host's spans in the trace are shifted by one offset that fits.
+//! before the client span that called it. Spans of one host share its clock; each edge into
+//! another host bounds that host's clock offset, and each host's spans in the trace are
+//! shifted by one offset that fits, or by none when its times already fit.
+//!
+//! What an edge says: a server received its request after its client sent it and before
+//! the client had its answer, so the server's start lies within the client span. That is
+//! all: a server may go on after it answered (a write finished in the background), so its
+//! end bounds nothing, and async work that outlives its client is never read as skew. A
+//! consumer starts after its producer (a bound from below only).
 //!
 //! Offsets are relative to the host of the trace's main root, and found host by host going
 //! down the tree: a host's offset satisfies every edge into it from hosts already fixed.
-//! When no shift is needed (the bounds allow 0) none is applied; otherwise the server is
-//! centred in its client (equal network time each way, as Zipkin and Jaeger assume), or,
-//! with only lower bounds (messaging), moved just far enough.
+//! When the bounds allow 0, no shift is applied. Otherwise the server is centred in its
+//! client when it fits in it (equal network time each way, as Zipkin and Jaeger assume),
+//! else its start is put midway in the client; with only lower bounds (messaging) it moves
+//! just far enough. Each offset applied carries the reason, in words.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -26,6 +33,9 @@ pub struct ClockOffset {
     pub offset_ns: i64,
     /// How many parent-child edges into this host bounded the offset.
     pub edges: u32,
+    /// Why an offset other than 0 was applied: the edge that ruled 0 out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A trace with skew-corrected times, and the offsets applied.
@@ -65,27 +75,56 @@ pub fn clock_domain(span: &Span) -> &str {
 
 /// The allowed offsets for one host, narrowed edge by edge.
 struct Bounds {
+    /// Its spans start no earlier than their parents (server: client; consumer: producer).
     low: i128,
+    /// A server starts before its client ends.
     high: Option<i128>,
+    /// A server that fits in its client ends before the client does; `None` once a server
+    /// longer than its client was seen (it may have outlived it).
+    fit: Option<i128>,
     edges: u32,
+    /// The edges that set `low` and `high`, in words.
+    low_edge: String,
+    high_edge: String,
 }
 
 impl Bounds {
     fn offset(&self) -> i128 {
         match self.high {
             Some(high) if self.low <= 0 && 0 <= high => 0,
-            // Inverted bounds (a server longer than its client) also land in the middle,
-            // which splits the violation evenly.
-            Some(high) => self.low + (high - self.low) / 2,
+            // Inverted bounds (servers that disagree) land in the middle, which splits the
+            // violation evenly.
+            Some(high) if self.low > high => self.low + (high - self.low) / 2,
+            Some(high) => match self.fit {
+                // Centred in the client: equal network time each way.
+                Some(fit) if fit >= self.low => self.low + (fit - self.low) / 2,
+                _ => self.low + (high - self.low) / 2,
+            },
             None => self.low.max(0),
         }
     }
+
+    /// Why the offset is not 0.
+    fn reason(&self, offset: i128) -> Option<String> {
+        if offset == 0 {
+            return None;
+        }
+        Some(match self.high {
+            Some(high) if high < 0 => self.high_edge.clone(),
+            _ if self.low > 0 => self.low_edge.clone(),
+            _ => self.high_edge.clone(),
+        })
+    }
+}
+
+fn ms(ns: i128) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
 }
 
 /// Corrects the trace's clock skew.
 pub fn correct(trace: &Trace) -> Adjusted {
     let mut fixed: HashMap<&str, i128> = HashMap::new();
-    let mut bound_by: HashMap<&str, u32> = HashMap::new();
+    let mut bound_by: HashMap<&str, (u32, Option<String>)> = HashMap::new();
     let mut queue = VecDeque::new();
     if let Some(r) = main_root(trace) {
         let d = clock_domain(&trace.spans[r]);
@@ -112,48 +151,75 @@ pub fn correct(trace: &Trace) -> Adjusted {
                 continue;
             }
             let low = ps.start as i128 + base - cs.start as i128;
-            let high = (cs.kind == SpanKind::Server && ps.kind != SpanKind::Producer)
+            let server = cs.kind == SpanKind::Server && ps.kind != SpanKind::Producer;
+            let high = server.then(|| ps.end as i128 + base - cs.start as i128);
+            let fit = (server && cs.duration() <= ps.duration())
                 .then(|| ps.end as i128 + base - cs.end as i128);
-            match bounds.get_mut(dc) {
-                Some(b) => {
-                    b.low = b.low.max(low);
-                    b.high = match (b.high, high) {
-                        (Some(x), Some(y)) => Some(x.min(y)),
-                        (x, y) => x.or(y),
-                    };
-                    b.edges += 1;
-                }
-                None => {
-                    bounds.insert(
-                        dc,
-                        Bounds {
-                            low,
-                            high,
-                            edges: 1,
-                        },
-                    );
+            let low_edge = || {
+                format!(
+                    "{} {:?} on {dc} started {} before its parent {:?} on {} began",
+                    cs.kind.as_str(),
+                    cs.name,
+                    ms(low),
+                    ps.name,
+                    clock_domain(ps)
+                )
+            };
+            let high_edge = |high: i128| {
+                format!(
+                    "server {:?} on {dc} started {} after its client {:?} on {} had its answer",
+                    cs.name,
+                    ms(-high),
+                    ps.name,
+                    clock_domain(ps)
+                )
+            };
+            let b = bounds.entry(dc).or_insert_with(|| Bounds {
+                low: i128::MIN,
+                high: None,
+                fit: None,
+                edges: 0,
+                low_edge: String::new(),
+                high_edge: String::new(),
+            });
+            if low > b.low {
+                b.low = low;
+                b.low_edge = low_edge();
+            }
+            if let Some(h) = high {
+                if b.high.is_none_or(|x| h < x) {
+                    b.high = Some(h);
+                    b.high_edge = high_edge(h);
                 }
             }
+            b.fit = match (b.edges, b.fit, fit) {
+                (0, _, f) => f,
+                (_, Some(x), Some(y)) => Some(x.min(y)),
+                _ => None,
+            };
+            b.edges += 1;
         }
         // Sorted, so that hosts are queued in the same order every time.
         let mut bounds: Vec<(&str, Bounds)> = bounds.into_iter().collect();
         bounds.sort_by(|a, b| a.0.cmp(b.0));
         for (dc, b) in bounds {
-            fixed.insert(dc, b.offset());
-            bound_by.insert(dc, b.edges);
+            let offset = b.offset();
+            fixed.insert(dc, offset);
+            bound_by.insert(dc, (b.edges, b.reason(offset)));
             queue.push_back(dc);
         }
     }
     let mut offsets: Vec<ClockOffset> = bound_by
         .iter()
-        .map(|(host, &edges)| ClockOffset {
+        .map(|(host, (edges, reason))| ClockOffset {
             host: host.to_string(),
             offset_ns: fixed
                 .get(host)
                 .copied()
                 .unwrap_or(0)
                 .clamp(i64::MIN as i128, i64::MAX as i128) as i64,
-            edges,
+            edges: *edges,
+            reason: reason.clone(),
         })
         .collect();
     offsets.sort_by(|a, b| a.host.cmp(&b.host));
