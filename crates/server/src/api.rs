@@ -279,11 +279,8 @@ async fn run_sql(
             .min(state.config.sql.max_rows),
         ..state.config.sql
     };
-    let store = state.store.clone();
-    // DataFusion plans and runs on its own runtime threads; keep the API's free.
-    let result = tokio::spawn(async move { sql::query(&store, &req.query, limits).await })
-        .await
-        .map_err(|e| ApiError::Internal(format!("sql task failed: {e}")))??;
+    // The query runs on the store's SQL threads, not on these.
+    let result = sql::query(&state.store, &req.query, limits).await?;
     Ok(Json(result))
 }
 

@@ -47,8 +47,10 @@ const UNCOMPRESSED_COLUMNS: [&str; 9] = [
 const WAL_THROUGH: &str = "causeway.wal_through";
 const REPLACES: &str = "causeway.replaces";
 
-/// Column names of the `spans` table, in file order.
-pub(crate) const COLUMNS: [&str; 15] = [
+/// Column names of the `spans` table, in file order. `nested_attributes` (the attributes of
+/// a span's events and links, as text, for search) came last; blocks written before it
+/// lack it and read as if it were empty.
+pub(crate) const COLUMNS: [&str; 16] = [
     "trace_id",
     "span_id",
     "parent_id",
@@ -64,6 +66,7 @@ pub(crate) const COLUMNS: [&str; 15] = [
     "attributes",
     "source",
     "detail",
+    "nested_attributes",
 ];
 
 /// A block on disk with its index in memory.
@@ -167,6 +170,7 @@ pub(crate) fn to_batch(spans: &[&Span]) -> Result<RecordBatch, arrow::error::Arr
     let mut status = StringBuilder::new();
     let mut message = StringBuilder::new();
     let mut attributes = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+    let mut nested = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
     let mut source = StringBuilder::new();
     let mut detail = BinaryBuilder::new();
     let mut scratch = Vec::with_capacity(512);
@@ -198,6 +202,14 @@ pub(crate) fn to_batch(spans: &[&Span]) -> Result<RecordBatch, arrow::error::Arr
             }
         }
         attributes.append(true)?;
+        for kv in nested_attributes(s) {
+            nested.keys().append_value(&kv.key);
+            match kv.value.as_str() {
+                Some(v) => nested.values().append_value(v),
+                None => nested.values().append_value(kv.value.to_string()),
+            }
+        }
+        nested.append(true)?;
         source.append_value(s.source.to_text());
         detail_bytes.clear();
         crate::detail::encode(s, &mut scratch, &mut detail_bytes);
@@ -219,6 +231,7 @@ pub(crate) fn to_batch(spans: &[&Span]) -> Result<RecordBatch, arrow::error::Arr
         Arc::new(attributes.finish()),
         Arc::new(source.finish()),
         Arc::new(detail.finish()),
+        Arc::new(nested.finish()),
     ];
     let nullable = |name: &str| matches!(name, "parent_id" | "status_message");
     RecordBatch::try_from_iter_with_nullable(
@@ -227,6 +240,14 @@ pub(crate) fn to_batch(spans: &[&Span]) -> Result<RecordBatch, arrow::error::Arr
             .zip(columns)
             .map(|(name, col)| (*name, col, nullable(name))),
     )
+}
+
+/// The attributes of a span's events and links: search finds a span by them too.
+pub(crate) fn nested_attributes(s: &Span) -> impl Iterator<Item = &causeway_model::KeyValue> {
+    s.events
+        .iter()
+        .flat_map(|e| &e.attributes)
+        .chain(s.links.iter().flat_map(|l| &l.attributes))
 }
 
 fn properties(wal_through: u64, replaces: &[String]) -> WriterProperties {
@@ -315,7 +336,7 @@ impl BlockWriter {
                     duration: s.duration().min(i64::MAX as u64),
                     error: s.is_error(),
                 });
-                for kv in &s.attributes {
+                for kv in s.attributes.iter().chain(nested_attributes(s)) {
                     match kv.value.as_str() {
                         Some(v) => self.index.attribute(&kv.key, v),
                         None => self.index.attribute(&kv.key, &kv.value.to_string()),
@@ -424,9 +445,9 @@ impl Block {
             self.file.clone(),
             self.meta.clone(),
         );
-        let roots = columns
-            .iter()
-            .filter_map(|c| COLUMNS.iter().position(|name| name == c));
+        // By the file's own schema: older blocks lack later columns.
+        let schema = self.meta.schema();
+        let roots = columns.iter().filter_map(|c| schema.index_of(c).ok());
         let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
         let mut builder = builder.with_projection(mask).with_batch_size(batch_rows);
         if !rows.is_empty() {
@@ -480,6 +501,7 @@ impl Block {
             "duration_ns",
             "status_code",
             "attributes",
+            "nested_attributes",
         ];
         let mut builder = IndexBuilder::default();
         for batch in self.reader(&cols, &[], BATCH_ROWS)? {
@@ -500,7 +522,8 @@ impl Block {
             let status = get("status_code")?.as_string_opt::<i32>();
             let start = get("start_time")?.as_primitive_opt::<TimestampNanosecondType>();
             let duration = get("duration_ns")?.as_primitive_opt::<Int64Type>();
-            let (keys, values, offsets) = attribute_arrays(self, &batch)?;
+            let (keys, values, offsets) = attribute_arrays(self, &batch, "attributes")?;
+            let nested = optional_attribute_arrays(self, &batch, "nested_attributes")?;
             let (
                 Some(service),
                 Some(operation),
@@ -528,6 +551,11 @@ impl Block {
                 });
                 for j in offsets[i] as usize..offsets[i + 1] as usize {
                     builder.attribute(keys.value(j), values.value(j));
+                }
+                if let Some((keys, values, offsets)) = nested {
+                    for j in offsets[i] as usize..offsets[i + 1] as usize {
+                        builder.attribute(keys.value(j), values.value(j));
+                    }
                 }
             }
         }
@@ -573,6 +601,8 @@ impl Block {
             .filter(|c| match (c, fields) {
                 // Kind and source live in the detail too.
                 (&"kind" | &"source", Fields::All | Fields::Paths) => false,
+                // Only search reads it; the detail holds events and links.
+                (&"nested_attributes", _) => false,
                 (&"attributes", Fields::Paths) => false,
                 (&"detail" | &"source", Fields::Structure { .. }) => false,
                 (&"attributes", Fields::Structure { attributes }) => !attributes.is_empty(),
@@ -626,18 +656,25 @@ impl Block {
         }
         let mut hit = vec![false; candidates.len()];
         let mut row = 0usize;
-        for batch in self.reader(&["attributes", "status_code"], &ranges, BATCH_ROWS)? {
+        let columns = ["attributes", "nested_attributes", "status_code"];
+        for batch in self.reader(&columns, &ranges, BATCH_ROWS)? {
             let batch = batch.map_err(arrow_err(&self.path))?;
-            let (keys, values, offsets) = attribute_arrays(self, &batch)?;
+            let (keys, values, offsets) = attribute_arrays(self, &batch, "attributes")?;
+            let nested = optional_attribute_arrays(self, &batch, "nested_attributes")?;
             let status = batch
                 .column_by_name("status_code")
                 .and_then(|c| c.as_string_opt::<i32>())
                 .ok_or_else(|| self.corrupt("status_code is not text"))?;
             for i in 0..batch.num_rows() {
                 let (a, b) = (offsets[i] as usize, offsets[i + 1] as usize);
+                // Each condition may be met in a different place of the span.
                 let all = query.tags.iter().all(|(k, v)| {
                     (k == "error" && v == "true" && status.value(i) == "ERROR")
                         || (a..b).any(|j| keys.value(j) == k && values.value(j) == v)
+                        || nested.is_some_and(|(keys, values, offsets)| {
+                            (offsets[i] as usize..offsets[i + 1] as usize)
+                                .any(|j| keys.value(j) == k && values.value(j) == v)
+                        })
                 });
                 if all {
                     if let Some(&owner) = owners.get(row) {
@@ -656,21 +693,33 @@ impl Block {
 }
 
 /// The keys, values and per-row offsets of the `attributes` map column.
+type AttributeArrays<'a> = (
+    &'a arrow::array::StringArray,
+    &'a arrow::array::StringArray,
+    &'a [i32],
+);
+
+/// [`attribute_arrays`] of a column older blocks may lack.
+fn optional_attribute_arrays<'a>(
+    block: &Block,
+    batch: &'a RecordBatch,
+    column: &str,
+) -> Result<Option<AttributeArrays<'a>>, StoreError> {
+    if batch.column_by_name(column).is_none() {
+        return Ok(None);
+    }
+    attribute_arrays(block, batch, column).map(Some)
+}
+
 fn attribute_arrays<'a>(
     block: &Block,
     batch: &'a RecordBatch,
-) -> Result<
-    (
-        &'a arrow::array::StringArray,
-        &'a arrow::array::StringArray,
-        &'a [i32],
-    ),
-    StoreError,
-> {
+    column: &str,
+) -> Result<AttributeArrays<'a>, StoreError> {
     let map = batch
-        .column_by_name("attributes")
+        .column_by_name(column)
         .and_then(|c| c.as_map_opt())
-        .ok_or_else(|| block.corrupt("attributes is not a map"))?;
+        .ok_or_else(|| block.corrupt(&format!("{column} is not a map")))?;
     let keys = map
         .keys()
         .as_string_opt::<i32>()
@@ -780,7 +829,7 @@ impl<'b> RowColumns<'b> {
                 .ok_or_else(|| block.corrupt(&format!("{name} is not text")))
         };
         let attributes = if batch.column_by_name("attributes").is_some() {
-            Some(attribute_arrays(block, batch)?)
+            Some(attribute_arrays(block, batch, "attributes")?)
         } else {
             None
         };

@@ -78,8 +78,11 @@ fn tag_matches(span: &Span, key: &str, want: &str) -> bool {
     if key == "error" && want == "true" && span.is_error() {
         return true;
     }
+    // The span's own attributes (its resource's and scope's are among them), then its
+    // events' and links'.
     span.attributes
         .iter()
+        .chain(crate::block::nested_attributes(span))
         .any(|kv| kv.key == key && value_text_eq(&kv.value, want))
 }
 

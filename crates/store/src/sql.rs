@@ -68,16 +68,48 @@ fn sql_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Sql(e.to_string())
 }
 
-/// Runs one read-only query against the store's spans.
+/// The threads SQL runs on. DataFusion plans and computes inside its futures' polls, and
+/// one poll of a big join can run for seconds: on its own threads it cannot hold up the
+/// caller's, and the caller's timer can end it.
+fn sql_runtime() -> Result<&'static tokio::runtime::Runtime, StoreError> {
+    static RUNTIME: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>> =
+        std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("causeway-sql")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| StoreError::Sql(format!("cannot start the SQL threads: {e}")))
+}
+
+/// Runs one read-only query against the store's spans, on the SQL threads; past the time
+/// limit the query is cancelled (at its next yield) and the answer is a timeout.
 pub async fn query(store: &Store, sql: &str, limits: SqlLimits) -> Result<SqlResult, StoreError> {
-    match tokio::time::timeout(limits.timeout, run(store, sql, limits)).await {
-        Ok(r) => r,
-        Err(_) => Err(StoreError::SqlTimeout(limits.timeout)),
+    let (blocks, memory) = store.sql_snapshot();
+    let sql = sql.to_string();
+    let task = sql_runtime()?.spawn(async move { run(blocks, memory, &sql, limits).await });
+    let abort = task.abort_handle();
+    match tokio::time::timeout(limits.timeout, task).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(StoreError::Sql(format!("the query failed: {e}"))),
+        Err(_) => {
+            abort.abort();
+            Err(StoreError::SqlTimeout(limits.timeout))
+        }
     }
 }
 
-async fn run(store: &Store, sql: &str, limits: SqlLimits) -> Result<SqlResult, StoreError> {
-    let (blocks, memory) = store.sql_snapshot();
+async fn run(
+    blocks: Vec<std::path::PathBuf>,
+    memory: Vec<Span>,
+    sql: &str,
+    limits: SqlLimits,
+) -> Result<SqlResult, StoreError> {
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_limit(limits.max_memory, 1.0)
         .build_arc()
@@ -137,14 +169,16 @@ async fn spans_raw(
 ) -> Result<Arc<dyn datafusion::catalog::TableProvider>, StoreError> {
     let refs: Vec<&Span> = memory.iter().collect();
     let batch = block::to_batch(&refs).map_err(sql_err)?;
+    let schema = batch.schema();
     let mut df = ctx.read_batch(batch).map_err(sql_err)?;
     if !blocks.is_empty() {
         let paths: Vec<String> = blocks
             .iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect();
+        // Today's schema: blocks written before a column was added read it as null.
         let stored = ctx
-            .read_parquet(paths, ParquetReadOptions::default())
+            .read_parquet(paths, ParquetReadOptions::default().schema(&schema))
             .await
             .map_err(sql_err)?;
         df = stored.union(df).map_err(sql_err)?;

@@ -307,6 +307,84 @@ fn search_finds_by_service_operation_tags_duration_host_and_window() {
 }
 
 #[test]
+fn a_tag_matches_in_a_span_its_events_or_its_links_and_conditions_may_meet_apart() {
+    let dir = tmp("search-nested");
+    let store = Store::open(&dir, options()).unwrap();
+    // Trace 1: the resource attribute on the span (OTLP puts it there), the error code on an
+    // event, the tenant on a link. Trace 2: the same values, but on two different spans.
+    let mut a = span(1, 1, None, "GET /cart", "frontend", T0, T0 + 5_000_000);
+    a.attributes.push(KeyValue::new("k8s.pod.name", "web-7"));
+    a.events.push(causeway_model::Event {
+        time: T0 + 1_000,
+        name: "exception".into(),
+        attributes: vec![KeyValue::new("exception.type", "Timeout")],
+    });
+    a.links.push(causeway_model::Link {
+        trace_id: TraceId::new(9).unwrap(),
+        span_id: SpanId::new(9).unwrap(),
+        attributes: vec![KeyValue::new("tenant", "acme")],
+    });
+    let mut b1 = span(2, 1, None, "GET /cart", "frontend", T0, T0 + 5_000_000);
+    b1.attributes.push(KeyValue::new("k8s.pod.name", "web-7"));
+    let mut b2 = span(2, 2, Some(1), "query", "frontend", T0 + 10, T0 + 1_000);
+    b2.events.push(causeway_model::Event {
+        time: T0 + 500,
+        name: "exception".into(),
+        attributes: vec![KeyValue::new("exception.type", "Timeout")],
+    });
+    let tags = |pairs: &[(&str, &str)]| SearchQuery {
+        tags: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..SearchQuery::default()
+    };
+    let ids = |store: &Store, q: &SearchQuery| -> Vec<u128> {
+        let mut ids: Vec<u128> = store
+            .search(q)
+            .unwrap()
+            .iter()
+            .map(|s| s.trace_id.get())
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    let check = |store: &Store, stage: &str| {
+        for (q, want) in [
+            (tags(&[("exception.type", "Timeout")]), vec![1, 2]),
+            (tags(&[("tenant", "acme")]), vec![1]),
+            (tags(&[("k8s.pod.name", "web-7")]), vec![1, 2]),
+            // Met in three places of one span: trace 1 only.
+            (
+                tags(&[
+                    ("k8s.pod.name", "web-7"),
+                    ("exception.type", "Timeout"),
+                    ("tenant", "acme"),
+                ]),
+                vec![1],
+            ),
+            // Met only on different spans: not a match.
+            (
+                tags(&[("k8s.pod.name", "web-7"), ("exception.type", "Timeout")]),
+                vec![1],
+            ),
+            (tags(&[("exception.type", "Crash")]), vec![]),
+        ] {
+            assert_eq!(ids(store, &q), want, "{stage}: {:?}", q.tags);
+        }
+    };
+    store.append(vec![a, b1, b2]).unwrap();
+    check(&store, "head");
+    store.flush().unwrap();
+    check(&store, "block");
+    drop(store);
+    let store = Store::open(&dir, options()).unwrap();
+    check(&store, "reopened");
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_bulk_scan_visits_every_trace_in_the_window_once_and_whole() {
     let dir = tmp("scan");
     let store = Store::open(&dir, options()).unwrap();
