@@ -432,6 +432,68 @@ fn a_bare_trace_a_list_of_traces_and_embedded_processes_are_read() {
 }
 
 #[test]
+fn the_parent_is_the_first_child_of_reference_within_the_trace() {
+    // As in Jaeger's own converter fixture: a CHILD_OF to another trace comes first, and
+    // the parent is both CHILD_OF and FOLLOWS_FROM.
+    let doc = br#"{"traceID": "1", "spans": [
+        {"spanID": "2", "startTime": 1, "duration": 5, "processID": "p1"},
+        {"spanID": "4", "startTime": 1, "duration": 5, "processID": "p1", "references": [
+            {"refType": "CHILD_OF", "traceID": "ff", "spanID": "ff"},
+            {"refType": "CHILD_OF", "traceID": "1", "spanID": "2"},
+            {"refType": "FOLLOWS_FROM", "traceID": "1", "spanID": "2"},
+            {"refType": "FOLLOWS_FROM", "spanID": "3"}
+        ]}
+    ], "processes": {"p1": {"serviceName": "s"}}}"#;
+    let d = jaeger::decode_json(doc).unwrap();
+    assert!(d.rejected.is_empty(), "{:?}", d.rejected);
+    let s = find(&d.spans, "0000000000000004");
+    assert_eq!(s.parent_id, Some(sid("0000000000000002")));
+    assert!(
+        !s.follows_from_parent(),
+        "CHILD_OF wins over FOLLOWS_FROM to the same span"
+    );
+    let links: Vec<(u128, u64, Value)> = s
+        .links
+        .iter()
+        .map(|l| {
+            (
+                l.trace_id.get(),
+                l.span_id.get(),
+                l.attributes[0].value.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        links,
+        [
+            (0xff, 0xff, Value::from("child_of")),
+            (1, 3, Value::from(FOLLOWS_FROM))
+        ]
+    );
+    let out: serde_json::Value = serde_json::from_slice(&jaeger::encode_json(&d.spans)).unwrap();
+    let refs: Vec<(String, String)> = out["data"][0]["spans"][1]["references"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["refType"].as_str().unwrap().to_string(),
+                r["spanID"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        refs,
+        [
+            ("CHILD_OF".into(), "0000000000000002".into()),
+            ("CHILD_OF".into(), "00000000000000ff".into()),
+            ("FOLLOWS_FROM".into(), "0000000000000003".into()),
+        ],
+        "the parent is written first"
+    );
+}
+
+#[test]
 fn detect_tells_jaeger_from_otlp_and_zipkin_by_the_first_key() {
     for (body, format) in [
         (r#"  {"data": []}"#, Format::JaegerJson),

@@ -9,8 +9,9 @@
 //! A span's parent is its first CHILD_OF reference within its trace, else its first
 //! FOLLOWS_FROM one; a FOLLOWS_FROM parent is also kept as a link with
 //! `opentracing.ref_type = follows_from` (see [`Span::follows_from_parent`]). Other
-//! references become links with their reference type, and links are written back as
-//! references. The deprecated `parentSpanID` is read when no reference names a parent.
+//! references become links with their reference type (but for a FOLLOWS_FROM reference to
+//! a CHILD_OF parent, which would read as the parent not waiting), and links are written
+//! back as references. The deprecated `parentSpanID` is read when no reference names a parent.
 //!
 //! A process's `serviceName` is the service, its `hostname` (or `host.name`) tag the host
 //! and its `process.pid` (or `pid`) tag the process id; its other tags become attributes of
@@ -683,8 +684,18 @@ fn decode_span(
         });
     }
 
+    let child_of_parent = parent_ref.filter(|&i| refs[i].0 == RefKind::ChildOf);
     for (k, &(kind, ref_trace, ref_span)) in refs.iter().enumerate() {
-        if Some(k) == parent_ref && kind == RefKind::ChildOf {
+        if Some(k) == child_of_parent {
+            continue;
+        }
+        // A parent the span is a child of is not also followed from: such a link would
+        // make the parent's wait for it read as no wait.
+        if child_of_parent.is_some()
+            && kind == RefKind::FollowsFrom
+            && ref_trace == trace_id
+            && Some(ref_span) == parent_id
+        {
             continue;
         }
         span.links.push(Link {
