@@ -9,7 +9,7 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use causeway_model::codec::{native, otlp, zipkin};
+use causeway_model::codec::{jaeger, native, otlp, zipkin};
 use causeway_model::{Span, Trace, TraceId};
 use causeway_store::sql::{self, SqlLimits};
 use causeway_store::{parse_duration, parse_time, Fields, SearchQuery, TimeWindow, TraceStore};
@@ -294,6 +294,7 @@ enum Format {
     OtlpJson,
     OtlpProtobuf,
     Zipkin,
+    Jaeger,
 }
 
 async fn export(
@@ -307,9 +308,10 @@ async fn export(
         "otlp-json" => Format::OtlpJson,
         "otlp-protobuf" | "otlp" => Format::OtlpProtobuf,
         "zipkin" => Format::Zipkin,
+        "jaeger" | "jaeger-json" => Format::Jaeger,
         other => {
             return Err(ApiError::BadRequest(format!(
-            "parameter format: unknown format {other:?} (native, otlp-json, otlp-protobuf, zipkin)"
+            "parameter format: unknown format {other:?} (native, otlp-json, otlp-protobuf, zipkin, jaeger)"
         )))
         }
     };
@@ -337,6 +339,7 @@ async fn export(
                 Format::OtlpJson => (otlp::encode_json(&spans), "application/json"),
                 Format::OtlpProtobuf => (otlp::encode_protobuf(&spans), "application/x-protobuf"),
                 Format::Zipkin => (zipkin::encode_json(&spans), "application/json"),
+                Format::Jaeger => (jaeger::encode_json(&spans), "application/json"),
             })
         })
         .await?;
