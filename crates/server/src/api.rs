@@ -1,5 +1,5 @@
 //! The query API (JSON over HTTP): traces by id, search, services and operations, SQL,
-//! export, and `/metrics`.
+//! export, and `/metrics`; Jaeger's query API is merged in from [`crate::jaeger`].
 
 use std::sync::Arc;
 
@@ -30,6 +30,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics))
         .merge(crate::analyses::routes())
         .merge(crate::expect::routes())
+        .merge(crate::jaeger::routes())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::auth::require_token,
