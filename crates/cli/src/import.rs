@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
-use causeway_model::codec::{self, native, otlp, zipkin, Format};
+use causeway_model::codec::{self, jaeger, native, otlp, zipkin, Format};
 use causeway_model::Span;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -13,7 +13,7 @@ use crate::client::Client;
 
 #[derive(Args)]
 pub struct ImportArgs {
-    /// Files of OTLP JSON, OTLP protobuf, Zipkin v2 JSON or native records.
+    /// Files of OTLP JSON, OTLP protobuf, Zipkin v2 JSON, Jaeger JSON or native records.
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// The collector's ingest address.
@@ -45,6 +45,10 @@ pub fn decode(bytes: &[u8]) -> Result<(Format, Vec<Span>, Vec<String>)> {
         }
         Format::ZipkinJson => {
             let d = zipkin::decode_json(bytes).map_err(|e| anyhow!("{e}"))?;
+            (d.spans, d.rejected.iter().map(|p| p.to_string()).collect())
+        }
+        Format::JaegerJson => {
+            let d = jaeger::decode_json(bytes).map_err(|e| anyhow!("{e}"))?;
             (d.spans, d.rejected.iter().map(|p| p.to_string()).collect())
         }
     };

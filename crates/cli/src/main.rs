@@ -73,7 +73,8 @@ enum Command {
     Sql(SqlArgs),
     /// List services, or the operations of one.
     Services(ServicesArgs),
-    /// Send files of spans (OTLP JSON or protobuf, Zipkin JSON, native) to a collector.
+    /// Send files of spans (OTLP JSON or protobuf, Zipkin JSON, Jaeger JSON, native) to a
+    /// collector.
     Import(import::ImportArgs),
     /// Write the spans of a time window to a file.
     Export(ExportArgs),
@@ -108,7 +109,7 @@ struct Listen {
     /// OTLP/gRPC address.
     #[arg(long, default_value = causeway_server::DEFAULT_GRPC)]
     grpc: SocketAddr,
-    /// OTLP/HTTP, Zipkin and native ingest address.
+    /// OTLP/HTTP, Zipkin, Jaeger JSON and native ingest address.
     #[arg(long, default_value = causeway_server::DEFAULT_INGEST)]
     ingest: SocketAddr,
     /// Query API and UI address.
@@ -300,7 +301,7 @@ struct ExportArgs {
     /// Only traces with a span of this service.
     #[arg(long)]
     service: Option<String>,
-    /// native, otlp-json, otlp-protobuf or zipkin.
+    /// native, otlp-json, otlp-protobuf, zipkin or jaeger.
     #[arg(long, default_value = "native")]
     format: String,
     /// Output file (stdout when absent).
@@ -388,6 +389,7 @@ fn serve(a: ServeArgs) -> Result<()> {
             "  Zipkin           http://{}/api/v2/spans",
             server.ingest_addr
         );
+        statusln!("  Jaeger JSON      http://{}/v1/jaeger", server.ingest_addr);
         statusln!("  query API and UI http://{}", server.http_addr);
         statusln!("press Ctrl-C to stop");
         tokio::signal::ctrl_c()

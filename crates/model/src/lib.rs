@@ -7,7 +7,8 @@
 //!   and source.
 //! - [`Trace`]: the spans of one trace assembled into a tree, orphans kept as extra roots.
 //! - [`PathView`]: Pip's view of a trace as per-thread event sequences.
-//! - [`codec`]: the native span-log record, OTLP protobuf and JSON, Zipkin v2 JSON.
+//! - [`codec`]: the native span-log record, OTLP protobuf and JSON, Zipkin v2 JSON, Jaeger's
+//!   JSON.
 //!
 //! No I/O and no async: this crate is pure data and conversions.
 #![warn(missing_docs)]

@@ -1,5 +1,5 @@
 //! The query API (JSON over HTTP): traces by id, search, services and operations, SQL,
-//! export, and `/metrics`.
+//! export, and `/metrics`; Jaeger's query API is merged in from [`crate::jaeger`].
 
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use causeway_model::codec::{native, otlp, zipkin};
+use causeway_model::codec::{jaeger, native, otlp, zipkin};
 use causeway_model::{Span, Trace, TraceId};
 use causeway_store::sql::{self, SqlLimits};
 use causeway_store::{parse_duration, parse_time, Fields, SearchQuery, TimeWindow, TraceStore};
@@ -30,6 +30,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics))
         .merge(crate::analyses::routes())
         .merge(crate::expect::routes())
+        .merge(crate::jaeger::routes())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::auth::require_token,
@@ -291,6 +292,7 @@ enum Format {
     OtlpJson,
     OtlpProtobuf,
     Zipkin,
+    Jaeger,
 }
 
 async fn export(
@@ -304,9 +306,10 @@ async fn export(
         "otlp-json" => Format::OtlpJson,
         "otlp-protobuf" | "otlp" => Format::OtlpProtobuf,
         "zipkin" => Format::Zipkin,
+        "jaeger" | "jaeger-json" => Format::Jaeger,
         other => {
             return Err(ApiError::BadRequest(format!(
-            "parameter format: unknown format {other:?} (native, otlp-json, otlp-protobuf, zipkin)"
+            "parameter format: unknown format {other:?} (native, otlp-json, otlp-protobuf, zipkin, jaeger)"
         )))
         }
     };
@@ -334,6 +337,7 @@ async fn export(
                 Format::OtlpJson => (otlp::encode_json(&spans), "application/json"),
                 Format::OtlpProtobuf => (otlp::encode_protobuf(&spans), "application/x-protobuf"),
                 Format::Zipkin => (zipkin::encode_json(&spans), "application/json"),
+                Format::Jaeger => (jaeger::encode_json(&spans), "application/json"),
             })
         })
         .await?;

@@ -1,5 +1,6 @@
 //! Ingest over HTTP: OTLP (`/v1/traces`, protobuf or JSON, optionally gzipped), Zipkin v2
-//! JSON (`/api/v2/spans`) and native record batches (`/v1/native`). Answers as the
+//! JSON (`/api/v2/spans`), Jaeger's JSON (`/v1/jaeger`) and native record batches
+//! (`/v1/native`). Answers as the
 //! OpenTelemetry Collector does: 200 with partial success, 400 naming the problem, 413,
 //! 415, and 429/503 with `Retry-After` when shedding load.
 
@@ -13,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use causeway_model::codec::otlp::proto::{ExportTracePartialSuccess, ExportTraceServiceResponse};
-use causeway_model::codec::{native, otlp, zipkin};
+use causeway_model::codec::{jaeger, native, otlp, zipkin};
 use causeway_model::{Span, Value};
 use causeway_store::TraceStore;
 use prost::Message;
@@ -34,6 +35,7 @@ pub(crate) enum Protocol {
     OtlpHttp = 1,
     Zipkin = 2,
     Native = 3,
+    Jaeger = 4,
 }
 
 /// What happened to a batch that was taken.
@@ -90,6 +92,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/traces", post(otlp_http))
         .route("/api/v2/spans", post(zipkin_http))
+        .route("/v1/jaeger", post(jaeger_http))
         .route("/v1/native", post(native_http))
         .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn_with_state(
@@ -428,6 +431,36 @@ async fn zipkin_http(
     })
     .await?;
     Ok((StatusCode::ACCEPTED, axum::Json(summary(&outcome))).into_response())
+}
+
+/// Jaeger's JSON, as its query API answers and its UI downloads it. (Jaeger's collector
+/// takes Thrift at `/api/traces`; this is not that.)
+async fn jaeger_http(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let _permit = admit(&state)?;
+    // Read before the content type is judged, so a refused request leaves the
+    // connection clean for the client's next one.
+    let body = read_body(&state, &headers, body).await?;
+    let ct = content_type(&headers);
+    if !matches!(ct.as_str(), "application/json" | "") {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "unsupported content type {ct:?} for /v1/jaeger: send application/json (Jaeger's JSON)"
+        )));
+    }
+    let encoding = Encoding::of(&headers)?;
+    let outcome = take(&state, Protocol::Jaeger, body, encoding, |body| {
+        let decoded = jaeger::decode_json(&body).map_err(|e| e.to_string())?;
+        Ok(Batch {
+            outcome: Outcome::rejecting(&decoded.rejected),
+            spans: decoded.spans,
+            records: None,
+        })
+    })
+    .await?;
+    Ok(axum::Json(summary(&outcome)).into_response())
 }
 
 async fn native_http(

@@ -1,5 +1,6 @@
-//! Causeway's server: the collector (OTLP/gRPC, OTLP/HTTP, Zipkin v2, native batches), the
-//! query API, and the agent that ships span logs to it.
+//! Causeway's server: the collector (OTLP/gRPC, OTLP/HTTP, Zipkin v2, Jaeger JSON, native
+//! batches), the query API (and Jaeger's, under `/jaeger/api/`), and the agent that ships
+//! span logs to it.
 //!
 //! [`start`] binds the three listeners and serves until [`RunningServer::shutdown`]. Every
 //! ingest path ends in the same place: spans are screened, then appended to the store and
@@ -14,6 +15,7 @@ pub mod error;
 mod expect;
 mod grpc;
 mod ingest;
+mod jaeger;
 mod metrics;
 mod ui;
 mod work;

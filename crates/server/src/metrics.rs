@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use causeway_store::StoreStats;
 
 /// The ingest protocols, in the order counters are kept.
-pub(crate) const PROTOCOLS: [&str; 4] = ["otlp_grpc", "otlp_http", "zipkin", "native"];
+pub(crate) const PROTOCOLS: [&str; 5] = ["otlp_grpc", "otlp_http", "zipkin", "native", "jaeger"];
 
 #[derive(Default)]
 pub(crate) struct Metrics {
-    pub accepted: [AtomicU64; 4],
-    pub rejected: [AtomicU64; 4],
+    pub accepted: [AtomicU64; 5],
+    pub rejected: [AtomicU64; 5],
     pub refused_busy: AtomicU64,
     pub refused_inflight: AtomicU64,
     pub refused_malformed: AtomicU64,

@@ -371,3 +371,67 @@ fn shed_load_is_answered_503_with_retry_after() {
     assert_eq!(r.headers().get("retry-after").unwrap(), "1");
     assert!(r.body_mut().read_to_string().unwrap().contains("retry"));
 }
+
+#[test]
+fn jaeger_json_is_taken_at_v1_jaeger_with_bad_spans_named_by_path() {
+    let server = TestServer::start("jaeger-ingest");
+    let t = now() / 1000 - 1_000_000;
+    let doc = format!(
+        r#"{{"data": [{{"traceID": "30", "spans": [
+            {{"spanID": "1", "operationName": "good", "startTime": {t}, "duration": 10, "processID": "p1"}},
+            {{"spanID": "2", "operationName": "bad", "startTime": {t}, "duration": 10, "processID": "p1",
+              "tags": [{{"key": "n", "type": "int64", "value": "ten"}}]}}
+        ], "processes": {{"p1": {{"serviceName": "svc"}}}}}}], "total": 0, "limit": 0, "offset": 0, "errors": null}}"#
+    );
+    let (status, ct, body) = server.post("/v1/jaeger", &[JSON], doc.as_bytes());
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(ct.starts_with("application/json"));
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["accepted"], 1, "{v}");
+    assert_eq!(v["rejected"], 1, "{v}");
+    let msg = v["errors"][0].as_str().unwrap();
+    assert!(msg.ends_with("at data[0].spans[1].tags[0].value"), "{msg}");
+    assert_eq!(stored(&server, 0x30), 1);
+
+    // Gzipped is taken too.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(doc.replace("\"30\"", "\"31\"").as_bytes())
+        .unwrap();
+    let gz = gz.finish().unwrap();
+    let (status, _, _) = server.post("/v1/jaeger", &[JSON, ("content-encoding", "gzip")], &gz);
+    assert_eq!(status, 200);
+    assert_eq!(stored(&server, 0x31), 1);
+
+    // Malformed JSON: 400 with where; another content type: 415.
+    let (status, _, body) = server.post("/v1/jaeger", &[JSON], b"{\"data\": [\n  {\"spans\": 5}]}");
+    assert_eq!(status, 400);
+    let e = error_of(&body);
+    assert!(
+        e.contains("invalid Jaeger JSON") && e.contains("line 2 column"),
+        "{e}"
+    );
+    let (status, _, body) = server.post(
+        "/v1/jaeger",
+        &[("content-type", "application/x-thrift")],
+        b"\x0c\x00",
+    );
+    assert_eq!(status, 415);
+    assert!(error_of(&body).contains("/v1/jaeger"));
+
+    let metrics = server
+        .http
+        .get(&server.api_url("/metrics"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(
+        metrics.contains("causeway_ingest_spans_total{protocol=\"jaeger\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("causeway_ingest_rejected_spans_total{protocol=\"jaeger\"} 2"),
+        "{metrics}"
+    );
+}

@@ -1,5 +1,7 @@
-//! Wire formats: the native span-log record, OTLP (protobuf and JSON), Zipkin v2 JSON.
+//! Wire formats: the native span-log record, OTLP (protobuf and JSON), Zipkin v2 JSON,
+//! Jaeger's JSON.
 
+pub mod jaeger;
 pub mod native;
 pub mod otlp;
 pub mod zipkin;
@@ -13,6 +15,8 @@ pub enum Format {
     OtlpJson,
     /// Zipkin v2 JSON (a list of spans).
     ZipkinJson,
+    /// Jaeger's JSON (`{"data": [traces]}`, a trace, or a list of traces).
+    JaegerJson,
     /// Anything else binary, tried as OTLP protobuf.
     OtlpProtobuf,
 }
@@ -28,16 +32,52 @@ pub fn json_message(e: &serde_json::Error) -> String {
     }
 }
 
-/// Guesses a payload's format from its first bytes.
+/// Guesses a payload's format from its first bytes: an object is OTLP/JSON unless its
+/// first key is one of Jaeger's, a list is Zipkin's unless its first element's first key is
+/// one of a Jaeger trace's. Only the first key is looked at, so this stays cheap.
 pub fn detect(body: &[u8]) -> Format {
     if body.starts_with(&native::MAGIC) {
         return Format::Native;
     }
-    match body.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'{') => Format::OtlpJson,
-        Some(b'[') => Format::ZipkinJson,
+    let Some((first, rest)) = skip_whitespace(body).split_first() else {
+        return Format::OtlpProtobuf;
+    };
+    match first {
+        b'{' => match first_key(rest) {
+            Some(k) if JAEGER_TOP_KEYS.contains(&k) || JAEGER_TRACE_KEYS.contains(&k) => {
+                Format::JaegerJson
+            }
+            _ => Format::OtlpJson,
+        },
+        b'[' => match skip_whitespace(rest).split_first() {
+            Some((b'{', element)) => match first_key(element) {
+                Some(k) if JAEGER_TRACE_KEYS.contains(&k) => Format::JaegerJson,
+                _ => Format::ZipkinJson,
+            },
+            _ => Format::ZipkinJson,
+        },
         _ => Format::OtlpProtobuf,
     }
+}
+
+/// First keys of Jaeger's answer envelope.
+const JAEGER_TOP_KEYS: [&[u8]; 5] = [b"data", b"total", b"limit", b"offset", b"errors"];
+/// First keys of a Jaeger trace (Zipkin's spans spell theirs `traceId`).
+const JAEGER_TRACE_KEYS: [&[u8]; 3] = [b"traceID", b"spans", b"processes"];
+
+fn skip_whitespace(b: &[u8]) -> &[u8] {
+    let at = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    &b[at..]
+}
+
+/// The first key of an object whose `{` has been read, if it is short and plain.
+fn first_key(b: &[u8]) -> Option<&[u8]> {
+    let b = skip_whitespace(b).strip_prefix(b"\"")?;
+    let end = b.iter().take(32).position(|&c| c == b'"' || c == b'\\')?;
+    (b[end] == b'"').then(|| &b[..end])
 }
 
 /// Proptest strategies for model values, shared by the codec tests.

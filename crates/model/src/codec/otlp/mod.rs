@@ -26,15 +26,16 @@ use crate::span::{
 /// The OTLP request type this module reads and writes.
 pub type Request = ExportTraceServiceRequest;
 
-const ATTR_THREAD: &str = "thread.id";
-const ATTR_PROBABILITY: &str = "causeway.sampling.probability";
-const ATTR_CPU: &str = "causeway.cpu_time_ns";
-const ATTR_SOURCE: &str = "causeway.source";
-const EVENT_SEND: &str = "causeway.message.send";
-const EVENT_RECV: &str = "causeway.message.recv";
-const MSG_ID: &str = "message.id";
-const MSG_PEER: &str = "message.peer";
-const MSG_SIZE: &str = "message.size";
+// Shared with the Jaeger codec, which carries the same parts the same way.
+pub(crate) const ATTR_THREAD: &str = "thread.id";
+pub(crate) const ATTR_PROBABILITY: &str = "causeway.sampling.probability";
+pub(crate) const ATTR_CPU: &str = "causeway.cpu_time_ns";
+pub(crate) const ATTR_SOURCE: &str = "causeway.source";
+pub(crate) const EVENT_SEND: &str = "causeway.message.send";
+pub(crate) const EVENT_RECV: &str = "causeway.message.recv";
+pub(crate) const MSG_ID: &str = "message.id";
+pub(crate) const MSG_PEER: &str = "message.peer";
+pub(crate) const MSG_SIZE: &str = "message.size";
 
 /// An OTLP payload or span that could not be read, naming the field by its JSON path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
