@@ -115,8 +115,8 @@ pub fn critical_path(trace: &Trace) -> Vec<Section> {
 /// Whether `parent` waited for `child`: not for a message it produced (the consumer runs on
 /// its own time), nor for work that only follows from it.
 fn blocks(parent: &Span, child: &Span) -> bool {
-    !(parent.kind == SpanKind::Producer && child.kind == SpanKind::Consumer)
-        && !child.follows_from_parent()
+    let consumes = parent.kind == SpanKind::Producer && child.kind == SpanKind::Consumer;
+    !consumes && !child.follows_from_parent()
 }
 
 /// Each span's self time: its duration less the time covered by at least one child

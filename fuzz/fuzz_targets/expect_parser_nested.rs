@@ -1,0 +1,46 @@
+//! The expectation parser refuses nesting past its limit with a position, and never
+//! overflows its stack, however deep the input nests (up to 1 MiB of it). Random bytes
+//! rarely nest deeply, so the input picks a construct and a depth and the text is built.
+#![no_main]
+
+use causeway_expect::lang::parse;
+use libfuzzer_sys::fuzz_target;
+
+/// Ways to nest: text before the repeated part, the opener, the closer, text after.
+const NESTINGS: [(&str, &str, &str, &str); 12] = [
+    ("assert(", "-", "", "1 > 0);"),
+    ("assert(", "(", ")", "1 > 0);"),
+    ("assert(", "!", "", "1 > 0);"),
+    ("assert(1", " + 1", "", " > 0);"),
+    ("assert(2", " ** 2", "", " > 0);"),
+    ("assert(1", " in {1", "}", ");"),
+    ("validator S : ", "!(", ")", "A;"),
+    ("validator S : A", " && A", "", ";"),
+    ("validator S : A", " -> A", "", ";"),
+    ("validator V { thread t(*, 1) ", "{", "}", "task(\"x\");"),
+    ("validator V { thread t(*, 1) { ", "maybe ", "", "task(\"x\"); }"),
+    ("validator V { thread t(*, 1) { ", "repeat 2 { task(\"a\") ", "}", "task(\"x\"); }"),
+];
+
+fuzz_target!(|data: &[u8]| {
+    let [which, hi, lo, rest @ ..] = data else { return };
+    let (before, open, close, after) = NESTINGS[*which as usize % NESTINGS.len()];
+    let max = (1 << 20) / (open.len() + close.len()).max(1);
+    let depth = ((*hi as usize) << 8 | *lo as usize) * 8 % max;
+    // The rest of the input goes in the middle, so the fuzzer can vary the innermost part.
+    let middle = String::from_utf8_lossy(rest);
+    let text = format!(
+        "{before}{}{middle}{after}{}",
+        open.repeat(depth),
+        close.repeat(depth)
+    );
+    match parse(&text) {
+        Ok(file) => {
+            let printed = file.to_string();
+            parse(&printed).expect("printed text parses");
+        }
+        Err(e) => {
+            assert!(e.line >= 1 && e.col >= 1, "{e}");
+        }
+    }
+});
