@@ -638,8 +638,9 @@ fn expect(a: ExpectArgs) -> Result<()> {
         if !seen.insert(kind) {
             continue;
         }
-        // Generated traces run on random hosts: describe behaviour only.
-        let body = serde_json::json!({ "trace": t["traceId"], "anyHost": true });
+        // Generated traces run on random hosts and log random notices (a retry, a cache
+        // miss): describe the structure a request of this kind always has.
+        let body = serde_json::json!({ "trace": t["traceId"], "anyHost": true, "notices": "any" });
         let generated = api.post(
             "/api/expect/generate",
             "application/json",
@@ -691,6 +692,10 @@ fn expect(a: ExpectArgs) -> Result<()> {
         "paths_per_second": (paths as f64 / best.max(1e-9)).round(),
         "check_cpu_seconds_min": cpu_seconds.map(|c| (c * 100.0).round() / 100.0),
         "expected": last["expected"],
+        // The share of paths that matched a recognizer: what the check timed.
+        "expected_share": last["expected"]
+            .as_u64()
+            .map(|e| (e as f64 / paths.max(1) as f64 * 1000.0).round() / 1000.0),
         "unexpected": last["unexpected"],
         "undecided": last["undecided"],
         "paths_with_problems": last["pathsWithProblems"],

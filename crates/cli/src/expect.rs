@@ -42,6 +42,10 @@ pub struct GenerateArgs {
     /// Write `*` for every thread's host instead of the hosts seen.
     #[arg(long)]
     any_host: bool,
+    /// How to write notices: `exact` (each as seen) or `any` (no texts; every task may log
+    /// any notices between its other events), for requests whose logs vary.
+    #[arg(long, default_value = "exact", value_parser = ["exact", "any"])]
+    notices: String,
     /// Most traces to read.
     #[arg(long, default_value_t = 1000)]
     limit: usize,
@@ -302,6 +306,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
         "service": a.service,
         "timings": a.timings,
         "anyHost": a.any_host,
+        "notices": a.notices,
         "limit": a.limit,
         "start": a.window.start,
         "end": a.window.end,

@@ -1,7 +1,10 @@
 //! Writes recognizers that describe observed paths: one thread pattern per role (threads
 //! of one service that behave alike), runs of equal events as `repeat`, and paths of the
 //! same structure merged into one validator whose repeat and thread counts span what was
-//! seen. With timings, each task gets the observed REAL_TIME range as a limit.
+//! seen. With timings, each task gets the observed REAL_TIME range as a limit. Notices are
+//! written as seen, or abstracted: the texts a task logs (a retry, a cache miss) often vary
+//! between requests of one kind, so `Notices::Any` writes none of them and lets every task
+//! log any notices between its other events.
 
 use std::collections::BTreeMap;
 
@@ -16,15 +19,42 @@ pub struct Options {
     /// `*` for every thread's host instead of the hosts seen (for paths that will run on
     /// other hosts).
     pub any_host: bool,
+    /// How notices are written.
+    pub notices: Notices,
+}
+
+/// How [`generate`] writes notices.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Notices {
+    /// Each notice as seen, in its place.
+    #[default]
+    Exact,
+    /// None as seen; instead, before every statement of a thread or task and at its end,
+    /// `repeat between 0 and 9 notice(*);`, so a path matches whatever notices it logged.
+    Any,
+}
+
+/// The most notices `Notices::Any` admits in one run between two other events.
+const ANY_NOTICES: u64 = 9;
+
+impl std::str::FromStr for Notices {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Notices, String> {
+        match s {
+            "exact" => Ok(Notices::Exact),
+            "any" => Ok(Notices::Any),
+            other => Err(format!("{other:?} is not exact or any")),
+        }
+    }
 }
 
 /// Recognizers for `paths`, as a file of validators.
 pub fn generate(paths: &[Path], options: Options) -> File {
-    let timings = options.timings;
     let mut groups: BTreeMap<String, (Recognizer, usize)> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     for p in paths {
-        let r = describe(p, timings);
+        let r = describe(p, options);
         let key = skeleton(&r);
         match groups.get_mut(&key) {
             Some((g, n)) => {
@@ -77,19 +107,20 @@ fn ident(text: &str) -> String {
 }
 
 /// One path as a validator.
-fn describe(path: &Path, timings: bool) -> Recognizer {
+fn describe(path: &Path, options: Options) -> Recognizer {
+    let (timings, notices) = (options.timings, options.notices);
     // Roles, first without peer names (they need the roles), then with them.
     let plain: Vec<String> = path
         .threads
         .iter()
-        .map(|t| signature(&body(t, 0, t.events.len(), &|_| None, false)))
+        .map(|t| signature(&body(t, 0, t.events.len(), &|_| None, false, notices)))
         .collect();
     let first = names(path, &plain);
     let peer_name = |t: usize| Some(first[t].clone());
     let full: Vec<Vec<Stmt>> = path
         .threads
         .iter()
-        .map(|t| body(t, 0, t.events.len(), &peer_name, timings))
+        .map(|t| body(t, 0, t.events.len(), &peer_name, timings, notices))
         .collect();
     let keyed: Vec<String> = path
         .threads
@@ -102,9 +133,10 @@ fn describe(path: &Path, timings: bool) -> Recognizer {
     let final_peer = |t: usize| Some(role[t].clone());
     let mut patterns: BTreeMap<String, (Vec<&Thread>, Vec<Stmt>)> = BTreeMap::new();
     for (i, t) in path.threads.iter().enumerate() {
-        let e = patterns
-            .entry(role[i].clone())
-            .or_insert_with(|| (Vec::new(), body(t, 0, t.events.len(), &final_peer, timings)));
+        let e = patterns.entry(role[i].clone()).or_insert_with(|| {
+            let body = body(t, 0, t.events.len(), &final_peer, timings, notices);
+            (Vec::new(), body)
+        });
         e.0.push(t);
     }
     let threads = patterns
@@ -242,6 +274,7 @@ fn body(
     to: usize,
     peer: &dyn Fn(usize) -> Option<String>,
     timings: bool,
+    notices: Notices,
 ) -> Vec<Stmt> {
     let mut out: Vec<Stmt> = Vec::new();
     let mut i = from;
@@ -250,7 +283,7 @@ fn body(
         let s = match e.kind {
             Kind::TaskStart => {
                 let end = t.end_of[i].max(i);
-                let inner = body(t, i + 1, end.min(to), peer, timings);
+                let inner = body(t, i + 1, end.min(to), peer, timings, notices);
                 let limits = if timings {
                     vec![real_time(e.real_ns, e.real_ns)]
                 } else {
@@ -264,6 +297,10 @@ fn body(
                 }
             }
             Kind::TaskEnd => {
+                i += 1;
+                continue;
+            }
+            Kind::Notice if notices == Notices::Any => {
                 i += 1;
                 continue;
             }
@@ -282,6 +319,26 @@ fn body(
         };
         push_collapsed(&mut out, s);
     }
+    if notices == Notices::Any {
+        out = with_notice_slots(out);
+    }
+    out
+}
+
+/// `stmts` with room for any notices before each statement and after the last.
+fn with_notice_slots(stmts: Vec<Stmt>) -> Vec<Stmt> {
+    let slot = || Stmt::Repeat {
+        low: Count::Num(0),
+        high: Count::Num(ANY_NOTICES),
+        between: true,
+        body: Box::new(Stmt::Notice(Text::Any)),
+    };
+    let mut out = Vec::with_capacity(2 * stmts.len() + 1);
+    for s in stmts {
+        out.push(slot());
+        out.push(s);
+    }
+    out.push(slot());
     out
 }
 

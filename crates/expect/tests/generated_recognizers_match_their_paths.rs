@@ -1,7 +1,7 @@
 //! The generator: what it writes parses, reads as Pip, and matches every path it came from.
 
 use causeway_expect::check::Checker;
-use causeway_expect::generate::{generate, Options};
+use causeway_expect::generate::{generate, Notices, Options};
 use causeway_expect::lang::parse;
 use causeway_expect::path::Path;
 use causeway_expect::program::Params;
@@ -151,9 +151,11 @@ proptest! {
         roots in prop::collection::vec(node(), 1..5),
         timings in any::<bool>(),
         any_host in any::<bool>(),
+        any_notices in any::<bool>(),
     ) {
         let paths: Vec<Path> = roots.iter().enumerate().map(|(i, r)| Path::of(&trace(i as u128 + 1, r))).collect();
-        let file = generate(&paths, Options { timings, any_host });
+        let notices = if any_notices { Notices::Any } else { Notices::Exact };
+        let file = generate(&paths, Options { timings, any_host, notices });
         let text = file.to_string();
         let parsed = parse(&text).map_err(|e| TestCaseError::fail(e.render("generated", &text)))?;
         let checker = Checker::new(&parsed, Params::new()).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
@@ -202,4 +204,57 @@ fn peers_that_behave_alike_are_one_pattern_and_runs_are_repeats() {
     };
     let text = generate(&[Path::of(&trace(2, &root))], Options::default()).to_string();
     assert!(text.contains(r#"thread H(m/^(h0|h1|h2)$/, 3)"#), "{text}");
+}
+
+/// Requests of one kind log different notices (a retry here, a cache miss there): with
+/// abstract notices, a recognizer generated from one request matches the others; with
+/// exact ones it matches only its own.
+#[test]
+fn abstract_notices_match_requests_of_one_kind_whatever_they_log() {
+    let tree = |notices: [u8; 3]| Node {
+        name: 0,
+        remote: None,
+        notices: notices[0],
+        children: vec![
+            Node {
+                name: 1,
+                remote: Some(1),
+                notices: notices[1],
+                children: vec![],
+            },
+            Node {
+                name: 2,
+                remote: None,
+                notices: notices[2],
+                children: vec![],
+            },
+        ],
+    };
+    let logged = [[0, 0, 0], [1, 0, 2], [0, 2, 0], [2, 1, 1]];
+    let paths: Vec<Path> = logged
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Path::of(&trace(i as u128 + 1, &tree(*n))))
+        .collect();
+    let expected = |notices: Notices| -> Vec<bool> {
+        let options = Options {
+            notices,
+            ..Options::default()
+        };
+        let text = generate(&paths[..1], options).to_string();
+        let checker = Checker::new(&parse(&text).unwrap(), Params::new()).unwrap();
+        paths.iter().map(|p| checker.check(p).0.expected).collect()
+    };
+    assert_eq!(expected(Notices::Any), vec![true; 4]);
+    assert_eq!(expected(Notices::Exact), vec![true, false, false, false]);
+    let text = generate(
+        &paths[..1],
+        Options {
+            notices: Notices::Any,
+            ..Options::default()
+        },
+    )
+    .to_string();
+    assert!(text.contains("repeat between 0 and 9 notice(*);"), "{text}");
+    assert!(!text.contains("note"), "{text}");
 }

@@ -351,6 +351,9 @@ struct GenerateRequest {
     /// Write `*` for hosts instead of the hosts seen.
     #[serde(default)]
     any_host: bool,
+    /// `exact` (notices as seen) or `any` (no notice texts; any notices anywhere).
+    #[serde(default)]
+    notices: Option<String>,
     /// Most traces read (the first ones of the window).
     #[serde(default)]
     limit: Option<usize>,
@@ -436,9 +439,16 @@ async fn generate(
         }
         found
     };
+    let notices = match req.notices.as_deref() {
+        None => Default::default(),
+        Some(text) => text
+            .parse()
+            .map_err(|e| ApiError::BadRequest(format!("notices: {e}")))?,
+    };
     let options = causeway_expect::generate::Options {
         timings: req.timings,
         any_host: req.any_host,
+        notices,
     };
     let generated = blocking(move || {
         let paths: Vec<Path> = traces.iter().map(Path::of).collect();
