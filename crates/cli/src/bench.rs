@@ -52,8 +52,9 @@ struct AnalysesArgs {
     #[arg(long, default_value_t = 1_000_000)]
     traces: u64,
     /// Request types (call trees) the generated traces follow; 3% take random shapes.
-    #[arg(long, default_value_t = 40)]
-    request_types: u64,
+    /// Default: 40 for `analyses`; for `expect`, as many as there are recognizers.
+    #[arg(long)]
+    request_types: Option<u64>,
     /// Runs of each analysis.
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -535,10 +536,12 @@ fn query(a: QueryArgs) -> Result<()> {
             )
         })
         .collect();
+    // Each timing comes with how many of its queries found something: a lookup that finds
+    // nothing takes another path than one that reads traces.
     let (id_lat, id_found) = time(by_id)?;
-    let (op_lat, _) = time(by_op)?;
-    let (attr_lat, _) = time(by_attr)?;
-    let (attr_svc_lat, _) = time(by_attr_service)?;
+    let (op_lat, op_found) = time(by_op)?;
+    let (attr_lat, attr_found) = time(by_attr)?;
+    let (attr_svc_lat, attr_svc_found) = time(by_attr_service)?;
     rt.block_on(server.shutdown());
     let result = serde_json::json!({
         "stored_spans": stats.block_spans + stats.head_spans,
@@ -547,8 +550,12 @@ fn query(a: QueryArgs) -> Result<()> {
         "trace_by_id": id_lat,
         "trace_by_id_found": id_found,
         "search_service_operation": op_lat,
+        "search_service_operation_found": op_found,
         "search_attribute": attr_lat,
+        "search_attribute_found": attr_found,
         "search_service_attribute": attr_svc_lat,
+        "search_service_attribute_found": attr_svc_found,
+        "queries_each": n,
         "peak_rss_mib": peak_rss_mib(),
     });
     report(&result, a.json)
@@ -556,7 +563,11 @@ fn query(a: QueryArgs) -> Result<()> {
 
 /// Opens (and, when empty, fills) the store of generated traces the analyses read;
 /// returns it with the seconds loading took.
-fn analysis_store(a: &AnalysesArgs, name: &str) -> Result<(TempDir, StoreOptions, f64)> {
+fn analysis_store(
+    a: &AnalysesArgs,
+    name: &str,
+    request_types: u64,
+) -> Result<(TempDir, StoreOptions, f64)> {
     let dir = TempDir::new(a.data.clone(), name);
     let opts = StoreOptions {
         fsync: FsyncPolicy::Never,
@@ -568,7 +579,7 @@ fn analysis_store(a: &AnalysesArgs, name: &str) -> Result<(TempDir, StoreOptions
         if store.stats().block_spans == 0 {
             let per_trace_ns = 100_000;
             let start = now_ns() - (a.traces + 1) * per_trace_ns;
-            let g = Generator::new(7, start, per_trace_ns).with_request_types(a.request_types);
+            let g = Generator::new(7, start, per_trace_ns).with_request_types(request_types);
             load(&store, g, Goal::Traces(a.traces))?;
         }
     }
@@ -576,7 +587,7 @@ fn analysis_store(a: &AnalysesArgs, name: &str) -> Result<(TempDir, StoreOptions
 }
 
 fn analyses(a: AnalysesArgs) -> Result<()> {
-    let (dir, opts, load_seconds) = analysis_store(&a, "analyses")?;
+    let (dir, opts, load_seconds) = analysis_store(&a, "analyses", a.request_types.unwrap_or(40))?;
     let rt = crate::runtime()?;
     let server = rt.block_on(start_server(&dir.0, opts))?;
     let stats = server.store.stats();
@@ -617,7 +628,10 @@ fn analyses(a: AnalysesArgs) -> Result<()> {
 }
 
 fn expect(a: ExpectArgs) -> Result<()> {
-    let (dir, opts, load_seconds) = analysis_store(&a.store, "expect")?;
+    // One request type per recognizer: then the recognizers can cover the workload (all
+    // but the 3% of traces of random shape), and the check times matching, not rejection.
+    let request_types = a.store.request_types.unwrap_or(a.recognizers as u64);
+    let (dir, opts, load_seconds) = analysis_store(&a.store, "expect", request_types)?;
     let rt = crate::runtime()?;
     let server = rt.block_on(start_server(&dir.0, opts))?;
     let api = Client::with_timeout(
@@ -625,22 +639,26 @@ fn expect(a: ExpectArgs) -> Result<()> {
         None,
         Duration::from_secs(3600),
     );
-    // Recognizers: each generated from one trace of a different request (root operation
-    // and size), found through the index; generating from a pattern would scan the store.
-    let found = api.get("/api/search?limit=1000")?;
-    let mut seen = std::collections::HashSet::new();
+    // Recognizers: one for each of the most common patterns (request types), generated
+    // from one example trace of it (generating from the whole pattern would scan the store
+    // once per recognizer).
+    let found = api.get(&format!("/api/patterns?sort=count&limit={}", a.recognizers))?;
     let mut file = causeway_expect::lang::ast::File::default();
-    for t in found["traces"].as_array().into_iter().flatten() {
-        if file.items.len() >= a.recognizers {
-            break;
-        }
-        let kind = (t["rootOperation"].to_string(), t["spanCount"].as_u64());
-        if !seen.insert(kind) {
+    for p in found["patterns"].as_array().into_iter().flatten() {
+        let id = p["id"].as_str().unwrap_or_default();
+        let detail = api.get(&format!("/api/patterns/{id}"))?;
+        let Some(example) = detail["histogram"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|b| b["examples"].as_array().into_iter().flatten())
+            .next()
+        else {
             continue;
-        }
+        };
         // Generated traces run on random hosts and log random notices (a retry, a cache
         // miss): describe the structure a request of this kind always has.
-        let body = serde_json::json!({ "trace": t["traceId"], "anyHost": true, "notices": "any" });
+        let body = serde_json::json!({ "trace": example, "anyHost": true, "notices": "any" });
         let generated = api.post(
             "/api/expect/generate",
             "application/json",
@@ -688,6 +706,7 @@ fn expect(a: ExpectArgs) -> Result<()> {
         "stored_paths": paths,
         "load_seconds": (load_seconds * 10.0).round() / 10.0,
         "recognizers": file.items.len(),
+        "request_types": request_types,
         "check": percentiles(times),
         "paths_per_second": (paths as f64 / best.max(1e-9)).round(),
         "check_cpu_seconds_min": cpu_seconds.map(|c| (c * 100.0).round() / 100.0),

@@ -251,9 +251,13 @@ impl Generator {
         for c in children {
             let end = self.place(nodes, c, t);
             latest = latest.max(end);
-            if !nodes[i].parallel {
-                t = end + self.below(20_000);
-            }
+            t = if nodes[i].parallel {
+                // A fan-out issues its calls one after another, microseconds apart, in the
+                // order of the code: the same order in every request of one type.
+                t + 1_000 + self.below(4_000)
+            } else {
+                end + self.below(20_000)
+            };
         }
         let end = latest + nodes[i].self_time + gap;
         nodes[i].start = start;
@@ -281,8 +285,15 @@ impl Generator {
         let tier = self.pick(&TIERS);
         let request = format!("{:016x}", self.next());
         let mut out = Vec::with_capacity(nodes.len());
+        // A span runs where its parent runs when they are of one service (a client span in
+        // the server that makes the call); a call lands on a replica picked at random.
+        let mut replica = vec![0usize; nodes.len()];
         for (i, n) in nodes.iter().enumerate() {
-            let h = self.below(self.services[n.service].hosts.len() as u64) as usize;
+            let h = match n.parent {
+                Some(p) if nodes[p].service == n.service => replica[p],
+                _ => self.below(self.services[n.service].hosts.len() as u64) as usize,
+            };
+            replica[i] = h;
             let svc = &self.services[n.service];
             let host = svc.hosts[h].clone();
             let mut s = Span::new(
