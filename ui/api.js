@@ -25,7 +25,7 @@ export async function get(path, params) {
   const text = await resp.text();
   let body = null;
   try {
-    body = text ? JSON.parse(text) : null;
+    body = text ? parseJson(text) : null;
   } catch {
     // A proxy's HTML page or a plain-text error: shown as it came.
   }
@@ -35,6 +35,17 @@ export async function get(path, params) {
     throw new ApiError(resp.status, `${resp.status}: ${message}`);
   }
   return body;
+}
+
+/**
+ * JSON.parse, except that an integer beyond 2^53 (a block id, a 64-bit counter) comes back
+ * as its digits in a string rather than rounded to the nearest double.
+ */
+export function parseJson(text) {
+  return JSON.parse(text, (key, value, context) =>
+    typeof value === "number" && !Number.isSafeInteger(value) && context && /^-?\d+$/.test(context.source)
+      ? context.source
+      : value);
 }
 
 /** A query string of the non-empty entries of `params` (an object or URLSearchParams). */

@@ -75,7 +75,7 @@ async function render() {
     const page = await view.render(id, params);
     if (generation !== renders) return;
     main.replaceChildren(page);
-    if (view.mounted) view.mounted();
+    if (view.mounted) view.mounted(page);
     main.dataset.state = page.dataset.state || "ready";
   } catch (e) {
     if (generation !== renders) return;
@@ -89,6 +89,21 @@ document.getElementById("jump").addEventListener("submit", (ev) => {
   const id = new FormData(ev.target).get("id").trim();
   if (!id) return;
   go(/^p[0-9a-f]{16}$/i.test(id) ? "pattern" : "trace", id, {});
+});
+
+// What can be chosen with the mouse can be chosen with the keyboard: Tab to it, Enter or
+// Space to choose. Views redraw what was chosen, so the focus follows the element that
+// stands for the same thing in the new drawing.
+const CHOOSABLE = ".row, ol.steps li, g.bar, g.dep-edge";
+const IDENTITY = ["data-span", "data-bucket", "data-edge"];
+document.addEventListener("keydown", (ev) => {
+  if ((ev.key !== "Enter" && ev.key !== " ") || !(ev.target instanceof Element) || !ev.target.matches(CHOOSABLE)) return;
+  ev.preventDefault();
+  const el = ev.target;
+  const attr = IDENTITY.find((a) => el.hasAttribute(a));
+  const selector = attr ? `${el.tagName.toLowerCase()}[${attr}="${CSS.escape(el.getAttribute(attr))}"]` : null;
+  el.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+  if (selector) requestAnimationFrame(() => requestAnimationFrame(() => document.querySelector(selector)?.focus()));
 });
 
 window.addEventListener("hashchange", render);

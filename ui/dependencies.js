@@ -115,7 +115,8 @@ function graph(g, shares, chosen) {
     const label = `${count(e.calls)} calls${e.errors ? ` · ${count(e.errors)} err` : ""} · p50 ${duration(e.latency.p50)}`;
     const params = new URLSearchParams(location.hash.split("?")[1] || "");
     params.set("edge", key(e));
-    return svg("g", { class: cls, "data-edge": key(e), onclick: () => go("dependencies", null, params, { replace: true }) },
+    return svg("g", { class: cls, "data-edge": key(e), tabindex: "0", role: "button", "aria-label": `${e.caller} to ${e.callee}: ${label}`,
+      onclick: () => go("dependencies", null, params, { replace: true }) },
       svg("path", { d, "stroke-width": 1.5 + share * 7, "marker-end": "url(#arrow)" }),
       svg("text", { x: lx, y: ly, "text-anchor": "middle" }, label),
       svg("title", {}, `${e.caller} → ${e.callee} (${e.kind})\n${count(e.calls)} calls, ${Math.round(share * 100)}% of ${e.caller}'s\n${count(e.errors)} errors\np50 ${duration(e.latency.p50)}, p99 ${duration(e.latency.p99)}`));
@@ -128,7 +129,21 @@ function graph(g, shares, chosen) {
       svg("text", { x: 12, y: 19, class: "svc" }, n.service),
       svg("text", { x: 12, y: 36, class: "stat" }, `in ${count(n.callsIn)}${n.errorsIn ? ` (${count(n.errorsIn)} err)` : ""} · out ${count(n.callsOut)}`));
   });
-  return h("div.graph", {}, svg("svg", { width, height, class: "dep-graph" },
+  // Edge labels never overlap: in order, each moves down past the labels already placed
+  // (10px text: about 6px a character, 12px a line).
+  const placed = [];
+  let bottom = height;
+  for (const e of edges) {
+    if (!e) continue;
+    const t = e.querySelector("text");
+    const x = Number(t.getAttribute("x")), w = t.textContent.length * 6 + 6, lh = 12;
+    let y = Number(t.getAttribute("y"));
+    while (placed.some((p) => Math.abs(p.x - x) * 2 < p.w + w && Math.abs(p.y - y) < lh)) y += lh;
+    t.setAttribute("y", y);
+    placed.push({ x, y, w });
+    bottom = Math.max(bottom, y + lh);
+  }
+  return h("div.graph", {}, svg("svg", { width, height: bottom, class: "dep-graph" },
     svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: "userSpaceOnUse", orient: "auto" },
       svg("path", { d: "M0,0 L10,5 L0,10 z" }))),
     edges, nodes));

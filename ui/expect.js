@@ -3,7 +3,7 @@
 // trace at the event where the closest validator stopped), failed assertions, and a
 // metric of the paths of each recognizer side by side.
 
-import { ApiError } from "./api.js";
+import { ApiError, parseJson } from "./api.js";
 import { go, link } from "./app.js";
 import { h, svg, duration, count, state, lookbackSelect } from "./format.js";
 
@@ -19,9 +19,13 @@ export async function render(_id, params) {
   }
   const editor = h("textarea.pip", { name: "text", rows: 18, spellcheck: "false", "aria-label": "expectations" });
   editor.value = text;
+  // Parameters the text names in its comments (`--param REPLICAS=3`, as the demo's file
+  // does) fill the field until the URL has its own, so the example runs as it is.
+  const suggested = [...text.matchAll(/--param\s+(\w+=\S+)/g)].map((m) => m[1]).join(" ");
+  const given = params.has("params") ? params.get("params") : suggested;
   const f = h("form.filters.expect-form", {},
     h("label.wide", {}, "Expectations (Pip's language)", editor),
-    h("label", {}, "Parameters", h("input", { name: "params", value: params.get("params") || "", placeholder: "REPLICAS=3 QUORUM=2" })),
+    h("label", {}, "Parameters", h("input", { name: "params", value: given, placeholder: "REPLICAS=3 QUORUM=2" })),
     h("label", {}, "Service", h("input", { name: "service", value: params.get("service") || "", placeholder: "any" })),
     h("label", {}, "Window", lookbackSelect(params.get("lookback"))),
     h("label", {}, "Plot", h("select", { name: "plot" }, METRICS.map((m) => h("option", { value: m, selected: m === (params.get("plot") || "REAL_TIME") }, m)))),
@@ -41,18 +45,31 @@ export async function render(_id, params) {
     results.append(state("empty", "Write or paste expectations and press Check: every path of the window is checked against them."));
     return page;
   }
-  const body = { text: editor.value, limit: 100, plot: params.get("plot") || "REAL_TIME", params: {} };
-  for (const kv of (params.get("params") || "").split(/\s+/).filter(Boolean)) {
-    const [k, v] = kv.split("=");
-    if (v === undefined || Number.isNaN(Number(v))) throw new ApiError(400, `parameter ${kv}: expected NAME=NUMBER`);
-    body.params[k.replace(/^\$/, "")] = Number(v);
+  // A failed check is shown beside the form, which keeps what was typed.
+  try {
+    const body = { text: editor.value, limit: 100, plot: params.get("plot") || "REAL_TIME", params: {} };
+    for (const kv of given.split(/\s+/).filter(Boolean)) {
+      const [k, v] = kv.split("=");
+      if (v === undefined || Number.isNaN(Number(v))) throw new ApiError(400, `Parameters: ${kv} is not NAME=NUMBER`);
+      body.params[k.replace(/^\$/, "")] = Number(v);
+    }
+    if (params.get("service")) body.service = params.get("service");
+    if (params.get("lookback")) body.lookback = params.get("lookback");
+    else body.start = params.get("start") || "0";
+    const r = await post("/api/expect/check", body);
+    results.append(report(r, params));
+  } catch (e) {
+    results.append(h("p.error.form-error", { role: "alert" }, inUiTerms(e.message || String(e))));
   }
-  if (params.get("service")) body.service = params.get("service");
-  if (params.get("lookback")) body.lookback = params.get("lookback");
-  else body.start = params.get("start") || "0";
-  const r = await post("/api/expect/check", body);
-  results.append(report(r, params));
   return page;
+}
+
+/** A server message in the page's terms: the command line's flags become the fields here. */
+function inUiTerms(message) {
+  return message
+    .replace(/--param (\w+)=/g, "the Parameters field: $1=")
+    .replace(/--service\b/g, "the Service field")
+    .replace(/--lookback\b/g, "the Window field");
 }
 
 async function post(path, body) {
@@ -63,7 +80,7 @@ async function post(path, body) {
   const text = await resp.text();
   let json = null;
   try {
-    json = JSON.parse(text);
+    json = parseJson(text);
   } catch {
     // Shown as it came.
   }

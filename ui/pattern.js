@@ -97,7 +97,8 @@ function histogram(buckets, params, id) {
     const hgt = Math.max(2, (b.count / max) * H);
     const p = new URLSearchParams(params);
     p.set("bucket", String(i));
-    return svg("g", { class: `bar${String(i) === chosen ? " chosen" : ""}`, "data-bucket": i,
+    return svg("g", { class: `bar${String(i) === chosen ? " chosen" : ""}`, "data-bucket": i, tabindex: "0", role: "button",
+      "aria-label": `${count(b.count)} traces from ${duration(b.lowNs)}`,
       onclick: () => go("pattern", id, p, { replace: true }) },
       svg("rect", { x: X0 + i * W + 2, y: H - hgt + 14, width: W - 4, height: hgt }),
       svg("text", { x: X0 + i * W + W / 2, y: H - hgt + 10, "text-anchor": "middle", class: "n" }, count(b.count)),

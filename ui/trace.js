@@ -20,7 +20,21 @@ export async function render(id, params) {
     get(`/api/traces/${encodeURIComponent(id)}`, adjust ? { adjust: "skew" } : {}),
     get(`/api/traces/${encodeURIComponent(id)}/critical-path`),
   ]);
+  // The page is built with its own view, which becomes the one that clicks act on only
+  // when the router mounts it: a render whose answer came after the user moved on to
+  // another trace is dropped and must not take over the trace on screen.
+  const previous = view;
   view = build(body, critical, adjust);
+  try {
+    const page = construct(id, params, started);
+    page.traceView = view;
+    return page;
+  } finally {
+    view = previous;
+  }
+}
+
+function construct(id, params, started) {
   view.started = started;
   view.id = id;
   const page = h("section.trace");
@@ -48,7 +62,8 @@ export async function render(id, params) {
   return page;
 }
 
-export function mounted() {
+export function mounted(page) {
+  if (page && page.traceView) view = page.traceView;
   if (!view || !view.el) return;
   drawAll();
   scrollToSelected();
@@ -73,14 +88,38 @@ function build(body, critical, adjust) {
   spans.forEach((s, i) => byId.set(s.span_id, i));
   const children = spans.map(() => []);
   const roots = [];
+  // The server's roots include the span where it broke a cycle of parent links.
+  const serverRoots = new Set(body.roots || []);
   spans.forEach((s, i) => {
     const p = s.parent_id != null ? byId.get(s.parent_id) : undefined;
-    if (p === undefined || p === i) roots.push(i);
+    if (p === undefined || p === i || serverRoots.has(s.span_id)) roots.push(i);
     else children[p].push(i);
   });
   const byStart = (a, b) => spans[a].start - spans[b].start || spans[a].end - spans[b].end;
-  roots.sort(byStart);
   for (const c of children) c.sort(byStart);
+  // Whatever the links say, every span is drawn once: a span no root reaches (a cycle the
+  // answer did not break) becomes a root, and a span reached twice is drawn once.
+  const reached = new Uint8Array(spans.length);
+  const walk = (r) => {
+    const stack = [r];
+    while (stack.length) {
+      const i = stack.pop();
+      if (reached[i]) continue;
+      reached[i] = 1;
+      for (const c of children[i]) if (!reached[c]) stack.push(c);
+    }
+  };
+  roots.forEach(walk);
+  spans.forEach((_, i) => {
+    if (!reached[i]) {
+      roots.push(i);
+      walk(i);
+    }
+  });
+  const isRoot = new Uint8Array(spans.length);
+  for (const r of roots) isRoot[r] = 1;
+  for (let i = 0; i < children.length; i++) children[i] = children[i].filter((c) => !isRoot[c]);
+  roots.sort(byStart);
   let t0 = Infinity, t1 = -Infinity;
   for (const s of spans) {
     t0 = Math.min(t0, s.start);
@@ -102,9 +141,12 @@ function build(body, critical, adjust) {
   for (const c of sections) onPath[c.span].push(c);
   const selfNs = new Map((critical.selfTimes || []).map((s) => [s.spanId, s.selfNs]));
   const depth = new Int32Array(spans.length);
+  const placed = new Uint8Array(spans.length);
   const stack = roots.map((r) => [r, 0]);
   while (stack.length) {
     const [i, d] = stack.pop();
+    if (placed[i]) continue;
+    placed[i] = 1;
     depth[i] = d;
     for (const c of children[i]) stack.push([c, d + 1]);
   }
@@ -149,8 +191,11 @@ function parentOf(i) {
 function flatten() {
   const out = [];
   const stack = [...view.roots].reverse();
+  const seen = new Uint8Array(view.spans.length);
   while (stack.length) {
     const i = stack.pop();
+    if (seen[i]) continue;
+    seen[i] = 1;
     out.push(i);
     if (view.collapsed.has(i)) continue;
     const kids = view.children[i];
@@ -242,7 +287,7 @@ function row(i, r) {
   const error = s.status && s.status.code === "error";
   const critical = v.onPath[i].length > 0;
   const el = h("div.row", {
-    "data-span": s.span_id, "data-index": i, role: "row",
+    "data-span": s.span_id, "data-index": i, role: "row", tabindex: "0",
     class: [i === v.selected && "selected", error && "error", v.showPath && critical && "critical"].filter(Boolean).join(" "),
     style: { top: `${r * ROW}px` },
   });
@@ -445,7 +490,7 @@ function drawPath() {
     h("ol.steps", { start: window0(at, steps.length) + 1 }, steps.slice(window0(at, steps.length), window0(at, steps.length) + PATH_LIST).map((st, j) => {
       const k = window0(at, steps.length) + j;
       const s = view.spans[st.span];
-      return h("li", { class: k === at ? "current" : "", "data-span": s.span_id, onclick: () => goTo(k) },
+      return h("li", { class: k === at ? "current" : "", "data-span": s.span_id, tabindex: "0", onclick: () => goTo(k) },
         h("span.dot", { style: { background: serviceColor(s.service) } }), `${s.service} `, h("b", {}, s.name),
         h("span.ns", {}, duration(st.ns)));
     })),

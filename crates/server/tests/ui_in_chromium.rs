@@ -6,6 +6,8 @@
 mod chromium;
 mod common;
 
+use std::time::Duration;
+
 use causeway_model::{Event, KeyValue, Span, SpanId, SpanKind, Status, TraceId};
 use causeway_store::TraceStore;
 use chromium::Chromium;
@@ -18,6 +20,10 @@ const SLOW: [u64; 4] = [3, 13, 23, 33];
 /// The GET /home trace whose database read fails.
 const FAILED: u64 = 7;
 const BUYS: u64 = 10;
+/// The trace whose parent links form a cycle.
+const CYCLE: u128 = 0x4000;
+/// 2^53 + 1: the first integer a double cannot hold.
+const BLOCK_ID: i64 = 9_007_199_254_740_993;
 /// db-2's clock runs this far ahead: its server spans seem to start after their client
 /// spans ended, which only skew explains (a server that merely outlives its client does not
 /// count as skew).
@@ -136,6 +142,10 @@ fn home(i: u64, t: u64) -> Vec<Span> {
         name: "cache miss".into(),
         attributes: vec![KeyValue::new("key", format!("items:{i}"))],
     }];
+    // An integer past 2^53, which a plain JSON.parse would round to ...992.
+    b.last()
+        .attributes
+        .push(KeyValue::new("block.id", BLOCK_ID));
     let db = b.rpc(
         api,
         ("api", "api-1"),
@@ -250,7 +260,25 @@ fn load(server: &TestServer) {
         spans.extend(buy(i, t0 + 5_000 * MS + i * 100 * MS));
     }
     spans.extend(big(t0 + 7_000 * MS));
+    // Two hours back, out of the windows the search checks count.
+    spans.extend(cycle(now() - 2 * 3_600_000 * MS));
     server.server().store.append(spans).unwrap();
+}
+
+/// A root and two spans whose parent links form a cycle (each names the other).
+fn cycle(t: u64) -> Vec<Span> {
+    let trace = TraceId::new(CYCLE).unwrap();
+    let id = |n| SpanId::new(n).unwrap();
+    let span = |n, parent, name: &str, start| {
+        let mut s = Span::new(trace, id(n), parent, name, "loop", start, start + 5 * MS);
+        s.host = "loop-1".into();
+        s
+    };
+    vec![
+        span(1, None, "root", t),
+        span(2, Some(id(3)), "ping", t + MS),
+        span(3, Some(id(2)), "pong", t + 2 * MS),
+    ]
 }
 
 #[test]
@@ -336,8 +364,16 @@ fn every_page_renders_what_the_api_answers() {
         .iter()
         .position(|b| b["count"].as_u64() > Some(0))
         .unwrap();
-    ui.eval(&format!("document.querySelector('g.bar[data-bucket=\"{bucket}\"]').dispatchEvent(new MouseEvent('click', {{bubbles: true}})); true"));
+    // Chosen with the keyboard: the bar takes the focus, Enter chooses it.
+    ui.eval(&format!(
+        "document.querySelector('g.bar[data-bucket=\"{bucket}\"]').focus(); true"
+    ));
+    ui.press("Enter");
     ui.wait_for("document.querySelector('.examples li a')", "example links");
+    ui.wait_for(
+        &format!("document.activeElement?.matches('g.bar[data-bucket=\"{bucket}\"]')"),
+        "the focus on the chosen bar after the redraw",
+    );
     ui.screenshot("pattern");
     ui.eval("document.getElementById('view').dataset.state = 'navigating'; true");
     ui.click(".examples li a");
@@ -357,6 +393,19 @@ fn every_page_renders_what_the_api_answers() {
         ui.text(".trace-head .summary")
     );
     assert_eq!(ui.count(".rows .row"), 6);
+    // Spans are chosen with the keyboard too, and the focus shows.
+    ui.eval("document.querySelector('.rows').focus(); true");
+    ui.press("Tab");
+    assert_eq!(
+        ui.eval("document.activeElement.matches('.row') && getComputedStyle(document.activeElement).outlineStyle"),
+        serde_json::json!("solid"),
+        "a focused row shows its focus"
+    );
+    ui.press("Enter");
+    ui.wait_for(
+        "location.hash.includes('span=') && document.querySelector('.row.selected') && document.activeElement.matches('.row.selected')",
+        "the span chosen with Enter",
+    );
     let critical: Vec<String> = serde_json::from_value(
         ui.eval("[...document.querySelectorAll('.row.critical .op')].map(e => e.textContent)"),
     )
@@ -416,6 +465,11 @@ fn every_page_renders_what_the_api_answers() {
         "{}",
         ui.text(".detail")
     );
+    assert!(
+        ui.text(".detail").contains(&BLOCK_ID.to_string()),
+        "every digit of an integer past 2^53: {}",
+        ui.text(".detail")
+    );
 
     // Clock skew: db-2 runs ahead; the corrected view names its offset, the raw one says raw.
     let buy_id = hex(0x2000);
@@ -430,8 +484,40 @@ fn every_page_renders_what_the_api_answers() {
     assert!(ui.text(".offsets").starts_with("Raw times"));
     ui.screenshot("trace-raw-clocks");
 
-    // 10 001 spans: opens, draws only the rows in sight, and scrolls to the last one.
+    // A cycle of parent links: every span drawn, once, and the tab stays responsive.
+    assert_eq!(ui.open(&format!("#/trace/{}", hex(CYCLE))), "ready");
+    assert_eq!(ui.count(".rows .row"), 3);
+    for name in ["root", "ping", "pong"] {
+        assert_eq!(
+            ui.eval(&format!(
+                "[...document.querySelectorAll('.rows .row .op')].filter(e => e.textContent === '{name}').length"
+            )),
+            1,
+            "{name} drawn once"
+        );
+    }
+
+    // Switching quickly: the 10 001-span trace is asked for first and answers last; the
+    // trace shown, and the one clicks act on, is the one asked for last.
     let big_id = hex(0x3000);
+    ui.eval(&format!(
+        "document.getElementById('view').dataset.state = 'navigating'; \
+         location.hash = '#/trace/{big_id}'; setTimeout(() => location.hash = '#/trace/{buy_id}', 0); true"
+    ));
+    ui.wait_for(
+        &format!("document.getElementById('view').dataset.state === 'ready' && document.querySelector('.trace-head code.id')?.textContent === '{buy_id}'"),
+        "the trace asked for last",
+    );
+    // Give the earlier, bigger answer time to arrive and be dropped.
+    std::thread::sleep(Duration::from_millis(2000));
+    assert!(ui.text(".trace-head").contains(&buy_id));
+    ui.eval("document.querySelector('.rows .row').click(); true");
+    ui.wait_for(
+        "document.querySelector('.detail h3')?.textContent === 'POST /buy'",
+        "a click acting on the trace on screen",
+    );
+
+    // 10 001 spans: opens, draws only the rows in sight, and scrolls to the last one.
     assert_eq!(ui.open(&format!("#/trace/{big_id}")), "ready");
     assert!(ui.text(".trace-head .summary").contains("10,001 spans"));
     let drawn = ui.count(".rows .row");
@@ -483,6 +569,21 @@ fn every_page_renders_what_the_api_answers() {
         deps["edges"].as_array().unwrap().len()
     );
     assert!(ui.count("g.dep-edge[data-edge='api→db-1']") == 1);
+    // No two edge labels overlap, as drawn.
+    let overlaps = ui.eval(
+        "(() => { const b = [...document.querySelectorAll('g.dep-edge text')].map(t => t.getBBox()); let n = 0; \
+         for (let i = 0; i < b.length; i++) for (let j = i + 1; j < b.length; j++) \
+           if (b[i].x < b[j].x + b[j].width && b[j].x < b[i].x + b[i].width && b[i].y < b[j].y + b[j].height && b[j].y < b[i].y + b[i].height) n++; \
+         return n; })()",
+    );
+    assert_eq!(overlaps, serde_json::json!(0), "overlapping edge labels");
+    // An edge chosen with the keyboard.
+    ui.eval("document.querySelector(\"g.dep-edge[data-edge='api→db-1']\").focus(); true");
+    ui.press("Enter");
+    ui.wait_for(
+        "location.hash.includes('edge=') && document.querySelector(\"g.dep-edge[data-edge='api→db-1']\").classList.contains('chosen')",
+        "the edge chosen with Enter",
+    );
     let replicas = ui.text(".replica-set[data-stem=db]");
     assert!(replicas.contains("uneven"), "{replicas}");
     assert!(ui
@@ -540,6 +641,36 @@ assert(instances(Home) >= 30);
         ui.text("p.note")
     );
     assert_eq!(ui.text(".row.selected .op"), "rebuild index");
+
+    // A failed check shows beside the form, in the page's terms, and keeps what was typed.
+    let unbound = r#"validator Q { thread T(*, $QUORUM) { task("x"); } }"#;
+    assert_eq!(ui.open("#/expect"), "ready");
+    ui.eval(&format!(
+        "document.querySelector('textarea.pip').value = {}; document.querySelector('.expect-form input[name=params]').value = ''; document.querySelector('.expect-form button[type=submit]').click(); true",
+        serde_json::json!(unbound)
+    ));
+    ui.wait_for(
+        "document.querySelector('.expect-form') && document.querySelector('.form-error')",
+        "the check's error beside the form",
+    );
+    let error = ui.text(".form-error");
+    assert!(error.contains("Parameters field"), "{error}");
+    assert!(!error.contains("--param"), "{error}");
+    assert_eq!(
+        ui.eval("document.querySelector('textarea.pip').value"),
+        serde_json::json!(unbound)
+    );
+    // Parameters the text names in its comments fill the field: an example runs as it is.
+    let hinted = format!("// check with --param QUORUM=2\n{unbound}");
+    ui.eval(&format!(
+        "localStorage.setItem('causeway.expect.text', {}); true",
+        serde_json::json!(hinted)
+    ));
+    assert_eq!(ui.open("#/expect"), "ready");
+    assert_eq!(
+        ui.eval("document.querySelector('.expect-form input[name=params]').value"),
+        serde_json::json!("QUORUM=2")
+    );
 
     // Errors and empty results say what happened, with the API's message.
     assert_eq!(ui.open("#/trace/not-an-id"), "error");

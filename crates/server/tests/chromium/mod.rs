@@ -181,6 +181,23 @@ impl Chromium {
         assert_eq!(found, true, "nothing to click at {selector}");
     }
 
+    /// Presses a key (`Enter`, `Tab`, ` `) as the keyboard does, on whatever has the focus.
+    pub fn press(&mut self, key: &str) {
+        let (code, vk) = match key {
+            "Enter" => ("Enter", 13),
+            "Tab" => ("Tab", 9),
+            " " => ("Space", 32),
+            other => panic!("no key code for {other:?}"),
+        };
+        let text = if key == "Enter" { "\r" } else if key == " " { " " } else { "" };
+        for kind in ["keyDown", "keyUp"] {
+            self.call(
+                "Input.dispatchKeyEvent",
+                json!({ "type": kind, "key": key, "code": code, "windowsVirtualKeyCode": vk, "text": if kind == "keyDown" { text } else { "" } }),
+            );
+        }
+    }
+
     /// The text of the first element matching `selector` ("" when none).
     pub fn text(&mut self, selector: &str) -> String {
         let v = self.eval(&format!(
