@@ -286,9 +286,7 @@ impl Compiler<'_> {
     fn name(&mut self, t: &Text) -> Result<NameMatch, CompileError> {
         Ok(match t {
             Text::Exact(s) | Text::Name(s) => NameMatch::Exact(Arc::from(s.as_str())),
-            Text::Regex(r) => NameMatch::Regex(
-                Regex::new(r).or_else(|e| self.err(format!("m/{r}/: {e}")))?,
-            ),
+            Text::Regex(r, at) => NameMatch::Regex(regex(r, *at).or_else(|m| self.err(m))?),
             Text::Any => NameMatch::Any,
             Text::Var(v) => match self.params.get(v) {
                 Some(p) => NameMatch::Exact(Arc::from(p.to_string().as_str())),
@@ -470,6 +468,17 @@ impl Compiler<'_> {
     }
 }
 
+/// Compiles the regex `m/r/` written at `at`. Pip's regexes are PCRE's; the few PCRE
+/// features the engine here lacks (backreferences, lookaround) are refused by place.
+pub fn regex(r: &str, at: ast::At) -> Result<Regex, String> {
+    Regex::new(r).map_err(|e| {
+        let msg = e.to_string();
+        let why = msg.lines().last().unwrap_or("").trim();
+        let why = why.strip_prefix("error: ").unwrap_or(why);
+        format!("{at}: m/{r}/ is not a regex Causeway can run ({why})")
+    })
+}
+
 /// Compiles limits, converting units to ns and bytes.
 pub fn limits_of(limits: &[ast::Limit], params: &Params) -> Result<Vec<Bound>, String> {
     limits
@@ -581,9 +590,7 @@ pub fn compile_threads(
             };
             let host = match &t.host {
                 Text::Exact(s) | Text::Name(s) => NameMatch::Exact(Arc::from(s.as_str())),
-                Text::Regex(re) => {
-                    NameMatch::Regex(Regex::new(re).map_err(|e| fail(e.to_string()))?)
-                }
+                Text::Regex(re, at) => NameMatch::Regex(regex(re, *at).map_err(fail)?),
                 Text::Any => NameMatch::Any,
                 Text::Var(v) => match params.get(v) {
                     Some(p) => NameMatch::Exact(Arc::from(p.to_string().as_str())),

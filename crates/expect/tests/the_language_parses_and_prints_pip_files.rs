@@ -55,7 +55,10 @@ fn the_fab_read_of_figure_3_parses() {
     assert_eq!(r.limits.len(), 1);
     let names: Vec<&str> = r.threads.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["Client", "Coordinator", "Peer"]);
-    assert_eq!(r.threads[2].host, Text::Regex(r"^storage-\d+$".into()));
+    assert_eq!(
+        r.threads[2].host,
+        Text::Regex(r"^storage-\d+$".into(), At::default())
+    );
     assert_eq!(
         r.threads[2].count,
         Range {
@@ -145,9 +148,6 @@ fn errors_name_the_line_the_column_and_what_was_expected() {
     assert_eq!(col, 59, "{msg}");
     assert!(msg.contains("unknown unit"), "{msg}");
 
-    let (_, _, msg) = error("validator A { thread T(m/(/, 1) { } }");
-    assert!(msg.contains("invalid regex"), "{msg}");
-
     let (line, _, msg) = error("/* open\n\n comment");
     assert_eq!(line, 1);
     assert!(msg.contains("never closed"), "{msg}");
@@ -169,7 +169,8 @@ fn ident() -> impl Strategy<Value = String> {
 fn text() -> impl Strategy<Value = Text> {
     prop_oneof![
         "[a-z /:._\"\\\\-]{0,8}".prop_map(Text::Exact),
-        "[a-z.]{1,5}".prop_map(Text::Regex),
+        // Slashes and backslashes anywhere: the printer must escape them as Pip's lexer reads.
+        "[a-z./\\\\]{1,5}".prop_map(|r| Text::Regex(r, At::default())),
         Just(Text::Any),
         ident().prop_map(Text::Var),
         ident().prop_map(Text::Name),

@@ -1,6 +1,31 @@
 //! The syntax tree of an expectations file. Printing it (`Display`) gives text that
 //! parses back to the same tree.
 
+use std::fmt;
+
+/// Where a node was written, for errors found after parsing: line and column, 1-based (0
+/// in trees built by code). Any two compare equal, so trees compare by what they say, not
+/// by where they were written (printing moves everything).
+#[derive(Debug, Clone, Copy, Default, Eq)]
+pub struct At {
+    /// Line.
+    pub line: u32,
+    /// Column, in characters.
+    pub col: u32,
+}
+
+impl PartialEq for At {
+    fn eq(&self, _: &At) -> bool {
+        true
+    }
+}
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.col)
+    }
+}
+
 /// A whole file.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct File {
@@ -93,8 +118,9 @@ pub struct ThreadPattern {
 pub enum Text {
     /// `"..."`: exactly this.
     Exact(String),
-    /// `m/.../`: a regular expression, searched for.
-    Regex(String),
+    /// `m/.../`: a regular expression, searched for; checked when compiled (Pip's are
+    /// PCRE's, which the parser does not judge).
+    Regex(String, At),
     /// `*`: anything.
     Any,
     /// `$v`: the name a variable bound.

@@ -4,6 +4,7 @@
 use super::ast::*;
 use super::lex::{tokens, Tok};
 use super::{Pos, SyntaxError, MAX_NESTING};
+use crate::units::scale;
 
 /// Parses a whole expectations file.
 pub fn parse(src: &str) -> Result<File, SyntaxError> {
@@ -39,6 +40,15 @@ impl Parser {
 
     fn pos(&self) -> Pos {
         self.toks[self.at.min(self.toks.len() - 1)].1
+    }
+
+    /// Where the next token is, for the tree.
+    fn at(&self) -> At {
+        let p = self.pos();
+        At {
+            line: p.line,
+            col: p.col,
+        }
     }
 
     fn next(&mut self) -> Tok {
@@ -302,18 +312,7 @@ impl Parser {
     fn text(&mut self, expected: &str) -> R<Text> {
         let t = match self.peek().clone() {
             Tok::Str(s) => Text::Exact(s),
-            Tok::Regex(r) => {
-                if let Err(e) = regex::Regex::new(&r) {
-                    let msg = e.to_string();
-                    let first = msg.lines().last().unwrap_or("").trim().to_string();
-                    return Err(SyntaxError::new(
-                        self.pos(),
-                        &format!("an invalid regex m/{r}/ ({first})"),
-                        "a valid regular expression",
-                    ));
-                }
-                Text::Regex(r)
-            }
+            Tok::Regex(r) => Text::Regex(r, self.at()),
             Tok::Sym("*") => Text::Any,
             Tok::Var(v) => Text::Var(v),
             Tok::Ident(n) => Text::Name(n),
@@ -532,14 +531,23 @@ impl Parser {
     fn quantity(&mut self) -> R<Quantity> {
         match self.peek().clone() {
             Tok::Num { value, unit } => {
-                if !unit.is_empty() && super::super::units::scale(&unit).is_none() {
+                if !unit.is_empty() && scale(&unit).is_none() {
                     return Err(SyntaxError::new(
                         self.pos(),
                         &format!("an unknown unit {unit:?}"),
-                        "a unit: ns, us, ms, s, b, kb or mb",
+                        "a unit: h, m, s, ms, us, ns, b, kb, mb, gb or tb",
                     ));
                 }
                 self.next();
+                // Pip reads `10 ms` as a number and then a unit, two tokens.
+                let unit = match self.peek() {
+                    Tok::Ident(u) if unit.is_empty() && scale(u).is_some() => {
+                        let u = u.clone();
+                        self.next();
+                        u
+                    }
+                    _ => unit,
+                };
                 Ok(Quantity::Lit { value, unit })
             }
             Tok::Var(v) => {

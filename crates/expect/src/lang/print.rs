@@ -178,12 +178,28 @@ impl Display for Text {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self {
             Text::Exact(s) => write!(f, "\"{}\"", escape(s)),
-            Text::Regex(r) => write!(f, "m/{}/", r.replace('/', "\\/")),
+            Text::Regex(r, _) => write!(f, "m/{}/", regex_text(r)),
             Text::Any => f.write_str("*"),
             Text::Var(v) => write!(f, "${v}"),
             Text::Name(n) => f.write_str(n),
         }
     }
+}
+
+/// A regex as written between `m/` and `/`: Pip's lexer reads `\/` as `/` and `\\` as `\`,
+/// and any other backslash as itself, so only a backslash before `/`, `\` or the end
+/// is doubled.
+fn regex_text(r: &str) -> String {
+    let mut out = String::with_capacity(r.len());
+    let mut chars = r.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' => out.push_str("\\/"),
+            '\\' if matches!(chars.peek(), None | Some('/' | '\\')) => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn escape(s: &str) -> String {

@@ -1,0 +1,209 @@
+//! Everything Pip's own grammar (`expect.yy`, `expect.l`) accepts parses, prints back to
+//! the same tree, and means what it means in Pip. Each test is named after a construct
+//! that once failed; the texts are small files in the style of Pip's `spec.pip`.
+
+use causeway_expect::check::Checker;
+use causeway_expect::lang::ast::*;
+use causeway_expect::lang::parse;
+use causeway_expect::program::Params;
+
+/// Parses `src`, prints it, parses the print: the trees must agree.
+fn round_trip(src: &str) -> File {
+    let file = parse(src).unwrap_or_else(|e| panic!("{}", e.render("test.pip", src)));
+    let printed = file.to_string();
+    let again = parse(&printed).unwrap_or_else(|e| panic!("{}", e.render("printed", &printed)));
+    assert_eq!(
+        without_lines(again),
+        without_lines(file.clone()),
+        "printed:\n{printed}"
+    );
+    file
+}
+
+fn without_lines(mut f: File) -> File {
+    for item in &mut f.items {
+        if let Item::Assert { line, .. } = item {
+            *line = 0;
+        }
+    }
+    f
+}
+
+/// The statements of the first thread of the first recognizer.
+fn thread_body(file: &File) -> &[Stmt] {
+    match &file.items[0] {
+        Item::Recognizer(r) => &r.threads[0].body,
+        Item::Fragment(f) => &f.body,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn limits_of_first_task(file: &File) -> &[Limit] {
+    match &thread_body(file)[0] {
+        Stmt::Task { limits, .. } => limits,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn string_escapes_keep_an_unknown_backslash_as_pips_lexer_does() {
+    let f = round_trip(r#"fragment recognizer F { notice("a\d"); notice("tab\there \"q\" \\"); }"#);
+    assert_eq!(thread_body(&f)[0], Stmt::Notice(Text::Exact(r"a\d".into())));
+    assert_eq!(
+        thread_body(&f)[1],
+        Stmt::Notice(Text::Exact("tab\there \"q\" \\".into()))
+    );
+}
+
+#[test]
+fn a_doubled_backslash_in_a_regex_is_one_backslash() {
+    // `m/a\\d+/` is the PCRE `a\d+` in Pip; `m/x\\/` ends at its last slash.
+    let f = round_trip(
+        r"fragment recognizer F { notice(m/a\\d+/); notice(m/x\\/); notice(m/a\/b\d/); }",
+    );
+    let texts: Vec<&Text> = thread_body(&f)
+        .iter()
+        .map(|s| match s {
+            Stmt::Notice(t) => t,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let patterns: Vec<&str> = texts
+        .iter()
+        .map(|t| match t {
+            Text::Regex(r, _) => r.as_str(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(patterns, [r"a\d+", r"x\", r"a/b\d"]);
+}
+
+#[test]
+fn units_of_any_case_and_apart_from_their_number() {
+    let f = round_trip(
+        r#"fragment recognizer F {
+             task("a") limit(SIZE, 4 kb) limit(REAL_TIME, {1 ms, 10 MS}) limit(CPU_TIME, {2h+});
+             task("b") limit(REAL_TIME, {=1m}) limit(SIZE, {1gb, 2 TB});
+           }
+           assert(average(CPU_TIME, F) < 5 s);
+           during(any 10 s) assert(instances(F) > 0);"#,
+    );
+    let l = limits_of_first_task(&f);
+    assert_eq!(
+        l[0].high,
+        Some(Quantity::Lit {
+            value: 4.0,
+            unit: "kb".into()
+        })
+    );
+    assert_eq!(
+        l[1].high,
+        Some(Quantity::Lit {
+            value: 10.0,
+            unit: "MS".into()
+        })
+    );
+    // Hours, minutes, gigabytes and terabytes mean what they do in Pip.
+    let c = checker(
+        r#"validator V { thread T(*, 1) { task("root") limit(REAL_TIME, {1M, 1H}) limit(SIZE, 1TB); } }"#,
+    );
+    assert!(c.check(&one_task("root", 2 * MINUTE)).0.expected);
+    assert!(!c.check(&one_task("root", 30 * SECOND)).0.expected);
+    assert!(!c.check(&one_task("root", 61 * MINUTE)).0.expected);
+}
+
+// Paths to check, built the way paths_are_checked_as_pip_checks_them.rs builds them.
+
+use causeway_expect::path::Path;
+use causeway_model::{Span, SpanId, Trace, TraceId};
+
+const MS: u64 = 1_000_000;
+const SECOND: u64 = 1000 * MS;
+const MINUTE: u64 = 60 * SECOND;
+
+/// Spans of one trace, each on a thread named by its host (pid 1, unit 1).
+struct Tb {
+    spans: Vec<Span>,
+    next: u64,
+    trace: u128,
+}
+
+impl Tb {
+    fn new(trace: u128) -> Tb {
+        Tb {
+            spans: Vec::new(),
+            next: 0,
+            trace,
+        }
+    }
+
+    fn span(
+        &mut self,
+        parent: Option<SpanId>,
+        host: &str,
+        name: &str,
+        start: u64,
+        end: u64,
+    ) -> SpanId {
+        self.next += 1;
+        let id = SpanId::new(self.next).unwrap();
+        let mut s = Span::new(
+            TraceId::new(self.trace).unwrap(),
+            id,
+            parent,
+            name,
+            host,
+            start,
+            end,
+        );
+        s.host = host.into();
+        s.pid = 1;
+        s.execution_unit = 1;
+        self.spans.push(s);
+        id
+    }
+
+    fn path(self) -> Path {
+        Path::of(&Trace::assemble(
+            TraceId::new(self.trace).unwrap(),
+            self.spans,
+        ))
+    }
+}
+
+fn checker(src: &str) -> Checker {
+    checker_with(src, Params::new())
+}
+
+fn checker_with(src: &str, params: Params) -> Checker {
+    let file = parse(src).unwrap_or_else(|e| panic!("{}", e.render("test.pip", src)));
+    Checker::new(&file, params).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The compile error of a text that parses.
+fn compile_error(src: &str) -> String {
+    let file = parse(src).unwrap_or_else(|e| panic!("{}", e.render("test.pip", src)));
+    match Checker::new(&file, Params::new()) {
+        Ok(_) => panic!("compiled: {src}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// One task on host "h" lasting `ns`.
+fn one_task(name: &str, ns: u64) -> Path {
+    let mut b = Tb::new(1);
+    b.span(None, "h", name, 0, ns);
+    b.path()
+}
+
+#[test]
+fn a_pcre_regex_parses_and_is_refused_by_place_when_compiled() {
+    // Pip hands regexes to PCRE; the parser takes any, the compiler names the one it
+    // cannot run by line and column.
+    let src = "validator V {\n  thread T(*, 1) {\n    notice(m/(a)\\1/);\n  }\n}";
+    round_trip(src);
+    let e = compile_error(src);
+    assert!(e.contains("3:12: m/(a)\\1/ is not a regex"), "{e}");
+    let e = compile_error("validator V { thread T(m/(/, 1) { } }");
+    assert!(e.contains("1:24: m/(/ is not a regex"), "{e}");
+}
