@@ -949,6 +949,7 @@ fn host_ok(m: &NameMatch, host: &str) -> bool {
         NameMatch::Exact(s) => &**s == host,
         NameMatch::Regex(r) => r.is_match(host),
         NameMatch::Any | NameMatch::Reg(_) => true,
+        NameMatch::Not(m) => !host_ok(m, host),
     }
 }
 

@@ -122,6 +122,7 @@ fn name_ok(m: &NameMatch, name: &str, thread: &Thread, regs: &[u32]) -> bool {
             .get(*r)
             .and_then(|&i| thread.events.get(i as usize))
             .is_some_and(|e| &*e.name == name),
+        NameMatch::Not(m) => !name_ok(m, name, thread, regs),
     }
 }
 

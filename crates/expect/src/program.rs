@@ -34,6 +34,8 @@ pub enum NameMatch {
     Any,
     /// The name bound to a variable (register).
     Reg(usize),
+    /// Anything the inner matcher does not match.
+    Not(Box<NameMatch>),
 }
 
 impl NameMatch {
@@ -43,6 +45,7 @@ impl NameMatch {
             NameMatch::Regex(r) => format!("m/{}/", r.as_str()),
             NameMatch::Any => "*".into(),
             NameMatch::Reg(_) => "a bound name".into(),
+            NameMatch::Not(m) => format!("!{}", m.describe()),
         }
     }
 }
@@ -288,6 +291,7 @@ impl Compiler<'_> {
             Text::Exact(s) | Text::Name(s) => NameMatch::Exact(Arc::from(s.as_str())),
             Text::Regex(r, at) => NameMatch::Regex(regex(r, *at).or_else(|m| self.err(m))?),
             Text::Any => NameMatch::Any,
+            Text::Not(t) => NameMatch::Not(Box::new(self.name(t)?)),
             Text::Var(v) => match self.params.get(v) {
                 Some(p) => NameMatch::Exact(Arc::from(p.to_string().as_str())),
                 None => match self.vars.get(v) {
@@ -562,6 +566,20 @@ pub fn compile(
     })
 }
 
+/// A thread pattern's host matcher: a `$var` there is a parameter.
+fn host(t: &Text, params: &Params) -> Result<NameMatch, String> {
+    Ok(match t {
+        Text::Exact(s) | Text::Name(s) => NameMatch::Exact(Arc::from(s.as_str())),
+        Text::Regex(re, at) => NameMatch::Regex(regex(re, *at)?),
+        Text::Any => NameMatch::Any,
+        Text::Not(t) => NameMatch::Not(Box::new(host(t, params)?)),
+        Text::Var(v) => match params.get(v) {
+            Some(p) => NameMatch::Exact(Arc::from(p.to_string().as_str())),
+            None => return Err(format!("${v} has no value: give --param {v}=...")),
+        },
+    })
+}
+
 /// Compiles a recognizer's thread patterns.
 pub fn compile_threads(
     r: &ast::Recognizer,
@@ -588,15 +606,7 @@ pub fn compile_threads(
                     },
                 }
             };
-            let host = match &t.host {
-                Text::Exact(s) | Text::Name(s) => NameMatch::Exact(Arc::from(s.as_str())),
-                Text::Regex(re, at) => NameMatch::Regex(regex(re, *at).map_err(fail)?),
-                Text::Any => NameMatch::Any,
-                Text::Var(v) => match params.get(v) {
-                    Some(p) => NameMatch::Exact(Arc::from(p.to_string().as_str())),
-                    None => return Err(fail(format!("${v} has no value: give --param {v}=..."))),
-                },
-            };
+            let host = host(&t.host, params).map_err(fail)?;
             Ok(ThreadProgram {
                 name: t.name.clone(),
                 host,

@@ -40,7 +40,12 @@ fn deeply_nested_blocks_parentheses_and_sets_are_refused() {
         "validator V {{ thread t(*, 1) {{ {}task(\"x\"); }} }}",
         "maybe ".repeat(100_000)
     );
+    let negations = format!(
+        "validator V {{ thread t(*, 1) {{ notice({}\"x\"); }} }}",
+        "!".repeat(100_000)
+    );
     for (what, src) in [
+        ("negated texts", negations),
         ("blocks", blocks),
         ("parentheses", parens),
         ("powers", powers),

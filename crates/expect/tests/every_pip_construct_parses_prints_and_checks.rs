@@ -115,7 +115,7 @@ fn units_of_any_case_and_apart_from_their_number() {
 // Paths to check, built the way paths_are_checked_as_pip_checks_them.rs builds them.
 
 use causeway_expect::path::Path;
-use causeway_model::{Span, SpanId, Trace, TraceId};
+use causeway_model::{Direction, Event, Message, Span, SpanId, Trace, TraceId};
 
 const MS: u64 = 1_000_000;
 const SECOND: u64 = 1000 * MS;
@@ -163,6 +163,28 @@ impl Tb {
         id
     }
 
+    fn get(&mut self, id: SpanId) -> &mut Span {
+        self.spans.iter_mut().find(|s| s.span_id == id).unwrap()
+    }
+
+    fn notice(&mut self, id: SpanId, text: &str, time: u64) {
+        self.get(id).events.push(Event {
+            time,
+            name: text.into(),
+            attributes: vec![],
+        });
+    }
+
+    fn message(&mut self, id: SpanId, direction: Direction, message: u64, time: u64) {
+        self.get(id).messages.push(Message {
+            direction,
+            id: message,
+            time,
+            peer: None,
+            size: Some(64),
+        });
+    }
+
     fn path(self) -> Path {
         Path::of(&Trace::assemble(
             TraceId::new(self.trace).unwrap(),
@@ -196,6 +218,20 @@ fn one_task(name: &str, ns: u64) -> Path {
     b.path()
 }
 
+/// A root task on `host` with notices at 1, 2, 3... ms.
+fn notices_on(trace: u128, host: &str, texts: &[&str]) -> Path {
+    let mut b = Tb::new(trace);
+    let root = b.span(None, host, "root", 0, 100 * MS);
+    for (i, t) in texts.iter().enumerate() {
+        b.notice(root, t, (i as u64 + 1) * MS);
+    }
+    b.path()
+}
+
+fn notices(texts: &[&str]) -> Path {
+    notices_on(1, "h", texts)
+}
+
 #[test]
 fn a_pcre_regex_parses_and_is_refused_by_place_when_compiled() {
     // Pip hands regexes to PCRE; the parser takes any, the compiler names the one it
@@ -206,4 +242,97 @@ fn a_pcre_regex_parses_and_is_refused_by_place_when_compiled() {
     assert!(e.contains("3:12: m/(a)\\1/ is not a regex"), "{e}");
     let e = compile_error("validator V { thread T(m/(/, 1) { } }");
     assert!(e.contains("1:24: m/(/ is not a regex"), "{e}");
+}
+
+#[test]
+fn negated_hosts_in_thread_patterns() {
+    // split.pip's `thread Receiver(!"client0", {0,99})`: any host but the sender's.
+    let src = r#"
+validator Multicast {
+  thread Sender("client0", 1) { task("root") { notice("sent"); } }
+  thread Receiver(!"client0", {0, 99}) { task("root") { notice("got"); } }
+}"#;
+    let f = round_trip(src);
+    let Item::Recognizer(r) = &f.items[0] else {
+        panic!()
+    };
+    assert_eq!(
+        r.threads[1].host,
+        Text::Not(Box::new(Text::Exact("client0".into())))
+    );
+    let c = checker(src);
+    let path = |receiver: &str| {
+        let mut b = Tb::new(2);
+        let root = b.span(None, "client0", "root", 0, 10 * MS);
+        b.notice(root, "sent", MS);
+        let other = b.span(Some(root), receiver, "root", 2 * MS, 9 * MS);
+        b.notice(other, "got", 3 * MS);
+        b.path()
+    };
+    assert!(c.check(&path("client1")).0.expected);
+    // The receiver's thread on client0 takes no pattern: the sender's wants "sent".
+    assert!(!c.check(&path("client0")).0.expected);
+}
+
+#[test]
+fn negated_task_names_notices_and_regexes() {
+    let src = r#"validator V { thread T(*, 1) { task(!"idle") {
+        notice(!m/^debug/);
+        notice(!!"twice");
+        notice(!*);
+    } } }"#;
+    let f = round_trip(src);
+    let Stmt::Task { name, body, .. } = &thread_body(&f)[0] else {
+        panic!()
+    };
+    assert_eq!(name, &Text::Not(Box::new(Text::Exact("idle".into()))));
+    assert_eq!(
+        body.as_ref().unwrap()[1],
+        Stmt::Notice(Text::Not(Box::new(Text::Not(Box::new(Text::Exact(
+            "twice".into()
+        ))))))
+    );
+    // `!*` matches nothing, so this one never matches; without it, the rest decide.
+    assert!(!checker(src).check(&notices(&["info", "twice"])).0.expected);
+    let c = checker(
+        r#"validator V { thread T(*, 1) { task(!"idle") { notice(!m/^debug/); notice(!!"twice"); } } }"#,
+    );
+    assert!(c.check(&notices(&["info", "twice"])).0.expected);
+    assert!(
+        !c.check(&notices(&["debug: x", "twice"])).0.expected,
+        "!m/^debug/"
+    );
+    assert!(
+        !c.check(&notices(&["info", "once"])).0.expected,
+        "!!\"twice\""
+    );
+    let mut b = Tb::new(3);
+    let idle = b.span(None, "h", "idle", 0, 10 * MS);
+    b.notice(idle, "info", MS);
+    b.notice(idle, "twice", 2 * MS);
+    assert!(!c.check(&b.path()).0.expected, "!\"idle\"");
+}
+
+#[test]
+fn negated_send_and_recv_peers() {
+    let src = r#"validator V {
+      thread Client("client0", 1) { task("root") { send(!"client0"); } }
+      thread Server(*, 1) { task("serve") { recv(!m/^server/); } }
+    }"#;
+    round_trip(src);
+    let c = checker(src);
+    let path = |server: &str| {
+        let mut b = Tb::new(4);
+        let root = b.span(None, "client0", "root", 0, 10 * MS);
+        b.message(root, Direction::Send, 7, MS);
+        let serve = b.span(Some(root), server, "serve", 2 * MS, 9 * MS);
+        b.message(serve, Direction::Recv, 7, 2 * MS);
+        b.path()
+    };
+    assert!(c.check(&path("db-1")).0.expected);
+    // A send to client0 itself is not a send to `!"client0"`.
+    assert!(!c.check(&path("client0")).0.expected);
+    // `!` before a bare name is not Pip's (its names are thread patterns, not texts).
+    let e = parse(r#"validator V { thread T(*, 1) { send(!Server); } }"#).unwrap_err();
+    assert!(e.to_string().contains("after `!`"), "{e}");
 }

@@ -167,13 +167,19 @@ fn ident() -> impl Strategy<Value = String> {
 }
 
 fn text() -> impl Strategy<Value = Text> {
-    prop_oneof![
+    // What Pip's `!` may negate: anything but a bare name.
+    let negatable = prop_oneof![
         "[a-z /:._\"\\\\-]{0,8}".prop_map(Text::Exact),
         // Slashes and backslashes anywhere: the printer must escape them as Pip's lexer reads.
         "[a-z./\\\\]{1,5}".prop_map(|r| Text::Regex(r, At::default())),
         Just(Text::Any),
         ident().prop_map(Text::Var),
-        ident().prop_map(Text::Name),
+    ];
+    prop_oneof![
+        4 => negatable.clone(),
+        1 => ident().prop_map(Text::Name),
+        1 => (negatable, 1..3usize)
+            .prop_map(|(t, n)| (0..n).fold(t, |t, _| Text::Not(Box::new(t)))),
     ]
 }
 

@@ -127,6 +127,8 @@ pub enum Text {
     Var(String),
     /// A bare name: a thread pattern (in `send`/`recv`) or an exact name.
     Name(String),
+    /// `!TEXT`: anything the text does not match (Pip's `!"client0"`).
+    Not(Box<Text>),
 }
 
 /// A count: a number or a parameter or variable.

@@ -309,7 +309,20 @@ impl Parser {
         }
     }
 
+    /// A host, task name, notice or peer. `!` negates a string, regex, `*`, `$var` or
+    /// another negation, as Pip's `simple_string_expr` does (not a bare name).
     fn text(&mut self, expected: &str) -> R<Text> {
+        if self.is_sym("!") {
+            return self.nested(|p| {
+                p.next();
+                if let Tok::Ident(_) = p.peek() {
+                    return p.fail("a string, `m/regex/`, `*`, `$var` or `!` after `!`");
+                }
+                Ok(Text::Not(Box::new(p.text(
+                    "a string, `m/regex/`, `*`, `$var` or `!` after `!`",
+                )?)))
+            });
+        }
         let t = match self.peek().clone() {
             Tok::Str(s) => Text::Exact(s),
             Tok::Regex(r) => Text::Regex(r, self.at()),

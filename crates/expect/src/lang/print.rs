@@ -182,6 +182,7 @@ impl Display for Text {
             Text::Any => f.write_str("*"),
             Text::Var(v) => write!(f, "${v}"),
             Text::Name(n) => f.write_str(n),
+            Text::Not(t) => write!(f, "!{t}"),
         }
     }
 }
