@@ -487,6 +487,7 @@ pub fn regex(r: &str, at: ast::At) -> Result<Regex, String> {
 pub fn limits_of(limits: &[ast::Limit], params: &Params) -> Result<Vec<Bound>, String> {
     limits
         .iter()
+        .filter(|l| l.form != LimitForm::Level)
         .map(|l| {
             let metric = Metric::of(&l.metric);
             let q = |q: &Option<Quantity>| -> Result<Option<f64>, String> {

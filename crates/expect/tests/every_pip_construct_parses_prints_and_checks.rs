@@ -336,3 +336,31 @@ fn negated_send_and_recv_peers() {
     let e = parse(r#"validator V { thread T(*, 1) { send(!Server); } }"#).unwrap_err();
     assert!(e.to_string().contains("after `!`"), "{e}");
 }
+
+#[test]
+fn level_is_kept_in_the_tree_and_printed() {
+    // split.pip heads recognizers with `level(3);`, spec.pip an invalidator.
+    let src = r#"
+recognizer McPath {
+  level(3);
+  limit(HOSTS, {=1});
+  thread Sender("h", 1) { level(2); task("root"); }
+}
+fragment invalidator I2 { level(1); task("outer") { task("inner"); } }"#;
+    let f = round_trip(src);
+    let printed = f.to_string();
+    assert!(
+        printed.contains("  level(3);\n  limit(HOSTS, {=1});"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("level(2);") && printed.contains("level(1);"),
+        "{printed}"
+    );
+    let Item::Recognizer(r) = &f.items[0] else {
+        panic!()
+    };
+    assert_eq!(r.limits[0].form, LimitForm::Level);
+    // Pip ignores levels when checking, and so does Causeway.
+    assert!(checker(src).check(&one_task("root", MS)).0.matched == ["McPath"]);
+}

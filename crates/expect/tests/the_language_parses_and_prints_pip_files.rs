@@ -205,7 +205,7 @@ fn quantity() -> impl Strategy<Value = Quantity> {
 }
 
 fn limit() -> impl Strategy<Value = Limit> {
-    (ident(), quantity(), quantity(), 0..4u8).prop_map(|(metric, a, b, form)| match form {
+    (ident(), quantity(), quantity(), 0..5u8).prop_map(|(metric, a, b, form)| match form {
         0 => Limit {
             metric,
             low: None,
@@ -224,11 +224,20 @@ fn limit() -> impl Strategy<Value = Limit> {
             high: None,
             form: LimitForm::AtLeast,
         },
-        _ => Limit {
+        3 => Limit {
             metric,
             low: Some(a.clone()),
             high: Some(a),
             form: LimitForm::Exactly,
+        },
+        _ => Limit {
+            metric: "level".into(),
+            low: None,
+            high: Some(Quantity::Lit {
+                value: (b.to_string().len() % 5) as f64,
+                unit: String::new(),
+            }),
+            form: LimitForm::Level,
         },
     })
 }

@@ -211,7 +211,7 @@ pub enum Stmt {
     },
 }
 
-/// `limit(METRIC, SPEC)`.
+/// `limit(METRIC, SPEC)`, or `level(N)` (see [`LimitForm::Level`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limit {
     /// The metric, e.g. `REAL_TIME`.
@@ -235,6 +235,9 @@ pub enum LimitForm {
     AtLeast,
     /// `{=4kb}`.
     Exactly,
+    /// `level(N)`, with N as `high` and the metric `level`: Pip keeps it in the list of
+    /// limits and ignores it when checking, and so does Causeway.
+    Level,
 }
 
 /// A number with its unit, or a parameter.

@@ -229,8 +229,7 @@ impl Parser {
         }))
     }
 
-    /// `limit(...)` (and `level(N)`, ignored) at the head of a block, each with an
-    /// optional `;`.
+    /// `limit(...)` and `level(N)` at the head of a block, each with an optional `;`.
     fn preamble_limits(&mut self) -> R<Vec<Limit>> {
         let mut out = Vec::new();
         loop {
@@ -238,7 +237,7 @@ impl Parser {
                 out.push(self.limit()?);
                 self.eat_sym(";");
             } else if self.is_word("level") && self.peek2() == &Tok::Sym("(") {
-                self.level()?;
+                out.push(self.level()?);
                 self.eat_sym(";");
             } else {
                 return Ok(out);
@@ -246,17 +245,21 @@ impl Parser {
         }
     }
 
-    fn level(&mut self) -> R<()> {
+    /// `level(N)`, kept among the limits as Pip keeps it.
+    fn level(&mut self) -> R<Limit> {
         self.word("level")?;
         self.sym("(")?;
-        match self.next() {
-            Tok::Num { .. } => {}
-            _ => {
-                self.at -= 1;
-                return self.fail("a level number");
-            }
-        }
-        self.sym(")")
+        let Tok::Num { value, unit } = self.peek().clone() else {
+            return self.fail("a level number");
+        };
+        self.next();
+        self.sym(")")?;
+        Ok(Limit {
+            metric: "level".into(),
+            low: None,
+            high: Some(Quantity::Lit { value, unit }),
+            form: LimitForm::Level,
+        })
     }
 
     fn thread(&mut self) -> R<ThreadPattern> {
@@ -341,6 +344,8 @@ impl Parser {
             if self.peek() == &Tok::End {
                 return self.fail("a statement or `}`");
             }
+            // Not Pip's (its levels head a block), accepted as before and dropped: there
+            // is no list of limits here to keep it in.
             if self.is_word("level") && self.peek2() == &Tok::Sym("(") {
                 self.level()?;
                 self.eat_sym(";");
@@ -358,7 +363,7 @@ impl Parser {
             if self.is_word("limit") {
                 out.push(self.limit()?);
             } else if self.is_word("level") {
-                self.level()?;
+                out.push(self.level()?);
             } else {
                 return Ok(out);
             }

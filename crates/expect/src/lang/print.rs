@@ -259,6 +259,7 @@ impl Display for Limit {
             ),
             LimitForm::AtLeast => write!(f, "limit({}, {{{}+}})", self.metric, q(&self.low)),
             LimitForm::Exactly => write!(f, "limit({}, {{={}}})", self.metric, q(&self.low)),
+            LimitForm::Level => write!(f, "level({})", q(&self.high)),
         }
     }
 }
