@@ -746,6 +746,7 @@ impl Checker {
                     "!=" => truth(x != y),
                     "&&" => truth(x != 0.0 && y != 0.0),
                     "||" => truth(x != 0.0 || y != 0.0),
+                    "->" => truth(x == 0.0 || y != 0.0),
                     _ => None,
                 }
             }

@@ -364,3 +364,123 @@ fragment invalidator I2 { level(1); task("outer") { task("inner"); } }"#;
     // Pip ignores levels when checking, and so does Causeway.
     assert!(checker(src).check(&one_task("root", MS)).0.matched == ["McPath"]);
 }
+
+/// Recognizers A, B and C, each matching a path of one task of its (lower-case) name.
+const ABC: &str = r#"
+recognizer A { thread T(*, 1) { task("a"); } }
+recognizer B { thread T(*, 1) { task("b"); } }
+recognizer C { thread T(*, 1) { task("c"); } }
+"#;
+
+fn set_of(src: &str) -> SetExpr {
+    match &round_trip(src).items[0] {
+        Item::Set { expr, .. } => expr.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn and_or_and_implies_share_one_level_left_to_right() {
+    let n = |s: &str| Box::new(SetExpr::Name(s.into()));
+    assert_eq!(
+        set_of("recognizer R : A || B && C;"),
+        SetExpr::And(Box::new(SetExpr::Or(n("A"), n("B"))), n("C"))
+    );
+    assert_eq!(
+        set_of("recognizer R : A -> B -> C;"),
+        SetExpr::Implies(Box::new(SetExpr::Implies(n("A"), n("B"))), n("C"))
+    );
+    assert_eq!(
+        set_of("recognizer R : A -> B && C;"),
+        SetExpr::And(Box::new(SetExpr::Implies(n("A"), n("B"))), n("C"))
+    );
+    assert_eq!(
+        set_of("recognizer R : !A && (B || C);"),
+        SetExpr::And(
+            Box::new(SetExpr::Not(n("A"))),
+            Box::new(SetExpr::Or(n("B"), n("C")))
+        )
+    );
+    // Checked as Pip groups it: a path of A alone is (A || B) && C = false, where
+    // A || (B && C) would have said true.
+    let c = checker(&format!("{ABC}recognizer R : A || B && C;"));
+    assert!(!c
+        .check(&one_task("a", MS))
+        .0
+        .matched
+        .contains(&"R".to_string()));
+    let c = checker(&format!("{ABC}recognizer R : A -> B -> C;"));
+    // (A -> B) -> C on a path of C alone: true; on A alone: (false -> ...) is true.
+    assert!(c
+        .check(&one_task("c", MS))
+        .0
+        .matched
+        .contains(&"R".to_string()));
+    assert!(c
+        .check(&one_task("a", MS))
+        .0
+        .matched
+        .contains(&"R".to_string()));
+    // On B alone: (A -> B) is true, C is false.
+    assert!(!c
+        .check(&one_task("b", MS))
+        .0
+        .matched
+        .contains(&"R".to_string()));
+
+    // The same in assertions.
+    let f = round_trip("assert(instances(A) > 0 || instances(B) > 0 && instances(C) > 0);");
+    let Item::Assert { expr, .. } = &f.items[0] else {
+        panic!()
+    };
+    assert!(
+        matches!(expr, Expr::Bin("&&", left, _) if matches!(**left, Expr::Bin("||", ..))),
+        "{expr:?}"
+    );
+    let c = checker(&format!(
+        "{ABC}assert(instances(A) > 0 || instances(B) > 0 && instances(C) > 0);"
+    ));
+    let facts = vec![c.check(&one_task("a", MS)).1];
+    assert_eq!(
+        c.assertions(&facts).len(),
+        1,
+        "(A || B) && C fails without C"
+    );
+}
+
+#[test]
+fn implication_in_an_assertion() {
+    // spec.pip's, commented out there but grammatical.
+    let src = format!(
+        "{ABC}during(any 5s) assert( instances(A) > 0 -> instances(B) == 0 );\n\
+         assert(instances(A) > 0 -> instances(B) > 0 -> instances(C) > 0);"
+    );
+    let f = round_trip(&src);
+    let Item::Assert { expr, .. } = &f.items[3] else {
+        panic!()
+    };
+    assert!(matches!(expr, Expr::Bin("->", ..)), "{expr:?}");
+    let c = checker(&src);
+    let a = c.check(&one_task("a", MS)).1;
+    let b = c.check(&one_task("b", MS)).1;
+    // A and no B: both hold ((A -> B) is false, so (false -> C) holds).
+    assert!(c.assertions(std::slice::from_ref(&a)).is_empty());
+    // A and B in one window: the first fails; the second needs C.
+    let failed: Vec<u32> = c.assertions(&[a, b]).iter().map(|f| f.line).collect();
+    assert_eq!(failed, [5, 6]);
+}
+
+#[test]
+fn not_before_a_comparison_negates_the_comparison() {
+    let f = round_trip("assert(!instances(A) > 1);\nassert((!instances(A)) + 1 > 1);");
+    let Item::Assert { expr, .. } = &f.items[0] else {
+        panic!()
+    };
+    assert!(
+        matches!(expr, Expr::Not(inner) if matches!(**inner, Expr::Bin(">", ..))),
+        "{expr:?}"
+    );
+    let c = checker(&format!("{ABC}assert(!instances(A) > 1);"));
+    // One instance: !(1 > 1) holds; (!1) > 1 would not.
+    assert!(c.assertions(&[c.check(&one_task("a", MS)).1]).is_empty());
+}

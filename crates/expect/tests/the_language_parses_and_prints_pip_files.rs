@@ -323,7 +323,7 @@ fn expr() -> impl Strategy<Value = Expr> {
             inner.clone().prop_map(|e| Expr::Not(Box::new(e))),
             (
                 prop::sample::select(vec![
-                    "+", "-", "*", "/", "**", "<", "<=", ">", ">=", "==", "!=", "&&", "||"
+                    "+", "-", "*", "/", "**", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "->"
                 ]),
                 inner.clone(),
                 inner.clone()

@@ -293,7 +293,7 @@ pub enum Expr {
     Neg(Box<Expr>),
     /// `!x`.
     Not(Box<Expr>),
-    /// A binary operation (`+ - * / ** < <= > >= == != && ||`).
+    /// A binary operation (`+ - * / ** < <= > >= == != && || ->`).
     Bin(&'static str, Box<Expr>, Box<Expr>),
     /// `x in {a, b}`.
     In(Box<Expr>, Vec<Expr>),

@@ -576,34 +576,25 @@ impl Parser {
         }
     }
 
+    /// `&&`, `||` and `->` on one level, left to right, as Pip's `pathbool` has them:
+    /// `A || B && C` is `(A || B) && C`.
     fn set_expr(&mut self) -> R<SetExpr> {
-        let left = self.set_or()?;
-        if self.eat_sym("->") {
-            let right = self.nested(Self::set_expr)?;
-            return Ok(SetExpr::Implies(Box::new(left), Box::new(right)));
-        }
-        Ok(left)
-    }
-
-    fn set_or(&mut self) -> R<SetExpr> {
-        self.chain(|p| {
-            let mut left = p.set_and()?;
-            while p.eat_sym("||") {
-                p.deepen()?;
-                left = SetExpr::Or(Box::new(left), Box::new(p.set_and()?));
-            }
-            Ok(left)
-        })
-    }
-
-    fn set_and(&mut self) -> R<SetExpr> {
         self.chain(|p| {
             let mut left = p.set_unary()?;
-            while p.eat_sym("&&") {
+            loop {
+                let join = if p.is_sym("&&") {
+                    SetExpr::And
+                } else if p.is_sym("||") {
+                    SetExpr::Or
+                } else if p.is_sym("->") {
+                    SetExpr::Implies
+                } else {
+                    return Ok(left);
+                };
                 p.deepen()?;
-                left = SetExpr::And(Box::new(left), Box::new(p.set_unary()?));
+                p.next();
+                left = join(Box::new(left), Box::new(p.set_unary()?));
             }
-            Ok(left)
         })
     }
 
@@ -681,8 +672,9 @@ impl Parser {
         if self.eat_sym("-") {
             return Ok(Expr::Neg(Box::new(self.unary()?)));
         }
+        // Pip's `!` negates a whole comparison: `!instances(A) > 1` is `!(instances(A) > 1)`.
         if self.eat_sym("!") {
-            return Ok(Expr::Not(Box::new(self.unary()?)));
+            return Ok(Expr::Not(Box::new(self.binary(COMPARISON)?)));
         }
         if self.eat_sym("(") {
             let e = self.expr()?;
@@ -716,15 +708,16 @@ impl Parser {
     }
 }
 
-/// Operators by precedence, loosest first.
-const LEVELS: [&[&str]; 5] = [
-    &["||"],
-    &["&&"],
+/// Operators by precedence, loosest first, each level left-associative; `**` (right-
+/// associative) and the unary operators bind tighter. As Pip's `bool`: `&&`, `||` and
+/// `->` share one level, so `a || b && c` is `(a || b) && c`.
+const LEVELS: [&[&str]; 4] = [
+    &["&&", "||", "->"],
     &["<=", ">=", "==", "!=", "<", ">"],
     &["+", "-"],
     &["*", "/"],
 ];
-const COMPARISON: usize = 2;
+const COMPARISON: usize = 1;
 
 fn is_keyword(w: &str) -> bool {
     [

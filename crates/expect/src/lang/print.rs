@@ -284,7 +284,9 @@ impl Display for Expr {
             Expr::Name(n) => f.write_str(n),
             Expr::Str(s) => write!(f, "\"{}\"", escape(s)),
             Expr::Neg(e) => write!(f, "-{e}"),
-            Expr::Not(e) => write!(f, "!{e}"),
+            // In parentheses: `!` takes the whole comparison after it, so `(!a) + 1`
+            // must not print as `!a + 1`.
+            Expr::Not(e) => write!(f, "(!{e})"),
             Expr::Bin(op, a, b) => write!(f, "({a} {op} {b})"),
             Expr::In(x, set) => write!(f, "({x} in {{{}}})", join(set)),
         }
