@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::lang::ast::{self, Expr, Item, Role, SetExpr};
+use crate::lang::ast::{self, Expr, Item, Role, SetExpr, Within};
 use crate::matcher::{run, Candidates, Context, Outcome, Stop};
 use crate::path::{Kind, Path, PathMetrics, Problem};
 use crate::program::{
@@ -726,9 +726,16 @@ impl Checker {
             Expr::Not(x) => self
                 .eval(x, paths)
                 .map(|v| if v == 0.0 { 1.0 } else { 0.0 }),
-            Expr::In(x, set) => {
+            // Pip's ranges: `{a, b}` holds from a to b.
+            Expr::In(x, within) => {
                 let v = self.eval(x, paths)?;
-                truth(set.iter().any(|s| self.eval(s, paths) == Some(v)))
+                match &**within {
+                    Within::Between(a, b) => {
+                        truth(self.eval(a, paths)? <= v && v <= self.eval(b, paths)?)
+                    }
+                    Within::AtLeast(a) => truth(v >= self.eval(a, paths)?),
+                    Within::Exactly(a) => truth(v == self.eval(a, paths)?),
+                }
             }
             Expr::Bin(op, a, b) => {
                 let (x, y) = (self.eval(a, paths)?, self.eval(b, paths)?);

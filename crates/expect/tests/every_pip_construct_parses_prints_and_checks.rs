@@ -484,3 +484,50 @@ fn not_before_a_comparison_negates_the_comparison() {
     // One instance: !(1 > 1) holds; (!1) > 1 would not.
     assert!(c.assertions(&[c.check(&one_task("a", MS)).1]).is_empty());
 }
+
+#[test]
+fn in_a_pair_is_an_inclusive_range_as_in_pip() {
+    // spec.pip's `instances(FR1) in { 1, 5 }`: from 1 to 5, not "1 or 5".
+    let src = format!("{ABC}assert( instances(A) in {{ 1, 5 }} );");
+    let f = round_trip(&src);
+    let Item::Assert { expr, .. } = &f.items[3] else {
+        panic!()
+    };
+    assert!(
+        matches!(expr, Expr::In(_, w) if matches!(**w, Within::Between(..))),
+        "{expr:?}"
+    );
+    let c = checker(&src);
+    let three: Vec<_> = (0..3).map(|_| c.check(&one_task("a", MS)).1).collect();
+    assert!(c.assertions(&three).is_empty(), "3 is in {{1, 5}}");
+    let six: Vec<_> = (0..6).map(|_| c.check(&one_task("a", MS)).1).collect();
+    assert_eq!(c.assertions(&six).len(), 1, "6 is not");
+    // A list of another length was a set here; Pip has only pairs, so it is refused.
+    let e = parse("assert(instances(A) in {1, 2, 3});").unwrap_err();
+    assert!(e.to_string().contains("a range has two ends"), "{e}");
+    let e = parse("assert(instances(A) in {1});").unwrap_err();
+    assert!(e.to_string().contains("`{low+}`"), "{e}");
+}
+
+#[test]
+fn in_at_least_and_in_exactly() {
+    let src = format!(
+        "{ABC}assert(instances(A) in {{2+}});\n\
+         assert(average(REAL_TIME, A) in {{=5ms}});\n\
+         assert(average(REAL_TIME, A) in {{4 ms, 6 ms}} && instances(A) in {{ 1.5 + }});"
+    );
+    let f = round_trip(&src);
+    let Item::Assert { expr, .. } = &f.items[3] else {
+        panic!()
+    };
+    assert!(
+        matches!(expr, Expr::In(_, w) if matches!(**w, Within::AtLeast(..))),
+        "{expr:?}"
+    );
+    let c = checker(&src);
+    let two: Vec<_> = (0..2).map(|_| c.check(&one_task("a", 5 * MS)).1).collect();
+    assert!(c.assertions(&two).is_empty(), "{:?}", c.assertions(&two));
+    let one = vec![c.check(&one_task("a", 4 * MS)).1];
+    let failed: Vec<u32> = c.assertions(&one).iter().map(|f| f.line).collect();
+    assert_eq!(failed, [5, 6, 7]);
+}

@@ -112,10 +112,11 @@ recognizer Home {
 validator Good : Home && !Retry;
 invalidator Odd : (Home || Retry) -> !Home;
 assert(unique(Home) == instances(Home) ** 2 - sqrt(4) * log(8) / ln(exp(1)));
-assert(max(REAL_TIME, "GET /read") in {1ms, 2ms, $LIMIT});
+assert(max(REAL_TIME, "GET /read") in {1ms, $LIMIT});
+assert(instances(Home) in {1+} && min(REAL_TIME, Home) in {=2ms});
 "#;
     let file = parse(src).unwrap();
-    assert_eq!(file.items.len(), 6);
+    assert_eq!(file.items.len(), 7);
     let again = parse(&file.to_string()).unwrap();
     assert_eq!(
         without_lines(again),
@@ -329,8 +330,14 @@ fn expr() -> impl Strategy<Value = Expr> {
                 inner.clone()
             )
                 .prop_map(|(op, a, b)| Expr::Bin(op, Box::new(a), Box::new(b))),
-            (inner.clone(), prop::collection::vec(inner, 1..3))
-                .prop_map(|(x, s)| Expr::In(Box::new(x), s)),
+            (inner.clone(), inner.clone(), inner, 0..3u8).prop_map(|(x, a, b, form)| {
+                let within = match form {
+                    0 => Within::Between(a, b),
+                    1 => Within::AtLeast(a),
+                    _ => Within::Exactly(a),
+                };
+                Expr::In(Box::new(x), Box::new(within))
+            }),
         ]
     })
 }

@@ -295,6 +295,17 @@ pub enum Expr {
     Not(Box<Expr>),
     /// A binary operation (`+ - * / ** < <= > >= == != && || ->`).
     Bin(&'static str, Box<Expr>, Box<Expr>),
-    /// `x in {a, b}`.
-    In(Box<Expr>, Vec<Expr>),
+    /// `x in {a, b}`, `x in {a+}`, `x in {=a}`.
+    In(Box<Expr>, Box<Within>),
+}
+
+/// The range of `x in {...}`: Pip's, so `{a, b}` is every value from a to b.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Within {
+    /// `{a, b}`: from a to b, both included.
+    Between(Expr, Expr),
+    /// `{a+}`: a or more.
+    AtLeast(Expr),
+    /// `{=a}`: exactly a.
+    Exactly(Expr),
 }

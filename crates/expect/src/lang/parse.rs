@@ -633,25 +633,44 @@ impl Parser {
                 self.deepen()?;
                 self.next();
                 self.sym("{")?;
-                let set = self.nested(|p| {
-                    let mut set = vec![p.expr()?];
-                    while p.eat_sym(",") {
-                        set.push(p.expr()?);
-                    }
-                    p.sym("}")?;
-                    Ok(set)
-                })?;
-                left = Expr::In(Box::new(left), set);
+                let within = self.nested(Self::within)?;
+                left = Expr::In(Box::new(left), Box::new(within));
                 continue;
             }
             let Some(op) = LEVELS[level].iter().find(|op| self.is_sym(op)) else {
                 return Ok(left);
             };
+            // `{x+}` closes a range: that `+` adds nothing.
+            if *op == "+" && self.peek2() == &Tok::Sym("}") {
+                return Ok(left);
+            }
             self.deepen()?;
             self.next();
             let right = self.binary(level + 1)?;
             left = Expr::Bin(op, Box::new(left), Box::new(right));
         }
+    }
+
+    /// The range after `in {`, through its `}`: `a, b}`, `a+}` or `=a}`.
+    fn within(&mut self) -> R<Within> {
+        if self.eat_sym("=") {
+            let a = self.expr()?;
+            self.sym("}")?;
+            return Ok(Within::Exactly(a));
+        }
+        let a = self.expr()?;
+        if self.eat_sym("+") {
+            self.sym("}")?;
+            return Ok(Within::AtLeast(a));
+        }
+        if !self.eat_sym(",") {
+            return self.fail("`,` and the range's upper end, or `+}` (a range: `{low, high}`, `{low+}` or `{=x}`)");
+        }
+        let b = self.expr()?;
+        if !self.eat_sym("}") {
+            return self.fail("`}` (a range has two ends: `{low, high}`)");
+        }
+        Ok(Within::Between(a, b))
     }
 
     fn power(&mut self) -> R<Expr> {

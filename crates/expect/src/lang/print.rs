@@ -288,7 +288,11 @@ impl Display for Expr {
             // must not print as `!a + 1`.
             Expr::Not(e) => write!(f, "(!{e})"),
             Expr::Bin(op, a, b) => write!(f, "({a} {op} {b})"),
-            Expr::In(x, set) => write!(f, "({x} in {{{}}})", join(set)),
+            Expr::In(x, w) => match &**w {
+                Within::Between(a, b) => write!(f, "({x} in {{{a}, {b}}})"),
+                Within::AtLeast(a) => write!(f, "({x} in {{{a}+}})"),
+                Within::Exactly(a) => write!(f, "({x} in {{={a}}})"),
+            },
         }
     }
 }
