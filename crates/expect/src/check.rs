@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use regex::Regex;
 use serde::Serialize;
 
 use crate::lang::ast::{self, Expr, Item, Role, SetExpr, Within};
@@ -71,6 +72,8 @@ pub struct Checker {
     /// Every name a thread pattern's first task must have, numbered: a thread is ruled
     /// out for most patterns by its first task, compared by number.
     first_tasks: foldhash::HashMap<Arc<str>, u32>,
+    /// The task name regexes of the assertions' aggregates, compiled once.
+    regexes: HashMap<String, Regex>,
 }
 
 /// How one recognizer fared on one path.
@@ -170,6 +173,7 @@ impl Checker {
             .collect();
         let mut recognizers = Vec::new();
         let mut asserts = Vec::new();
+        let mut regexes = HashMap::new();
         for item in &file.items {
             let context = |role: Role, name: &str| format!("{role} {name}");
             match item {
@@ -207,6 +211,10 @@ impl Checker {
                     shape: Shape::Set(expr.clone()),
                 }),
                 Item::Assert { during, expr, line } => {
+                    regexes_in(expr, &mut regexes).map_err(|message| CompileError {
+                        context: format!("assert at line {line}"),
+                        message,
+                    })?;
                     asserts.push((during.clone(), expr.clone(), *line))
                 }
             }
@@ -248,6 +256,7 @@ impl Checker {
             params,
             budget: DEFAULT_BUDGET,
             first_tasks,
+            regexes,
         })
     }
 
@@ -721,7 +730,7 @@ impl Checker {
             Expr::Num(q) => {
                 crate::program::quantity(q, Metric::Unrecorded, "assert", &self.params).ok()
             }
-            Expr::Name(_) | Expr::Str(_) => None,
+            Expr::Name(_) | Expr::Text(_) => None,
             Expr::Neg(x) => self.eval(x, paths).map(|v| -v),
             Expr::Not(x) => self
                 .eval(x, paths)
@@ -761,6 +770,17 @@ impl Checker {
         }
     }
 
+    /// Whether a task name matches an aggregate's task name pattern.
+    fn task_ok(&self, pattern: &ast::Text, name: &str) -> bool {
+        match pattern {
+            ast::Text::Exact(s) | ast::Text::Name(s) => s == name,
+            ast::Text::Regex(r, _) => self.regexes.get(r).is_some_and(|r| r.is_match(name)),
+            ast::Text::Any => true,
+            ast::Text::Not(t) => !self.task_ok(t, name),
+            ast::Text::Var(_) => false,
+        }
+    }
+
     fn call(&self, f: &str, args: &[Expr], paths: &[&PathFacts]) -> Option<f64> {
         let recognizer = |e: &Expr| match e {
             Expr::Name(n) => self.recognizers.iter().position(|r| &r.name == n),
@@ -789,10 +809,10 @@ impl Checker {
                 };
                 let metric = Metric::of(metric);
                 let values: Vec<f64> = match args.get(1)? {
-                    Expr::Str(task) => paths
+                    Expr::Text(pattern) => paths
                         .iter()
                         .flat_map(|p| p.tasks.iter())
-                        .filter(|(n, ..)| **n == **task)
+                        .filter(|(n, ..)| self.task_ok(pattern, n))
                         .filter_map(|(_, real, cpu)| match metric {
                             Metric::RealTime => Some(*real as f64),
                             Metric::CpuTime => cpu.map(|c| c as f64),
@@ -854,6 +874,41 @@ pub fn path_metric(m: &PathMetrics, metric: Metric) -> Option<f64> {
         Metric::Threads => Some(m.threads as f64),
         Metric::Hosts => Some(m.hosts as f64),
         _ => None,
+    }
+}
+
+/// Compiles the regexes of an assertion (its aggregates' task name patterns) into `out`.
+fn regexes_in(e: &Expr, out: &mut HashMap<String, Regex>) -> Result<(), String> {
+    match e {
+        Expr::Text(t) => {
+            let mut t = t;
+            while let ast::Text::Not(inner) = t {
+                t = inner;
+            }
+            if let ast::Text::Regex(r, at) = t {
+                if !out.contains_key(r) {
+                    out.insert(r.clone(), crate::program::regex(r, *at)?);
+                }
+            }
+            Ok(())
+        }
+        Expr::Num(_) | Expr::Name(_) => Ok(()),
+        Expr::Neg(x) | Expr::Not(x) => regexes_in(x, out),
+        Expr::Bin(_, a, b) => {
+            regexes_in(a, out)?;
+            regexes_in(b, out)
+        }
+        Expr::Call(_, args) => args.iter().try_for_each(|a| regexes_in(a, out)),
+        Expr::In(x, w) => {
+            regexes_in(x, out)?;
+            match &**w {
+                Within::Between(a, b) => {
+                    regexes_in(a, out)?;
+                    regexes_in(b, out)
+                }
+                Within::AtLeast(a) | Within::Exactly(a) => regexes_in(a, out),
+            }
+        }
     }
 }
 

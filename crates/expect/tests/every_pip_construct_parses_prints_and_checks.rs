@@ -531,3 +531,39 @@ fn in_at_least_and_in_exactly() {
     let failed: Vec<u32> = c.assertions(&one).iter().map(|f| f.line).collect();
     assert_eq!(failed, [5, 6, 7]);
 }
+
+#[test]
+fn aggregates_take_a_task_regex_or_any_task() {
+    let src = r#"
+assert(average(REAL_TIME, m/^fab::/) < 30ms);
+assert(max(CPU_TIME, *) < 1s);
+assert(max(REAL_TIME, *) < 50ms);
+assert(min(REAL_TIME, *) >= 10 ms && stddev(REAL_TIME, m/^fab::/) == 5ms);
+"#;
+    let f = round_trip(src);
+    let Item::Assert { expr, .. } = &f.items[0] else {
+        panic!()
+    };
+    let Expr::Bin("<", avg, _) = expr else {
+        panic!("{expr:?}")
+    };
+    assert!(
+        matches!(&**avg, Expr::Call(n, a) if n == "average" && matches!(a[1], Expr::Text(Text::Regex(..)))),
+        "{avg:?}"
+    );
+    let c = checker(src);
+    let mut b = Tb::new(5);
+    let root = b.span(None, "h", "other", 0, 100 * MS);
+    b.span(Some(root), "h", "fab::read", MS, 11 * MS);
+    b.span(Some(root), "h", "fab::write", 20 * MS, 40 * MS);
+    let failed: Vec<u32> = c
+        .assertions(&[c.check(&b.path()).1])
+        .iter()
+        .map(|f| f.line)
+        .collect();
+    // These spans record no CPU time, so line 3 cannot be evaluated; of the rest only
+    // the slowest of all tasks, 100 ms, breaks a bound (line 4).
+    assert_eq!(failed, [3, 4]);
+    let e = compile_error("assert(average(REAL_TIME, m/(a)\\1/) < 1s);");
+    assert!(e.contains("1:27: m/(a)\\1/ is not a regex"), "{e}");
+}

@@ -314,7 +314,9 @@ fn expr() -> impl Strategy<Value = Expr> {
     let leaf = prop_oneof![
         quantity().prop_map(Expr::Num),
         ident().prop_map(Expr::Name),
-        "[a-z ]{0,6}".prop_map(Expr::Str),
+        "[a-z ]{0,6}".prop_map(|s| Expr::Text(Text::Exact(s))),
+        "[a-z:^]{1,6}".prop_map(|r| Expr::Text(Text::Regex(r, At::default()))),
+        Just(Expr::Text(Text::Any)),
     ];
     leaf.prop_recursive(3, 16, 3, |inner| {
         prop_oneof![

@@ -287,8 +287,8 @@ pub enum Expr {
     Call(String, Vec<Expr>),
     /// A recognizer name, metric name, or task name string as an argument.
     Name(String),
-    /// A task name string as an argument.
-    Str(String),
+    /// A task name pattern as an aggregate's argument: `"name"`, `m/regex/` or `*`.
+    Text(Text),
     /// `-x`.
     Neg(Box<Expr>),
     /// `!x`.

@@ -702,9 +702,10 @@ impl Parser {
         }
         match self.peek().clone() {
             Tok::Num { .. } | Tok::Var(_) => Ok(Expr::Num(self.quantity()?)),
-            Tok::Str(s) => {
-                self.next();
-                Ok(Expr::Str(s))
+            // Task name patterns, as in `average(REAL_TIME, m/^fab::/)` or `max(CPU_TIME, *)`:
+            // a `*` cannot start an operand otherwise.
+            Tok::Str(_) | Tok::Regex(_) | Tok::Sym("*") => {
+                Ok(Expr::Text(self.text("a task name pattern")?))
             }
             Tok::Ident(n) => {
                 self.next();
@@ -722,7 +723,9 @@ impl Parser {
                     Ok(Expr::Name(n))
                 }
             }
-            _ => self.fail("a number, a name, a function call, `-`, `!` or `(`"),
+            _ => {
+                self.fail("a number, a name, a task name pattern, a function call, `-`, `!` or `(`")
+            }
         }
     }
 }

@@ -282,7 +282,7 @@ impl Display for Expr {
             Expr::Num(q) => write!(f, "{q}"),
             Expr::Call(n, args) => write!(f, "{n}({})", join(args)),
             Expr::Name(n) => f.write_str(n),
-            Expr::Str(s) => write!(f, "\"{}\"", escape(s)),
+            Expr::Text(t) => write!(f, "{t}"),
             Expr::Neg(e) => write!(f, "-{e}"),
             // In parentheses: `!` takes the whole comparison after it, so `(!a) + 1`
             // must not print as `!a + 1`.
