@@ -411,7 +411,7 @@ fn merge(into: &mut Recognizer, other: &Recognizer) {
 fn num(c: &Count) -> u64 {
     match c {
         Count::Num(n) => *n,
-        Count::Var(_) => 0,
+        _ => 0,
     }
 }
 

@@ -44,8 +44,19 @@ fn deeply_nested_blocks_parentheses_and_sets_are_refused() {
         "validator V {{ thread t(*, 1) {{ notice({}\"x\"); }} }}",
         "!".repeat(100_000)
     );
+    let count_sums = format!(
+        "validator V {{ thread t(*, 1) {{ repeat 1{} task(\"x\"); }} }}",
+        " + 1".repeat(100_000)
+    );
+    let count_parens = format!(
+        "validator V {{ thread t(*, 1) {{ $z = {}1{}; }} }}",
+        "(".repeat(100_000),
+        ")".repeat(100_000)
+    );
     for (what, src) in [
         ("negated texts", negations),
+        ("sums in a repeat count", count_sums),
+        ("parenthesized counts", count_parens),
         ("blocks", blocks),
         ("parentheses", parens),
         ("powers", powers),

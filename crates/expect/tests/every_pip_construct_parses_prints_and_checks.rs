@@ -567,3 +567,242 @@ assert(min(REAL_TIME, *) >= 10 ms && stddev(REAL_TIME, m/^fab::/) == 5ms);
     let e = compile_error("assert(average(REAL_TIME, m/(a)\\1/) < 1s);");
     assert!(e.contains("1:27: m/(a)\\1/ is not a regex"), "{e}");
 }
+
+/// A root task on "h" with these tasks (each 1 ms, in order) inside.
+fn tasks(names: &[&str]) -> Path {
+    let mut b = Tb::new(6);
+    let root = b.span(None, "h", "root", 0, 100 * MS);
+    for (i, n) in names.iter().enumerate() {
+        let at = (i as u64 + 1) * 2 * MS;
+        b.span(Some(root), "h", n, at, at + MS);
+    }
+    b.path()
+}
+
+fn expected(c: &Checker, path: &Path) -> bool {
+    c.check(path).0.expected
+}
+
+#[test]
+fn assignments_of_literals_and_counts_parse() {
+    // The forms of spec.pip's validator VAR1, in a file of our own.
+    let src = r#"
+validator Vars {
+  thread Client(*, 1) {
+    $peer = send(Server);
+    recv($peer);
+    $t = task(*);
+    $t = "Lookup";
+    task($t);
+    $u = m/^cache/;
+    $v = *;
+    $w = !"idle";
+    $y = $t;
+    $k = ($n);
+  }
+  thread Server(*, 1) {
+    $from = recv(Client);
+    send($from);
+    $n = repeat between 1 and 3 { task(*); }
+    $z = $n*$n;
+    $z = 2;
+    $z = $z + 1 - 1 * ($n - 2);
+    repeat $z*2 { notice(*); }
+    repeat between 1 and $n+1 notice(*);
+    $k = instances(Vars);
+    $k = unique($from);
+  }
+}"#;
+    let f = round_trip(src);
+    let Item::Recognizer(r) = &f.items[0] else {
+        panic!()
+    };
+    let c = &r.threads[0].body;
+    assert_eq!(
+        c[3],
+        Stmt::Assign {
+            var: "t".into(),
+            value: Value::Text(Text::Exact("Lookup".into()))
+        }
+    );
+    assert!(matches!(&c[8], Stmt::Assign { value: Value::Text(Text::Var(y)), .. } if y == "t"));
+    assert!(matches!(&c[9], Stmt::Assign { value: Value::Count(Count::Var(n)), .. } if n == "n"));
+    let s = &r.threads[1].body;
+    let var = |v: &str| Box::new(Count::Var(v.into()));
+    assert_eq!(
+        s[3],
+        Stmt::Assign {
+            var: "z".into(),
+            value: Value::Count(Count::Bin("*", var("n"), var("n")))
+        }
+    );
+    assert_eq!(
+        s[4],
+        Stmt::Assign {
+            var: "z".into(),
+            value: Value::Count(Count::Num(2))
+        }
+    );
+    let Stmt::Repeat { low, .. } = &s[6] else {
+        panic!("{:?}", s[6])
+    };
+    assert_eq!(low, &Count::Bin("*", var("z"), Box::new(Count::Num(2))));
+    let Stmt::Repeat { high, .. } = &s[7] else {
+        panic!("{:?}", s[7])
+    };
+    assert_eq!(high, &Count::Bin("+", var("n"), Box::new(Count::Num(1))));
+    // Pip's counts have no parentheses; the printer writes them only where needed.
+    let printed = f.to_string();
+    assert!(printed.contains("$z = $z + 1 - 1 * ($n - 2);"), "{printed}");
+    assert!(printed.contains("repeat $z * 2 {"), "{printed}");
+}
+
+#[test]
+fn assigned_literals_bind_a_variable_for_later() {
+    let c = checker(
+        r#"validator V { thread T(*, 1) { task("root") {
+             $t = task(*);
+             $t = "lookup";
+             task($t);
+             $u = !m/^debug/;
+             notice($u);
+           } } }"#,
+    );
+    let path = |first: &str, second: &str, note: &str| {
+        let mut b = Tb::new(7);
+        let root = b.span(None, "h", "root", 0, 100 * MS);
+        b.span(Some(root), "h", first, MS, 2 * MS);
+        b.span(Some(root), "h", second, 3 * MS, 4 * MS);
+        b.notice(root, note, 5 * MS);
+        b.path()
+    };
+    assert!(expected(&c, &path("any", "lookup", "info")));
+    // `$t` was rebound to "lookup": the first task's name no longer counts.
+    assert!(!expected(&c, &path("same", "same", "info")));
+    assert!(
+        !expected(&c, &path("any", "lookup", "debug: x")),
+        "!m/^debug/"
+    );
+}
+
+#[test]
+fn a_variable_assigned_another_or_its_negation() {
+    let copy = checker(
+        r#"validator V { thread T(*, 1) { task("root") { $y = task(*); $x = $y; task($x); } } }"#,
+    );
+    assert!(expected(&copy, &tasks(&["a", "a"])));
+    assert!(!expected(&copy, &tasks(&["a", "b"])));
+    let negated = checker(
+        r#"validator V { thread T(*, 1) { task("root") { $y = task(*); $x = !$y; task($x); $w = !$x; task($w); } } }"#,
+    );
+    assert!(expected(&negated, &tasks(&["a", "b", "a"])));
+    assert!(!expected(&negated, &tasks(&["a", "a", "a"])), "!$y");
+    assert!(!expected(&negated, &tasks(&["a", "b", "b"])), "!!$y");
+}
+
+#[test]
+fn a_variable_bound_differently_on_each_branch() {
+    let c = checker(
+        r#"validator V { thread T(*, 1) { task("root") {
+             xor {
+               branch: notice("fixed"); $x = "a";
+               branch: notice("seen"); $x = task(*);
+             }
+             task($x);
+           } } }"#,
+    );
+    let path = |note: &str, names: &[&str]| {
+        let mut b = Tb::new(8);
+        let root = b.span(None, "h", "root", 0, 100 * MS);
+        b.notice(root, note, MS);
+        for (i, n) in names.iter().enumerate() {
+            let at = (i as u64 + 2) * 2 * MS;
+            b.span(Some(root), "h", n, at, at + MS);
+        }
+        b.path()
+    };
+    assert!(expected(&c, &path("fixed", &["a"])));
+    assert!(!expected(&c, &path("fixed", &["b"])));
+    assert!(expected(&c, &path("seen", &["b", "b"])));
+    assert!(!expected(&c, &path("seen", &["b", "a"])));
+}
+
+#[test]
+fn expressions_as_repeat_counts() {
+    let c = checker(
+        r#"validator V { thread T(*, 1) { task("root") {
+             $n = repeat between 1 and 3 notice("in");
+             $z = $n * $n;
+             repeat $z notice("out");
+             $k = 2;
+             repeat $k*2 - 1 notice("three");
+           } } }"#,
+    );
+    let path = |ins: usize, outs: usize, threes: usize| {
+        let mut texts = vec!["in"; ins];
+        texts.extend(vec!["out"; outs]);
+        texts.extend(vec!["three"; threes]);
+        notices(&texts)
+    };
+    assert!(expected(&c, &path(2, 4, 3)));
+    assert!(expected(&c, &path(3, 9, 3)));
+    assert!(!expected(&c, &path(2, 2, 3)), "$n * $n");
+    assert!(!expected(&c, &path(1, 1, 2)), "$k*2 - 1");
+    // `between` ends from a parameter, computed when compiling.
+    let c = checker_with(
+        r#"validator V { thread T(*, $N - 1) { task("root") { repeat between $N - 1 and $N+1 notice(*); } } }"#,
+        Params::from([("N".to_string(), 2.0)]),
+    );
+    assert!(expected(&c, &notices(&["a", "b", "c"])));
+    assert!(!expected(&c, &notices(&["a", "b", "c", "d"])));
+}
+
+#[test]
+fn a_message_binds_its_peer_for_a_reply() {
+    // spec.pip's `$h = send(Bar); recv($h);`: the reply comes from where the request went.
+    let c = checker(
+        r#"validator V {
+             thread Client("client", 1) { task("root") { $h = send(*); recv($h); } }
+             thread Servers(m/^server/, {1, 2}) { task(*); }
+           }"#,
+    );
+    let path = |replier: &str| {
+        let mut b = Tb::new(9);
+        let root = b.span(None, "client", "root", 0, 100 * MS);
+        b.message(root, Direction::Send, 1, MS);
+        let a = b.span(Some(root), "server-a", "serve", 2 * MS, 10 * MS);
+        b.message(a, Direction::Recv, 1, 2 * MS);
+        let r = if replier == "server-a" {
+            a
+        } else {
+            b.span(Some(root), replier, "serve", 2 * MS, 10 * MS)
+        };
+        b.message(r, Direction::Send, 2, 9 * MS);
+        b.message(root, Direction::Recv, 2, 11 * MS);
+        b.path()
+    };
+    assert!(expected(&c, &path("server-a")));
+    assert!(!expected(&c, &path("server-b")));
+    // Only the binding refuses it: a reply from anyone is fine.
+    let any = checker(
+        r#"validator V {
+             thread Client("client", 1) { task("root") { send(*); recv(*); } }
+             thread Servers(m/^server/, {1, 2}) { task(*); }
+           }"#,
+    );
+    assert!(expected(&any, &path("server-b")));
+}
+
+#[test]
+fn aggregates_as_counts_are_refused_by_place() {
+    let e = compile_error(
+        "recognizer R { thread T(*, 1) { task(\"x\"); } }\nvalidator V {\n  thread T(*, 1) {\n    repeat instances(R) task(*);\n  }\n}",
+    );
+    assert!(e.contains("4:12: instances(R) counts paths"), "{e}");
+    let e = compile_error("validator V { thread T(*, 1) { $k = unique($h); } }");
+    assert!(e.contains("1:37: unique($h)"), "{e}");
+    let e = compile_error("validator V { thread T(*, instances(V)) { } }");
+    assert!(e.contains("1:27: instances(V)"), "{e}");
+    let e = compile_error("validator V { thread T(*, 1) { $x = $x + 1; } }");
+    assert!(e.contains("$x is not bound here"), "{e}");
+}

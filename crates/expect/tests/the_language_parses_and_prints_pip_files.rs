@@ -185,10 +185,30 @@ fn text() -> impl Strategy<Value = Text> {
 }
 
 fn count() -> impl Strategy<Value = Count> {
-    prop_oneof![
-        (0u64..50).prop_map(Count::Num),
-        ident().prop_map(Count::Var)
-    ]
+    let leaf = prop_oneof![
+        3 => (0u64..50).prop_map(Count::Num),
+        3 => ident().prop_map(Count::Var),
+        1 => ident().prop_map(|r| Count::Aggregate {
+            function: "instances".into(),
+            of: Text::Name(r),
+            at: At::default()
+        }),
+        1 => prop_oneof![ident().prop_map(Text::Name), ident().prop_map(Text::Var)].prop_map(
+            |of| Count::Aggregate {
+                function: "unique".into(),
+                of,
+                at: At::default()
+            }
+        ),
+    ];
+    leaf.prop_recursive(2, 6, 2, |inner| {
+        (
+            prop::sample::select(vec!["+", "-", "*"]),
+            inner.clone(),
+            inner,
+        )
+            .prop_map(|(op, a, b)| Count::Bin(op, Box::new(a), Box::new(b)))
+    })
 }
 
 fn quantity() -> impl Strategy<Value = Quantity> {
@@ -262,6 +282,11 @@ fn stmt() -> impl Strategy<Value = Stmt> {
                 limits
             }),
         Just(Stmt::Any),
+        (
+            ident(),
+            prop_oneof![text().prop_map(Value::Text), count().prop_map(Value::Count)]
+        )
+            .prop_map(|(var, value)| Stmt::Assign { var, value }),
         ident().prop_map(Stmt::Call),
         ident().prop_map(Stmt::Done),
     ];

@@ -131,13 +131,34 @@ pub enum Text {
     Not(Box<Text>),
 }
 
-/// A count: a number or a parameter or variable.
+/// A count: Pip's integer expression, as in `repeat $z*2 {...}` or `$z = $n*$n;`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Count {
     /// A literal.
     Num(u64),
-    /// `$NAME`.
+    /// `$NAME`: a parameter, or a variable bound earlier in the thread.
     Var(String),
+    /// `instances(R)`, `unique(R)` or `unique($v)`: Pip's grammar allows these aggregates
+    /// over all paths in a count; the compiler refuses them, naming where.
+    Aggregate {
+        /// `instances` or `unique`.
+        function: String,
+        /// The recognizer's name ([`Text::Name`]) or a variable ([`Text::Var`]).
+        of: Text,
+        /// Where it was written.
+        at: At,
+    },
+    /// `a + b`, `a - b` or `a * b` (`*` binds tighter; both left to right).
+    Bin(&'static str, Box<Count>, Box<Count>),
+}
+
+/// What `$v = VALUE;` assigns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A name matcher: `"Foo"`, `m/re/`, `*`, `!"a"`, or another variable's value (`$y`).
+    Text(Text),
+    /// A count: `2`, `$n*$n`, `($y)`.
+    Count(Count),
 }
 
 /// A count range, `N` or `{MIN, MAX}`.
@@ -202,12 +223,20 @@ pub enum Stmt {
     Done(String),
     /// `{ statements }`.
     Block(Vec<Stmt>),
-    /// `$v = stmt`: binds what `stmt` matched (a task's name, a repeat's count).
+    /// `$v = stmt`: binds what `stmt` matched (a task's name, a repeat's count, a notice's
+    /// text, a message's peer).
     Bind {
         /// The variable.
         var: String,
         /// The statement.
         body: Box<Stmt>,
+    },
+    /// `$v = VALUE;`: binds a value, from here on (Pip's `$x = "Foo";`, `$z = 2;`).
+    Assign {
+        /// The variable.
+        var: String,
+        /// Its new value.
+        value: Value,
     },
 }
 

@@ -298,7 +298,44 @@ impl Parser {
         }
     }
 
+    /// A count: Pip's integer expression, `+` and `-` over `*` over numbers, `$vars`,
+    /// `instances(R)`, `unique(R)` and (ours) parentheses.
     fn count(&mut self) -> R<Count> {
+        self.chain(|p| {
+            let mut left = p.count_term()?;
+            loop {
+                let op = if p.is_sym("+") {
+                    "+"
+                } else if p.is_sym("-") {
+                    "-"
+                } else {
+                    return Ok(left);
+                };
+                p.deepen()?;
+                p.next();
+                left = Count::Bin(op, Box::new(left), Box::new(p.count_term()?));
+            }
+        })
+    }
+
+    fn count_term(&mut self) -> R<Count> {
+        self.chain(|p| {
+            let mut left = p.count_primary()?;
+            while p.is_sym("*") {
+                p.deepen()?;
+                p.next();
+                left = Count::Bin("*", Box::new(left), Box::new(p.count_primary()?));
+            }
+            Ok(left)
+        })
+    }
+
+    fn count_primary(&mut self) -> R<Count> {
+        self.nested(Self::count_primary_here)
+    }
+
+    fn count_primary_here(&mut self) -> R<Count> {
+        let at = self.at();
         match self.peek().clone() {
             Tok::Num { value, unit } if unit.is_empty() && value.fract() == 0.0 && value >= 0.0 => {
                 self.next();
@@ -307,6 +344,30 @@ impl Parser {
             Tok::Var(v) => {
                 self.next();
                 Ok(Count::Var(v))
+            }
+            Tok::Sym("(") => {
+                self.next();
+                let c = self.count()?;
+                self.sym(")")?;
+                Ok(c)
+            }
+            Tok::Ident(f)
+                if (f == "instances" || f == "unique") && self.peek2() == &Tok::Sym("(") =>
+            {
+                self.next();
+                self.next();
+                let of = match self.peek().clone() {
+                    Tok::Ident(n) => Text::Name(n),
+                    Tok::Var(v) if f == "unique" => Text::Var(v),
+                    _ => return self.fail("a recognizer's name"),
+                };
+                self.next();
+                self.sym(")")?;
+                Ok(Count::Aggregate {
+                    function: f,
+                    of,
+                    at,
+                })
             }
             _ => self.fail("a count (a whole number or `$PARAM`)"),
         }
@@ -380,8 +441,7 @@ impl Parser {
             if self.peek2() == &Tok::Sym("=") {
                 self.next();
                 self.next();
-                let body = Box::new(self.stmt()?);
-                return Ok(Stmt::Bind { var: v, body });
+                return self.assignment(v);
             }
         }
         if self.eat_sym("{") {
@@ -510,6 +570,43 @@ impl Parser {
             }
             _ => self.fail(STATEMENTS),
         }
+    }
+
+    /// After `$v =`: a statement, whose match binds `$v`, or a value and `;`, as Pip's
+    /// `VARIABLE '=' string_expr` and `VARIABLE '=' int_expr`.
+    fn assignment(&mut self, var: String) -> R<Stmt> {
+        let statement = match self.peek() {
+            Tok::Sym("{") => true,
+            Tok::Ident(w) => is_keyword(w),
+            Tok::Var(_) => self.peek2() == &Tok::Sym("="),
+            _ => false,
+        };
+        if statement {
+            let body = Box::new(self.stmt()?);
+            return Ok(Stmt::Bind { var, body });
+        }
+        let value =
+            match self.peek() {
+                Tok::Ident(f)
+                    if (f == "instances" || f == "unique") && self.peek2() == &Tok::Sym("(") =>
+                {
+                    Value::Count(self.count()?)
+                }
+                Tok::Str(_) | Tok::Regex(_) | Tok::Sym("*") | Tok::Sym("!") | Tok::Ident(_) => {
+                    Value::Text(self.text("a value")?)
+                }
+                // A lone `$y` is a text, as Bison resolves Pip's conflict; `($y)` a count.
+                Tok::Var(_) => match self.count()? {
+                    Count::Var(y) => Value::Text(Text::Var(y)),
+                    c => Value::Count(c),
+                },
+                Tok::Num { .. } | Tok::Sym("(") => Value::Count(self.count()?),
+                _ => return self.fail(
+                    "a statement, or a value: a string, `m/regex/`, `*`, `!`, a count or `$var`",
+                ),
+            };
+        self.sym(";")?;
+        Ok(Stmt::Assign { var, value })
     }
 
     fn limit(&mut self) -> R<Limit> {

@@ -124,6 +124,7 @@ impl Out<'_, '_> {
             Stmt::Done(n) => self.line(&format!("{prefix}done({n});")),
             Stmt::Block(b) => self.block(prefix.trim_end(), &[], b),
             Stmt::Bind { var, body } => self.stmt(body, &format!("{prefix}${var} = ")),
+            Stmt::Assign { var, value } => self.line(&format!("{prefix}${var} = {value};")),
         }
     }
 }
@@ -217,11 +218,47 @@ fn escape(s: &str) -> String {
     out
 }
 
+/// How tightly a count binds: Pip's counts have no parentheses, so they are printed only
+/// where the tree needs them.
+fn count_precedence(c: &Count) -> u8 {
+    match c {
+        Count::Bin("*", ..) => 2,
+        Count::Bin(..) => 1,
+        _ => 3,
+    }
+}
+
 impl Display for Count {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self {
             Count::Num(n) => write!(f, "{n}"),
             Count::Var(v) => write!(f, "${v}"),
+            Count::Aggregate { function, of, .. } => write!(f, "{function}({of})"),
+            Count::Bin(op, a, b) => {
+                let p = count_precedence(self);
+                if count_precedence(a) < p {
+                    write!(f, "({a})")?;
+                } else {
+                    write!(f, "{a}")?;
+                }
+                // Left to right: `a - (b - c)` keeps its parentheses.
+                if count_precedence(b) <= p {
+                    write!(f, " {op} ({b})")
+                } else {
+                    write!(f, " {op} {b}")
+                }
+            }
+        }
+    }
+}
+
+impl Display for Value {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Text(t) => write!(f, "{t}"),
+            // A lone `$y` reads as a text (as in Pip); parentheses keep it a count.
+            Value::Count(Count::Var(v)) => write!(f, "(${v})"),
+            Value::Count(c) => write!(f, "{c}"),
         }
     }
 }
