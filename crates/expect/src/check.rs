@@ -747,24 +747,7 @@ impl Checker {
                 }
             }
             Expr::Bin(op, a, b) => {
-                let (x, y) = (self.eval(a, paths)?, self.eval(b, paths)?);
-                match *op {
-                    "+" => Some(x + y),
-                    "-" => Some(x - y),
-                    "*" => Some(x * y),
-                    "/" => Some(x / y),
-                    "**" => Some(x.powf(y)),
-                    "<" => truth(x < y),
-                    "<=" => truth(x <= y),
-                    ">" => truth(x > y),
-                    ">=" => truth(x >= y),
-                    "==" => truth(x == y),
-                    "!=" => truth(x != y),
-                    "&&" => truth(x != 0.0 && y != 0.0),
-                    "||" => truth(x != 0.0 || y != 0.0),
-                    "->" => truth(x == 0.0 || y != 0.0),
-                    _ => None,
-                }
+                crate::program::binary(op, self.eval(a, paths)?, self.eval(b, paths)?)
             }
             Expr::Call(f, args) => self.call(f, args, paths),
         }
@@ -840,11 +823,7 @@ impl Checker {
                     _ => values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                 })
             }
-            "log" => one(0).map(f64::log10),
-            "ln" => one(0).map(f64::ln),
-            "exp" => one(0).map(f64::exp),
-            "sqrt" => one(0).map(f64::sqrt),
-            _ => None,
+            _ => crate::program::function(f, one(0)?),
         }
     }
 }

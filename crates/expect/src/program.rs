@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use regex::Regex;
 
-use crate::lang::ast::{self, Count, LimitForm, Quantity, Stmt, Text, Value};
+use crate::lang::ast::{self, Count, Expr, LimitForm, Quantity, Stmt, Text, Value};
 use crate::units::{scale, Dimension};
 
 /// Why an expectations file cannot be checked although it parses.
@@ -683,9 +683,69 @@ pub fn limits_of(limits: &[ast::Limit], params: &Params) -> Result<Vec<Bound>, S
         .collect()
 }
 
+/// `x op y` for the operators of aggregate expressions; comparisons and logic give 1 or 0.
+pub fn binary(op: &str, x: f64, y: f64) -> Option<f64> {
+    let truth = |b: bool| Some(if b { 1.0 } else { 0.0 });
+    match op {
+        "+" => Some(x + y),
+        "-" => Some(x - y),
+        "*" => Some(x * y),
+        "/" => Some(x / y),
+        "**" => Some(x.powf(y)),
+        "<" => truth(x < y),
+        "<=" => truth(x <= y),
+        ">" => truth(x > y),
+        ">=" => truth(x >= y),
+        "==" => truth(x == y),
+        "!=" => truth(x != y),
+        "&&" => truth(x != 0.0 && y != 0.0),
+        "||" => truth(x != 0.0 || y != 0.0),
+        "->" => truth(x == 0.0 || y != 0.0),
+        _ => None,
+    }
+}
+
+/// Pip's functions of one number: `log` (base 10), `ln`, `exp`, `sqrt`.
+pub fn function(f: &str, x: f64) -> Option<f64> {
+    match f {
+        "log" => Some(x.log10()),
+        "ln" => Some(x.ln()),
+        "exp" => Some(x.exp()),
+        "sqrt" => Some(x.sqrt()),
+        _ => None,
+    }
+}
+
+/// A limit's bound written as an expression, computed now: numbers (in base units),
+/// parameters, arithmetic and functions. `at` is where the bound was written.
+fn constant(
+    e: &Expr,
+    metric: Metric,
+    name: &str,
+    params: &Params,
+    at: ast::At,
+) -> Result<f64, String> {
+    let c = |e: &Expr| constant(e, metric, name, params, at);
+    match e {
+        Expr::Num(q) => quantity(q, metric, name, params),
+        Expr::Neg(x) => Ok(-c(x)?),
+        Expr::Not(x) => Ok(if c(x)? == 0.0 { 1.0 } else { 0.0 }),
+        Expr::Bin(op, a, b) => binary(op, c(a)?, c(b)?)
+            .ok_or_else(|| format!("{at}: unknown operator {op}")),
+        Expr::Call(f, args) if args.len() == 1 && function(f, 1.0).is_some() => {
+            Ok(function(f, c(&args[0])?).unwrap_or(f64::NAN))
+        }
+        Expr::Call(f, _) if ["instances", "unique", "average", "stddev", "min", "max"].contains(&f.as_str()) => Err(format!(
+            "{at}: {e} is an aggregate over every checked path, but a limit is checked on each path alone; Causeway cannot check it as a bound (use it in an assert)"
+        )),
+        other => Err(format!("{at}: {other} is not a number a limit can be")),
+    }
+}
+
 /// A quantity in base units (ns, bytes; plain numbers as they are).
 pub fn quantity(q: &Quantity, metric: Metric, name: &str, params: &Params) -> Result<f64, String> {
     match q {
+        Quantity::Expr(e, at) => constant(e, metric, name, params, *at),
         Quantity::Var(v) => params
             .get(v)
             .copied()

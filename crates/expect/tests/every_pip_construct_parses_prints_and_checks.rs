@@ -806,3 +806,63 @@ fn aggregates_as_counts_are_refused_by_place() {
     let e = compile_error("validator V { thread T(*, 1) { $x = $x + 1; } }");
     assert!(e.contains("$x is not bound here"), "{e}");
 }
+
+#[test]
+fn limits_bounded_by_arithmetic_over_numbers_and_parameters() {
+    let src = r#"
+validator V {
+  limit(THREADS, {$N, $N*2});
+  thread Root("h", 1) { task("root") limit(REAL_TIME, {1 ms + 1 ms, sqrt(16.) * 1ms}); }
+  thread Rest(!"h", {0, 9}) { task(*) limit(REAL_TIME, {2.**3. * 1ms +}); }
+}"#;
+    let f = round_trip(src);
+    let Item::Recognizer(r) = &f.items[0] else {
+        panic!()
+    };
+    assert!(
+        matches!(r.limits[0].high, Some(Quantity::Expr(..))),
+        "{:?}",
+        r.limits[0]
+    );
+    let c = checker_with(src, Params::from([("N".to_string(), 2.0)]));
+    let path = |root_ms: u64, rest: usize| {
+        let mut b = Tb::new(10);
+        let root = b.span(None, "h", "root", 0, root_ms * MS);
+        for i in 0..rest {
+            b.span(Some(root), &format!("other-{i}"), "work", 0, 9 * MS);
+        }
+        b.path()
+    };
+    assert!(expected(&c, &path(3, 2)));
+    assert!(!expected(&c, &path(1, 2)), "under 1 ms + 1 ms");
+    assert!(!expected(&c, &path(5, 2)), "over sqrt(16.) * 1ms");
+    assert!(!expected(&c, &path(3, 0)), "fewer threads than $N");
+    assert!(!expected(&c, &path(3, 4)), "more than $N*2");
+}
+
+#[test]
+fn aggregates_as_limit_bounds_parse_and_are_refused_by_place() {
+    // Pip's parser takes them; its checker cannot (get_range_value aborts), nor can ours:
+    // a limit is checked on one path, an aggregate needs all of them.
+    let src = "recognizer R { thread T(*, 1) { task(\"read\"); } }
+validator V {
+  thread T(*, 1) {
+    task(\"read\") limit(REAL_TIME, average(REAL_TIME, R));
+    task(\"a\") limit(REAL_TIME, {min(REAL_TIME, R), max(REAL_TIME, m/^r/)});
+    task(\"b\") limit(REAL_TIME, {=average(REAL_TIME, R)}) limit(CPU_TIME, {stddev(CPU_TIME, *)+});
+  }
+}";
+    let f = round_trip(src);
+    let Stmt::Task { limits, .. } = &match &f.items[1] {
+        Item::Recognizer(r) => &r.threads[0].body,
+        _ => panic!(),
+    }[1] else {
+        panic!()
+    };
+    assert_eq!(limits[0].form, LimitForm::Between);
+    let e = compile_error(src);
+    assert!(
+        e.contains("4:35: average(REAL_TIME, R) is an aggregate"),
+        "{e}"
+    );
+}

@@ -225,8 +225,18 @@ fn quantity() -> impl Strategy<Value = Quantity> {
     ]
 }
 
+/// A limit's bound: a quantity, or an expression (arithmetic, aggregates) that is not one.
+fn bound() -> impl Strategy<Value = Quantity> {
+    prop_oneof![
+        3 => quantity(),
+        1 => expr()
+            .prop_filter("a quantity parses as one", |e| !matches!(e, Expr::Num(_)))
+            .prop_map(|e| Quantity::Expr(Box::new(e), At::default())),
+    ]
+}
+
 fn limit() -> impl Strategy<Value = Limit> {
-    (ident(), quantity(), quantity(), 0..5u8).prop_map(|(metric, a, b, form)| match form {
+    (ident(), bound(), bound(), 0..5u8).prop_map(|(metric, a, b, form)| match form {
         0 => Limit {
             metric,
             low: None,

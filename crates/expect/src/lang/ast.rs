@@ -281,6 +281,10 @@ pub enum Quantity {
     },
     /// `$NAME`.
     Var(String),
+    /// Arithmetic or an aggregate as a limit's bound (Pip's `count_range` and `unit_qty`:
+    /// `{$n, $n*2}`, `average(REAL_TIME, R)`); only in limits. Numbers and parameters are
+    /// computed when compiling; an aggregate is refused there, naming where.
+    Expr(Box<Expr>, At),
 }
 
 /// `during(T0, T1)` or `during(any N)`.

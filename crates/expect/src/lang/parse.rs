@@ -616,23 +616,23 @@ impl Parser {
         self.sym(",")?;
         let (low, high, form) = if self.eat_sym("{") {
             if self.eat_sym("=") {
-                let v = self.quantity()?;
+                let v = self.bound()?;
                 self.sym("}")?;
                 (Some(v.clone()), Some(v), LimitForm::Exactly)
             } else {
-                let low = self.quantity()?;
+                let low = self.bound()?;
                 if self.eat_sym("+") {
                     self.sym("}")?;
                     (Some(low), None, LimitForm::AtLeast)
                 } else {
                     self.sym(",")?;
-                    let high = self.quantity()?;
+                    let high = self.bound()?;
                     self.sym("}")?;
                     (Some(low), Some(high), LimitForm::Between)
                 }
             }
         } else {
-            (None, Some(self.quantity()?), LimitForm::Upper)
+            (None, Some(self.bound()?), LimitForm::Upper)
         };
         self.sym(")")?;
         Ok(Limit {
@@ -640,6 +640,16 @@ impl Parser {
             low,
             high,
             form,
+        })
+    }
+
+    /// A limit's bound: a quantity, or arithmetic and aggregates as Pip's `count_range`
+    /// and `unit_qty` allow (`{$n, $n*2}`, `{1./3., 1.}`, `average(REAL_TIME, R)`).
+    fn bound(&mut self) -> R<Quantity> {
+        let at = self.at();
+        Ok(match self.binary(COMPARISON + 1)? {
+            Expr::Num(q) => q,
+            e => Quantity::Expr(Box::new(e), at),
         })
     }
 

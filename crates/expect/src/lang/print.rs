@@ -278,6 +278,7 @@ impl Display for Quantity {
         match self {
             Quantity::Lit { value, unit } => write!(f, "{value}{unit}"),
             Quantity::Var(v) => write!(f, "${v}"),
+            Quantity::Expr(e, _) => write!(f, "{e}"),
         }
     }
 }
