@@ -211,7 +211,7 @@ impl Checker {
                     shape: Shape::Set(expr.clone()),
                 }),
                 Item::Assert { during, expr, line } => {
-                    regexes_in(expr, &mut regexes).map_err(|message| CompileError {
+                    prepare_assertion(expr, &mut regexes).map_err(|message| CompileError {
                         context: format!("assert at line {line}"),
                         message,
                     })?;
@@ -856,8 +856,9 @@ pub fn path_metric(m: &PathMetrics, metric: Metric) -> Option<f64> {
     }
 }
 
-/// Compiles the regexes of an assertion (its aggregates' task name patterns) into `out`.
-fn regexes_in(e: &Expr, out: &mut HashMap<String, Regex>) -> Result<(), String> {
+/// Compiles the regexes of an assertion (its aggregates' task name patterns) into `out`,
+/// and refuses what Pip's grammar allows there but no path set can answer.
+fn prepare_assertion(e: &Expr, out: &mut HashMap<String, Regex>) -> Result<(), String> {
     match e {
         Expr::Text(t) => {
             let mut t = t;
@@ -872,20 +873,30 @@ fn regexes_in(e: &Expr, out: &mut HashMap<String, Regex>) -> Result<(), String> 
             Ok(())
         }
         Expr::Num(_) | Expr::Name(_) => Ok(()),
-        Expr::Neg(x) | Expr::Not(x) => regexes_in(x, out),
+        Expr::Neg(x) | Expr::Not(x) => prepare_assertion(x, out),
         Expr::Bin(_, a, b) => {
-            regexes_in(a, out)?;
-            regexes_in(b, out)
+            prepare_assertion(a, out)?;
+            prepare_assertion(b, out)
         }
-        Expr::Call(_, args) => args.iter().try_for_each(|a| regexes_in(a, out)),
+        // Pip's `unique($v)`: a variable is bound while one path is matched, and means
+        // nothing over all of them.
+        Expr::Call(f, args)
+            if (f == "unique" || f == "instances")
+                && matches!(args.first(), Some(Expr::Num(ast::Quantity::Var(_)))) =>
+        {
+            Err(format!(
+                "{e}: a variable is bound while one path is matched; {f} counts paths of a recognizer, named, across the whole check"
+            ))
+        }
+        Expr::Call(_, args) => args.iter().try_for_each(|a| prepare_assertion(a, out)),
         Expr::In(x, w) => {
-            regexes_in(x, out)?;
+            prepare_assertion(x, out)?;
             match &**w {
                 Within::Between(a, b) => {
-                    regexes_in(a, out)?;
-                    regexes_in(b, out)
+                    prepare_assertion(a, out)?;
+                    prepare_assertion(b, out)
                 }
-                Within::AtLeast(a) | Within::Exactly(a) => regexes_in(a, out),
+                Within::AtLeast(a) | Within::Exactly(a) => prepare_assertion(a, out),
             }
         }
     }

@@ -805,6 +805,13 @@ fn aggregates_as_counts_are_refused_by_place() {
     assert!(e.contains("1:27: instances(V)"), "{e}");
     let e = compile_error("validator V { thread T(*, 1) { $x = $x + 1; } }");
     assert!(e.contains("$x is not bound here"), "{e}");
+    // In an assertion, Pip's `unique($v)` parses; no set of paths can answer it.
+    round_trip("assert(unique($h) == 1);");
+    let e = compile_error("\nassert(unique($h) == 1);");
+    assert!(
+        e.contains("assert at line 2: unique($h): a variable"),
+        "{e}"
+    );
 }
 
 #[test]
