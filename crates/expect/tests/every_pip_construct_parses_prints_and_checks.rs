@@ -873,3 +873,79 @@ validator V {
         "{e}"
     );
 }
+
+/// A file of our own in every form Pip's grammar has, as spec.pip is for Pip's.
+const EVERY_FORM: &str = r#"
+validator Lookup {
+  level(2);
+  limit(REAL_TIME, {0 s, 2 S});
+  thread Client("client0", 1) {
+    limit(CPU_TIME, 1 h);
+    task("lookup") {
+      $h = send(Server);
+      recv($h) limit(LATENCY, {0 MS, 1 h}) limit(SIZE, {1 b, 2 GB});
+      $t = task(*);
+      $t = "render";
+      task($t);
+    }
+  }
+  thread Server(!"client0", {1, 3}) {
+    task("serve") {
+      $from = recv(Client);
+      $n = repeat between 1 and $MAX { task(m/^shard-\d+$/); }
+      $z = $n*$n;
+      $z = 2;
+      repeat $z*2 { notice(!m/^debug/); }
+      maybe notice(*);
+      xor {
+        branch: send($from);
+        branch: future F { send(!"client1"); } done(F);
+      }
+    }
+  }
+}
+
+fragment recognizer Retry { limit(REAL_TIME, {10s+}); task("retry") { any(); } call(Backoff); }
+fragment recognizer Backoff { { notice("backoff"); } }
+invalidator Slow { thread Any(*, {1, 99}) { task(*) limit(REAL_TIME, {1m+}); } }
+recognizer Both : Lookup && Retry || Slow -> !Lookup;
+
+assert( instances(Lookup) in { 1, 5 } );
+assert( instances(Lookup) in {1+} && instances(Slow) in {=0} );
+assert( 5. < 2.**3. );
+assert( exp(2.) < ln(10000.) );
+assert( log(1000000.) == 6. );
+during(any 5) assert( instances(Lookup) > 0 -> instances(Slow) == 0 );
+during(0, 10) assert( !instances(Slow) > 0 );
+assert( average(REAL_TIME, Lookup) < 5 s );
+assert( stddev(REAL_TIME, m/^shard-/) < 5ms && max(REAL_TIME, *) < 1 m );
+"#;
+
+#[test]
+fn a_file_in_every_form_of_pips_grammar_parses_prints_and_checks() {
+    let f = round_trip(EVERY_FORM);
+    assert_eq!(f.items.len(), 14);
+    // Checked from its printed form: the same file.
+    let c = checker_with(&f.to_string(), Params::from([("MAX".to_string(), 4.0)]));
+    let mut b = Tb::new(11);
+    let root = b.span(None, "client0", "lookup", 0, 50 * MS);
+    b.message(root, Direction::Send, 1, MS);
+    let serve = b.span(Some(root), "server-1", "serve", 2 * MS, 40 * MS);
+    b.message(serve, Direction::Recv, 1, 2 * MS);
+    b.span(Some(serve), "server-1", "shard-1", 3 * MS, 4 * MS);
+    b.span(Some(serve), "server-1", "shard-2", 5 * MS, 6 * MS);
+    for (i, text) in ["a", "b", "c", "d", "extra"].iter().enumerate() {
+        b.notice(serve, text, (10 + i as u64) * MS);
+    }
+    b.message(serve, Direction::Send, 2, 30 * MS);
+    b.message(root, Direction::Recv, 2, 41 * MS);
+    b.span(Some(root), "client0", "prepare", 42 * MS, 43 * MS);
+    b.span(Some(root), "client0", "render", 44 * MS, 45 * MS);
+    let path = b.path();
+    let (report, facts) = c.check(&path);
+    assert!(report.expected, "{report:?}");
+    // Both is ((Lookup && Retry) || Slow) -> !Lookup: false -> ..., so it holds.
+    assert_eq!(report.matched, ["Lookup", "Both"]);
+    let failed = c.assertions(&[facts]);
+    assert!(failed.is_empty(), "{failed:?}");
+}
