@@ -79,6 +79,23 @@ fn nesting_within_the_limit_still_parses() {
     parse(&src).unwrap();
     let sums = format!("assert(1{} > 0);", " + 1".repeat(90));
     parse(&sums).unwrap();
+    let ins = format!("assert(1{});", " in {1, 1".repeat(30) + &"}".repeat(30));
+    parse(&ins).unwrap();
+    let negations = format!(
+        "validator V {{ thread t(*, 1) {{ notice({}\"x\"); }} }}",
+        "!".repeat(90)
+    );
+    parse(&negations).unwrap();
+    let counts = format!(
+        "validator V {{ thread t(*, 1) {{ repeat 1{} task(\"x\"); $z = {}1{}; }} }}",
+        " * 1".repeat(90),
+        "(".repeat(30),
+        ")".repeat(30)
+    );
+    // Parsed, printed and compiled: every walk of the tree stays within the bound.
+    let file = parse(&counts).unwrap();
+    assert_eq!(parse(&file.to_string()).unwrap(), file);
+    Checker::new(&file, Default::default()).unwrap();
 }
 
 fn compile(src: &str) -> String {
