@@ -7,13 +7,17 @@ use causeway_expect::lang::parse;
 use libfuzzer_sys::fuzz_target;
 
 /// Ways to nest: text before the repeated part, the opener, the closer, text after.
-const NESTINGS: [(&str, &str, &str, &str); 12] = [
+const NESTINGS: [(&str, &str, &str, &str); 16] = [
     ("assert(", "-", "", "1 > 0);"),
     ("assert(", "(", ")", "1 > 0);"),
     ("assert(", "!", "", "1 > 0);"),
     ("assert(1", " + 1", "", " > 0);"),
     ("assert(2", " ** 2", "", " > 0);"),
-    ("assert(1", " in {1", "}", ");"),
+    ("assert(1", " in {1, 1", "}", ");"),
+    ("assert(1", " in {=1", "}", ");"),
+    ("validator V { thread t(*, 1) { notice(", "!", "", "\"x\"); } }"),
+    ("validator V { thread t(*, 1) { repeat 1", " * 1", "", " task(\"x\"); } }"),
+    ("validator V { thread t(*, 1) { $z = ", "(", ")", "1; } }"),
     ("validator S : ", "!(", ")", "A;"),
     ("validator S : A", " && A", "", ";"),
     ("validator S : A", " -> A", "", ";"),

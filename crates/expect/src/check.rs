@@ -6,9 +6,10 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use regex::Regex;
 use serde::Serialize;
 
-use crate::lang::ast::{self, Expr, Item, Role, SetExpr};
+use crate::lang::ast::{self, Expr, Item, Role, SetExpr, Within};
 use crate::matcher::{run, Candidates, Context, Outcome, Stop};
 use crate::path::{Kind, Path, PathMetrics, Problem};
 use crate::program::{
@@ -71,6 +72,8 @@ pub struct Checker {
     /// Every name a thread pattern's first task must have, numbered: a thread is ruled
     /// out for most patterns by its first task, compared by number.
     first_tasks: foldhash::HashMap<Arc<str>, u32>,
+    /// The task name regexes of the assertions' aggregates, compiled once.
+    regexes: HashMap<String, Regex>,
 }
 
 /// How one recognizer fared on one path.
@@ -170,6 +173,7 @@ impl Checker {
             .collect();
         let mut recognizers = Vec::new();
         let mut asserts = Vec::new();
+        let mut regexes = HashMap::new();
         for item in &file.items {
             let context = |role: Role, name: &str| format!("{role} {name}");
             match item {
@@ -207,6 +211,10 @@ impl Checker {
                     shape: Shape::Set(expr.clone()),
                 }),
                 Item::Assert { during, expr, line } => {
+                    prepare_assertion(expr, &mut regexes).map_err(|message| CompileError {
+                        context: format!("assert at line {line}"),
+                        message,
+                    })?;
                     asserts.push((during.clone(), expr.clone(), *line))
                 }
             }
@@ -248,6 +256,7 @@ impl Checker {
             params,
             budget: DEFAULT_BUDGET,
             first_tasks,
+            regexes,
         })
     }
 
@@ -721,35 +730,37 @@ impl Checker {
             Expr::Num(q) => {
                 crate::program::quantity(q, Metric::Unrecorded, "assert", &self.params).ok()
             }
-            Expr::Name(_) | Expr::Str(_) => None,
+            Expr::Name(_) | Expr::Text(_) => None,
             Expr::Neg(x) => self.eval(x, paths).map(|v| -v),
             Expr::Not(x) => self
                 .eval(x, paths)
                 .map(|v| if v == 0.0 { 1.0 } else { 0.0 }),
-            Expr::In(x, set) => {
+            // Pip's ranges: `{a, b}` holds from a to b.
+            Expr::In(x, within) => {
                 let v = self.eval(x, paths)?;
-                truth(set.iter().any(|s| self.eval(s, paths) == Some(v)))
-            }
-            Expr::Bin(op, a, b) => {
-                let (x, y) = (self.eval(a, paths)?, self.eval(b, paths)?);
-                match *op {
-                    "+" => Some(x + y),
-                    "-" => Some(x - y),
-                    "*" => Some(x * y),
-                    "/" => Some(x / y),
-                    "**" => Some(x.powf(y)),
-                    "<" => truth(x < y),
-                    "<=" => truth(x <= y),
-                    ">" => truth(x > y),
-                    ">=" => truth(x >= y),
-                    "==" => truth(x == y),
-                    "!=" => truth(x != y),
-                    "&&" => truth(x != 0.0 && y != 0.0),
-                    "||" => truth(x != 0.0 || y != 0.0),
-                    _ => None,
+                match &**within {
+                    Within::Between(a, b) => {
+                        truth(self.eval(a, paths)? <= v && v <= self.eval(b, paths)?)
+                    }
+                    Within::AtLeast(a) => truth(v >= self.eval(a, paths)?),
+                    Within::Exactly(a) => truth(v == self.eval(a, paths)?),
                 }
             }
+            Expr::Bin(op, a, b) => {
+                crate::program::binary(op, self.eval(a, paths)?, self.eval(b, paths)?)
+            }
             Expr::Call(f, args) => self.call(f, args, paths),
+        }
+    }
+
+    /// Whether a task name matches an aggregate's task name pattern.
+    fn task_ok(&self, pattern: &ast::Text, name: &str) -> bool {
+        match pattern {
+            ast::Text::Exact(s) | ast::Text::Name(s) => s == name,
+            ast::Text::Regex(r, _) => self.regexes.get(r).is_some_and(|r| r.is_match(name)),
+            ast::Text::Any => true,
+            ast::Text::Not(t) => !self.task_ok(t, name),
+            ast::Text::Var(_) => false,
         }
     }
 
@@ -781,10 +792,10 @@ impl Checker {
                 };
                 let metric = Metric::of(metric);
                 let values: Vec<f64> = match args.get(1)? {
-                    Expr::Str(task) => paths
+                    Expr::Text(pattern) => paths
                         .iter()
                         .flat_map(|p| p.tasks.iter())
-                        .filter(|(n, ..)| **n == **task)
+                        .filter(|(n, ..)| self.task_ok(pattern, n))
                         .filter_map(|(_, real, cpu)| match metric {
                             Metric::RealTime => Some(*real as f64),
                             Metric::CpuTime => cpu.map(|c| c as f64),
@@ -812,11 +823,7 @@ impl Checker {
                     _ => values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                 })
             }
-            "log" => one(0).map(f64::log10),
-            "ln" => one(0).map(f64::ln),
-            "exp" => one(0).map(f64::exp),
-            "sqrt" => one(0).map(f64::sqrt),
-            _ => None,
+            _ => crate::program::function(f, one(0)?),
         }
     }
 }
@@ -846,6 +853,52 @@ pub fn path_metric(m: &PathMetrics, metric: Metric) -> Option<f64> {
         Metric::Threads => Some(m.threads as f64),
         Metric::Hosts => Some(m.hosts as f64),
         _ => None,
+    }
+}
+
+/// Compiles the regexes of an assertion (its aggregates' task name patterns) into `out`,
+/// and refuses what Pip's grammar allows there but no path set can answer.
+fn prepare_assertion(e: &Expr, out: &mut HashMap<String, Regex>) -> Result<(), String> {
+    match e {
+        Expr::Text(t) => {
+            let mut t = t;
+            while let ast::Text::Not(inner) = t {
+                t = inner;
+            }
+            if let ast::Text::Regex(r, at) = t {
+                if !out.contains_key(r) {
+                    out.insert(r.clone(), crate::program::regex(r, *at)?);
+                }
+            }
+            Ok(())
+        }
+        Expr::Num(_) | Expr::Name(_) => Ok(()),
+        Expr::Neg(x) | Expr::Not(x) => prepare_assertion(x, out),
+        Expr::Bin(_, a, b) => {
+            prepare_assertion(a, out)?;
+            prepare_assertion(b, out)
+        }
+        // Pip's `unique($v)`: a variable is bound while one path is matched, and means
+        // nothing over all of them.
+        Expr::Call(f, args)
+            if (f == "unique" || f == "instances")
+                && matches!(args.first(), Some(Expr::Num(ast::Quantity::Var(_)))) =>
+        {
+            Err(format!(
+                "{e}: a variable is bound while one path is matched; {f} counts paths of a recognizer, named, across the whole check"
+            ))
+        }
+        Expr::Call(_, args) => args.iter().try_for_each(|a| prepare_assertion(a, out)),
+        Expr::In(x, w) => {
+            prepare_assertion(x, out)?;
+            match &**w {
+                Within::Between(a, b) => {
+                    prepare_assertion(a, out)?;
+                    prepare_assertion(b, out)
+                }
+                Within::AtLeast(a) | Within::Exactly(a) => prepare_assertion(a, out),
+            }
+        }
     }
 }
 
@@ -949,6 +1002,7 @@ fn host_ok(m: &NameMatch, host: &str) -> bool {
         NameMatch::Exact(s) => &**s == host,
         NameMatch::Regex(r) => r.is_match(host),
         NameMatch::Any | NameMatch::Reg(_) => true,
+        NameMatch::Not(m) => !host_ok(m, host),
     }
 }
 

@@ -148,14 +148,17 @@ fn describe(path: &Path, options: Options) -> Recognizer {
             let host = if hosts.len() == 1 {
                 Text::Exact(hosts[0].to_string())
             } else {
-                Text::Regex(format!(
-                    "^({})$",
-                    hosts
-                        .iter()
-                        .map(|h| regex_escape(h))
-                        .collect::<Vec<_>>()
-                        .join("|")
-                ))
+                Text::Regex(
+                    format!(
+                        "^({})$",
+                        hosts
+                            .iter()
+                            .map(|h| regex_escape(h))
+                            .collect::<Vec<_>>()
+                            .join("|")
+                    ),
+                    At::default(),
+                )
             };
             let n = Count::Num(ts.len() as u64);
             ThreadPattern {
@@ -442,7 +445,7 @@ fn merge(into: &mut Recognizer, other: &Recognizer) {
         if a.host != b.host {
             let hosts = |t: &Text| match t {
                 Text::Exact(h) => vec![regex_escape(h)],
-                Text::Regex(r) => r
+                Text::Regex(r, _) => r
                     .trim_start_matches("^(")
                     .trim_end_matches(")$")
                     .split('|')
@@ -454,7 +457,7 @@ fn merge(into: &mut Recognizer, other: &Recognizer) {
             all.extend(hosts(&b.host));
             all.sort();
             all.dedup();
-            a.host = Text::Regex(format!("^({})$", all.join("|")));
+            a.host = Text::Regex(format!("^({})$", all.join("|")), At::default());
         }
         for (x, y) in a.body.iter_mut().zip(&b.body) {
             merge_stmt(x, y);
@@ -465,7 +468,7 @@ fn merge(into: &mut Recognizer, other: &Recognizer) {
 fn num(c: &Count) -> u64 {
     match c {
         Count::Num(n) => *n,
-        Count::Var(_) => 0,
+        _ => 0,
     }
 }
 

@@ -9,7 +9,7 @@ use foldhash::HashSet;
 use foldhash::HashSetExt;
 
 use crate::path::{Kind, Path, Thread};
-use crate::program::{Limit, Metric, NameMatch, Op, Peer, Program};
+use crate::program::{Limit, Metric, NameMatch, Op, Peer, Program, Set};
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,27 +111,52 @@ struct State {
     regs: Vec<u32>,
 }
 
-const UNBOUND: u32 = u32::MAX;
+use crate::program::held::{self, UNBOUND};
 
-fn name_ok(m: &NameMatch, name: &str, thread: &Thread, regs: &[u32]) -> bool {
+/// What names are matched against besides the matcher: the path and thread (for names
+/// bound to events and peers) and the program's assigned texts.
+struct Names<'a> {
+    path: &'a Path,
+    thread: &'a Thread,
+    texts: &'a [NameMatch],
+}
+
+fn name_ok(m: &NameMatch, name: &str, regs: &[u32], env: &Names<'_>) -> bool {
     match m {
         NameMatch::Exact(s) => &**s == name,
         NameMatch::Regex(r) => r.is_match(name),
         NameMatch::Any => true,
         NameMatch::Reg(r) => regs
             .get(*r)
-            .and_then(|&i| thread.events.get(i as usize))
-            .is_some_and(|e| &*e.name == name),
+            .is_some_and(|&v| held_name_ok(v, name, regs, env)),
+        NameMatch::Not(m) => !name_ok(m, name, regs, env),
     }
 }
 
-fn limit(l: Limit, regs: &[u32]) -> u32 {
+/// Whether `name` is the name a register holds.
+fn held_name_ok(v: u32, name: &str, regs: &[u32], env: &Names<'_>) -> bool {
+    if v == UNBOUND {
+        return false;
+    }
+    let i = (v & held::VALUE) as usize;
+    let ok = match v & held::KIND {
+        held::COUNT => name == i.to_string(),
+        held::EVENT => env.thread.events.get(i).is_some_and(|e| &*e.name == name),
+        // Assigned texts never name registers, so this does not recurse further.
+        held::TEXT => env
+            .texts
+            .get(i)
+            .is_some_and(|m| name_ok(m, name, regs, env)),
+        _ => env.path.threads.get(i).is_some_and(|t| t.host() == name),
+    };
+    ok != (v & held::NOT != 0)
+}
+
+fn limit(l: &Limit, regs: &[u32]) -> u32 {
     match l {
-        Limit::Const(n) => n,
-        Limit::Reg(r) => match regs.get(r) {
-            Some(&v) if v != UNBOUND => v,
-            _ => 0,
-        },
+        Limit::Const(n) => *n,
+        Limit::Reg(r) => regs.get(*r).map_or(0, |&v| held::count(v)),
+        Limit::Calc(c) => crate::program::count_op(c.0, limit(&c.1, regs), limit(&c.2, regs)),
     }
 }
 
@@ -141,6 +166,11 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
     let events = &thread.events;
     let n = events.len() as u32;
     let ops = &program.ops;
+    let env = Names {
+        path: cx.path,
+        thread,
+        texts: &program.texts,
+    };
     let mut seen: HashSet<State> = HashSet::new();
     let start = |pos| State {
         pc: 0,
@@ -204,7 +234,7 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
             } => {
                 let ok = ev.is_some_and(|e| {
                     e.kind == Kind::TaskStart
-                        && name_ok(name, &e.name, thread, &st.regs)
+                        && name_ok(name, &e.name, &st.regs, &env)
                         && limits.iter().all(|b| {
                             b.holds(match b.metric {
                                 Metric::RealTime => Some(e.real_ns as f64),
@@ -218,7 +248,7 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                     continue;
                 }
                 if let Some(r) = bind {
-                    st.regs[*r] = st.pos;
+                    st.regs[*r] = held::EVENT | st.pos;
                 }
                 st.pos = if *whole {
                     thread.end_of[pos] as u32 + 1
@@ -237,10 +267,13 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                     miss(st.pos, pc, &mut best);
                 }
             }
-            Op::Notice(m) => {
+            Op::Notice { text, bind } => {
                 if ev.is_some_and(|e| {
-                    e.kind == Kind::Notice && name_ok(m, &e.name, thread, &st.regs)
+                    e.kind == Kind::Notice && name_ok(text, &e.name, &st.regs, &env)
                 }) {
+                    if let Some(r) = bind {
+                        st.regs[*r] = held::EVENT | st.pos;
+                    }
                     st.pos += 1;
                     st.pc += 1;
                     todo.push(st);
@@ -252,6 +285,7 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                 send,
                 peers,
                 limits,
+                bind,
             } => {
                 let want = if *send { Kind::Send } else { Kind::Recv };
                 let ok = ev.is_some_and(|e| {
@@ -260,7 +294,7 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                             Peer::Pattern(i) => e.peer.is_some_and(|t| cx.candidates.get(*i, t)),
                             Peer::Host(NameMatch::Any) => true,
                             Peer::Host(h) => e.peer.is_some_and(|t| {
-                                name_ok(h, cx.path.threads[t].host(), thread, &st.regs)
+                                name_ok(h, cx.path.threads[t].host(), &st.regs, &env)
                             }),
                         })
                         && limits.iter().all(|b| {
@@ -272,12 +306,31 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                         })
                 });
                 if ok {
+                    if let Some(r) = bind {
+                        st.regs[*r] = match ev.and_then(|e| e.peer) {
+                            Some(t) if t as u32 <= held::VALUE => held::PEER | t as u32,
+                            _ => UNBOUND,
+                        };
+                    }
                     st.pos += 1;
                     st.pc += 1;
                     todo.push(st);
                 } else {
                     miss(st.pos, pc, &mut best);
                 }
+            }
+            Op::Set { reg, value } => {
+                st.regs[*reg] = match value {
+                    Set::Count(l) => limit(l, &st.regs),
+                    Set::Text(i) => held::TEXT | *i as u32,
+                    Set::Copy { from, negate } => match st.regs[*from] {
+                        UNBOUND => UNBOUND,
+                        v if *negate => v ^ held::NOT,
+                        v => v,
+                    },
+                };
+                st.pc += 1;
+                todo.push(st);
             }
             Op::AnyOne => match ev {
                 Some(e) if e.kind != Kind::TaskEnd => {
@@ -310,7 +363,7 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                 let mut out = st.clone();
                 out.pc = *exit as u32;
                 todo.push(out);
-                if count < limit(*max, &st.regs) {
+                if count < limit(max, &st.regs) {
                     st.pc += 1;
                     todo.push(st);
                 }
@@ -333,7 +386,7 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                     UNBOUND => 0,
                     c => c,
                 };
-                if count < limit(*low, &st.regs) || count > limit(*high, &st.regs) {
+                if count < limit(low, &st.regs) || count > limit(high, &st.regs) {
                     miss(st.pos, pc, &mut best);
                     continue;
                 }
@@ -386,7 +439,7 @@ pub fn describe(op: &Op) -> String {
     match op {
         Op::Task { name, .. } => format!("task({}) (within its limits)", name.describe()),
         Op::EndTask => "the end of the task (no more events in it)".into(),
-        Op::Notice(m) => format!("notice({})", m.describe()),
+        Op::Notice { text, .. } => format!("notice({})", text.describe()),
         Op::Message { send, .. } => format!(
             "{}(...) to or from the named peer, within its limits",
             if *send { "send" } else { "recv" }
@@ -396,6 +449,7 @@ pub fn describe(op: &Op) -> String {
         | Op::Jump(_)
         | Op::Loop { .. }
         | Op::Count(_)
+        | Op::Set { .. }
         | Op::Future { .. }
         | Op::FutureEnd => "the next statement".into(),
         Op::EndLoop { .. } => "a repeat count within its range".into(),

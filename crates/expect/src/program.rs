@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use regex::Regex;
 
-use crate::lang::ast::{self, Count, LimitForm, Quantity, Stmt, Text};
+use crate::lang::ast::{self, Count, Expr, LimitForm, Quantity, Stmt, Text, Value};
 use crate::units::{scale, Dimension};
 
 /// Why an expectations file cannot be checked although it parses.
@@ -34,6 +34,8 @@ pub enum NameMatch {
     Any,
     /// The name bound to a variable (register).
     Reg(usize),
+    /// Anything the inner matcher does not match.
+    Not(Box<NameMatch>),
 }
 
 impl NameMatch {
@@ -43,6 +45,7 @@ impl NameMatch {
             NameMatch::Regex(r) => format!("m/{}/", r.as_str()),
             NameMatch::Any => "*".into(),
             NameMatch::Reg(_) => "a bound name".into(),
+            NameMatch::Not(m) => format!("!{}", m.describe()),
         }
     }
 }
@@ -126,13 +129,73 @@ pub enum Peer {
     Host(NameMatch),
 }
 
-/// A loop count: a constant or a register.
-#[derive(Debug, Clone, Copy)]
+/// A loop count: a constant, a register, or arithmetic over them.
+#[derive(Debug, Clone)]
 pub enum Limit {
     /// A constant.
     Const(u32),
     /// The count bound to a variable.
     Reg(usize),
+    /// `a + b`, `a - b` (at least 0) or `a * b` over counts known only while matching.
+    Calc(Arc<(&'static str, Limit, Limit)>),
+}
+
+/// What a register (a variable, or a loop's counter) holds: a `u32` whose top bits say
+/// which kind of value the rest is. A variable can be bound to different kinds on
+/// different ways through `xor` or `maybe`, so the kind travels with the value.
+pub mod held {
+    /// Nothing bound yet.
+    pub const UNBOUND: u32 = u32::MAX;
+    /// The kind bits.
+    pub const KIND: u32 = 0b11 << 30;
+    /// A count (also the counters of loops).
+    pub const COUNT: u32 = 0;
+    /// The name of the thread's event at this index (`$x = task(*);`).
+    pub const EVENT: u32 = 1 << 30;
+    /// The name matcher at this index of [`Program::texts`](super::Program::texts)
+    /// (`$x = "Foo";`).
+    pub const TEXT: u32 = 2 << 30;
+    /// The host of the path's thread at this index: a message's peer (`$h = send(Bar);`).
+    pub const PEER: u32 = 3 << 30;
+    /// Set when the value, as a name, is negated (`$x = !$y;`).
+    pub const NOT: u32 = 1 << 29;
+    /// The bits of the count or index; counts saturate here.
+    pub const VALUE: u32 = (1 << 29) - 1;
+
+    /// The count a register holds: 0 for anything but a count.
+    pub fn count(v: u32) -> u32 {
+        if v != UNBOUND && v & (KIND | NOT) == COUNT {
+            v
+        } else {
+            0
+        }
+    }
+}
+
+/// `a op b` over counts, saturating at 0 and at the largest count.
+pub fn count_op(op: &str, a: u32, b: u32) -> u32 {
+    let v = match op {
+        "+" => a.saturating_add(b),
+        "-" => a.saturating_sub(b),
+        _ => a.saturating_mul(b),
+    };
+    v.min(held::VALUE)
+}
+
+/// What `$v = VALUE;` stores.
+#[derive(Debug, Clone)]
+pub enum Set {
+    /// A count.
+    Count(Limit),
+    /// The name matcher at this index of [`Program::texts`].
+    Text(usize),
+    /// What another register holds, negated as a name when `negate`.
+    Copy {
+        /// The register.
+        from: usize,
+        /// `$x = !$y;`.
+        negate: bool,
+    },
 }
 
 /// One instruction.
@@ -152,7 +215,12 @@ pub enum Op {
     /// The end of the task whose body was matched.
     EndTask,
     /// A notice.
-    Notice(NameMatch),
+    Notice {
+        /// Its text.
+        text: NameMatch,
+        /// Register to bind its text to.
+        bind: Option<usize>,
+    },
     /// A send or receive.
     Message {
         /// Send (true) or receive.
@@ -161,6 +229,15 @@ pub enum Op {
         peers: Vec<Peer>,
         /// Limits.
         limits: Vec<Bound>,
+        /// Register to bind the peer's host to.
+        bind: Option<usize>,
+    },
+    /// `$v = VALUE;`.
+    Set {
+        /// The variable's register.
+        reg: usize,
+        /// What it gets.
+        value: Set,
     },
     /// Any one event, or one whole task.
     AnyOne,
@@ -214,6 +291,8 @@ pub struct Program {
     pub future_names: HashMap<usize, Arc<str>>,
     /// Registers used.
     pub regs: usize,
+    /// The name matchers assigned to variables (`$x = "Foo";`), by index.
+    pub texts: Vec<NameMatch>,
     /// The name of the task every matching thread must begin with, when the program
     /// starts with `task("...")`: a cheap test before running it.
     pub first_task: Option<Arc<str>>,
@@ -240,6 +319,7 @@ pub struct ThreadProgram {
 
 struct Compiler<'a> {
     ops: Vec<Op>,
+    texts: Vec<NameMatch>,
     future_names: HashMap<usize, Arc<str>>,
     vars: HashMap<String, usize>,
     regs: usize,
@@ -286,10 +366,9 @@ impl Compiler<'_> {
     fn name(&mut self, t: &Text) -> Result<NameMatch, CompileError> {
         Ok(match t {
             Text::Exact(s) | Text::Name(s) => NameMatch::Exact(Arc::from(s.as_str())),
-            Text::Regex(r) => NameMatch::Regex(
-                Regex::new(r).or_else(|e| self.err(format!("m/{r}/: {e}")))?,
-            ),
+            Text::Regex(r, at) => NameMatch::Regex(regex(r, *at).or_else(|m| self.err(m))?),
             Text::Any => NameMatch::Any,
+            Text::Not(t) => NameMatch::Not(Box::new(self.name(t)?)),
             Text::Var(v) => match self.params.get(v) {
                 Some(p) => NameMatch::Exact(Arc::from(p.to_string().as_str())),
                 None => match self.vars.get(v) {
@@ -302,9 +381,11 @@ impl Compiler<'_> {
 
     fn count(&self, c: &Count) -> Result<Limit, CompileError> {
         match c {
-            Count::Num(n) => Ok(Limit::Const((*n).min(u32::MAX as u64) as u32)),
+            Count::Num(n) => Ok(Limit::Const((*n).min(held::VALUE as u64) as u32)),
             Count::Var(v) => match self.params.get(v) {
-                Some(&p) if p >= 0.0 && p.fract() == 0.0 => Ok(Limit::Const(p as u32)),
+                Some(&p) if p >= 0.0 && p.fract() == 0.0 => {
+                    Ok(Limit::Const(p.min(held::VALUE as f64) as u32))
+                }
                 Some(p) => self.err(format!("${v} is {p}, not a count")),
                 None => match self.vars.get(v) {
                     Some(&r) => Ok(Limit::Reg(r)),
@@ -313,7 +394,38 @@ impl Compiler<'_> {
                     )),
                 },
             },
+            Count::Aggregate { .. } => self.err(aggregate_count(c)),
+            Count::Bin(op, a, b) => Ok(match (self.count(a)?, self.count(b)?) {
+                (Limit::Const(x), Limit::Const(y)) => Limit::Const(count_op(op, x, y)),
+                (x, y) => Limit::Calc(Arc::new((op, x, y))),
+            }),
         }
+    }
+
+    /// A text assigned to a variable: a matcher fixed now, or another register's value.
+    fn literal(&self, t: &Text) -> Result<Literal, CompileError> {
+        Ok(match t {
+            Text::Exact(s) | Text::Name(s) => Literal::Fixed(NameMatch::Exact(Arc::from(s.as_str()))),
+            Text::Regex(r, at) => Literal::Fixed(NameMatch::Regex(regex(r, *at).or_else(|m| self.err(m))?)),
+            Text::Any => Literal::Fixed(NameMatch::Any),
+            Text::Not(t) => match self.literal(t)? {
+                Literal::Fixed(m) => Literal::Fixed(NameMatch::Not(Box::new(m))),
+                Literal::Count(n) => Literal::Fixed(NameMatch::Not(Box::new(NameMatch::Exact(
+                    Arc::from(n.to_string().as_str()),
+                )))),
+                Literal::Copy(r, negate) => Literal::Copy(r, !negate),
+            },
+            Text::Var(v) => match self.params.get(v) {
+                Some(&p) if p >= 0.0 && p.fract() == 0.0 => {
+                    Literal::Count(p.min(held::VALUE as f64) as u32)
+                }
+                Some(p) => Literal::Fixed(NameMatch::Exact(Arc::from(p.to_string().as_str()))),
+                None => match self.vars.get(v) {
+                    Some(&r) => Literal::Copy(r, false),
+                    None => return self.err(format!("${v} is used before anything is bound to it, and no --param {v}=... is given")),
+                },
+            },
+        })
     }
 
     fn stmts(&mut self, body: &[Stmt]) -> Result<(), CompileError> {
@@ -340,8 +452,8 @@ impl Compiler<'_> {
                 }
             }
             Stmt::Notice(t) => {
-                let n = self.name(t)?;
-                self.emit(Op::Notice(n))?;
+                let text = self.name(t)?;
+                self.emit(Op::Notice { text, bind })?;
             }
             Stmt::Message {
                 send,
@@ -363,6 +475,7 @@ impl Compiler<'_> {
                     send: *send,
                     peers: ps,
                     limits,
+                    bind,
                 })?;
             }
             Stmt::Repeat {
@@ -435,6 +548,32 @@ impl Compiler<'_> {
                 let r = self.var(var);
                 self.stmt(body, Some(r))?;
             }
+            Stmt::Assign { var, value } => {
+                // The value first: `$x = $x + 1` reads the `$x` bound before.
+                let value = match value {
+                    Value::Count(c) => Set::Count(self.count(c)?),
+                    Value::Text(t) => match self.literal(t)? {
+                        Literal::Fixed(m) => {
+                            self.texts.push(m);
+                            Set::Text(self.texts.len() - 1)
+                        }
+                        Literal::Count(n) => Set::Count(Limit::Const(n)),
+                        Literal::Copy(from, negate) => Set::Copy { from, negate },
+                    },
+                };
+                let reg = self.var(var);
+                self.emit(Op::Set { reg, value })?;
+                // `$a = $b = 2;`
+                if let Some(b) = bind {
+                    self.emit(Op::Set {
+                        reg: b,
+                        value: Set::Copy {
+                            from: reg,
+                            negate: false,
+                        },
+                    })?;
+                }
+            }
         }
         Ok(())
     }
@@ -449,7 +588,7 @@ impl Compiler<'_> {
         let reg = self.reg();
         let head = self.emit(Op::Loop {
             reg,
-            max: high,
+            max: high.clone(),
             exit: 0,
         })?;
         self.stmt(body, None)?;
@@ -458,7 +597,7 @@ impl Compiler<'_> {
         let exit = self.emit(Op::EndLoop {
             reg,
             low,
-            high,
+            high: high.clone(),
             bind,
         })?;
         self.ops[head] = Op::Loop {
@@ -470,10 +609,59 @@ impl Compiler<'_> {
     }
 }
 
+/// A text assigned to a variable, compiled.
+enum Literal {
+    /// A matcher fixed at compile time.
+    Fixed(NameMatch),
+    /// A whole-number parameter: a count, or as a name its digits.
+    Count(u32),
+    /// Another register's value, negated when true.
+    Copy(usize, bool),
+}
+
+/// Why an aggregate cannot be a count.
+fn aggregate_count(c: &Count) -> String {
+    match c {
+        Count::Aggregate { function, of, at } => format!(
+            "{at}: {function}({of}) counts paths across the whole check, but this count is needed while one path is matched; Causeway cannot check it here (use it in an assert)"
+        ),
+        _ => String::new(),
+    }
+}
+
+/// A count known when compiling: numbers, parameters and arithmetic over them.
+fn constant_count(c: &Count, params: &Params) -> Result<u32, String> {
+    match c {
+        Count::Num(n) => Ok((*n).min(held::VALUE as u64) as u32),
+        Count::Var(v) => match params.get(v) {
+            Some(&p) if p >= 0.0 && p.fract() == 0.0 => Ok(p.min(held::VALUE as f64) as u32),
+            _ => Err(format!("${v} needs a whole number: give --param {v}=N")),
+        },
+        Count::Aggregate { .. } => Err(aggregate_count(c)),
+        Count::Bin(op, a, b) => Ok(count_op(
+            op,
+            constant_count(a, params)?,
+            constant_count(b, params)?,
+        )),
+    }
+}
+
+/// Compiles the regex `m/r/` written at `at`. Pip's regexes are PCRE's; the few PCRE
+/// features the engine here lacks (backreferences, lookaround) are refused by place.
+pub fn regex(r: &str, at: ast::At) -> Result<Regex, String> {
+    Regex::new(r).map_err(|e| {
+        let msg = e.to_string();
+        let why = msg.lines().last().unwrap_or("").trim();
+        let why = why.strip_prefix("error: ").unwrap_or(why);
+        format!("{at}: m/{r}/ is not a regex Causeway can run ({why})")
+    })
+}
+
 /// Compiles limits, converting units to ns and bytes.
 pub fn limits_of(limits: &[ast::Limit], params: &Params) -> Result<Vec<Bound>, String> {
     limits
         .iter()
+        .filter(|l| l.form != LimitForm::Level)
         .map(|l| {
             let metric = Metric::of(&l.metric);
             let q = |q: &Option<Quantity>| -> Result<Option<f64>, String> {
@@ -495,9 +683,69 @@ pub fn limits_of(limits: &[ast::Limit], params: &Params) -> Result<Vec<Bound>, S
         .collect()
 }
 
+/// `x op y` for the operators of aggregate expressions; comparisons and logic give 1 or 0.
+pub fn binary(op: &str, x: f64, y: f64) -> Option<f64> {
+    let truth = |b: bool| Some(if b { 1.0 } else { 0.0 });
+    match op {
+        "+" => Some(x + y),
+        "-" => Some(x - y),
+        "*" => Some(x * y),
+        "/" => Some(x / y),
+        "**" => Some(x.powf(y)),
+        "<" => truth(x < y),
+        "<=" => truth(x <= y),
+        ">" => truth(x > y),
+        ">=" => truth(x >= y),
+        "==" => truth(x == y),
+        "!=" => truth(x != y),
+        "&&" => truth(x != 0.0 && y != 0.0),
+        "||" => truth(x != 0.0 || y != 0.0),
+        "->" => truth(x == 0.0 || y != 0.0),
+        _ => None,
+    }
+}
+
+/// Pip's functions of one number: `log` (base 10), `ln`, `exp`, `sqrt`.
+pub fn function(f: &str, x: f64) -> Option<f64> {
+    match f {
+        "log" => Some(x.log10()),
+        "ln" => Some(x.ln()),
+        "exp" => Some(x.exp()),
+        "sqrt" => Some(x.sqrt()),
+        _ => None,
+    }
+}
+
+/// A limit's bound written as an expression, computed now: numbers (in base units),
+/// parameters, arithmetic and functions. `at` is where the bound was written.
+fn constant(
+    e: &Expr,
+    metric: Metric,
+    name: &str,
+    params: &Params,
+    at: ast::At,
+) -> Result<f64, String> {
+    let c = |e: &Expr| constant(e, metric, name, params, at);
+    match e {
+        Expr::Num(q) => quantity(q, metric, name, params),
+        Expr::Neg(x) => Ok(-c(x)?),
+        Expr::Not(x) => Ok(if c(x)? == 0.0 { 1.0 } else { 0.0 }),
+        Expr::Bin(op, a, b) => binary(op, c(a)?, c(b)?)
+            .ok_or_else(|| format!("{at}: unknown operator {op}")),
+        Expr::Call(f, args) if args.len() == 1 && function(f, 1.0).is_some() => {
+            Ok(function(f, c(&args[0])?).unwrap_or(f64::NAN))
+        }
+        Expr::Call(f, _) if ["instances", "unique", "average", "stddev", "min", "max"].contains(&f.as_str()) => Err(format!(
+            "{at}: {e} is an aggregate over every checked path, but a limit is checked on each path alone; Causeway cannot check it as a bound (use it in an assert)"
+        )),
+        other => Err(format!("{at}: {other} is not a number a limit can be")),
+    }
+}
+
 /// A quantity in base units (ns, bytes; plain numbers as they are).
 pub fn quantity(q: &Quantity, metric: Metric, name: &str, params: &Params) -> Result<f64, String> {
     match q {
+        Quantity::Expr(e, at) => constant(e, metric, name, params, *at),
         Quantity::Var(v) => params
             .get(v)
             .copied()
@@ -523,6 +771,7 @@ pub fn compile(
 ) -> Result<Program, CompileError> {
     let mut c = Compiler {
         ops: Vec::new(),
+        texts: Vec::new(),
         future_names: HashMap::new(),
         vars: HashMap::new(),
         regs: 0,
@@ -548,8 +797,23 @@ pub fn compile(
         ops: c.ops,
         future_names: c.future_names,
         regs: c.regs,
+        texts: c.texts,
         first_task,
         uses_patterns,
+    })
+}
+
+/// A thread pattern's host matcher: a `$var` there is a parameter.
+fn host(t: &Text, params: &Params) -> Result<NameMatch, String> {
+    Ok(match t {
+        Text::Exact(s) | Text::Name(s) => NameMatch::Exact(Arc::from(s.as_str())),
+        Text::Regex(re, at) => NameMatch::Regex(regex(re, *at)?),
+        Text::Any => NameMatch::Any,
+        Text::Not(t) => NameMatch::Not(Box::new(host(t, params)?)),
+        Text::Var(v) => match params.get(v) {
+            Some(p) => NameMatch::Exact(Arc::from(p.to_string().as_str())),
+            None => return Err(format!("${v} has no value: give --param {v}=...")),
+        },
     })
 }
 
@@ -568,28 +832,8 @@ pub fn compile_threads(
                 context: context.clone(),
                 message,
             };
-            let count = |c: &Count| -> Result<u32, CompileError> {
-                match c {
-                    Count::Num(n) => Ok((*n).min(u32::MAX as u64) as u32),
-                    Count::Var(v) => match params.get(v) {
-                        Some(&p) if p >= 0.0 && p.fract() == 0.0 => Ok(p as u32),
-                        _ => Err(fail(format!(
-                            "${v} needs a whole number: give --param {v}=N"
-                        ))),
-                    },
-                }
-            };
-            let host = match &t.host {
-                Text::Exact(s) | Text::Name(s) => NameMatch::Exact(Arc::from(s.as_str())),
-                Text::Regex(re) => {
-                    NameMatch::Regex(Regex::new(re).map_err(|e| fail(e.to_string()))?)
-                }
-                Text::Any => NameMatch::Any,
-                Text::Var(v) => match params.get(v) {
-                    Some(p) => NameMatch::Exact(Arc::from(p.to_string().as_str())),
-                    None => return Err(fail(format!("${v} has no value: give --param {v}=..."))),
-                },
-            };
+            let count = |c: &Count| constant_count(c, params).map_err(fail);
+            let host = host(&t.host, params).map_err(fail)?;
             Ok(ThreadProgram {
                 name: t.name.clone(),
                 host,

@@ -40,7 +40,23 @@ fn deeply_nested_blocks_parentheses_and_sets_are_refused() {
         "validator V {{ thread t(*, 1) {{ {}task(\"x\"); }} }}",
         "maybe ".repeat(100_000)
     );
+    let negations = format!(
+        "validator V {{ thread t(*, 1) {{ notice({}\"x\"); }} }}",
+        "!".repeat(100_000)
+    );
+    let count_sums = format!(
+        "validator V {{ thread t(*, 1) {{ repeat 1{} task(\"x\"); }} }}",
+        " + 1".repeat(100_000)
+    );
+    let count_parens = format!(
+        "validator V {{ thread t(*, 1) {{ $z = {}1{}; }} }}",
+        "(".repeat(100_000),
+        ")".repeat(100_000)
+    );
     for (what, src) in [
+        ("negated texts", negations),
+        ("sums in a repeat count", count_sums),
+        ("parenthesized counts", count_parens),
         ("blocks", blocks),
         ("parentheses", parens),
         ("powers", powers),
@@ -63,6 +79,23 @@ fn nesting_within_the_limit_still_parses() {
     parse(&src).unwrap();
     let sums = format!("assert(1{} > 0);", " + 1".repeat(90));
     parse(&sums).unwrap();
+    let ins = format!("assert(1{});", " in {1, 1".repeat(30) + &"}".repeat(30));
+    parse(&ins).unwrap();
+    let negations = format!(
+        "validator V {{ thread t(*, 1) {{ notice({}\"x\"); }} }}",
+        "!".repeat(90)
+    );
+    parse(&negations).unwrap();
+    let counts = format!(
+        "validator V {{ thread t(*, 1) {{ repeat 1{} task(\"x\"); $z = {}1{}; }} }}",
+        " * 1".repeat(90),
+        "(".repeat(30),
+        ")".repeat(30)
+    );
+    // Parsed, printed and compiled: every walk of the tree stays within the bound.
+    let file = parse(&counts).unwrap();
+    assert_eq!(parse(&file.to_string()).unwrap(), file);
+    Checker::new(&file, Default::default()).unwrap();
 }
 
 fn compile(src: &str) -> String {

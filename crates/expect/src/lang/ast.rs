@@ -1,6 +1,31 @@
 //! The syntax tree of an expectations file. Printing it (`Display`) gives text that
 //! parses back to the same tree.
 
+use std::fmt;
+
+/// Where a node was written, for errors found after parsing: line and column, 1-based (0
+/// in trees built by code). Any two compare equal, so trees compare by what they say, not
+/// by where they were written (printing moves everything).
+#[derive(Debug, Clone, Copy, Default, Eq)]
+pub struct At {
+    /// Line.
+    pub line: u32,
+    /// Column, in characters.
+    pub col: u32,
+}
+
+impl PartialEq for At {
+    fn eq(&self, _: &At) -> bool {
+        true
+    }
+}
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.col)
+    }
+}
+
 /// A whole file.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct File {
@@ -93,23 +118,47 @@ pub struct ThreadPattern {
 pub enum Text {
     /// `"..."`: exactly this.
     Exact(String),
-    /// `m/.../`: a regular expression, searched for.
-    Regex(String),
+    /// `m/.../`: a regular expression, searched for; checked when compiled (Pip's are
+    /// PCRE's, which the parser does not judge).
+    Regex(String, At),
     /// `*`: anything.
     Any,
     /// `$v`: the name a variable bound.
     Var(String),
     /// A bare name: a thread pattern (in `send`/`recv`) or an exact name.
     Name(String),
+    /// `!TEXT`: anything the text does not match (Pip's `!"client0"`).
+    Not(Box<Text>),
 }
 
-/// A count: a number or a parameter or variable.
+/// A count: Pip's integer expression, as in `repeat $z*2 {...}` or `$z = $n*$n;`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Count {
     /// A literal.
     Num(u64),
-    /// `$NAME`.
+    /// `$NAME`: a parameter, or a variable bound earlier in the thread.
     Var(String),
+    /// `instances(R)`, `unique(R)` or `unique($v)`: Pip's grammar allows these aggregates
+    /// over all paths in a count; the compiler refuses them, naming where.
+    Aggregate {
+        /// `instances` or `unique`.
+        function: String,
+        /// The recognizer's name ([`Text::Name`]) or a variable ([`Text::Var`]).
+        of: Text,
+        /// Where it was written.
+        at: At,
+    },
+    /// `a + b`, `a - b` or `a * b` (`*` binds tighter; both left to right).
+    Bin(&'static str, Box<Count>, Box<Count>),
+}
+
+/// What `$v = VALUE;` assigns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A name matcher: `"Foo"`, `m/re/`, `*`, `!"a"`, or another variable's value (`$y`).
+    Text(Text),
+    /// A count: `2`, `$n*$n`, `($y)`.
+    Count(Count),
 }
 
 /// A count range, `N` or `{MIN, MAX}`.
@@ -174,16 +223,24 @@ pub enum Stmt {
     Done(String),
     /// `{ statements }`.
     Block(Vec<Stmt>),
-    /// `$v = stmt`: binds what `stmt` matched (a task's name, a repeat's count).
+    /// `$v = stmt`: binds what `stmt` matched (a task's name, a repeat's count, a notice's
+    /// text, a message's peer).
     Bind {
         /// The variable.
         var: String,
         /// The statement.
         body: Box<Stmt>,
     },
+    /// `$v = VALUE;`: binds a value, from here on (Pip's `$x = "Foo";`, `$z = 2;`).
+    Assign {
+        /// The variable.
+        var: String,
+        /// Its new value.
+        value: Value,
+    },
 }
 
-/// `limit(METRIC, SPEC)`.
+/// `limit(METRIC, SPEC)`, or `level(N)` (see [`LimitForm::Level`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limit {
     /// The metric, e.g. `REAL_TIME`.
@@ -207,6 +264,9 @@ pub enum LimitForm {
     AtLeast,
     /// `{=4kb}`.
     Exactly,
+    /// `level(N)`, with N as `high` and the metric `level`: Pip keeps it in the list of
+    /// limits and ignores it when checking, and so does Causeway.
+    Level,
 }
 
 /// A number with its unit, or a parameter.
@@ -221,6 +281,10 @@ pub enum Quantity {
     },
     /// `$NAME`.
     Var(String),
+    /// Arithmetic or an aggregate as a limit's bound (Pip's `count_range` and `unit_qty`:
+    /// `{$n, $n*2}`, `average(REAL_TIME, R)`); only in limits. Numbers and parameters are
+    /// computed when compiling; an aggregate is refused there, naming where.
+    Expr(Box<Expr>, At),
 }
 
 /// `during(T0, T1)` or `during(any N)`.
@@ -256,14 +320,25 @@ pub enum Expr {
     Call(String, Vec<Expr>),
     /// A recognizer name, metric name, or task name string as an argument.
     Name(String),
-    /// A task name string as an argument.
-    Str(String),
+    /// A task name pattern as an aggregate's argument: `"name"`, `m/regex/` or `*`.
+    Text(Text),
     /// `-x`.
     Neg(Box<Expr>),
     /// `!x`.
     Not(Box<Expr>),
-    /// A binary operation (`+ - * / ** < <= > >= == != && ||`).
+    /// A binary operation (`+ - * / ** < <= > >= == != && || ->`).
     Bin(&'static str, Box<Expr>, Box<Expr>),
-    /// `x in {a, b}`.
-    In(Box<Expr>, Vec<Expr>),
+    /// `x in {a, b}`, `x in {a+}`, `x in {=a}`.
+    In(Box<Expr>, Box<Within>),
+}
+
+/// The range of `x in {...}`: Pip's, so `{a, b}` is every value from a to b.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Within {
+    /// `{a, b}`: from a to b, both included.
+    Between(Expr, Expr),
+    /// `{a+}`: a or more.
+    AtLeast(Expr),
+    /// `{=a}`: exactly a.
+    Exactly(Expr),
 }

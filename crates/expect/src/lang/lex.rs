@@ -108,15 +108,22 @@ pub fn tokens(src: &str) -> Result<Vec<(Tok, Pos)>, SyntaxError> {
                         ))
                     }
                     Some('"') => break,
-                    Some('\\') => {
-                        let e = chars.get(i + 1).copied().unwrap_or('\\');
-                        s.push(match e {
-                            'n' => '\n',
-                            't' => '\t',
-                            other => other,
-                        });
-                        step(&mut i, &mut line, &mut col, 2);
-                    }
+                    // Pip's escapes: `\n`, `\t`, `\\` and `\"`; any other backslash stays
+                    // as written (`"a\d"` is `a\d`).
+                    Some('\\') => match chars.get(i + 1) {
+                        Some(&e @ ('n' | 't' | '\\' | '"')) => {
+                            s.push(match e {
+                                'n' => '\n',
+                                't' => '\t',
+                                other => other,
+                            });
+                            step(&mut i, &mut line, &mut col, 2);
+                        }
+                        _ => {
+                            s.push('\\');
+                            step(&mut i, &mut line, &mut col, 1);
+                        }
+                    },
                     Some(&ch) => {
                         s.push(ch);
                         step(&mut i, &mut line, &mut col, 1);
@@ -140,8 +147,10 @@ pub fn tokens(src: &str) -> Result<Vec<(Tok, Pos)>, SyntaxError> {
                         ))
                     }
                     Some('/') => break,
-                    Some('\\') if chars.get(i + 1) == Some(&'/') => {
-                        s.push('/');
+                    // Pip's two escapes: `\/` is `/` and `\\` is `\`; any other
+                    // backslash reaches the regex as written (`m/\d/` is `\d`).
+                    Some('\\') if matches!(chars.get(i + 1), Some('/' | '\\')) => {
+                        s.push(chars[i + 1]);
                         step(&mut i, &mut line, &mut col, 2);
                     }
                     Some(&ch) => {

@@ -4,6 +4,7 @@
 use super::ast::*;
 use super::lex::{tokens, Tok};
 use super::{Pos, SyntaxError, MAX_NESTING};
+use crate::units::scale;
 
 /// Parses a whole expectations file.
 pub fn parse(src: &str) -> Result<File, SyntaxError> {
@@ -39,6 +40,15 @@ impl Parser {
 
     fn pos(&self) -> Pos {
         self.toks[self.at.min(self.toks.len() - 1)].1
+    }
+
+    /// Where the next token is, for the tree.
+    fn at(&self) -> At {
+        let p = self.pos();
+        At {
+            line: p.line,
+            col: p.col,
+        }
     }
 
     fn next(&mut self) -> Tok {
@@ -219,8 +229,7 @@ impl Parser {
         }))
     }
 
-    /// `limit(...)` (and `level(N)`, ignored) at the head of a block, each with an
-    /// optional `;`.
+    /// `limit(...)` and `level(N)` at the head of a block, each with an optional `;`.
     fn preamble_limits(&mut self) -> R<Vec<Limit>> {
         let mut out = Vec::new();
         loop {
@@ -228,7 +237,7 @@ impl Parser {
                 out.push(self.limit()?);
                 self.eat_sym(";");
             } else if self.is_word("level") && self.peek2() == &Tok::Sym("(") {
-                self.level()?;
+                out.push(self.level()?);
                 self.eat_sym(";");
             } else {
                 return Ok(out);
@@ -236,17 +245,21 @@ impl Parser {
         }
     }
 
-    fn level(&mut self) -> R<()> {
+    /// `level(N)`, kept among the limits as Pip keeps it.
+    fn level(&mut self) -> R<Limit> {
         self.word("level")?;
         self.sym("(")?;
-        match self.next() {
-            Tok::Num { .. } => {}
-            _ => {
-                self.at -= 1;
-                return self.fail("a level number");
-            }
-        }
-        self.sym(")")
+        let Tok::Num { value, unit } = self.peek().clone() else {
+            return self.fail("a level number");
+        };
+        self.next();
+        self.sym(")")?;
+        Ok(Limit {
+            metric: "level".into(),
+            low: None,
+            high: Some(Quantity::Lit { value, unit }),
+            form: LimitForm::Level,
+        })
     }
 
     fn thread(&mut self) -> R<ThreadPattern> {
@@ -285,7 +298,44 @@ impl Parser {
         }
     }
 
+    /// A count: Pip's integer expression, `+` and `-` over `*` over numbers, `$vars`,
+    /// `instances(R)`, `unique(R)` and (ours) parentheses.
     fn count(&mut self) -> R<Count> {
+        self.chain(|p| {
+            let mut left = p.count_term()?;
+            loop {
+                let op = if p.is_sym("+") {
+                    "+"
+                } else if p.is_sym("-") {
+                    "-"
+                } else {
+                    return Ok(left);
+                };
+                p.deepen()?;
+                p.next();
+                left = Count::Bin(op, Box::new(left), Box::new(p.count_term()?));
+            }
+        })
+    }
+
+    fn count_term(&mut self) -> R<Count> {
+        self.chain(|p| {
+            let mut left = p.count_primary()?;
+            while p.is_sym("*") {
+                p.deepen()?;
+                p.next();
+                left = Count::Bin("*", Box::new(left), Box::new(p.count_primary()?));
+            }
+            Ok(left)
+        })
+    }
+
+    fn count_primary(&mut self) -> R<Count> {
+        self.nested(Self::count_primary_here)
+    }
+
+    fn count_primary_here(&mut self) -> R<Count> {
+        let at = self.at();
         match self.peek().clone() {
             Tok::Num { value, unit } if unit.is_empty() && value.fract() == 0.0 && value >= 0.0 => {
                 self.next();
@@ -295,25 +345,51 @@ impl Parser {
                 self.next();
                 Ok(Count::Var(v))
             }
+            Tok::Sym("(") => {
+                self.next();
+                let c = self.count()?;
+                self.sym(")")?;
+                Ok(c)
+            }
+            Tok::Ident(f)
+                if (f == "instances" || f == "unique") && self.peek2() == &Tok::Sym("(") =>
+            {
+                self.next();
+                self.next();
+                let of = match self.peek().clone() {
+                    Tok::Ident(n) => Text::Name(n),
+                    Tok::Var(v) if f == "unique" => Text::Var(v),
+                    _ => return self.fail("a recognizer's name"),
+                };
+                self.next();
+                self.sym(")")?;
+                Ok(Count::Aggregate {
+                    function: f,
+                    of,
+                    at,
+                })
+            }
             _ => self.fail("a count (a whole number or `$PARAM`)"),
         }
     }
 
+    /// A host, task name, notice or peer. `!` negates a string, regex, `*`, `$var` or
+    /// another negation, as Pip's `simple_string_expr` does (not a bare name).
     fn text(&mut self, expected: &str) -> R<Text> {
+        if self.is_sym("!") {
+            return self.nested(|p| {
+                p.next();
+                if let Tok::Ident(_) = p.peek() {
+                    return p.fail("a string, `m/regex/`, `*`, `$var` or `!` after `!`");
+                }
+                Ok(Text::Not(Box::new(p.text(
+                    "a string, `m/regex/`, `*`, `$var` or `!` after `!`",
+                )?)))
+            });
+        }
         let t = match self.peek().clone() {
             Tok::Str(s) => Text::Exact(s),
-            Tok::Regex(r) => {
-                if let Err(e) = regex::Regex::new(&r) {
-                    let msg = e.to_string();
-                    let first = msg.lines().last().unwrap_or("").trim().to_string();
-                    return Err(SyntaxError::new(
-                        self.pos(),
-                        &format!("an invalid regex m/{r}/ ({first})"),
-                        "a valid regular expression",
-                    ));
-                }
-                Text::Regex(r)
-            }
+            Tok::Regex(r) => Text::Regex(r, self.at()),
             Tok::Sym("*") => Text::Any,
             Tok::Var(v) => Text::Var(v),
             Tok::Ident(n) => Text::Name(n),
@@ -329,6 +405,8 @@ impl Parser {
             if self.peek() == &Tok::End {
                 return self.fail("a statement or `}`");
             }
+            // Not Pip's (its levels head a block), accepted as before and dropped: there
+            // is no list of limits here to keep it in.
             if self.is_word("level") && self.peek2() == &Tok::Sym("(") {
                 self.level()?;
                 self.eat_sym(";");
@@ -346,7 +424,7 @@ impl Parser {
             if self.is_word("limit") {
                 out.push(self.limit()?);
             } else if self.is_word("level") {
-                self.level()?;
+                out.push(self.level()?);
             } else {
                 return Ok(out);
             }
@@ -363,8 +441,7 @@ impl Parser {
             if self.peek2() == &Tok::Sym("=") {
                 self.next();
                 self.next();
-                let body = Box::new(self.stmt()?);
-                return Ok(Stmt::Bind { var: v, body });
+                return self.assignment(v);
             }
         }
         if self.eat_sym("{") {
@@ -495,6 +572,43 @@ impl Parser {
         }
     }
 
+    /// After `$v =`: a statement, whose match binds `$v`, or a value and `;`, as Pip's
+    /// `VARIABLE '=' string_expr` and `VARIABLE '=' int_expr`.
+    fn assignment(&mut self, var: String) -> R<Stmt> {
+        let statement = match self.peek() {
+            Tok::Sym("{") => true,
+            Tok::Ident(w) => is_keyword(w),
+            Tok::Var(_) => self.peek2() == &Tok::Sym("="),
+            _ => false,
+        };
+        if statement {
+            let body = Box::new(self.stmt()?);
+            return Ok(Stmt::Bind { var, body });
+        }
+        let value =
+            match self.peek() {
+                Tok::Ident(f)
+                    if (f == "instances" || f == "unique") && self.peek2() == &Tok::Sym("(") =>
+                {
+                    Value::Count(self.count()?)
+                }
+                Tok::Str(_) | Tok::Regex(_) | Tok::Sym("*") | Tok::Sym("!") | Tok::Ident(_) => {
+                    Value::Text(self.text("a value")?)
+                }
+                // A lone `$y` is a text, as Bison resolves Pip's conflict; `($y)` a count.
+                Tok::Var(_) => match self.count()? {
+                    Count::Var(y) => Value::Text(Text::Var(y)),
+                    c => Value::Count(c),
+                },
+                Tok::Num { .. } | Tok::Sym("(") => Value::Count(self.count()?),
+                _ => return self.fail(
+                    "a statement, or a value: a string, `m/regex/`, `*`, `!`, a count or `$var`",
+                ),
+            };
+        self.sym(";")?;
+        Ok(Stmt::Assign { var, value })
+    }
+
     fn limit(&mut self) -> R<Limit> {
         self.word("limit")?;
         self.sym("(")?;
@@ -502,23 +616,23 @@ impl Parser {
         self.sym(",")?;
         let (low, high, form) = if self.eat_sym("{") {
             if self.eat_sym("=") {
-                let v = self.quantity()?;
+                let v = self.bound()?;
                 self.sym("}")?;
                 (Some(v.clone()), Some(v), LimitForm::Exactly)
             } else {
-                let low = self.quantity()?;
+                let low = self.bound()?;
                 if self.eat_sym("+") {
                     self.sym("}")?;
                     (Some(low), None, LimitForm::AtLeast)
                 } else {
                     self.sym(",")?;
-                    let high = self.quantity()?;
+                    let high = self.bound()?;
                     self.sym("}")?;
                     (Some(low), Some(high), LimitForm::Between)
                 }
             }
         } else {
-            (None, Some(self.quantity()?), LimitForm::Upper)
+            (None, Some(self.bound()?), LimitForm::Upper)
         };
         self.sym(")")?;
         Ok(Limit {
@@ -529,17 +643,36 @@ impl Parser {
         })
     }
 
+    /// A limit's bound: a quantity, or arithmetic and aggregates as Pip's `count_range`
+    /// and `unit_qty` allow (`{$n, $n*2}`, `{1./3., 1.}`, `average(REAL_TIME, R)`).
+    fn bound(&mut self) -> R<Quantity> {
+        let at = self.at();
+        Ok(match self.binary(COMPARISON + 1)? {
+            Expr::Num(q) => q,
+            e => Quantity::Expr(Box::new(e), at),
+        })
+    }
+
     fn quantity(&mut self) -> R<Quantity> {
         match self.peek().clone() {
             Tok::Num { value, unit } => {
-                if !unit.is_empty() && super::super::units::scale(&unit).is_none() {
+                if !unit.is_empty() && scale(&unit).is_none() {
                     return Err(SyntaxError::new(
                         self.pos(),
                         &format!("an unknown unit {unit:?}"),
-                        "a unit: ns, us, ms, s, b, kb or mb",
+                        "a unit: h, m, s, ms, us, ns, b, kb, mb, gb or tb",
                     ));
                 }
                 self.next();
+                // Pip reads `10 ms` as a number and then a unit, two tokens.
+                let unit = match self.peek() {
+                    Tok::Ident(u) if unit.is_empty() && scale(u).is_some() => {
+                        let u = u.clone();
+                        self.next();
+                        u
+                    }
+                    _ => unit,
+                };
                 Ok(Quantity::Lit { value, unit })
             }
             Tok::Var(v) => {
@@ -550,34 +683,25 @@ impl Parser {
         }
     }
 
+    /// `&&`, `||` and `->` on one level, left to right, as Pip's `pathbool` has them:
+    /// `A || B && C` is `(A || B) && C`.
     fn set_expr(&mut self) -> R<SetExpr> {
-        let left = self.set_or()?;
-        if self.eat_sym("->") {
-            let right = self.nested(Self::set_expr)?;
-            return Ok(SetExpr::Implies(Box::new(left), Box::new(right)));
-        }
-        Ok(left)
-    }
-
-    fn set_or(&mut self) -> R<SetExpr> {
-        self.chain(|p| {
-            let mut left = p.set_and()?;
-            while p.eat_sym("||") {
-                p.deepen()?;
-                left = SetExpr::Or(Box::new(left), Box::new(p.set_and()?));
-            }
-            Ok(left)
-        })
-    }
-
-    fn set_and(&mut self) -> R<SetExpr> {
         self.chain(|p| {
             let mut left = p.set_unary()?;
-            while p.eat_sym("&&") {
+            loop {
+                let join = if p.is_sym("&&") {
+                    SetExpr::And
+                } else if p.is_sym("||") {
+                    SetExpr::Or
+                } else if p.is_sym("->") {
+                    SetExpr::Implies
+                } else {
+                    return Ok(left);
+                };
                 p.deepen()?;
-                left = SetExpr::And(Box::new(left), Box::new(p.set_unary()?));
+                p.next();
+                left = join(Box::new(left), Box::new(p.set_unary()?));
             }
-            Ok(left)
         })
     }
 
@@ -616,25 +740,44 @@ impl Parser {
                 self.deepen()?;
                 self.next();
                 self.sym("{")?;
-                let set = self.nested(|p| {
-                    let mut set = vec![p.expr()?];
-                    while p.eat_sym(",") {
-                        set.push(p.expr()?);
-                    }
-                    p.sym("}")?;
-                    Ok(set)
-                })?;
-                left = Expr::In(Box::new(left), set);
+                let within = self.nested(Self::within)?;
+                left = Expr::In(Box::new(left), Box::new(within));
                 continue;
             }
             let Some(op) = LEVELS[level].iter().find(|op| self.is_sym(op)) else {
                 return Ok(left);
             };
+            // `{x+}` closes a range: that `+` adds nothing.
+            if *op == "+" && self.peek2() == &Tok::Sym("}") {
+                return Ok(left);
+            }
             self.deepen()?;
             self.next();
             let right = self.binary(level + 1)?;
             left = Expr::Bin(op, Box::new(left), Box::new(right));
         }
+    }
+
+    /// The range after `in {`, through its `}`: `a, b}`, `a+}` or `=a}`.
+    fn within(&mut self) -> R<Within> {
+        if self.eat_sym("=") {
+            let a = self.expr()?;
+            self.sym("}")?;
+            return Ok(Within::Exactly(a));
+        }
+        let a = self.expr()?;
+        if self.eat_sym("+") {
+            self.sym("}")?;
+            return Ok(Within::AtLeast(a));
+        }
+        if !self.eat_sym(",") {
+            return self.fail("`,` and the range's upper end, or `+}` (a range: `{low, high}`, `{low+}` or `{=x}`)");
+        }
+        let b = self.expr()?;
+        if !self.eat_sym("}") {
+            return self.fail("`}` (a range has two ends: `{low, high}`)");
+        }
+        Ok(Within::Between(a, b))
     }
 
     fn power(&mut self) -> R<Expr> {
@@ -655,8 +798,9 @@ impl Parser {
         if self.eat_sym("-") {
             return Ok(Expr::Neg(Box::new(self.unary()?)));
         }
+        // Pip's `!` negates a whole comparison: `!instances(A) > 1` is `!(instances(A) > 1)`.
         if self.eat_sym("!") {
-            return Ok(Expr::Not(Box::new(self.unary()?)));
+            return Ok(Expr::Not(Box::new(self.binary(COMPARISON)?)));
         }
         if self.eat_sym("(") {
             let e = self.expr()?;
@@ -665,9 +809,10 @@ impl Parser {
         }
         match self.peek().clone() {
             Tok::Num { .. } | Tok::Var(_) => Ok(Expr::Num(self.quantity()?)),
-            Tok::Str(s) => {
-                self.next();
-                Ok(Expr::Str(s))
+            // Task name patterns, as in `average(REAL_TIME, m/^fab::/)` or `max(CPU_TIME, *)`:
+            // a `*` cannot start an operand otherwise.
+            Tok::Str(_) | Tok::Regex(_) | Tok::Sym("*") => {
+                Ok(Expr::Text(self.text("a task name pattern")?))
             }
             Tok::Ident(n) => {
                 self.next();
@@ -685,20 +830,23 @@ impl Parser {
                     Ok(Expr::Name(n))
                 }
             }
-            _ => self.fail("a number, a name, a function call, `-`, `!` or `(`"),
+            _ => {
+                self.fail("a number, a name, a task name pattern, a function call, `-`, `!` or `(`")
+            }
         }
     }
 }
 
-/// Operators by precedence, loosest first.
-const LEVELS: [&[&str]; 5] = [
-    &["||"],
-    &["&&"],
+/// Operators by precedence, loosest first, each level left-associative; `**` (right-
+/// associative) and the unary operators bind tighter. As Pip's `bool`: `&&`, `||` and
+/// `->` share one level, so `a || b && c` is `(a || b) && c`.
+const LEVELS: [&[&str]; 4] = [
+    &["&&", "||", "->"],
     &["<=", ">=", "==", "!=", "<", ">"],
     &["+", "-"],
     &["*", "/"],
 ];
-const COMPARISON: usize = 2;
+const COMPARISON: usize = 1;
 
 fn is_keyword(w: &str) -> bool {
     [

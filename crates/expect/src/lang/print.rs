@@ -124,6 +124,7 @@ impl Out<'_, '_> {
             Stmt::Done(n) => self.line(&format!("{prefix}done({n});")),
             Stmt::Block(b) => self.block(prefix.trim_end(), &[], b),
             Stmt::Bind { var, body } => self.stmt(body, &format!("{prefix}${var} = ")),
+            Stmt::Assign { var, value } => self.line(&format!("{prefix}${var} = {value};")),
         }
     }
 }
@@ -178,12 +179,29 @@ impl Display for Text {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self {
             Text::Exact(s) => write!(f, "\"{}\"", escape(s)),
-            Text::Regex(r) => write!(f, "m/{}/", r.replace('/', "\\/")),
+            Text::Regex(r, _) => write!(f, "m/{}/", regex_text(r)),
             Text::Any => f.write_str("*"),
             Text::Var(v) => write!(f, "${v}"),
             Text::Name(n) => f.write_str(n),
+            Text::Not(t) => write!(f, "!{t}"),
         }
     }
+}
+
+/// A regex as written between `m/` and `/`: Pip's lexer reads `\/` as `/` and `\\` as `\`,
+/// and any other backslash as itself, so only a backslash before `/`, `\` or the end
+/// is doubled.
+fn regex_text(r: &str) -> String {
+    let mut out = String::with_capacity(r.len());
+    let mut chars = r.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' => out.push_str("\\/"),
+            '\\' if matches!(chars.peek(), None | Some('/' | '\\')) => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn escape(s: &str) -> String {
@@ -200,11 +218,47 @@ fn escape(s: &str) -> String {
     out
 }
 
+/// How tightly a count binds: Pip's counts have no parentheses, so they are printed only
+/// where the tree needs them.
+fn count_precedence(c: &Count) -> u8 {
+    match c {
+        Count::Bin("*", ..) => 2,
+        Count::Bin(..) => 1,
+        _ => 3,
+    }
+}
+
 impl Display for Count {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self {
             Count::Num(n) => write!(f, "{n}"),
             Count::Var(v) => write!(f, "${v}"),
+            Count::Aggregate { function, of, .. } => write!(f, "{function}({of})"),
+            Count::Bin(op, a, b) => {
+                let p = count_precedence(self);
+                if count_precedence(a) < p {
+                    write!(f, "({a})")?;
+                } else {
+                    write!(f, "{a}")?;
+                }
+                // Left to right: `a - (b - c)` keeps its parentheses.
+                if count_precedence(b) <= p {
+                    write!(f, " {op} ({b})")
+                } else {
+                    write!(f, " {op} {b}")
+                }
+            }
+        }
+    }
+}
+
+impl Display for Value {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Text(t) => write!(f, "{t}"),
+            // A lone `$y` reads as a text (as in Pip); parentheses keep it a count.
+            Value::Count(Count::Var(v)) => write!(f, "(${v})"),
+            Value::Count(c) => write!(f, "{c}"),
         }
     }
 }
@@ -224,6 +278,7 @@ impl Display for Quantity {
         match self {
             Quantity::Lit { value, unit } => write!(f, "{value}{unit}"),
             Quantity::Var(v) => write!(f, "${v}"),
+            Quantity::Expr(e, _) => write!(f, "{e}"),
         }
     }
 }
@@ -242,6 +297,7 @@ impl Display for Limit {
             ),
             LimitForm::AtLeast => write!(f, "limit({}, {{{}+}})", self.metric, q(&self.low)),
             LimitForm::Exactly => write!(f, "limit({}, {{={}}})", self.metric, q(&self.low)),
+            LimitForm::Level => write!(f, "level({})", q(&self.high)),
         }
     }
 }
@@ -264,11 +320,17 @@ impl Display for Expr {
             Expr::Num(q) => write!(f, "{q}"),
             Expr::Call(n, args) => write!(f, "{n}({})", join(args)),
             Expr::Name(n) => f.write_str(n),
-            Expr::Str(s) => write!(f, "\"{}\"", escape(s)),
+            Expr::Text(t) => write!(f, "{t}"),
             Expr::Neg(e) => write!(f, "-{e}"),
-            Expr::Not(e) => write!(f, "!{e}"),
+            // In parentheses: `!` takes the whole comparison after it, so `(!a) + 1`
+            // must not print as `!a + 1`.
+            Expr::Not(e) => write!(f, "(!{e})"),
             Expr::Bin(op, a, b) => write!(f, "({a} {op} {b})"),
-            Expr::In(x, set) => write!(f, "({x} in {{{}}})", join(set)),
+            Expr::In(x, w) => match &**w {
+                Within::Between(a, b) => write!(f, "({x} in {{{a}, {b}}})"),
+                Within::AtLeast(a) => write!(f, "({x} in {{{a}+}})"),
+                Within::Exactly(a) => write!(f, "({x} in {{={a}}})"),
+            },
         }
     }
 }
