@@ -14,6 +14,7 @@ const VIEWS = { search, pattern, trace, dependencies, compare, expect };
 const main = document.getElementById("view");
 let current = null; // { name, id }
 let renders = 0;
+let refocus = null; // what the keyboard chose, to focus again once redrawn
 
 /** The parsed hash: view name, optional id, parameters. */
 export function route() {
@@ -76,6 +77,7 @@ async function render() {
     if (generation !== renders) return;
     main.replaceChildren(page);
     if (view.mounted) view.mounted(page);
+    restoreFocus();
     main.dataset.state = page.dataset.state || "ready";
   } catch (e) {
     if (generation !== renders) return;
@@ -101,10 +103,22 @@ document.addEventListener("keydown", (ev) => {
   ev.preventDefault();
   const el = ev.target;
   const attr = IDENTITY.find((a) => el.hasAttribute(a));
-  const selector = attr ? `${el.tagName.toLowerCase()}[${attr}="${CSS.escape(el.getAttribute(attr))}"]` : null;
+  refocus = attr ? `${el.tagName.toLowerCase()}[${attr}="${CSS.escape(el.getAttribute(attr))}"]` : null;
+  const before = renders;
   el.dispatchEvent(new MouseEvent("click", { bubbles: true }));
-  if (selector) requestAnimationFrame(() => requestAnimationFrame(() => document.querySelector(selector)?.focus()));
+  // A view that redraws in place does so within a frame or two; one that renders anew
+  // takes the focus over when it is mounted (see `render`).
+  if (renders === before) requestAnimationFrame(() => requestAnimationFrame(restoreFocus));
 });
+
+/** Puts the focus back on what was chosen with the keyboard, once it is on the page. */
+function restoreFocus() {
+  const found = refocus && document.querySelector(refocus);
+  if (found) {
+    found.focus();
+    refocus = null;
+  }
+}
 
 window.addEventListener("hashchange", render);
 render();

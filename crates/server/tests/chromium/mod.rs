@@ -189,7 +189,13 @@ impl Chromium {
             " " => ("Space", 32),
             other => panic!("no key code for {other:?}"),
         };
-        let text = if key == "Enter" { "\r" } else if key == " " { " " } else { "" };
+        let text = if key == "Enter" {
+            "\r"
+        } else if key == " " {
+            " "
+        } else {
+            ""
+        };
         for kind in ["keyDown", "keyUp"] {
             self.call(
                 "Input.dispatchKeyEvent",
