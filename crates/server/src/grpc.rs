@@ -21,7 +21,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
-use crate::ingest::{admit, take, Batch, Encoding, Outcome, Protocol};
+use crate::ingest::{admit, take, Batch, Encoding, Protocol};
 use crate::AppState;
 
 const EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
@@ -88,11 +88,7 @@ impl UnaryService<Bytes> for Export {
                 Encoding::Identity,
                 |body| {
                     let decoded = otlp::decode_protobuf(&body).map_err(|e| e.to_string())?;
-                    Ok(Batch {
-                        outcome: Outcome::rejecting(&decoded.rejected),
-                        spans: decoded.spans,
-                        records: None,
-                    })
+                    Ok(Batch::decoded(decoded.spans, &decoded.rejected))
                 },
             )
             .await?;

@@ -199,6 +199,17 @@ pub(crate) struct Batch {
     pub records: Option<Bytes>,
 }
 
+impl Batch {
+    /// Spans a decoder read, with the ones it rejected.
+    pub fn decoded<E: std::fmt::Display>(spans: Vec<Span>, rejected: &[E]) -> Batch {
+        Batch {
+            outcome: Outcome::rejecting(rejected),
+            spans,
+            records: None,
+        }
+    }
+}
+
 /// Decodes (undoing the content encoding) and screens a body off the async workers, then
 /// appends its spans, durable before this returns. The caller holds an [`admit`] permit.
 pub(crate) async fn take(
@@ -375,11 +386,7 @@ async fn otlp_http(
             otlp::decode_protobuf(&body)
         }
         .map_err(|e| e.to_string())?;
-        Ok(Batch {
-            outcome: Outcome::rejecting(&decoded.rejected),
-            spans: decoded.spans,
-            records: None,
-        })
+        Ok(Batch::decoded(decoded.spans, &decoded.rejected))
     })
     .await?;
     let reply = ExportTraceServiceResponse {
@@ -405,30 +412,44 @@ fn summary(outcome: &Outcome) -> serde_json::Value {
     })
 }
 
+/// A JSON span list by `protocol` at `path`: read, judged by content type, decoded and
+/// taken as every ingest path is.
+async fn json_spans(
+    state: &Arc<AppState>,
+    headers: &HeaderMap,
+    body: Body,
+    (protocol, path, format): (Protocol, &str, &str),
+    decode: fn(Bytes) -> Result<Batch, String>,
+) -> Result<Outcome, ApiError> {
+    let _permit = admit(state)?;
+    // Read before the content type is judged, so a refused request leaves the
+    // connection clean for the client's next one.
+    let body = read_body(state, headers, body).await?;
+    let ct = content_type(headers);
+    if !matches!(ct.as_str(), "application/json" | "") {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "unsupported content type {ct:?} for {path}: send application/json ({format})"
+        )));
+    }
+    let encoding = Encoding::of(headers)?;
+    take(state, protocol, body, encoding, decode).await
+}
+
 async fn zipkin_http(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let _permit = admit(&state)?;
-    // Read before the content type is judged, so a refused request leaves the
-    // connection clean for the client's next one.
-    let body = read_body(&state, &headers, body).await?;
-    let ct = content_type(&headers);
-    if !matches!(ct.as_str(), "application/json" | "") {
-        return Err(ApiError::UnsupportedMediaType(format!(
-            "unsupported content type {ct:?} for /api/v2/spans: send application/json (Zipkin v2)"
-        )));
-    }
-    let encoding = Encoding::of(&headers)?;
-    let outcome = take(&state, Protocol::Zipkin, body, encoding, |body| {
-        let decoded = zipkin::decode_json(&body).map_err(|e| e.to_string())?;
-        Ok(Batch {
-            outcome: Outcome::rejecting(&decoded.rejected),
-            spans: decoded.spans,
-            records: None,
-        })
-    })
+    let outcome = json_spans(
+        &state,
+        &headers,
+        body,
+        (Protocol::Zipkin, "/api/v2/spans", "Zipkin v2"),
+        |body| {
+            let d = zipkin::decode_json(&body).map_err(|e| e.to_string())?;
+            Ok(Batch::decoded(d.spans, &d.rejected))
+        },
+    )
     .await?;
     Ok((StatusCode::ACCEPTED, axum::Json(summary(&outcome))).into_response())
 }
@@ -440,25 +461,16 @@ async fn jaeger_http(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let _permit = admit(&state)?;
-    // Read before the content type is judged, so a refused request leaves the
-    // connection clean for the client's next one.
-    let body = read_body(&state, &headers, body).await?;
-    let ct = content_type(&headers);
-    if !matches!(ct.as_str(), "application/json" | "") {
-        return Err(ApiError::UnsupportedMediaType(format!(
-            "unsupported content type {ct:?} for /v1/jaeger: send application/json (Jaeger's JSON)"
-        )));
-    }
-    let encoding = Encoding::of(&headers)?;
-    let outcome = take(&state, Protocol::Jaeger, body, encoding, |body| {
-        let decoded = jaeger::decode_json(&body).map_err(|e| e.to_string())?;
-        Ok(Batch {
-            outcome: Outcome::rejecting(&decoded.rejected),
-            spans: decoded.spans,
-            records: None,
-        })
-    })
+    let outcome = json_spans(
+        &state,
+        &headers,
+        body,
+        (Protocol::Jaeger, "/v1/jaeger", "Jaeger's JSON"),
+        |body| {
+            let d = jaeger::decode_json(&body).map_err(|e| e.to_string())?;
+            Ok(Batch::decoded(d.spans, &d.rejected))
+        },
+    )
     .await?;
     Ok(axum::Json(summary(&outcome)).into_response())
 }

@@ -41,8 +41,7 @@ use super::otlp::{
 };
 use crate::ids::{IdError, SpanId, TraceId};
 use crate::span::{
-    Direction, Event, KeyValue, Link, Message, Source, Span, SpanKind, Status, Value, FOLLOWS_FROM,
-    REF_TYPE,
+    Direction, Event, KeyValue, Link, Source, Span, SpanKind, Status, Value, FOLLOWS_FROM, REF_TYPE,
 };
 
 /// The greatest integer a JavaScript number holds exactly; larger int64 tags are written
@@ -649,31 +648,12 @@ fn decode_span(
             _ => None,
         };
         if let Some(direction) = direction {
-            let mut msg = Message {
-                direction,
-                id: 0,
-                time,
-                peer: None,
-                size: None,
-            };
-            let mut has_id = false;
-            for a in &attributes {
-                match (a.key.as_str(), &a.value) {
-                    (MSG_ID, Value::I64(i)) => {
-                        msg.id = *i as u64;
-                        has_id = true;
-                    }
-                    (MSG_PEER, Value::Str(p)) => msg.peer = Some(p.clone()),
-                    (MSG_SIZE, Value::I64(z)) => msg.size = Some(*z as u64),
-                    _ => {}
-                }
-            }
-            if !has_id {
+            let Some(msg) = super::otlp::message_of(direction, time, &attributes) else {
                 return Err(err(
                     &format!("logs[{li}].fields"),
                     format!("{} log without an int64 {MSG_ID}", name.unwrap_or_default()),
                 ));
-            }
+            };
             span.messages.push(msg);
             continue;
         }

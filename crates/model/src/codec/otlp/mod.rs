@@ -302,31 +302,12 @@ fn decode_span(
             _ => None,
         };
         if let Some(direction) = direction {
-            let mut msg = Message {
-                direction,
-                id: 0,
-                time: e.time_unix_nano,
-                peer: None,
-                size: None,
-            };
-            let mut has_id = false;
-            for a in &attributes {
-                match (a.key.as_str(), &a.value) {
-                    (MSG_ID, Value::I64(i)) => {
-                        msg.id = *i as u64;
-                        has_id = true;
-                    }
-                    (MSG_PEER, Value::Str(p)) => msg.peer = Some(p.clone()),
-                    (MSG_SIZE, Value::I64(z)) => msg.size = Some(*z as u64),
-                    _ => {}
-                }
-            }
-            if !has_id {
+            let Some(msg) = message_of(direction, e.time_unix_nano, &attributes) else {
                 return Err((
                     format!("events[{ei}].attributes"),
                     format!("{} event without an integer {MSG_ID}", e.name),
                 ));
-            }
+            };
             span.messages.push(msg);
             continue;
         }
@@ -353,6 +334,35 @@ fn decode_span(
         };
     }
     Ok(span)
+}
+
+/// A Pip message from the attributes of the event (or log) that carries it; `None` without
+/// an integer `message.id`.
+pub(crate) fn message_of(
+    direction: Direction,
+    time: u64,
+    attributes: &[KeyValue],
+) -> Option<Message> {
+    let mut msg = Message {
+        direction,
+        id: 0,
+        time,
+        peer: None,
+        size: None,
+    };
+    let mut has_id = false;
+    for a in attributes {
+        match (a.key.as_str(), &a.value) {
+            (MSG_ID, Value::I64(i)) => {
+                msg.id = *i as u64;
+                has_id = true;
+            }
+            (MSG_PEER, Value::Str(p)) => msg.peer = Some(p.clone()),
+            (MSG_SIZE, Value::I64(z)) => msg.size = Some(*z as u64),
+            _ => {}
+        }
+    }
+    has_id.then_some(msg)
 }
 
 /// Builds an OTLP request, one resource per (service, host, pid).
