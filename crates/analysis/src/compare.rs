@@ -172,7 +172,8 @@ pub struct Row {
     pub a: Option<Side>,
     /// B's side.
     pub b: Option<Side>,
-    /// B's mean less A's, ns (0 when one side is absent).
+    /// B's mean less A's, ns; on one side only, that side's mean (less than 0 when only A
+    /// has it).
     pub delta_ns: i64,
 }
 
@@ -234,8 +235,10 @@ pub fn compare(a: &Profile, b: &Profile) -> Comparison {
                 };
                 (change, delta)
             }
-            (Some(_), None) => (Change::Missing, 0),
-            _ => (Change::Extra, 0),
+            // On one side only: the time it took there, gone from B or added in B.
+            (Some(x), None) => (Change::Missing, -(x.mean_ns as i64)),
+            (None, Some(y)) => (Change::Extra, y.mean_ns as i64),
+            (None, None) => (Change::Same, 0),
         };
         rows.push(Row {
             depth: n.depth,

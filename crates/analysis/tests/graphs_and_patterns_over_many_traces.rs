@@ -370,6 +370,14 @@ fn comparing_two_traces_names_missing_extra_and_slower_spans() {
     assert_eq!(row("frontend", "get").change, Change::Missing);
     assert_eq!(row("cache", "get").change, Change::Missing);
     assert_eq!(row("frontend", "audit").change, Change::Extra);
+    // A span on one side only shows the time it took there.
+    assert_eq!(row("frontend", "audit").delta_ns, MS as i64);
+    let missing = row("cache", "get");
+    assert_eq!(
+        missing.delta_ns,
+        -(missing.a.as_ref().map_or(0, |s| s.mean_ns) as i64)
+    );
+    assert!(missing.delta_ns < 0);
     let put = row("storage", "put");
     assert_eq!(put.change, Change::Slower);
     assert_eq!(put.delta_ns, (40 * MS / 3) as i64);

@@ -605,6 +605,8 @@ fn every_page_renders_what_the_api_answers() {
     );
     let extra = ui.text("tr.change-extra");
     assert!(extra.contains("rebuild index"), "{extra}");
+    // A span on one side only shows the time it took there, not a change of 0.
+    assert!(extra.contains("+200 ms"), "{extra}");
     ui.screenshot("compare");
 
     // Expectations: GET /home has a validator that allows no slow path; the slow traces
