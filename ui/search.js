@@ -139,7 +139,11 @@ async function traces(results, params) {
     { key: "trace", label: "Trace", value: (t) => t.traceId,
       cell: (t) => h("a", { href: link("trace", t.traceId, {}) }, h("code", {}, shortId(t.traceId))) },
     { key: "root", label: "Root", value: (t) => `${t.rootService} ${t.rootOperation}`,
-      cell: (t) => [h("b", {}, t.rootService), " ", t.rootOperation] },
+      cell: (t) => t.rootMissing
+        // Its root has not been received: name the earliest span, marked as such.
+        ? h("span.arriving", { title: "no span of this trace without a parent has arrived yet" },
+          h("i", {}, "still arriving: "), h("b", {}, t.rootService), " ", t.rootOperation)
+        : [h("b", {}, t.rootService), " ", t.rootOperation] },
     { key: "start", label: "Start", value: (t) => t.start, fmt: instant },
     { key: "duration", label: "Duration", value: (t) => t.duration, fmt: duration, num: true },
     { key: "spans", label: "Spans", value: (t) => t.spanCount, num: true },

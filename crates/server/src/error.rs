@@ -67,7 +67,7 @@ impl ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Busy => ApiError::Unavailable(e.to_string()),
+            StoreError::Busy | StoreError::SqlBusy(_) => ApiError::Unavailable(e.to_string()),
             StoreError::Sql(m) => ApiError::BadRequest(format!("sql: {m}")),
             StoreError::SqlTimeout(_) => ApiError::Timeout(e.to_string()),
             other => ApiError::Internal(other.to_string()),

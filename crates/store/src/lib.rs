@@ -59,6 +59,10 @@ pub enum StoreError {
     /// A SQL query ran past its time limit.
     #[error("sql: query exceeded its time limit of {0:?}")]
     SqlTimeout(std::time::Duration),
+    /// As many SQL queries as may run at once are running (one past its time limit runs
+    /// on until it can be cancelled).
+    #[error("sql: {0} queries are running, the most at once; retry shortly")]
+    SqlBusy(usize),
 }
 
 impl StoreError {

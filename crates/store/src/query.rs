@@ -114,6 +114,9 @@ pub struct TraceSummary {
     pub error_count: usize,
     /// Spans per service, by service name.
     pub services: Vec<ServiceCount>,
+    /// True while no span of the trace is a true root (every span stored names a parent):
+    /// the trace is still arriving, and `root_*` name its earliest span, not its root.
+    pub root_missing: bool,
 }
 
 /// Spans of one service in a trace.
@@ -153,6 +156,10 @@ impl TraceSummary {
                     spans,
                 })
                 .collect(),
+            root_missing: trace
+                .roots
+                .iter()
+                .all(|&i| trace.spans[i].parent_id.is_some()),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! SQL over the `spans` table (one row per span, attributes as a map) through DataFusion.
 //! Read-only, with a row limit and a time limit.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,39 +69,69 @@ fn sql_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Sql(e.to_string())
 }
 
-/// The threads SQL runs on. DataFusion plans and computes inside its futures' polls, and
-/// one poll of a big join can run for seconds: on its own threads it cannot hold up the
-/// caller's, and the caller's timer can end it.
-fn sql_runtime() -> Result<&'static tokio::runtime::Runtime, StoreError> {
-    static RUNTIME: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>> =
-        std::sync::OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name("causeway-sql")
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map_err(|e| StoreError::Sql(format!("cannot start the SQL threads: {e}")))
+/// SQL queries running at once, one past its time limit included: DataFusion plans and
+/// computes inside its futures' polls, and planning a many-way join can run for minutes
+/// in one poll. Each query runs on a thread of its own, so such a query holds up neither
+/// the caller's threads nor other queries; at most this many run, and beyond it the answer
+/// is "busy" until one ends.
+const MAX_RUNNING: usize = 4;
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
+
+/// A place among the [`MAX_RUNNING`] queries, given back when the query's thread ends.
+struct Slot;
+
+impl Slot {
+    fn take() -> Option<Slot> {
+        let before = RUNNING.fetch_add(1, Ordering::SeqCst);
+        if before >= MAX_RUNNING {
+            RUNNING.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(Slot)
+    }
 }
 
-/// Runs one read-only query against the store's spans, on the SQL threads; past the time
-/// limit the query is cancelled (at its next yield) and the answer is a timeout.
+impl Drop for Slot {
+    fn drop(&mut self) {
+        RUNNING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Runs one read-only query against the store's spans on a thread of its own. Past the
+/// time limit the answer is a timeout, and the query is cancelled at its next yield.
 pub async fn query(store: &Store, sql: &str, limits: SqlLimits) -> Result<SqlResult, StoreError> {
+    let slot = Slot::take().ok_or(StoreError::SqlBusy(MAX_RUNNING))?;
     let (blocks, memory) = store.sql_snapshot();
     let sql = sql.to_string();
-    let task = sql_runtime()?.spawn(async move { run(blocks, memory, &sql, limits).await });
-    let abort = task.abort_handle();
-    match tokio::time::timeout(limits.timeout, task).await {
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("causeway-sql".into())
+        .spawn(move || {
+            let _slot = slot;
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(async {
+                    let mut answer = answer;
+                    tokio::select! {
+                        r = run(blocks, memory, &sql, limits) => { let _ = answer.send(r); }
+                        // The caller gave up (its time limit): stop at the next yield.
+                        _ = answer.closed() => {}
+                    }
+                }),
+                Err(e) => {
+                    let _ = answer.send(Err(StoreError::Sql(format!(
+                        "cannot start the query's runtime: {e}"
+                    ))));
+                }
+            }
+        })
+        .map_err(|e| StoreError::Sql(format!("cannot start the query's thread: {e}")))?;
+    match tokio::time::timeout(limits.timeout, answered).await {
         Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(StoreError::Sql(format!("the query failed: {e}"))),
-        Err(_) => {
-            abort.abort();
-            Err(StoreError::SqlTimeout(limits.timeout))
-        }
+        Ok(Err(_)) => Err(StoreError::Sql("the query ended without an answer".into())),
+        Err(_) => Err(StoreError::SqlTimeout(limits.timeout)),
     }
 }
 

@@ -385,6 +385,46 @@ fn a_tag_matches_in_a_span_its_events_or_its_links_and_conditions_may_meet_apart
 }
 
 #[test]
+fn a_trace_whose_root_has_not_arrived_is_marked_in_search() {
+    let dir = tmp("root-missing");
+    let store = Store::open(&dir, options()).unwrap();
+    // The server's span came first; the root that called it is still on its way.
+    store
+        .append(vec![span(
+            5,
+            2,
+            Some(1),
+            "GET /items",
+            "api",
+            T0 + 10,
+            T0 + 90,
+        )])
+        .unwrap();
+    let find = |store: &Store| {
+        store
+            .search(&SearchQuery::default())
+            .unwrap()
+            .into_iter()
+            .find(|t| t.trace_id.get() == 5)
+            .unwrap()
+    };
+    let arriving = find(&store);
+    assert!(arriving.root_missing);
+    assert_eq!(arriving.root_operation, "GET /items");
+    store
+        .append(vec![span(5, 1, None, "GET /home", "web", T0, T0 + 100)])
+        .unwrap();
+    let whole = find(&store);
+    assert!(!whole.root_missing);
+    assert_eq!(
+        (whole.root_service.as_str(), whole.root_operation.as_str()),
+        ("web", "GET /home")
+    );
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_bulk_scan_visits_every_trace_in_the_window_once_and_whole() {
     let dir = tmp("scan");
     let store = Store::open(&dir, options()).unwrap();
