@@ -11,11 +11,31 @@ const NODE_H = 46;
 const COL = 270;
 const ROW_GAP = 30;
 
-export async function render(_id, params) {
-  if (!params.has("lookback") && !params.has("start")) params.set("lookback", "1h");
+let shown = null; // the graph on screen: its query, data and drawn parts, for in-place updates
+
+/** The API query of a view's parameters (the chosen edge is the page's own state). */
+function queryOf(params) {
   const query = Object.fromEntries(params);
   delete query.edge;
   if (!query.lookback && !query.start) query.start = "0";
+  return query;
+}
+
+/** An edge chosen in the same window redraws the graph and table in place. */
+export function update(params) {
+  if (!params.has("lookback") && !params.has("start")) params.set("lookback", "1h");
+  if (!shown || !shown.graph.isConnected || JSON.stringify(queryOf(params)) !== shown.query) return false;
+  const graphEl = graph(shown.g, shown.shares, params.get("edge"));
+  const tableEl = edgeTable(shown.g.edges, shown.shares, params);
+  shown.graph.replaceWith(graphEl);
+  shown.table.replaceWith(tableEl);
+  Object.assign(shown, { graph: graphEl, table: tableEl });
+  return true;
+}
+
+export async function render(_id, params) {
+  if (!params.has("lookback") && !params.has("start")) params.set("lookback", "1h");
+  const query = queryOf(params);
   const g = await get("/api/dependencies", query);
   const page = h("section.dependencies");
   const f = h("form.filters", {}, h("label", {}, "Window", lookbackSelect(params.get("lookback"))));
@@ -31,10 +51,13 @@ export async function render(_id, params) {
     return page;
   }
   const shares = shareOfCaller(g.edges);
-  page.append(graph(g, shares, params.get("edge")));
+  const graphEl = graph(g, shares, params.get("edge"));
+  const tableEl = edgeTable(g.edges, shares, params);
+  page.append(graphEl);
   page.append(replicas(g.nodes) || "");
   page.append(h("h2", {}, "Edges"));
-  page.append(edgeTable(g.edges, shares, params));
+  page.append(tableEl);
+  shown = { g, shares, graph: graphEl, table: tableEl, query: JSON.stringify(query) };
   return page;
 }
 

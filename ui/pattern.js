@@ -10,10 +10,27 @@ const NODE_H = 54;
 const GAP_X = 120;
 const GAP_Y = 14;
 
-export async function render(id, params) {
+let shown = null; // the pattern on screen: its query, data and histogram, for in-place updates
+
+/** The API query of a view's parameters (the chosen bucket is the page's own state). */
+function queryOf(params) {
   const query = Object.fromEntries(params);
   delete query.bucket;
   if (!query.lookback && !query.start) query.start = "0";
+  return query;
+}
+
+/** A bar chosen on the same pattern redraws the histogram in place: no fetch, no jump. */
+export function update(params) {
+  if (!shown || !shown.el.isConnected || JSON.stringify(queryOf(params)) !== shown.query) return false;
+  const el = histogram(shown.p.histogram, params, shown.id);
+  shown.el.replaceWith(el);
+  shown.el = el;
+  return true;
+}
+
+export async function render(id, params) {
+  const query = queryOf(params);
   const p = await get(`/api/patterns/${encodeURIComponent(id)}`, query);
   const page = h("section.pattern");
   const back = new URLSearchParams(params);
@@ -26,7 +43,9 @@ export async function render(id, params) {
   page.append(h("h2", {}, "Graph ", h("small", {}, "mean duration (self time) per node; mean delay from the parent's start and network time per edge")));
   page.append(graph(p.nodes));
   page.append(h("h2", {}, "Latency ", h("small", {}, "click a bar for example traces")));
-  page.append(histogram(p.histogram, params, id));
+  const el = histogram(p.histogram, params, id);
+  page.append(el);
+  shown = { id, p, el, query: JSON.stringify(query) };
   return page;
 }
 

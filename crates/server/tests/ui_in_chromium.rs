@@ -364,12 +364,21 @@ fn every_page_renders_what_the_api_answers() {
         .iter()
         .position(|b| b["count"].as_u64() > Some(0))
         .unwrap();
-    // Chosen with the keyboard: the bar takes the focus, Enter chooses it.
+    // Chosen with the keyboard: the bar takes the focus, Enter chooses it. The page is
+    // updated in place: the same page element, scrolled where it was.
+    ui.eval("document.querySelector('section.pattern').dataset.kept = 'yes'; window.scrollTo(0, 120); true");
+    let scrolled = ui.eval("window.scrollY");
     ui.eval(&format!(
-        "document.querySelector('g.bar[data-bucket=\"{bucket}\"]').focus(); true"
+        "document.querySelector('g.bar[data-bucket=\"{bucket}\"]').focus({{preventScroll: true}}); true"
     ));
     ui.press("Enter");
     ui.wait_for("document.querySelector('.examples li a')", "example links");
+    assert_eq!(
+        ui.eval("document.querySelector('section.pattern')?.dataset.kept"),
+        serde_json::json!("yes"),
+        "the pattern page was drawn anew for a bar"
+    );
+    assert_eq!(ui.eval("window.scrollY"), scrolled, "the page jumped");
     ui.wait_for(
         &format!("document.activeElement?.matches('g.bar[data-bucket=\"{bucket}\"]')"),
         "the focus on the chosen bar after the redraw",
@@ -583,13 +592,20 @@ fn every_page_renders_what_the_api_answers() {
          return n; })()",
     );
     assert_eq!(overlaps, serde_json::json!(0), "overlapping edge labels");
-    // An edge chosen with the keyboard.
+    // An edge chosen with the keyboard, in place.
+    ui.eval("document.querySelector('section.dependencies').dataset.kept = 'yes'; true");
     ui.eval("document.querySelector(\"g.dep-edge[data-edge='api→db-1']\").focus(); true");
     ui.press("Enter");
     ui.wait_for(
         "location.hash.includes('edge=') && document.querySelector(\"g.dep-edge[data-edge='api→db-1']\").classList.contains('chosen')",
         "the edge chosen with Enter",
     );
+    assert_eq!(
+        ui.eval("document.querySelector('section.dependencies')?.dataset.kept"),
+        serde_json::json!("yes"),
+        "the dependencies page was drawn anew for an edge"
+    );
+    assert_eq!(ui.count("table.edges tr.chosen"), 1);
     let replicas = ui.text(".replica-set[data-stem=db]");
     assert!(replicas.contains("uneven"), "{replicas}");
     assert!(ui
