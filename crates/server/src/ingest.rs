@@ -221,24 +221,28 @@ pub(crate) async fn take(
 ) -> Result<Outcome, ApiError> {
     let limit = state.config.max_body_bytes;
     let max_attr = state.config.max_attribute_bytes;
-    let decoded = crate::work::blocking(move || {
+    let store = state.store.clone();
+    // One trip to the blocking pool: decode, screen, append.
+    let done = crate::work::blocking(move || {
         Ok(encoding.undo(body, limit).and_then(|body| {
             let mut batch = decode(body).map_err(Refusal::Malformed)?;
             let changed = screen(&mut batch.spans, max_attr, &mut batch.outcome);
-            if changed || batch.outcome.rejected > 0 {
-                batch.records = None;
-            }
-            Ok(batch)
+            let n = batch.spans.len();
+            let appended = match batch.records {
+                _ if n == 0 => Ok(()),
+                // A native batch goes to the WAL as received unless screening changed it.
+                Some(r) if !changed && batch.outcome.rejected == 0 => {
+                    store.append_records(&r, batch.spans)
+                }
+                _ => store.append(batch.spans),
+            };
+            Ok((batch.outcome, n, appended))
         }))
     })
     .await?;
     let m = &state.metrics;
-    let Batch {
-        spans,
-        mut outcome,
-        records,
-    } = match decoded {
-        Ok(batch) => batch,
+    let (mut outcome, n, appended) = match done {
+        Ok(done) => done,
         Err(Refusal::TooLarge) => {
             add(&m.refused_too_large, 1);
             return Err(ApiError::PayloadTooLarge(format!(
@@ -251,22 +255,14 @@ pub(crate) async fn take(
         }
     };
     add(&m.rejected[protocol as usize], outcome.rejected);
-    if spans.is_empty() {
-        return Ok(outcome);
-    }
-    let n = spans.len();
-    let store = state.store.clone();
-    let result = tokio::task::spawn_blocking(move || match records {
-        Some(r) => store.append_records(&r, spans),
-        None => store.append(spans),
-    })
-    .await
-    .map_err(|e| ApiError::Internal(format!("ingest task failed: {e}")))?;
-    if let Err(e) = result {
+    if let Err(e) = appended {
         if matches!(e, causeway_store::StoreError::Busy) {
             add(&m.refused_busy, 1);
         }
         return Err(e.into());
+    }
+    if n == 0 {
+        return Ok(outcome);
     }
     add(&m.accepted[protocol as usize], n);
     outcome.accepted = n;
