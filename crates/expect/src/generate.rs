@@ -328,21 +328,40 @@ fn body(
     out
 }
 
-/// `stmts` with room for any notices before each statement and after the last.
+/// `stmts` with room for any notices before each statement and after the last, and
+/// between the rounds of a repeat: the events a repeat folded may have had notices
+/// between them.
 fn with_notice_slots(stmts: Vec<Stmt>) -> Vec<Stmt> {
-    let slot = || Stmt::Repeat {
+    let mut out = Vec::with_capacity(2 * stmts.len() + 1);
+    for s in stmts {
+        out.push(notice_slot());
+        out.push(match s {
+            Stmt::Repeat {
+                low,
+                high,
+                between,
+                body,
+            } => Stmt::Repeat {
+                low,
+                high,
+                between,
+                body: Box::new(Stmt::Block(vec![*body, notice_slot()])),
+            },
+            other => other,
+        });
+    }
+    out.push(notice_slot());
+    out
+}
+
+/// `repeat between 0 and 9 notice(*);`
+fn notice_slot() -> Stmt {
+    Stmt::Repeat {
         low: Count::Num(0),
         high: Count::Num(ANY_NOTICES),
         between: true,
         body: Box::new(Stmt::Notice(Text::Any)),
-    };
-    let mut out = Vec::with_capacity(2 * stmts.len() + 1);
-    for s in stmts {
-        out.push(slot());
-        out.push(s);
     }
-    out.push(slot());
-    out
 }
 
 /// Appends `s`, folding it into a preceding run of the same statement.
@@ -433,7 +452,7 @@ fn uncount(s: &mut Stmt) {
             *between = false;
             uncount(body);
         }
-        Stmt::Task { body: Some(b), .. } => b.iter_mut().for_each(uncount),
+        Stmt::Task { body: Some(b), .. } | Stmt::Block(b) => b.iter_mut().for_each(uncount),
         _ => {}
     }
 }
@@ -533,6 +552,11 @@ fn merge_stmt(a: &mut Stmt, b: &Stmt) {
                 for (s, t) in x.iter_mut().zip(y) {
                     merge_stmt(s, t);
                 }
+            }
+        }
+        (Stmt::Block(x), Stmt::Block(y)) => {
+            for (s, t) in x.iter_mut().zip(y) {
+                merge_stmt(s, t);
             }
         }
         _ => {}

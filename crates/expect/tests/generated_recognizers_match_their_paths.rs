@@ -9,12 +9,15 @@ use causeway_model::{Event, Span, SpanId, SpanKind, Trace, TraceId};
 use proptest::prelude::*;
 
 /// A call tree: each node a span name, its children, and whether it is a call to
-/// another host (a client span with a server span there).
+/// another host (a client span with a server span there). A local node logs its notices
+/// after `notices_after` of its children (all of them when it has fewer): between the
+/// children, a repeat of equal children may have notices between its rounds.
 #[derive(Debug, Clone)]
 struct Node {
     name: u8,
     remote: Option<u8>,
     notices: u8,
+    notices_after: u8,
     children: Vec<Node>,
 }
 
@@ -24,6 +27,7 @@ fn node() -> impl Strategy<Value = Node> {
             name,
             remote,
             notices,
+            notices_after: 0,
             children: vec![],
         });
     leaf.prop_recursive(3, 20, 4, |inner| {
@@ -31,12 +35,14 @@ fn node() -> impl Strategy<Value = Node> {
             0u8..3,
             prop::option::of(0u8..3),
             0u8..2,
+            0u8..4,
             prop::collection::vec(inner, 0..4),
         )
-            .prop_map(|(name, remote, notices, children)| Node {
+            .prop_map(|(name, remote, notices, notices_after, children)| Node {
                 name,
                 remote,
                 notices,
+                notices_after,
                 children,
             })
     })
@@ -83,13 +89,22 @@ fn trace(id: u128, root: &Node) -> Trace {
         let start = *t;
         *t += 10;
         let mut events = Vec::new();
-        for k in 0..n.notices {
-            events.push(Event {
-                time: *t,
-                name: format!("note {k}"),
-                attributes: vec![],
-            });
-            *t += 10;
+        let log = |events: &mut Vec<Event>, t: &mut u64| {
+            for k in 0..n.notices {
+                events.push(Event {
+                    time: *t,
+                    name: format!("note {k}"),
+                    attributes: vec![],
+                });
+                *t += 10;
+            }
+        };
+        let notices_after = match n.remote {
+            Some(_) => 0,
+            None => (n.notices_after as usize).min(n.children.len()),
+        };
+        if notices_after == 0 {
+            log(&mut events, t);
         }
         let (child_parent, child_host) = match n.remote {
             Some(r) => {
@@ -126,8 +141,11 @@ fn trace(id: u128, root: &Node) -> Trace {
             None => (Some(SpanId::new(me).unwrap()), Some(host.to_string())),
         };
         if let (Some(p), Some(h)) = (child_parent, child_host) {
-            for c in &n.children {
+            for (i, c) in n.children.iter().enumerate() {
                 place(c, Some(p), &h, id, spans, next, t);
+                if i + 1 == notices_after {
+                    log(&mut events, t);
+                }
             }
         }
         *t += 10;
@@ -173,18 +191,21 @@ fn peers_that_behave_alike_are_one_pattern_and_runs_are_repeats() {
         name,
         remote: None,
         notices: 0,
+        notices_after: 0,
         children: vec![],
     };
     let call = |host| Node {
         name: 1,
         remote: Some(host),
         notices: 0,
+        notices_after: 0,
         children: vec![leaf(2), leaf(2)],
     };
     let root = Node {
         name: 0,
         remote: None,
         notices: 1,
+        notices_after: 0,
         children: vec![call(1), call(1), call(1)],
     };
     let paths = [Path::of(&trace(1, &root))];
@@ -200,6 +221,7 @@ fn peers_that_behave_alike_are_one_pattern_and_runs_are_repeats() {
         name: 0,
         remote: None,
         notices: 0,
+        notices_after: 0,
         children: vec![call(0), call(1), call(2)],
     };
     let text = generate(&[Path::of(&trace(2, &root))], Options::default()).to_string();
@@ -215,17 +237,20 @@ fn abstract_notices_match_requests_of_one_kind_whatever_they_log() {
         name: 0,
         remote: None,
         notices: notices[0],
+        notices_after: 0,
         children: vec![
             Node {
                 name: 1,
                 remote: Some(1),
                 notices: notices[1],
+                notices_after: 0,
                 children: vec![],
             },
             Node {
                 name: 2,
                 remote: None,
                 notices: notices[2],
+                notices_after: 0,
                 children: vec![],
             },
         ],
@@ -257,4 +282,35 @@ fn abstract_notices_match_requests_of_one_kind_whatever_they_log() {
     .to_string();
     assert!(text.contains("repeat between 0 and 9 notice(*);"), "{text}");
     assert!(!text.contains("note"), "{text}");
+}
+
+/// A request that logs between calls a repeat folds (a cache miss between the third and the
+/// fourth of four equal queries): with abstract notices, the recognizer generated from it
+/// admits notices between the repeat's rounds, so it matches the request it came from.
+#[test]
+fn notices_between_the_rounds_of_a_repeat_do_not_stop_its_own_recognizer() {
+    let query = Node {
+        name: 1,
+        remote: Some(1),
+        notices: 0,
+        notices_after: 0,
+        children: vec![],
+    };
+    let root = Node {
+        name: 0,
+        remote: None,
+        notices: 1,
+        notices_after: 3,
+        children: vec![query.clone(), query.clone(), query.clone(), query],
+    };
+    let path = Path::of(&trace(1, &root));
+    let options = Options {
+        notices: Notices::Any,
+        ..Options::default()
+    };
+    let text = generate(std::slice::from_ref(&path), options).to_string();
+    assert!(text.contains("repeat 4 {"), "{text}");
+    let checker = Checker::new(&parse(&text).unwrap(), Params::new()).unwrap();
+    let (report, _) = checker.check(&path);
+    assert!(report.expected, "{text}\n{:?}", report.closest);
 }
