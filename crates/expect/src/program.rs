@@ -783,13 +783,7 @@ pub fn compile(
     };
     c.stmts(body)?;
     c.emit(Op::Accept)?;
-    let first_task = match c.ops.first() {
-        Some(Op::Task {
-            name: NameMatch::Exact(n),
-            ..
-        }) => Some(n.clone()),
-        _ => None,
-    };
+    let first_task = first_task(&c.ops);
     let uses_patterns = c.ops.iter().any(|op| {
         matches!(op, Op::Message { peers, .. } if peers.iter().any(|p| matches!(p, Peer::Pattern(_))))
     });
@@ -801,6 +795,42 @@ pub fn compile(
         first_task,
         uses_patterns,
     })
+}
+
+/// The one task name every thread the program matches must begin with, when there is one.
+/// A thread's first event is always a task start, so only the instructions that can be
+/// passed without consuming an event (loops, splits, counters, `$v = ...`) lead to the
+/// first one consumed; a notice, message or task end there cannot match and ends that
+/// way. A generated pattern begins with `repeat between 0 and 9 notice(*)`, which must
+/// repeat 0 times, and this sees through it. Unknown (`None`) when a way reaches a task
+/// of another name or any name, any event, the end, or a future (which may match first).
+fn first_task(ops: &[Op]) -> Option<Arc<str>> {
+    let mut found: Option<Arc<str>> = None;
+    let mut seen = vec![false; ops.len()];
+    let mut todo = vec![0usize];
+    while let Some(pc) = todo.pop() {
+        if std::mem::replace(seen.get_mut(pc)?, true) {
+            continue;
+        }
+        match ops.get(pc)? {
+            Op::Task {
+                name: NameMatch::Exact(n),
+                ..
+            } => match &found {
+                Some(f) if f != n => return None,
+                _ => found = Some(n.clone()),
+            },
+            Op::Task { .. } | Op::AnyOne | Op::Accept | Op::Future { .. } | Op::FutureEnd => {
+                return None
+            }
+            Op::EndTask | Op::Notice { .. } | Op::Message { .. } => {}
+            Op::Split(a, b) => todo.extend([*a, *b]),
+            Op::Jump(t) => todo.push(*t),
+            Op::Loop { exit, .. } => todo.extend([pc + 1, *exit]),
+            Op::Set { .. } | Op::Count(_) | Op::EndLoop { .. } | Op::Done(_) => todo.push(pc + 1),
+        }
+    }
+    found
 }
 
 /// A thread pattern's host matcher: a `$var` there is a parameter.

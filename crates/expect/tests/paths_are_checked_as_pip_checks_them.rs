@@ -453,3 +453,54 @@ fn the_reconcilers_findings_come_in_message_id_order() {
         path.problems
     );
 }
+
+/// A thread is tried only on the patterns its first task admits. The task a pattern must
+/// begin with is found past what may match nothing (generated patterns begin with any
+/// notices), and a pattern that may begin otherwise is tried on every thread.
+#[test]
+fn a_pattern_is_looked_up_by_the_task_it_must_begin_with_past_optional_notices() {
+    let first = |body: &str| -> Option<String> {
+        let src = format!("validator V {{ thread T(*, 1) {{ {body} }} }}");
+        let file = parse(&src).unwrap_or_else(|e| panic!("{}", e.render("test.pip", &src)));
+        let causeway_expect::lang::ast::Item::Recognizer(r) = &file.items[0] else {
+            panic!("not a recognizer")
+        };
+        let threads =
+            causeway_expect::program::compile_threads(r, &Params::new(), &Default::default())
+                .unwrap();
+        threads[0].program.first_task.as_deref().map(str::to_string)
+    };
+    let a = Some("root".to_string());
+    assert_eq!(first(r#"task("root");"#), a);
+    assert_eq!(
+        first(r#"repeat between 0 and 9 notice(*); task("root") { notice("A"); }"#),
+        a
+    );
+    assert_eq!(
+        first(r#"$n = 2; xor { branch: task("root"); branch: task("root") { notice("A"); } }"#),
+        a
+    );
+    for open in [
+        r#"maybe task("other"); task("root");"#,
+        r#"future task("other"); task("root");"#,
+        r#"any(); task("root");"#,
+        r#"task(m/ro+t/);"#,
+        r#"repeat between 0 and 2 task("root");"#,
+    ] {
+        assert_eq!(first(open), None, "{open}");
+    }
+    // Looked up or tried everywhere, the verdicts are Pip's.
+    for (body, expected) in [
+        (
+            r#"repeat between 0 and 9 notice(*); task("root") { repeat between 0 and 9 notice(*); }"#,
+            true,
+        ),
+        (r#"repeat between 0 and 9 notice(*); task("other");"#, false),
+        (r#"maybe task("other"); task("root");"#, true),
+        (r#"future task("other"); task("root");"#, false),
+    ] {
+        let c = checker(&format!("validator V {{ thread T(*, 1) {{ {body} }} }}"));
+        let (r, _) = c.check(&notices(&["A", "B"]));
+        assert_eq!(r.expected, expected, "{body}: {r:?}");
+    }
+}
