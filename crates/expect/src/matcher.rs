@@ -355,14 +355,54 @@ pub fn run(program: &Program, cx: &Context<'_>, budget: &mut u64) -> Outcome {
                 st.pc = *t as u32;
                 todo.push(st);
             }
-            Op::Loop { reg, max, exit } => {
+            Op::Loop {
+                reg,
+                low,
+                max,
+                exit,
+                notice_run,
+            } => {
+                // A loop entered afresh that must take the whole run of notices here takes
+                // it at once, unless a pending future may take some of them, or the end of a
+                // fragment may come in the middle of it.
+                if *notice_run
+                    && st.regs[*reg] == UNBOUND
+                    && !cx.fragment
+                    && (st.pending.is_empty() || !st.stack.is_empty())
+                {
+                    if let Some(Op::Notice { text, .. }) = ops.get(pc + 1) {
+                        let run = events[pos..]
+                            .iter()
+                            .take_while(|e| e.kind == Kind::Notice)
+                            .count();
+                        let taken = events[pos..pos + run]
+                            .iter()
+                            .take_while(|e| name_ok(text, &e.name, &st.regs, &env))
+                            .count();
+                        let (low, max) = (limit(low, &st.regs), limit(max, &st.regs));
+                        if taken == run && (low as usize..=max as usize).contains(&run) {
+                            st.pos += run as u32;
+                            st.pc = *exit as u32 + 1;
+                            todo.push(st);
+                        } else if taken < run && taken < max as usize {
+                            miss(st.pos + taken as u32, pc + 1, &mut best);
+                        } else if run < low as usize {
+                            miss(st.pos + run as u32, *exit, &mut best);
+                        } else {
+                            miss(st.pos + max, *exit + 1, &mut best);
+                        }
+                        continue;
+                    }
+                }
                 let count = match st.regs[*reg] {
                     UNBOUND => 0,
                     c => c,
                 };
-                let mut out = st.clone();
-                out.pc = *exit as u32;
-                todo.push(out);
+                if count >= limit(low, &st.regs) {
+                    let mut out = st.clone();
+                    out.pc = *exit as u32;
+                    todo.push(out);
+                }
                 if count < limit(max, &st.regs) {
                     st.pc += 1;
                     todo.push(st);

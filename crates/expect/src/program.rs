@@ -245,15 +245,21 @@ pub enum Op {
     Split(usize, usize),
     /// Go to.
     Jump(usize),
-    /// Loop head: into the body at the next instruction while the counter is below `max`,
-    /// else to `exit`; or to `exit` at any time.
+    /// Loop head: into the body at the next instruction while the counter is below `max`;
+    /// to `exit` once it has reached `low` (an earlier exit could only fail there).
     Loop {
         /// The counter.
         reg: usize,
+        /// Least iterations.
+        low: Limit,
         /// Most iterations.
         max: Limit,
         /// After the loop.
         exit: usize,
+        /// The body is one notice, and nothing after the loop can take a notice: the loop
+        /// must take the whole run of notices where it stands, so the matcher does so at
+        /// once, without trying each count (see [`mark_notice_runs`]).
+        notice_run: bool,
     },
     /// After a loop: the counter must lie in `[low, high]`; copies it to `bind` if given,
     /// then clears it.
@@ -588,22 +594,26 @@ impl Compiler<'_> {
         let reg = self.reg();
         let head = self.emit(Op::Loop {
             reg,
+            low: low.clone(),
             max: high.clone(),
             exit: 0,
+            notice_run: false,
         })?;
         self.stmt(body, None)?;
         self.emit(Op::Count(reg))?;
         self.emit(Op::Jump(head))?;
         let exit = self.emit(Op::EndLoop {
             reg,
-            low,
+            low: low.clone(),
             high: high.clone(),
             bind,
         })?;
         self.ops[head] = Op::Loop {
             reg,
+            low,
             max: high,
             exit,
+            notice_run: false,
         };
         Ok(())
     }
@@ -783,6 +793,7 @@ pub fn compile(
     };
     c.stmts(body)?;
     c.emit(Op::Accept)?;
+    mark_notice_runs(&mut c.ops);
     let first_task = first_task(&c.ops);
     let uses_patterns = c.ops.iter().any(|op| {
         matches!(op, Op::Message { peers, .. } if peers.iter().any(|p| matches!(p, Peer::Pattern(_))))
@@ -795,6 +806,55 @@ pub fn compile(
         first_task,
         uses_patterns,
     })
+}
+
+/// Marks the loops that must take a whole run of notices: `repeat between A and B
+/// notice(...)` (Pip's way to let a task log what it likes, and what generated patterns put
+/// between statements) whose next event, whatever way the program goes on, cannot be a
+/// notice. Trying each count there is what made matching branch at every statement.
+fn mark_notice_runs(ops: &mut [Op]) {
+    for i in 0..ops.len() {
+        let Op::Loop { reg, exit, .. } = ops[i] else {
+            continue;
+        };
+        let shaped = exit == i + 4
+            && matches!(ops.get(i + 1), Some(Op::Notice { bind: None, .. }))
+            && matches!(ops.get(i + 2), Some(Op::Count(r)) if *r == reg)
+            && matches!(ops.get(i + 3), Some(Op::Jump(t)) if *t == i)
+            && matches!(ops.get(i + 4), Some(Op::EndLoop { bind: None, .. }));
+        if shaped && !may_take_a_notice(ops, exit + 1) {
+            if let Op::Loop { notice_run, .. } = &mut ops[i] {
+                *notice_run = true;
+            }
+        }
+    }
+}
+
+/// Whether the first event consumed from `from` on may be a notice, any way the program
+/// goes on; true where that is not known (a future may match next, or a future's body
+/// ends and goes back to where it was started).
+fn may_take_a_notice(ops: &[Op], from: usize) -> bool {
+    let mut seen = vec![false; ops.len()];
+    let mut todo = vec![from];
+    while let Some(pc) = todo.pop() {
+        let Some(was) = seen.get_mut(pc) else {
+            return true;
+        };
+        if std::mem::replace(was, true) {
+            continue;
+        }
+        match &ops[pc] {
+            Op::Notice { .. } | Op::AnyOne | Op::Future { .. } | Op::FutureEnd => return true,
+            // Past the end a notice left over fails the match; a fragment's end is checked
+            // by the matcher, which takes no run at once for fragments.
+            Op::Task { .. } | Op::EndTask | Op::Message { .. } | Op::Accept => {}
+            Op::Split(a, b) => todo.extend([*a, *b]),
+            Op::Jump(t) => todo.push(*t),
+            Op::Loop { exit, .. } => todo.extend([pc + 1, *exit]),
+            Op::Set { .. } | Op::Count(_) | Op::EndLoop { .. } | Op::Done(_) => todo.push(pc + 1),
+        }
+    }
+    false
 }
 
 /// The one task name every thread the program matches must begin with, when there is one.
