@@ -5,7 +5,8 @@
 //! in-memory head, and cut into immutable Parquet blocks sorted by trace id. Blocks are
 //! merged by compaction and dropped by retention (age and size). Reads go through the
 //! [`TraceStore`] trait: a trace by id, an indexed search, a parallel bulk scan of every trace
-//! in a time window. [`sql`] exposes a `spans` table through DataFusion.
+//! in a time window. [`sorted`] sorts a whole window's matches through the scan; [`sql`]
+//! exposes a `spans` table through DataFusion.
 #![warn(missing_docs)]
 
 mod block;
@@ -15,11 +16,13 @@ mod head;
 mod index;
 mod merge;
 pub mod query;
+pub mod sorted;
 pub mod sql;
 mod store;
 mod wal;
 
 pub use query::{parse_duration, parse_time, SearchQuery, TimeWindow, TraceSummary};
+pub use sorted::{search_sorted, SearchOrder, SortedTraces};
 pub use store::{FsyncPolicy, Store, StoreOptions, StoreStats};
 
 use causeway_model::{Span, Trace, TraceId};
