@@ -14,6 +14,7 @@ const VIEWS = { search, pattern, trace, dependencies, compare, expect };
 const main = document.getElementById("view");
 let current = null; // { name, id }
 let renders = 0;
+let updates = 0;
 let refocus = null; // what the keyboard chose, to focus again once redrawn
 
 /** The parsed hash: view name, optional id, parameters. */
@@ -58,14 +59,24 @@ async function render() {
     return;
   }
   // The same view on the same object updates in place (a trace is not fetched again to
-  // select a span or fold a subtree).
+  // select a span or fold a subtree; a table is sorted anew where it stands). An update
+  // that fetches answers a promise, and the view is "updating" until it settles.
   if (current && current.name === name && current.id === id && view.update) {
-    if (view.update(params) !== false) {
-      main.dataset.state = "ready";
+    const updated = view.update(params);
+    if (updated !== false) {
+      const mine = ++updates;
+      const settle = () => {
+        if (mine === updates && current && current.name === name) main.dataset.state = "ready";
+      };
+      if (updated instanceof Promise) {
+        main.dataset.state = "updating";
+        updated.then(settle, settle);
+      } else settle();
       return;
     }
   }
   current = { name, id };
+  updates++;
   const generation = ++renders;
   main.dataset.view = name;
   main.dataset.state = "loading";

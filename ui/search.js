@@ -9,8 +9,42 @@ import { h, duration, count, instant, lookbackSelect, state, serviceColor, short
 /** The parameters the form owns; the rest of the URL (tab, order) is the table's. */
 const FILTERS = ["service", "operation", "tags", "lookback", "start", "end", "minDuration", "maxDuration", "error"];
 
-export async function render(_id, params) {
+/** The patterns tab's cost metrics, by their API names. */
+const COSTS = { count: "count", total: "total time", tail: "tail latency (p99)" };
+
+/** The traces tab's order when the URL names none: newest first, as the index answers. */
+const TRACES_ORDER = "-start";
+
+/**
+ * The results on the page: what they were fetched for (everything but the order), and how
+ * to sort them anew. A click on a column head changes only the order, and re-sorts the
+ * table in place: the patterns in the browser, the traces on the server (the whole window).
+ */
+let shown = null;
+let sorts = 0;
+
+function shownKey(params) {
+  const p = new URLSearchParams(params);
+  p.delete("order");
+  p.sort();
+  return p.toString();
+}
+
+/** The page's defaults filled in: the last hour when the URL names no window. */
+function withDefaults(params) {
   if (!params.has("lookback") && !params.has("start")) params.set("lookback", "1h");
+  return params;
+}
+
+export function update(params) {
+  withDefaults(params);
+  if (!shown || !shown.results.isConnected || shownKey(params) !== shown.key) return false;
+  return shown.resort(params);
+}
+
+export async function render(_id, params) {
+  shown = null;
+  withDefaults(params);
   const tab = params.get("tab") === "traces" ? "traces" : "patterns";
   const services = (await get("/api/services")).services || [];
   const service = params.get("service") || "";
@@ -65,7 +99,7 @@ function form(params, services, operations) {
     h("label.check", {}, h("input", { type: "checkbox", name: "error", value: "true", checked: val("error") === "true" }), "errors only"),
     h("label", {}, "Cost",
       h("select", { name: "sort", "aria-label": "cost metric" },
-        [["count", "count"], ["total", "total time"], ["tail", "tail latency (p99)"]].map(([v, l]) =>
+        Object.entries(COSTS).map(([v, l]) =>
           h("option", { value: v, selected: v === (val("sort") || "count") }, l)))),
     h("button", { type: "submit" }, "Search"));
   // A new service has other span names: reload the form with it.
@@ -97,8 +131,10 @@ function apiWindow(params) {
 async function patterns(results, params) {
   const body = await get("/api/patterns", { ...apiWindow(params), sort: params.get("sort") || "count", limit: 200 });
   const list = body.patterns || [];
+  const total = body.total ?? list.length;
   results.append(h("p.summary", {},
-    `${count(body.traces)} traces in ${count(list.length)} patterns`,
+    `${count(body.traces)} traces in ${count(total)} patterns`,
+    total > list.length ? ` (the ${count(list.length)} first by ${COSTS[params.get("sort") || "count"]} listed)` : "",
     body.untrackedTraces ? ` (${count(body.untrackedTraces)} traces of rarer shapes not grouped: the memory bound was reached)` : "",
     ` · ${count(body.window.spansScanned)} spans scanned`));
   if (!list.length) {
@@ -106,7 +142,7 @@ async function patterns(results, params) {
     return;
   }
   const filters = filterParams(params);
-  const columns = [
+  const patternColumns = [
     { key: "pattern", label: "Pattern", value: (p) => `${p.rootService} ${p.rootOperation}`,
       cell: (p) => h("a", { href: link("pattern", p.id, filters) }, h("b", {}, p.rootService), " ", p.rootOperation) },
     { key: "services", label: "Services", value: (p) => p.services.length, cell: (p) => chips(p.services) },
@@ -118,66 +154,121 @@ async function patterns(results, params) {
     { key: "p99", label: "p99", value: (p) => p.latency.p99, fmt: duration, num: true },
     { key: "max", label: "Max", value: (p) => p.latency.max, fmt: duration, num: true },
   ];
-  results.append(table(columns, list, params, (p) => p.id, "patterns"));
+  const draw = (order) => table(patternColumns, sortRows(patternColumns, list, order), order, params, (p) => p.id, "patterns");
+  let el = draw(params.get("order") || "");
+  results.append(el);
+  shown = {
+    key: shownKey(params),
+    results,
+    resort(next) {
+      const fresh = draw(next.get("order") || "");
+      el.replaceWith(fresh);
+      el = fresh;
+      return true;
+    },
+  };
 }
 
+/** The traces tab: the whole window sorted on the server, its first page listed. */
 async function traces(results, params) {
-  const p = filterParams(params);
-  // The search API takes a window as start/end only.
-  if (p.lookback) {
-    p.start = String((Date.now() - lookbackMs(p.lookback)) * 1e6);
-    delete p.lookback;
-  }
-  const body = await get("/api/search", { ...p, limit: params.get("limit") || 100 });
-  const list = body.traces || [];
-  results.append(h("p.summary", {}, `${count(list.length)} traces`));
-  if (!list.length) {
+  const order = params.get("order") || TRACES_ORDER;
+  const fetchPage = (o) => get("/api/search", { ...apiWindow(params), order: o, limit: params.get("limit") || 100 });
+  const body = await fetchPage(order);
+  if (!(body.traces || []).length) {
     results.append(state("empty", "No traces match these filters in this window."));
     return;
   }
-  const columns = [
-    { key: "trace", label: "Trace", value: (t) => t.traceId,
-      cell: (t) => h("a", { href: link("trace", t.traceId, {}) }, h("code", {}, shortId(t.traceId))) },
-    { key: "root", label: "Root", value: (t) => `${t.rootService} ${t.rootOperation}`,
-      cell: (t) => t.rootMissing
-        // Its root has not been received: name the earliest span, marked as such.
-        ? h("span.arriving", { title: "no span of this trace without a parent has arrived yet" },
-          h("i", {}, "still arriving: "), h("b", {}, t.rootService), " ", t.rootOperation)
-        : [h("b", {}, t.rootService), " ", t.rootOperation] },
-    { key: "start", label: "Start", value: (t) => t.start, fmt: instant },
-    { key: "duration", label: "Duration", value: (t) => t.duration, fmt: duration, num: true },
-    { key: "spans", label: "Spans", value: (t) => t.spanCount, num: true },
-    { key: "errors", label: "Errors", value: (t) => t.errorCount, num: true },
-    { key: "services", label: "Services", value: (t) => t.services.length, cell: (t) => chips(t.services.map((s) => s.name)) },
-  ];
-  results.append(table(columns, list, params, (t) => t.traceId, "traces"));
+  let summary = tracesSummary(body);
+  let el = tracesTable(body.traces, order, params);
+  results.append(summary, el);
+  shown = {
+    key: shownKey(params),
+    results,
+    async resort(next) {
+      const o = next.get("order") || TRACES_ORDER;
+      const mine = ++sorts;
+      el.setAttribute("aria-busy", "true");
+      results.querySelector(".state.error")?.remove();
+      try {
+        const fresh = await fetchPage(o);
+        if (mine !== sorts || !el.isConnected) return;
+        const s = tracesSummary(fresh), t = tracesTable(fresh.traces || [], o, next);
+        summary.replaceWith(s);
+        el.replaceWith(t);
+        summary = s;
+        el = t;
+      } catch (e) {
+        if (mine !== sorts) return;
+        el.removeAttribute("aria-busy");
+        // Beside the table it could not sort; the table stays as it was.
+        results.insertBefore(state("error", `Sorting failed: ${e.message || e}`), el);
+      }
+    },
+  };
 }
 
-function lookbackMs(text) {
-  const m = /^(\d+)(m|h)$/.exec(text);
-  if (!m) return 3600e3;
-  return Number(m[1]) * (m[2] === "h" ? 3600e3 : 60e3);
+const TRACE_COLUMNS = [
+  { key: "trace", label: "Trace", value: (t) => t.traceId,
+    cell: (t) => h("a", { href: link("trace", t.traceId, {}) }, h("code", {}, shortId(t.traceId))) },
+  { key: "root", label: "Root", value: (t) => `${t.rootService} ${t.rootOperation}`,
+    cell: (t) => t.rootMissing
+      // Its root has not been received: name the earliest span, marked as such.
+      ? h("span.arriving", { title: "no span of this trace without a parent has arrived yet" },
+        h("i", {}, "still arriving: "), h("b", {}, t.rootService), " ", t.rootOperation)
+      : [h("b", {}, t.rootService), " ", t.rootOperation] },
+  { key: "start", label: "Start", value: (t) => t.start, fmt: instant },
+  { key: "duration", label: "Duration", value: (t) => t.duration, fmt: duration, num: true },
+  { key: "spans", label: "Spans", value: (t) => t.spanCount, num: true },
+  { key: "errors", label: "Errors", value: (t) => t.errorCount, num: true },
+  { key: "services", label: "Services", value: (t) => t.services.length, cell: (t) => chips(t.services.map((s) => s.name)) },
+];
+
+function tracesTable(list, order, params) {
+  // The server sorted them: its order is kept as it came.
+  return table(TRACE_COLUMNS, list, order, params, (t) => t.traceId, "traces");
 }
 
-function chips(names) {
-  return h("span.chips", {}, names.map((n) => h("span.chip", { style: { borderColor: serviceColor(n) } }, n)));
+function tracesSummary(body) {
+  const n = (body.traces || []).length;
+  return h("p.summary", {},
+    n < body.total ? `${count(n)} of ${count(body.total)} traces in the window` : `${count(body.total)} traces in the window`,
+    `, sorted by ${describeOrder(body.order)}`,
+    ` · ${count(body.window.spansScanned)} spans scanned`);
+}
+
+/** "duration (longest first)" for `-duration`. */
+function describeOrder(order) {
+  const desc = order.startsWith("-");
+  const key = order.replace(/^-/, "");
+  const col = TRACE_COLUMNS.find((c) => c.key === key);
+  const [up, down] = {
+    start: ["oldest first", "newest first"],
+    duration: ["shortest first", "longest first"],
+    root: ["A to Z", "Z to A"],
+    trace: ["A to Z", "Z to A"],
+  }[key] || ["fewest first", "most first"];
+  return `${col ? col.label.toLowerCase() : key} (${desc ? down : up})`;
+}
+
+/** `rows` sorted in the browser by the column named in `order` (`-key` for descending). */
+function sortRows(columns, rows, order) {
+  const desc = order.startsWith("-");
+  const col = columns.find((c) => c.key === order.replace(/^-/, ""));
+  if (!col) return rows;
+  return [...rows].sort((a, b) => {
+    const x = col.value(a), y = col.value(b);
+    const c = x < y ? -1 : x > y ? 1 : 0;
+    return desc ? -c : c;
+  });
 }
 
 /**
- * A table sorted by the column named in `order` (`-key` for descending), with a check
- * box per row to pick two for Compare.
+ * A table of `rows` as given, its column heads links to the other orders (`order` names the
+ * current one, `-key` for descending), with a check box per row to pick two for Compare.
  */
-function table(columns, rows, params, idOf, kind) {
-  const order = params.get("order") || "";
+function table(columns, rows, order, params, idOf, kind) {
   const desc = order.startsWith("-");
   const col = columns.find((c) => c.key === order.replace(/^-/, ""));
-  const sorted = col
-    ? [...rows].sort((a, b) => {
-      const x = col.value(a), y = col.value(b);
-      const c = x < y ? -1 : x > y ? 1 : 0;
-      return desc ? -c : c;
-    })
-    : rows;
   const picked = new Set();
   const compare = h("button.compare", { type: "button", disabled: true, onclick: () => {
     const [a, b] = [...picked];
@@ -187,9 +278,9 @@ function table(columns, rows, params, idOf, kind) {
     const next = col === c && !desc ? `-${c.key}` : c.key;
     const mark = col === c ? (desc ? " ▼" : " ▲") : "";
     return h("th", { class: c.num ? "num" : "", "aria-sort": col === c ? (desc ? "descending" : "ascending") : "none" },
-      h("a", { href: link("search", null, withParam(params, "order", next)) }, c.label + mark));
+      h("a", { href: link("search", null, withParam(params, "order", next)), "data-order": next }, c.label + mark));
   }));
-  const body = h("tbody", {}, sorted.map((r) => h("tr", { "data-id": idOf(r) },
+  const body = h("tbody", {}, rows.map((r) => h("tr", { "data-id": idOf(r) },
     h("td", {}, h("input", { type: "checkbox", "aria-label": "pick for compare", onchange: (ev) => {
       if (ev.target.checked) picked.add(idOf(r));
       else picked.delete(idOf(r));
@@ -197,5 +288,5 @@ function table(columns, rows, params, idOf, kind) {
     } })),
     columns.map((c) => h("td", { class: c.num ? "num" : "" },
       c.cell ? c.cell(r) : c.fmt ? c.fmt(c.value(r)) : count(c.value(r)))))));
-  return h("div", {}, h("table", { class: `grid ${kind}` }, h("thead", {}, head), body), compare);
+  return h("div.sortable", {}, h("table", { class: `grid ${kind}` }, h("thead", {}, head), body), compare);
 }

@@ -258,6 +258,11 @@ struct SearchArgs {
     /// Most traces to list.
     #[arg(long, default_value_t = 20)]
     limit: usize,
+    /// Sort every matching trace of the window and list the first: start, duration,
+    /// spans, errors, services, root or trace, with a leading `-` for descending
+    /// (`--order=-duration`: the longest). Without it, the newest, from the index.
+    #[arg(long, allow_hyphen_values = true)]
+    order: Option<String>,
     /// Print the API's JSON.
     #[arg(long)]
     json: bool,
@@ -491,6 +496,7 @@ fn search(a: SearchArgs) -> Result<()> {
     add("maxDuration", &a.max_duration);
     add("start", &a.start);
     add("end", &a.end);
+    add("order", &a.order);
     for t in &a.tags {
         if !t.contains('=') {
             bail!("--tag {t:?}: expected key=value");
@@ -535,6 +541,12 @@ fn search(a: SearchArgs) -> Result<()> {
         })
         .collect();
     out!("{}", print::table(&header, &rows));
+    if let (Some(order), Some(total)) = (&a.order, v["total"].as_u64()) {
+        outln!(
+            "{} of {total} traces in the window, sorted by {order}",
+            traces.len()
+        );
+    }
     Ok(())
 }
 

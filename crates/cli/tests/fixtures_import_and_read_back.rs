@@ -90,6 +90,30 @@ fn fixtures_round_trip_through_import_trace_search_sql_and_export() {
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["traces"][0]["traceId"], yelp.to_string());
+    // Sorted over everything stored: the trace of most spans first, of how many there are.
+    let biggest = expected
+        .iter()
+        .max_by_key(|(id, spans)| (spans.len(), std::cmp::Reverse(**id)))
+        .unwrap()
+        .0;
+    let (code, out, err) = run(&[
+        "search",
+        "--order=-spans",
+        "--limit",
+        "1",
+        "--server",
+        &serve.api,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&biggest.to_string()), "{out}");
+    let line = format!(
+        "1 of {} traces in the window, sorted by -spans",
+        expected.len()
+    );
+    assert!(out.contains(&line), "{out}");
+    let (code, _, err) = run(&["search", "--order", "size", "--server", &serve.api]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("order") && err.contains("\"size\""), "{err}");
 
     let total = expected.values().map(Vec::len).sum::<usize>();
     let (code, out, err) = run(&[

@@ -290,6 +290,8 @@ struct PatternsBody {
     traces: u64,
     /// Traces of shapes not held because the memory bound was reached.
     untracked_traces: u64,
+    /// Patterns found; the list holds the first `limit` of them.
+    total: usize,
     patterns: Vec<PatternSummary>,
 }
 
@@ -308,11 +310,13 @@ async fn patterns(
     let filter = PatternFilter::of(&params)?;
     let (p, scanned) = scan_patterns(&state, window, filter, None).await?;
     let mut list = p.summaries(sort);
+    let total = list.len();
     list.truncate(limit);
     Ok(Json(PatternsBody {
         window: Window::of(window, scanned),
         traces: p.traces(),
         untracked_traces: p.untracked(),
+        total,
         patterns: list,
     }))
 }

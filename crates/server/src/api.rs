@@ -12,7 +12,10 @@ use axum::{Json, Router};
 use causeway_model::codec::{jaeger, native, otlp, zipkin};
 use causeway_model::{Span, Trace, TraceId};
 use causeway_store::sql::{self, SqlLimits};
-use causeway_store::{parse_duration, parse_time, Fields, SearchQuery, TimeWindow, TraceStore};
+use causeway_store::{
+    parse_duration, parse_time, search_sorted, Fields, SearchOrder, SearchQuery, TimeWindow,
+    TraceStore,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::work::{blocking, store_blocking};
@@ -229,14 +232,33 @@ pub(crate) fn search_query(params: &[(String, String)]) -> Result<SearchQuery, A
     Ok(q)
 }
 
+/// Without `order`, the indexed search: the newest matches, up to the limit. With
+/// `order` (`-duration`, `spans`, ...), every trace of the window (`start`, `end`,
+/// `lookback`) is read through a bulk scan, counted, and the first in that order listed.
 async fn search(
     State(state): State<Arc<AppState>>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let q = search_query(&pairs(query)?)?;
+    let params = pairs(query)?;
+    let mut q = search_query(&params)?;
     let store = state.store.clone();
-    let found = store_blocking(move || store.search(&q)).await?;
-    Ok(Json(serde_json::json!({ "traces": found })))
+    let Some(order) = param(&params, "order") else {
+        let found = store_blocking(move || store.search(&q)).await?;
+        return Ok(Json(serde_json::json!({ "traces": found })));
+    };
+    let order: SearchOrder = order.parse().map_err(|e| bad("order", e))?;
+    let window = window_param(&params)?;
+    q.window = Some(window);
+    let found = state
+        .scans
+        .run(move |deadline| Ok(search_sorted(&*store, &q, order, &|| deadline.check())?))
+        .await?;
+    Ok(Json(serde_json::json!({
+        "traces": found.traces,
+        "total": found.total,
+        "order": order.to_string(),
+        "window": crate::analyses::Window::of(window, found.scanned),
+    })))
 }
 
 async fn services(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {

@@ -281,6 +281,84 @@ fn cycle(t: u64) -> Vec<Span> {
     ]
 }
 
+/// A page of four traces, sorted on the server over all of the window's: the four slow
+/// ones lead, though the newest four are others; the page says how many there are, and a
+/// column head sorts again in place (the same page, not scrolled), as the API sorts.
+fn traces_sort_the_whole_window_in_place(server: &TestServer, ui: &mut Chromium) {
+    let page = "#/search?lookback=1h&service=web&tab=traces&order=-duration&limit=4";
+    assert_eq!(ui.open(page), "ready");
+    let rows =
+        || "[...document.querySelectorAll('table.traces tbody tr')].map((r) => r.dataset.id)";
+    let mut shown: Vec<String> = serde_json::from_value(ui.eval(rows())).unwrap();
+    shown.sort();
+    let mut slow: Vec<String> = SLOW.iter().map(|i| hex(0x1000 + *i as u128)).collect();
+    slow.sort();
+    assert_eq!(shown, slow, "the four longest of the window");
+    let summary = ui.text(".results .summary");
+    assert!(
+        summary.starts_with(&format!("4 of {} traces in the window", HOMES + BUYS)),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("sorted by duration (longest first)"),
+        "{summary}"
+    );
+    ui.eval("document.querySelector('section.search').dataset.kept = 'yes'; window.scrollTo(0, 60); true");
+    let scrolled = ui.eval("window.scrollY");
+    for order in ["spans", "-spans"] {
+        ui.eval("document.getElementById('view').dataset.state = 'navigating'; true");
+        ui.click(&format!("table.traces th a[data-order=\"{order}\"]"));
+        ui.wait_for(
+            "document.getElementById('view').dataset.state === 'ready'",
+            "the table sorted again",
+        );
+        let (_, api) = server.get(&format!(
+            "/api/search?lookback=1h&service=web&order={order}&limit=4"
+        ));
+        let want: Vec<String> = api["traces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["traceId"].as_str().unwrap().to_string())
+            .collect();
+        let got: Vec<String> = serde_json::from_value(ui.eval(rows())).unwrap();
+        assert_eq!(got, want, "{order}");
+        assert_eq!(
+            ui.eval("document.querySelector('section.search')?.dataset.kept"),
+            serde_json::json!("yes"),
+            "the search page was drawn anew to sort"
+        );
+        assert_eq!(ui.eval("window.scrollY"), scrolled, "the page jumped");
+        let mark = if order.starts_with('-') { "▼" } else { "▲" };
+        assert!(ui
+            .text("table.traces th[aria-sort=descending], table.traces th[aria-sort=ascending]")
+            .contains(mark));
+        assert!(ui
+            .eval("location.hash")
+            .as_str()
+            .unwrap()
+            .contains(&format!("order={order}")));
+    }
+    ui.screenshot("search-traces-sorted");
+    // The patterns tab sorts its table in place too, in the browser.
+    assert_eq!(ui.open("#/search?lookback=1h"), "ready");
+    ui.eval("document.querySelector('section.search').dataset.kept = 'again'; true");
+    ui.click("table.patterns th a[data-order=\"spans\"]");
+    ui.wait_for(
+        "document.querySelector('table.patterns th[aria-sort=ascending]')",
+        "the patterns sorted by spans",
+    );
+    let spans: Vec<u64> = serde_json::from_value(ui.eval(
+        "[...document.querySelectorAll('table.patterns tbody tr td:nth-child(4)')].map((c) => Number(c.innerText.replace(/,/g, '')))",
+    ))
+    .unwrap();
+    assert!(spans.windows(2).all(|w| w[0] <= w[1]), "{spans:?}");
+    assert_eq!(
+        ui.eval("document.querySelector('section.search')?.dataset.kept"),
+        serde_json::json!("again")
+    );
+}
+
 #[test]
 fn every_page_renders_what_the_api_answers() {
     let server = TestServer::start("ui");
@@ -339,6 +417,7 @@ fn every_page_renders_what_the_api_answers() {
         "{top}"
     );
     ui.screenshot("search-traces");
+    traces_sort_the_whole_window_in_place(&server, &mut ui);
 
     // A pattern: the graph has one box per node of the API's answer; a histogram bar
     // lists example traces, and one opens.
