@@ -228,6 +228,10 @@ function tracesTable(list, order, params) {
   return table(TRACE_COLUMNS, list, order, params, (t) => t.traceId, "traces");
 }
 
+function chips(names) {
+  return h("span.chips", {}, names.map((n) => h("span.chip", { style: { borderColor: serviceColor(n) } }, n)));
+}
+
 function tracesSummary(body) {
   const n = (body.traces || []).length;
   return h("p.summary", {},
