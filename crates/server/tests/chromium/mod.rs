@@ -169,7 +169,13 @@ impl Chromium {
             "['ready', 'error'].includes(document.getElementById('view').dataset.state) && document.getElementById('view').dataset.state",
             &format!("{hash} to render"),
         );
-        state.as_str().unwrap_or_default().to_string()
+        let state = state.as_str().unwrap_or_default().to_string();
+        if state == "error" {
+            // The caller asserts on the state; the page's words say why it failed.
+            let text = self.eval("document.getElementById('view')?.innerText.slice(0, 600)");
+            eprintln!("{hash} rendered an error: {text}");
+        }
+        state
     }
 
     /// Clicks the first element matching `selector`.
