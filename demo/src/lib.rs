@@ -28,8 +28,6 @@ pub use topology::{Role, Topology, TopologyError};
 
 use std::time::Duration;
 
-use tracing_subscriber::layer::{Layer, SubscriberExt};
-
 /// Any error a demo process stops with.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -43,15 +41,14 @@ pub fn run_node(role: Role, topology: Topology, otlp_endpoint: &str) -> Result<(
     config.host = role.host().to_owned();
     config.otlp_endpoint = Some(otlp_endpoint.to_owned());
     config.shutdown_timeout = Duration::from_secs(3);
-    let (layer, guard) = causeway::layer(config)?;
     // Only the demo's own spans and the middleware's: not the internals of h2, hyper
     // and tonic, which also open `tracing` spans.
-    let targets = tracing_subscriber::filter::Targets::new()
-        .with_target("causeway_demo", tracing::Level::TRACE)
-        .with_target("causeway", tracing::Level::TRACE);
-    tracing::subscriber::set_global_default(
-        tracing_subscriber::registry().with(layer.with_filter(targets)),
-    )?;
+    config.targets = Some(
+        tracing_subscriber::filter::Targets::new()
+            .with_target("causeway_demo", tracing::Level::TRACE)
+            .with_target("causeway", tracing::Level::TRACE),
+    );
+    let guard = causeway::init(config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -10,13 +10,11 @@ use causeway_model::codec::native;
 use causeway_server::agent::{keeps, Agent, AgentConfig};
 use causeway_store::TraceStore;
 use common::TestServer;
-use tracing_subscriber::layer::SubscriberExt;
 
 fn write_span_logs(dir: &std::path::Path, requests: usize) {
     let config = causeway::Config::new("checkout-svc").with_span_log_dir(dir);
-    let (layer, guard) = causeway::layer(config).unwrap();
-    let subscriber = tracing_subscriber::registry().with(layer);
-    tracing::subscriber::with_default(subscriber, || {
+    let (dispatch, guard) = causeway::dispatch_with_sinks(config, Vec::new()).unwrap();
+    tracing::dispatcher::with_default(&dispatch, || {
         for i in 0..requests {
             let root = tracing::info_span!("handle request", request = i);
             let _g = root.enter();

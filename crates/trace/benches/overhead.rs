@@ -1,6 +1,9 @@
 //! Span overhead on the application's thread, side by side in one run: `tracing` with no
-//! subscriber, Causeway unsampled and sampled spans, an event on a sampled span, and
-//! `tracing-opentelemetry` over `opentelemetry_sdk` (batch processor, no-op exporter).
+//! subscriber, a subscriber that does nothing (the price of the `tracing` macros), the
+//! Registry with a layer that does nothing, Causeway unsampled and sampled spans and an
+//! event on a sampled span (`causeway_*`: the exclusive subscriber; `causeway_layer_*`:
+//! the Layer on the Registry), and `tracing-opentelemetry` over `opentelemetry_sdk`
+//! (batch processor, no-op exporter).
 //!
 //! `cargo bench --bench overhead` writes the medians (ns per operation) to
 //! `target/causeway-bench/overhead.json`.
@@ -10,7 +13,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use causeway::model::Span;
-use causeway::{Config, Sampler, SpanSink};
+use causeway::{Config, Mode, Sampler, SpanSink};
 use criterion::Criterion;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -18,9 +21,12 @@ use opentelemetry_sdk::trace::{BatchSpanProcessor, SdkTracerProvider, SpanData, 
 use tracing::Dispatch;
 use tracing_subscriber::layer::SubscriberExt;
 
-const CASES: [&str; 10] = [
+const CASES: [&str; 13] = [
     "bare_tracing_span",
+    "dispatch_floor_span",
     "registry_noop_layer_span",
+    "causeway_layer_unsampled_span",
+    "causeway_layer_sampled_span",
     "causeway_unsampled_span",
     "causeway_sampled_span",
     "causeway_sampled_event",
@@ -49,15 +55,29 @@ impl SpanExporter for NoopExporter {
     }
 }
 
-fn causeway(sampler: Sampler) -> (Dispatch, causeway::Guard) {
+fn causeway(mode: Mode, sampler: Sampler) -> (Dispatch, causeway::Guard) {
     let config = Config::new("bench")
+        .with_mode(mode)
         .with_sampler(sampler)
         .with_queue_spans(1 << 20);
-    let (layer, guard) = causeway::layer_with_sinks(config, vec![Box::new(Discard)]).unwrap();
-    (
-        Dispatch::new(tracing_subscriber::registry().with(layer)),
-        guard,
-    )
+    causeway::dispatch_with_sinks(config, vec![Box::new(Discard)]).unwrap()
+}
+
+/// A subscriber that does nothing and hands out one constant id: what is left is the
+/// cost of the `tracing` macros and the dispatch itself.
+struct Floor;
+impl tracing::Subscriber for Floor {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
 }
 
 fn otel(sampler: opentelemetry_sdk::trace::Sampler) -> (Dispatch, SdkTracerProvider) {
@@ -99,13 +119,21 @@ fn benches(c: &mut Criterion) {
         tracing_subscriber::registry().with(tracing_subscriber::layer::Identity::new()),
     );
     span_case(c, "registry_noop_layer_span", &noop, false);
+    span_case(c, "dispatch_floor_span", &Dispatch::new(Floor), false);
 
-    let (d, guard) = causeway(Sampler::Never);
+    let (d, guard) = causeway(Mode::Layer, Sampler::Never);
+    span_case(c, "causeway_layer_unsampled_span", &d, false);
+    drop(guard);
+    let (d, guard) = causeway(Mode::Layer, Sampler::Always);
+    span_case(c, "causeway_layer_sampled_span", &d, false);
+    drop(guard);
+
+    let (d, guard) = causeway(Mode::Exclusive, Sampler::Never);
     span_case(c, "causeway_unsampled_span", &d, false);
     span_case(c, "causeway_unsampled_root_span", &d, true);
     drop(guard);
 
-    let (d, guard) = causeway(Sampler::Always);
+    let (d, guard) = causeway(Mode::Exclusive, Sampler::Always);
     span_case(c, "causeway_sampled_span", &d, false);
     span_case(c, "causeway_sampled_root_span", &d, true);
     // Events: a fresh span every 100 events keeps them under the annotation cap, so

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use tracing_subscriber::filter::Targets;
+
 use crate::sampling::Sampler;
 
 /// Why a configuration could not be read or a pipeline not started.
@@ -34,9 +36,47 @@ pub enum InitError {
     Thread(std::io::Error),
 }
 
+/// Which `tracing` subscriber records the spans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Causeway's own subscriber, with no `tracing_subscriber::Registry`: the cheapest
+    /// spans, but no other layer can sit on it.
+    #[default]
+    Exclusive,
+    /// A Layer on `tracing_subscriber`'s Registry, which other layers (`fmt`, filters)
+    /// can share; each span costs the Registry's bookkeeping too.
+    Layer,
+}
+
+impl Mode {
+    /// Reads `exclusive` or `layer`.
+    pub fn parse(s: &str) -> Result<Mode, String> {
+        match s.trim() {
+            "exclusive" => Ok(Mode::Exclusive),
+            "layer" => Ok(Mode::Layer),
+            _ => Err("expected exclusive or layer".into()),
+        }
+    }
+
+    /// `CAUSEWAY_MODE` if it holds a valid mode, else the default: a deployed program or a
+    /// test suite switches modes without a rebuild.
+    fn from_env_or_default() -> Mode {
+        std::env::var("CAUSEWAY_MODE")
+            .ok()
+            .and_then(|v| Mode::parse(&v).ok())
+            .unwrap_or_default()
+    }
+}
+
 /// How the library records and where it sends spans.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Which subscriber records spans ([`crate::init`], [`crate::testing::Recorder`]).
+    pub mode: Mode,
+    /// Which targets and levels are recorded (`RUST_LOG`-style directives, such as
+    /// `my_app=trace,hyper=off`); everything when `None`. Callsites left out cost
+    /// nothing: `tracing` never calls the subscriber for them.
+    pub targets: Option<Targets>,
     /// The service name on every span.
     pub service: String,
     /// The host name on every span.
@@ -73,9 +113,12 @@ fn default_host() -> String {
 }
 
 impl Config {
-    /// Defaults for a service: always sample, no sinks, 128 annotations per span.
+    /// Defaults for a service: always sample, no sinks, 128 annotations per span, the
+    /// exclusive subscriber (unless `CAUSEWAY_MODE` says `layer`).
     pub fn new(service: impl Into<String>) -> Config {
         Config {
+            mode: Mode::from_env_or_default(),
+            targets: None,
             service: service.into(),
             host: default_host(),
             pid: std::process::id(),
@@ -109,6 +152,8 @@ impl Config {
     /// | `CAUSEWAY_CPU_TIME` | `true` to record thread CPU time |
     /// | `CAUSEWAY_QUEUE_SPANS` | writer queue bound |
     /// | `CAUSEWAY_HOST` | host name |
+    /// | `CAUSEWAY_MODE` | `exclusive` (default) or `layer` |
+    /// | `CAUSEWAY_TARGETS` | targets and levels to record: `my_app=trace,hyper=off` |
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Config, InitError> {
         let non_empty = |k: &str| get(k).filter(|v| !v.trim().is_empty());
         let service = non_empty("CAUSEWAY_SERVICE")
@@ -185,7 +230,28 @@ impl Config {
         if let Some(h) = non_empty("CAUSEWAY_HOST") {
             c.host = h;
         }
+        if let Some(v) = non_empty("CAUSEWAY_TARGETS") {
+            c.targets = Some(
+                v.parse::<Targets>()
+                    .map_err(|e| err("CAUSEWAY_TARGETS", &v, e.to_string()))?,
+            );
+        }
+        if let Some(v) = non_empty("CAUSEWAY_MODE") {
+            c.mode = Mode::parse(&v).map_err(|e| err("CAUSEWAY_MODE", &v, e))?;
+        }
         Ok(c)
+    }
+
+    /// Sets the subscriber mode.
+    pub fn with_mode(mut self, mode: Mode) -> Config {
+        self.mode = mode;
+        self
+    }
+
+    /// Records only the targets and levels `targets` enables.
+    pub fn with_targets(mut self, targets: Targets) -> Config {
+        self.targets = Some(targets);
+        self
     }
 
     /// Sets the sampler.
@@ -290,6 +356,17 @@ mod tests {
         );
         let e = Config::from_vars(vars(&[("CAUSEWAY_SAMPLER", "2")])).unwrap_err();
         assert!(e.to_string().contains("CAUSEWAY_SAMPLER"), "{e}");
+        let e = Config::from_vars(vars(&[("CAUSEWAY_MODE", "registry")])).unwrap_err();
+        assert!(e.to_string().contains("CAUSEWAY_MODE"), "{e}");
+        let c = Config::from_vars(vars(&[("CAUSEWAY_MODE", "layer")])).unwrap();
+        assert_eq!(c.mode, Mode::Layer);
+        let e = Config::from_vars(vars(&[("CAUSEWAY_TARGETS", "app=loud")])).unwrap_err();
+        assert!(e.to_string().contains("CAUSEWAY_TARGETS"), "{e}");
+        let c = Config::from_vars(vars(&[("CAUSEWAY_TARGETS", "app=debug,hyper=off")])).unwrap();
+        let t = c.targets.unwrap();
+        assert!(t.would_enable("app::db", &tracing::Level::DEBUG));
+        assert!(!t.would_enable("app::db", &tracing::Level::TRACE));
+        assert!(!t.would_enable("hyper::proto", &tracing::Level::ERROR));
     }
 
     #[test]

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use causeway_model::{KeyValue, Link, SpanKind, Status};
 
-use crate::layer::Collected;
 use tracing_subscriber::registry::{LookupSpan, Registry};
 
-use crate::layer::SpanRecord;
 use crate::propagation::{self, Baggage, Extracted, Extractor, Injector, SpanContext};
+use crate::record::{Collected, SpanRecord};
+use crate::subscriber::CausewaySubscriber;
 
 /// Runs `f` on the data a sampled `span` collects.
 fn with_data(span: &tracing::Span, f: impl FnOnce(&mut Collected)) {
@@ -20,14 +20,17 @@ fn with_data(span: &tracing::Span, f: impl FnOnce(&mut Collected)) {
     });
 }
 
-/// Runs `f` on the Causeway record of `span`, if the span is recorded by a
-/// `CausewayLayer` over a `tracing_subscriber::Registry`.
+/// Runs `f` on the Causeway record of `span`, if the span is recorded by the exclusive
+/// subscriber or by a `CausewayLayer` over a `tracing_subscriber::Registry`.
 pub(crate) fn with_record<R>(
     span: &tracing::Span,
     f: impl FnOnce(&mut SpanRecord) -> R,
 ) -> Option<R> {
     let mut f = Some(f);
     span.with_subscriber(|(id, dispatch)| {
+        if let Some(exclusive) = dispatch.downcast_ref::<CausewaySubscriber>() {
+            return exclusive.with_record(id, f.take()?);
+        }
         let registry = dispatch.downcast_ref::<Registry>()?;
         let data = registry.span(id)?;
         if data.extensions().get::<SpanRecord>().is_none() {

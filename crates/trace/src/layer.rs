@@ -1,530 +1,22 @@
-//! The `tracing` Layer: turns `tracing` spans and events into model spans.
-//!
-//! The application's thread does as little as it can: ids, the sampling decision, and for
-//! sampled spans the raw fields (keys stay `&'static str`, nothing is formatted that was
-//! not formatted by `tracing` already). Turning a finished span into a model `Span`
-//! (owned keys, service and host) happens on the writer thread.
+//! The `tracing` Layer: Causeway's recording on a `tracing_subscriber::Registry`, for
+//! applications that build their own Registry stack. Each span's record lives in the
+//! Registry's extensions.
 
-use std::borrow::Cow;
-use std::cell::RefCell;
-use std::fmt::Write as _;
 use std::sync::Arc;
 
-use causeway_model::{
-    Event, KeyValue, Link, Message, Source, Span, SpanId, SpanKind, Status, TraceId, Value,
-};
-use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::Subscriber;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::clock::{new_span_id, new_trace_id, now_ns, thread_cpu_ns, thread_no};
-use crate::pipeline::Pipeline;
-use crate::propagation::{Baggage, Extracted, SpanContext, TraceState, FLAG_SAMPLED};
-use crate::sampling::SamplerState;
-
-/// The tracestate key under which a sampling probability below 1 travels, so the
-/// processes downstream record the probability that was in force at the root.
-pub(crate) const PROBABILITY_KEY: &str = "cw";
-
-/// A value recorded on the hot path: text lives in the span's text buffer (a range of
-/// it), so recording a string or a `Debug` value allocates nothing once the buffer has
-/// grown (it is reused across spans).
-pub(crate) enum RawValue {
-    Value(Value),
-    Text(u32, u32),
-}
-
-/// A key-value recorded on the hot path: the key is a `tracing` field name.
-pub(crate) type RawAttr = (&'static str, RawValue);
-
-/// A span event recorded on the hot path: its name is static or in the text buffer, its
-/// attributes a range of the span's event-attribute list.
-struct RawEvent {
-    time: u64,
-    name: RawName,
-    attrs: (u32, u32),
-}
-
-enum RawName {
-    Static(&'static str),
-    Text(u32, u32),
-}
-
-/// What a sampled span collects while it runs.
-pub(crate) struct Collected {
-    name: Cow<'static, str>,
-    pub(crate) kind: SpanKind,
-    start: u64,
-    pub(crate) status: Status,
-    attributes: Vec<RawAttr>,
-    events: Vec<RawEvent>,
-    event_attributes: Vec<RawAttr>,
-    text: String,
-    pub(crate) links: Vec<Link>,
-    pub(crate) messages: Vec<Message>,
-    dropped_attributes: u32,
-    dropped_events: u32,
-    cpu_total: u64,
-    cpu_entered: Option<u64>,
-    max_annotations: usize,
-}
-
-/// What the layer keeps per live span (in the registry's extensions). Small, so that
-/// unsampled spans cost little; the collected data is boxed and only for sampled spans.
-pub(crate) struct SpanRecord {
-    pub(crate) trace_id: TraceId,
-    pub(crate) span_id: SpanId,
-    pub(crate) parent_id: Option<SpanId>,
-    pub(crate) flags: u8,
-    pub(crate) trace_state: TraceState,
-    pub(crate) baggage: Option<Arc<Baggage>>,
-    pub(crate) probability: f64,
-    execution_unit: u64,
-    max_annotations: u32,
-    name: &'static str,
-    pub(crate) data: Option<Box<Collected>>,
-}
-
-/// A finished sampled span on its way to the writer thread.
-pub(crate) struct FinishedSpan {
-    trace_id: TraceId,
-    span_id: SpanId,
-    parent_id: Option<SpanId>,
-    trace_state: TraceState,
-    probability: f64,
-    execution_unit: u64,
-    end: u64,
-    cpu_time: Option<u64>,
-    data: Box<Collected>,
-}
-
-/// The process-wide parts of every span, added on the writer thread.
-pub(crate) struct Process {
-    pub(crate) service: Arc<str>,
-    pub(crate) host: Arc<str>,
-    pub(crate) pid: u32,
-}
-
-fn text_of(text: &str, from: u32, to: u32) -> String {
-    text.get(from as usize..to as usize)
-        .unwrap_or_default()
-        .to_owned()
-}
-
-fn owned(text: &str, raw: &mut [RawAttr]) -> Vec<KeyValue> {
-    raw.iter_mut()
-        .map(|(k, v)| KeyValue {
-            key: (*k).to_owned(),
-            value: match std::mem::replace(v, RawValue::Text(0, 0)) {
-                RawValue::Value(v) => v,
-                RawValue::Text(a, b) => Value::Str(text_of(text, a, b)),
-            },
-        })
-        .collect()
-}
-
-impl FinishedSpan {
-    /// The model span, and the emptied data box (its vectors keep their capacity) for
-    /// the application's threads to reuse.
-    pub(crate) fn into_span(self, process: &Process) -> (Span, Box<Collected>) {
-        let mut d = self.data;
-        let span = Span {
-            trace_id: self.trace_id,
-            span_id: self.span_id,
-            parent_id: self.parent_id,
-            name: std::mem::take(&mut d.name).into_owned(),
-            kind: d.kind,
-            service: process.service.clone(),
-            host: process.host.clone(),
-            pid: process.pid,
-            execution_unit: self.execution_unit,
-            start: d.start,
-            end: self.end,
-            status: std::mem::take(&mut d.status),
-            attributes: owned(&d.text, &mut d.attributes),
-            events: d
-                .events
-                .iter()
-                .map(|e| Event {
-                    time: e.time,
-                    name: match e.name {
-                        RawName::Static(n) => n.to_owned(),
-                        RawName::Text(a, b) => text_of(&d.text, a, b),
-                    },
-                    attributes: d
-                        .event_attributes
-                        .get_mut(e.attrs.0 as usize..e.attrs.1 as usize)
-                        .map(|raw| owned(&d.text, raw))
-                        .unwrap_or_default(),
-                })
-                .collect(),
-            links: std::mem::take(&mut d.links),
-            messages: std::mem::take(&mut d.messages),
-            cpu_time: self.cpu_time,
-            sampling_probability: self.probability,
-            dropped_attributes: d.dropped_attributes,
-            dropped_events: d.dropped_events,
-            trace_state: if self.trace_state.is_empty() {
-                String::new()
-            } else {
-                self.trace_state.header()
-            },
-            source: Source::Instrumented,
-        };
-        d.attributes.clear();
-        d.events.clear();
-        d.event_attributes.clear();
-        d.text.clear();
-        (span, d)
-    }
-}
-
-impl Collected {
-    /// Data for a new sampled span, in a reused box when the writer has returned one.
-    fn new(
-        pipeline: Option<&Pipeline>,
-        name: &'static str,
-        start: u64,
-        fields: usize,
-        max_annotations: usize,
-    ) -> Box<Collected> {
-        if let Some(mut c) = pipeline.and_then(|p| p.reuse()) {
-            c.name = Cow::Borrowed(name);
-            c.kind = SpanKind::Internal;
-            c.start = start;
-            c.dropped_attributes = 0;
-            c.dropped_events = 0;
-            c.cpu_total = 0;
-            c.cpu_entered = None;
-            c.max_annotations = max_annotations;
-            return c;
-        }
-        Box::new(Collected {
-            name: Cow::Borrowed(name),
-            kind: SpanKind::Internal,
-            start,
-            status: Status::Unset,
-            attributes: Vec::with_capacity(fields.min(max_annotations)),
-            events: Vec::new(),
-            event_attributes: Vec::new(),
-            text: String::new(),
-            links: Vec::new(),
-            messages: Vec::new(),
-            dropped_attributes: 0,
-            dropped_events: 0,
-            cpu_total: 0,
-            cpu_entered: None,
-            max_annotations,
-        })
-    }
-
-    /// Whether an emptied box is small enough to keep for reuse: one huge span must not
-    /// pin its buffers' memory for good.
-    pub(crate) fn worth_reusing(&self) -> bool {
-        self.text.capacity() <= 64 << 10
-            && self.attributes.capacity() <= 256
-            && self.events.capacity() <= 256
-            && self.event_attributes.capacity() <= 1024
-    }
-
-    fn annotations(&self) -> usize {
-        self.attributes.len() + self.events.len()
-    }
-
-    fn add_attribute(&mut self, key: &'static str, value: RawValue) {
-        if let Some(a) = self.attributes.iter_mut().find(|a| a.0 == key) {
-            a.1 = value;
-        } else if self.annotations() < self.max_annotations {
-            self.attributes.push((key, value));
-        } else {
-            self.dropped_attributes += 1;
-        }
-    }
-
-    /// Appends text to the span's buffer; its range, or `None` past 4 GiB.
-    fn push_text(&mut self, write: impl FnOnce(&mut String)) -> Option<(u32, u32)> {
-        let from = self.text.len();
-        write(&mut self.text);
-        let to = self.text.len();
-        match (u32::try_from(from), u32::try_from(to)) {
-            (Ok(a), Ok(b)) => Some((a, b)),
-            _ => {
-                self.text.truncate(from);
-                None
-            }
-        }
-    }
-}
-
-impl SpanRecord {
-    pub(crate) fn is_sampled(&self) -> bool {
-        self.flags & FLAG_SAMPLED != 0
-    }
-
-    pub(crate) fn context(&self) -> SpanContext {
-        SpanContext {
-            trace_id: self.trace_id,
-            span_id: self.span_id,
-            flags: self.flags,
-            trace_state: self.trace_state.clone(),
-            remote: false,
-        }
-    }
-
-    /// Makes `parent` (from another process or a message) this span's parent. A span
-    /// that turns sampled here starts collecting now: fields recorded before are lost,
-    /// which is why the middleware sets the parent before the span is created
-    /// ([`with_remote_parent`]).
-    pub(crate) fn set_remote_parent(&mut self, parent: &SpanContext) {
-        self.trace_id = parent.trace_id;
-        self.parent_id = Some(parent.span_id);
-        self.flags = parent.flags;
-        self.trace_state = parent.trace_state.clone();
-        self.probability = probability_from(&parent.trace_state, parent.is_sampled());
-        if parent.is_sampled() && self.data.is_none() {
-            self.data = Some(Collected::new(
-                None,
-                self.name,
-                now_ns(),
-                0,
-                self.max_annotations as usize,
-            ));
-        } else if !parent.is_sampled() {
-            self.data = None;
-        }
-    }
-
-    /// A record for a span of an unsampled trace that had none, made when something
-    /// asks for the span's own context: a child of its nearest recorded ancestor.
-    pub(crate) fn unsampled_child(ancestor: &SpanRecord, name: &'static str) -> SpanRecord {
-        SpanRecord {
-            trace_id: ancestor.trace_id,
-            span_id: new_span_id(),
-            parent_id: Some(ancestor.span_id),
-            flags: ancestor.flags,
-            trace_state: ancestor.trace_state.clone(),
-            baggage: ancestor.baggage.clone(),
-            probability: ancestor.probability,
-            execution_unit: thread_no(),
-            max_annotations: ancestor.max_annotations,
-            name,
-            data: None,
-        }
-    }
-
-    pub(crate) fn add_message(&mut self, m: Message) {
-        // Messages are structure (they join traces), never displaced by annotations.
-        if let Some(d) = self.data.as_mut() {
-            d.messages.push(m);
-        }
-    }
-}
-
-fn probability_from(ts: &TraceState, sampled: bool) -> f64 {
-    ts.get(PROBABILITY_KEY)
-        .and_then(|v| v.strip_prefix("p:"))
-        .and_then(|p| p.parse::<f64>().ok())
-        .filter(|p| (0.0..=1.0).contains(p))
-        .unwrap_or(if sampled { 1.0 } else { 0.0 })
-}
-
-thread_local! {
-    // The remote parent for the next span created on this thread without a local parent:
-    // set by the server middleware around span creation, so the sampling decision is
-    // right from the start.
-    static PENDING_PARENT: RefCell<Option<Extracted>> = const { RefCell::new(None) };
-}
-
-/// Creates a span (with `make`) whose parent is the remote context in `extracted`, if it
-/// has one, and which carries its baggage. Use it where a request arrives:
-///
-/// ```
-/// # let headers = http::HeaderMap::new();
-/// let extracted = causeway::extract(&headers);
-/// let span = causeway::with_remote_parent(&extracted, || tracing::info_span!("handle"));
-/// ```
-pub fn with_remote_parent(
-    extracted: &Extracted,
-    make: impl FnOnce() -> tracing::Span,
-) -> tracing::Span {
-    // Cleared on the way out, also if `make` panics, so that a later root span on this
-    // thread never picks up a stale parent.
-    struct Clear;
-    impl Drop for Clear {
-        fn drop(&mut self) {
-            PENDING_PARENT.with(|p| p.borrow_mut().take());
-        }
-    }
-    PENDING_PARENT.with(|p| *p.borrow_mut() = Some(extracted.clone()));
-    let _clear = Clear;
-    make()
-}
-
-pub(crate) struct LayerShared {
-    pub(crate) sampler: Arc<SamplerState>,
-    pub(crate) pipeline: Arc<Pipeline>,
-    pub(crate) max_annotations: usize,
-    pub(crate) cpu_time: bool,
-}
+use crate::clock::now_ns;
+use crate::record::{Recording, SpanRecord};
 
 /// The `tracing` Layer that records spans for Causeway. Build it with
 /// [`crate::layer`]; it composes with other layers on a `tracing_subscriber::Registry`.
 #[derive(Clone)]
 pub struct CausewayLayer {
-    pub(crate) shared: Arc<LayerShared>,
-}
-
-/// Reads span fields into collected data, treating OpenTelemetry's special fields as
-/// structure.
-struct FieldVisitor<'a> {
-    data: &'a mut Collected,
-}
-
-impl FieldVisitor<'_> {
-    fn structural(&mut self, field: &Field, value: &str) -> bool {
-        match field.name() {
-            "otel.name" => self.data.name = Cow::Owned(value.to_owned()),
-            "otel.kind" | "span.kind" => {
-                if let Some(k) = SpanKind::parse(value) {
-                    self.data.kind = k;
-                }
-            }
-            "otel.status_code" => {
-                self.data.status = match value.to_ascii_lowercase().as_str() {
-                    "ok" => Status::Ok,
-                    "error" => Status::Error(match &self.data.status {
-                        Status::Error(m) => m.clone(),
-                        _ => String::new(),
-                    }),
-                    _ => Status::Unset,
-                }
-            }
-            "otel.status_message" | "error" | "error.message" => {
-                self.data.status = Status::Error(value.to_owned())
-            }
-            _ => return false,
-        }
-        true
-    }
-}
-
-impl FieldVisitor<'_> {
-    fn text(&mut self, field: &Field, write: impl FnOnce(&mut String)) {
-        if let Some((a, b)) = self.data.push_text(write) {
-            self.data.add_attribute(field.name(), RawValue::Text(a, b));
-        }
-    }
-}
-
-impl Visit for FieldVisitor<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if !self.structural(field, value) {
-            self.text(field, |t| t.push_str(value));
-        }
-    }
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.data
-            .add_attribute(field.name(), RawValue::Value(Value::I64(value)));
-    }
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        match i64::try_from(value) {
-            Ok(v) => self
-                .data
-                .add_attribute(field.name(), RawValue::Value(Value::I64(v))),
-            Err(_) => self.text(field, |t| {
-                let _ = write!(t, "{value}");
-            }),
-        }
-    }
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        self.data
-            .add_attribute(field.name(), RawValue::Value(Value::F64(value)));
-    }
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        if field.name() == "error" {
-            if value {
-                self.data.status = Status::Error(String::new());
-            }
-            return;
-        }
-        self.data
-            .add_attribute(field.name(), RawValue::Value(Value::Bool(value)));
-    }
-    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.record_str(field, &value.to_string());
-    }
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        match field.name() {
-            // Structural fields are rare; formatting them first is fine.
-            "otel.name"
-            | "otel.kind"
-            | "span.kind"
-            | "otel.status_code"
-            | "otel.status_message"
-            | "error"
-            | "error.message" => self.record_str(field, &format!("{value:?}")),
-            _ => self.text(field, |t| {
-                let _ = write!(t, "{value:?}");
-            }),
-        }
-    }
-}
-
-/// Reads an event's fields into the span's buffers: `message` names the event, the
-/// rest are its attributes.
-struct EventVisitor<'a> {
-    data: &'a mut Collected,
-    name: Option<(u32, u32)>,
-}
-
-impl EventVisitor<'_> {
-    fn text(&mut self, field: &Field, write: impl FnOnce(&mut String)) {
-        let Some((a, b)) = self.data.push_text(write) else {
-            return;
-        };
-        if field.name() == "message" {
-            self.name = Some((a, b));
-        } else {
-            self.data
-                .event_attributes
-                .push((field.name(), RawValue::Text(a, b)));
-        }
-    }
-    fn value(&mut self, field: &Field, v: Value) {
-        self.data
-            .event_attributes
-            .push((field.name(), RawValue::Value(v)));
-    }
-}
-
-impl Visit for EventVisitor<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.text(field, |t| t.push_str(value));
-    }
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.value(field, Value::I64(value));
-    }
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        match i64::try_from(value) {
-            Ok(v) => self.value(field, Value::I64(v)),
-            Err(_) => self.text(field, |t| {
-                let _ = write!(t, "{value}");
-            }),
-        }
-    }
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        self.value(field, Value::F64(value));
-    }
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        self.value(field, Value::Bool(value));
-    }
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.text(field, |t| {
-            let _ = write!(t, "{value:?}");
-        });
-    }
+    pub(crate) shared: Arc<Recording>,
 }
 
 impl<S> tracing_subscriber::Layer<S> for CausewayLayer
@@ -539,110 +31,30 @@ where
         } else {
             None
         };
-        let shared = &self.shared;
-        let meta = attrs.metadata();
-        let context_of = |r: &SpanRecord| {
-            (
-                r.trace_id,
-                r.span_id,
-                r.flags,
-                r.trace_state.clone(),
-                r.baggage.clone(),
-                r.probability,
-            )
-        };
         // The nearest ancestor with a record: spans of unsampled traces below their
         // local root get none (see below). Every registry lookup costs, so the parent
         // is asked first and the walk up happens only when it has no record.
         let inherited = parent.as_ref().and_then(|p| {
-            let own = p.extensions().get::<SpanRecord>().map(context_of);
+            let own = p
+                .extensions()
+                .get::<SpanRecord>()
+                .map(SpanRecord::inherited);
             own.or_else(|| {
-                p.scope()
-                    .skip(1)
-                    .find_map(|a| a.extensions().get::<SpanRecord>().map(context_of))
+                p.scope().skip(1).find_map(|a| {
+                    a.extensions()
+                        .get::<SpanRecord>()
+                        .map(SpanRecord::inherited)
+                })
             })
         });
-        if let Some((_, _, flags, ..)) = &inherited {
-            // Inside an unsampled trace a span records nothing, and its context is its
-            // nearest recorded ancestor's until something asks for its own (then
-            // `context::with_record` gives it one). This keeps unsampled spans cheap.
-            if flags & FLAG_SAMPLED == 0 {
-                return;
-            }
+        // Inside an unsampled trace a span records nothing, and its context is its
+        // nearest recorded ancestor's until something asks for its own (then
+        // `context::with_record` gives it one). This keeps unsampled spans cheap.
+        if inherited.as_ref().is_some_and(|p| !p.is_sampled()) {
+            return;
         }
         let Some(span) = ctx.span(id) else { return };
-        let mut record = match inherited {
-            Some((trace_id, parent_id, flags, trace_state, baggage, probability)) => SpanRecord {
-                trace_id,
-                span_id: new_span_id(),
-                parent_id: Some(parent_id),
-                flags,
-                trace_state,
-                baggage,
-                probability,
-                execution_unit: 0,
-                max_annotations: 0,
-                name: "",
-                data: None,
-            },
-            None => match PENDING_PARENT.with(|p| p.borrow_mut().take()) {
-                Some(Extracted {
-                    parent: Some(remote),
-                    baggage,
-                }) => SpanRecord {
-                    trace_id: remote.trace_id,
-                    span_id: new_span_id(),
-                    parent_id: Some(remote.span_id),
-                    flags: remote.flags,
-                    probability: probability_from(&remote.trace_state, remote.is_sampled()),
-                    trace_state: remote.trace_state,
-                    baggage: (!baggage.is_empty()).then(|| Arc::new(baggage)),
-                    execution_unit: 0,
-                    max_annotations: 0,
-                    name: "",
-                    data: None,
-                },
-                pending => {
-                    let trace_id = new_trace_id();
-                    let (sampled, probability) = shared.sampler.decide(trace_id);
-                    let trace_state = if sampled && probability < 1.0 {
-                        TraceState::parse([format!("{PROBABILITY_KEY}=p:{probability}").as_str()])
-                    } else {
-                        TraceState::default()
-                    };
-                    SpanRecord {
-                        trace_id,
-                        span_id: new_span_id(),
-                        parent_id: None,
-                        flags: if sampled { FLAG_SAMPLED } else { 0 },
-                        trace_state,
-                        baggage: pending
-                            .map(|p| p.baggage)
-                            .filter(|b| !b.is_empty())
-                            .map(Arc::new),
-                        probability,
-                        execution_unit: 0,
-                        max_annotations: 0,
-                        name: "",
-                        data: None,
-                    }
-                }
-            },
-        };
-        record.execution_unit = thread_no();
-        record.max_annotations = shared.max_annotations.min(u32::MAX as usize) as u32;
-        record.name = meta.name();
-        if record.is_sampled() {
-            let mut data = Collected::new(
-                Some(&shared.pipeline),
-                meta.name(),
-                now_ns(),
-                meta.fields().len(),
-                shared.max_annotations,
-            );
-            attrs.record(&mut FieldVisitor { data: &mut data });
-            record.data = Some(data);
-        }
+        let record = self.shared.new_record(inherited, attrs, now_ns());
         span.extensions_mut().insert(record);
     }
 
@@ -650,7 +62,7 @@ where
         let Some(span) = ctx.span(id) else { return };
         let mut ext = span.extensions_mut();
         if let Some(data) = ext.get_mut::<SpanRecord>().and_then(|r| r.data.as_mut()) {
-            values.record(&mut FieldVisitor { data });
+            data.record_values(values);
         }
     }
 
@@ -665,11 +77,7 @@ where
         let Some(span) = ctx.span(id) else { return };
         let mut ext = span.extensions_mut();
         if let Some(data) = ext.get_mut::<SpanRecord>().and_then(|r| r.data.as_mut()) {
-            data.links.push(Link {
-                trace_id: other.0,
-                span_id: other.1,
-                attributes: Vec::new(),
-            });
+            data.add_link(other.0, other.1);
         }
     }
 
@@ -678,27 +86,9 @@ where
             return;
         };
         let mut ext = span.extensions_mut();
-        let Some(data) = ext.get_mut::<SpanRecord>().and_then(|r| r.data.as_mut()) else {
-            return;
-        };
-        if data.annotations() >= data.max_annotations {
-            data.dropped_events += 1;
-            return;
+        if let Some(data) = ext.get_mut::<SpanRecord>().and_then(|r| r.data.as_mut()) {
+            data.record_event(event);
         }
-        let time = now_ns();
-        let first_attr = data.event_attributes.len() as u32;
-        let mut v = EventVisitor { data, name: None };
-        event.record(&mut v);
-        let name = match v.name {
-            Some((a, b)) => RawName::Text(a, b),
-            None => RawName::Static(event.metadata().name()),
-        };
-        let last_attr = data.event_attributes.len() as u32;
-        data.events.push(RawEvent {
-            time,
-            name,
-            attrs: (first_attr, last_attr),
-        });
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
@@ -708,7 +98,7 @@ where
         let Some(span) = ctx.span(id) else { return };
         let mut ext = span.extensions_mut();
         if let Some(data) = ext.get_mut::<SpanRecord>().and_then(|r| r.data.as_mut()) {
-            data.cpu_entered = Some(thread_cpu_ns());
+            data.enter_cpu();
         }
     }
 
@@ -719,9 +109,7 @@ where
         let Some(span) = ctx.span(id) else { return };
         let mut ext = span.extensions_mut();
         if let Some(data) = ext.get_mut::<SpanRecord>().and_then(|r| r.data.as_mut()) {
-            if let Some(t) = data.cpu_entered.take() {
-                data.cpu_total += thread_cpu_ns().saturating_sub(t);
-            }
+            data.exit_cpu();
         }
     }
 
@@ -730,34 +118,6 @@ where
         let Some(record) = span.extensions_mut().remove::<SpanRecord>() else {
             return;
         };
-        let SpanRecord {
-            trace_id,
-            span_id,
-            parent_id,
-            flags,
-            trace_state,
-            probability,
-            execution_unit,
-            data: Some(data),
-            ..
-        } = record
-        else {
-            return;
-        };
-        if flags & FLAG_SAMPLED == 0 {
-            return;
-        }
-        let cpu_time = self.shared.cpu_time.then_some(data.cpu_total);
-        self.shared.pipeline.submit(FinishedSpan {
-            trace_id,
-            span_id,
-            parent_id,
-            trace_state,
-            probability,
-            execution_unit,
-            end: now_ns(),
-            cpu_time,
-            data,
-        });
+        self.shared.finish(record);
     }
 }

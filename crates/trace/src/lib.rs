@@ -1,25 +1,34 @@
 //! `causeway`: the library applications link to be traced by Causeway.
 //!
-//! It is a [`tracing`] Layer: `tracing` spans become Causeway spans (their fields
-//! become attributes, events inside them become span events), sampled at the root and
-//! propagated across threads, async tasks and processes (W3C Trace Context and Baggage).
-//! Finished spans go, from a background thread that never blocks the application, to
-//! span-log segment files (shipped by `causeway agent`), to any OTLP/HTTP collector, or
-//! to memory in tests.
+//! Applications keep writing [`tracing`] (`#[instrument]`, `info_span!`, `info!`):
+//! `tracing` spans become Causeway spans (their fields become attributes, events inside
+//! them become span events), sampled at the root and propagated across threads, async
+//! tasks and processes (W3C Trace Context and Baggage). Finished spans go, from a
+//! background thread that never blocks the application, to span-log segment files
+//! (shipped by `causeway agent`), to any OTLP/HTTP collector, or to memory in tests.
 //!
 //! ```no_run
-//! use tracing_subscriber::layer::SubscriberExt;
-//! use tracing_subscriber::util::SubscriberInitExt;
-//!
 //! let config = causeway::Config::from_env()?.with_span_log_dir("/var/log/causeway");
-//! let (layer, _guard) = causeway::layer(config)?;
-//! tracing_subscriber::registry().with(layer).init(); // add a fmt layer as you like
+//! let _guard = causeway::init(config)?;
 //! let _span = tracing::info_span!("request", user = "alice").entered();
 //! tracing::info!(items = 3, "priced the basket");
 //! # Ok::<(), causeway::InitError>(())
 //! ```
 //! `_guard` flushes when dropped and never waits longer than
 //! [`Config::shutdown_timeout`], on any runtime.
+//!
+//! Two modes ([`Mode`]): by default [`init`] installs [`CausewaySubscriber`], Causeway's
+//! own subscriber, the cheapest; [`layer`] gives a [`CausewayLayer`] for a
+//! `tracing_subscriber::Registry` that other layers (such as `fmt`) share:
+//!
+//! ```no_run
+//! use tracing_subscriber::layer::SubscriberExt;
+//! use tracing_subscriber::util::SubscriberInitExt;
+//!
+//! let (layer, _guard) = causeway::layer(causeway::Config::from_env()?)?;
+//! tracing_subscriber::registry().with(layer).with(tracing_subscriber::fmt::layer()).init();
+//! # Ok::<(), causeway::InitError>(())
+//! ```
 //!
 //! # Features
 //! - `otlp` (default): the OTLP/HTTP protobuf exporter.
@@ -37,23 +46,27 @@ pub mod message;
 pub mod middleware;
 mod pipeline;
 pub mod propagation;
+mod record;
 mod sampling;
 pub mod sinks;
+mod subscriber;
 pub mod testing;
 
 use std::sync::Arc;
 
-pub use config::{Config, InitError};
+pub use config::{Config, InitError, Mode};
 pub use context::{current_context, extract, in_current_span, inject, inject_span, SpanExt};
-pub use layer::{with_remote_parent, CausewayLayer};
+pub use layer::CausewayLayer;
 pub use pipeline::{SpanSink, StatsSnapshot};
 pub use propagation::{Baggage, Extracted, SpanContext, TraceState};
+pub use record::with_remote_parent;
 pub use sampling::Sampler;
+pub use subscriber::CausewaySubscriber;
 
 pub use causeway_model as model;
 
-use layer::{LayerShared, Process};
 use pipeline::Pipeline;
+use record::{Process, Recording};
 use sampling::SamplerState;
 
 /// Flushes recorded spans when dropped (waiting at most the configured shutdown timeout).
@@ -81,10 +94,11 @@ impl Drop for Guard {
     }
 }
 
-pub(crate) fn build_layer(
+/// Starts the writer with `sinks`; what every span of one subscriber is recorded with.
+pub(crate) fn start_recording(
     config: &Config,
     sinks: Vec<Box<dyn SpanSink>>,
-) -> Result<(CausewayLayer, Arc<Pipeline>), InitError> {
+) -> Result<(Arc<Recording>, Arc<Pipeline>), InitError> {
     let process = Process {
         service: Arc::from(config.service.as_str()),
         host: Arc::from(config.host.as_str()),
@@ -92,15 +106,36 @@ pub(crate) fn build_layer(
     };
     let pipeline = Pipeline::start(sinks, process, config.queue_spans, config.flush_interval)
         .map_err(InitError::Thread)?;
-    let layer = CausewayLayer {
-        shared: Arc::new(LayerShared {
-            sampler: SamplerState::new(config.sampler.clone()),
-            pipeline: pipeline.clone(),
-            max_annotations: config.max_annotations,
-            cpu_time: config.cpu_time,
-        }),
+    let recording = Arc::new(Recording {
+        sampler: SamplerState::new(config.sampler.clone()),
+        pipeline: pipeline.clone(),
+        max_annotations: config.max_annotations,
+        cpu_time: config.cpu_time,
+    });
+    Ok((recording, pipeline))
+}
+
+/// The dispatcher `config.mode` asks for, recording into `sinks`.
+pub(crate) fn build_dispatch(
+    config: &Config,
+    sinks: Vec<Box<dyn SpanSink>>,
+) -> Result<(tracing::Dispatch, Arc<Pipeline>), InitError> {
+    use tracing_subscriber::layer::SubscriberExt;
+    let (recording, pipeline) = start_recording(config, sinks)?;
+    use tracing_subscriber::Layer as _;
+    let layer = || CausewayLayer {
+        shared: recording.clone(),
     };
-    Ok((layer, pipeline))
+    let dispatch = match (config.mode, &config.targets) {
+        (Mode::Exclusive, targets) => {
+            tracing::Dispatch::new(CausewaySubscriber::new(recording.clone(), targets.clone()))
+        }
+        (Mode::Layer, None) => tracing::Dispatch::new(tracing_subscriber::registry().with(layer())),
+        (Mode::Layer, Some(t)) => tracing::Dispatch::new(
+            tracing_subscriber::registry().with(layer().with_filter(t.clone())),
+        ),
+    };
+    Ok((dispatch, pipeline))
 }
 
 /// The sinks a configuration asks for.
@@ -128,7 +163,15 @@ fn sinks_for(config: &Config) -> Result<Vec<Box<dyn SpanSink>>, InitError> {
     Ok(sinks)
 }
 
-/// Builds the Layer and its guard, to compose with other layers yourself.
+fn guard(pipeline: Arc<Pipeline>, config: &Config) -> Guard {
+    Guard {
+        pipeline,
+        timeout: config.shutdown_timeout,
+    }
+}
+
+/// Builds the Layer and its guard, to compose with other layers yourself
+/// (`config.targets` is not applied: add the filter you want to the Layer).
 pub fn layer(config: Config) -> Result<(CausewayLayer, Guard), InitError> {
     layer_with_sinks(config, Vec::new())
 }
@@ -140,22 +183,39 @@ pub fn layer_with_sinks(
 ) -> Result<(CausewayLayer, Guard), InitError> {
     let mut sinks = sinks_for(&config)?;
     sinks.extend(extra);
-    let (layer, pipeline) = build_layer(&config, sinks)?;
+    let (recording, pipeline) = start_recording(&config, sinks)?;
     Ok((
-        layer,
-        Guard {
-            pipeline,
-            timeout: config.shutdown_timeout,
-        },
+        CausewayLayer { shared: recording },
+        guard(pipeline, &config),
     ))
 }
 
-/// Installs Causeway as the global subscriber (a `tracing_subscriber::Registry` with the
-/// Causeway layer). To add other layers, such as `fmt`, use [`layer`] instead.
+/// Builds the exclusive subscriber and its guard (whatever `config.mode` says).
+pub fn subscriber(config: Config) -> Result<(CausewaySubscriber, Guard), InitError> {
+    let sinks = sinks_for(&config)?;
+    let (recording, pipeline) = start_recording(&config, sinks)?;
+    let subscriber = CausewaySubscriber::new(recording, config.targets.clone());
+    Ok((subscriber, guard(pipeline, &config)))
+}
+
+/// The dispatcher `config.mode` asks for and its guard, with sinks of your own added to
+/// those the configuration asks for: to install per thread or per test.
+pub fn dispatch_with_sinks(
+    config: Config,
+    extra: Vec<Box<dyn SpanSink>>,
+) -> Result<(tracing::Dispatch, Guard), InitError> {
+    let mut sinks = sinks_for(&config)?;
+    sinks.extend(extra);
+    let (dispatch, pipeline) = build_dispatch(&config, sinks)?;
+    Ok((dispatch, guard(pipeline, &config)))
+}
+
+/// Installs Causeway as the global subscriber, in the mode `config.mode` names (by
+/// default the exclusive [`CausewaySubscriber`]). To add other layers, such as `fmt`,
+/// use [`layer`] instead.
 pub fn init(config: Config) -> Result<Guard, InitError> {
-    use tracing_subscriber::layer::SubscriberExt;
-    let (layer, guard) = self::layer(config)?;
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+    let (dispatch, guard) = dispatch_with_sinks(config, Vec::new())?;
+    tracing::dispatcher::set_global_default(dispatch)
         .map_err(|e| InitError::AlreadyInstalled(e.to_string()))?;
     Ok(guard)
 }

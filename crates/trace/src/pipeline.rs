@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use causeway_model::Span;
 use thread_local::ThreadLocal;
 
-use crate::layer::{Collected, FinishedSpan, Process};
+use crate::record::{Collected, FinishedSpan, Process};
 
 /// Where finished spans go.
 pub trait SpanSink: Send {

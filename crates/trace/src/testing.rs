@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use causeway_model::{Span, Trace};
-use tracing_subscriber::layer::SubscriberExt;
 
 use crate::config::{Config, InitError};
 use crate::pipeline::{Pipeline, SpanSink, StatsSnapshot};
@@ -54,16 +53,16 @@ impl Recorder {
         Recorder::with_config(Config::new("test")).expect("starting the recorder's writer thread")
     }
 
-    /// A recorder with this configuration (its sinks are replaced by memory).
+    /// A recorder with this configuration (its sinks are replaced by memory), in the
+    /// subscriber mode it names.
     pub fn with_config(config: Config) -> Result<Recorder, InitError> {
         let spans = Arc::new(Mutex::new(Vec::new()));
-        let (layer, pipeline) =
-            crate::build_layer(&config, vec![Box::new(MemorySink(spans.clone()))])?;
-        let subscriber = tracing_subscriber::registry().with(layer);
+        let (dispatch, pipeline) =
+            crate::build_dispatch(&config, vec![Box::new(MemorySink(spans.clone()))])?;
         Ok(Recorder {
             spans,
             pipeline,
-            dispatch: tracing::Dispatch::new(subscriber),
+            dispatch,
         })
     }
 

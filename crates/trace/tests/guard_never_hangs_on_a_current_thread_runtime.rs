@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use causeway::sinks::segment;
 use causeway::Config;
-use tracing_subscriber::layer::SubscriberExt;
 
 #[test]
 fn dropping_the_guard_inside_a_current_thread_runtime_flushes_and_returns() {
@@ -26,9 +25,8 @@ fn dropping_the_guard_inside_a_current_thread_runtime_flushes_and_returns() {
             let config = Config::new("current-thread")
                 .with_span_log_dir(&run_dir)
                 .with_otlp_endpoint("http://127.0.0.1:9");
-            let (layer, guard) = causeway::layer(config).unwrap();
-            let subscriber = tracing_subscriber::registry().with(layer);
-            let _default = tracing::subscriber::set_default(subscriber);
+            let (dispatch, guard) = causeway::dispatch_with_sinks(config, Vec::new()).unwrap();
+            let _default = tracing::dispatcher::set_default(&dispatch);
             for i in 0..100 {
                 let span = tracing::info_span!("request", i);
                 async {

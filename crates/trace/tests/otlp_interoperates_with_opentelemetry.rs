@@ -15,7 +15,6 @@ use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, Tra
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use prost::Message;
-use tracing_subscriber::layer::SubscriberExt;
 
 #[test]
 fn exported_spans_decode_with_opentelemetry_proto() {
@@ -49,9 +48,8 @@ fn exported_spans_decode_with_opentelemetry_proto() {
     });
 
     let config = Config::new("exporter-test").with_otlp_endpoint(format!("http://{addr}"));
-    let (layer, guard) = causeway::layer(config).unwrap();
-    let subscriber = tracing_subscriber::registry().with(layer);
-    let (trace_id, span_id) = tracing::subscriber::with_default(subscriber, || {
+    let (dispatch, guard) = causeway::dispatch_with_sinks(config, Vec::new()).unwrap();
+    let (trace_id, span_id) = tracing::dispatcher::with_default(&dispatch, || {
         let root = tracing::info_span!("GET /items", otel.kind = "server", http.route = "/items");
         let ctx = root.context().unwrap();
         root.in_scope(|| {
@@ -150,8 +148,8 @@ fn a_silent_collector_does_not_hold_up_the_guard() {
     std::thread::spawn(move || {
         let mut config = Config::new("blackhole").with_otlp_endpoint(format!("http://{addr}"));
         config.shutdown_timeout = Duration::from_millis(500);
-        let (layer, guard) = causeway::layer(config).unwrap();
-        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        let (dispatch, guard) = causeway::dispatch_with_sinks(config, Vec::new()).unwrap();
+        tracing::dispatcher::with_default(&dispatch, || {
             let _s = tracing::info_span!("lost").entered();
         });
         drop(guard);

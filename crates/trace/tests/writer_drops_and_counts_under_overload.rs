@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use causeway::model::Span;
 use causeway::{Config, SpanSink};
-use tracing_subscriber::layer::SubscriberExt;
 
 struct SlowSink;
 
@@ -19,9 +18,9 @@ impl SpanSink for SlowSink {
 #[test]
 fn overload_drops_and_counts_instead_of_blocking() {
     let config = Config::new("overload").with_queue_spans(512);
-    let (layer, guard) = causeway::layer_with_sinks(config, vec![Box::new(SlowSink)]).unwrap();
-    let subscriber = tracing_subscriber::registry().with(layer);
-    tracing::subscriber::with_default(subscriber, || {
+    let (dispatch, guard) =
+        causeway::dispatch_with_sinks(config, vec![Box::new(SlowSink)]).unwrap();
+    tracing::dispatcher::with_default(&dispatch, || {
         for _ in 0..50_000 {
             let _s = tracing::info_span!("burst").entered();
         }

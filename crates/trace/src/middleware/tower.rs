@@ -17,8 +17,8 @@ use tracing::Instrument;
 pub use tower_layer::Layer;
 
 use crate::context::{inject_span, SpanExt};
-use crate::layer::with_remote_parent;
 use crate::propagation;
+use crate::record::with_remote_parent;
 
 fn is_grpc<B>(req: &http::Request<B>) -> bool {
     req.headers()

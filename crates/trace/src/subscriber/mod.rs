@@ -1,0 +1,277 @@
+//! The exclusive subscriber: Causeway's own `tracing::Subscriber`, with no
+//! `tracing_subscriber::Registry` underneath (see docs/decisions/003).
+//!
+//! Spans live in [`slots`]; each thread keeps the ids of the spans it has entered (its
+//! current-span stack) and its free slots. A span of an unsampled trace below its local
+//! root gets no slot at all: its id is an *alias*, its nearest recorded ancestor's id with
+//! bit 63 set, so creating, entering, leaving and dropping it touches nothing shared. An
+//! alias still carries the trace's context (its children, `SpanExt::context` and
+//! `inject` find it through the ancestor); what is set on it alone (baggage, a remote
+//! parent) is not kept.
+//!
+//! A recorded child holds a reference to its recorded parent, as the Registry's spans do,
+//! so a parent closes (and takes its end time) only after its last child: work spawned
+//! from a request and still running when its handler returns keeps the request's span
+//! open, in both modes alike.
+
+mod slots;
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use thread_local::ThreadLocal;
+use tracing_core::span::{Attributes, Current, Id, Record};
+use tracing_core::{Event, Interest, LevelFilter, Metadata};
+use tracing_subscriber::filter::Targets;
+
+use crate::clock::now_ns;
+use crate::record::{Recording, SpanRecord};
+use slots::{FreeList, Live, Slots};
+
+/// Bit 63 of an id: the span is an unsampled child with no slot of its own; the other
+/// bits are its nearest recorded ancestor's id.
+const ALIAS: u64 = 1 << 63;
+
+#[derive(Default)]
+struct ThreadState {
+    /// Ids of the spans entered on this thread, innermost last.
+    stack: RefCell<Vec<u64>>,
+    free: RefCell<FreeList>,
+}
+
+/// Causeway's exclusive `tracing` subscriber: the cheapest way to record `tracing` spans
+/// (no Registry, no per-span allocation). Other layers cannot sit on it; to keep a log
+/// output, use [`crate::layer`] on a Registry instead. Build it with [`crate::subscriber`].
+pub struct CausewaySubscriber {
+    recording: Arc<Recording>,
+    targets: Option<Targets>,
+    slots: Slots,
+    threads: ThreadLocal<ThreadState>,
+}
+
+/// Where a new span's context comes from.
+enum Parent {
+    /// A new trace, or the remote parent `with_remote_parent` left.
+    Root,
+    /// A recorded span of a sampled trace (its id, now referenced by the child).
+    Sampled(crate::record::Inherited, u64),
+    /// A span of an unsampled trace: the new span is an alias of this id.
+    Unsampled(u64),
+}
+
+impl CausewaySubscriber {
+    pub(crate) fn new(recording: Arc<Recording>, targets: Option<Targets>) -> CausewaySubscriber {
+        CausewaySubscriber {
+            recording,
+            targets,
+            slots: Slots::new(),
+            threads: ThreadLocal::new(),
+        }
+    }
+
+    fn thread(&self) -> &ThreadState {
+        self.threads.get_or_default()
+    }
+
+    fn parent(&self, parent: Option<u64>) -> Parent {
+        let Some(p) = parent else {
+            return Parent::Root;
+        };
+        if p & ALIAS != 0 {
+            return Parent::Unsampled(p);
+        }
+        match self.slots.with(p, |l| {
+            l.record
+                .is_sampled()
+                .then(|| l.record.inherited())
+                .ok_or(p | ALIAS)
+        }) {
+            Some(Ok(inherited)) if self.slots.clone_ref(p) => Parent::Sampled(inherited, p),
+            Some(Ok(_)) => Parent::Root,
+            Some(Err(alias)) => Parent::Unsampled(alias),
+            // The parent has closed (or the id is not ours): start afresh.
+            None => Parent::Root,
+        }
+    }
+
+    /// Runs `f` on the record of span `id`. An alias gets a record made for the call, a
+    /// child of its recorded ancestor with a span id of its own, which is not kept.
+    pub(crate) fn with_record<R>(
+        &self,
+        id: &Id,
+        f: impl FnOnce(&mut SpanRecord) -> R,
+    ) -> Option<R> {
+        let id = id.into_u64();
+        if id & ALIAS != 0 {
+            return self.slots.with(id & !ALIAS, |l| {
+                let mut r = SpanRecord::unsampled_child(&l.record, l.metadata.name());
+                f(&mut r)
+            });
+        }
+        self.slots.with(id, |l| f(&mut l.record))
+    }
+}
+
+impl tracing_core::Subscriber for CausewaySubscriber {
+    // Whether a callsite is recorded is decided once per callsite (and again when
+    // `tracing_core::callsite::rebuild_interest_cache` runs): `never` makes it free.
+    fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
+        if self.enabled(metadata) {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        self.targets
+            .as_ref()
+            .is_none_or(|t| t.would_enable(metadata.target(), metadata.level()))
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        match &self.targets {
+            Some(t) => {
+                tracing_subscriber::layer::Filter::<tracing_subscriber::Registry>::max_level_hint(t)
+            }
+            None => Some(LevelFilter::TRACE),
+        }
+    }
+
+    fn new_span(&self, attrs: &Attributes<'_>) -> Id {
+        let contextual = || self.thread().stack.borrow().last().copied();
+        let parent = match attrs.parent() {
+            Some(p) => Some(p.into_u64()),
+            None if attrs.is_contextual() => contextual(),
+            None => None,
+        };
+        let (inherited, parent) = match self.parent(parent) {
+            Parent::Unsampled(alias) => return Id::from_u64(alias),
+            Parent::Sampled(p, id) => (Some(p), Some(id)),
+            Parent::Root => (None, None),
+        };
+        let record = self.recording.new_record(inherited, attrs, now_ns());
+        let live = Live {
+            record,
+            metadata: attrs.metadata(),
+            parent,
+        };
+        let mut free = self.thread().free.borrow_mut();
+        // Every slot taken (millions of open spans): the span is not recorded.
+        Id::from_u64(self.slots.insert(&mut free, live).unwrap_or(ALIAS))
+    }
+
+    fn record(&self, span: &Id, values: &Record<'_>) {
+        let id = span.into_u64();
+        if id & ALIAS != 0 {
+            return;
+        }
+        self.slots.with(id, |l| {
+            if let Some(d) = l.record.data.as_mut() {
+                d.record_values(values);
+            }
+        });
+    }
+
+    fn record_follows_from(&self, span: &Id, follows: &Id) {
+        let (id, other) = (span.into_u64(), follows.into_u64());
+        if id & ALIAS != 0 {
+            return;
+        }
+        let Some((trace_id, span_id)) =
+            self.with_record(&Id::from_u64(other), |r| (r.trace_id, r.span_id))
+        else {
+            return;
+        };
+        self.slots.with(id, |l| {
+            if let Some(d) = l.record.data.as_mut() {
+                d.add_link(trace_id, span_id);
+            }
+        });
+    }
+
+    fn event(&self, event: &Event<'_>) {
+        let parent = match event.parent() {
+            Some(p) => Some(p.into_u64()),
+            None if event.is_contextual() => self.thread().stack.borrow().last().copied(),
+            None => None,
+        };
+        let Some(id) = parent.filter(|p| p & ALIAS == 0) else {
+            return;
+        };
+        self.slots.with(id, |l| {
+            if let Some(d) = l.record.data.as_mut() {
+                d.record_event(event);
+            }
+        });
+    }
+
+    fn enter(&self, span: &Id) {
+        let id = span.into_u64();
+        self.thread().stack.borrow_mut().push(id);
+        if self.recording.cpu_time && id & ALIAS == 0 {
+            self.slots.with(id, |l| {
+                if let Some(d) = l.record.data.as_mut() {
+                    d.enter_cpu();
+                }
+            });
+        }
+    }
+
+    fn exit(&self, span: &Id) {
+        let id = span.into_u64();
+        {
+            let mut stack = self.thread().stack.borrow_mut();
+            if let Some(at) = stack.iter().rposition(|&s| s == id) {
+                stack.remove(at);
+            }
+        }
+        if self.recording.cpu_time && id & ALIAS == 0 {
+            self.slots.with(id, |l| {
+                if let Some(d) = l.record.data.as_mut() {
+                    d.exit_cpu();
+                }
+            });
+        }
+    }
+
+    fn clone_span(&self, span: &Id) -> Id {
+        let id = span.into_u64();
+        if id & ALIAS == 0 {
+            self.slots.clone_ref(id);
+        }
+        span.clone()
+    }
+
+    fn try_close(&self, span: Id) -> bool {
+        let id = span.into_u64();
+        if id & ALIAS != 0 {
+            return false;
+        }
+        let mut next = Some(id);
+        let mut closed = false;
+        // A closing span drops its reference to its parent, which may close it in turn:
+        // a loop, not recursion, however deep the chain.
+        while let Some(id) = next.take() {
+            let live = {
+                let mut free = self.thread().free.borrow_mut();
+                self.slots.release(id, &mut free)
+            };
+            let Some(live) = live else { break };
+            closed = true;
+            next = live.parent;
+            self.recording.finish(live.record);
+        }
+        closed
+    }
+
+    fn current_span(&self) -> Current {
+        let Some(id) = self.thread().stack.borrow().last().copied() else {
+            return Current::none();
+        };
+        match self.slots.metadata(id & !ALIAS) {
+            Some(metadata) => Current::new(Id::from_u64(id), metadata),
+            None => Current::none(),
+        }
+    }
+}
