@@ -121,8 +121,8 @@ pub(crate) fn build_dispatch(
     sinks: Vec<Box<dyn SpanSink>>,
 ) -> Result<(tracing::Dispatch, Arc<Pipeline>), InitError> {
     use tracing_subscriber::layer::SubscriberExt;
-    let (recording, pipeline) = start_recording(config, sinks)?;
     use tracing_subscriber::Layer as _;
+    let (recording, pipeline) = start_recording(config, sinks)?;
     let layer = || CausewayLayer {
         shared: recording.clone(),
     };

@@ -70,7 +70,7 @@ pub(crate) struct Collected {
     max_annotations: usize,
 }
 
-/// What the layer keeps per live span (in the registry's extensions). Small, so that
+/// What is kept per live span (in a slot, or in the Registry's extensions). Small, so that
 /// unsampled spans cost little; the collected data is boxed and only for sampled spans.
 pub(crate) struct SpanRecord {
     pub(crate) trace_id: TraceId,

@@ -139,10 +139,10 @@ impl tracing_core::Subscriber for CausewaySubscriber {
     }
 
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
-        let contextual = || self.thread().stack.borrow().last().copied();
+        let thread = self.thread();
         let parent = match attrs.parent() {
             Some(p) => Some(p.into_u64()),
-            None if attrs.is_contextual() => contextual(),
+            None if attrs.is_contextual() => thread.stack.borrow().last().copied(),
             None => None,
         };
         let (inherited, parent) = match self.parent(parent) {
@@ -156,9 +156,18 @@ impl tracing_core::Subscriber for CausewaySubscriber {
             metadata: attrs.metadata(),
             parent,
         };
-        let mut free = self.thread().free.borrow_mut();
-        // Every slot taken (millions of open spans): the span is not recorded.
-        Id::from_u64(self.slots.insert(&mut free, live).unwrap_or(ALIAS))
+        let inserted = self.slots.insert(&mut thread.free.borrow_mut(), live);
+        match (inserted, parent) {
+            (Some(id), _) => Id::from_u64(id),
+            // Every slot taken (millions of open spans): the span is not recorded, and
+            // gives back the reference it took on its parent.
+            (None, parent) => {
+                if let Some(p) = parent {
+                    self.try_close(Id::from_u64(p));
+                }
+                Id::from_u64(ALIAS)
+            }
+        }
     }
 
     fn record(&self, span: &Id, values: &Record<'_>) {
@@ -248,15 +257,13 @@ impl tracing_core::Subscriber for CausewaySubscriber {
         if id & ALIAS != 0 {
             return false;
         }
+        let thread = self.thread();
         let mut next = Some(id);
         let mut closed = false;
         // A closing span drops its reference to its parent, which may close it in turn:
         // a loop, not recursion, however deep the chain.
         while let Some(id) = next.take() {
-            let live = {
-                let mut free = self.thread().free.borrow_mut();
-                self.slots.release(id, &mut free)
-            };
+            let live = self.slots.release(id, &mut thread.free.borrow_mut());
             let Some(live) = live else { break };
             closed = true;
             next = live.parent;
