@@ -1,15 +1,25 @@
-//! Span overhead on the application's thread, side by side in one run: `tracing` with no
-//! subscriber, a subscriber that does nothing (the price of the `tracing` macros), the
-//! Registry with a layer that does nothing, Causeway unsampled and sampled spans and an
-//! event on a sampled span (`causeway_*`: the exclusive subscriber; `causeway_layer_*`:
-//! the Layer on the Registry), and `tracing-opentelemetry` over `opentelemetry_sdk`
+//! Span overhead on the application's thread, one process per configuration, each with
+//! its subscriber installed as the global dispatcher (as applications run it): `tracing`
+//! with no subscriber, a subscriber that does nothing (the price of the `tracing` macros),
+//! the Registry with a layer that does nothing, Causeway's exclusive subscriber
+//! (`causeway_*`) and its Layer on the Registry (`causeway_layer_*`), fastrace (its own
+//! span API, `enable` feature on) and `tracing-opentelemetry` over `opentelemetry_sdk`
 //! (batch processor, no-op exporter).
 //!
-//! `cargo bench --bench overhead` writes the medians (ns per operation) to
-//! `target/causeway-bench/overhead.json`.
+//! `cargo bench --bench overhead [FILTER]` runs every case whose name contains FILTER, in
+//! `OVERHEAD_ROUNDS` rounds (default 3) that alternate the cases, and writes the median
+//! of the rounds' medians (ns per operation) to `target/causeway-bench/overhead.json`,
+//! and each round's figure plus, per library, allocations per span on the application
+//! thread, background CPU per span (process CPU minus the application thread's, writer
+//! or collector included, flush included) and spans per second from two application
+//! threads to `target/causeway-bench/overhead-details.json`.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use causeway::model::Span;
@@ -21,23 +31,75 @@ use opentelemetry_sdk::trace::{BatchSpanProcessor, SdkTracerProvider, SpanData, 
 use tracing::Dispatch;
 use tracing_subscriber::layer::SubscriberExt;
 
-const CASES: [&str; 13] = [
+/// Counts allocations made on the current thread.
+struct CountingAllocator;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counter is a
+// const-initialised thread-local `Cell` with no destructor, so touching it never
+// allocates or re-enters the allocator.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|a| a.set(a.get() + 1));
+        // SAFETY: the caller's contract is passed on as is.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|a| a.set(a.get() + 1));
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+/// The cases, in the order each round runs them.
+const CASES: [&str; 20] = [
     "bare_tracing_span",
     "dispatch_floor_span",
     "registry_noop_layer_span",
-    "causeway_layer_unsampled_span",
-    "causeway_layer_sampled_span",
-    "causeway_unsampled_span",
     "causeway_sampled_span",
-    "causeway_sampled_event",
-    "causeway_unsampled_root_span",
+    "causeway_unsampled_span",
+    "causeway_unsampled_span_depth_1",
+    "causeway_unsampled_span_depth_4",
+    "causeway_unsampled_span_depth_16",
     "causeway_sampled_root_span",
+    "causeway_unsampled_root_span",
+    "causeway_sampled_event",
+    "causeway_layer_sampled_span",
+    "causeway_layer_unsampled_span",
+    "fastrace_span",
+    "fastrace_local_span",
+    "fastrace_root_span",
     "otel_sampled_span",
     "otel_unsampled_span",
     "otel_sampled_root_span",
+    "otel_sampled_event",
 ];
 
-/// A sink that drops spans: the cost measured ends at the hand-off to the writer.
+/// Cases whose allocations, background CPU and two-thread throughput are reported.
+fn has_details(case: &str) -> bool {
+    matches!(
+        case,
+        "causeway_sampled_span"
+            | "causeway_unsampled_span"
+            | "causeway_layer_sampled_span"
+            | "fastrace_span"
+            | "fastrace_local_span"
+            | "otel_sampled_span"
+            | "otel_unsampled_span"
+    )
+}
+
+/// A sink that drops spans: the cost measured ends at the hand-off to the sinks.
 struct Discard;
 impl SpanSink for Discard {
     fn write(&mut self, spans: &[Span]) {
@@ -55,12 +117,11 @@ impl SpanExporter for NoopExporter {
     }
 }
 
-fn causeway(mode: Mode, sampler: Sampler) -> (Dispatch, causeway::Guard) {
-    let config = Config::new("bench")
-        .with_mode(mode)
-        .with_sampler(sampler)
-        .with_queue_spans(1 << 20);
-    causeway::dispatch_with_sinks(config, vec![Box::new(Discard)]).unwrap()
+struct NoopReporter;
+impl fastrace::collector::Reporter for NoopReporter {
+    fn report(&mut self, spans: Vec<fastrace::collector::SpanRecord>) {
+        std::hint::black_box(spans.len());
+    }
 }
 
 /// A subscriber that does nothing and hands out one constant id: what is left is the
@@ -80,99 +141,294 @@ impl tracing::Subscriber for Floor {
     fn exit(&self, _: &tracing::span::Id) {}
 }
 
-fn otel(sampler: opentelemetry_sdk::trace::Sampler) -> (Dispatch, SdkTracerProvider) {
+/// Spans (or events) at most per parent: fastrace stops recording past 10 240 spans under
+/// one root, so every case re-creates its parent this often (its cost amortised in).
+const CHUNK: u64 = 1000;
+
+/// One configuration: how to run `n <= CHUNK` operations under a fresh parent (returning
+/// the time the operations took) and how to wait for its background work.
+struct Bench {
+    run: fn(u64) -> Duration,
+    flush: Box<dyn Fn()>,
+}
+
+fn timed(n: u64, op: impl Fn()) -> Duration {
+    let t0 = Instant::now();
+    for _ in 0..n {
+        op();
+    }
+    t0.elapsed()
+}
+
+fn tracing_op() {
+    let span = tracing::info_span!("request", id = 7);
+    let _entered = span.enter();
+}
+
+/// `n` spans inside `depth` entered parents (0: each span is a root).
+fn tracing_spans(n: u64, depth: usize) -> Duration {
+    let parents: Vec<tracing::Span> = (0..depth).map(|_| tracing::info_span!("parent")).collect();
+    let _entered: Vec<_> = parents.iter().map(|p| p.enter()).collect();
+    timed(n, tracing_op)
+}
+
+fn tracing_events(n: u64) -> Duration {
+    // A fresh span every 100 events keeps them under the annotation cap, so every event
+    // is really recorded; only the events are timed.
+    let mut total = Duration::ZERO;
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(100);
+        let span = tracing::info_span!("request");
+        let _e = span.enter();
+        total += timed(k, || tracing::info!("cache miss"));
+        left -= k;
+    }
+    total
+}
+
+fn fastrace_spans(n: u64) -> Duration {
+    use fastrace::prelude::*;
+    let t0 = Instant::now();
+    {
+        let root = Span::root("parent", SpanContext::random());
+        for _ in 0..n {
+            let _s = Span::enter_with_parent("request", &root).with_property(|| ("id", "7"));
+        }
+    }
+    t0.elapsed()
+}
+
+fn fastrace_local_spans(n: u64) -> Duration {
+    use fastrace::prelude::*;
+    let t0 = Instant::now();
+    {
+        let root = Span::root("parent", SpanContext::random());
+        let _g = root.set_local_parent();
+        for _ in 0..n {
+            let _s = LocalSpan::enter_with_local_parent("request").with_property(|| ("id", "7"));
+        }
+    }
+    t0.elapsed()
+}
+
+fn fastrace_roots(n: u64) -> Duration {
+    use fastrace::prelude::*;
+    timed(n, || {
+        let _s = Span::root("request", SpanContext::random()).with_property(|| ("id", "7"));
+    })
+}
+
+fn install(dispatch: Dispatch) {
+    if tracing::dispatcher::set_global_default(dispatch).is_err() {
+        eprintln!("a global dispatcher was already set");
+        std::process::exit(2);
+    }
+}
+
+fn causeway(mode: Mode, sampler: Sampler) -> Box<dyn Fn()> {
+    let config = Config::new("bench")
+        .with_mode(mode)
+        .with_sampler(sampler)
+        .with_queue_spans(1 << 20);
+    let (dispatch, guard) = match causeway::dispatch_with_sinks(config, vec![Box::new(Discard)]) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("cannot start causeway: {e}");
+            std::process::exit(2);
+        }
+    };
+    install(dispatch);
+    let guard = Arc::new(guard);
+    Box::new(move || {
+        guard.flush();
+    })
+}
+
+fn otel(sampler: opentelemetry_sdk::trace::Sampler) -> Box<dyn Fn()> {
     let provider = SdkTracerProvider::builder()
         .with_span_processor(BatchSpanProcessor::builder(NoopExporter).build())
         .with_sampler(sampler)
         .build();
     let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("bench"));
-    (
-        Dispatch::new(tracing_subscriber::registry().with(layer)),
-        provider,
-    )
+    install(Dispatch::new(tracing_subscriber::registry().with(layer)));
+    Box::new(move || {
+        let _ = provider.force_flush();
+    })
 }
 
-/// Creates, enters, exits and closes a span with one field. Unless `root`, inside an
-/// entered parent (a span within a request, the common case, where the sampling
-/// decision is inherited); with `root`, each span starts a trace (ids and a decision).
-fn span_case(c: &mut Criterion, name: &str, dispatch: &Dispatch, root: bool) {
-    tracing::dispatcher::with_default(dispatch, || {
-        let parent = if root {
-            tracing::Span::none()
-        } else {
-            tracing::info_span!("parent")
-        };
-        let _p = parent.enter();
-        c.benchmark_group("overhead").bench_function(name, |b| {
-            b.iter(|| {
-                let span = tracing::info_span!("request", id = 7);
-                let _entered = span.enter();
-            })
-        });
-    });
-}
-
-fn benches(c: &mut Criterion) {
-    let none = Dispatch::new(tracing::subscriber::NoSubscriber::default());
-    span_case(c, "bare_tracing_span", &none, false);
-    let noop = Dispatch::new(
-        tracing_subscriber::registry().with(tracing_subscriber::layer::Identity::new()),
+fn fastrace() -> Box<dyn Fn()> {
+    fastrace::set_reporter(
+        NoopReporter,
+        fastrace::collector::Config::default().report_interval(Duration::from_millis(100)),
     );
-    span_case(c, "registry_noop_layer_span", &noop, false);
-    span_case(c, "dispatch_floor_span", &Dispatch::new(Floor), false);
+    Box::new(fastrace::flush)
+}
 
-    let (d, guard) = causeway(Mode::Layer, Sampler::Never);
-    span_case(c, "causeway_layer_unsampled_span", &d, false);
-    drop(guard);
-    let (d, guard) = causeway(Mode::Layer, Sampler::Always);
-    span_case(c, "causeway_layer_sampled_span", &d, false);
-    drop(guard);
+fn nothing() -> Box<dyn Fn()> {
+    Box::new(|| {})
+}
 
-    let (d, guard) = causeway(Mode::Exclusive, Sampler::Never);
-    span_case(c, "causeway_unsampled_span", &d, false);
-    span_case(c, "causeway_unsampled_root_span", &d, true);
-    drop(guard);
+fn bench_for(case: &str) -> Option<Bench> {
+    let always = || Sampler::Always;
+    let never = || Sampler::Never;
+    let (run, flush): (fn(u64) -> Duration, Box<dyn Fn()>) = match case {
+        "bare_tracing_span" => (|n| tracing_spans(n, 1), nothing()),
+        "dispatch_floor_span" => {
+            install(Dispatch::new(Floor));
+            (|n| tracing_spans(n, 1), nothing())
+        }
+        "registry_noop_layer_span" => {
+            install(Dispatch::new(
+                tracing_subscriber::registry().with(tracing_subscriber::layer::Identity::new()),
+            ));
+            (|n| tracing_spans(n, 1), nothing())
+        }
+        "causeway_sampled_span" => (
+            |n| tracing_spans(n, 1),
+            causeway(Mode::Exclusive, always()),
+        ),
+        "causeway_unsampled_span" | "causeway_unsampled_span_depth_1" => (
+            |n| tracing_spans(n, 1),
+            causeway(Mode::Exclusive, never()),
+        ),
+        "causeway_unsampled_span_depth_4" => (
+            |n| tracing_spans(n, 4),
+            causeway(Mode::Exclusive, never()),
+        ),
+        "causeway_unsampled_span_depth_16" => (
+            |n| tracing_spans(n, 16),
+            causeway(Mode::Exclusive, never()),
+        ),
+        "causeway_sampled_root_span" => (
+            |n| tracing_spans(n, 0),
+            causeway(Mode::Exclusive, always()),
+        ),
+        "causeway_unsampled_root_span" => (
+            |n| tracing_spans(n, 0),
+            causeway(Mode::Exclusive, never()),
+        ),
+        "causeway_sampled_event" => (tracing_events, causeway(Mode::Exclusive, always())),
+        "causeway_layer_sampled_span" => {
+            (|n| tracing_spans(n, 1), causeway(Mode::Layer, always()))
+        }
+        "causeway_layer_unsampled_span" => {
+            (|n| tracing_spans(n, 1), causeway(Mode::Layer, never()))
+        }
+        "fastrace_span" => (fastrace_spans, fastrace()),
+        "fastrace_local_span" => (fastrace_local_spans, fastrace()),
+        "fastrace_root_span" => (fastrace_roots, fastrace()),
+        "otel_sampled_span" => (
+            |n| tracing_spans(n, 1),
+            otel(opentelemetry_sdk::trace::Sampler::AlwaysOn),
+        ),
+        "otel_sampled_root_span" => (
+            |n| tracing_spans(n, 0),
+            otel(opentelemetry_sdk::trace::Sampler::AlwaysOn),
+        ),
+        "otel_sampled_event" => (
+            tracing_events,
+            otel(opentelemetry_sdk::trace::Sampler::AlwaysOn),
+        ),
+        // ParentBased(AlwaysOff): the children of an unsampled root are unsampled too.
+        "otel_unsampled_span" => (
+            |n| tracing_spans(n, 1),
+            otel(opentelemetry_sdk::trace::Sampler::ParentBased(Box::new(
+                opentelemetry_sdk::trace::Sampler::AlwaysOff,
+            ))),
+        ),
+        _ => return None,
+    };
+    Some(Bench { run, flush })
+}
 
-    let (d, guard) = causeway(Mode::Exclusive, Sampler::Always);
-    span_case(c, "causeway_sampled_span", &d, false);
-    span_case(c, "causeway_sampled_root_span", &d, true);
-    // Events: a fresh span every 100 events keeps them under the annotation cap, so
-    // every event is really recorded; only the events are timed.
-    tracing::dispatcher::with_default(&d, || {
-        c.benchmark_group("overhead")
-            .bench_function("causeway_sampled_event", |b| {
-                b.iter_custom(|iters| {
-                    let mut total = Duration::ZERO;
-                    let mut left = iters;
-                    while left > 0 {
-                        let n = left.min(100);
-                        let span = tracing::info_span!("request");
-                        let _e = span.enter();
-                        let t0 = Instant::now();
-                        for _ in 0..n {
-                            tracing::info!("cache miss");
-                        }
-                        total += t0.elapsed();
-                        left -= n;
-                    }
-                    total
-                })
-            });
+/// `n` operations in chunks of at most [`CHUNK`]: the time they took.
+fn chunked(run: fn(u64) -> Duration, n: u64) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(CHUNK);
+        total += run(k);
+        left -= k;
+    }
+    total
+}
+
+fn process_cpu_ns() -> u64 {
+    // SAFETY: `usage` is a valid, writable rusage that outlives the call.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    ns(usage.ru_utime) + ns(usage.ru_stime)
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec that outlives the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Allocations per operation, background CPU per operation and two-thread throughput.
+fn details(bench: &Bench) -> serde_json::Value {
+    const N: u64 = 200_000;
+    chunked(bench.run, 20_000);
+    (bench.flush)();
+    let before = ALLOCATIONS.with(|a| a.get());
+    chunked(bench.run, N);
+    let allocations = (ALLOCATIONS.with(|a| a.get()) - before) as f64 / N as f64;
+
+    const CPU_N: u64 = 2_000_000;
+    (bench.flush)();
+    let (process0, thread0) = (process_cpu_ns(), thread_cpu_ns());
+    chunked(bench.run, CPU_N);
+    let thread1 = thread_cpu_ns();
+    (bench.flush)();
+    let process1 = process_cpu_ns();
+    let background = (process1 - process0).saturating_sub(thread1 - thread0) as f64 / CPU_N as f64;
+
+    const THREAD_N: u64 = 1_000_000;
+    let run = bench.run;
+    let t0 = Instant::now();
+    let threads: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(move || chunked(run, THREAD_N)))
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+    let per_second = 2.0 * THREAD_N as f64 / t0.elapsed().as_secs_f64();
+    (bench.flush)();
+    serde_json::json!({
+        "allocations_per_span": (allocations * 1000.0).round() / 1000.0,
+        "background_cpu_ns_per_span": (background * 100.0).round() / 100.0,
+        "two_thread_spans_per_second": per_second.round(),
+    })
+}
+
+/// The child process: measures one case and prints its figures as one JSON line.
+fn run_case(case: &str) {
+    let Some(bench) = bench_for(case) else {
+        eprintln!("unknown case {case}");
+        std::process::exit(2);
+    };
+    let mut c = Criterion::default()
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_secs(1))
+        .without_plots();
+    c.benchmark_group("overhead").bench_function(case, |b| {
+        b.iter_custom(|iters| chunked(bench.run, iters));
     });
-    let stats = guard.stats();
-    drop(guard);
-    eprintln!("causeway pipeline: {stats:?}");
-
-    let (d, provider) = otel(opentelemetry_sdk::trace::Sampler::AlwaysOn);
-    span_case(c, "otel_sampled_span", &d, false);
-    span_case(c, "otel_sampled_root_span", &d, true);
-    let _ = provider.shutdown();
-    // ParentBased(AlwaysOff): the children of an unsampled root are unsampled too.
-    let (d, provider) = otel(opentelemetry_sdk::trace::Sampler::ParentBased(Box::new(
-        opentelemetry_sdk::trace::Sampler::AlwaysOff,
-    )));
-    span_case(c, "otel_unsampled_span", &d, false);
-    let _ = provider.shutdown();
+    let mut out = serde_json::json!({ "case": case, "median_ns": median_of(case) });
+    if has_details(case) {
+        out["details"] = details(&bench);
+    }
+    println!("OVERHEAD {out}");
 }
 
 /// The cargo target directory, from the bench executable's path (target/release/deps/..).
@@ -187,42 +443,113 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("target"))
 }
 
-fn write_medians() {
-    let target = target_dir();
-    let mut medians = BTreeMap::new();
-    for case in CASES {
-        let path = target
-            .join("criterion/overhead")
-            .join(case)
-            .join("new/estimates.json");
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
-            continue;
-        };
-        if let Some(m) = v["median"]["point_estimate"].as_f64() {
-            medians.insert(case, (m * 100.0).round() / 100.0);
-        }
-    }
-    let out = target.join("causeway-bench");
-    let _ = std::fs::create_dir_all(&out);
-    let json = serde_json::to_string_pretty(&medians).unwrap_or_default();
-    match std::fs::write(out.join("overhead.json"), &json) {
-        Ok(()) => eprintln!(
-            "medians (ns/op) written to {}:\n{json}",
-            out.join("overhead.json").display()
-        ),
-        Err(e) => eprintln!("cannot write {}: {e}", out.display()),
-    }
+fn median_of(case: &str) -> Option<f64> {
+    let home = std::env::var_os("CRITERION_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("criterion"));
+    let path = home
+        .join("overhead")
+        .join(case)
+        .join("new/estimates.json");
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["median"]["point_estimate"]
+        .as_f64()
+        .map(|m| (m * 100.0).round() / 100.0)
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
 }
 
 fn main() {
-    let mut c = Criterion::default()
-        .measurement_time(Duration::from_secs(3))
-        .warm_up_time(Duration::from_secs(1))
-        .configure_from_args();
-    benches(&mut c);
-    c.final_summary();
-    write_medians();
+    if let Ok(case) = std::env::var("OVERHEAD_CASE") {
+        run_case(&case);
+        return;
+    }
+    // `cargo bench` passes `--bench`; the first other argument filters the cases.
+    let filter = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .unwrap_or_default();
+    let rounds: usize = std::env::var("OVERHEAD_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("cannot find the bench executable: {e}");
+            std::process::exit(2);
+        }
+    };
+    let cases: Vec<&str> = CASES
+        .iter()
+        .copied()
+        .filter(|c| c.contains(&filter))
+        .collect();
+    let mut runs: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut details: BTreeMap<&str, Vec<serde_json::Value>> = BTreeMap::new();
+    for round in 1..=rounds {
+        for &case in &cases {
+            eprintln!("round {round}/{rounds}: {case}");
+            let output = Command::new(&exe)
+                .env("OVERHEAD_CASE", case)
+                .env("CRITERION_HOME", target_dir().join("criterion"))
+                .stderr(std::process::Stdio::inherit())
+                .output();
+            let line = output.as_ref().ok().and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .find_map(|l| l.strip_prefix("OVERHEAD ").map(str::to_owned))
+            });
+            let Some(v) = line.and_then(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+            else {
+                eprintln!("case {case} failed: {output:?}");
+                std::process::exit(1);
+            };
+            if let Some(m) = v["median_ns"].as_f64() {
+                runs.entry(case).or_default().push(m);
+            }
+            if !v["details"].is_null() {
+                details.entry(case).or_default().push(v["details"].clone());
+            }
+        }
+    }
+    let medians: BTreeMap<&str, f64> = runs
+        .iter()
+        .filter_map(|(c, v)| Some((*c, median(v.clone())?)))
+        .collect();
+    let out = target_dir().join("causeway-bench");
+    let _ = std::fs::create_dir_all(&out);
+    let json = serde_json::to_string_pretty(&medians).unwrap_or_default();
+    let detail_json = serde_json::to_string_pretty(&serde_json::json!({
+        "rounds_ns": runs,
+        "details": details,
+    }))
+    .unwrap_or_default();
+    for (file, text) in [
+        ("overhead.json", &json),
+        ("overhead-details.json", &detail_json),
+    ] {
+        if let Err(e) = std::fs::write(out.join(file), text) {
+            eprintln!("cannot write {}: {e}", out.join(file).display());
+            std::process::exit(1);
+        }
+    }
+    println!("{:<36} {}", "case", "ns/op by round");
+    for (case, v) in &runs {
+        let figures: Vec<String> = v.iter().map(|m| format!("{m:>9.2}")).collect();
+        println!("{case:<36} {}", figures.join(" "));
+    }
+    for (case, d) in &details {
+        for (round, d) in d.iter().enumerate() {
+            println!("{case:<36} round {} {d}", round + 1);
+        }
+    }
+    eprintln!(
+        "medians (ns/op) written to {}",
+        out.join("overhead.json").display()
+    );
 }
