@@ -41,8 +41,10 @@ impl WallClock {
         }
     }
 
+    /// The anchor (a raw reading and its Unix time), replaced first when it is older
+    /// than [`REANCHOR_NS`].
     #[inline]
-    fn now(&self) -> u64 {
+    fn anchor(&self) -> (u64, u64) {
         loop {
             let g = self.generation.load(Ordering::Acquire);
             if g & 1 == 1 {
@@ -54,8 +56,7 @@ impl WallClock {
             if self.generation.load(Ordering::Acquire) != g {
                 continue;
             }
-            let raw = self.clock.raw();
-            let elapsed = self.clock.delta_as_nanos(raw0, raw);
+            let elapsed = self.clock.delta_as_nanos(raw0, self.clock.raw());
             if elapsed >= REANCHOR_NS
                 && self
                     .generation
@@ -67,19 +68,56 @@ impl WallClock {
                 self.anchor_raw.store(raw, Ordering::Release);
                 self.anchor_unix.store(unix, Ordering::Release);
                 self.generation.store(g + 2, Ordering::Release);
-                return unix;
+                return (raw, unix);
             }
-            return unix0 + elapsed;
+            return (raw0, unix0);
         }
+    }
+
+    /// The Unix time of raw reading `raw`.
+    fn to_unix(&self, raw: u64) -> u64 {
+        let (raw0, unix0) = self.anchor();
+        if raw >= raw0 {
+            unix0 + self.clock.delta_as_nanos(raw0, raw)
+        } else {
+            unix0.saturating_sub(self.clock.delta_as_nanos(raw, raw0))
+        }
+    }
+
+    #[inline]
+    fn now(&self) -> u64 {
+        self.to_unix(self.clock.raw())
     }
 }
 
 static WALL_CLOCK: OnceLock<WallClock> = OnceLock::new();
 
+#[inline]
+fn wall_clock() -> &'static WallClock {
+    WALL_CLOCK.get_or_init(WallClock::new)
+}
+
 /// Unix nanoseconds now.
 #[inline]
 pub(crate) fn now_ns() -> u64 {
-    WALL_CLOCK.get_or_init(WallClock::new).now()
+    wall_clock().now()
+}
+
+/// The counter's reading now: what the hot path stores, converted to Unix time off it
+/// (by [`raw_to_unix`] on the writer's thread).
+#[inline]
+pub(crate) fn now_raw() -> u64 {
+    wall_clock().clock.raw()
+}
+
+/// The Unix nanoseconds of a reading of [`now_raw`].
+pub(crate) fn raw_to_unix(raw: u64) -> u64 {
+    wall_clock().to_unix(raw)
+}
+
+/// Nanoseconds from reading `from` to the later reading `to` (0 if `to` is earlier).
+pub(crate) fn raw_delta_ns(from: u64, to: u64) -> u64 {
+    wall_clock().clock.delta_as_nanos(from, to)
 }
 
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);

@@ -9,7 +9,7 @@ use tracing::Subscriber;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::clock::now_ns;
+use crate::clock::now_raw;
 use crate::record::{Recording, SpanRecord};
 
 /// The `tracing` Layer that records spans for Causeway. Build it with
@@ -54,7 +54,7 @@ where
             return;
         }
         let Some(span) = ctx.span(id) else { return };
-        let record = self.shared.new_record(inherited, attrs, now_ns());
+        let record = self.shared.new_record(inherited, attrs, now_raw());
         span.extensions_mut().insert(record);
     }
 

@@ -41,6 +41,7 @@
 mod clock;
 mod config;
 mod context;
+mod lane;
 mod layer;
 pub mod message;
 pub mod middleware;

@@ -1,18 +1,19 @@
-//! The path from a closed span to the sinks: a per-thread buffer (an uncontended lock on
-//! the application's thread), a bounded queue of batches that never blocks the
-//! application and counts what it drops, and one background thread that coalesces
-//! batches into the sinks.
+//! The path from a closed span to the sinks: per-thread lanes (see [`crate::lane`])
+//! that never block the application and count what they drop, and one background
+//! thread that decodes them into batches for the sinks.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use causeway_model::Span;
 use thread_local::ThreadLocal;
 
-use crate::record::{Collected, FinishedSpan, Process};
+use crate::lane::{self, Counters, Lane, Outlet, Slots};
+use crate::record::Process;
 
 /// Where finished spans go.
 pub trait SpanSink: Send {
@@ -26,14 +27,6 @@ pub trait SpanSink: Send {
     }
 }
 
-/// Counters of the pipeline, for the application's own metrics.
-#[derive(Debug, Default)]
-pub struct Stats {
-    recorded: AtomicU64,
-    dropped: AtomicU64,
-    written: AtomicU64,
-}
-
 /// A snapshot of [`Stats`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StatsSnapshot {
@@ -45,49 +38,32 @@ pub struct StatsSnapshot {
     pub written: u64,
 }
 
-impl Stats {
-    /// Reads the counters.
-    pub fn snapshot(&self) -> StatsSnapshot {
-        StatsSnapshot {
-            recorded: self.recorded.load(Ordering::Relaxed),
-            dropped: self.dropped.load(Ordering::Relaxed),
-            written: self.written.load(Ordering::Relaxed),
-        }
-    }
-}
-
 enum Command {
-    Spans(Vec<FinishedSpan>),
     Flush(SyncSender<()>, Instant),
     Stop(SyncSender<()>, Instant),
 }
 
 struct Shared {
-    buffers: ThreadLocal<Mutex<Vec<FinishedSpan>>>,
-    stats: Stats,
-    // Emptied span data the writer hands back, so that a sampled span allocates nothing
-    // on the application's thread and nothing allocated there is freed on the writer's
-    // (cross-thread frees are what made the default allocator slow here).
-    // The boxes themselves are what is reused (a span's data moves as one pointer from
-    // the application's thread to the writer and back), so a Vec of boxes it is.
-    #[allow(clippy::vec_box)]
-    spare: Mutex<Vec<Box<Collected>>>,
-    #[allow(clippy::vec_box)]
-    local_spare: ThreadLocal<std::cell::RefCell<Vec<Box<Collected>>>>,
+    lanes: ThreadLocal<RefCell<Lane>>,
+    /// Lanes made since the writer last looked, its ends to take.
+    new_outlets: Mutex<Vec<Outlet>>,
+    counters: Mutex<Vec<Arc<Counters>>>,
+    written: AtomicU64,
+    writer: OnceLock<Thread>,
+    lane_entries: usize,
 }
 
-const SPARE_MAX: usize = 16 * 1024;
-const SPARE_GRAB: usize = 64;
+/// Entries per lane at most: about 2 000 spans of a few attributes (448 KiB).
+const LANE_ENTRIES_MAX: usize = 8192;
+/// Spans handed to the sinks at once at most.
+const BATCH: usize = 1024;
 
 /// The running pipeline; cheap to share.
 pub(crate) struct Pipeline {
     shared: Arc<Shared>,
     tx: SyncSender<Command>,
-    batch: usize,
     worker: Mutex<Option<JoinHandle<()>>>,
 }
-
-const BATCH: usize = 256;
 
 impl Pipeline {
     pub(crate) fn start(
@@ -96,68 +72,60 @@ impl Pipeline {
         queue_spans: usize,
         flush_interval: Duration,
     ) -> std::io::Result<Arc<Pipeline>> {
-        let batch = BATCH.min(queue_spans).max(1);
-        let (tx, rx) = mpsc::sync_channel((queue_spans / batch).max(1));
+        let (tx, rx) = mpsc::sync_channel(16);
         let shared = Arc::new(Shared {
-            buffers: ThreadLocal::new(),
-            stats: Stats::default(),
-            spare: Mutex::new(Vec::new()),
-            local_spare: ThreadLocal::new(),
+            lanes: ThreadLocal::new(),
+            new_outlets: Mutex::new(Vec::new()),
+            counters: Mutex::new(Vec::new()),
+            written: AtomicU64::new(0),
+            writer: OnceLock::new(),
+            // A span of a few attributes takes four entries.
+            lane_entries: queue_spans.saturating_mul(4).clamp(64, LANE_ENTRIES_MAX),
         });
         let worker_shared = shared.clone();
         let handle = std::thread::Builder::new()
             .name("causeway-writer".into())
             .spawn(move || run(worker_shared, rx, sinks, process, flush_interval))?;
+        let _ = shared.writer.set(handle.thread().clone());
         Ok(Arc::new(Pipeline {
             shared,
             tx,
-            batch,
             worker: Mutex::new(Some(handle)),
         }))
     }
 
-    /// Hands a finished span to the writer. Never blocks on I/O; when the queue is full
-    /// the batch is dropped and counted.
-    pub(crate) fn submit(&self, span: FinishedSpan) {
-        self.shared.stats.recorded.fetch_add(1, Ordering::Relaxed);
-        let buf = self
-            .shared
-            .buffers
-            .get_or(|| Mutex::new(Vec::with_capacity(self.batch)));
-        let full = {
-            let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
-            b.push(span);
-            if b.len() < self.batch {
-                return;
-            }
-            std::mem::replace(&mut *b, Vec::with_capacity(self.batch))
+    /// Hands the `n` entries of a finished span to the writer through this thread's
+    /// lane. Never blocks; when the lane is full the span is dropped and counted.
+    pub(crate) fn submit(&self, n: usize, write: impl FnOnce(&mut Slots<'_>)) {
+        let lane = self.shared.lanes.get_or(|| {
+            let (lane, outlet) = lane::lane(self.shared.lane_entries);
+            lock(&self.shared.counters).push(lane.counters.clone());
+            lock(&self.shared.new_outlets).push(outlet);
+            RefCell::new(lane)
+        });
+        // A `Debug` impl run while this thread's lane is borrowed cannot finish a span
+        // into it; such a span is lost rather than the process.
+        let Ok(mut lane) = lane.try_borrow_mut() else {
+            return;
         };
-        if let Err(
-            TrySendError::Full(Command::Spans(v)) | TrySendError::Disconnected(Command::Spans(v)),
-        ) = self.tx.try_send(Command::Spans(full))
-        {
-            self.shared
-                .stats
-                .dropped
-                .fetch_add(v.len() as u64, Ordering::Relaxed);
+        if lane.send(n, write) {
+            if let Some(writer) = self.shared.writer.get() {
+                writer.unpark();
+            }
         }
-    }
-
-    /// An emptied data box to reuse, if the writer has returned some.
-    pub(crate) fn reuse(&self) -> Option<Box<Collected>> {
-        let local = self.shared.local_spare.get_or(Default::default);
-        let mut local = local.borrow_mut();
-        if local.is_empty() {
-            let mut spare = self.shared.spare.lock().unwrap_or_else(|e| e.into_inner());
-            let n = spare.len().min(SPARE_GRAB);
-            let at = spare.len() - n;
-            local.extend(spare.drain(at..));
-        }
-        local.pop()
     }
 
     pub(crate) fn stats(&self) -> StatsSnapshot {
-        self.shared.stats.snapshot()
+        let mut s = StatsSnapshot {
+            recorded: 0,
+            dropped: 0,
+            written: self.shared.written.load(Ordering::Relaxed),
+        };
+        for c in lock(&self.shared.counters).iter() {
+            s.recorded += c.recorded.load(Ordering::Relaxed);
+            s.dropped += c.dropped.load(Ordering::Relaxed);
+        }
+        s
     }
 
     fn command(
@@ -170,7 +138,12 @@ impl Pipeline {
         let mut cmd = make(reply_tx, deadline);
         loop {
             match self.tx.try_send(cmd) {
-                Ok(()) => break,
+                Ok(()) => {
+                    if let Some(writer) = self.shared.writer.get() {
+                        writer.unpark();
+                    }
+                    break;
+                }
                 Err(TrySendError::Full(c)) => {
                     if Instant::now() >= deadline {
                         return false;
@@ -202,6 +175,12 @@ impl Pipeline {
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The writer's loop: drains the lanes whenever a thread wakes it (a lane filling up, a
+/// command) or `flush_interval` has passed, and hands the spans to the sinks.
 fn run(
     shared: Arc<Shared>,
     rx: Receiver<Command>,
@@ -209,75 +188,78 @@ fn run(
     process: Process,
     flush_interval: Duration,
 ) {
-    // Turning recorded spans into model spans happens here, off the application's threads.
-    let write = |sinks: &mut Vec<Box<dyn SpanSink>>, finished: Vec<FinishedSpan>| {
-        if finished.is_empty() {
+    let mut outlets: Vec<Outlet> = Vec::new();
+    let mut batch: Vec<Span> = Vec::with_capacity(BATCH);
+    let write = |sinks: &mut Vec<Box<dyn SpanSink>>, batch: &mut Vec<Span>| {
+        if batch.is_empty() {
             return;
         }
-        let mut returned = Vec::with_capacity(finished.len());
-        let spans: Vec<Span> = finished
-            .into_iter()
-            .map(|f| {
-                let (span, empty) = f.into_span(&process);
-                if empty.worth_reusing() {
-                    returned.push(empty);
+        for s in sinks.iter_mut() {
+            s.write(batch);
+        }
+        let written = shared.written.load(Ordering::Relaxed) + batch.len() as u64;
+        shared.written.store(written, Ordering::Relaxed);
+        batch.clear();
+    };
+    // Decodes what every lane holds, in batches of at most BATCH spans per lane visit.
+    let mut drain = |sinks: &mut Vec<Box<dyn SpanSink>>, outlets: &mut Vec<Outlet>| {
+        outlets.append(&mut lock(&shared.new_outlets));
+        loop {
+            let mut any = false;
+            for outlet in outlets.iter_mut() {
+                if outlet.drain(&process, &mut batch, BATCH) > 0 {
+                    any = true;
                 }
-                span
-            })
-            .collect();
-        {
-            let mut spare = shared.spare.lock().unwrap_or_else(|e| e.into_inner());
-            let room = SPARE_MAX.saturating_sub(spare.len());
-            returned.truncate(room);
-            spare.append(&mut returned);
+                if batch.len() >= BATCH {
+                    write(sinks, &mut batch);
+                }
+            }
+            if !any {
+                break;
+            }
         }
-        for s in sinks.iter_mut() {
-            s.write(&spans);
-        }
-        shared
-            .stats
-            .written
-            .fetch_add(spans.len() as u64, Ordering::Relaxed);
+        write(sinks, &mut batch);
     };
-    // Spans waiting in threads' buffers (idle threads, partial batches) are collected here.
-    let sweep = |sinks: &mut Vec<Box<dyn SpanSink>>| {
-        for buf in shared.buffers.iter() {
-            let spans = std::mem::take(&mut *buf.lock().unwrap_or_else(|e| e.into_inner()));
-            write(sinks, spans);
-        }
-        for s in sinks.iter_mut() {
-            s.flush();
-        }
-    };
-    let mut last_sweep = Instant::now();
+    let mut last_flush = Instant::now();
     loop {
-        match rx.recv_timeout(flush_interval) {
-            Ok(Command::Spans(v)) => write(&mut sinks, v),
-            Ok(Command::Flush(reply, deadline)) => {
-                sweep(&mut sinks);
-                for s in sinks.iter_mut() {
-                    s.sync(deadline);
+        std::thread::park_timeout(flush_interval);
+        // Commands are taken before the lanes are drained: whatever a thread finished
+        // before it asked for a flush is in its lane by then, and is written first.
+        let mut commands = Vec::new();
+        let mut disconnected = false;
+        loop {
+            match rx.try_recv() {
+                Ok(c) => commands.push(c),
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    disconnected = true;
+                    break;
                 }
-                last_sweep = Instant::now();
-                let _ = reply.send(());
-            }
-            Ok(Command::Stop(reply, deadline)) => {
-                sweep(&mut sinks);
-                for s in sinks.iter_mut() {
-                    s.sync(deadline);
-                }
-                let _ = reply.send(());
-                return;
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                sweep(&mut sinks);
-                return;
             }
         }
-        if last_sweep.elapsed() >= flush_interval {
-            sweep(&mut sinks);
-            last_sweep = Instant::now();
+        drain(&mut sinks, &mut outlets);
+        let mut stop = disconnected;
+        for command in commands {
+            let (Command::Flush(reply, deadline) | Command::Stop(reply, deadline)) = &command;
+            for s in sinks.iter_mut() {
+                s.flush();
+                s.sync(*deadline);
+            }
+            last_flush = Instant::now();
+            let _ = reply.send(());
+            stop |= matches!(command, Command::Stop(..));
+        }
+        if stop {
+            for s in sinks.iter_mut() {
+                s.flush();
+            }
+            return;
+        }
+        if last_flush.elapsed() >= flush_interval {
+            for s in sinks.iter_mut() {
+                s.flush();
+            }
+            last_flush = Instant::now();
         }
     }
 }

@@ -12,13 +12,12 @@ use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use causeway_model::{
-    Event, KeyValue, Link, Message, Source, Span, SpanId, SpanKind, Status, TraceId, Value,
-};
+use causeway_model::{Link, Message, SpanId, SpanKind, Status, TraceId};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Record};
 
-use crate::clock::{new_span_id, new_trace_id, now_ns, thread_cpu_ns, thread_no};
+use crate::clock::{new_span_id, new_trace_id, now_raw, thread_cpu_ns, thread_no};
+use crate::lane::{Counts, Entry, Extra, RawName, RawValue, TEXT_CHUNK};
 use crate::pipeline::Pipeline;
 use crate::propagation::{Baggage, Extracted, SpanContext, TraceState, FLAG_SAMPLED};
 use crate::sampling::SamplerState;
@@ -26,14 +25,6 @@ use crate::sampling::SamplerState;
 /// The tracestate key under which a sampling probability below 1 travels, so the
 /// processes downstream record the probability that was in force at the root.
 pub(crate) const PROBABILITY_KEY: &str = "cw";
-
-/// A value recorded on the hot path: text lives in the span's text buffer (a range of
-/// it), so recording a string or a `Debug` value allocates nothing once the buffer has
-/// grown (it is reused across spans).
-pub(crate) enum RawValue {
-    Value(Value),
-    Text(u32, u32),
-}
 
 /// A key-value recorded on the hot path: the key is a `tracing` field name.
 pub(crate) type RawAttr = (&'static str, RawValue);
@@ -46,10 +37,14 @@ struct RawEvent {
     attrs: (u32, u32),
 }
 
-enum RawName {
-    Static(&'static str),
-    Text(u32, u32),
+thread_local! {
+    // Emptied data boxes of this thread's finished spans: a sampled span allocates
+    // nothing in steady state, and its buffers stay in this thread's cache.
+    static SPARE: RefCell<Vec<Box<Collected>>> = const { RefCell::new(Vec::new()) };
 }
+
+/// Boxes kept per thread at most.
+const SPARE_MAX: usize = 64;
 
 /// What a sampled span collects while it runs.
 pub(crate) struct Collected {
@@ -86,19 +81,6 @@ pub(crate) struct SpanRecord {
     pub(crate) data: Option<Box<Collected>>,
 }
 
-/// A finished sampled span on its way to the writer thread.
-pub(crate) struct FinishedSpan {
-    trace_id: TraceId,
-    span_id: SpanId,
-    parent_id: Option<SpanId>,
-    trace_state: TraceState,
-    probability: f64,
-    execution_unit: u64,
-    end: u64,
-    cpu_time: Option<u64>,
-    data: Box<Collected>,
-}
-
 /// The process-wide parts of every span, added on the writer thread.
 pub(crate) struct Process {
     pub(crate) service: Arc<str>,
@@ -106,93 +88,14 @@ pub(crate) struct Process {
     pub(crate) pid: u32,
 }
 
-fn text_of(text: &str, from: u32, to: u32) -> String {
-    text.get(from as usize..to as usize)
-        .unwrap_or_default()
-        .to_owned()
-}
-
-fn owned(text: &str, raw: &mut [RawAttr]) -> Vec<KeyValue> {
-    raw.iter_mut()
-        .map(|(k, v)| KeyValue {
-            key: (*k).to_owned(),
-            value: match std::mem::replace(v, RawValue::Text(0, 0)) {
-                RawValue::Value(v) => v,
-                RawValue::Text(a, b) => Value::Str(text_of(text, a, b)),
-            },
-        })
-        .collect()
-}
-
-impl FinishedSpan {
-    /// The model span, and the emptied data box (its vectors keep their capacity) for
-    /// the application's threads to reuse.
-    pub(crate) fn into_span(self, process: &Process) -> (Span, Box<Collected>) {
-        let mut d = self.data;
-        let span = Span {
-            trace_id: self.trace_id,
-            span_id: self.span_id,
-            parent_id: self.parent_id,
-            name: std::mem::take(&mut d.name).into_owned(),
-            kind: d.kind,
-            service: process.service.clone(),
-            host: process.host.clone(),
-            pid: process.pid,
-            execution_unit: self.execution_unit,
-            start: d.start,
-            end: self.end,
-            status: std::mem::take(&mut d.status),
-            attributes: owned(&d.text, &mut d.attributes),
-            events: d
-                .events
-                .iter()
-                .map(|e| Event {
-                    time: e.time,
-                    name: match e.name {
-                        RawName::Static(n) => n.to_owned(),
-                        RawName::Text(a, b) => text_of(&d.text, a, b),
-                    },
-                    attributes: d
-                        .event_attributes
-                        .get_mut(e.attrs.0 as usize..e.attrs.1 as usize)
-                        .map(|raw| owned(&d.text, raw))
-                        .unwrap_or_default(),
-                })
-                .collect(),
-            links: std::mem::take(&mut d.links),
-            messages: std::mem::take(&mut d.messages),
-            cpu_time: self.cpu_time,
-            sampling_probability: self.probability,
-            dropped_attributes: d.dropped_attributes,
-            dropped_events: d.dropped_events,
-            trace_state: if self.trace_state.is_empty() {
-                String::new()
-            } else {
-                self.trace_state.header()
-            },
-            source: Source::Instrumented,
-        };
-        d.attributes.clear();
-        d.events.clear();
-        d.event_attributes.clear();
-        d.text.clear();
-        (span, d)
-    }
-}
-
 impl Collected {
-    /// Data for a new sampled span, in a reused box when the writer has returned one.
-    fn new(
-        pipeline: Option<&Pipeline>,
-        name: &'static str,
-        start: u64,
-        fields: usize,
-        max_annotations: usize,
-    ) -> Box<Collected> {
-        if let Some(mut c) = pipeline.and_then(|p| p.reuse()) {
+    /// Data for a new sampled span, in a box this thread has used before when it has one.
+    fn new(name: &'static str, start: u64, fields: usize, max_annotations: usize) -> Box<Collected> {
+        if let Some(mut c) = SPARE.with(|s| s.borrow_mut().pop()) {
             c.name = Cow::Borrowed(name);
             c.kind = SpanKind::Internal;
             c.start = start;
+            c.status = Status::Unset;
             c.dropped_attributes = 0;
             c.dropped_events = 0;
             c.cpu_total = 0;
@@ -217,6 +120,49 @@ impl Collected {
             cpu_entered: None,
             max_annotations,
         })
+    }
+
+    /// Empties the box and keeps it for this thread's next sampled span, unless it grew
+    /// too big to pin for good or enough are kept already.
+    fn recycle(mut self: Box<Collected>) {
+        if !self.worth_reusing() {
+            return;
+        }
+        self.attributes.clear();
+        self.events.clear();
+        self.event_attributes.clear();
+        self.text.clear();
+        self.links.clear();
+        self.messages.clear();
+        let _ = SPARE.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if s.len() < SPARE_MAX {
+                s.push(self);
+            }
+        });
+    }
+
+    /// The span's rare parts (a name or error message of its own, links, messages),
+    /// moved out of the box.
+    fn take_extra(&mut self) -> Option<Box<Extra>> {
+        let name = match &self.name {
+            Cow::Owned(_) => Some(std::mem::take(&mut self.name).into_owned()),
+            Cow::Borrowed(_) => None,
+        };
+        let error = match &mut self.status {
+            Status::Error(m) => Some(std::mem::take(m)),
+            _ => None,
+        };
+        if name.is_none() && error.is_none() && self.links.is_empty() && self.messages.is_empty()
+        {
+            return None;
+        }
+        Some(Box::new(Extra {
+            name,
+            error,
+            links: std::mem::take(&mut self.links),
+            messages: std::mem::take(&mut self.messages),
+        }))
     }
 
     /// Whether an emptied box is small enough to keep for reuse: one huge span must not
@@ -284,9 +230,8 @@ impl SpanRecord {
         self.probability = probability_from(&parent.trace_state, parent.is_sampled());
         if parent.is_sampled() && self.data.is_none() {
             self.data = Some(Collected::new(
-                None,
                 self.name,
-                now_ns(),
+                now_raw(),
                 0,
                 self.max_annotations as usize,
             ));
@@ -419,13 +364,13 @@ impl Visit for FieldVisitor<'_> {
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
         self.data
-            .add_attribute(field.name(), RawValue::Value(Value::I64(value)));
+            .add_attribute(field.name(), RawValue::I64(value));
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
         match i64::try_from(value) {
             Ok(v) => self
                 .data
-                .add_attribute(field.name(), RawValue::Value(Value::I64(v))),
+                .add_attribute(field.name(), RawValue::I64(v)),
             Err(_) => self.text(field, |t| {
                 let _ = write!(t, "{value}");
             }),
@@ -433,7 +378,7 @@ impl Visit for FieldVisitor<'_> {
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
         self.data
-            .add_attribute(field.name(), RawValue::Value(Value::F64(value)));
+            .add_attribute(field.name(), RawValue::F64(value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
         if field.name() == "error" {
@@ -443,7 +388,7 @@ impl Visit for FieldVisitor<'_> {
             return;
         }
         self.data
-            .add_attribute(field.name(), RawValue::Value(Value::Bool(value)));
+            .add_attribute(field.name(), RawValue::Bool(value));
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
         self.record_str(field, &value.to_string());
@@ -485,10 +430,8 @@ impl EventVisitor<'_> {
                 .push((field.name(), RawValue::Text(a, b)));
         }
     }
-    fn value(&mut self, field: &Field, v: Value) {
-        self.data
-            .event_attributes
-            .push((field.name(), RawValue::Value(v)));
+    fn value(&mut self, field: &Field, v: RawValue) {
+        self.data.event_attributes.push((field.name(), v));
     }
 }
 
@@ -497,21 +440,21 @@ impl Visit for EventVisitor<'_> {
         self.text(field, |t| t.push_str(value));
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.value(field, Value::I64(value));
+        self.value(field, RawValue::I64(value));
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
         match i64::try_from(value) {
-            Ok(v) => self.value(field, Value::I64(v)),
+            Ok(v) => self.value(field, RawValue::I64(v)),
             Err(_) => self.text(field, |t| {
                 let _ = write!(t, "{value}");
             }),
         }
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.value(field, Value::F64(value));
+        self.value(field, RawValue::F64(value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.value(field, Value::Bool(value));
+        self.value(field, RawValue::Bool(value));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         self.text(field, |t| {
@@ -581,7 +524,6 @@ impl Recording {
         record.name = meta.name();
         if record.is_sampled() {
             let mut data = Collected::new(
-                Some(&self.pipeline),
                 meta.name(),
                 start,
                 meta.fields().len(),
@@ -649,7 +591,8 @@ impl Recording {
             trace_state,
             probability,
             execution_unit,
-            data: Some(data),
+            name,
+            data: Some(mut data),
             ..
         } = record
         else {
@@ -658,18 +601,70 @@ impl Recording {
         if flags & FLAG_SAMPLED == 0 {
             return;
         }
-        let cpu_time = self.cpu_time.then_some(data.cpu_total);
-        self.pipeline.submit(FinishedSpan {
-            trace_id,
-            span_id,
-            parent_id,
-            trace_state,
-            probability,
-            execution_unit,
-            end: now_ns(),
-            cpu_time,
-            data,
+        let end = now_raw();
+        let trace = trace_id.get();
+        let extra = data.take_extra();
+        let d = &*data;
+        let counts = Counts {
+            text_len: d.text.len() as u32,
+            attributes: d.attributes.len() as u32,
+            events: d.events.len() as u32,
+            dropped_attributes: d.dropped_attributes,
+            dropped_events: d.dropped_events,
+            cpu_time: if self.cpu_time { d.cpu_total } else { u64::MAX },
+            kind: d.kind,
+            ok: d.status == Status::Ok,
+            extra: extra.is_some(),
+        };
+        let n = 3
+            + d.text.len().div_ceil(TEXT_CHUNK)
+            + usize::from(extra.is_some())
+            + d.attributes.len()
+            + d.events.len()
+            + d.event_attributes.len();
+        self.pipeline.submit(n, |slots| {
+            slots.put(Entry::Head {
+                trace_hi: (trace >> 64) as u64,
+                trace_lo: trace as u64,
+                span_id,
+                parent_id,
+                start: d.start,
+                end,
+            });
+            slots.put(Entry::Meta {
+                name,
+                trace_state,
+                probability,
+                execution_unit,
+            });
+            slots.put(Entry::Counts(counts));
+            for c in d.text.as_bytes().chunks(TEXT_CHUNK) {
+                let mut chunk = [0u8; TEXT_CHUNK];
+                chunk[..c.len()].copy_from_slice(c);
+                slots.put(Entry::Text(chunk));
+            }
+            if let Some(extra) = extra {
+                slots.put(Entry::Extra(extra));
+            }
+            for &(k, v) in &d.attributes {
+                slots.put(Entry::Attr(k, v));
+            }
+            for e in &d.events {
+                let attrs = d
+                    .event_attributes
+                    .get(e.attrs.0 as usize..e.attrs.1 as usize)
+                    .unwrap_or_default();
+                slots.put(Entry::Event {
+                    time: e.time,
+                    name: e.name,
+                    attributes: attrs.len() as u32,
+                });
+                for &(k, v) in attrs {
+                    slots.put(Entry::Attr(k, v));
+                }
+            }
         });
+        data.recycle();
     }
 }
 
@@ -685,7 +680,7 @@ impl Collected {
             self.dropped_events += 1;
             return;
         }
-        let time = now_ns();
+        let time = now_raw();
         let first_attr = self.event_attributes.len() as u32;
         let mut v = EventVisitor {
             data: self,

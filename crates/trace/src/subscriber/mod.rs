@@ -24,7 +24,7 @@ use tracing_core::span::{Attributes, Current, Id, Record};
 use tracing_core::{Event, Interest, LevelFilter, Metadata};
 use tracing_subscriber::filter::Targets;
 
-use crate::clock::now_ns;
+use crate::clock::now_raw;
 use crate::record::{Recording, SpanRecord};
 use slots::{FreeList, Live, Slots};
 
@@ -150,7 +150,7 @@ impl tracing_core::Subscriber for CausewaySubscriber {
             Parent::Sampled(p, id) => (Some(p), Some(id)),
             Parent::Root => (None, None),
         };
-        let record = self.recording.new_record(inherited, attrs, now_ns());
+        let record = self.recording.new_record(inherited, attrs, now_raw());
         let live = Live {
             record,
             metadata: attrs.metadata(),
