@@ -17,6 +17,7 @@
 mod slots;
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use thread_local::ThreadLocal;
@@ -32,10 +33,18 @@ use slots::{FreeList, Live, Slots};
 /// bits are its nearest recorded ancestor's id.
 const ALIAS: u64 = 1 << 63;
 
+/// Tells subscribers apart in [`STACK`]; never reused.
+static NEXT_SUBSCRIBER: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    // The spans entered on this thread, innermost last, each with the subscriber that
+    // made it. One plain thread-local for every subscriber (there is almost always one),
+    // so that entering and leaving a span costs no lookup of per-subscriber state.
+    static STACK: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
 #[derive(Default)]
 struct ThreadState {
-    /// Ids of the spans entered on this thread, innermost last.
-    stack: RefCell<Vec<u64>>,
     free: RefCell<FreeList>,
 }
 
@@ -43,6 +52,7 @@ struct ThreadState {
 /// (no Registry, no per-span allocation). Other layers cannot sit on it; to keep a log
 /// output, use [`crate::layer`] on a Registry instead. Build it with [`crate::subscriber`].
 pub struct CausewaySubscriber {
+    id: u64,
     recording: Arc<Recording>,
     targets: Option<Targets>,
     slots: Slots,
@@ -62,6 +72,7 @@ enum Parent {
 impl CausewaySubscriber {
     pub(crate) fn new(recording: Arc<Recording>, targets: Option<Targets>) -> CausewaySubscriber {
         CausewaySubscriber {
+            id: NEXT_SUBSCRIBER.fetch_add(1, Ordering::Relaxed),
             recording,
             targets,
             slots: Slots::new(),
@@ -71,6 +82,20 @@ impl CausewaySubscriber {
 
     fn thread(&self) -> &ThreadState {
         self.threads.get_or_default()
+    }
+
+    /// The innermost span this subscriber made that is entered on this thread.
+    fn current(&self) -> Option<u64> {
+        STACK
+            .try_with(|s| {
+                s.borrow()
+                    .iter()
+                    .rev()
+                    .find(|(owner, _)| *owner == self.id)
+                    .map(|&(_, id)| id)
+            })
+            .ok()
+            .flatten()
     }
 
     fn parent(&self, parent: Option<u64>) -> Parent {
@@ -139,10 +164,9 @@ impl tracing_core::Subscriber for CausewaySubscriber {
     }
 
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
-        let thread = self.thread();
         let parent = match attrs.parent() {
             Some(p) => Some(p.into_u64()),
-            None if attrs.is_contextual() => thread.stack.borrow().last().copied(),
+            None if attrs.is_contextual() => self.current(),
             None => None,
         };
         let (inherited, parent) = match self.parent(parent) {
@@ -156,7 +180,7 @@ impl tracing_core::Subscriber for CausewaySubscriber {
             metadata: attrs.metadata(),
             parent,
         };
-        let inserted = self.slots.insert(&mut thread.free.borrow_mut(), live);
+        let inserted = self.slots.insert(&mut self.thread().free.borrow_mut(), live);
         match (inserted, parent) {
             (Some(id), _) => Id::from_u64(id),
             // Every slot taken (millions of open spans): the span is not recorded, and
@@ -202,7 +226,7 @@ impl tracing_core::Subscriber for CausewaySubscriber {
     fn event(&self, event: &Event<'_>) {
         let parent = match event.parent() {
             Some(p) => Some(p.into_u64()),
-            None if event.is_contextual() => self.thread().stack.borrow().last().copied(),
+            None if event.is_contextual() => self.current(),
             None => None,
         };
         let Some(id) = parent.filter(|p| p & ALIAS == 0) else {
@@ -217,7 +241,7 @@ impl tracing_core::Subscriber for CausewaySubscriber {
 
     fn enter(&self, span: &Id) {
         let id = span.into_u64();
-        self.thread().stack.borrow_mut().push(id);
+        let _ = STACK.try_with(|s| s.borrow_mut().push((self.id, id)));
         if self.recording.cpu_time && id & ALIAS == 0 {
             self.slots.with(id, |l| {
                 if let Some(d) = l.record.data.as_mut() {
@@ -229,12 +253,12 @@ impl tracing_core::Subscriber for CausewaySubscriber {
 
     fn exit(&self, span: &Id) {
         let id = span.into_u64();
-        {
-            let mut stack = self.thread().stack.borrow_mut();
-            if let Some(at) = stack.iter().rposition(|&s| s == id) {
+        let _ = STACK.try_with(|s| {
+            let mut stack = s.borrow_mut();
+            if let Some(at) = stack.iter().rposition(|&e| e == (self.id, id)) {
                 stack.remove(at);
             }
-        }
+        });
         if self.recording.cpu_time && id & ALIAS == 0 {
             self.slots.with(id, |l| {
                 if let Some(d) = l.record.data.as_mut() {
@@ -273,7 +297,7 @@ impl tracing_core::Subscriber for CausewaySubscriber {
     }
 
     fn current_span(&self) -> Current {
-        let Some(id) = self.thread().stack.borrow().last().copied() else {
+        let Some(id) = self.current() else {
             return Current::none();
         };
         match self.slots.metadata(id & !ALIAS) {
