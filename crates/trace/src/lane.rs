@@ -114,29 +114,6 @@ pub(crate) struct Lane {
     unwoken: Cell<usize>,
 }
 
-/// The slots of one span in a lane, filled in order.
-pub(crate) struct Slots<'a> {
-    first: &'a mut [Entry],
-    second: &'a mut [Entry],
-    at: usize,
-}
-
-impl Slots<'_> {
-    /// Puts the next entry in place; past the last slot, nothing (the count was wrong:
-    /// the span decodes as damaged and is dropped, rather than the process panicking).
-    #[inline]
-    pub(crate) fn put(&mut self, entry: Entry) {
-        let slot = match self.first.get_mut(self.at) {
-            Some(s) => Some(s),
-            None => self.second.get_mut(self.at - self.first.len()),
-        };
-        if let Some(s) = slot {
-            *s = entry;
-        }
-        self.at += 1;
-    }
-}
-
 impl Default for Entry {
     fn default() -> Entry {
         Entry::Text([0; TEXT_CHUNK])
@@ -162,20 +139,15 @@ pub(crate) fn lane(capacity: usize) -> (Lane, Outlet) {
 }
 
 impl Lane {
-    /// Commits the `n` entries `write` puts in place for one span, or counts the span
+    /// Commits the `n` entries of one span, or counts the span
     /// dropped when the lane has no room. True when the writer should be woken (a quarter
     /// of the lane has filled since it last was).
-    pub(crate) fn send(&mut self, n: usize, write: impl FnOnce(&mut Slots<'_>)) -> bool {
+    pub(crate) fn send(&mut self, n: usize, entries: &mut impl Iterator<Item = Entry>) -> bool {
         Counters::bump(&self.counters.recorded, 1);
-        match self.producer.write_chunk(n) {
-            Ok(mut chunk) => {
-                let (first, second) = chunk.as_mut_slices();
-                write(&mut Slots {
-                    first,
-                    second,
-                    at: 0,
-                });
-                chunk.commit_all();
+        match self.producer.write_chunk_uninit(n) {
+            Ok(chunk) => {
+                // Written in place (a store per entry, no read of the slot's old content).
+                chunk.fill_from_iter(entries);
             }
             Err(_) => {
                 Counters::bump(&self.counters.dropped, 1);

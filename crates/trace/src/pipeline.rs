@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use causeway_model::Span;
 use thread_local::ThreadLocal;
 
-use crate::lane::{self, Counters, Lane, Outlet, Slots};
+use crate::lane::{self, Counters, Entry, Lane, Outlet};
 use crate::record::Process;
 
 /// Where finished spans go.
@@ -96,7 +96,7 @@ impl Pipeline {
 
     /// Hands the `n` entries of a finished span to the writer through this thread's
     /// lane. Never blocks; when the lane is full the span is dropped and counted.
-    pub(crate) fn submit(&self, n: usize, write: impl FnOnce(&mut Slots<'_>)) {
+    pub(crate) fn submit(&self, n: usize, entries: &mut impl Iterator<Item = Entry>) {
         let lane = self.shared.lanes.get_or(|| {
             let (lane, outlet) = lane::lane(self.shared.lane_entries);
             lock(&self.shared.counters).push(lane.counters.clone());
@@ -108,7 +108,7 @@ impl Pipeline {
         let Ok(mut lane) = lane.try_borrow_mut() else {
             return;
         };
-        if lane.send(n, write) {
+        if lane.send(n, entries) {
             if let Some(writer) = self.shared.writer.get() {
                 writer.unpark();
             }

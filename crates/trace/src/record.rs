@@ -602,69 +602,128 @@ impl Recording {
             return;
         }
         let end = now_raw();
-        let trace = trace_id.get();
         let extra = data.take_extra();
         let d = &*data;
-        let counts = Counts {
-            text_len: d.text.len() as u32,
-            attributes: d.attributes.len() as u32,
-            events: d.events.len() as u32,
-            dropped_attributes: d.dropped_attributes,
-            dropped_events: d.dropped_events,
-            cpu_time: if self.cpu_time { d.cpu_total } else { u64::MAX },
-            kind: d.kind,
-            ok: d.status == Status::Ok,
-            extra: extra.is_some(),
-        };
         let n = 3
             + d.text.len().div_ceil(TEXT_CHUNK)
             + usize::from(extra.is_some())
             + d.attributes.len()
             + d.events.len()
             + d.event_attributes.len();
-        self.pipeline.submit(n, |slots| {
-            slots.put(Entry::Head {
-                trace_hi: (trace >> 64) as u64,
-                trace_lo: trace as u64,
+        let mut entries = SpanEntries {
+            stage: 0,
+            head: Entry::Head {
+                trace_hi: (trace_id.get() >> 64) as u64,
+                trace_lo: trace_id.get() as u64,
                 span_id,
                 parent_id,
                 start: d.start,
                 end,
-            });
-            slots.put(Entry::Meta {
-                name,
-                trace_state,
-                probability,
-                execution_unit,
-            });
-            slots.put(Entry::Counts(counts));
-            for c in d.text.as_bytes().chunks(TEXT_CHUNK) {
-                let mut chunk = [0u8; TEXT_CHUNK];
-                chunk[..c.len()].copy_from_slice(c);
-                slots.put(Entry::Text(chunk));
-            }
-            if let Some(extra) = extra {
-                slots.put(Entry::Extra(extra));
-            }
-            for &(k, v) in &d.attributes {
-                slots.put(Entry::Attr(k, v));
-            }
-            for e in &d.events {
-                let attrs = d
-                    .event_attributes
-                    .get(e.attrs.0 as usize..e.attrs.1 as usize)
-                    .unwrap_or_default();
-                slots.put(Entry::Event {
-                    time: e.time,
-                    name: e.name,
-                    attributes: attrs.len() as u32,
-                });
-                for &(k, v) in attrs {
-                    slots.put(Entry::Attr(k, v));
+            },
+            trace_state: Some(trace_state),
+            name,
+            probability,
+            execution_unit,
+            counts: Counts {
+                text_len: d.text.len() as u32,
+                attributes: d.attributes.len() as u32,
+                events: d.events.len() as u32,
+                dropped_attributes: d.dropped_attributes,
+                dropped_events: d.dropped_events,
+                cpu_time: if self.cpu_time { d.cpu_total } else { u64::MAX },
+                kind: d.kind,
+                ok: d.status == Status::Ok,
+                extra: extra.is_some(),
+            },
+            extra,
+            text: d.text.as_bytes().chunks(TEXT_CHUNK),
+            attributes: d.attributes.iter(),
+            events: d.events.iter(),
+            event_attributes: &d.event_attributes,
+            current_event: [].iter(),
+        };
+        self.pipeline.submit(n, &mut entries);
+        data.recycle();
+    }
+}
+
+/// The entries of one finished span, in the order `lane` decodes them; made one at a
+/// time as the lane's slots are written (nothing is built first and copied).
+struct SpanEntries<'a> {
+    stage: u8,
+    head: Entry,
+    trace_state: Option<TraceState>,
+    name: &'static str,
+    probability: f64,
+    execution_unit: u64,
+    counts: Counts,
+    extra: Option<Box<Extra>>,
+    text: std::slice::Chunks<'a, u8>,
+    attributes: std::slice::Iter<'a, RawAttr>,
+    events: std::slice::Iter<'a, RawEvent>,
+    event_attributes: &'a [RawAttr],
+    current_event: std::slice::Iter<'a, RawAttr>,
+}
+
+impl Iterator for SpanEntries<'_> {
+    type Item = Entry;
+
+    fn next(&mut self) -> Option<Entry> {
+        loop {
+            match self.stage {
+                0 => {
+                    self.stage = 1;
+                    return Some(std::mem::take(&mut self.head));
+                }
+                1 => {
+                    self.stage = 2;
+                    return Some(Entry::Meta {
+                        name: self.name,
+                        trace_state: self.trace_state.take().unwrap_or_default(),
+                        probability: self.probability,
+                        execution_unit: self.execution_unit,
+                    });
+                }
+                2 => {
+                    self.stage = 3;
+                    return Some(Entry::Counts(self.counts));
+                }
+                3 => match self.text.next() {
+                    Some(c) => {
+                        let mut chunk = [0u8; TEXT_CHUNK];
+                        chunk[..c.len()].copy_from_slice(c);
+                        return Some(Entry::Text(chunk));
+                    }
+                    None => self.stage = 4,
+                },
+                4 => {
+                    self.stage = 5;
+                    if let Some(e) = self.extra.take() {
+                        return Some(Entry::Extra(e));
+                    }
+                }
+                5 => match self.attributes.next() {
+                    Some(&(k, v)) => return Some(Entry::Attr(k, v)),
+                    None => self.stage = 6,
+                },
+                _ => {
+                    if let Some(&(k, v)) = self.current_event.next() {
+                        return Some(Entry::Attr(k, v));
+                    }
+                    let e = self.events.next()?;
+                    let attrs = self
+                        .event_attributes
+                        .get(e.attrs.0 as usize..e.attrs.1 as usize)
+                        .unwrap_or_default();
+                    self.current_event = attrs.iter();
+                    return Some(Entry::Event {
+                        time: e.time,
+                        name: e.name,
+                        attributes: attrs.len() as u32,
+                    });
                 }
             }
-        });
-        data.recycle();
+        }
     }
 }
 
