@@ -115,9 +115,9 @@ where
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(&id) else { return };
-        let Some(record) = span.extensions_mut().remove::<SpanRecord>() else {
+        let Some(mut record) = span.extensions_mut().remove::<SpanRecord>() else {
             return;
         };
-        self.shared.finish(record);
+        self.shared.finish(&mut record);
     }
 }

@@ -582,25 +582,23 @@ impl Recording {
     }
 
     /// Hands a closed span to the writer if it was sampled.
-    pub(crate) fn finish(&self, record: SpanRecord) {
+    pub(crate) fn finish(&self, record: &mut SpanRecord) {
+        if record.flags & FLAG_SAMPLED == 0 {
+            return;
+        }
+        let Some(mut data) = record.data.take() else {
+            return;
+        };
         let SpanRecord {
             trace_id,
             span_id,
             parent_id,
-            flags,
-            trace_state,
             probability,
             execution_unit,
             name,
-            data: Some(mut data),
             ..
-        } = record
-        else {
-            return;
-        };
-        if flags & FLAG_SAMPLED == 0 {
-            return;
-        }
+        } = *record;
+        let trace_state = std::mem::take(&mut record.trace_state);
         let end = now_raw();
         let extra = data.take_extra();
         let d = &*data;

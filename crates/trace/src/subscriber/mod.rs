@@ -174,13 +174,14 @@ impl tracing_core::Subscriber for CausewaySubscriber {
             Parent::Sampled(p, id) => (Some(p), Some(id)),
             Parent::Root => (None, None),
         };
-        let record = self.recording.new_record(inherited, attrs, now_raw());
-        let live = Live {
-            record,
-            metadata: attrs.metadata(),
-            parent,
-        };
-        let inserted = self.slots.insert(&mut self.thread().free.borrow_mut(), live);
+        let start = now_raw();
+        let inserted = self
+            .slots
+            .insert(&mut self.thread().free.borrow_mut(), || Live {
+                record: self.recording.new_record(inherited, attrs, start),
+                metadata: attrs.metadata(),
+                parent,
+            });
         match (inserted, parent) {
             (Some(id), _) => Id::from_u64(id),
             // Every slot taken (millions of open spans): the span is not recorded, and
@@ -287,11 +288,15 @@ impl tracing_core::Subscriber for CausewaySubscriber {
         // A closing span drops its reference to its parent, which may close it in turn:
         // a loop, not recursion, however deep the chain.
         while let Some(id) = next.take() {
-            let live = self.slots.release(id, &mut thread.free.borrow_mut());
-            let Some(live) = live else { break };
+            let parent = self
+                .slots
+                .release(id, &mut thread.free.borrow_mut(), |live| {
+                    self.recording.finish(&mut live.record);
+                    live.parent
+                });
+            let Some(parent) = parent else { break };
             closed = true;
-            next = live.parent;
-            self.recording.finish(live.record);
+            next = parent;
         }
         closed
     }

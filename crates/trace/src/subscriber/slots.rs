@@ -154,8 +154,9 @@ impl Slots {
         free.0.pop()
     }
 
-    /// Puts a new span in a free slot; its id, or `None` when every slot is taken.
-    pub(crate) fn insert(&self, free: &mut FreeList, live: Live) -> Option<u64> {
+    /// Puts the span `make` makes in a free slot (made there, not moved in); its id, or
+    /// `None` (and `make` is not called) when every slot is taken.
+    pub(crate) fn insert(&self, free: &mut FreeList, make: impl FnOnce() -> Live) -> Option<u64> {
         let index = self.take_free(free)?;
         let slot = self.slot(index as usize)?;
         let generation = slot.generation.load(Ordering::Relaxed).wrapping_add(1) | 1;
@@ -163,7 +164,7 @@ impl Slots {
         // is even, every other thread that locks it finds no match and leaves `live`
         // alone, and no other thread can take it from this thread's list. The release
         // store below publishes the write to whoever passes the generation check later.
-        unsafe { *slot.live.get() = Some(live) };
+        unsafe { *slot.live.get() = Some(make()) };
         slot.refs.store(1, Ordering::Relaxed);
         slot.generation.store(generation, Ordering::Release);
         Some(((generation & GENERATION_BITS) as u64) << 32 | (index as u64 + 1))
@@ -196,9 +197,15 @@ impl Slots {
         true
     }
 
-    /// Drops a handle to span `id`: the span's content when it was the last one, and the
-    /// slot goes back to `free`.
-    pub(crate) fn release(&self, id: u64, free: &mut FreeList) -> Option<Live> {
+    /// Drops a handle to span `id`. When it was the last one, runs `close` on the span
+    /// where it lies (nothing is moved out), empties the slot and gives it back to
+    /// `free`, and returns what `close` returned.
+    pub(crate) fn release<R>(
+        &self,
+        id: u64,
+        free: &mut FreeList,
+        close: impl FnOnce(&mut Live) -> R,
+    ) -> Option<R> {
         let (index, generation) = split(id)?;
         let slot = self.slot(index)?;
         if !slot.is(generation) {
@@ -220,7 +227,9 @@ impl Slots {
             return None;
         }
         // SAFETY: this thread holds the lock and the span lives (generation checked).
-        let live = unsafe { (*slot.live.get()).take() };
+        let live = unsafe { &mut *slot.live.get() };
+        let closed = live.as_mut().map(close);
+        *live = None;
         slot.generation.store(
             slot.generation.load(Ordering::Relaxed).wrapping_add(1),
             Ordering::Release,
@@ -234,7 +243,7 @@ impl Slots {
                 .unwrap_or_else(|e| e.into_inner())
                 .push(batch);
         }
-        live
+        closed
     }
 
     /// The metadata of live span `id`.
