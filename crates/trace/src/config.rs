@@ -91,7 +91,8 @@ pub struct Config {
     pub segment_bytes: u64,
     /// Export to this OTLP/HTTP traces URL (ending in `/v1/traces`).
     pub otlp_endpoint: Option<String>,
-    /// Attributes plus events kept per span; the rest are counted as dropped.
+    /// Attributes plus events kept per span (65 535 at most); the rest are counted as
+    /// dropped.
     pub max_annotations: usize,
     /// Record each span's thread CPU time (Pip's CPU_TIME); off by default.
     pub cpu_time: bool,

@@ -38,7 +38,7 @@ pub(crate) enum RawName {
     Text(u32, u32),
 }
 
-/// What a span is copied into: one span is `Head`, `Meta`, `Counts`, its text chunks,
+/// What a span is copied into: one span is `Head`, `Meta`, its text chunks,
 /// its `Extra` if it has one, its attributes, then each event followed by its
 /// attributes.
 pub(crate) enum Entry {
@@ -51,14 +51,15 @@ pub(crate) enum Entry {
         /// Raw counter readings (see `clock::now_raw`).
         start: u64,
         end: u64,
+        execution_unit: u32,
+        text_len: u32,
     },
     Meta {
         name: &'static str,
         trace_state: TraceState,
         probability: f64,
-        execution_unit: u64,
+        counts: Counts,
     },
-    Counts(Counts),
     Text([u8; TEXT_CHUNK]),
     Extra(Box<Extra>),
     Attr(&'static str, RawValue),
@@ -69,15 +70,14 @@ pub(crate) enum Entry {
     },
 }
 
+/// A span's counts and flags (attributes and events are capped below 65 536 by
+/// `Config::max_annotations`).
 #[derive(Clone, Copy)]
 pub(crate) struct Counts {
-    pub(crate) text_len: u32,
-    pub(crate) attributes: u32,
-    pub(crate) events: u32,
-    pub(crate) dropped_attributes: u32,
-    pub(crate) dropped_events: u32,
     /// `u64::MAX`: not measured.
     pub(crate) cpu_time: u64,
+    pub(crate) attributes: u16,
+    pub(crate) events: u16,
     pub(crate) kind: SpanKind,
     pub(crate) ok: bool,
     pub(crate) extra: bool,
@@ -88,6 +88,8 @@ pub(crate) struct Counts {
 pub(crate) struct Extra {
     pub(crate) name: Option<String>,
     pub(crate) error: Option<String>,
+    pub(crate) dropped_attributes: u32,
+    pub(crate) dropped_events: u32,
     pub(crate) links: Vec<Link>,
     pub(crate) messages: Vec<Message>,
 }
@@ -217,6 +219,8 @@ fn decode(entries: &mut impl Iterator<Item = Entry>, process: &Process) -> Optio
         parent_id,
         start,
         end,
+        execution_unit,
+        text_len,
     } = entries.next()?
     else {
         return None;
@@ -225,21 +229,18 @@ fn decode(entries: &mut impl Iterator<Item = Entry>, process: &Process) -> Optio
         name,
         trace_state,
         probability,
-        execution_unit,
+        counts,
     } = entries.next()?
     else {
         return None;
     };
-    let Entry::Counts(counts) = entries.next()? else {
-        return None;
-    };
     let trace_id = TraceId::new((trace_hi as u128) << 64 | trace_lo as u128)?;
-    let mut bytes = Vec::with_capacity(counts.text_len as usize);
-    while bytes.len() < counts.text_len as usize {
+    let mut bytes = Vec::with_capacity(text_len as usize);
+    while bytes.len() < text_len as usize {
         let Entry::Text(chunk) = entries.next()? else {
             return None;
         };
-        let take = (counts.text_len as usize - bytes.len()).min(TEXT_CHUNK);
+        let take = (text_len as usize - bytes.len()).min(TEXT_CHUNK);
         bytes.extend_from_slice(&chunk[..take]);
     }
     // The text was a `String` on the application's thread, cut into chunks here.
@@ -317,7 +318,7 @@ fn decode(entries: &mut impl Iterator<Item = Entry>, process: &Process) -> Optio
         service: process.service.clone(),
         host: process.host.clone(),
         pid: process.pid,
-        execution_unit,
+        execution_unit: execution_unit as u64,
         start: start_unix,
         end: at(end),
         status,
@@ -327,8 +328,8 @@ fn decode(entries: &mut impl Iterator<Item = Entry>, process: &Process) -> Optio
         messages: extra.messages,
         cpu_time: (counts.cpu_time != u64::MAX).then_some(counts.cpu_time),
         sampling_probability: probability,
-        dropped_attributes: counts.dropped_attributes,
-        dropped_events: counts.dropped_events,
+        dropped_attributes: extra.dropped_attributes,
+        dropped_events: extra.dropped_events,
         trace_state: if trace_state.is_empty() {
             String::new()
         } else {

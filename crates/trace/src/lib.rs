@@ -110,7 +110,8 @@ pub(crate) fn start_recording(
     let recording = Arc::new(Recording {
         sampler: SamplerState::new(config.sampler.clone()),
         pipeline: pipeline.clone(),
-        max_annotations: config.max_annotations,
+        // Counts travel as u16 in a lane (see `lane::Counts`).
+        max_annotations: config.max_annotations.min(u16::MAX as usize),
         cpu_time: config.cpu_time,
     });
     Ok((recording, pipeline))

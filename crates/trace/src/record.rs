@@ -153,13 +153,20 @@ impl Collected {
             Status::Error(m) => Some(std::mem::take(m)),
             _ => None,
         };
-        if name.is_none() && error.is_none() && self.links.is_empty() && self.messages.is_empty()
+        if name.is_none()
+            && error.is_none()
+            && self.links.is_empty()
+            && self.messages.is_empty()
+            && self.dropped_attributes == 0
+            && self.dropped_events == 0
         {
             return None;
         }
         Some(Box::new(Extra {
             name,
             error,
+            dropped_attributes: self.dropped_attributes,
+            dropped_events: self.dropped_events,
             links: std::mem::take(&mut self.links),
             messages: std::mem::take(&mut self.messages),
         }))
@@ -602,7 +609,7 @@ impl Recording {
         let end = now_raw();
         let extra = data.take_extra();
         let d = &*data;
-        let n = 3
+        let n = 2
             + d.text.len().div_ceil(TEXT_CHUNK)
             + usize::from(extra.is_some())
             + d.attributes.len()
@@ -617,17 +624,15 @@ impl Recording {
                 parent_id,
                 start: d.start,
                 end,
+                execution_unit: execution_unit as u32,
+                text_len: d.text.len() as u32,
             },
             trace_state: Some(trace_state),
             name,
             probability,
-            execution_unit,
             counts: Counts {
-                text_len: d.text.len() as u32,
-                attributes: d.attributes.len() as u32,
-                events: d.events.len() as u32,
-                dropped_attributes: d.dropped_attributes,
-                dropped_events: d.dropped_events,
+                attributes: d.attributes.len() as u16,
+                events: d.events.len() as u16,
                 cpu_time: if self.cpu_time { d.cpu_total } else { u64::MAX },
                 kind: d.kind,
                 ok: d.status == Status::Ok,
@@ -653,7 +658,6 @@ struct SpanEntries<'a> {
     trace_state: Option<TraceState>,
     name: &'static str,
     probability: f64,
-    execution_unit: u64,
     counts: Counts,
     extra: Option<Box<Extra>>,
     text: std::slice::Chunks<'a, u8>,
@@ -679,13 +683,10 @@ impl Iterator for SpanEntries<'_> {
                         name: self.name,
                         trace_state: self.trace_state.take().unwrap_or_default(),
                         probability: self.probability,
-                        execution_unit: self.execution_unit,
+                        counts: self.counts,
                     });
                 }
-                2 => {
-                    self.stage = 3;
-                    return Some(Entry::Counts(self.counts));
-                }
+                2 => self.stage = 3,
                 3 => match self.text.next() {
                     Some(c) => {
                         let mut chunk = [0u8; TEXT_CHUNK];
