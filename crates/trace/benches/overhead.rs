@@ -165,11 +165,17 @@ fn tracing_op() {
     let _entered = span.enter();
 }
 
-/// `n` spans inside `depth` entered parents (0: each span is a root).
+/// `n` spans inside `depth` nested entered parents (0: each span is a root).
 fn tracing_spans(n: u64, depth: usize) -> Duration {
-    let parents: Vec<tracing::Span> = (0..depth).map(|_| tracing::info_span!("parent")).collect();
-    let _entered: Vec<_> = parents.iter().map(|p| p.enter()).collect();
-    timed(n, tracing_op)
+    let mut entered: Vec<tracing::span::EnteredSpan> = Vec::with_capacity(depth);
+    for _ in 0..depth {
+        entered.push(tracing::info_span!("parent").entered());
+    }
+    let took = timed(n, tracing_op);
+    while let Some(innermost) = entered.pop() {
+        drop(innermost);
+    }
+    took
 }
 
 fn tracing_events(n: u64) -> Duration {
@@ -284,34 +290,24 @@ fn bench_for(case: &str) -> Option<Bench> {
             ));
             (|n| tracing_spans(n, 1), nothing())
         }
-        "causeway_sampled_span" => (
-            |n| tracing_spans(n, 1),
-            causeway(Mode::Exclusive, always()),
-        ),
-        "causeway_unsampled_span" | "causeway_unsampled_span_depth_1" => (
-            |n| tracing_spans(n, 1),
-            causeway(Mode::Exclusive, never()),
-        ),
-        "causeway_unsampled_span_depth_4" => (
-            |n| tracing_spans(n, 4),
-            causeway(Mode::Exclusive, never()),
-        ),
-        "causeway_unsampled_span_depth_16" => (
-            |n| tracing_spans(n, 16),
-            causeway(Mode::Exclusive, never()),
-        ),
-        "causeway_sampled_root_span" => (
-            |n| tracing_spans(n, 0),
-            causeway(Mode::Exclusive, always()),
-        ),
-        "causeway_unsampled_root_span" => (
-            |n| tracing_spans(n, 0),
-            causeway(Mode::Exclusive, never()),
-        ),
-        "causeway_sampled_event" => (tracing_events, causeway(Mode::Exclusive, always())),
-        "causeway_layer_sampled_span" => {
-            (|n| tracing_spans(n, 1), causeway(Mode::Layer, always()))
+        "causeway_sampled_span" => (|n| tracing_spans(n, 1), causeway(Mode::Exclusive, always())),
+        "causeway_unsampled_span" | "causeway_unsampled_span_depth_1" => {
+            (|n| tracing_spans(n, 1), causeway(Mode::Exclusive, never()))
         }
+        "causeway_unsampled_span_depth_4" => {
+            (|n| tracing_spans(n, 4), causeway(Mode::Exclusive, never()))
+        }
+        "causeway_unsampled_span_depth_16" => {
+            (|n| tracing_spans(n, 16), causeway(Mode::Exclusive, never()))
+        }
+        "causeway_sampled_root_span" => {
+            (|n| tracing_spans(n, 0), causeway(Mode::Exclusive, always()))
+        }
+        "causeway_unsampled_root_span" => {
+            (|n| tracing_spans(n, 0), causeway(Mode::Exclusive, never()))
+        }
+        "causeway_sampled_event" => (tracing_events, causeway(Mode::Exclusive, always())),
+        "causeway_layer_sampled_span" => (|n| tracing_spans(n, 1), causeway(Mode::Layer, always())),
         "causeway_layer_unsampled_span" => {
             (|n| tracing_spans(n, 1), causeway(Mode::Layer, never()))
         }
@@ -447,10 +443,7 @@ fn median_of(case: &str) -> Option<f64> {
     let home = std::env::var_os("CRITERION_HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| target_dir().join("criterion"));
-    let path = home
-        .join("overhead")
-        .join(case)
-        .join("new/estimates.json");
+    let path = home.join("overhead").join(case).join("new/estimates.json");
     let text = std::fs::read_to_string(path).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     v["median"]["point_estimate"]

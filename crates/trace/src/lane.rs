@@ -244,9 +244,8 @@ fn decode(entries: &mut impl Iterator<Item = Entry>, process: &Process) -> Optio
         bytes.extend_from_slice(&chunk[..take]);
     }
     // The text was a `String` on the application's thread, cut into chunks here.
-    let text = String::from_utf8(bytes).unwrap_or_else(|e| {
-        String::from_utf8_lossy(e.as_bytes()).into_owned()
-    });
+    let text = String::from_utf8(bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     let mut extra = if counts.extra {
         match entries.next()? {
             Entry::Extra(e) => *e,

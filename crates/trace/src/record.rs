@@ -90,7 +90,12 @@ pub(crate) struct Process {
 
 impl Collected {
     /// Data for a new sampled span, in a box this thread has used before when it has one.
-    fn new(name: &'static str, start: u64, fields: usize, max_annotations: usize) -> Box<Collected> {
+    fn new(
+        name: &'static str,
+        start: u64,
+        fields: usize,
+        max_annotations: usize,
+    ) -> Box<Collected> {
         if let Some(mut c) = SPARE.with(|s| s.borrow_mut().pop()) {
             c.name = Cow::Borrowed(name);
             c.kind = SpanKind::Internal;
@@ -370,22 +375,18 @@ impl Visit for FieldVisitor<'_> {
         }
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.data
-            .add_attribute(field.name(), RawValue::I64(value));
+        self.data.add_attribute(field.name(), RawValue::I64(value));
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
         match i64::try_from(value) {
-            Ok(v) => self
-                .data
-                .add_attribute(field.name(), RawValue::I64(v)),
+            Ok(v) => self.data.add_attribute(field.name(), RawValue::I64(v)),
             Err(_) => self.text(field, |t| {
                 let _ = write!(t, "{value}");
             }),
         }
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.data
-            .add_attribute(field.name(), RawValue::F64(value));
+        self.data.add_attribute(field.name(), RawValue::F64(value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
         if field.name() == "error" {
@@ -394,8 +395,7 @@ impl Visit for FieldVisitor<'_> {
             }
             return;
         }
-        self.data
-            .add_attribute(field.name(), RawValue::Bool(value));
+        self.data.add_attribute(field.name(), RawValue::Bool(value));
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
         self.record_str(field, &value.to_string());

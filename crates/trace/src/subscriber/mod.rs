@@ -105,6 +105,9 @@ impl CausewaySubscriber {
         if p & ALIAS != 0 {
             return Parent::Unsampled(p);
         }
+        if self.slots.is_unsampled(p) {
+            return Parent::Unsampled(p | ALIAS);
+        }
         match self.slots.with(p, |l| {
             l.record
                 .is_sampled()

@@ -42,6 +42,9 @@ struct Slot {
     generation: AtomicU32,
     refs: AtomicU32,
     locked: AtomicBool,
+    /// Whether the span's trace is sampled, readable without the lock: a new span's
+    /// parent is looked up under the lock only when it is.
+    sampled: AtomicBool,
     live: UnsafeCell<Option<Live>>,
 }
 
@@ -164,7 +167,9 @@ impl Slots {
         // is even, every other thread that locks it finds no match and leaves `live`
         // alone, and no other thread can take it from this thread's list. The release
         // store below publishes the write to whoever passes the generation check later.
-        unsafe { *slot.live.get() = Some(make()) };
+        let live = unsafe { &mut *slot.live.get() };
+        let sampled = live.insert(make()).record.is_sampled();
+        slot.sampled.store(sampled, Ordering::Relaxed);
         slot.refs.store(1, Ordering::Relaxed);
         slot.generation.store(generation, Ordering::Release);
         Some(((generation & GENERATION_BITS) as u64) << 32 | (index as u64 + 1))
@@ -181,8 +186,23 @@ impl Slots {
         }
         // SAFETY: this thread holds the slot's lock and the generation says the span
         // lives: no other thread reads or writes `live` until the lock is released.
-        let live = unsafe { &mut *slot.live.get() };
-        live.as_mut().map(f)
+        let live = unsafe { &mut *slot.live.get() }.as_mut()?;
+        let r = f(live);
+        // `f` may have given the span a remote parent, and with it another decision.
+        slot.sampled
+            .store(live.record.is_sampled(), Ordering::Relaxed);
+        Some(r)
+    }
+
+    /// Whether live span `id` belongs to an unsampled trace (`false` if it has closed).
+    pub(crate) fn is_unsampled(&self, id: u64) -> bool {
+        let Some((index, generation)) = split(id) else {
+            return false;
+        };
+        self.slot(index).is_some_and(|slot| {
+            let unsampled = !slot.sampled.load(Ordering::Relaxed);
+            unsampled && slot.is(generation)
+        })
     }
 
     /// A new handle to span `id`.
