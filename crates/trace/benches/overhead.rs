@@ -145,10 +145,12 @@ impl tracing::Subscriber for Floor {
 /// one root, so every case re-creates its parent this often (its cost amortised in).
 const CHUNK: u64 = 1000;
 
-/// One configuration: how to run `n <= CHUNK` operations under a fresh parent (returning
-/// the time the operations took) and how to wait for its background work.
+/// Runs `n <= CHUNK` operations under a fresh parent; the time the operations took.
+type Run = fn(u64) -> Duration;
+
+/// One configuration: how to run operations and how to wait for its background work.
 struct Bench {
-    run: fn(u64) -> Duration,
+    run: Run,
     flush: Box<dyn Fn()>,
 }
 
@@ -278,7 +280,7 @@ fn nothing() -> Box<dyn Fn()> {
 fn bench_for(case: &str) -> Option<Bench> {
     let always = || Sampler::Always;
     let never = || Sampler::Never;
-    let (run, flush): (fn(u64) -> Duration, Box<dyn Fn()>) = match case {
+    let (run, flush): (Run, Box<dyn Fn()>) = match case {
         "bare_tracing_span" => (|n| tracing_spans(n, 1), nothing()),
         "dispatch_floor_span" => {
             install(Dispatch::new(Floor));
@@ -339,7 +341,7 @@ fn bench_for(case: &str) -> Option<Bench> {
 }
 
 /// `n` operations in chunks of at most [`CHUNK`]: the time they took.
-fn chunked(run: fn(u64) -> Duration, n: u64) -> Duration {
+fn chunked(run: Run, n: u64) -> Duration {
     let mut total = Duration::ZERO;
     let mut left = n;
     while left > 0 {
@@ -531,7 +533,7 @@ fn main() {
             std::process::exit(1);
         }
     }
-    println!("{:<36} {}", "case", "ns/op by round");
+    println!("{:<36} ns/op by round", "case");
     for (case, v) in &runs {
         let figures: Vec<String> = v.iter().map(|m| format!("{m:>9.2}")).collect();
         println!("{case:<36} {}", figures.join(" "));

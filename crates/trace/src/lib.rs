@@ -192,9 +192,28 @@ pub fn layer_with_sinks(
     ))
 }
 
-/// Builds the exclusive subscriber and its guard (whatever `config.mode` says).
+/// Builds the exclusive subscriber and its guard (whatever `config.mode` says). To keep
+/// a log output beside it, give it an inner subscriber:
+///
+/// ```no_run
+/// use tracing_subscriber::layer::SubscriberExt;
+///
+/// let (subscriber, _guard) = causeway::subscriber(causeway::Config::from_env()?)?;
+/// let logs = tracing_subscriber::registry().with(tracing_subscriber::fmt::layer());
+/// tracing::subscriber::set_global_default(subscriber.with_inner(logs))?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn subscriber(config: Config) -> Result<(CausewaySubscriber, Guard), InitError> {
-    let sinks = sinks_for(&config)?;
+    subscriber_with_sinks(config, Vec::new())
+}
+
+/// Like [`subscriber`], with sinks of your own added to those the configuration asks for.
+pub fn subscriber_with_sinks(
+    config: Config,
+    extra: Vec<Box<dyn SpanSink>>,
+) -> Result<(CausewaySubscriber, Guard), InitError> {
+    let mut sinks = sinks_for(&config)?;
+    sinks.extend(extra);
     let (recording, pipeline) = start_recording(&config, sinks)?;
     let subscriber = CausewaySubscriber::new(recording, config.targets.clone());
     Ok((subscriber, guard(pipeline, &config)))

@@ -39,7 +39,9 @@ struct RawEvent {
 
 thread_local! {
     // Emptied data boxes of this thread's finished spans: a sampled span allocates
-    // nothing in steady state, and its buffers stay in this thread's cache.
+    // nothing in steady state, and its buffers stay in this thread's cache. Boxes, as
+    // a span holds its data by one pointer.
+    #[allow(clippy::vec_box)]
     static SPARE: RefCell<Vec<Box<Collected>>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -265,6 +267,24 @@ impl SpanRecord {
             probability: ancestor.probability,
             execution_unit: thread_no(),
             max_annotations: ancestor.max_annotations,
+            name,
+            data: None,
+        }
+    }
+
+    /// The record of a span Causeway does not record (only the inner subscriber wants
+    /// it): no trace of its own, nothing collected, nothing propagated from it.
+    pub(crate) fn transparent(name: &'static str) -> SpanRecord {
+        SpanRecord {
+            trace_id: new_trace_id(),
+            span_id: new_span_id(),
+            parent_id: None,
+            flags: 0,
+            trace_state: TraceState::default(),
+            baggage: None,
+            probability: 0.0,
+            execution_unit: thread_no(),
+            max_annotations: 0,
             name,
             data: None,
         }

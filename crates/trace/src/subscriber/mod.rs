@@ -14,6 +14,7 @@
 //! from a request and still running when its handler returns keeps the request's span
 //! open, in both modes alike.
 
+mod inner;
 mod slots;
 
 use std::cell::RefCell;
@@ -27,7 +28,8 @@ use tracing_subscriber::filter::Targets;
 
 use crate::clock::now_raw;
 use crate::record::{Recording, SpanRecord};
-use slots::{FreeList, Live, Slots};
+use inner::Inner;
+use slots::{FreeList, Live, Marks, Slots};
 
 /// Bit 63 of an id: the span is an unsampled child with no slot of its own; the other
 /// bits are its nearest recorded ancestor's id.
@@ -57,6 +59,7 @@ pub struct CausewaySubscriber {
     targets: Option<Targets>,
     slots: Slots,
     threads: ThreadLocal<ThreadState>,
+    inner: Option<Inner>,
 }
 
 /// Where a new span's context comes from.
@@ -77,7 +80,43 @@ impl CausewaySubscriber {
             targets,
             slots: Slots::new(),
             threads: ThreadLocal::new(),
+            inner: None,
         }
+    }
+
+    /// Also hands `inner` (for example `tracing_subscriber::registry().with(fmt::layer())`,
+    /// to keep a log output) the spans and events it is interested in. Callsites only
+    /// Causeway wants cost what they cost without it; those only `inner` wants are not
+    /// recorded by Causeway (their children see through them to their parent).
+    pub fn with_inner(
+        mut self,
+        inner: impl tracing_core::Subscriber + Send + Sync + 'static,
+    ) -> Self {
+        self.inner = Some(Inner::new(inner));
+        self
+    }
+
+    /// Whether Causeway records this callsite (the configured targets).
+    fn records(&self, metadata: &Metadata<'_>) -> bool {
+        self.targets
+            .as_ref()
+            .is_none_or(|t| t.would_enable(metadata.target(), metadata.level()))
+    }
+
+    /// The id a child of span `p` takes as its parent: a transparent span's own parent.
+    fn seen_through(&self, p: u64) -> Option<u64> {
+        if p & ALIAS != 0 || self.inner.is_none() {
+            return Some(p);
+        }
+        self.slots.see_through(p).unwrap_or(Some(p))
+    }
+
+    /// The inner subscriber's id of span `id` (none for an alias).
+    fn inner_id(&self, id: u64) -> Option<u64> {
+        if id & ALIAS != 0 {
+            return None;
+        }
+        self.slots.inner(id)
     }
 
     fn thread(&self) -> &ThreadState {
@@ -99,7 +138,7 @@ impl CausewaySubscriber {
     }
 
     fn parent(&self, parent: Option<u64>) -> Parent {
-        let Some(p) = parent else {
+        let Some(p) = parent.and_then(|p| self.seen_through(p)) else {
             return Parent::Root;
         };
         if p & ALIAS != 0 {
@@ -120,6 +159,29 @@ impl CausewaySubscriber {
             // The parent has closed (or the id is not ours): start afresh.
             None => Parent::Root,
         }
+    }
+
+    /// A span only the inner subscriber wants: a slot that holds its inner id and sends
+    /// its children on to its parent; Causeway records nothing of it.
+    fn transparent_span(
+        &self,
+        attrs: &Attributes<'_>,
+        parent: Option<u64>,
+        inner: Option<u64>,
+    ) -> Id {
+        let see_through = parent.and_then(|p| self.seen_through(p)).unwrap_or(0);
+        let marks = Marks {
+            inner,
+            see_through: Some(see_through),
+        };
+        let inserted = self
+            .slots
+            .insert(&mut self.thread().free.borrow_mut(), marks, || Live {
+                record: SpanRecord::transparent(attrs.metadata().name()),
+                metadata: attrs.metadata(),
+                parent: None,
+            });
+        Id::from_u64(inserted.unwrap_or(ALIAS))
     }
 
     /// Runs `f` on the record of span `id`. An alias gets a record made for the call, a
@@ -144,52 +206,76 @@ impl tracing_core::Subscriber for CausewaySubscriber {
     // Whether a callsite is recorded is decided once per callsite (and again when
     // `tracing_core::callsite::rebuild_interest_cache` runs): `never` makes it free.
     fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
-        if self.enabled(metadata) {
-            Interest::always()
-        } else {
-            Interest::never()
+        let ours = self.records(metadata);
+        match &self.inner {
+            _ if ours => Interest::always(),
+            Some(inner) => inner.register_callsite(metadata),
+            None => Interest::never(),
         }
     }
 
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        self.targets
-            .as_ref()
-            .is_none_or(|t| t.would_enable(metadata.target(), metadata.level()))
+        self.records(metadata) || self.inner.as_ref().is_some_and(|i| i.wants(metadata))
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
-        match &self.targets {
+        let ours = match &self.targets {
             Some(t) => {
                 tracing_subscriber::layer::Filter::<tracing_subscriber::Registry>::max_level_hint(t)
+                    .unwrap_or(LevelFilter::TRACE)
             }
-            None => Some(LevelFilter::TRACE),
-        }
+            None => LevelFilter::TRACE,
+        };
+        Some(match &self.inner {
+            Some(inner) => ours.max(inner.max_level()),
+            None => ours,
+        })
     }
 
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
-        let parent = match attrs.parent() {
-            Some(p) => Some(p.into_u64()),
+        let explicit = attrs.parent().map(Id::into_u64);
+        let parent = match explicit {
+            Some(p) => Some(p),
             None if attrs.is_contextual() => self.current(),
             None => None,
         };
+        let forward = self
+            .inner
+            .as_ref()
+            .filter(|i| i.wants(attrs.metadata()))
+            .map(|i| i.new_span(attrs, explicit.and_then(|p| self.inner_id(p))));
+        if forward.is_some() && !self.records(attrs.metadata()) {
+            return self.transparent_span(attrs, parent, forward);
+        }
         let (inherited, parent) = match self.parent(parent) {
+            // A span only the inner subscriber knows by its own id needs a slot for it.
+            Parent::Unsampled(alias) if forward.is_some() => {
+                match self.slots.with(alias & !ALIAS, |l| l.record.inherited()) {
+                    Some(inherited) => (Some(inherited), None),
+                    None => (None, None),
+                }
+            }
             Parent::Unsampled(alias) => return Id::from_u64(alias),
             Parent::Sampled(p, id) => (Some(p), Some(id)),
             Parent::Root => (None, None),
         };
         let start = now_raw();
+        let marks = Marks {
+            inner: forward,
+            see_through: None,
+        };
         let inserted = self
             .slots
-            .insert(&mut self.thread().free.borrow_mut(), || Live {
+            .insert(&mut self.thread().free.borrow_mut(), marks, || Live {
                 record: self.recording.new_record(inherited, attrs, start),
                 metadata: attrs.metadata(),
                 parent,
             });
-        match (inserted, parent) {
-            (Some(id), _) => Id::from_u64(id),
+        match inserted {
+            Some(id) => Id::from_u64(id),
             // Every slot taken (millions of open spans): the span is not recorded, and
             // gives back the reference it took on its parent.
-            (None, parent) => {
+            None => {
                 if let Some(p) = parent {
                     self.try_close(Id::from_u64(p));
                 }
@@ -200,6 +286,11 @@ impl tracing_core::Subscriber for CausewaySubscriber {
 
     fn record(&self, span: &Id, values: &Record<'_>) {
         let id = span.into_u64();
+        if let Some(inner) = &self.inner {
+            if let Some(inner_id) = self.inner_id(id) {
+                inner.record(inner_id, values);
+            }
+        }
         if id & ALIAS != 0 {
             return;
         }
@@ -212,6 +303,11 @@ impl tracing_core::Subscriber for CausewaySubscriber {
 
     fn record_follows_from(&self, span: &Id, follows: &Id) {
         let (id, other) = (span.into_u64(), follows.into_u64());
+        if let Some(inner) = &self.inner {
+            if let (Some(a), Some(b)) = (self.inner_id(id), self.inner_id(other)) {
+                inner.record_follows_from(a, b);
+            }
+        }
         if id & ALIAS != 0 {
             return;
         }
@@ -228,11 +324,18 @@ impl tracing_core::Subscriber for CausewaySubscriber {
     }
 
     fn event(&self, event: &Event<'_>) {
+        if let Some(inner) = self.inner.as_ref().filter(|i| i.wants(event.metadata())) {
+            inner.event(event);
+            if !self.records(event.metadata()) {
+                return;
+            }
+        }
         let parent = match event.parent() {
             Some(p) => Some(p.into_u64()),
             None if event.is_contextual() => self.current(),
             None => None,
         };
+        let parent = parent.and_then(|p| self.seen_through(p));
         let Some(id) = parent.filter(|p| p & ALIAS == 0) else {
             return;
         };
@@ -246,6 +349,11 @@ impl tracing_core::Subscriber for CausewaySubscriber {
     fn enter(&self, span: &Id) {
         let id = span.into_u64();
         let _ = STACK.try_with(|s| s.borrow_mut().push((self.id, id)));
+        if let Some(inner) = &self.inner {
+            if let Some(inner_id) = self.inner_id(id) {
+                inner.enter(inner_id);
+            }
+        }
         if self.recording.cpu_time && id & ALIAS == 0 {
             self.slots.with(id, |l| {
                 if let Some(d) = l.record.data.as_mut() {
@@ -263,6 +371,11 @@ impl tracing_core::Subscriber for CausewaySubscriber {
                 stack.remove(at);
             }
         });
+        if let Some(inner) = &self.inner {
+            if let Some(inner_id) = self.inner_id(id) {
+                inner.exit(inner_id);
+            }
+        }
         if self.recording.cpu_time && id & ALIAS == 0 {
             self.slots.with(id, |l| {
                 if let Some(d) = l.record.data.as_mut() {
@@ -276,14 +389,30 @@ impl tracing_core::Subscriber for CausewaySubscriber {
         let id = span.into_u64();
         if id & ALIAS == 0 {
             self.slots.clone_ref(id);
+            if let Some(inner) = &self.inner {
+                if let Some(inner_id) = self.inner_id(id) {
+                    inner.clone_span(inner_id);
+                }
+            }
         }
         span.clone()
     }
 
     fn try_close(&self, span: Id) -> bool {
+        if let Some(inner) = &self.inner {
+            if Inner::is_closing() {
+                // The inner subscriber closing one of its own spans' parents.
+                return inner.try_close(span);
+            }
+        }
         let id = span.into_u64();
         if id & ALIAS != 0 {
             return false;
+        }
+        if let Some(inner) = &self.inner {
+            if let Some(inner_id) = self.inner_id(id) {
+                inner.try_close(Id::from_u64(inner_id));
+            }
         }
         let thread = self.thread();
         let mut next = Some(id);

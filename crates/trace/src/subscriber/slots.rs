@@ -14,7 +14,7 @@
 //! store when the last handle goes (as it does for almost every span).
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use tracing_core::Metadata;
@@ -42,9 +42,13 @@ struct Slot {
     generation: AtomicU32,
     refs: AtomicU32,
     locked: AtomicBool,
-    /// Whether the span's trace is sampled, readable without the lock: a new span's
-    /// parent is looked up under the lock only when it is.
-    sampled: AtomicBool,
+    /// `UNSAMPLED`, `SAMPLED` or `TRANSPARENT`, readable without the lock: a new span's
+    /// parent is looked up under the lock only when it is sampled.
+    kind: AtomicU8,
+    /// The span's id in the inner subscriber (0: none), see `super::inner`.
+    inner: AtomicU64,
+    /// For a transparent span: the id its children take as their parent (0: none).
+    see_through: AtomicU64,
     live: UnsafeCell<Option<Live>>,
 }
 
@@ -53,6 +57,22 @@ struct Slot {
 // thread can pass the generation check before that), or by the closer, which holds the
 // lock. `Live` itself is `Send`.
 unsafe impl Sync for Slot {}
+
+const UNSAMPLED: u8 = 0;
+const SAMPLED: u8 = 1;
+/// A span Causeway does not record but must give an id (the inner subscriber wants it):
+/// its children see through it to its parent.
+const TRANSPARENT: u8 = 2;
+
+/// How a new span's slot is marked besides its record.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Marks {
+    /// The span's id in the inner subscriber, if it has one.
+    pub(crate) inner: Option<u64>,
+    /// `Some(parent)`: the span is transparent, and its children's parent is `parent`
+    /// (0: they are roots).
+    pub(crate) see_through: Option<u64>,
+}
 
 /// A thread's free slots.
 #[derive(Default)]
@@ -159,7 +179,12 @@ impl Slots {
 
     /// Puts the span `make` makes in a free slot (made there, not moved in); its id, or
     /// `None` (and `make` is not called) when every slot is taken.
-    pub(crate) fn insert(&self, free: &mut FreeList, make: impl FnOnce() -> Live) -> Option<u64> {
+    pub(crate) fn insert(
+        &self,
+        free: &mut FreeList,
+        marks: Marks,
+        make: impl FnOnce() -> Live,
+    ) -> Option<u64> {
         let index = self.take_free(free)?;
         let slot = self.slot(index as usize)?;
         let generation = slot.generation.load(Ordering::Relaxed).wrapping_add(1) | 1;
@@ -169,7 +194,16 @@ impl Slots {
         // store below publishes the write to whoever passes the generation check later.
         let live = unsafe { &mut *slot.live.get() };
         let sampled = live.insert(make()).record.is_sampled();
-        slot.sampled.store(sampled, Ordering::Relaxed);
+        let kind = match (marks.see_through, sampled) {
+            (Some(_), _) => TRANSPARENT,
+            (None, true) => SAMPLED,
+            (None, false) => UNSAMPLED,
+        };
+        slot.kind.store(kind, Ordering::Relaxed);
+        slot.inner
+            .store(marks.inner.unwrap_or(0), Ordering::Relaxed);
+        slot.see_through
+            .store(marks.see_through.unwrap_or(0), Ordering::Relaxed);
         slot.refs.store(1, Ordering::Relaxed);
         slot.generation.store(generation, Ordering::Release);
         Some(((generation & GENERATION_BITS) as u64) << 32 | (index as u64 + 1))
@@ -189,20 +223,43 @@ impl Slots {
         let live = unsafe { &mut *slot.live.get() }.as_mut()?;
         let r = f(live);
         // `f` may have given the span a remote parent, and with it another decision.
-        slot.sampled
-            .store(live.record.is_sampled(), Ordering::Relaxed);
+        if slot.kind.load(Ordering::Relaxed) != TRANSPARENT {
+            let kind = if live.record.is_sampled() {
+                SAMPLED
+            } else {
+                UNSAMPLED
+            };
+            slot.kind.store(kind, Ordering::Relaxed);
+        }
         Some(r)
+    }
+
+    /// The slot of live span `id`.
+    fn live_slot(&self, id: u64) -> Option<&Slot> {
+        let (index, generation) = split(id)?;
+        self.slot(index).filter(|slot| slot.is(generation))
     }
 
     /// Whether live span `id` belongs to an unsampled trace (`false` if it has closed).
     pub(crate) fn is_unsampled(&self, id: u64) -> bool {
-        let Some((index, generation)) = split(id) else {
-            return false;
-        };
-        self.slot(index).is_some_and(|slot| {
-            let unsampled = !slot.sampled.load(Ordering::Relaxed);
-            unsampled && slot.is(generation)
-        })
+        self.live_slot(id)
+            .is_some_and(|slot| slot.kind.load(Ordering::Relaxed) == UNSAMPLED)
+    }
+
+    /// For a live transparent span, the id its children take as their parent.
+    pub(crate) fn see_through(&self, id: u64) -> Option<Option<u64>> {
+        let slot = self.live_slot(id)?;
+        if slot.kind.load(Ordering::Relaxed) != TRANSPARENT {
+            return None;
+        }
+        let parent = slot.see_through.load(Ordering::Relaxed);
+        Some((parent != 0).then_some(parent))
+    }
+
+    /// The inner subscriber's id of live span `id`.
+    pub(crate) fn inner(&self, id: u64) -> Option<u64> {
+        let inner = self.live_slot(id)?.inner.load(Ordering::Relaxed);
+        (inner != 0).then_some(inner)
     }
 
     /// A new handle to span `id`.
