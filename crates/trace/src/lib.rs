@@ -62,7 +62,7 @@ pub use pipeline::{SpanSink, StatsSnapshot};
 pub use propagation::{Baggage, Extracted, SpanContext, TraceState};
 pub use record::with_remote_parent;
 pub use sampling::Sampler;
-pub use subscriber::CausewaySubscriber;
+pub use subscriber::{CausewaySubscriber, TracepointId, Tracepoints};
 
 pub use causeway_model as model;
 

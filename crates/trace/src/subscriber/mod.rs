@@ -16,6 +16,9 @@
 
 mod inner;
 mod slots;
+mod tracepoints;
+
+pub use tracepoints::{TracepointId, Tracepoints};
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,6 +63,7 @@ pub struct CausewaySubscriber {
     slots: Slots,
     threads: ThreadLocal<ThreadState>,
     inner: Option<Inner>,
+    tracepoints: Tracepoints,
 }
 
 /// Where a new span's context comes from.
@@ -81,6 +85,7 @@ impl CausewaySubscriber {
             slots: Slots::new(),
             threads: ThreadLocal::new(),
             inner: None,
+            tracepoints: Tracepoints::default(),
         }
     }
 
@@ -96,11 +101,18 @@ impl CausewaySubscriber {
         self
     }
 
-    /// Whether Causeway records this callsite (the configured targets).
+    /// The callsites recorded beyond the configured targets, to change at run time.
+    pub fn tracepoints(&self) -> Tracepoints {
+        self.tracepoints.clone()
+    }
+
+    /// Whether Causeway records this callsite (the configured targets, or a tracepoint
+    /// enabled at run time).
     fn records(&self, metadata: &Metadata<'_>) -> bool {
         self.targets
             .as_ref()
             .is_none_or(|t| t.would_enable(metadata.target(), metadata.level()))
+            || self.tracepoints.matches(metadata)
     }
 
     /// The id a child of span `p` takes as its parent: a transparent span's own parent.
@@ -220,6 +232,8 @@ impl tracing_core::Subscriber for CausewaySubscriber {
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
         let ours = match &self.targets {
+            // An enabled tracepoint may be at any level (enabling one rebuilds the hint).
+            Some(_) if self.tracepoints.any() => LevelFilter::TRACE,
             Some(t) => {
                 tracing_subscriber::layer::Filter::<tracing_subscriber::Registry>::max_level_hint(t)
                     .unwrap_or(LevelFilter::TRACE)
