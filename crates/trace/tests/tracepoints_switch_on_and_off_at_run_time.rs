@@ -45,7 +45,12 @@ fn a_tracepoint_enables_callsites_and_disabling_it_makes_them_free_again() {
     let tracepoints = subscriber.tracepoints();
     let names = |spans: &Arc<Mutex<Vec<Span>>>| -> Vec<String> {
         assert!(guard.flush());
-        let names = spans.lock().unwrap().iter().map(|s| s.name.clone()).collect();
+        let names = spans
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.name.clone())
+            .collect();
         spans.lock().unwrap().clear();
         names
     };

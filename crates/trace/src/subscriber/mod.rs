@@ -45,7 +45,17 @@ thread_local! {
     // The spans entered on this thread, innermost last, each with the subscriber that
     // made it. One plain thread-local for every subscriber (there is almost always one),
     // so that entering and leaving a span costs no lookup of per-subscriber state.
-    static STACK: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
+    static STACK: RefCell<Vec<Entered>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A span entered on this thread.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Entered {
+    subscriber: u64,
+    id: u64,
+    /// Entered again while already entered: as with the Registry, it does not become
+    /// the current span again.
+    again: bool,
 }
 
 #[derive(Default)]
@@ -142,8 +152,8 @@ impl CausewaySubscriber {
                 s.borrow()
                     .iter()
                     .rev()
-                    .find(|(owner, _)| *owner == self.id)
-                    .map(|&(_, id)| id)
+                    .find(|e| e.subscriber == self.id && !e.again)
+                    .map(|e| e.id)
             })
             .ok()
             .flatten()
@@ -362,7 +372,15 @@ impl tracing_core::Subscriber for CausewaySubscriber {
 
     fn enter(&self, span: &Id) {
         let id = span.into_u64();
-        let _ = STACK.try_with(|s| s.borrow_mut().push((self.id, id)));
+        let _ = STACK.try_with(|s| {
+            let mut stack = s.borrow_mut();
+            let again = stack.iter().any(|e| e.subscriber == self.id && e.id == id);
+            stack.push(Entered {
+                subscriber: self.id,
+                id,
+                again,
+            });
+        });
         if let Some(inner) = &self.inner {
             if let Some(inner_id) = self.inner_id(id) {
                 inner.enter(inner_id);
@@ -381,7 +399,10 @@ impl tracing_core::Subscriber for CausewaySubscriber {
         let id = span.into_u64();
         let _ = STACK.try_with(|s| {
             let mut stack = s.borrow_mut();
-            if let Some(at) = stack.iter().rposition(|&e| e == (self.id, id)) {
+            if let Some(at) = stack
+                .iter()
+                .rposition(|e| e.subscriber == self.id && e.id == id)
+            {
                 stack.remove(at);
             }
         });
