@@ -374,7 +374,10 @@ impl tracing_core::Subscriber for CausewaySubscriber {
         let id = span.into_u64();
         let _ = STACK.try_with(|s| {
             let mut stack = s.borrow_mut();
-            let again = stack.iter().any(|e| e.subscriber == self.id && e.id == id);
+            // Aliases share their ancestor's id, so whether one counts as entered again
+            // changes nothing the stack answers: they skip the search.
+            let again =
+                id & ALIAS == 0 && stack.iter().any(|e| e.subscriber == self.id && e.id == id);
             stack.push(Entered {
                 subscriber: self.id,
                 id,
@@ -399,7 +402,13 @@ impl tracing_core::Subscriber for CausewaySubscriber {
         let id = span.into_u64();
         let _ = STACK.try_with(|s| {
             let mut stack = s.borrow_mut();
-            if let Some(at) = stack
+            // Almost always the innermost span leaves.
+            if stack
+                .last()
+                .is_some_and(|e| e.subscriber == self.id && e.id == id)
+            {
+                stack.pop();
+            } else if let Some(at) = stack
                 .iter()
                 .rposition(|e| e.subscriber == self.id && e.id == id)
             {
