@@ -1,9 +1,10 @@
 //! Time, ids and thread identity for the hot path.
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use causeway_model::{SpanId, TraceId};
@@ -16,72 +17,186 @@ fn system_ns() -> u64 {
 }
 
 /// Wall-clock time from the CPU's time-stamp counter (via `quanta`, about 10 ns a read
-/// here against 36 ns for `SystemTime::now`), anchored to the system clock and
-/// re-anchored every second so it never drifts from it by more than the counter's
-/// error over one second. The anchor is a seqlock: readers never block.
+/// here against 36 ns for `SystemTime::now`), as a continuous, increasing function of the
+/// counter: a chain of linear segments, one per second. Each new segment starts where the
+/// last one ended and runs slightly faster or slower (at most [`MAX_SLEW_PPB`]) so the
+/// gap to the system clock closes over the next second, as NTP slews a clock; only a
+/// gap over [`MAX_GAP_NS`] (the system clock was set, the machine slept) is a jump.
+///
+/// Continuity is what keeps a trace's order: times are converted on the writer's thread,
+/// in any order, so a parent and its child may be converted by different segments. Were
+/// each segment anchored afresh to the system clock, the counter's error (16 µs a second
+/// on this machine) would open a gap at each anchor, and a child that ended microseconds
+/// before its parent could be converted as ending after it. A reading converts by the
+/// segment it was taken in, whenever it is converted, for as long as that segment is
+/// among the last [`SEGMENTS_KEPT`].
 struct WallClock {
     clock: quanta::Clock,
-    // Even: the anchor is stable; odd: being replaced.
+    /// The system clock, Unix nanoseconds (a stand-in in tests).
+    system: fn() -> u64,
+    /// The newest segment, readable without a lock. Even: stable; odd: being replaced.
     generation: AtomicU64,
-    anchor_raw: AtomicU64,
-    anchor_unix: AtomicU64,
+    newest_raw: AtomicU64,
+    newest_unix: AtomicU64,
+    newest_rate_ppb: AtomicI64,
+    /// The newest segments, oldest first; the last one is the newest.
+    history: Mutex<Segments>,
 }
 
-const REANCHOR_NS: u64 = 1_000_000_000;
+const SEGMENT_NS: u64 = 1_000_000_000;
+/// Longest gap to the system clock that is slewed rather than jumped.
+const MAX_GAP_NS: i64 = 10_000_000;
+/// Largest rate correction, in parts per billion (NTP slews at most 500 ppm).
+const MAX_SLEW_PPB: i64 = 500_000;
+const SEGMENTS_KEPT: usize = 64;
+
+/// From a counter reading on, Unix time runs at the counter's nominal rate corrected by
+/// `rate_ppb` parts per billion.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    raw: u64,
+    unix: u64,
+    rate_ppb: i64,
+}
+
+impl Segment {
+    fn unix_at(self, clock: &quanta::Clock, raw: u64) -> u64 {
+        let corrected = |ns: u64| {
+            let ns = ns as i128;
+            (ns + ns * self.rate_ppb as i128 / 1_000_000_000).max(0) as u64
+        };
+        if raw >= self.raw {
+            self.unix + corrected(clock.delta_as_nanos(self.raw, raw))
+        } else {
+            self.unix
+                .saturating_sub(corrected(clock.delta_as_nanos(raw, self.raw)))
+        }
+    }
+}
+
+struct Segments {
+    kept: VecDeque<Segment>,
+    /// The gap to the system clock (system minus ours) when the newest segment began.
+    gap_ns: i64,
+}
 
 impl WallClock {
-    fn new() -> WallClock {
-        let clock = quanta::Clock::new();
-        let raw = clock.raw();
+    fn new(clock: quanta::Clock, system: fn() -> u64) -> WallClock {
+        let first = Segment {
+            raw: clock.raw(),
+            unix: system(),
+            rate_ppb: 0,
+        };
         WallClock {
             clock,
+            system,
             generation: AtomicU64::new(0),
-            anchor_raw: AtomicU64::new(raw),
-            anchor_unix: AtomicU64::new(system_ns()),
+            newest_raw: AtomicU64::new(first.raw),
+            newest_unix: AtomicU64::new(first.unix),
+            newest_rate_ppb: AtomicI64::new(first.rate_ppb),
+            history: Mutex::new(Segments {
+                kept: VecDeque::from([first]),
+                gap_ns: 0,
+            }),
         }
     }
 
-    /// The anchor (a raw reading and its Unix time), replaced first when it is older
-    /// than [`REANCHOR_NS`].
     #[inline]
-    fn anchor(&self) -> (u64, u64) {
+    fn newest(&self) -> Segment {
         loop {
             let g = self.generation.load(Ordering::Acquire);
             if g & 1 == 1 {
                 std::hint::spin_loop();
                 continue;
             }
-            let raw0 = self.anchor_raw.load(Ordering::Acquire);
-            let unix0 = self.anchor_unix.load(Ordering::Acquire);
-            if self.generation.load(Ordering::Acquire) != g {
-                continue;
+            let segment = Segment {
+                raw: self.newest_raw.load(Ordering::Acquire),
+                unix: self.newest_unix.load(Ordering::Acquire),
+                rate_ppb: self.newest_rate_ppb.load(Ordering::Acquire),
+            };
+            if self.generation.load(Ordering::Acquire) == g {
+                return segment;
             }
-            let elapsed = self.clock.delta_as_nanos(raw0, self.clock.raw());
-            if elapsed >= REANCHOR_NS
-                && self
-                    .generation
-                    .compare_exchange(g, g + 1, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                let raw = self.clock.raw();
-                let unix = system_ns();
-                self.anchor_raw.store(raw, Ordering::Release);
-                self.anchor_unix.store(unix, Ordering::Release);
-                self.generation.store(g + 2, Ordering::Release);
-                return (raw, unix);
-            }
-            return (raw0, unix0);
         }
     }
 
     /// The Unix time of raw reading `raw`.
     fn to_unix(&self, raw: u64) -> u64 {
-        let (raw0, unix0) = self.anchor();
-        if raw >= raw0 {
-            unix0 + self.clock.delta_as_nanos(raw0, raw)
-        } else {
-            unix0.saturating_sub(self.clock.delta_as_nanos(raw, raw0))
+        let newest = self.newest();
+        if raw < newest.raw {
+            return self.by_history(raw);
         }
+        if self.clock.delta_as_nanos(newest.raw, raw) >= SEGMENT_NS {
+            self.begin_segment();
+            // The new segment begins at a reading taken after `raw`, and the one `raw`
+            // belongs to is the one it was in.
+            return self.by_history(raw);
+        }
+        newest.unix_at(&self.clock, raw)
+    }
+
+    fn by_history(&self, raw: u64) -> u64 {
+        let history = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let segment = history
+            .kept
+            .iter()
+            .rev()
+            .find(|s| s.raw <= raw)
+            .or(history.kept.front())
+            .copied();
+        drop(history);
+        match segment {
+            Some(s) => s.unix_at(&self.clock, raw),
+            None => (self.system)(),
+        }
+    }
+
+    /// Ends the newest segment now and begins the next (unless another thread is).
+    fn begin_segment(&self) {
+        let Ok(mut history) = self.history.try_lock() else {
+            return;
+        };
+        let Some(&last) = history.kept.back() else {
+            return;
+        };
+        let raw = self.clock.raw();
+        let elapsed = self.clock.delta_as_nanos(last.raw, raw);
+        if elapsed < SEGMENT_NS {
+            return;
+        }
+        let system = (self.system)();
+        let ours = last.unix_at(&self.clock, raw);
+        let gap = system as i64 - ours as i64;
+        // The counter's own drift over the segment, then a rate that follows it and
+        // closes today's gap within the next segment.
+        let drift_ppb = last.rate_ppb as i128
+            + (gap - history.gap_ns) as i128 * 1_000_000_000 / elapsed.max(1) as i128;
+        let next = if gap.abs() > MAX_GAP_NS {
+            history.gap_ns = 0;
+            Segment {
+                raw,
+                unix: system,
+                rate_ppb: last.rate_ppb,
+            }
+        } else {
+            history.gap_ns = gap;
+            let rate = drift_ppb + gap as i128 * 1_000_000_000 / SEGMENT_NS as i128;
+            Segment {
+                raw,
+                unix: ours,
+                rate_ppb: rate.clamp(-MAX_SLEW_PPB as i128, MAX_SLEW_PPB as i128) as i64,
+            }
+        };
+        if history.kept.len() == SEGMENTS_KEPT {
+            history.kept.pop_front();
+        }
+        history.kept.push_back(next);
+        let g = self.generation.load(Ordering::Relaxed);
+        self.generation.store(g + 1, Ordering::Release);
+        self.newest_raw.store(next.raw, Ordering::Release);
+        self.newest_unix.store(next.unix, Ordering::Release);
+        self.newest_rate_ppb.store(next.rate_ppb, Ordering::Release);
+        self.generation.store(g + 2, Ordering::Release);
     }
 
     #[inline]
@@ -94,7 +209,7 @@ static WALL_CLOCK: OnceLock<WallClock> = OnceLock::new();
 
 #[inline]
 fn wall_clock() -> &'static WallClock {
-    WALL_CLOCK.get_or_init(WallClock::new)
+    WALL_CLOCK.get_or_init(|| WallClock::new(quanta::Clock::new(), system_ns))
 }
 
 /// Unix nanoseconds now.
@@ -113,11 +228,6 @@ pub(crate) fn now_raw() -> u64 {
 /// The Unix nanoseconds of a reading of [`now_raw`].
 pub(crate) fn raw_to_unix(raw: u64) -> u64 {
     wall_clock().to_unix(raw)
-}
-
-/// Nanoseconds from reading `from` to the later reading `to` (0 if `to` is earlier).
-pub(crate) fn raw_delta_ns(from: u64, to: u64) -> u64 {
-    wall_clock().clock.delta_as_nanos(from, to)
 }
 
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
@@ -206,6 +316,97 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(300));
         }
+    }
+
+    thread_local! {
+        static FAKE_SYSTEM_NS: Cell<u64> = const { Cell::new(1_700_000_000_000_000_000) };
+    }
+
+    fn fake_system_ns() -> u64 {
+        FAKE_SYSTEM_NS.with(Cell::get)
+    }
+
+    /// A counter `ppm` parts per million fast against the system clock, read every
+    /// `step_ns` of system time for `seconds`: the readings and the system times.
+    fn run(
+        clock: &WallClock,
+        mock: &quanta::Mock,
+        seconds: u64,
+        step_ns: u64,
+        ppm: i64,
+    ) -> Vec<(u64, u64)> {
+        let mut readings = Vec::new();
+        for _ in 0..seconds * 1_000_000_000 / step_ns {
+            mock.increment((step_ns as i64 + step_ns as i64 * ppm / 1_000_000) as u64);
+            FAKE_SYSTEM_NS.with(|t| t.set(t.get() + step_ns));
+            let raw = clock.clock.raw();
+            // Converting as it goes begins the segments, as the writer does.
+            clock.to_unix(raw);
+            readings.push((raw, fake_system_ns()));
+        }
+        readings
+    }
+
+    #[test]
+    fn readings_convert_in_order_whenever_they_are_converted() {
+        let (counter, mock) = quanta::Clock::mock();
+        let clock = WallClock::new(counter, fake_system_ns);
+        let readings = run(&clock, &mock, 20, 3_000_000, 16);
+        let mut converted: Vec<u64> = readings
+            .iter()
+            .map(|&(raw, _)| clock.to_unix(raw))
+            .collect();
+        // Converted late and in reverse order (the writer drains lanes in any order), the
+        // same readings give the same, increasing times.
+        let mut late: Vec<u64> = readings
+            .iter()
+            .rev()
+            .map(|&(raw, _)| clock.to_unix(raw))
+            .collect();
+        late.reverse();
+        assert_eq!(converted, late);
+        let before = converted.clone();
+        converted.sort_unstable();
+        converted.dedup();
+        assert_eq!(converted, before, "times are strictly increasing");
+        // No step at a segment's start is larger than the counter's own 3 ms, give or
+        // take the largest slew.
+        for w in before.windows(2) {
+            let step = w[1] - w[0];
+            assert!(
+                step.abs_diff(3_000_000) <= 3_000_000 * MAX_SLEW_PPB as u64 / 1_000_000_000 + 100,
+                "{step}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_gap_to_a_drifting_counter_closes() {
+        for ppm in [-200, -16, 0, 16, 200] {
+            let (counter, mock) = quanta::Clock::mock();
+            let clock = WallClock::new(counter, fake_system_ns);
+            let readings = run(&clock, &mock, 30, 10_000_000, ppm);
+            // Uncorrected, the gap would grow to 30 s × ppm; after a few segments it is
+            // gone to within a microsecond.
+            for &(raw, system) in &readings[readings.len() - 500..] {
+                let ours = clock.to_unix(raw);
+                assert!(
+                    ours.abs_diff(system) < 1_000,
+                    "{ppm} ppm: {ours} vs {system}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_system_clock_set_far_away_is_followed_at_once() {
+        let (counter, mock) = quanta::Clock::mock();
+        let clock = WallClock::new(counter, fake_system_ns);
+        run(&clock, &mock, 3, 10_000_000, 0);
+        FAKE_SYSTEM_NS.with(|t| t.set(t.get() + 3_600_000_000_000));
+        let readings = run(&clock, &mock, 2, 10_000_000, 0);
+        let &(raw, system) = readings.last().unwrap();
+        assert!(clock.to_unix(raw).abs_diff(system) < 1_000);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use causeway_model::{
     Event, KeyValue, Link, Message, Source, Span, SpanId, SpanKind, Status, TraceId, Value,
 };
 
-use crate::clock::{raw_delta_ns, raw_to_unix};
+use crate::clock::raw_to_unix;
 use crate::propagation::TraceState;
 use crate::record::Process;
 
@@ -254,16 +254,9 @@ fn decode(entries: &mut impl Iterator<Item = Entry>, process: &Process) -> Optio
     } else {
         Extra::default()
     };
-    // Every time of the span is converted against one reading of the clock's anchor, so
-    // their order and distances stay as they were taken.
-    let start_unix = raw_to_unix(start);
-    let at = |raw: u64| {
-        if raw >= start {
-            start_unix + raw_delta_ns(start, raw)
-        } else {
-            start_unix.saturating_sub(raw_delta_ns(raw, start))
-        }
-    };
+    // Each reading converts by the clock segment it was taken in, so times of spans
+    // converted in any order keep the order they were taken in.
+    let at = raw_to_unix;
     let mut attributes = Vec::with_capacity(counts.attributes as usize);
     for _ in 0..counts.attributes {
         let Entry::Attr(key, value) = entries.next()? else {
@@ -318,7 +311,7 @@ fn decode(entries: &mut impl Iterator<Item = Entry>, process: &Process) -> Optio
         host: process.host.clone(),
         pid: process.pid,
         execution_unit: execution_unit as u64,
-        start: start_unix,
+        start: at(start),
         end: at(end),
         status,
         attributes,
