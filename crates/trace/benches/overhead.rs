@@ -151,8 +151,12 @@ type Run = fn(u64) -> Duration;
 /// One configuration: how to run operations and how to wait for its background work.
 struct Bench {
     run: Run,
-    flush: Box<dyn Fn()>,
+    flush: Flush,
 }
+
+/// Waits for the background work; Causeway's cases also say how many spans were
+/// recorded and dropped so far.
+type Flush = Box<dyn Fn() -> Option<(u64, u64)>>;
 
 fn timed(n: u64, op: impl Fn()) -> Duration {
     let t0 = Instant::now();
@@ -234,7 +238,7 @@ fn install(dispatch: Dispatch) {
     }
 }
 
-fn causeway(mode: Mode, sampler: Sampler) -> Box<dyn Fn()> {
+fn causeway(mode: Mode, sampler: Sampler) -> Flush {
     let config = Config::new("bench")
         .with_mode(mode)
         .with_sampler(sampler)
@@ -250,10 +254,12 @@ fn causeway(mode: Mode, sampler: Sampler) -> Box<dyn Fn()> {
     let guard = Arc::new(guard);
     Box::new(move || {
         guard.flush();
+        let stats = guard.stats();
+        Some((stats.recorded, stats.dropped))
     })
 }
 
-fn otel(sampler: opentelemetry_sdk::trace::Sampler) -> Box<dyn Fn()> {
+fn otel(sampler: opentelemetry_sdk::trace::Sampler) -> Flush {
     let provider = SdkTracerProvider::builder()
         .with_span_processor(BatchSpanProcessor::builder(NoopExporter).build())
         .with_sampler(sampler)
@@ -262,25 +268,29 @@ fn otel(sampler: opentelemetry_sdk::trace::Sampler) -> Box<dyn Fn()> {
     install(Dispatch::new(tracing_subscriber::registry().with(layer)));
     Box::new(move || {
         let _ = provider.force_flush();
+        None
     })
 }
 
-fn fastrace() -> Box<dyn Fn()> {
+fn fastrace() -> Flush {
     fastrace::set_reporter(
         NoopReporter,
         fastrace::collector::Config::default().report_interval(Duration::from_millis(100)),
     );
-    Box::new(fastrace::flush)
+    Box::new(|| {
+        fastrace::flush();
+        None
+    })
 }
 
-fn nothing() -> Box<dyn Fn()> {
-    Box::new(|| {})
+fn nothing() -> Flush {
+    Box::new(|| None)
 }
 
 fn bench_for(case: &str) -> Option<Bench> {
     let always = || Sampler::Always;
     let never = || Sampler::Never;
-    let (run, flush): (Run, Box<dyn Fn()>) = match case {
+    let (run, flush): (Run, Flush) = match case {
         "bare_tracing_span" => (|n| tracing_spans(n, 1), nothing()),
         "dispatch_floor_span" => {
             install(Dispatch::new(Floor));
@@ -393,6 +403,7 @@ fn details(bench: &Bench) -> serde_json::Value {
 
     const THREAD_N: u64 = 1_000_000;
     let run = bench.run;
+    let before = (bench.flush)();
     let t0 = Instant::now();
     let threads: Vec<_> = (0..2)
         .map(|_| std::thread::spawn(move || chunked(run, THREAD_N)))
@@ -401,12 +412,18 @@ fn details(bench: &Bench) -> serde_json::Value {
         let _ = t.join();
     }
     let per_second = 2.0 * THREAD_N as f64 / t0.elapsed().as_secs_f64();
-    (bench.flush)();
-    serde_json::json!({
+    let after = (bench.flush)();
+    let mut out = serde_json::json!({
         "allocations_per_span": (allocations * 1000.0).round() / 1000.0,
         "background_cpu_ns_per_span": (background * 100.0).round() / 100.0,
         "two_thread_spans_per_second": per_second.round(),
-    })
+    });
+    // Two application threads on two cores leave the writer none: what it dropped.
+    if let (Some((r0, d0)), Some((r1, d1))) = (before, after) {
+        let share = (d1 - d0) as f64 / (r1 - r0).max(1) as f64;
+        out["two_thread_dropped_share"] = ((share * 1000.0).round() / 1000.0).into();
+    }
+    out
 }
 
 /// The child process: measures one case and prints its figures as one JSON line.
@@ -423,6 +440,12 @@ fn run_case(case: &str) {
         b.iter_custom(|iters| chunked(bench.run, iters));
     });
     let mut out = serde_json::json!({ "case": case, "median_ns": median_of(case) });
+    // A dropped span costs less than a recorded one: the timed figure holds for the
+    // spans recorded while it was measured, and the drops say how many were not.
+    if let Some((recorded, dropped)) = (bench.flush)() {
+        out["recorded"] = recorded.into();
+        out["dropped"] = dropped.into();
+    }
     if has_details(case) {
         out["details"] = details(&bench);
     }
@@ -486,6 +509,7 @@ fn main() {
         .collect();
     let mut runs: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut details: BTreeMap<&str, Vec<serde_json::Value>> = BTreeMap::new();
+    let mut drops: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
     for round in 1..=rounds {
         for &case in &cases {
             eprintln!("round {round}/{rounds}: {case}");
@@ -510,6 +534,10 @@ fn main() {
             if !v["details"].is_null() {
                 details.entry(case).or_default().push(v["details"].clone());
             }
+            if let (Some(recorded), Some(dropped)) = (v["recorded"].as_u64(), v["dropped"].as_u64())
+            {
+                drops.entry(case).or_default().push((recorded, dropped));
+            }
         }
     }
     let medians: BTreeMap<&str, f64> = runs
@@ -522,6 +550,7 @@ fn main() {
     let detail_json = serde_json::to_string_pretty(&serde_json::json!({
         "rounds_ns": runs,
         "details": details,
+        "recorded_and_dropped": drops,
     }))
     .unwrap_or_default();
     for (file, text) in [
@@ -542,6 +571,10 @@ fn main() {
         for (round, d) in d.iter().enumerate() {
             println!("{case:<36} round {} {d}", round + 1);
         }
+    }
+    for (case, d) in &drops {
+        let figures: Vec<String> = d.iter().map(|(r, x)| format!("{x} of {r}")).collect();
+        println!("{case:<36} dropped by round: {}", figures.join(", "));
     }
     eprintln!(
         "medians (ns/op) written to {}",

@@ -96,7 +96,9 @@ pub struct Config {
     pub max_annotations: usize,
     /// Record each span's thread CPU time (Pip's CPU_TIME); off by default.
     pub cpu_time: bool,
-    /// Spans that may wait for the writer before new ones are dropped (and counted).
+    /// Spans that may wait for the writer before new ones are dropped (and counted). Each
+    /// recording thread has its own lane of `4 × queue_spans` entries of 56 bytes, at
+    /// most 32 768 (1.75 MiB; a span of a few attributes takes 3 to 4).
     pub queue_spans: usize,
     /// How often buffered spans are handed to the sinks at the latest.
     pub flush_interval: Duration,

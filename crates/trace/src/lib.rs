@@ -232,8 +232,9 @@ pub fn dispatch_with_sinks(
 }
 
 /// Installs Causeway as the global subscriber, in the mode `config.mode` names (by
-/// default the exclusive [`CausewaySubscriber`]). To add other layers, such as `fmt`,
-/// use [`layer`] instead.
+/// default the exclusive [`CausewaySubscriber`]). To keep a log output, build it with
+/// [`subscriber`] and give it an inner subscriber; to build your own Registry stack,
+/// use [`layer`].
 pub fn init(config: Config) -> Result<Guard, InitError> {
     let (dispatch, guard) = dispatch_with_sinks(config, Vec::new())?;
     tracing::dispatcher::set_global_default(dispatch)
