@@ -1,34 +1,14 @@
 //! Causeway is one layer among others: next to `tracing_subscriber::fmt` both see every
 //! span and event, sampled or not.
 
-use std::io::Write;
+mod common;
+
 use std::sync::{Arc, Mutex};
 
 use causeway::model::Span;
-use causeway::{Config, Sampler, SpanSink};
+use causeway::{Config, Sampler};
+use common::{Buffer, Collect};
 use tracing_subscriber::layer::SubscriberExt;
-
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Buffer {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-struct Collect(Arc<Mutex<Vec<Span>>>);
-
-impl SpanSink for Collect {
-    fn write(&mut self, spans: &[Span]) {
-        self.0.lock().unwrap().extend_from_slice(spans);
-    }
-    fn flush(&mut self) {}
-}
 
 fn run(sampler: Sampler) -> (String, Vec<Span>) {
     let out = Buffer::default();
@@ -49,7 +29,7 @@ fn run(sampler: Sampler) -> (String, Vec<Span>) {
         tracing::info!(rows = 3, "fetched rows");
     });
     drop(guard);
-    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let text = out.text();
     let spans = spans.lock().unwrap().clone();
     (text, spans)
 }

@@ -2,24 +2,12 @@
 //! fields are not even formatted, and they record nothing. Runs in the mode
 //! `CAUSEWAY_MODE` names, like the rest of the suite.
 
-use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
 
 use causeway::testing::Recorder;
 use causeway::Config;
+use common::Counted;
 use tracing_subscriber::filter::Targets;
-
-static FORMATTED: AtomicUsize = AtomicUsize::new(0);
-
-/// A field value that counts how often it is formatted.
-struct Counted;
-
-impl fmt::Debug for Counted {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        FORMATTED.fetch_add(1, Ordering::Relaxed);
-        f.write_str("counted")
-    }
-}
 
 #[test]
 fn spans_and_events_outside_the_targets_are_neither_formatted_nor_recorded() {
@@ -28,7 +16,7 @@ fn spans_and_events_outside_the_targets_are_neither_formatted_nor_recorded() {
     recorder.in_scope(|| {
         let root = tracing::info_span!(target: "shop", "checkout", field = ?Counted);
         let _r = root.enter();
-        let formatted_by_a_recorded_span = FORMATTED.load(Ordering::Relaxed);
+        let formatted_by_a_recorded_span = common::formatted();
         assert_eq!(formatted_by_a_recorded_span, 1);
         for _ in 0..10 {
             let debug = tracing::debug_span!(target: "shop", "too fine", field = ?Counted);
@@ -39,10 +27,7 @@ fn spans_and_events_outside_the_targets_are_neither_formatted_nor_recorded() {
             tracing::error!(target: "shop::noisy", value = ?Counted, "switched off too");
             tracing::info!(target: "shop", "kept");
         }
-        assert_eq!(
-            FORMATTED.load(Ordering::Relaxed),
-            formatted_by_a_recorded_span
-        );
+        assert_eq!(common::formatted(), formatted_by_a_recorded_span);
     });
     let traces = recorder.traces();
     assert_eq!(traces.len(), 1);

@@ -2,42 +2,16 @@
 //! spans and events that one wants: its log output is the same as when it runs alone,
 //! while Causeway records its own spans, including under spans only the inner one wants.
 
-use std::io::Write;
+mod common;
+
 use std::sync::{Arc, Mutex};
 
 use causeway::model::Span;
-use causeway::{Config, SpanSink};
+use causeway::Config;
+use common::{Buffer, Collect};
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer;
-
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Buffer {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Buffer {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
-}
-
-struct Collect(Arc<Mutex<Vec<Span>>>);
-
-impl SpanSink for Collect {
-    fn write(&mut self, spans: &[Span]) {
-        self.0.lock().unwrap().extend_from_slice(spans);
-    }
-    fn flush(&mut self) {}
-}
 
 /// A log stack at `level`: what a service would install for its logs.
 fn logs(out: &Buffer, level: LevelFilter) -> impl tracing::Subscriber + Send + Sync {

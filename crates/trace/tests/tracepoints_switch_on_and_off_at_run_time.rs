@@ -1,34 +1,14 @@
 //! Callsites outside the configured targets cost nothing until a tracepoint enables them
 //! at run time; then they are recorded, and once disabled they cost nothing again.
 
-use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
+
 use std::sync::{Arc, Mutex};
 
 use causeway::model::Span;
-use causeway::{Config, SpanSink};
+use causeway::Config;
+use common::{Collect, Counted};
 use tracing_subscriber::filter::Targets;
-
-static FORMATTED: AtomicUsize = AtomicUsize::new(0);
-
-/// A field value that counts how often it is formatted.
-struct Counted;
-
-impl fmt::Debug for Counted {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        FORMATTED.fetch_add(1, Ordering::Relaxed);
-        f.write_str("counted")
-    }
-}
-
-struct Collect(Arc<Mutex<Vec<Span>>>);
-
-impl SpanSink for Collect {
-    fn write(&mut self, spans: &[Span]) {
-        self.0.lock().unwrap().extend_from_slice(spans);
-    }
-    fn flush(&mut self) {}
-}
 
 fn request() {
     let _r = tracing::info_span!(target: "shop", "request").entered();
@@ -56,12 +36,12 @@ fn a_tracepoint_enables_callsites_and_disabling_it_makes_them_free_again() {
     };
     tracing::subscriber::with_default(subscriber, || {
         request();
-        assert_eq!(FORMATTED.load(Ordering::Relaxed), 0);
+        assert_eq!(common::formatted(), 0);
         assert_eq!(names(&spans), ["request"]);
 
         let cache = tracepoints.enable(|m| m.target() == "cache");
         request();
-        assert_eq!(FORMATTED.load(Ordering::Relaxed), 2);
+        assert_eq!(common::formatted(), 2);
         let mut got = names(&spans);
         got.sort();
         assert_eq!(got, ["lookup", "request"]);
@@ -69,7 +49,7 @@ fn a_tracepoint_enables_callsites_and_disabling_it_makes_them_free_again() {
         assert!(tracepoints.disable(cache));
         assert!(!tracepoints.disable(cache));
         request();
-        assert_eq!(FORMATTED.load(Ordering::Relaxed), 2);
+        assert_eq!(common::formatted(), 2);
         assert_eq!(names(&spans), ["request"]);
     });
 }
