@@ -254,9 +254,6 @@ fn decode(entries: &mut impl Iterator<Item = Entry>, process: &Process) -> Optio
     } else {
         Extra::default()
     };
-    // Each reading converts by the clock segment it was taken in, so times of spans
-    // converted in any order keep the order they were taken in.
-    let at = raw_to_unix;
     let mut attributes = Vec::with_capacity(counts.attributes as usize);
     for _ in 0..counts.attributes {
         let Entry::Attr(key, value) = entries.next()? else {
@@ -288,7 +285,9 @@ fn decode(entries: &mut impl Iterator<Item = Entry>, process: &Process) -> Optio
             });
         }
         events.push(Event {
-            time: at(time),
+            // Each reading converts by the clock segment it was taken in, so times of spans
+            // converted in any order keep the order they were taken in.
+            time: raw_to_unix(time),
             name: match name {
                 RawName::Static(n) => n.to_owned(),
                 RawName::Text(a, b) => text_of(&text, a, b),
@@ -311,8 +310,8 @@ fn decode(entries: &mut impl Iterator<Item = Entry>, process: &Process) -> Optio
         host: process.host.clone(),
         pid: process.pid,
         execution_unit: execution_unit as u64,
-        start: at(start),
-        end: at(end),
+        start: raw_to_unix(start),
+        end: raw_to_unix(end),
         status,
         attributes,
         events,

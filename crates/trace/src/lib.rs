@@ -140,8 +140,11 @@ pub(crate) fn build_dispatch(
     Ok((dispatch, pipeline))
 }
 
-/// The sinks a configuration asks for.
-fn sinks_for(config: &Config) -> Result<Vec<Box<dyn SpanSink>>, InitError> {
+/// The sinks a configuration asks for, then `extra`.
+fn sinks_for(
+    config: &Config,
+    extra: Vec<Box<dyn SpanSink>>,
+) -> Result<Vec<Box<dyn SpanSink>>, InitError> {
     let mut sinks: Vec<Box<dyn SpanSink>> = Vec::new();
     if let Some(dir) = &config.span_log_dir {
         let w = sinks::segment::SegmentWriter::open(
@@ -162,6 +165,7 @@ fn sinks_for(config: &Config) -> Result<Vec<Box<dyn SpanSink>>, InitError> {
             .map_err(InitError::Thread)?;
         sinks.push(Box::new(s));
     }
+    sinks.extend(extra);
     Ok(sinks)
 }
 
@@ -183,8 +187,7 @@ pub fn layer_with_sinks(
     config: Config,
     extra: Vec<Box<dyn SpanSink>>,
 ) -> Result<(CausewayLayer, Guard), InitError> {
-    let mut sinks = sinks_for(&config)?;
-    sinks.extend(extra);
+    let sinks = sinks_for(&config, extra)?;
     let (recording, pipeline) = start_recording(&config, sinks)?;
     Ok((
         CausewayLayer { shared: recording },
@@ -212,8 +215,7 @@ pub fn subscriber_with_sinks(
     config: Config,
     extra: Vec<Box<dyn SpanSink>>,
 ) -> Result<(CausewaySubscriber, Guard), InitError> {
-    let mut sinks = sinks_for(&config)?;
-    sinks.extend(extra);
+    let sinks = sinks_for(&config, extra)?;
     let (recording, pipeline) = start_recording(&config, sinks)?;
     let subscriber = CausewaySubscriber::new(recording, config.targets.clone());
     Ok((subscriber, guard(pipeline, &config)))
@@ -225,8 +227,7 @@ pub fn dispatch_with_sinks(
     config: Config,
     extra: Vec<Box<dyn SpanSink>>,
 ) -> Result<(tracing::Dispatch, Guard), InitError> {
-    let mut sinks = sinks_for(&config)?;
-    sinks.extend(extra);
+    let sinks = sinks_for(&config, extra)?;
     let (dispatch, pipeline) = build_dispatch(&config, sinks)?;
     Ok((dispatch, guard(pipeline, &config)))
 }
