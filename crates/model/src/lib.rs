@@ -7,6 +7,8 @@
 //!   and source.
 //! - [`Trace`]: the spans of one trace assembled into a tree, orphans kept as extra roots.
 //! - [`PathView`]: Pip's view of a trace as per-thread event sequences.
+//! - [`source`]: line and column in the text of a query or expectation, and the syntax error
+//!   both languages report.
 //! - [`codec`]: the native span-log record, OTLP protobuf and JSON, Zipkin v2 JSON, Jaeger's
 //!   JSON.
 //!
@@ -16,6 +18,7 @@
 pub mod codec;
 pub mod ids;
 pub mod path;
+pub mod source;
 pub mod span;
 pub mod trace;
 
