@@ -7,7 +7,7 @@ mod parse;
 mod print;
 
 pub use parse::{parse, parse_query};
-pub use print::{print_expr, print_query, print_script};
+pub use print::{print_expr, print_query, print_script, print_select_item};
 
 /// How deep expressions may nest. The parser and everything that walks an expression
 /// recurse over it; the bound keeps that recursion far from any thread's stack limit
