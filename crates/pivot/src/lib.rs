@@ -2,9 +2,15 @@
 //!
 //! - [`lang`]: the query language (the paper's `From ... Join ... On a -> b ... Select`)
 //!   and tracepoint definitions, parsed with line:column errors.
+//! - [`value`], [`program`], [`bag`], [`aggregate`]: running advice at a hit, the
+//!   request's baggage with its merge rules, and the per-process aggregation of results.
 //! - [`compile`]: queries checked against the tracepoints and compiled to advice per
 //!   tracepoint (OBSERVE, UNPACK, LET, FILTER, PACK or EMIT), printed by [`compile::explain`].
 #![warn(missing_docs)]
 
+pub mod aggregate;
+pub mod bag;
 pub mod compile;
 pub mod lang;
+pub mod program;
+pub mod value;

@@ -1,0 +1,203 @@
+//! A process's partial results of one query: the emitted tuples aggregated per group, as
+//! the paper's agents do before reporting each interval, and merged again at the hub.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use crate::lang::ast::AggFn;
+use crate::value::Value;
+
+/// Groups kept per query and interval before the rest are counted as overflow.
+pub const MAX_GROUPS: usize = 10_000;
+
+/// One aggregate's running state. Integer sums are exact (`i128`); a float makes the sum
+/// a float. AVERAGE is a sum and a count until it is read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AggState {
+    /// COUNT.
+    Count(u64),
+    /// SUM of integers.
+    SumInt(i128),
+    /// SUM once a float was added.
+    SumFloat(f64),
+    /// MIN.
+    Min(Option<Value>),
+    /// MAX.
+    Max(Option<Value>),
+    /// AVERAGE.
+    Average {
+        /// The weighted sum.
+        sum: f64,
+        /// The weight.
+        count: u64,
+    },
+}
+
+impl AggState {
+    /// The state before any tuple.
+    pub fn new(func: AggFn) -> AggState {
+        match func {
+            AggFn::Count => AggState::Count(0),
+            AggFn::Sum => AggState::SumInt(0),
+            AggFn::Min => AggState::Min(None),
+            AggFn::Max => AggState::Max(None),
+            AggFn::Average => AggState::Average { sum: 0.0, count: 0 },
+        }
+    }
+
+    /// Takes in `value` seen `weight` times (`Null` for COUNT's missing argument).
+    pub fn add(&mut self, value: &Value, weight: u64) {
+        match self {
+            AggState::Count(c) => *c = c.saturating_add(weight),
+            AggState::SumInt(s) => match value {
+                Value::Int(i) => *s += *i as i128 * weight as i128,
+                Value::Float(f) => *self = AggState::SumFloat(*s as f64 + f * weight as f64),
+                _ => {}
+            },
+            AggState::SumFloat(s) => {
+                if let Some(f) = value.as_f64() {
+                    *s += f * weight as f64;
+                }
+            }
+            AggState::Min(m) => keep(m, value, Ordering::Less),
+            AggState::Max(m) => keep(m, value, Ordering::Greater),
+            AggState::Average { sum, count } => {
+                if let Some(f) = value.as_f64() {
+                    *sum += f * weight as f64;
+                    *count = count.saturating_add(weight);
+                }
+            }
+        }
+    }
+
+    /// Combines another partial state of the same aggregate.
+    pub fn merge(&mut self, other: &AggState) {
+        match (&mut *self, other) {
+            (AggState::Count(a), AggState::Count(b)) => *a = a.saturating_add(*b),
+            (AggState::SumInt(a), AggState::SumInt(b)) => *a += b,
+            (AggState::SumInt(a), AggState::SumFloat(b)) => {
+                *self = AggState::SumFloat(*a as f64 + b)
+            }
+            (AggState::SumFloat(a), AggState::SumInt(b)) => *a += *b as f64,
+            (AggState::SumFloat(a), AggState::SumFloat(b)) => *a += b,
+            (AggState::Min(_), AggState::Min(Some(v)))
+            | (AggState::Max(_), AggState::Max(Some(v))) => self.add(v, 1),
+            (AggState::Average { sum, count }, AggState::Average { sum: s, count: c }) => {
+                *sum += s;
+                *count = count.saturating_add(*c);
+            }
+            _ => {}
+        }
+    }
+
+    /// The result.
+    pub fn value(&self) -> Value {
+        match self {
+            AggState::Count(c) => Value::Int(i64::try_from(*c).unwrap_or(i64::MAX)),
+            AggState::SumInt(s) => i64::try_from(*s).map_or(Value::Float(*s as f64), Value::Int),
+            AggState::SumFloat(s) => Value::Float(*s),
+            AggState::Min(m) | AggState::Max(m) => m.clone().unwrap_or(Value::Null),
+            AggState::Average { count: 0, .. } => Value::Null,
+            AggState::Average { sum, count } => Value::Float(sum / *count as f64),
+        }
+    }
+}
+
+/// Keeps `value` in `m` when `m` is empty or `value` compares to it as `want`.
+fn keep(m: &mut Option<Value>, value: &Value, want: Ordering) {
+    if matches!(value, Value::Null) {
+        return;
+    }
+    let replace = match m {
+        None => true,
+        Some(cur) => value.compare(cur) == Some(want),
+    };
+    if replace {
+        *m = Some(value.clone());
+    }
+}
+
+/// The groups of one query in one process and interval.
+#[derive(Debug, Clone)]
+pub struct Aggregator {
+    funcs: Vec<AggFn>,
+    groups: HashMap<Vec<Value>, Vec<AggState>>,
+    /// Tuples whose group did not fit under [`MAX_GROUPS`].
+    pub overflow: u64,
+}
+
+impl Aggregator {
+    /// For a query whose aggregates are `funcs` (none: groups count their tuples).
+    pub fn new(funcs: &[AggFn]) -> Aggregator {
+        Aggregator {
+            funcs: funcs.to_vec(),
+            groups: HashMap::new(),
+            overflow: 0,
+        }
+    }
+
+    /// Adds a tuple of group `key` with the aggregates' arguments, `weight` times.
+    pub fn add(&mut self, key: &[Value], args: &[Value], weight: u64) {
+        let states = match self.groups.get_mut(key) {
+            Some(s) => s,
+            None => {
+                if self.groups.len() >= MAX_GROUPS {
+                    self.overflow = self.overflow.saturating_add(weight);
+                    return;
+                }
+                let fresh = self.funcs.iter().map(|f| AggState::new(*f)).collect();
+                self.groups.entry(key.to_vec()).or_insert(fresh)
+            }
+        };
+        for (s, a) in states.iter_mut().zip(args) {
+            s.add(a, weight);
+        }
+    }
+
+    /// Merges another aggregator of the same query (the hub's step).
+    pub fn merge(&mut self, other: &Aggregator) {
+        for (key, theirs) in &other.groups {
+            match self.groups.get_mut(key) {
+                Some(mine) => mine.iter_mut().zip(theirs).for_each(|(m, t)| m.merge(t)),
+                None => {
+                    self.groups.insert(key.clone(), theirs.clone());
+                }
+            }
+        }
+        self.overflow = self.overflow.saturating_add(other.overflow);
+    }
+
+    /// Rows of key values then aggregate values, sorted by key.
+    pub fn rows(&self) -> Vec<Vec<Value>> {
+        let mut rows: Vec<Vec<Value>> = self
+            .groups
+            .iter()
+            .map(|(k, s)| {
+                k.iter()
+                    .cloned()
+                    .chain(s.iter().map(AggState::value))
+                    .collect()
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| {
+                    x.compare(y)
+                        .unwrap_or_else(|| x.to_string().cmp(&y.to_string()))
+                })
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        rows
+    }
+
+    /// Takes the groups, leaving it empty for the next interval.
+    pub fn take(&mut self) -> Aggregator {
+        Aggregator {
+            funcs: self.funcs.clone(),
+            groups: std::mem::take(&mut self.groups),
+            overflow: std::mem::take(&mut self.overflow),
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! Baggage: the tuples a request carries from advice to later advice (the paper's section
+//! 3), in the process. Branches copy and joins merge, and merging two copies never counts a
+//! tuple twice:
+//!
+//! - A bag packed without a temporal filter is a set of segments, each a list of distinct
+//!   tuples with counts, written only by the copy that opened it. A copy (a child span, a
+//!   request sent to another process) opens its own segment on its first pack; segments
+//!   only grow, so a merge keeps, per segment, the version that has seen more packs.
+//! - A `First(n)` or `MostRecent(n)` bag holds at most `n` tuples, each stamped with a
+//!   timestamp that respects causality (a hybrid logical clock) and a unique origin; a
+//!   merge is the union by stamp, cut again to the `n` first or most recent.
+
+use std::collections::BTreeMap;
+
+use crate::value::Value;
+
+/// A bag: the query it belongs to and the variable that packs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BagKey {
+    /// The query's id (allocated by the hub).
+    pub query: u32,
+    /// The packing variable's index within the query.
+    pub bag: u16,
+}
+
+/// The bags of one request at one point of its execution.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Baggage {
+    pub(crate) bags: BTreeMap<BagKey, Bag>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Bag {
+    Grouped(Grouped),
+    Temporal(Temporal),
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Grouped {
+    /// The segment this copy writes, once it has packed.
+    pub(crate) open: Option<u64>,
+    pub(crate) segments: BTreeMap<u64, Segment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Segment {
+    /// Packs into this segment so far.
+    pub(crate) version: u64,
+    /// Distinct tuples and how many times each was packed.
+    pub(crate) tuples: Vec<(Vec<Value>, u64)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Temporal {
+    /// Keeps the first tuples (else the most recent).
+    pub(crate) first: bool,
+    pub(crate) n: u32,
+    /// Ordered by stamp.
+    pub(crate) tuples: Vec<Stamped>,
+}
+
+/// A tuple of a temporal bag with its causal stamp.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Stamped {
+    pub(crate) ts: u64,
+    pub(crate) origin: u64,
+    pub(crate) values: Vec<Value>,
+}
+
+impl Temporal {
+    fn trim(&mut self) {
+        self.tuples.sort_by_key(|t| (t.ts, t.origin));
+        self.tuples.dedup_by_key(|t| (t.ts, t.origin));
+        let n = self.n as usize;
+        if self.tuples.len() > n {
+            if self.first {
+                self.tuples.truncate(n);
+            } else {
+                self.tuples.drain(..self.tuples.len() - n);
+            }
+        }
+    }
+}
+
+impl Baggage {
+    /// True when no bag holds anything.
+    pub fn is_empty(&self) -> bool {
+        self.bags.is_empty()
+    }
+
+    /// Packs one tuple `weight` times into a bag without a temporal filter. `new_id`
+    /// names the segment when this copy opens one.
+    pub fn pack_grouped(
+        &mut self,
+        key: BagKey,
+        values: Vec<Value>,
+        weight: u64,
+        new_id: &mut dyn FnMut() -> u64,
+    ) {
+        let bag = self
+            .bags
+            .entry(key)
+            .or_insert_with(|| Bag::Grouped(Grouped::default()));
+        let Bag::Grouped(g) = bag else {
+            // A key is packed in one mode by its query; another mode is another query's
+            // damaged bag, replaced.
+            *bag = Bag::Grouped(Grouped::default());
+            return self.pack_grouped(key, values, weight, new_id);
+        };
+        let id = *g.open.get_or_insert_with(&mut *new_id);
+        let seg = g.segments.entry(id).or_default();
+        seg.version += 1;
+        match seg.tuples.iter_mut().find(|(v, _)| *v == values) {
+            Some((_, count)) => *count = count.saturating_add(weight),
+            None => seg.tuples.push((values, weight)),
+        }
+    }
+
+    /// Packs one stamped tuple into a `First(n)` (`first`) or `MostRecent(n)` bag.
+    pub fn pack_temporal(
+        &mut self,
+        key: BagKey,
+        first: bool,
+        n: u32,
+        ts: u64,
+        origin: u64,
+        values: Vec<Value>,
+    ) {
+        let bag = self.bags.entry(key).or_insert_with(|| {
+            Bag::Temporal(Temporal {
+                first,
+                n,
+                tuples: Vec::new(),
+            })
+        });
+        if !matches!(bag, Bag::Temporal(t) if t.first == first && t.n == n) {
+            *bag = Bag::Temporal(Temporal {
+                first,
+                n,
+                tuples: Vec::new(),
+            });
+        }
+        if let Bag::Temporal(t) = bag {
+            t.tuples.push(Stamped { ts, origin, values });
+            t.trim();
+        }
+    }
+
+    /// The tuples of a bag with their counts.
+    pub fn unpack(&self, key: BagKey) -> Vec<(&[Value], u64)> {
+        match self.bags.get(&key) {
+            None => Vec::new(),
+            Some(Bag::Grouped(g)) => g
+                .segments
+                .values()
+                .flat_map(|s| s.tuples.iter().map(|(v, c)| (v.as_slice(), *c)))
+                .collect(),
+            Some(Bag::Temporal(t)) => t.tuples.iter().map(|s| (s.values.as_slice(), 1)).collect(),
+        }
+    }
+
+    /// A copy for a branch of the request (a child span, a call to another process): it
+    /// reads everything packed so far and writes segments of its own.
+    pub fn branch(&self) -> Baggage {
+        let mut copy = self.clone();
+        for bag in copy.bags.values_mut() {
+            if let Bag::Grouped(g) = bag {
+                g.open = None;
+            }
+        }
+        copy
+    }
+
+    /// Merges a branch back (a closed child span, a response): nothing is counted twice.
+    pub fn merge(&mut self, other: &Baggage) {
+        for (key, theirs) in &other.bags {
+            match (self.bags.get_mut(key), theirs) {
+                (None, _) => {
+                    let mut t = theirs.clone();
+                    if let Bag::Grouped(g) = &mut t {
+                        g.open = None;
+                    }
+                    self.bags.insert(*key, t);
+                }
+                (Some(Bag::Grouped(mine)), Bag::Grouped(theirs)) => {
+                    for (id, seg) in &theirs.segments {
+                        let keep = mine
+                            .segments
+                            .get(id)
+                            .is_some_and(|m| m.version >= seg.version);
+                        if !keep {
+                            mine.segments.insert(*id, seg.clone());
+                        }
+                    }
+                }
+                (Some(Bag::Temporal(mine)), Bag::Temporal(theirs))
+                    if mine.first == theirs.first && mine.n == theirs.n =>
+                {
+                    mine.tuples.extend(theirs.tuples.iter().cloned());
+                    mine.trim();
+                }
+                // Different modes under one key: a damaged bag; ours stands.
+                _ => {}
+            }
+        }
+    }
+
+    /// The latest stamp carried, to advance a receiver's clock past it.
+    pub fn max_stamp(&self) -> u64 {
+        self.bags
+            .values()
+            .filter_map(|b| match b {
+                Bag::Temporal(t) => t.tuples.iter().map(|s| s.ts).max(),
+                Bag::Grouped(_) => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// A hybrid logical clock: physical time in nanoseconds, never going back, and past every
+/// stamp received, so a tuple packed after another in the request's causal order carries a
+/// larger stamp even when hosts' clocks disagree.
+#[derive(Debug, Default)]
+pub struct Hlc {
+    last: u64,
+}
+
+impl Hlc {
+    /// A stamp later than every stamp this clock gave or saw, and not before `now`.
+    pub fn stamp(&mut self, now: u64) -> u64 {
+        self.last = now.max(self.last.saturating_add(1));
+        self.last
+    }
+
+    /// Takes in a stamp received with a request or response.
+    pub fn observe(&mut self, seen: u64) {
+        self.last = self.last.max(seen);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K: BagKey = BagKey { query: 1, bag: 0 };
+
+    fn ids() -> impl FnMut() -> u64 {
+        let mut next = 100;
+        move || {
+            next += 1;
+            next
+        }
+    }
+
+    fn counts(b: &Baggage) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = b
+            .unpack(K)
+            .into_iter()
+            .map(|(vals, c)| (vals[0].to_string(), c))
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_branch_merged_back_counts_each_pack_once() {
+        let mut ids = ids();
+        let mut parent = Baggage::default();
+        parent.pack_grouped(K, vec!["A".into()], 1, &mut ids);
+        let mut child = parent.branch();
+        child.pack_grouped(K, vec!["B".into()], 1, &mut ids);
+        // The parent goes on packing while the child runs.
+        parent.pack_grouped(K, vec!["A".into()], 1, &mut ids);
+        let mut grandchild = child.branch();
+        grandchild.pack_grouped(K, vec!["C".into()], 2, &mut ids);
+        child.merge(&grandchild);
+        parent.merge(&child);
+        // Merging the same copies again changes nothing.
+        parent.merge(&child);
+        parent.merge(&grandchild);
+        assert_eq!(
+            counts(&parent),
+            [("A".into(), 2), ("B".into(), 1), ("C".into(), 2)]
+        );
+        // The parent's merge did not take the old copy of its own segment.
+        let mut stale = parent.branch();
+        parent.pack_grouped(K, vec!["A".into()], 1, &mut ids);
+        stale.merge(&parent);
+        parent.merge(&stale);
+        assert_eq!(counts(&parent)[0], ("A".into(), 3));
+    }
+
+    #[test]
+    fn first_and_most_recent_keep_their_tuples_through_merges() {
+        let mut a = Baggage::default();
+        a.pack_temporal(K, true, 2, 30, 1, vec!["late".into()]);
+        let mut b = a.branch();
+        b.pack_temporal(K, true, 2, 10, 2, vec!["early".into()]);
+        a.pack_temporal(K, true, 2, 20, 3, vec!["middle".into()]);
+        a.merge(&b);
+        a.merge(&b);
+        let got: Vec<String> = a.unpack(K).iter().map(|(v, _)| v[0].to_string()).collect();
+        assert_eq!(got, ["early", "middle"]);
+
+        let mut r = Baggage::default();
+        for (ts, name) in [(5, "a"), (9, "c"), (7, "b")] {
+            r.pack_temporal(K, false, 1, ts, ts, vec![name.into()]);
+        }
+        let got: Vec<String> = r.unpack(K).iter().map(|(v, _)| v[0].to_string()).collect();
+        assert_eq!(got, ["c"]);
+        assert_eq!(r.max_stamp(), 9);
+    }
+
+    #[test]
+    fn the_clock_passes_every_stamp_it_saw() {
+        let mut c = Hlc::default();
+        assert_eq!(c.stamp(100), 100);
+        assert_eq!(c.stamp(50), 101);
+        c.observe(1_000);
+        assert_eq!(c.stamp(200), 1_001);
+    }
+}

@@ -1,0 +1,322 @@
+//! Advice lowered for running: slots by index instead of by name, and one function that
+//! runs it when a request reaches its tracepoint.
+
+use std::collections::HashMap;
+
+use crate::aggregate::Aggregator;
+use crate::bag::{BagKey, Baggage, Hlc};
+use crate::compile::{Advice, End, Plan, Step};
+use crate::lang::ast::{AggFn, Expr, Temporal};
+use crate::value::{self, Value};
+
+/// Tuples one advice invocation may produce by joining bags; the rest are counted, not
+/// processed (a request whose bags hold many tuples must not stall its thread).
+pub const MAX_FANOUT: usize = 256;
+
+/// An expression over slots.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// A constant.
+    Lit(Value),
+    /// A slot of the tuple.
+    Slot(usize),
+    /// `Not`.
+    Not(Box<Op>),
+    /// `-`.
+    Neg(Box<Op>),
+    /// A binary operator.
+    Bin(crate::lang::ast::BinOp, Box<Op>, Box<Op>),
+    /// `In (...)`.
+    In(Box<Op>, Vec<Op>),
+}
+
+impl Op {
+    /// The value of the expression for `tuple`. Recursion is bounded by the parser's
+    /// nesting limit.
+    pub fn eval(&self, tuple: &[Value]) -> Value {
+        match self {
+            Op::Lit(v) => v.clone(),
+            Op::Slot(i) => tuple.get(*i).cloned().unwrap_or(Value::Null),
+            Op::Not(a) => value::not(&a.eval(tuple)),
+            Op::Neg(a) => value::negate(&a.eval(tuple)),
+            Op::Bin(op, a, b) => value::binary(*op, &a.eval(tuple), &b.eval(tuple)),
+            Op::In(a, items) => {
+                let v = a.eval(tuple);
+                if matches!(v, Value::Null) {
+                    return Value::Null;
+                }
+                Value::Bool(items.iter().any(|i| v.same(&i.eval(tuple))))
+            }
+        }
+    }
+}
+
+/// What one advice does, slots by index.
+#[derive(Debug, Clone)]
+pub struct Program {
+    /// The tracepoint it runs at.
+    pub tracepoint: String,
+    /// Exports read, into slots 0..
+    pub observe: Vec<String>,
+    /// Bags joined: the bag and the slots its columns fill.
+    pub unpack: Vec<(BagKey, Vec<usize>)>,
+    /// Let (`Some(slot)`) and Where (`None`) steps.
+    pub steps: Vec<(Option<usize>, Op)>,
+    /// PACK or EMIT.
+    pub end: ProgramEnd,
+    /// Slots in a tuple.
+    pub width: usize,
+}
+
+/// How a program ends.
+#[derive(Debug, Clone)]
+pub enum ProgramEnd {
+    /// Into a bag.
+    Pack {
+        /// The bag.
+        key: BagKey,
+        /// Which tuples it keeps.
+        mode: Temporal,
+        /// The slots packed, in order.
+        slots: Vec<usize>,
+    },
+    /// Into the query's aggregator.
+    Emit {
+        /// Group keys (for a query without GroupBy or aggregates, the selected values).
+        keys: Vec<Op>,
+        /// The aggregates' arguments (`Null` for COUNT).
+        args: Vec<Op>,
+    },
+}
+
+/// A query's programs and the aggregates its emits feed.
+#[derive(Debug, Clone)]
+pub struct Lowered {
+    /// One per advice.
+    pub programs: Vec<Program>,
+    /// The aggregate functions, in Select order.
+    pub funcs: Vec<AggFn>,
+}
+
+/// Lowers a plan for query `query_id`.
+pub fn lower(plan: &Plan, query_id: u32) -> Lowered {
+    let bag_index: HashMap<&str, u16> = plan
+        .advice
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (a.var.as_str(), i as u16))
+        .collect();
+    let key = |var: &str| BagKey {
+        query: query_id,
+        bag: bag_index.get(var).copied().unwrap_or(u16::MAX),
+    };
+    let mut funcs = Vec::new();
+    let programs = plan
+        .advice
+        .iter()
+        .map(|a| lower_advice(a, &key, &mut funcs))
+        .collect();
+    Lowered { programs, funcs }
+}
+
+fn lower_advice(a: &Advice, key: &dyn Fn(&str) -> BagKey, funcs: &mut Vec<AggFn>) -> Program {
+    let mut slots: Vec<String> = a.observe.clone();
+    let mut slot_of =
+        |name: &str, slots: &mut Vec<String>| match slots.iter().position(|s| s == name) {
+            Some(i) => i,
+            None => {
+                slots.push(name.to_string());
+                slots.len() - 1
+            }
+        };
+    let unpack = a
+        .unpack
+        .iter()
+        .map(|u| {
+            let cols = u.slots.iter().map(|s| slot_of(s, &mut slots)).collect();
+            (key(&u.bag), cols)
+        })
+        .collect();
+    let mut steps = Vec::new();
+    for s in &a.steps {
+        match s {
+            Step::Let(name, e) => {
+                let op = lower_expr(e, &mut slots, &mut slot_of);
+                steps.push((Some(slot_of(name, &mut slots)), op));
+            }
+            Step::Filter(e) => steps.push((None, lower_expr(e, &mut slots, &mut slot_of))),
+        }
+    }
+    let end = match &a.end {
+        End::Pack {
+            bag,
+            mode,
+            slots: packed,
+        } => ProgramEnd::Pack {
+            key: key(bag),
+            mode: *mode,
+            slots: packed.iter().map(|s| slot_of(s, &mut slots)).collect(),
+        },
+        End::Emit { keys, aggs, values } => {
+            let mut key_ops: Vec<Op> = keys
+                .iter()
+                .map(|e| lower_expr(e, &mut slots, &mut slot_of))
+                .collect();
+            key_ops.extend(
+                values
+                    .iter()
+                    .map(|e| lower_expr(e, &mut slots, &mut slot_of)),
+            );
+            funcs.extend(aggs.iter().map(|(f, _)| *f));
+            let args = aggs
+                .iter()
+                .map(|(_, arg)| match arg {
+                    Some(e) => lower_expr(e, &mut slots, &mut slot_of),
+                    None => Op::Lit(Value::Null),
+                })
+                .collect();
+            ProgramEnd::Emit {
+                keys: key_ops,
+                args,
+            }
+        }
+    };
+    Program {
+        tracepoint: a.tracepoint.clone(),
+        observe: a.observe.clone(),
+        unpack,
+        steps,
+        end,
+        width: slots.len(),
+    }
+}
+
+fn lower_expr(
+    e: &Expr,
+    slots: &mut Vec<String>,
+    slot_of: &mut dyn FnMut(&str, &mut Vec<String>) -> usize,
+) -> Op {
+    match e {
+        Expr::Lit(l, _) => Op::Lit(Value::from(l)),
+        Expr::Ref(n) => Op::Slot(slot_of(&n.text, slots)),
+        Expr::Not(a, _) => Op::Not(Box::new(lower_expr(a, slots, slot_of))),
+        Expr::Neg(a, _) => Op::Neg(Box::new(lower_expr(a, slots, slot_of))),
+        Expr::Bin(op, a, b, _) => Op::Bin(
+            *op,
+            Box::new(lower_expr(a, slots, slot_of)),
+            Box::new(lower_expr(b, slots, slot_of)),
+        ),
+        Expr::In(a, items, _) => Op::In(
+            Box::new(lower_expr(a, slots, slot_of)),
+            items
+                .iter()
+                .map(|i| lower_expr(i, slots, slot_of))
+                .collect(),
+        ),
+    }
+}
+
+/// One export's values at a hit: one, or one per element of an exploded field.
+#[derive(Debug, Clone)]
+pub enum Observed {
+    /// A single value.
+    One(Value),
+    /// One tuple per element.
+    Many(Vec<Value>),
+}
+
+/// What running advice needs besides the request's bags.
+pub struct Context<'a> {
+    /// Stamps for temporal packs.
+    pub clock: &'a mut Hlc,
+    /// The time now, in nanoseconds.
+    pub now: u64,
+    /// Unique ids for stamps' origins and bag segments.
+    pub ids: &'a mut dyn FnMut() -> u64,
+    /// Tuples not processed because a join produced more than [`MAX_FANOUT`].
+    pub dropped: &'a mut u64,
+}
+
+impl Program {
+    /// Runs the advice for one hit: `observed` in the order of [`Program::observe`].
+    pub fn run(
+        &self,
+        observed: &[Observed],
+        baggage: &mut Baggage,
+        aggregator: &mut Aggregator,
+        cx: &mut Context<'_>,
+    ) {
+        let mut tuples: Vec<(Vec<Value>, u64)> = vec![(vec![Value::Null; self.width], 1)];
+        for (slot, o) in observed.iter().enumerate().take(self.observe.len()) {
+            match o {
+                Observed::One(v) => tuples.iter_mut().for_each(|(t, _)| t[slot] = v.clone()),
+                Observed::Many(vs) => {
+                    tuples = self.product(&tuples, vs.iter().map(|v| (vec![(slot, v)], 1)), cx);
+                }
+            }
+        }
+        for (key, cols) in &self.unpack {
+            let bag = baggage.unpack(*key);
+            tuples = self.product(
+                &tuples,
+                bag.iter()
+                    .map(|(vals, w)| (cols.iter().copied().zip(vals.iter()).collect(), *w)),
+                cx,
+            );
+        }
+        for (target, op) in &self.steps {
+            match target {
+                Some(slot) => tuples.iter_mut().for_each(|(t, _)| t[*slot] = op.eval(t)),
+                None => tuples.retain(|(t, _)| op.eval(t).is_true()),
+            }
+        }
+        match &self.end {
+            ProgramEnd::Pack { key, mode, slots } => {
+                for (t, w) in tuples {
+                    let values: Vec<Value> = slots.iter().map(|s| t[*s].clone()).collect();
+                    match mode {
+                        Temporal::All => baggage.pack_grouped(*key, values, w, cx.ids),
+                        Temporal::First(n) | Temporal::MostRecent(n) => {
+                            let ts = cx.clock.stamp(cx.now);
+                            let first = matches!(mode, Temporal::First(_));
+                            baggage.pack_temporal(*key, first, *n, ts, (cx.ids)(), values);
+                        }
+                    }
+                }
+            }
+            ProgramEnd::Emit { keys, args } => {
+                for (t, w) in tuples {
+                    let k: Vec<Value> = keys.iter().map(|op| op.eval(&t)).collect();
+                    let a: Vec<Value> = args.iter().map(|op| op.eval(&t)).collect();
+                    aggregator.add(&k, &a, w);
+                }
+            }
+        }
+    }
+
+    /// Every tuple joined with every row (slots to fill, weight), weights multiplied,
+    /// at most [`MAX_FANOUT`] results.
+    fn product<'v>(
+        &self,
+        tuples: &[(Vec<Value>, u64)],
+        rows: impl Iterator<Item = (Vec<(usize, &'v Value)>, u64)>,
+        cx: &mut Context<'_>,
+    ) -> Vec<(Vec<Value>, u64)> {
+        let rows: Vec<_> = rows.collect();
+        let mut out = Vec::with_capacity((tuples.len() * rows.len()).min(MAX_FANOUT));
+        for (t, tw) in tuples {
+            for (fill, rw) in &rows {
+                if out.len() == MAX_FANOUT {
+                    *cx.dropped = cx.dropped.saturating_add(1);
+                    continue;
+                }
+                let mut joined = t.clone();
+                for (slot, v) in fill {
+                    joined[*slot] = (*v).clone();
+                }
+                out.push((joined, tw.saturating_mul(*rw)));
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,315 @@
+//! Running compiled advice over simulated requests: the paper's Q7 across a client, a
+//! NameNode and a DataNode, with the bag going out with the requests and back with the
+//! NameNode's response.
+
+use causeway_pivot::aggregate::Aggregator;
+use causeway_pivot::bag::{Baggage, Hlc};
+use causeway_pivot::compile::{compile, Catalog};
+use causeway_pivot::lang::ast::Item;
+use causeway_pivot::lang::{parse, parse_query};
+use causeway_pivot::program::{lower, Context, Lowered, Observed, MAX_FANOUT};
+use causeway_pivot::value::Value;
+
+const TRACEPOINTS: &str = include_str!("../testdata/paper-tracepoints.pivot");
+const PAPER: &str = include_str!("../testdata/paper-queries.pivot");
+
+fn lowered(src: &str, id: u32) -> Lowered {
+    let mut catalog = Catalog::default();
+    catalog.add(&parse(TRACEPOINTS).unwrap());
+    let script = parse(PAPER).unwrap();
+    let q = script
+        .items
+        .iter()
+        .find_map(|i| match i {
+            Item::Query(q) if q.name.as_ref().is_some_and(|n| n.text == src) => Some(q.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| parse_query(src).unwrap());
+    lower(&compile(&q.query, &catalog).unwrap(), id)
+}
+
+struct World {
+    clock: Hlc,
+    next_id: u64,
+    dropped: u64,
+    now: u64,
+}
+
+impl World {
+    fn new() -> World {
+        World {
+            clock: Hlc::default(),
+            next_id: 0,
+            dropped: 0,
+            now: 1_000,
+        }
+    }
+
+    fn hit(
+        &mut self,
+        q: &Lowered,
+        tracepoint: &str,
+        observed: &[Observed],
+        bag: &mut Baggage,
+        agg: &mut Aggregator,
+    ) {
+        self.now += 10;
+        let mut next = self.next_id;
+        let mut ids = || {
+            next += 1;
+            next
+        };
+        let mut cx = Context {
+            clock: &mut self.clock,
+            now: self.now,
+            ids: &mut ids,
+            dropped: &mut self.dropped,
+        };
+        for p in q.programs.iter().filter(|p| p.tracepoint == tracepoint) {
+            p.run(observed, bag, agg, &mut cx);
+        }
+        self.next_id = next;
+    }
+}
+
+fn s(x: &str) -> Value {
+    Value::from(x)
+}
+
+fn replicas(list: &str) -> Observed {
+    Observed::Many(list.split(',').map(s).collect())
+}
+
+fn rows(agg: &Aggregator) -> Vec<String> {
+    agg.rows()
+        .iter()
+        .map(|r| {
+            r.iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+/// One read: the client's op, a call to the NameNode whose bag comes back on the
+/// response, then a call to the DataNode on `dn_host`.
+fn read(
+    w: &mut World,
+    q: &Lowered,
+    agg: &mut Aggregator,
+    client: &str,
+    locations: &str,
+    dn_host: &str,
+) {
+    let mut request = Baggage::default();
+    w.hit(
+        q,
+        "StressTest.DoNextOp",
+        &[Observed::One(s(client))],
+        &mut request,
+        agg,
+    );
+    let mut at_namenode = request.branch();
+    w.hit(
+        q,
+        "NN.GetBlockLocations",
+        &[replicas(locations)],
+        &mut at_namenode,
+        agg,
+    );
+    request.merge(&at_namenode);
+    let mut at_datanode = request.branch();
+    w.hit(
+        q,
+        "DN.DataTransferProtocol",
+        &[Observed::One(s(dn_host))],
+        &mut at_datanode,
+        agg,
+    );
+}
+
+#[test]
+fn q7_counts_each_selected_host_against_the_replicas_offered() {
+    let q = lowered("Q7", 7);
+    let mut agg = Aggregator::new(&q.funcs);
+    let mut w = World::new();
+    read(&mut w, &q, &mut agg, "B", "A,C,D", "A");
+    read(&mut w, &q, &mut agg, "C", "A,D,E", "A");
+    // A local read is filtered out by `st.host != DNop.host`.
+    read(&mut w, &q, &mut agg, "A", "A,B,C", "A");
+    read(&mut w, &q, &mut agg, "E", "C,D,F", "C");
+    assert_eq!(
+        rows(&agg),
+        ["A A 2", "A C 1", "A D 2", "A E 1", "C C 1", "C D 1", "C F 1"]
+    );
+}
+
+#[test]
+fn q6_and_q3_count_reads_per_host() {
+    let q6 = lowered("Q6", 6);
+    let q3 = lowered("Q3", 3);
+    let mut a6 = Aggregator::new(&q6.funcs);
+    let mut a3 = Aggregator::new(&q3.funcs);
+    let mut w = World::new();
+    for (client, dn) in [("A", "A"), ("B", "A"), ("B", "D"), ("B", "A")] {
+        let mut request = Baggage::default();
+        w.hit(
+            &q6,
+            "StressTest.DoNextOp",
+            &[Observed::One(s(client))],
+            &mut request,
+            &mut a6,
+        );
+        let mut at_dn = request.branch();
+        w.hit(
+            &q6,
+            "DN.DataTransferProtocol",
+            &[Observed::One(s(dn))],
+            &mut at_dn,
+            &mut a6,
+        );
+        w.hit(
+            &q3,
+            "DN.DataTransferProtocol",
+            &[Observed::One(s(dn))],
+            &mut at_dn,
+            &mut a3,
+        );
+    }
+    assert_eq!(rows(&a6), ["A A 1", "B A 2", "B D 1"]);
+    assert_eq!(rows(&a3), ["A 3", "D 1"]);
+}
+
+#[test]
+fn q2_joins_the_first_client_protocol_only() {
+    let q = lowered("Q2", 2);
+    let mut agg = Aggregator::new(&q.funcs);
+    let mut w = World::new();
+    let mut request = Baggage::default();
+    w.hit(
+        &q,
+        "ClientProtocols",
+        &[Observed::One(s("mr-sort"))],
+        &mut request,
+        &mut agg,
+    );
+    // A nested client call later in the same request does not replace the first.
+    let mut inner = request.branch();
+    w.hit(
+        &q,
+        "ClientProtocols",
+        &[Observed::One(s("hbase"))],
+        &mut inner,
+        &mut agg,
+    );
+    request.merge(&inner);
+    let mut at_dn = request.branch();
+    for delta in [100i64, 250] {
+        w.hit(
+            &q,
+            "DataNodeMetrics.incrBytesRead",
+            &[Observed::One(Value::Int(delta))],
+            &mut at_dn,
+            &mut agg,
+        );
+    }
+    assert_eq!(rows(&agg), ["mr-sort 350"]);
+    // Without a client protocol before it, a read joins nothing.
+    let mut lone = Baggage::default();
+    w.hit(
+        &q,
+        "DataNodeMetrics.incrBytesRead",
+        &[Observed::One(Value::Int(7))],
+        &mut lone,
+        &mut agg,
+    );
+    assert_eq!(rows(&agg), ["mr-sort 350"]);
+}
+
+#[test]
+fn partial_results_merge_to_the_totals_of_one_aggregator() {
+    let q = lowered(
+        "From d In DN.DataTransferProtocol GroupBy d.host \
+         Select d.host, COUNT, SUM(d.pid), MIN(d.pid), MAX(d.pid), AVERAGE(d.pid)",
+        9,
+    );
+    let mut whole = Aggregator::new(&q.funcs);
+    let mut parts = [Aggregator::new(&q.funcs), Aggregator::new(&q.funcs)];
+    let mut w = World::new();
+    for i in 0..10i64 {
+        let host = if i % 3 == 0 { "A" } else { "B" };
+        let obs = [Observed::One(Value::Int(i)), Observed::One(s(host))];
+        let order: Vec<String> = q.programs[0].observe.clone();
+        // Observed values follow the program's observe order.
+        let obs: Vec<Observed> = order
+            .iter()
+            .map(|name| {
+                if name == "d.pid" {
+                    obs[0].clone()
+                } else {
+                    obs[1].clone()
+                }
+            })
+            .collect();
+        w.hit(
+            &q,
+            "DN.DataTransferProtocol",
+            &obs,
+            &mut Baggage::default(),
+            &mut whole,
+        );
+        w.hit(
+            &q,
+            "DN.DataTransferProtocol",
+            &obs,
+            &mut Baggage::default(),
+            &mut parts[(i % 2) as usize],
+        );
+    }
+    let mut merged = parts[0].take();
+    merged.merge(&parts[1]);
+    assert_eq!(rows(&merged), rows(&whole));
+    assert_eq!(rows(&whole), ["A 4 18 0 9 4.5", "B 6 27 1 8 4.5"]);
+}
+
+#[test]
+fn a_join_larger_than_the_fanout_cap_is_cut_and_counted() {
+    let q = lowered("Q5", 5);
+    let mut agg = Aggregator::new(&q.funcs);
+    let mut w = World::new();
+    let mut request = Baggage::default();
+    for c in 0..40 {
+        // Forty distinct client hosts packed in one request.
+        w.hit(
+            &q,
+            "StressTest.DoNextOp",
+            &[Observed::One(s(&format!("h{c}")))],
+            &mut request,
+            &mut agg,
+        );
+    }
+    let list: Vec<String> = (0..10).map(|r| format!("r{r}")).collect();
+    let obs: Vec<Observed> = q.programs[1]
+        .observe
+        .iter()
+        .map(|name| {
+            if name == "getloc.replicas" {
+                replicas(&list.join(","))
+            } else {
+                Observed::One(s("/f"))
+            }
+        })
+        .collect();
+    w.hit(&q, "NN.GetBlockLocations", &obs, &mut request, &mut agg);
+    let total: i64 = agg
+        .rows()
+        .iter()
+        .map(|r| match r.last() {
+            Some(Value::Int(n)) => *n,
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(total, MAX_FANOUT as i64);
+    assert_eq!(w.dropped, 400 - MAX_FANOUT as u64);
+}
