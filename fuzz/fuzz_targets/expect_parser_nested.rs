@@ -6,8 +6,11 @@
 use causeway_expect::lang::parse;
 use libfuzzer_sys::fuzz_target;
 
+#[path = "common/nesting.rs"]
+mod nesting;
+
 /// Ways to nest: text before the repeated part, the opener, the closer, text after.
-const NESTINGS: [(&str, &str, &str, &str); 16] = [
+const NESTINGS: [nesting::Nesting; 16] = [
     ("assert(", "-", "", "1 > 0);"),
     ("assert(", "(", ")", "1 > 0);"),
     ("assert(", "!", "", "1 > 0);"),
@@ -27,17 +30,9 @@ const NESTINGS: [(&str, &str, &str, &str); 16] = [
 ];
 
 fuzz_target!(|data: &[u8]| {
-    let [which, hi, lo, rest @ ..] = data else { return };
-    let (before, open, close, after) = NESTINGS[*which as usize % NESTINGS.len()];
-    let max = (1 << 20) / (open.len() + close.len()).max(1);
-    let depth = ((*hi as usize) << 8 | *lo as usize) * 8 % max;
-    // The rest of the input goes in the middle, so the fuzzer can vary the innermost part.
-    let middle = String::from_utf8_lossy(rest);
-    let text = format!(
-        "{before}{}{middle}{after}{}",
-        open.repeat(depth),
-        close.repeat(depth)
-    );
+    let Some(text) = nesting::nested_text(data, &NESTINGS) else {
+        return;
+    };
     match parse(&text) {
         Ok(file) => {
             let printed = file.to_string();

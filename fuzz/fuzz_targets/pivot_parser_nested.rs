@@ -6,8 +6,11 @@
 use causeway_pivot::lang::{parse, print_script};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "common/nesting.rs"]
+mod nesting;
+
 /// Ways to nest: text before the repeated part, the opener, the closer, text after.
-const NESTINGS: [(&str, &str, &str, &str); 8] = [
+const NESTINGS: [nesting::Nesting; 8] = [
     ("From x In A Where ", "(", ")", "x.a Select x.a"),
     ("From x In A Where ", "Not ", "", "x.a Select x.a"),
     ("From x In A Where ", "- ", "", "x.a Select x.a"),
@@ -19,16 +22,9 @@ const NESTINGS: [(&str, &str, &str, &str); 8] = [
 ];
 
 fuzz_target!(|data: &[u8]| {
-    let [which, hi, lo, rest @ ..] = data else { return };
-    let (before, open, close, after) = NESTINGS[*which as usize % NESTINGS.len()];
-    let max = (1 << 20) / (open.len() + close.len()).max(1);
-    let depth = ((*hi as usize) << 8 | *lo as usize) * 8 % max;
-    let middle = String::from_utf8_lossy(rest);
-    let text = format!(
-        "{before}{}{middle}{after}{}",
-        open.repeat(depth),
-        close.repeat(depth)
-    );
+    let Some(text) = nesting::nested_text(data, &NESTINGS) else {
+        return;
+    };
     match parse(&text) {
         Ok(script) => {
             parse(&print_script(&script)).expect("printed text parses");

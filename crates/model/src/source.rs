@@ -52,3 +52,18 @@ impl SyntaxError {
         )
     }
 }
+
+/// `s` with `"`, `\`, newline and tab escaped as both languages' string literals read them.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out
+}

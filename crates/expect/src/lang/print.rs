@@ -3,6 +3,8 @@
 
 use std::fmt::{self, Display, Formatter, Write};
 
+use causeway_model::source::escape;
+
 use super::ast::*;
 
 impl Display for File {
@@ -198,20 +200,6 @@ fn regex_text(r: &str) -> String {
         match c {
             '/' => out.push_str("\\/"),
             '\\' if matches!(chars.peek(), None | Some('/' | '\\')) => out.push_str("\\\\"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
             c => out.push(c),
         }
     }

@@ -164,6 +164,32 @@ impl Parser {
         }
     }
 
+    /// `item {, item}`.
+    fn comma_list<T>(
+        &mut self,
+        mut item: impl FnMut(&mut Parser) -> Result<T, SyntaxError>,
+    ) -> Result<Vec<T>, SyntaxError> {
+        let mut items = vec![item(self)?];
+        while self.eat_sym(",") {
+            items.push(item(self)?);
+        }
+        Ok(items)
+    }
+
+    /// Which of `all` the next token names, by `keyword`, case-insensitively.
+    fn keyword_of<K: Copy, const N: usize>(
+        &self,
+        all: [K; N],
+        keyword: fn(K) -> &'static str,
+    ) -> Option<K> {
+        match self.peek() {
+            Tok::Name(n) => all
+                .into_iter()
+                .find(|k| n.eq_ignore_ascii_case(keyword(*k))),
+            _ => None,
+        }
+    }
+
     fn item(&mut self) -> Result<Item, SyntaxError> {
         if self.at_kw("tracepoint") {
             return Ok(Item::Tracepoint(self.tracepoint()?));
@@ -219,12 +245,7 @@ impl Parser {
             }
         }
         if self.eat_kw("groupby") {
-            loop {
-                q.group_by.push(self.expr()?);
-                if !self.eat_sym(",") {
-                    break;
-                }
-            }
+            q.group_by = self.comma_list(Parser::expr)?;
         }
         if !self.eat_kw("select") {
             let expected = if q.group_by.is_empty() {
@@ -234,12 +255,7 @@ impl Parser {
             };
             return self.error(expected);
         }
-        loop {
-            q.select.push(self.select_item()?);
-            if !self.eat_sym(",") {
-                break;
-            }
-        }
+        q.select = self.comma_list(Parser::select_item)?;
         Ok(q)
     }
 
@@ -488,12 +504,7 @@ impl Parser {
         }
         let mut exports = Vec::new();
         if self.eat_kw("export") {
-            loop {
-                exports.push(self.export()?);
-                if !self.eat_sym(",") {
-                    break;
-                }
-            }
+            exports = self.comma_list(Parser::export)?;
         }
         Ok(TracepointDef {
             name,
@@ -504,25 +515,14 @@ impl Parser {
 
     fn probe(&mut self) -> Result<Probe, SyntaxError> {
         let pos = self.pos();
-        let kind = match self.peek() {
-            Tok::Name(n) => ProbeKind::ALL
-                .into_iter()
-                .find(|k| n.eq_ignore_ascii_case(k.keyword())),
-            _ => None,
-        };
-        let Some(kind) = kind else {
+        let Some(kind) = self.keyword_of(ProbeKind::ALL, ProbeKind::keyword) else {
             return self.error("`event`, `span`, `span.enter`, `span.exit` or `span.close`");
         };
         self.bump();
         self.expect_sym("(")?;
         let mut matchers = Vec::new();
         if !self.eat_sym(")") {
-            loop {
-                matchers.push(self.matcher()?);
-                if !self.eat_sym(",") {
-                    break;
-                }
-            }
+            matchers = self.comma_list(Parser::matcher)?;
             self.expect_sym(")")?;
         }
         Ok(Probe {
@@ -534,13 +534,7 @@ impl Parser {
 
     fn matcher(&mut self) -> Result<Matcher, SyntaxError> {
         let pos = self.pos();
-        let key = match self.peek() {
-            Tok::Name(n) => MatchKey::ALL
-                .into_iter()
-                .find(|k| n.eq_ignore_ascii_case(k.keyword())),
-            _ => None,
-        };
-        let Some(key) = key else {
+        let Some(key) = self.keyword_of(MatchKey::ALL, MatchKey::keyword) else {
             return self.error("`target`, `name`, `level`, `module`, `file`, `line` or `field`");
         };
         self.bump();

@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use causeway_model::source::escape;
+
 use super::ast::*;
 
 /// A whole file, statements separated by blank lines.
@@ -107,19 +109,7 @@ fn print_lit(l: &Lit) -> String {
 }
 
 fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    format!("\"{}\"", escape(s))
 }
 
 fn print_tracepoint(t: &TracepointDef) -> String {
