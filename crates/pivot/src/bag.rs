@@ -27,6 +27,8 @@ pub struct BagKey {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Baggage {
     pub(crate) bags: BTreeMap<BagKey, Bag>,
+    /// Bags were dropped somewhere on the way to keep the baggage under its size limit.
+    pub overflowed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -68,7 +70,8 @@ pub(crate) struct Stamped {
 }
 
 impl Temporal {
-    fn trim(&mut self) {
+    /// Sorted by stamp, each stamp once, cut to the `n` first or most recent.
+    pub(crate) fn trim(&mut self) {
         self.tuples.sort_by_key(|t| (t.ts, t.origin));
         self.tuples.dedup_by_key(|t| (t.ts, t.origin));
         let n = self.n as usize;
@@ -173,6 +176,7 @@ impl Baggage {
 
     /// Merges a branch back (a closed child span, a response): nothing is counted twice.
     pub fn merge(&mut self, other: &Baggage) {
+        self.overflowed |= other.overflowed;
         for (key, theirs) in &other.bags {
             match (self.bags.get_mut(key), theirs) {
                 (None, _) => {

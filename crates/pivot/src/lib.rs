@@ -4,6 +4,8 @@
 //!   and tracepoint definitions, parsed with line:column errors.
 //! - [`value`], [`program`], [`bag`], [`aggregate`]: running advice at a hit, the
 //!   request's baggage with its merge rules, and the per-process aggregation of results.
+//! - [`wire`]: baggage as bytes and base64url text for headers, size-limited, strictly
+//!   decoded.
 //! - [`compile`]: queries checked against the tracepoints and compiled to advice per
 //!   tracepoint (OBSERVE, UNPACK, LET, FILTER, PACK or EMIT), printed by [`compile::explain`].
 #![warn(missing_docs)]
@@ -14,3 +16,4 @@ pub mod compile;
 pub mod lang;
 pub mod program;
 pub mod value;
+pub mod wire;

@@ -1,0 +1,513 @@
+//! Baggage on the wire: a compact binary form, carried as base64url (no padding) in one
+//! member of the W3C `baggage` header on requests and in a header of its own on
+//! responses, so services in other languages forward it untouched.
+//!
+//! ```text
+//! baggage := version:u8 (=1) bag* [overflow:u8 (=0xFF)]
+//! bag     := query:uvarint bag:uvarint kind:u8 body
+//!   kind 0, grouped:     segments:uvarint { id:u64le version:uvarint tuples:uvarint { count:uvarint values } }
+//!   kind 1, First(n):    n:uvarint tuples:uvarint { ts:uvarint origin:u64le values }
+//!   kind 2, MostRecent:  as kind 1
+//! values  := count:uvarint value*
+//! value   := 0 null | 1 false | 2 true | 3 int:zigzag-uvarint | 4 f64le | 5 len:uvarint utf8
+//! ```
+//! Encoding keeps the baggage under a byte limit by dropping whole bags, newest query
+//! first, and marking the overflow. Decoding bounds everything it allocates by the input's
+//! length and reports the field and byte offset of the first fault; a bad bag is never
+//! half-applied.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use base64::Engine;
+
+use crate::bag::{Bag, BagKey, Baggage, Grouped, Segment, Stamped, Temporal};
+use crate::value::Value;
+
+/// The version this code writes and reads.
+pub const VERSION: u8 = 1;
+/// The default limit on encoded bytes (before base64): under OpenTelemetry's 4096 bytes
+/// per baggage member once base64 has grown it by a third.
+pub const MAX_BYTES: usize = 2048;
+/// The longest base64 text decoded; longer is refused unread.
+pub const MAX_TEXT: usize = 8192;
+/// The key of the W3C `baggage` member that carries the bags.
+pub const BAGGAGE_MEMBER: &str = "cw-pt";
+
+const OVERFLOW: u8 = 0xFF;
+
+/// Why bytes are not baggage: the field and the byte offset where reading stopped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid pivot baggage: {reason} in field {field} at byte {offset}")]
+pub struct WireError {
+    /// The field being read.
+    pub field: &'static str,
+    /// The byte offset.
+    pub offset: usize,
+    /// What was wrong.
+    pub reason: String,
+}
+
+/// Encodes `baggage`, dropping whole bags (the highest query ids first) until the result
+/// is at most `max_bytes`; dropped bags set the overflow mark.
+pub fn encode(baggage: &Baggage, max_bytes: usize) -> Vec<u8> {
+    let mut bags: Vec<Vec<u8>> = baggage
+        .bags
+        .iter()
+        .map(|(k, b)| {
+            let mut out = Vec::new();
+            put_bag(&mut out, *k, b);
+            out
+        })
+        .collect();
+    let mut overflowed = baggage.overflowed;
+    let total = |bags: &[Vec<u8>], overflowed: bool| {
+        1 + bags.iter().map(Vec::len).sum::<usize>() + overflowed as usize
+    };
+    while !bags.is_empty() && total(&bags, overflowed) > max_bytes {
+        bags.pop();
+        overflowed = true;
+    }
+    let mut out = Vec::with_capacity(total(&bags, overflowed));
+    out.push(VERSION);
+    bags.iter().for_each(|b| out.extend_from_slice(b));
+    if overflowed {
+        out.push(OVERFLOW);
+    }
+    out
+}
+
+/// [`encode`] as base64url text, or `None` when the baggage is empty (no header needed).
+pub fn encode_text(baggage: &Baggage, max_bytes: usize) -> Option<String> {
+    if baggage.is_empty() && !baggage.overflowed {
+        return None;
+    }
+    Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(encode(baggage, max_bytes)))
+}
+
+/// Decodes base64url text from a header.
+pub fn decode_text(text: &str) -> Result<Baggage, WireError> {
+    if text.len() > MAX_TEXT {
+        return Err(WireError {
+            field: "text",
+            offset: 0,
+            reason: format!("{} characters, more than {MAX_TEXT}", text.len()),
+        });
+    }
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text.trim())
+        .map_err(|e| WireError {
+            field: "text",
+            offset: 0,
+            reason: format!("not base64url: {e}"),
+        })?;
+    decode(&bytes)
+}
+
+/// Decodes the binary form.
+pub fn decode(bytes: &[u8]) -> Result<Baggage, WireError> {
+    let mut r = Reader { buf: bytes, pos: 0 };
+    let version = r.u8("version")?;
+    if version != VERSION {
+        return Err(r.err_at(
+            "version",
+            0,
+            format!("version {version}, this reader knows {VERSION}"),
+        ));
+    }
+    let mut baggage = Baggage::default();
+    while r.pos < bytes.len() {
+        if bytes[r.pos] == OVERFLOW && r.pos + 1 == bytes.len() {
+            baggage.overflowed = true;
+            break;
+        }
+        let at = r.pos;
+        let query = u32::try_from(r.varint("bag.query")?)
+            .map_err(|_| r.err_at("bag.query", at, "does not fit 32 bits".into()))?;
+        let at = r.pos;
+        let bag = u16::try_from(r.varint("bag.index")?)
+            .map_err(|_| r.err_at("bag.index", at, "does not fit 16 bits".into()))?;
+        let key = BagKey { query, bag };
+        let at = r.pos;
+        let body = match r.u8("bag.kind")? {
+            0 => Bag::Grouped(grouped(&mut r)?),
+            k @ (1 | 2) => Bag::Temporal(temporal(&mut r, k == 1)?),
+            k => return Err(r.err_at("bag.kind", at, format!("unknown kind {k}"))),
+        };
+        if baggage.bags.insert(key, body).is_some() {
+            return Err(r.err_at("bag.query", at, "a bag twice".into()));
+        }
+    }
+    Ok(baggage)
+}
+
+fn grouped(r: &mut Reader<'_>) -> Result<Grouped, WireError> {
+    let n = r.count("grouped.segments", 9)?;
+    let mut segments = BTreeMap::new();
+    for _ in 0..n {
+        let id = u64::from_le_bytes(r.array("segment.id")?);
+        let version = r.varint("segment.version")?;
+        let tuples = r.count("segment.tuples", 2)?;
+        let mut seg = Segment {
+            version,
+            tuples: Vec::with_capacity(tuples),
+        };
+        for _ in 0..tuples {
+            let count = r.varint("tuple.count")?;
+            seg.tuples.push((values(r)?, count));
+        }
+        segments.insert(id, seg);
+    }
+    Ok(Grouped {
+        open: None,
+        segments,
+    })
+}
+
+fn temporal(r: &mut Reader<'_>, first: bool) -> Result<Temporal, WireError> {
+    let at = r.pos;
+    let n = u32::try_from(r.varint("temporal.n")?)
+        .map_err(|_| r.err_at("temporal.n", at, "does not fit 32 bits".into()))?;
+    let count = r.count("temporal.tuples", 10)?;
+    let mut t = Temporal {
+        first,
+        n,
+        tuples: Vec::with_capacity(count),
+    };
+    for _ in 0..count {
+        let ts = r.varint("tuple.ts")?;
+        let origin = u64::from_le_bytes(r.array("tuple.origin")?);
+        t.tuples.push(Stamped {
+            ts,
+            origin,
+            values: values(r)?,
+        });
+    }
+    // Another writer's order and count are not trusted: sorted, deduplicated and cut
+    // as a local pack would leave them.
+    t.trim();
+    Ok(t)
+}
+
+fn values(r: &mut Reader<'_>) -> Result<Vec<Value>, WireError> {
+    let n = r.count("tuple.values", 1)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let at = r.pos;
+        out.push(match r.u8("value.tag")? {
+            0 => Value::Null,
+            1 => Value::Bool(false),
+            2 => Value::Bool(true),
+            3 => {
+                let z = r.varint("value.int")?;
+                Value::Int(((z >> 1) as i64) ^ -((z & 1) as i64))
+            }
+            4 => Value::Float(f64::from_le_bytes(r.array("value.float")?)),
+            5 => {
+                let len = r.count("value.str", 1)?;
+                let at = r.pos;
+                let b = r.take("value.str", len)?;
+                let s = std::str::from_utf8(b)
+                    .map_err(|_| r.err_at("value.str", at, "invalid UTF-8".into()))?;
+                Value::Str(Arc::from(s))
+            }
+            t => return Err(r.err_at("value.tag", at, format!("unknown tag {t}"))),
+        });
+    }
+    Ok(out)
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn err_at(&self, field: &'static str, offset: usize, reason: String) -> WireError {
+        WireError {
+            field,
+            offset,
+            reason,
+        }
+    }
+
+    fn take(&mut self, field: &'static str, n: usize) -> Result<&'a [u8], WireError> {
+        if self.buf.len() - self.pos < n {
+            return Err(self.err_at(
+                field,
+                self.pos,
+                format!("needs {n} bytes, {} left", self.buf.len() - self.pos),
+            ));
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    fn u8(&mut self, field: &'static str) -> Result<u8, WireError> {
+        Ok(self.take(field, 1)?[0])
+    }
+
+    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], WireError> {
+        let mut a = [0; N];
+        a.copy_from_slice(self.take(field, N)?);
+        Ok(a)
+    }
+
+    fn varint(&mut self, field: &'static str) -> Result<u64, WireError> {
+        let start = self.pos;
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8(field)?;
+            if shift == 63 && b > 1 {
+                return Err(self.err_at(field, start, "varint overflows 64 bits".into()));
+            }
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(self.err_at(field, start, "varint longer than 10 bytes".into()))
+    }
+
+    /// A count of elements each at least `min_len` bytes long: larger than what is left
+    /// can hold is refused before anything is allocated for it.
+    fn count(&mut self, field: &'static str, min_len: usize) -> Result<usize, WireError> {
+        let at = self.pos;
+        let n = self.varint(field)?;
+        let left = (self.buf.len() - self.pos) as u64;
+        if n > left / min_len as u64 {
+            return Err(self.err_at(
+                field,
+                at,
+                format!("count {n} cannot fit the {left} bytes left"),
+            ));
+        }
+        Ok(n as usize)
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_values(out: &mut Vec<u8>, values: &[Value]) {
+    put_varint(out, values.len() as u64);
+    for v in values {
+        match v {
+            Value::Null => out.push(0),
+            Value::Bool(false) => out.push(1),
+            Value::Bool(true) => out.push(2),
+            Value::Int(i) => {
+                out.push(3);
+                put_varint(out, ((i << 1) ^ (i >> 63)) as u64);
+            }
+            Value::Float(f) => {
+                out.push(4);
+                out.extend_from_slice(&f.to_le_bytes());
+            }
+            Value::Str(s) => {
+                out.push(5);
+                put_varint(out, s.len() as u64);
+                out.extend_from_slice(s.as_bytes());
+            }
+        }
+    }
+}
+
+fn put_bag(out: &mut Vec<u8>, key: BagKey, bag: &Bag) {
+    put_varint(out, key.query.into());
+    put_varint(out, key.bag.into());
+    match bag {
+        Bag::Grouped(g) => {
+            out.push(0);
+            put_varint(out, g.segments.len() as u64);
+            for (id, seg) in &g.segments {
+                out.extend_from_slice(&id.to_le_bytes());
+                put_varint(out, seg.version);
+                put_varint(out, seg.tuples.len() as u64);
+                for (values, count) in &seg.tuples {
+                    put_varint(out, *count);
+                    put_values(out, values);
+                }
+            }
+        }
+        Bag::Temporal(t) => {
+            out.push(if t.first { 1 } else { 2 });
+            put_varint(out, t.n.into());
+            put_varint(out, t.tuples.len() as u64);
+            for s in &t.tuples {
+                put_varint(out, s.ts);
+                out.extend_from_slice(&s.origin.to_le_bytes());
+                put_values(out, &s.values);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn value() -> impl Strategy<Value = Value> + Clone {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::Int),
+            any::<f64>().prop_map(Value::Float),
+            "\\PC{0,12}".prop_map(|s| Value::from(s.as_str())),
+        ]
+    }
+
+    #[derive(Debug, Clone)]
+    enum Pack {
+        Grouped(u32, u16, Vec<Value>, u64),
+        Temporal(u32, u16, bool, u32, u64, u64, Vec<Value>),
+        Branch,
+    }
+
+    fn packs() -> impl Strategy<Value = Vec<Pack>> {
+        let values = prop::collection::vec(value(), 0..4);
+        prop::collection::vec(
+            prop_oneof![
+                (0u32..3, 0u16..2, values.clone(), 1u64..5)
+                    .prop_map(|(q, b, v, w)| Pack::Grouped(q, b, v, w)),
+                (
+                    3u32..5,
+                    0u16..2,
+                    any::<bool>(),
+                    1u32..4,
+                    any::<u64>(),
+                    any::<u64>(),
+                    values
+                )
+                    .prop_map(|(q, b, f, n, ts, o, v)| Pack::Temporal(q, b, f, n, ts, o, v)),
+                Just(Pack::Branch),
+            ],
+            0..30,
+        )
+    }
+
+    fn build(packs: &[Pack]) -> Baggage {
+        let mut next = 0u64;
+        let mut ids = || {
+            next += 1;
+            next
+        };
+        let mut b = Baggage::default();
+        for p in packs {
+            match p {
+                Pack::Grouped(q, i, v, w) => {
+                    b.pack_grouped(BagKey { query: *q, bag: *i }, v.clone(), *w, &mut ids)
+                }
+                // One mode per key, as compiled queries do.
+                Pack::Temporal(q, i, f, n, ts, o, v) => {
+                    b.pack_temporal(BagKey { query: *q, bag: *i }, *f, *n, *ts, *o, v.clone())
+                }
+                Pack::Branch => b = b.branch(),
+            }
+        }
+        b.branch()
+    }
+
+    proptest! {
+        #[test]
+        fn baggage_round_trips(packs in packs()) {
+            let b = build(&packs);
+            let text = encode_text(&b, usize::MAX);
+            prop_assert_eq!(text.is_none(), b.is_empty());
+            let back = decode(&encode(&b, usize::MAX)).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&back, &b);
+            if let Some(t) = text {
+                prop_assert_eq!(decode_text(&t).map_err(|e| TestCaseError::fail(e.to_string()))?, b);
+            }
+        }
+
+        #[test]
+        fn the_limit_drops_whole_bags_and_marks_it(packs in packs(), max in 2usize..200) {
+            let b = build(&packs);
+            let bytes = encode(&b, max);
+            prop_assert!(bytes.len() <= max || b.bags.is_empty());
+            let back = decode(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            // What survives is a prefix of the bags, intact.
+            for (k, bag) in &back.bags {
+                prop_assert_eq!(Some(bag), b.bags.get(k));
+            }
+            prop_assert_eq!(back.overflowed, back.bags.len() < b.bags.len());
+        }
+
+        #[test]
+        fn any_bytes_decode_or_fail_without_panicking(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+            if let Ok(b) = decode(&bytes) {
+                // Whatever decodes encodes to bytes that decode to the same baggage.
+                prop_assert_eq!(decode(&encode(&b, usize::MAX)).ok(), Some(b));
+            }
+        }
+
+        #[test]
+        fn a_damaged_byte_is_an_error_or_other_baggage_never_a_panic(packs in packs(), at in any::<usize>(), byte in any::<u8>()) {
+            let mut bytes = encode(&build(&packs), usize::MAX);
+            let i = at % bytes.len();
+            bytes[i] = byte;
+            let _ = decode(&bytes);
+            bytes.truncate(i);
+            let _ = decode(&bytes);
+        }
+    }
+
+    #[test]
+    fn faults_name_their_field_and_offset() {
+        let e = decode(&[]).unwrap_err();
+        assert_eq!((e.field, e.offset), ("version", 0));
+        let e = decode(&[2]).unwrap_err();
+        assert!(e.reason.contains("version 2"), "{e}");
+        // query 1, bag 0, kind 7.
+        let e = decode(&[1, 1, 0, 7]).unwrap_err();
+        assert_eq!((e.field, e.offset), ("bag.kind", 3));
+        // A grouped bag claiming a million segments in three bytes.
+        let e = decode(&[1, 1, 0, 0, 0xC0, 0x84, 0x3D]).unwrap_err();
+        assert_eq!(e.field, "grouped.segments");
+        // A First(1) bag whose one tuple holds a string that is not UTF-8.
+        let mut b = vec![
+            1, 1, 0, 1, 1, 1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 1, 5, 2, 0xC3, 0x28,
+        ];
+        let e = decode(&b).unwrap_err();
+        assert_eq!((e.field, e.offset), ("value.str", 18), "{e}");
+        b.truncate(19);
+        let e = decode(&b).unwrap_err();
+        assert_eq!((e.field, e.offset), ("value.str", 17), "{e}");
+        assert!(
+            e.reason.contains("count 2 cannot fit the 1 bytes left"),
+            "{e}"
+        );
+        // One First(1) tuple cannot fit in the four bytes after its count.
+        b.truncate(9);
+        let e = decode(&b).unwrap_err();
+        assert_eq!((e.field, e.offset), ("temporal.tuples", 5), "{e}");
+        let e = decode_text(&"A".repeat(MAX_TEXT + 1)).unwrap_err();
+        assert_eq!(e.field, "text");
+        let e = decode_text("not base64!").unwrap_err();
+        assert!(e.reason.contains("base64"), "{e}");
+    }
+
+    #[test]
+    fn a_temporal_bag_from_another_writer_is_cut_to_its_n() {
+        // First(1) with two tuples, the later one first.
+        let bytes = [
+            1, 4, 0, 1, 1, 2, 9, 2, 0, 0, 0, 0, 0, 0, 0, 0, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        let b = decode(&bytes).unwrap();
+        let tuples = b.unpack(BagKey { query: 4, bag: 0 });
+        assert_eq!(tuples.len(), 1);
+        assert!(tuples[0].0.is_empty());
+        let Some(Bag::Temporal(t)) = b.bags.values().next() else {
+            panic!()
+        };
+        assert_eq!(t.tuples[0].ts, 5);
+    }
+}
