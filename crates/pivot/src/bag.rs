@@ -104,11 +104,13 @@ impl Baggage {
             .bags
             .entry(key)
             .or_insert_with(|| Bag::Grouped(Grouped::default()));
-        let Bag::Grouped(g) = bag else {
+        if !matches!(bag, Bag::Grouped(_)) {
             // A key is packed in one mode by its query; another mode is another query's
             // damaged bag, replaced.
             *bag = Bag::Grouped(Grouped::default());
-            return self.pack_grouped(key, values, weight, new_id);
+        }
+        let Bag::Grouped(g) = bag else {
+            return;
         };
         let id = *g.open.get_or_insert_with(&mut *new_id);
         let seg = g.segments.entry(id).or_default();

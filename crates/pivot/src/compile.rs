@@ -34,7 +34,7 @@ pub const MAX_JOINS: usize = 32;
 /// The export a tracepoint has when all its probes are `span.close`.
 pub const DURATION_EXPORT: &str = "duration";
 
-/// The tracepoint definitions and named queries a query may refer to.
+/// The tracepoint definitions a query may refer to.
 #[derive(Debug, Default, Clone)]
 pub struct Catalog {
     tracepoints: HashMap<String, TracepointDef>,
@@ -55,17 +55,21 @@ impl Catalog {
     pub fn tracepoint(&self, name: &str) -> Option<&TracepointDef> {
         self.tracepoints.get(name)
     }
+}
 
-    /// Whether `tracepoint` exports `field`.
-    fn exports(&self, tracepoint: &TracepointDef, field: &str) -> bool {
-        DEFAULT_EXPORTS.contains(&field)
-            || tracepoint.exports.iter().any(|e| e.name.text == field)
-            || field == DURATION_EXPORT
-                && tracepoint
-                    .probes
-                    .iter()
-                    .all(|p| p.kind == ProbeKind::SpanClose)
-    }
+/// Whether `tracepoint` exports `field`.
+fn exports(tracepoint: &TracepointDef, field: &str) -> bool {
+    DEFAULT_EXPORTS.contains(&field)
+        || tracepoint.exports.iter().any(|e| e.name.text == field)
+        || field == DURATION_EXPORT && has_duration(tracepoint)
+}
+
+/// A span's duration is known when every probe fires at the span's close.
+fn has_duration(tracepoint: &TracepointDef) -> bool {
+    tracepoint
+        .probes
+        .iter()
+        .all(|p| p.kind == ProbeKind::SpanClose)
 }
 
 /// A compiled query: advice per tracepoint, in the order a request meets them.
@@ -195,7 +199,7 @@ pub fn compile(query: &Query, catalog: &Catalog) -> Result<Plan, SyntaxError> {
         ));
     }
     let parent: Vec<Option<usize>> = vars.iter().map(|v| v.2).collect();
-    // `covers[a][b]`: b is in a's subtree.
+    // Whether b is in a's subtree.
     let in_subtree = |a: usize, mut b: usize| loop {
         if a == b {
             return true;
@@ -232,7 +236,7 @@ pub fn compile(query: &Query, catalog: &Catalog) -> Result<Plan, SyntaxError> {
                             "a variable's export (`x.host`) or a name given by Let",
                         ));
                     };
-                    if !catalog.exports(vars[v].1, field) {
+                    if !exports(vars[v].1, field) {
                         return Err(err(
                             n.pos,
                             &format!("`{}`", n.text),
@@ -463,7 +467,7 @@ fn refs(e: &Expr) -> Vec<String> {
 fn export_list(t: &TracepointDef) -> String {
     let mut names: Vec<&str> = t.exports.iter().map(|e| e.name.text.as_str()).collect();
     names.extend(DEFAULT_EXPORTS);
-    if t.probes.iter().all(|p| p.kind == ProbeKind::SpanClose) {
+    if has_duration(t) {
         names.push(DURATION_EXPORT);
     }
     names.join(", ")

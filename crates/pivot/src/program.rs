@@ -119,34 +119,59 @@ pub fn lower(plan: &Plan, query_id: u32) -> Lowered {
     Lowered { programs, funcs }
 }
 
-fn lower_advice(a: &Advice, key: &dyn Fn(&str) -> BagKey, funcs: &mut Vec<AggFn>) -> Program {
-    let mut slots: Vec<String> = a.observe.clone();
-    let mut slot_of =
-        |name: &str, slots: &mut Vec<String>| match slots.iter().position(|s| s == name) {
+/// The slots of one advice's tuples, by name: the observed exports first, then unpacked
+/// columns and Let names as they are met.
+struct Slots(Vec<String>);
+
+impl Slots {
+    fn index(&mut self, name: &str) -> usize {
+        match self.0.iter().position(|s| s == name) {
             Some(i) => i,
             None => {
-                slots.push(name.to_string());
-                slots.len() - 1
+                self.0.push(name.to_string());
+                self.0.len() - 1
             }
-        };
+        }
+    }
+
+    fn lower(&mut self, e: &Expr) -> Op {
+        match e {
+            Expr::Lit(l, _) => Op::Lit(Value::from(l)),
+            Expr::Ref(n) => Op::Slot(self.index(&n.text)),
+            Expr::Not(a, _) => Op::Not(Box::new(self.lower(a))),
+            Expr::Neg(a, _) => Op::Neg(Box::new(self.lower(a))),
+            Expr::Bin(op, a, b, _) => {
+                Op::Bin(*op, Box::new(self.lower(a)), Box::new(self.lower(b)))
+            }
+            Expr::In(a, items, _) => Op::In(
+                Box::new(self.lower(a)),
+                items.iter().map(|i| self.lower(i)).collect(),
+            ),
+        }
+    }
+}
+
+fn lower_advice(a: &Advice, key: &dyn Fn(&str) -> BagKey, funcs: &mut Vec<AggFn>) -> Program {
+    let mut slots = Slots(a.observe.clone());
     let unpack = a
         .unpack
         .iter()
         .map(|u| {
-            let cols = u.slots.iter().map(|s| slot_of(s, &mut slots)).collect();
+            let cols = u.slots.iter().map(|s| slots.index(s)).collect();
             (key(&u.bag), cols)
         })
         .collect();
-    let mut steps = Vec::new();
-    for s in &a.steps {
-        match s {
+    let steps = a
+        .steps
+        .iter()
+        .map(|s| match s {
             Step::Let(name, e) => {
-                let op = lower_expr(e, &mut slots, &mut slot_of);
-                steps.push((Some(slot_of(name, &mut slots)), op));
+                let op = slots.lower(e);
+                (Some(slots.index(name)), op)
             }
-            Step::Filter(e) => steps.push((None, lower_expr(e, &mut slots, &mut slot_of))),
-        }
-    }
+            Step::Filter(e) => (None, slots.lower(e)),
+        })
+        .collect();
     let end = match &a.end {
         End::Pack {
             bag,
@@ -155,30 +180,19 @@ fn lower_advice(a: &Advice, key: &dyn Fn(&str) -> BagKey, funcs: &mut Vec<AggFn>
         } => ProgramEnd::Pack {
             key: key(bag),
             mode: *mode,
-            slots: packed.iter().map(|s| slot_of(s, &mut slots)).collect(),
+            slots: packed.iter().map(|s| slots.index(s)).collect(),
         },
         End::Emit { keys, aggs, values } => {
-            let mut key_ops: Vec<Op> = keys
-                .iter()
-                .map(|e| lower_expr(e, &mut slots, &mut slot_of))
-                .collect();
-            key_ops.extend(
-                values
-                    .iter()
-                    .map(|e| lower_expr(e, &mut slots, &mut slot_of)),
-            );
+            let keys = keys.iter().chain(values).map(|e| slots.lower(e)).collect();
             funcs.extend(aggs.iter().map(|(f, _)| *f));
             let args = aggs
                 .iter()
-                .map(|(_, arg)| match arg {
-                    Some(e) => lower_expr(e, &mut slots, &mut slot_of),
-                    None => Op::Lit(Value::Null),
+                .map(|(_, arg)| {
+                    arg.as_ref()
+                        .map_or(Op::Lit(Value::Null), |e| slots.lower(e))
                 })
                 .collect();
-            ProgramEnd::Emit {
-                keys: key_ops,
-                args,
-            }
+            ProgramEnd::Emit { keys, args }
         }
     };
     Program {
@@ -187,32 +201,7 @@ fn lower_advice(a: &Advice, key: &dyn Fn(&str) -> BagKey, funcs: &mut Vec<AggFn>
         unpack,
         steps,
         end,
-        width: slots.len(),
-    }
-}
-
-fn lower_expr(
-    e: &Expr,
-    slots: &mut Vec<String>,
-    slot_of: &mut dyn FnMut(&str, &mut Vec<String>) -> usize,
-) -> Op {
-    match e {
-        Expr::Lit(l, _) => Op::Lit(Value::from(l)),
-        Expr::Ref(n) => Op::Slot(slot_of(&n.text, slots)),
-        Expr::Not(a, _) => Op::Not(Box::new(lower_expr(a, slots, slot_of))),
-        Expr::Neg(a, _) => Op::Neg(Box::new(lower_expr(a, slots, slot_of))),
-        Expr::Bin(op, a, b, _) => Op::Bin(
-            *op,
-            Box::new(lower_expr(a, slots, slot_of)),
-            Box::new(lower_expr(b, slots, slot_of)),
-        ),
-        Expr::In(a, items, _) => Op::In(
-            Box::new(lower_expr(a, slots, slot_of)),
-            items
-                .iter()
-                .map(|i| lower_expr(i, slots, slot_of))
-                .collect(),
-        ),
+        width: slots.0.len(),
     }
 }
 

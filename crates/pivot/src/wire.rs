@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine;
+use causeway_model::codec::native::{put_varint, unzigzag, zigzag};
 
 use crate::bag::{Bag, BagKey, Baggage, Grouped, Segment, Stamped, Temporal};
 use crate::value::Value;
@@ -198,10 +199,7 @@ fn values(r: &mut Reader<'_>) -> Result<Vec<Value>, WireError> {
             0 => Value::Null,
             1 => Value::Bool(false),
             2 => Value::Bool(true),
-            3 => {
-                let z = r.varint("value.int")?;
-                Value::Int(((z >> 1) as i64) ^ -((z & 1) as i64))
-            }
+            3 => Value::Int(unzigzag(r.varint("value.int")?)),
             4 => Value::Float(f64::from_le_bytes(r.array("value.float")?)),
             5 => {
                 let len = r.count("value.str", 1)?;
@@ -287,14 +285,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn put_values(out: &mut Vec<u8>, values: &[Value]) {
     put_varint(out, values.len() as u64);
     for v in values {
@@ -304,7 +294,7 @@ fn put_values(out: &mut Vec<u8>, values: &[Value]) {
             Value::Bool(true) => out.push(2),
             Value::Int(i) => {
                 out.push(3);
-                put_varint(out, ((i << 1) ^ (i >> 63)) as u64);
+                put_varint(out, zigzag(*i));
             }
             Value::Float(f) => {
                 out.push(4);

@@ -7,7 +7,7 @@ use causeway_pivot::bag::{Baggage, Hlc};
 use causeway_pivot::compile::{compile, Catalog};
 use causeway_pivot::lang::ast::Item;
 use causeway_pivot::lang::{parse, parse_query};
-use causeway_pivot::program::{lower, Context, Lowered, Observed, MAX_FANOUT};
+use causeway_pivot::program::{lower, Context, Lowered, Observed, Program, MAX_FANOUT};
 use causeway_pivot::value::Value;
 
 const TRACEPOINTS: &str = include_str!("../testdata/paper-tracepoints.pivot");
@@ -78,6 +78,21 @@ fn s(x: &str) -> Value {
 
 fn replicas(list: &str) -> Observed {
     Observed::Many(list.split(',').map(s).collect())
+}
+
+/// Values for `program`'s observed exports, in the order it reads them.
+fn in_observe_order(program: &Program, by_name: &[(&str, Observed)]) -> Vec<Observed> {
+    program
+        .observe
+        .iter()
+        .map(|name| {
+            by_name
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, o)| o.clone())
+                .unwrap_or_else(|| panic!("no value given for {name}"))
+        })
+        .collect()
 }
 
 fn rows(agg: &Aggregator) -> Vec<String> {
@@ -239,19 +254,13 @@ fn partial_results_merge_to_the_totals_of_one_aggregator() {
     let mut w = World::new();
     for i in 0..10i64 {
         let host = if i % 3 == 0 { "A" } else { "B" };
-        let obs = [Observed::One(Value::Int(i)), Observed::One(s(host))];
-        let order: Vec<String> = q.programs[0].observe.clone();
-        // Observed values follow the program's observe order.
-        let obs: Vec<Observed> = order
-            .iter()
-            .map(|name| {
-                if name == "d.pid" {
-                    obs[0].clone()
-                } else {
-                    obs[1].clone()
-                }
-            })
-            .collect();
+        let obs = in_observe_order(
+            &q.programs[0],
+            &[
+                ("d.pid", Observed::One(Value::Int(i))),
+                ("d.host", Observed::One(s(host))),
+            ],
+        );
         w.hit(
             &q,
             "DN.DataTransferProtocol",
@@ -290,17 +299,13 @@ fn a_join_larger_than_the_fanout_cap_is_cut_and_counted() {
         );
     }
     let list: Vec<String> = (0..10).map(|r| format!("r{r}")).collect();
-    let obs: Vec<Observed> = q.programs[1]
-        .observe
-        .iter()
-        .map(|name| {
-            if name == "getloc.replicas" {
-                replicas(&list.join(","))
-            } else {
-                Observed::One(s("/f"))
-            }
-        })
-        .collect();
+    let obs = in_observe_order(
+        &q.programs[1],
+        &[
+            ("getloc.replicas", replicas(&list.join(","))),
+            ("getloc.src", Observed::One(s("/f"))),
+        ],
+    );
     w.hit(&q, "NN.GetBlockLocations", &obs, &mut request, &mut agg);
     let total: i64 = agg
         .rows()
