@@ -12,7 +12,8 @@ pub const MAX_GROUPS: usize = 10_000;
 
 /// One aggregate's running state. Integer sums are exact (`i128`); a float makes the sum
 /// a float. AVERAGE is a sum and a count until it is read.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AggState {
     /// COUNT.
     Count(u64),
@@ -88,6 +89,18 @@ impl AggState {
             }
             _ => {}
         }
+    }
+
+    /// Whether this is a state of `func`.
+    pub fn is_state_of(&self, func: AggFn) -> bool {
+        matches!(
+            (self, func),
+            (AggState::Count(_), AggFn::Count)
+                | (AggState::SumInt(_) | AggState::SumFloat(_), AggFn::Sum)
+                | (AggState::Min(_), AggFn::Min)
+                | (AggState::Max(_), AggFn::Max)
+                | (AggState::Average { .. }, AggFn::Average)
+        )
     }
 
     /// The result.
@@ -190,6 +203,46 @@ impl Aggregator {
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
         rows
+    }
+
+    /// The groups: key values and aggregate states.
+    pub fn groups(&self) -> impl Iterator<Item = (&[Value], &[AggState])> {
+        self.groups
+            .iter()
+            .map(|(k, s)| (k.as_slice(), s.as_slice()))
+    }
+
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Whether nothing was added since it was made or taken.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty() && self.overflow == 0
+    }
+
+    /// Merges one group of another process's partial result. False, and nothing
+    /// changed, when the states are not this query's aggregates.
+    pub fn merge_group(&mut self, key: &[Value], states: &[AggState]) -> bool {
+        let fits = states.len() == self.funcs.len()
+            && states
+                .iter()
+                .zip(&self.funcs)
+                .all(|(s, f)| s.is_state_of(*f));
+        if !fits {
+            return false;
+        }
+        let full = self.groups.len() >= MAX_GROUPS;
+        match self.groups.get_mut(key) {
+            Some(mine) => mine.iter_mut().zip(states).for_each(|(m, t)| m.merge(t)),
+            // Counted per group: how many tuples the group held is not known here.
+            None if full => self.overflow = self.overflow.saturating_add(1),
+            None => {
+                self.groups.insert(key.to_vec(), states.to_vec());
+            }
+        }
+        true
     }
 
     /// Takes the groups, leaving it empty for the next interval.

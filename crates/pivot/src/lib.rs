@@ -8,12 +8,19 @@
 //!   decoded.
 //! - [`compile`]: queries checked against the tracepoints and compiled to advice per
 //!   tracepoint (OBSERVE, UNPACK, LET, FILTER, PACK or EMIT), printed by [`compile::explain`].
+//! - [`install`]: a query checked and made self-contained for the hub to send, and
+//!   compiled again in each process.
+//! - [`matching`]: which callsites a tracepoint's probes stand for.
+//! - [`protocol`]: the reports processes send the hub and its answers.
 #![warn(missing_docs)]
 
 pub mod aggregate;
 pub mod bag;
 pub mod compile;
+pub mod install;
 pub mod lang;
+pub mod matching;
 pub mod program;
+pub mod protocol;
 pub mod value;
 pub mod wire;

@@ -2,6 +2,7 @@
 //! runs it when a request reaches its tracepoint.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::aggregate::Aggregator;
 use crate::bag::{BagKey, Baggage, Hlc};
@@ -227,11 +228,12 @@ pub struct Context<'a> {
 }
 
 impl Program {
-    /// Runs the advice for one hit: `observed` in the order of [`Program::observe`].
+    /// Runs the advice for one hit: `observed` in the order of [`Program::observe`]. The
+    /// request's bags are shared until a PACK changes them (then copied if shared).
     pub fn run(
         &self,
         observed: &[Observed],
-        baggage: &mut Baggage,
+        baggage: &mut Option<Arc<Baggage>>,
         aggregator: &mut Aggregator,
         cx: &mut Context<'_>,
     ) {
@@ -245,7 +247,10 @@ impl Program {
             }
         }
         for (key, cols) in &self.unpack {
-            let bag = baggage.unpack(*key);
+            let bag = baggage
+                .as_deref()
+                .map(|b| b.unpack(*key))
+                .unwrap_or_default();
             tuples = self.product(
                 &tuples,
                 bag.iter()
@@ -261,6 +266,10 @@ impl Program {
         }
         match &self.end {
             ProgramEnd::Pack { key, mode, slots } => {
+                if tuples.is_empty() {
+                    return;
+                }
+                let baggage = Arc::make_mut(baggage.get_or_insert_with(Default::default));
                 for (t, w) in tuples {
                     let values: Vec<Value> = slots.iter().map(|s| t[*s].clone()).collect();
                     match mode {

@@ -210,6 +210,56 @@ pub fn not(a: &Value) -> Value {
     }
 }
 
+/// In JSON: `null`, a boolean, an integer, a number with a fraction or exponent (a float,
+/// so that `2.0` stays a float), or a string.
+impl serde::Serialize for Value {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Value::Null => s.serialize_unit(),
+            Value::Bool(b) => s.serialize_bool(*b),
+            Value::Int(i) => s.serialize_i64(*i),
+            // JSON has no NaN or infinity: those travel as null.
+            Value::Float(f) if !f.is_finite() => s.serialize_unit(),
+            Value::Float(f) => s.serialize_f64(*f),
+            Value::Str(t) => s.serialize_str(t),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Value {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Value;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("null, a boolean, a number or a string")
+            }
+            fn visit_unit<E>(self) -> Result<Value, E> {
+                Ok(Value::Null)
+            }
+            fn visit_none<E>(self) -> Result<Value, E> {
+                Ok(Value::Null)
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+                Ok(Value::Bool(b))
+            }
+            fn visit_i64<E>(self, i: i64) -> Result<Value, E> {
+                Ok(Value::Int(i))
+            }
+            fn visit_u64<E>(self, u: u64) -> Result<Value, E> {
+                Ok(i64::try_from(u).map_or(Value::Float(u as f64), Value::Int))
+            }
+            fn visit_f64<E>(self, f: f64) -> Result<Value, E> {
+                Ok(Value::Float(f))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+                Ok(Value::from(s))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

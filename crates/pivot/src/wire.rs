@@ -52,6 +52,11 @@ pub struct WireError {
 /// Encodes `baggage`, dropping whole bags (the highest query ids first) until the result
 /// is at most `max_bytes`; dropped bags set the overflow mark.
 pub fn encode(baggage: &Baggage, max_bytes: usize) -> Vec<u8> {
+    encode_cut(baggage, max_bytes).0
+}
+
+/// [`encode`], and whether bags were dropped to fit.
+fn encode_cut(baggage: &Baggage, max_bytes: usize) -> (Vec<u8>, bool) {
     let mut bags: Vec<Vec<u8>> = baggage
         .bags
         .iter()
@@ -75,15 +80,24 @@ pub fn encode(baggage: &Baggage, max_bytes: usize) -> Vec<u8> {
     if overflowed {
         out.push(OVERFLOW);
     }
-    out
+    (out, bags.len() < baggage.bags.len())
 }
 
 /// [`encode`] as base64url text, or `None` when the baggage is empty (no header needed).
 pub fn encode_text(baggage: &Baggage, max_bytes: usize) -> Option<String> {
+    encode_text_cut(baggage, max_bytes).map(|(text, _)| text)
+}
+
+/// [`encode_text`], and whether bags were dropped to fit (for the overflow counter).
+pub fn encode_text_cut(baggage: &Baggage, max_bytes: usize) -> Option<(String, bool)> {
     if baggage.is_empty() && !baggage.overflowed {
         return None;
     }
-    Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(encode(baggage, max_bytes)))
+    let (bytes, cut) = encode_cut(baggage, max_bytes);
+    Some((
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes),
+        cut,
+    ))
 }
 
 /// Decodes base64url text from a header.

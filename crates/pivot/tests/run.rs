@@ -65,9 +65,13 @@ impl World {
             ids: &mut ids,
             dropped: &mut self.dropped,
         };
+        let mut shared = Some(std::sync::Arc::new(std::mem::take(bag)));
         for p in q.programs.iter().filter(|p| p.tracepoint == tracepoint) {
-            p.run(observed, bag, agg, &mut cx);
+            p.run(observed, &mut shared, agg, &mut cx);
         }
+        *bag = shared
+            .map(std::sync::Arc::unwrap_or_clone)
+            .unwrap_or_default();
         self.next_id = next;
     }
 }

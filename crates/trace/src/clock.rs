@@ -261,6 +261,11 @@ fn next_u64() -> u64 {
     })
 }
 
+/// A random number (ids, instance numbers; not for secrets).
+pub(crate) fn random_u64() -> u64 {
+    next_u64()
+}
+
 /// A fresh random span id.
 #[inline]
 pub(crate) fn new_span_id() -> SpanId {

@@ -104,6 +104,16 @@ pub struct Config {
     pub flush_interval: Duration,
     /// The longest a flush or shutdown waits before giving up.
     pub shutdown_timeout: Duration,
+    /// The process name Pivot Tracing queries see as `procName` (default: the service).
+    pub process_name: String,
+    /// The query API of the `causeway serve` whose Pivot Tracing queries this process
+    /// runs (`http://127.0.0.1:7070`); none: queries are installed only through
+    /// [`crate::Guard::pivot`].
+    pub pivot_hub: Option<String>,
+    /// How often partial results go to the hub (the hub may ask for another interval).
+    pub pivot_interval: Duration,
+    /// The bearer token the hub requires, if any.
+    pub hub_token: Option<String>,
 }
 
 fn default_host() -> String {
@@ -134,6 +144,19 @@ impl Config {
             queue_spans: 1 << 16,
             flush_interval: Duration::from_millis(100),
             shutdown_timeout: Duration::from_secs(5),
+            process_name: String::new(),
+            pivot_hub: None,
+            pivot_interval: Duration::from_secs(1),
+            hub_token: None,
+        }
+    }
+
+    /// The `procName` Pivot Tracing reports: [`Config::process_name`], else the service.
+    pub(crate) fn proc_name(&self) -> &str {
+        if self.process_name.is_empty() {
+            &self.service
+        } else {
+            &self.process_name
         }
     }
 
@@ -157,6 +180,9 @@ impl Config {
     /// | `CAUSEWAY_HOST` | host name |
     /// | `CAUSEWAY_MODE` | `exclusive` (default) or `layer` |
     /// | `CAUSEWAY_TARGETS` | targets and levels to record: `my_app=trace,hyper=off` |
+    /// | `CAUSEWAY_PROCESS_NAME` | the `procName` Pivot Tracing queries see |
+    /// | `CAUSEWAY_PIVOT_HUB` | the `causeway serve` query API to take Pivot Tracing queries from |
+    /// | `CAUSEWAY_TOKEN` | the bearer token `causeway serve` requires |
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Config, InitError> {
         let non_empty = |k: &str| get(k).filter(|v| !v.trim().is_empty());
         let service = non_empty("CAUSEWAY_SERVICE")
@@ -242,6 +268,11 @@ impl Config {
         if let Some(v) = non_empty("CAUSEWAY_MODE") {
             c.mode = Mode::parse(&v).map_err(|e| err("CAUSEWAY_MODE", &v, e))?;
         }
+        if let Some(v) = non_empty("CAUSEWAY_PROCESS_NAME") {
+            c.process_name = v;
+        }
+        c.pivot_hub = non_empty("CAUSEWAY_PIVOT_HUB");
+        c.hub_token = non_empty("CAUSEWAY_TOKEN");
         Ok(c)
     }
 
@@ -290,6 +321,18 @@ impl Config {
     /// Records thread CPU time per span.
     pub fn with_cpu_time(mut self, on: bool) -> Config {
         self.cpu_time = on;
+        self
+    }
+
+    /// Names the process for Pivot Tracing's `procName`.
+    pub fn with_process_name(mut self, name: impl Into<String>) -> Config {
+        self.process_name = name.into();
+        self
+    }
+
+    /// Takes Pivot Tracing queries from the `causeway serve` at `url` (its query API).
+    pub fn with_pivot_hub(mut self, url: impl Into<String>) -> Config {
+        self.pivot_hub = Some(url.into());
         self
     }
 

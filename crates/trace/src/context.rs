@@ -84,12 +84,17 @@ impl SpanExt for tracing::Span {
     }
 
     fn set_extracted(&self, extracted: &Extracted) {
+        let mut w3c = (!extracted.baggage.is_empty()).then(|| Arc::new(extracted.baggage.clone()));
+        // A Pivot Tracing member moves into the span's bags (when the process runs queries).
+        crate::pivot::carry::with_bag(self, |runtime, bag| {
+            crate::pivot::carry::take_from_baggage(runtime, &mut w3c, bag)
+        });
         with_record(self, |r| {
             if let Some(p) = &extracted.parent {
                 r.set_remote_parent(p);
             }
-            if !extracted.baggage.is_empty() {
-                r.baggage = Some(Arc::new(extracted.baggage.clone()));
+            if w3c.is_some() {
+                r.baggage = w3c;
             }
         });
     }
@@ -143,13 +148,16 @@ pub fn inject(carrier: &mut impl Injector) -> bool {
 
 /// Writes `span`'s context and baggage into outgoing headers.
 pub fn inject_span(span: &tracing::Span, carrier: &mut impl Injector) -> bool {
-    match with_record(span, |r| (r.context(), r.baggage.clone())) {
-        Some((ctx, baggage)) => {
-            propagation::inject_context(&ctx, baggage.as_deref(), carrier);
-            true
-        }
-        None => false,
-    }
+    let Some((ctx, baggage)) = with_record(span, |r| (r.context(), r.baggage.clone())) else {
+        return false;
+    };
+    // The request's Pivot Tracing bags travel as one member of the W3C baggage.
+    let baggage = crate::pivot::carry::with_bag(span, |runtime, bag| {
+        crate::pivot::carry::add_to_baggage(runtime, baggage.clone(), bag.clone())
+    })
+    .unwrap_or(baggage);
+    propagation::inject_context(&ctx, baggage.as_deref(), carrier);
+    true
 }
 
 /// Reads the W3C context of an incoming request.

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
+use causeway_pivot::lang::ast::ProbeKind;
 use tracing::span::{Attributes, Id, Record};
+use tracing::subscriber::Interest;
 use tracing::Subscriber;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
@@ -49,8 +51,11 @@ where
         });
         // Inside an unsampled trace a span records nothing, and its context is its
         // nearest recorded ancestor's until something asks for its own (then
-        // `context::with_record` gives it one). This keeps unsampled spans cheap.
-        if inherited.as_ref().is_some_and(|p| !p.is_sampled()) {
+        // `context::with_record` gives it one). This keeps unsampled spans cheap. A span
+        // whose close, entry or fields a Pivot Tracing query reads gets a record.
+        if inherited.as_ref().is_some_and(|p| !p.is_sampled())
+            && !(self.shared.pivot.active() && self.shared.pivot.hooks(attrs.metadata()).is_some())
+        {
             return;
         }
         let Some(span) = ctx.span(id) else { return };
@@ -61,8 +66,14 @@ where
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
         let mut ext = span.extensions_mut();
-        if let Some(data) = ext.get_mut::<SpanRecord>().and_then(|r| r.data.as_mut()) {
+        let Some(record) = ext.get_mut::<SpanRecord>() else {
+            return;
+        };
+        if let Some(data) = record.data.as_mut() {
             data.record_values(values);
+        }
+        if let Some(t) = record.tracepoint.as_mut() {
+            t.record(values);
         }
     }
 
@@ -82,6 +93,9 @@ where
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        if self.shared.pivot.active() {
+            self.pivot_event(event, &ctx);
+        }
         let Some(span) = ctx.event_span(event) else {
             return;
         };
@@ -92,6 +106,7 @@ where
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        self.pivot_moment(id, &ctx, ProbeKind::SpanEnter);
         if !self.shared.cpu_time {
             return;
         }
@@ -103,6 +118,7 @@ where
     }
 
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+        self.pivot_moment(id, &ctx, ProbeKind::SpanExit);
         if !self.shared.cpu_time {
             return;
         }
@@ -119,5 +135,56 @@ where
             return;
         };
         self.shared.finish(&mut record);
+        // The bag goes back to the nearest recorded ancestor.
+        if let Some(bag) = record.bag.take() {
+            for a in span.scope().skip(1) {
+                if let Some(r) = a.extensions_mut().get_mut::<SpanRecord>() {
+                    crate::pivot::merge_bag(&mut r.bag, Some(bag));
+                    break;
+                }
+            }
+        }
+    }
+
+    fn on_register_dispatch(&self, subscriber: &tracing::Dispatch) {
+        self.shared.pivot.set_dispatch(subscriber);
+    }
+
+    fn register_callsite(&self, metadata: &'static tracing::Metadata<'static>) -> Interest {
+        self.shared.pivot.register(metadata);
+        Interest::always()
+    }
+}
+
+impl CausewayLayer {
+    /// Runs the advice at an event with the bag of the nearest recorded span around it.
+    fn pivot_event<S>(&self, event: &tracing::Event<'_>, ctx: &Context<'_, S>)
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if let Some(span) = ctx.event_span(event) {
+            for s in span.scope() {
+                if let Some(r) = s.extensions_mut().get_mut::<SpanRecord>() {
+                    self.shared.pivot_event(event, &mut r.bag);
+                    return;
+                }
+            }
+        }
+        self.shared.pivot_event(event, &mut None);
+    }
+
+    /// Runs the advice at a span's entry or exit.
+    fn pivot_moment<S>(&self, id: &Id, ctx: &Context<'_, S>, kind: ProbeKind)
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if !self.shared.pivot.active() {
+            return;
+        }
+        let Some(span) = ctx.span(id) else { return };
+        let mut ext = span.extensions_mut();
+        if let Some(r) = ext.get_mut::<SpanRecord>() {
+            self.shared.pivot_moment(r, kind);
+        }
     }
 }

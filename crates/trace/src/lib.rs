@@ -46,6 +46,7 @@ mod layer;
 pub mod message;
 pub mod middleware;
 mod pipeline;
+mod pivot;
 pub mod propagation;
 mod record;
 mod sampling;
@@ -59,6 +60,8 @@ pub use config::{Config, InitError, Mode};
 pub use context::{current_context, extract, in_current_span, inject, inject_span, SpanExt};
 pub use layer::CausewayLayer;
 pub use pipeline::{SpanSink, StatsSnapshot};
+pub use pivot::carry::{merge_response_baggage, response_baggage};
+pub use pivot::Pivot;
 pub use propagation::{Baggage, Extracted, SpanContext, TraceState};
 pub use record::with_remote_parent;
 pub use sampling::Sampler;
@@ -70,14 +73,22 @@ use pipeline::Pipeline;
 use record::{Process, Recording};
 use sampling::SamplerState;
 
-/// Flushes recorded spans when dropped (waiting at most the configured shutdown timeout).
+/// Flushes recorded spans when dropped (waiting at most the configured shutdown timeout),
+/// and sends the hub the last Pivot Tracing results.
 #[must_use = "dropping the guard stops the span writer"]
 pub struct Guard {
     pipeline: Arc<Pipeline>,
+    pivot: Arc<pivot::Runtime>,
+    agent: Option<pivot::agent::Agent>,
     timeout: std::time::Duration,
 }
 
 impl Guard {
+    /// The Pivot Tracing queries this process runs.
+    pub fn pivot(&self) -> Pivot {
+        Pivot(self.pivot.clone())
+    }
+
     /// Writes out every span finished so far; false if that took longer than the timeout.
     pub fn flush(&self) -> bool {
         self.pipeline.flush(self.timeout)
@@ -91,6 +102,9 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
+        if let Some(agent) = self.agent.take() {
+            agent.shutdown(self.timeout);
+        }
         self.pipeline.shutdown(self.timeout);
     }
 }
@@ -99,7 +113,7 @@ impl Drop for Guard {
 pub(crate) fn start_recording(
     config: &Config,
     sinks: Vec<Box<dyn SpanSink>>,
-) -> Result<(Arc<Recording>, Arc<Pipeline>), InitError> {
+) -> Result<Arc<Recording>, InitError> {
     let process = Process {
         service: Arc::from(config.service.as_str()),
         host: Arc::from(config.host.as_str()),
@@ -107,24 +121,32 @@ pub(crate) fn start_recording(
     };
     let pipeline = Pipeline::start(sinks, process, config.queue_spans, config.flush_interval)
         .map_err(InitError::Thread)?;
+    let exports = pivot::ProcessExports {
+        host: config.host.as_str().into(),
+        service: config.service.as_str().into(),
+        proc_name: config.proc_name().into(),
+        pid: i64::from(config.pid).into(),
+    };
     let recording = Arc::new(Recording {
+        pivot: Arc::new(pivot::Runtime::new(exports, clock::random_u64())),
         sampler: SamplerState::new(config.sampler.clone()),
         pipeline: pipeline.clone(),
         // Counts travel as u16 in a lane (see `lane::Counts`).
         max_annotations: config.max_annotations.min(u16::MAX as usize),
         cpu_time: config.cpu_time,
     });
-    Ok((recording, pipeline))
+    Ok(recording)
 }
 
 /// The dispatcher `config.mode` asks for, recording into `sinks`.
 pub(crate) fn build_dispatch(
     config: &Config,
     sinks: Vec<Box<dyn SpanSink>>,
-) -> Result<(tracing::Dispatch, Arc<Pipeline>), InitError> {
+) -> Result<(tracing::Dispatch, Arc<Recording>), InitError> {
+    use tracing_subscriber::filter::FilterExt;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::Layer as _;
-    let (recording, pipeline) = start_recording(config, sinks)?;
+    let recording = start_recording(config, sinks)?;
     let layer = || CausewayLayer {
         shared: recording.clone(),
     };
@@ -133,11 +155,18 @@ pub(crate) fn build_dispatch(
             tracing::Dispatch::new(CausewaySubscriber::new(recording.clone(), targets.clone()))
         }
         (Mode::Layer, None) => tracing::Dispatch::new(tracing_subscriber::registry().with(layer())),
-        (Mode::Layer, Some(t)) => tracing::Dispatch::new(
-            tracing_subscriber::registry().with(layer().with_filter(t.clone())),
-        ),
+        (Mode::Layer, Some(t)) => {
+            // Callsites outside the targets still reach the layer when a query needs them.
+            let runtime = recording.pivot.clone();
+            let queried = tracing_subscriber::filter::DynFilterFn::new(move |meta, _| {
+                runtime.hooks(meta).is_some()
+            });
+            tracing::Dispatch::new(
+                tracing_subscriber::registry().with(layer().with_filter(t.clone().or(queried))),
+            )
+        }
     };
-    Ok((dispatch, pipeline))
+    Ok((dispatch, recording))
 }
 
 /// The sinks a configuration asks for, then `extra`.
@@ -169,11 +198,32 @@ fn sinks_for(
     Ok(sinks)
 }
 
-fn guard(pipeline: Arc<Pipeline>, config: &Config) -> Guard {
-    Guard {
-        pipeline,
+fn guard(recording: &Recording, config: &Config) -> Result<Guard, InitError> {
+    let agent = match &config.pivot_hub {
+        Some(hub) => Some(
+            pivot::agent::Agent::start(
+                recording.pivot.clone(),
+                hub,
+                config.hub_token.clone(),
+                config.pivot_interval,
+                causeway_pivot::protocol::ProcessInfo {
+                    instance: clock::random_u64(),
+                    service: config.service.clone(),
+                    host: config.host.clone(),
+                    proc_name: config.proc_name().to_owned(),
+                    pid: config.pid,
+                },
+            )
+            .map_err(InitError::Thread)?,
+        ),
+        None => None,
+    };
+    Ok(Guard {
+        pipeline: recording.pipeline.clone(),
+        pivot: recording.pivot.clone(),
+        agent,
         timeout: config.shutdown_timeout,
-    }
+    })
 }
 
 /// Builds the Layer and its guard, to compose with other layers yourself
@@ -188,11 +238,9 @@ pub fn layer_with_sinks(
     extra: Vec<Box<dyn SpanSink>>,
 ) -> Result<(CausewayLayer, Guard), InitError> {
     let sinks = sinks_for(&config, extra)?;
-    let (recording, pipeline) = start_recording(&config, sinks)?;
-    Ok((
-        CausewayLayer { shared: recording },
-        guard(pipeline, &config),
-    ))
+    let recording = start_recording(&config, sinks)?;
+    let guard = guard(&recording, &config)?;
+    Ok((CausewayLayer { shared: recording }, guard))
 }
 
 /// Builds the exclusive subscriber and its guard (whatever `config.mode` says). To keep
@@ -216,9 +264,10 @@ pub fn subscriber_with_sinks(
     extra: Vec<Box<dyn SpanSink>>,
 ) -> Result<(CausewaySubscriber, Guard), InitError> {
     let sinks = sinks_for(&config, extra)?;
-    let (recording, pipeline) = start_recording(&config, sinks)?;
+    let recording = start_recording(&config, sinks)?;
+    let guard = guard(&recording, &config)?;
     let subscriber = CausewaySubscriber::new(recording, config.targets.clone());
-    Ok((subscriber, guard(pipeline, &config)))
+    Ok((subscriber, guard))
 }
 
 /// The dispatcher `config.mode` asks for and its guard, with sinks of your own added to
@@ -228,8 +277,8 @@ pub fn dispatch_with_sinks(
     extra: Vec<Box<dyn SpanSink>>,
 ) -> Result<(tracing::Dispatch, Guard), InitError> {
     let sinks = sinks_for(&config, extra)?;
-    let (dispatch, pipeline) = build_dispatch(&config, sinks)?;
-    Ok((dispatch, guard(pipeline, &config)))
+    let (dispatch, recording) = build_dispatch(&config, sinks)?;
+    Ok((dispatch, guard(&recording, &config)?))
 }
 
 /// Installs Causeway as the global subscriber, in the mode `config.mode` names (by

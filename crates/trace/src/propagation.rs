@@ -312,6 +312,12 @@ impl Baggage {
         }
     }
 
+    /// Removes a key; its value, if it was there.
+    pub fn remove(&mut self, key: &str) -> Option<String> {
+        let at = self.entries.iter().position(|e| e.0 == key)?;
+        Some(self.entries.remove(at).1)
+    }
+
     /// The value of a key.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.entries

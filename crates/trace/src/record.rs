@@ -16,9 +16,13 @@ use causeway_model::{Link, Message, SpanId, SpanKind, Status, TraceId};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Record};
 
-use crate::clock::{new_span_id, new_trace_id, now_raw, thread_cpu_ns, thread_no};
+use causeway_pivot::bag::Baggage as PivotBag;
+use causeway_pivot::lang::ast::ProbeKind;
+
+use crate::clock::{new_span_id, new_trace_id, now_raw, raw_to_unix, thread_cpu_ns, thread_no};
 use crate::lane::{Counts, Entry, Extra, RawName, RawValue, TEXT_CHUNK};
 use crate::pipeline::Pipeline;
+use crate::pivot::{Capture, Runtime, TracepointSpan};
 use crate::propagation::{Baggage, Extracted, SpanContext, TraceState, FLAG_SAMPLED};
 use crate::sampling::SamplerState;
 
@@ -76,6 +80,10 @@ pub(crate) struct SpanRecord {
     pub(crate) flags: u8,
     pub(crate) trace_state: TraceState,
     pub(crate) baggage: Option<Arc<Baggage>>,
+    /// The request's Pivot Tracing bags.
+    pub(crate) bag: Option<Arc<PivotBag>>,
+    /// The advice and fields of a span at a tracepoint callsite.
+    pub(crate) tracepoint: Option<Box<TracepointSpan>>,
     pub(crate) probability: f64,
     execution_unit: u64,
     max_annotations: u32,
@@ -264,6 +272,8 @@ impl SpanRecord {
             flags: ancestor.flags,
             trace_state: ancestor.trace_state.clone(),
             baggage: ancestor.baggage.clone(),
+            bag: ancestor.bag.clone(),
+            tracepoint: None,
             probability: ancestor.probability,
             execution_unit: thread_no(),
             max_annotations: ancestor.max_annotations,
@@ -282,6 +292,8 @@ impl SpanRecord {
             flags: 0,
             trace_state: TraceState::default(),
             baggage: None,
+            bag: None,
+            tracepoint: None,
             probability: 0.0,
             execution_unit: thread_no(),
             max_annotations: 0,
@@ -340,6 +352,7 @@ pub fn with_remote_parent(
 
 /// The configuration and pipeline every span of one subscriber is recorded with.
 pub(crate) struct Recording {
+    pub(crate) pivot: Arc<Runtime>,
     pub(crate) sampler: Arc<SamplerState>,
     pub(crate) pipeline: Arc<Pipeline>,
     pub(crate) max_annotations: usize,
@@ -497,6 +510,7 @@ pub(crate) struct Inherited {
     pub(crate) flags: u8,
     pub(crate) trace_state: TraceState,
     pub(crate) baggage: Option<Arc<Baggage>>,
+    pub(crate) bag: Option<Arc<PivotBag>>,
     pub(crate) probability: f64,
 }
 
@@ -514,6 +528,7 @@ impl SpanRecord {
             flags: self.flags,
             trace_state: self.trace_state.clone(),
             baggage: self.baggage.clone(),
+            bag: self.bag.clone(),
             probability: self.probability,
         }
     }
@@ -538,13 +553,23 @@ impl Recording {
                 flags: p.flags,
                 trace_state: p.trace_state,
                 baggage: p.baggage,
+                bag: p.bag,
+                tracepoint: None,
                 probability: p.probability,
                 execution_unit: 0,
                 max_annotations: 0,
                 name: "",
                 data: None,
             },
-            None => self.root_record(),
+            None => {
+                let mut root = self.root_record();
+                crate::pivot::carry::take_from_baggage(
+                    &self.pivot,
+                    &mut root.baggage,
+                    &mut root.bag,
+                );
+                root
+            }
         };
         record.execution_unit = thread_no();
         record.max_annotations = self.max_annotations.min(u32::MAX as usize) as u32;
@@ -559,7 +584,42 @@ impl Recording {
             attrs.record(&mut FieldVisitor { data: &mut data });
             record.data = Some(data);
         }
+        if let Some(hooks) = self.pivot.hooks(meta) {
+            let mut fields = hooks.empty_fields();
+            attrs.record(&mut Capture {
+                wanted: &hooks.fields,
+                values: &mut fields,
+            });
+            let tracepoint = TracepointSpan {
+                hooks,
+                fields,
+                start,
+            };
+            tracepoint.fire(&self.pivot, ProbeKind::Span, None, &mut record.bag);
+            record.tracepoint = Some(Box::new(tracepoint));
+        }
         record
+    }
+
+    /// Runs the advice at an event, with the bag of the span it happened in.
+    pub(crate) fn pivot_event(&self, event: &tracing::Event<'_>, bag: &mut Option<Arc<PivotBag>>) {
+        let Some(hooks) = self.pivot.hooks(event.metadata()) else {
+            return;
+        };
+        let mut fields = hooks.empty_fields();
+        event.record(&mut Capture {
+            wanted: &hooks.fields,
+            values: &mut fields,
+        });
+        self.pivot
+            .fire(&hooks, ProbeKind::Event, &fields, None, bag);
+    }
+
+    /// Runs the advice at a span's entry or exit.
+    pub(crate) fn pivot_moment(&self, record: &mut SpanRecord, kind: ProbeKind) {
+        if let Some(t) = &record.tracepoint {
+            t.fire(&self.pivot, kind, None, &mut record.bag);
+        }
     }
 
     fn root_record(&self) -> SpanRecord {
@@ -575,6 +635,8 @@ impl Recording {
                 probability: probability_from(&remote.trace_state, remote.is_sampled()),
                 trace_state: remote.trace_state,
                 baggage: (!baggage.is_empty()).then(|| Arc::new(baggage)),
+                bag: None,
+                tracepoint: None,
                 execution_unit: 0,
                 max_annotations: 0,
                 name: "",
@@ -598,6 +660,8 @@ impl Recording {
                         .map(|p| p.baggage)
                         .filter(|b| !b.is_empty())
                         .map(Arc::new),
+                    bag: None,
+                    tracepoint: None,
                     probability,
                     execution_unit: 0,
                     max_annotations: 0,
@@ -608,8 +672,18 @@ impl Recording {
         }
     }
 
-    /// Hands a closed span to the writer if it was sampled.
+    /// Runs the advice at a span's close, then hands the span to the writer if it was
+    /// sampled.
     pub(crate) fn finish(&self, record: &mut SpanRecord) {
+        if let Some(t) = record.tracepoint.take() {
+            let duration = raw_to_unix(now_raw()).saturating_sub(raw_to_unix(t.start));
+            t.fire(
+                &self.pivot,
+                ProbeKind::SpanClose,
+                Some(duration),
+                &mut record.bag,
+            );
+        }
         if record.flags & FLAG_SAMPLED == 0 {
             return;
         }

@@ -36,6 +36,7 @@ impl SpanSink for MemorySink {
 pub struct Recorder {
     spans: Arc<Mutex<Vec<Span>>>,
     pipeline: Arc<Pipeline>,
+    pivot: crate::Pivot,
     dispatch: tracing::Dispatch,
 }
 
@@ -57,11 +58,12 @@ impl Recorder {
     /// subscriber mode it names.
     pub fn with_config(config: Config) -> Result<Recorder, InitError> {
         let spans = Arc::new(Mutex::new(Vec::new()));
-        let (dispatch, pipeline) =
+        let (dispatch, recording) =
             crate::build_dispatch(&config, vec![Box::new(MemorySink(spans.clone()))])?;
         Ok(Recorder {
             spans,
-            pipeline,
+            pipeline: recording.pipeline.clone(),
+            pivot: crate::Pivot(recording.pivot.clone()),
             dispatch,
         })
     }
@@ -96,6 +98,11 @@ impl Recorder {
     pub fn clear(&self) {
         self.pipeline.flush(Duration::from_secs(5));
         self.spans.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    /// The Pivot Tracing queries the recorder runs.
+    pub fn pivot(&self) -> crate::Pivot {
+        self.pivot.clone()
     }
 
     /// The pipeline's counters.

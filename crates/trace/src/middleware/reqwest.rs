@@ -35,6 +35,7 @@ pub async fn send(
     let result = client.execute(request).instrument(span.clone()).await;
     match &result {
         Ok(resp) => {
+            crate::pivot::carry::merge_response_baggage(&span, resp.headers());
             let status = resp.status();
             span.record("http.response.status_code", status.as_u16());
             if status.is_client_error() || status.is_server_error() {

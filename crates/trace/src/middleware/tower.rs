@@ -1,7 +1,8 @@
 //! Tower layers for HTTP services: [`TraceLayer`] on the server side (axum, hyper, tonic
 //! servers) extracts the W3C context and opens a server span around each request;
 //! [`ClientTraceLayer`] on the client side (hyper clients, tonic channels) opens a client
-//! span and injects its context into the request.
+//! span and injects its context into the request. Both carry Pivot Tracing bags back on
+//! responses.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -88,6 +89,18 @@ fn record_response<B>(span: &tracing::Span, resp: &http::Response<B>, kind: Span
     let failed = status.is_server_error() || (kind == SpanKind::Client && status.is_client_error());
     if failed {
         span.set_error(format!("HTTP {}", status.as_u16()));
+    }
+}
+
+/// Pivot Tracing bags on the way back: a server adds what its request's advice packed
+/// to the response; a client merges what the response carried into its span.
+fn carry_bags_back<B>(span: &tracing::Span, resp: &mut http::Response<B>, kind: SpanKind) {
+    if kind == SpanKind::Client {
+        crate::pivot::carry::merge_response_baggage(span, resp.headers());
+    } else if let Some(v) = crate::pivot::carry::response_baggage(span)
+        .and_then(|v| http::HeaderValue::from_str(&v).ok())
+    {
+        resp.headers_mut().append(propagation::BAGGAGE, v);
     }
 }
 
@@ -193,9 +206,12 @@ where
     type Output = F::Output;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let out = ready!(this.inner.poll(cx));
-        match &out {
-            Ok(resp) => record_response(this.span, resp, *this.kind),
+        let mut out = ready!(this.inner.poll(cx));
+        match &mut out {
+            Ok(resp) => {
+                record_response(this.span, resp, *this.kind);
+                carry_bags_back(this.span, resp, *this.kind);
+            }
             Err(e) => this.span.set_error(e.to_string()),
         }
         Poll::Ready(out)

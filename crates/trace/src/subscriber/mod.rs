@@ -29,6 +29,8 @@ use tracing_core::span::{Attributes, Current, Id, Record};
 use tracing_core::{Event, Interest, LevelFilter, Metadata};
 use tracing_subscriber::filter::Targets;
 
+use causeway_pivot::lang::ast::ProbeKind;
+
 use crate::clock::now_raw;
 use crate::record::{Recording, SpanRecord};
 use inner::Inner;
@@ -123,6 +125,24 @@ impl CausewaySubscriber {
             .as_ref()
             .is_none_or(|t| t.would_enable(metadata.target(), metadata.level()))
             || self.tracepoints.matches(metadata)
+            || self.queried(metadata)
+    }
+
+    /// Whether an installed Pivot Tracing query has advice at this callsite.
+    fn queried(&self, metadata: &Metadata<'_>) -> bool {
+        self.recording.pivot.active() && self.recording.pivot.hooks(metadata).is_some()
+    }
+
+    /// Runs `f` on the Pivot Tracing runtime and the bag of span `id` (an alias's is its
+    /// recorded ancestor's).
+    pub(crate) fn with_bag<R>(
+        &self,
+        id: &Id,
+        f: impl FnOnce(&crate::pivot::Runtime, &mut Option<Arc<causeway_pivot::bag::Baggage>>) -> R,
+    ) -> Option<R> {
+        self.slots.with(id.into_u64() & !ALIAS, |l| {
+            f(&self.recording.pivot, &mut l.record.bag)
+        })
     }
 
     /// The id a child of span `p` takes as its parent: a transparent span's own parent.
@@ -228,12 +248,17 @@ impl tracing_core::Subscriber for CausewaySubscriber {
     // Whether a callsite is recorded is decided once per callsite (and again when
     // `tracing_core::callsite::rebuild_interest_cache` runs): `never` makes it free.
     fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
+        self.recording.pivot.register(metadata);
         let ours = self.records(metadata);
         match &self.inner {
             _ if ours => Interest::always(),
             Some(inner) => inner.register_callsite(metadata),
             None => Interest::never(),
         }
+    }
+
+    fn on_register_dispatch(&self, subscriber: &tracing_core::Dispatch) {
+        self.recording.pivot.set_dispatch(subscriber);
     }
 
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
@@ -272,10 +297,16 @@ impl tracing_core::Subscriber for CausewaySubscriber {
             return self.transparent_span(attrs, parent, forward);
         }
         let (inherited, parent) = match self.parent(parent) {
-            // A span only the inner subscriber knows by its own id needs a slot for it.
-            Parent::Unsampled(alias) if forward.is_some() => {
-                match self.slots.with(alias & !ALIAS, |l| l.record.inherited()) {
-                    Some(inherited) => (Some(inherited), None),
+            // A span only the inner subscriber knows by its own id needs a slot for it,
+            // and so does one whose close, entry or fields a query's advice reads. It
+            // holds its ancestor open, to merge its bag into it on close.
+            Parent::Unsampled(alias) if forward.is_some() || self.queried(attrs.metadata()) => {
+                let ancestor = alias & !ALIAS;
+                match self.slots.with(ancestor, |l| l.record.inherited()) {
+                    Some(inherited) => {
+                        let held = self.slots.clone_ref(ancestor).then_some(ancestor);
+                        (Some(inherited), held)
+                    }
                     None => (None, None),
                 }
             }
@@ -322,6 +353,9 @@ impl tracing_core::Subscriber for CausewaySubscriber {
             if let Some(d) = l.record.data.as_mut() {
                 d.record_values(values);
             }
+            if let Some(t) = l.record.tracepoint.as_mut() {
+                t.record(values);
+            }
         });
     }
 
@@ -360,6 +394,16 @@ impl tracing_core::Subscriber for CausewaySubscriber {
             None => None,
         };
         let parent = parent.and_then(|p| self.seen_through(p));
+        if self.recording.pivot.active() {
+            let fired = parent.and_then(|p| {
+                self.slots.with(p & !ALIAS, |l| {
+                    self.recording.pivot_event(event, &mut l.record.bag)
+                })
+            });
+            if fired.is_none() {
+                self.recording.pivot_event(event, &mut None);
+            }
+        }
         let Some(id) = parent.filter(|p| p & ALIAS == 0) else {
             return;
         };
@@ -396,6 +440,12 @@ impl tracing_core::Subscriber for CausewaySubscriber {
                 }
             });
         }
+        if self.recording.pivot.active() && id & ALIAS == 0 {
+            self.slots.with(id, |l| {
+                self.recording
+                    .pivot_moment(&mut l.record, ProbeKind::SpanEnter)
+            });
+        }
     }
 
     fn exit(&self, span: &Id) {
@@ -425,6 +475,12 @@ impl tracing_core::Subscriber for CausewaySubscriber {
                 if let Some(d) = l.record.data.as_mut() {
                     d.exit_cpu();
                 }
+            });
+        }
+        if self.recording.pivot.active() && id & ALIAS == 0 {
+            self.slots.with(id, |l| {
+                self.recording
+                    .pivot_moment(&mut l.record, ProbeKind::SpanExit)
             });
         }
     }
@@ -464,13 +520,17 @@ impl tracing_core::Subscriber for CausewaySubscriber {
         // A closing span drops its reference to its parent, which may close it in turn:
         // a loop, not recursion, however deep the chain.
         while let Some(id) = next.take() {
-            let parent = self
+            let closing = self
                 .slots
                 .release(id, &mut thread.free.borrow_mut(), |live| {
                     self.recording.finish(&mut live.record);
-                    live.parent
+                    (live.parent, live.record.bag.take())
                 });
-            let Some(parent) = parent else { break };
+            let Some((parent, bag)) = closing else { break };
+            if let (Some(p), Some(bag)) = (parent, bag) {
+                self.slots
+                    .with(p, |l| crate::pivot::merge_bag(&mut l.record.bag, Some(bag)));
+            }
             closed = true;
             next = parent;
         }

@@ -1,0 +1,119 @@
+//! A tracepoint's field values at a hit: only the fields its advice reads, as the
+//! values tuples hold, and exploded fields split into one value per element.
+
+use std::fmt::Write as _;
+
+use causeway_pivot::value::Value;
+use tracing::field::{Field, Visit};
+
+/// Captures the fields named in `wanted` into `values` (same positions).
+pub(crate) struct Capture<'a> {
+    pub(crate) wanted: &'a [&'static str],
+    pub(crate) values: &'a mut [Value],
+}
+
+impl Capture<'_> {
+    fn put(&mut self, field: &Field, make: impl FnOnce() -> Value) {
+        if let Some(i) = self.wanted.iter().position(|w| *w == field.name()) {
+            if let Some(slot) = self.values.get_mut(i) {
+                *slot = make();
+            }
+        }
+    }
+}
+
+impl Visit for Capture<'_> {
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.put(field, || Value::Int(value));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.put(field, || {
+            i64::try_from(value).map_or(Value::Float(value as f64), Value::Int)
+        });
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.put(field, || Value::Float(value));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.put(field, || Value::Bool(value));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.put(field, || Value::from(value));
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.put(field, || Value::from(value.to_string().as_str()));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.put(field, || {
+            let mut s = String::new();
+            let _ = write!(s, "{value:?}");
+            Value::from(s.as_str())
+        });
+    }
+}
+
+/// One value per element of `value`: split on `separator`, or with none, a
+/// Debug-printed list (`["A", "B"]`, `[1, 2]`). Elements are trimmed; quoted ones lose
+/// their quotes; numbers stay strings unless the list held bare integers.
+pub(crate) fn explode(value: &Value, separator: Option<&str>) -> Vec<Value> {
+    let Value::Str(text) = value else {
+        return match value {
+            Value::Null => Vec::new(),
+            v => vec![v.clone()],
+        };
+    };
+    let parts: Vec<&str> = match separator {
+        Some(sep) if !sep.is_empty() => text.split(sep).collect(),
+        Some(_) => vec![text],
+        None => {
+            let inner = text.trim();
+            let inner = inner
+                .strip_prefix('[')
+                .and_then(|t| t.strip_suffix(']'))
+                .unwrap_or(inner);
+            inner.split(',').collect()
+        }
+    };
+    parts
+        .into_iter()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(
+            |p| match p.strip_prefix('"').and_then(|p| p.strip_suffix('"')) {
+                Some(quoted) => Value::from(quoted),
+                None if separator.is_none() => {
+                    p.parse::<i64>().map_or_else(|_| Value::from(p), Value::Int)
+                }
+                None => Value::from(p),
+            },
+        )
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strs(v: &[Value]) -> Vec<String> {
+        v.iter().map(Value::to_string).collect()
+    }
+
+    #[test]
+    fn splits_on_a_separator_or_a_debug_list() {
+        assert_eq!(
+            strs(&explode(&Value::from("A, B,C"), Some(","))),
+            ["A", "B", "C"]
+        );
+        assert_eq!(
+            strs(&explode(&Value::from(r#"["A", "B"]"#), None)),
+            ["A", "B"]
+        );
+        assert_eq!(
+            explode(&Value::from("[1, 2]"), None),
+            [Value::Int(1), Value::Int(2)]
+        );
+        assert!(explode(&Value::from("[]"), None).is_empty());
+        assert!(explode(&Value::Null, None).is_empty());
+        assert_eq!(explode(&Value::Int(4), Some(",")), [Value::Int(4)]);
+    }
+}

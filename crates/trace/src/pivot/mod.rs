@@ -1,0 +1,105 @@
+//! Pivot Tracing in the process: the queries it runs ([`Pivot`]), the advice at
+//! tracepoint hits, the request's bags on its spans and in its headers, and the agent
+//! that reports results to the hub in `causeway serve`.
+//!
+//! Bags live on span records: a child starts with its parent's bag (shared until a PACK
+//! changes it, then copied) and merges it back into its parent when it closes; merging
+//! never counts a tuple twice. In an unsampled trace, a span with no record of its own
+//! (see `subscriber`) uses its nearest recorded ancestor's bag; a span at a tracepoint
+//! always gets a record.
+
+pub(crate) mod agent;
+pub(crate) mod carry;
+mod fields;
+pub(crate) mod runtime;
+
+use std::sync::Arc;
+
+use causeway_model::source::SyntaxError;
+use causeway_pivot::aggregate::Aggregator;
+use causeway_pivot::bag::Baggage;
+use causeway_pivot::lang::ast::ProbeKind;
+use causeway_pivot::protocol::{CallsiteInfo, Counters};
+use causeway_pivot::value::Value;
+use tracing::span::Record;
+
+pub(crate) use fields::Capture;
+pub(crate) use runtime::{Hooks, ProcessExports, Runtime};
+
+/// A span at a tracepoint callsite: its advice, the fields it reads (as last recorded),
+/// and when it started.
+pub(crate) struct TracepointSpan {
+    pub(crate) hooks: Arc<Hooks>,
+    pub(crate) fields: Vec<Value>,
+    pub(crate) start: u64,
+}
+
+impl TracepointSpan {
+    pub(crate) fn record(&mut self, values: &Record<'_>) {
+        values.record(&mut Capture {
+            wanted: &self.hooks.fields,
+            values: &mut self.fields,
+        });
+    }
+
+    /// Runs the advice of moment `kind` with the span's bag.
+    pub(crate) fn fire(
+        &self,
+        runtime: &Runtime,
+        kind: ProbeKind,
+        duration_ns: Option<u64>,
+        bag: &mut Option<Arc<Baggage>>,
+    ) {
+        if self.hooks.fires(kind) {
+            runtime.fire(&self.hooks, kind, &self.fields, duration_ns, bag);
+        }
+    }
+}
+
+/// Merges a closing span's bag into its parent's.
+pub(crate) fn merge_bag(into: &mut Option<Arc<Baggage>>, from: Option<Arc<Baggage>>) {
+    let Some(from) = from else { return };
+    match into {
+        Some(mine) if Arc::ptr_eq(mine, &from) => {}
+        Some(mine) => Arc::make_mut(mine).merge(&from),
+        None => *into = Some(from),
+    }
+}
+
+/// The Pivot Tracing queries this process runs: installed by the agent from the hub, or
+/// by hand (tests, embedded use). Get it with [`crate::Guard::pivot`].
+#[derive(Clone)]
+pub struct Pivot(pub(crate) Arc<Runtime>);
+
+impl Pivot {
+    /// Compiles `script` (tracepoint definitions and one query, as
+    /// `causeway_pivot::install::prepare` makes it) and runs it as query `id` from now on.
+    pub fn install(&self, id: u32, script: &str) -> Result<(), SyntaxError> {
+        self.0.install(id, script)
+    }
+
+    /// Stops running query `id`; false if it was not installed.
+    pub fn uninstall(&self, id: u32) -> bool {
+        self.0.uninstall(id)
+    }
+
+    /// The ids of the queries installed.
+    pub fn installed(&self) -> Vec<u32> {
+        self.0.installed()
+    }
+
+    /// Each query's results since the last call (per group), leaving them empty.
+    pub fn take_results(&self) -> Vec<(u32, Aggregator)> {
+        self.0.take_results()
+    }
+
+    /// The `tracing` callsites this process has registered.
+    pub fn callsites(&self) -> Vec<CallsiteInfo> {
+        self.0.callsites_from(0).0
+    }
+
+    /// What was dropped: malformed or cut bags, joins past the fan-out cap.
+    pub fn counters(&self) -> Counters {
+        self.0.counters()
+    }
+}

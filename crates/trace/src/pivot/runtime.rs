@@ -1,0 +1,493 @@
+//! The queries a process runs and what happens at a tracepoint hit: for each callsite,
+//! the advice that fires there (worked out once, when `tracing` registers the callsite
+//! or interest is rebuilt), the values it observes, and the per-query aggregation of
+//! what it emits.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use causeway_model::source::SyntaxError;
+use causeway_pivot::aggregate::Aggregator;
+use causeway_pivot::bag::{Baggage, Hlc};
+use causeway_pivot::compile::{Catalog, DURATION_EXPORT};
+use causeway_pivot::install::load;
+use causeway_pivot::lang::ast::{AggFn, ProbeKind, TracepointDef};
+use causeway_pivot::matching::{moments, CallsiteFacts};
+use causeway_pivot::program::{Context, Observed, Program};
+use causeway_pivot::protocol::{CallsiteInfo, Counters};
+use causeway_pivot::value::Value;
+use thread_local::ThreadLocal;
+use tracing_core::callsite::Identifier;
+use tracing_core::dispatcher::{Dispatch, WeakDispatch};
+use tracing_core::Metadata;
+
+use super::fields::explode;
+
+/// `tracing` metadata, as the probes' matchers see it.
+struct Meta<'a>(&'a Metadata<'a>);
+
+impl CallsiteFacts for Meta<'_> {
+    fn is_event(&self) -> bool {
+        self.0.is_event()
+    }
+    fn target(&self) -> &str {
+        self.0.target()
+    }
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn level(&self) -> &str {
+        self.0.level().as_str()
+    }
+    fn module(&self) -> Option<&str> {
+        self.0.module_path()
+    }
+    fn file(&self) -> Option<&str> {
+        self.0.file()
+    }
+    fn line(&self) -> Option<u32> {
+        self.0.line()
+    }
+    fn any_field(&self, test: &dyn Fn(&str) -> bool) -> bool {
+        self.0.fields().iter().any(|f| test(f.name()))
+    }
+}
+
+/// The process-wide exports every tracepoint has.
+#[derive(Debug, Clone)]
+pub(crate) struct ProcessExports {
+    pub(crate) host: Value,
+    pub(crate) service: Value,
+    pub(crate) proc_name: Value,
+    pub(crate) pid: Value,
+}
+
+/// An installed query.
+struct Query {
+    id: u32,
+    programs: Vec<Program>,
+    catalog: Catalog,
+    funcs: Vec<AggFn>,
+}
+
+/// Where one observed value comes from.
+#[derive(Debug, Clone)]
+enum Source {
+    /// A captured field (its index), maybe exploded.
+    Field(usize, Option<Option<String>>),
+    Host,
+    Service,
+    ProcName,
+    Pid,
+    Thread,
+    Timestamp,
+    Tracepoint(Value),
+    Duration,
+    /// An export the callsite does not have.
+    Missing,
+}
+
+/// One advice that fires at a callsite.
+struct Hook {
+    query: Arc<Query>,
+    program: usize,
+    sources: Vec<Source>,
+}
+
+/// The advice of one callsite, by moment, and the fields it reads.
+pub(crate) struct Hooks {
+    by_kind: [Vec<Hook>; 5],
+    pub(crate) fields: Vec<&'static str>,
+}
+
+fn kind_index(kind: ProbeKind) -> usize {
+    match kind {
+        ProbeKind::Event => 0,
+        ProbeKind::Span => 1,
+        ProbeKind::SpanEnter => 2,
+        ProbeKind::SpanExit => 3,
+        ProbeKind::SpanClose => 4,
+    }
+}
+
+impl Hooks {
+    /// Whether any advice fires at this moment.
+    pub(crate) fn fires(&self, kind: ProbeKind) -> bool {
+        !self.by_kind[kind_index(kind)].is_empty()
+    }
+
+    /// The captured fields of a hit, all `Null` until recorded.
+    pub(crate) fn empty_fields(&self) -> Vec<Value> {
+        vec![Value::Null; self.fields.len()]
+    }
+}
+
+/// The per-callsite advice cache: `None` when nothing fires at the callsite.
+type HookCache = HashMap<Identifier, Option<Arc<Hooks>>>;
+
+/// Callsites kept in the catalog at most.
+const MAX_CALLSITES: usize = 100_000;
+
+/// The queries a process runs, their results so far, and the callsites it registered.
+pub(crate) struct Runtime {
+    active: AtomicBool,
+    queries: RwLock<Vec<Arc<Query>>>,
+    hooks: RwLock<HookCache>,
+    /// Per thread, so that hits on different threads never wait for each other.
+    results: ThreadLocal<Mutex<HashMap<u32, Aggregator>>>,
+    callsites: Mutex<Callsites>,
+    clock: Mutex<Hlc>,
+    next_id: AtomicU64,
+    bags_malformed: AtomicU64,
+    bags_overflowed: AtomicU64,
+    fanout_dropped: AtomicU64,
+    process: ProcessExports,
+    dispatch: Mutex<Option<WeakDispatch>>,
+}
+
+#[derive(Default)]
+struct Callsites {
+    seen: HashSet<Identifier>,
+    list: Vec<CallsiteInfo>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Runtime {
+    pub(crate) fn new(process: ProcessExports, seed: u64) -> Runtime {
+        Runtime {
+            active: AtomicBool::new(false),
+            queries: RwLock::new(Vec::new()),
+            hooks: RwLock::new(HashMap::new()),
+            results: ThreadLocal::new(),
+            callsites: Mutex::new(Callsites::default()),
+            clock: Mutex::new(Hlc::default()),
+            next_id: AtomicU64::new(seed),
+            bags_malformed: AtomicU64::new(0),
+            bags_overflowed: AtomicU64::new(0),
+            fanout_dropped: AtomicU64::new(0),
+            process,
+            dispatch: Mutex::new(None),
+        }
+    }
+
+    /// Whether any query is installed: one load, what every hot path asks first.
+    #[inline]
+    pub(crate) fn active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Compiles and installs query `id` (replacing an earlier install of that id), and
+    /// rebuilds `tracing`'s interest so that its callsites fire from now on.
+    pub(crate) fn install(&self, id: u32, script: &str) -> Result<(), SyntaxError> {
+        let loaded = load(script, id)?;
+        let query = Arc::new(Query {
+            id,
+            programs: loaded.lowered.programs,
+            catalog: loaded.catalog,
+            funcs: loaded.lowered.funcs,
+        });
+        {
+            let mut queries = self.queries.write().unwrap_or_else(|e| e.into_inner());
+            queries.retain(|q| q.id != id);
+            queries.push(query);
+            self.active.store(true, Ordering::Relaxed);
+        }
+        self.rebuild();
+        Ok(())
+    }
+
+    /// Uninstalls query `id`; false if it was not installed. Results not yet taken stay.
+    pub(crate) fn uninstall(&self, id: u32) -> bool {
+        let removed = {
+            let mut queries = self.queries.write().unwrap_or_else(|e| e.into_inner());
+            let before = queries.len();
+            queries.retain(|q| q.id != id);
+            self.active.store(!queries.is_empty(), Ordering::Relaxed);
+            queries.len() != before
+        };
+        if removed {
+            self.rebuild();
+        }
+        removed
+    }
+
+    /// The ids of the installed queries.
+    pub(crate) fn installed(&self) -> Vec<u32> {
+        let queries = self.queries.read().unwrap_or_else(|e| e.into_inner());
+        queries.iter().map(|q| q.id).collect()
+    }
+
+    fn rebuild(&self) {
+        self.hooks
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        // Outside every lock: this calls back into the subscriber for each callsite. With
+        // one dispatcher in the process, `tracing` asks only the calling thread's
+        // default, which on a thread outside the subscriber's scope (the agent's) is
+        // none, and would silence every callsite: so ask from within our own.
+        let own = lock(&self.dispatch)
+            .as_ref()
+            .and_then(WeakDispatch::upgrade);
+        match own {
+            Some(d) => tracing_core::dispatcher::with_default(
+                &d,
+                tracing_core::callsite::rebuild_interest_cache,
+            ),
+            None => tracing_core::callsite::rebuild_interest_cache(),
+        }
+    }
+
+    /// Remembers the dispatcher this runtime's subscriber is part of.
+    pub(crate) fn set_dispatch(&self, dispatch: &Dispatch) {
+        *lock(&self.dispatch) = Some(dispatch.downgrade());
+    }
+
+    /// Adds a callsite to the catalog (once).
+    pub(crate) fn register(&self, meta: &'static Metadata<'static>) {
+        let mut c = lock(&self.callsites);
+        if c.list.len() >= MAX_CALLSITES || !c.seen.insert(meta.callsite()) {
+            return;
+        }
+        c.list.push(CallsiteInfo {
+            kind: if meta.is_event() { "event" } else { "span" }.into(),
+            target: meta.target().into(),
+            name: meta.name().into(),
+            level: meta.level().as_str().into(),
+            module: meta.module_path().map(Into::into),
+            file: meta.file().map(Into::into),
+            line: meta.line(),
+            fields: meta.fields().iter().map(|f| f.name().to_owned()).collect(),
+        });
+    }
+
+    /// The catalog from entry `from` on.
+    pub(crate) fn callsites_from(&self, from: usize) -> (Vec<CallsiteInfo>, usize) {
+        let c = lock(&self.callsites);
+        (
+            c.list.get(from..).unwrap_or_default().to_vec(),
+            c.list.len(),
+        )
+    }
+
+    /// The advice at a callsite, worked out on its first hit after an install.
+    pub(crate) fn hooks(&self, meta: &Metadata<'_>) -> Option<Arc<Hooks>> {
+        if !self.active() {
+            return None;
+        }
+        let id = meta.callsite();
+        if let Some(h) = self
+            .hooks
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+        {
+            return h.clone();
+        }
+        let h = self.compute(meta);
+        self.hooks
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, h.clone());
+        h
+    }
+
+    fn compute(&self, meta: &Metadata<'_>) -> Option<Arc<Hooks>> {
+        let queries = self
+            .queries
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut by_kind: [Vec<Hook>; 5] = Default::default();
+        let mut fields: Vec<&'static str> = Vec::new();
+        for q in &queries {
+            for (i, p) in q.programs.iter().enumerate() {
+                let Some(def) = q.catalog.tracepoint(&p.tracepoint) else {
+                    continue;
+                };
+                for kind in moments(def, &Meta(meta)) {
+                    let sources = p
+                        .observe
+                        .iter()
+                        .map(|name| source(name, def, meta, &mut fields))
+                        .collect();
+                    by_kind[kind_index(kind)].push(Hook {
+                        query: q.clone(),
+                        program: i,
+                        sources,
+                    });
+                }
+            }
+        }
+        if by_kind.iter().all(Vec::is_empty) {
+            return None;
+        }
+        Some(Arc::new(Hooks { by_kind, fields }))
+    }
+
+    /// Runs the advice of moment `kind` at a hit: `fields` captured as
+    /// [`Hooks::fields`] lists them, `bag` the request's.
+    pub(crate) fn fire(
+        &self,
+        hooks: &Hooks,
+        kind: ProbeKind,
+        fields: &[Value],
+        duration_ns: Option<u64>,
+        bag: &mut Option<Arc<Baggage>>,
+    ) {
+        let list = &hooks.by_kind[kind_index(kind)];
+        if list.is_empty() {
+            return;
+        }
+        let now = crate::clock::now_ns();
+        let results = self.results.get_or_default();
+        let mut results = lock(results);
+        let mut clock = lock(&self.clock);
+        let mut dropped = 0u64;
+        let mut ids = || self.next_id.fetch_add(1, Ordering::Relaxed);
+        for h in list {
+            let observed: Vec<Observed> = h
+                .sources
+                .iter()
+                .map(|s| self.observe(s, fields, now, duration_ns))
+                .collect();
+            let aggregator = results
+                .entry(h.query.id)
+                .or_insert_with(|| Aggregator::new(&h.query.funcs));
+            let mut cx = Context {
+                clock: &mut clock,
+                now,
+                ids: &mut ids,
+                dropped: &mut dropped,
+            };
+            if let Some(p) = h.query.programs.get(h.program) {
+                p.run(&observed, bag, aggregator, &mut cx);
+            }
+        }
+        if dropped > 0 {
+            self.fanout_dropped.fetch_add(dropped, Ordering::Relaxed);
+        }
+    }
+
+    fn observe(&self, s: &Source, fields: &[Value], now: u64, duration: Option<u64>) -> Observed {
+        let p = &self.process;
+        Observed::One(match s {
+            Source::Field(i, explode_with) => {
+                let v = fields.get(*i).cloned().unwrap_or(Value::Null);
+                return match explode_with {
+                    Some(sep) => Observed::Many(explode(&v, sep.as_deref())),
+                    None => Observed::One(v),
+                };
+            }
+            Source::Host => p.host.clone(),
+            Source::Service => p.service.clone(),
+            Source::ProcName => p.proc_name.clone(),
+            Source::Pid => p.pid.clone(),
+            Source::Thread => {
+                let t = std::thread::current();
+                match t.name() {
+                    Some(n) => Value::from(n),
+                    None => Value::from(format!("thread-{}", crate::clock::thread_no()).as_str()),
+                }
+            }
+            Source::Timestamp => Value::Int(i64::try_from(now).unwrap_or(i64::MAX)),
+            Source::Tracepoint(name) => name.clone(),
+            Source::Duration => duration.map_or(Value::Null, |d| {
+                Value::Int(i64::try_from(d).unwrap_or(i64::MAX))
+            }),
+            Source::Missing => Value::Null,
+        })
+    }
+
+    /// Every query's results since the last call, merged across threads.
+    pub(crate) fn take_results(&self) -> Vec<(u32, Aggregator)> {
+        let mut merged: HashMap<u32, Aggregator> = HashMap::new();
+        for per_thread in self.results.iter() {
+            for (id, mut a) in lock(per_thread).drain() {
+                if a.is_empty() {
+                    continue;
+                }
+                match merged.get_mut(&id) {
+                    Some(m) => m.merge(&a.take()),
+                    None => {
+                        merged.insert(id, a);
+                    }
+                }
+            }
+        }
+        let mut out: Vec<(u32, Aggregator)> = merged.into_iter().collect();
+        out.sort_by_key(|(id, _)| *id);
+        out
+    }
+
+    /// A bag that arrived in a header; a malformed one is counted and dropped.
+    pub(crate) fn decode_bag(&self, text: &str) -> Option<Arc<Baggage>> {
+        match causeway_pivot::wire::decode_text(text) {
+            Ok(bag) => {
+                lock(&self.clock).observe(bag.max_stamp());
+                Some(Arc::new(bag))
+            }
+            Err(_) => {
+                self.bags_malformed.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// A bag as header text, cut to the size limit (counted when cut); none when empty.
+    pub(crate) fn encode_bag(&self, bag: &Baggage) -> Option<String> {
+        let (text, cut) =
+            causeway_pivot::wire::encode_text_cut(bag, causeway_pivot::wire::MAX_BYTES)?;
+        if cut {
+            self.bags_overflowed.fetch_add(1, Ordering::Relaxed);
+        }
+        Some(text)
+    }
+
+    /// The drop counters.
+    pub(crate) fn counters(&self) -> Counters {
+        Counters {
+            bags_malformed: self.bags_malformed.load(Ordering::Relaxed),
+            bags_overflowed: self.bags_overflowed.load(Ordering::Relaxed),
+            fanout_dropped: self.fanout_dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Where observed export `name` (`var.export`) comes from at a callsite of `def`.
+fn source(
+    name: &str,
+    def: &TracepointDef,
+    meta: &Metadata<'_>,
+    fields: &mut Vec<&'static str>,
+) -> Source {
+    let export = name.split_once('.').map_or(name, |(_, e)| e);
+    if let Some(e) = def.exports.iter().find(|e| e.name.text == export) {
+        let Some(field) = meta.fields().field(e.field.as_str()) else {
+            return Source::Missing;
+        };
+        let at = match fields.iter().position(|f| *f == field.name()) {
+            Some(at) => at,
+            None => {
+                fields.push(field.name());
+                fields.len() - 1
+            }
+        };
+        return Source::Field(at, e.explode.clone());
+    }
+    match export {
+        "host" => Source::Host,
+        "service" => Source::Service,
+        "procName" => Source::ProcName,
+        "pid" => Source::Pid,
+        "thread" => Source::Thread,
+        "timestamp" => Source::Timestamp,
+        "tracepoint" => Source::Tracepoint(Value::from(def.name.text.as_str())),
+        DURATION_EXPORT => Source::Duration,
+        _ => Source::Missing,
+    }
+}
