@@ -93,6 +93,23 @@ impl Client {
     }
 }
 
+impl Client {
+    /// POSTs `body` as JSON.
+    pub fn post_json(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
+        self.post(path, "application/json", body.to_string().as_bytes())
+    }
+
+    /// DELETE.
+    pub fn delete(&self, path: &str) -> Result<()> {
+        let url = self.url(path);
+        let mut req = self.agent.delete(&url);
+        if let Some(t) = &self.token {
+            req = req.header("authorization", &format!("Bearer {t}"));
+        }
+        self.answer(&url, req.call()).map(|_| ())
+    }
+}
+
 /// Percent-encodes a query parameter value.
 pub fn enc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

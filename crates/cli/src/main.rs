@@ -13,6 +13,7 @@ mod client;
 mod demo;
 mod expect;
 mod import;
+mod pivot;
 mod print;
 
 use std::net::SocketAddr;
@@ -84,6 +85,10 @@ enum Command {
     /// list the reconciler's findings.
     #[command(subcommand)]
     Expect(expect::ExpectCommand),
+    /// Pivot Tracing: install causal queries over the tracepoints of running processes
+    /// and follow their results.
+    #[command(subcommand)]
+    Pivot(pivot::PivotCommand),
 }
 
 /// Where the query API is.
@@ -354,11 +359,19 @@ fn main() {
         Command::Export(a) => export(a),
         Command::Bench(a) => bench::run(a),
         Command::Expect(c) => expect::run(c),
+        Command::Pivot(c) => pivot::run(c),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

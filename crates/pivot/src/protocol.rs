@@ -113,9 +113,12 @@ pub struct Report {
     #[serde(default)]
     pub failed: Vec<InstallFailure>,
     /// Callsites registered since its last report the hub acknowledged (all of them
-    /// when the hub asked).
+    /// when the hub asked), starting at this index of the process's catalog.
     #[serde(default)]
     pub callsites: Vec<CallsiteInfo>,
+    /// The index of `callsites[0]` in the process's catalog (0: the whole catalog).
+    #[serde(default)]
+    pub callsites_from: usize,
     /// Batches the hub has not acknowledged, oldest first.
     #[serde(default)]
     pub batches: Vec<Batch>,

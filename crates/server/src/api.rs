@@ -34,6 +34,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .merge(crate::analyses::routes())
         .merge(crate::expect::routes())
         .merge(crate::jaeger::routes())
+        .merge(crate::pivot::routes(state.config.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::auth::require_token,

@@ -17,6 +17,7 @@ mod grpc;
 mod ingest;
 mod jaeger;
 mod metrics;
+mod pivot;
 mod ui;
 mod work;
 
@@ -70,6 +71,10 @@ pub struct ServerConfig {
     pub store: StoreOptions,
     /// Bounds on SQL queries.
     pub sql: SqlLimits,
+    /// Pivot Tracing tracepoint definitions loaded at start: (file name, text).
+    pub pivot_tracepoints: Vec<(String, String)>,
+    /// How often processes report Pivot Tracing results.
+    pub pivot_interval: std::time::Duration,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +93,8 @@ impl Default for ServerConfig {
             query_timeout: std::time::Duration::from_secs(60),
             store: StoreOptions::default(),
             sql: SqlLimits::default(),
+            pivot_tracepoints: Vec::new(),
+            pivot_interval: std::time::Duration::from_secs(1),
         }
     }
 }
@@ -116,6 +123,9 @@ pub enum ServerError {
     /// The store could not be opened.
     #[error(transparent)]
     Store(#[from] causeway_store::StoreError),
+    /// The Pivot Tracing hub could not start (its tracepoint files or saved state).
+    #[error("{0}")]
+    Pivot(String),
 }
 
 impl ServerConfig {
@@ -148,6 +158,7 @@ pub(crate) struct AppState {
     pub metrics: metrics::Metrics,
     pub inflight: Semaphore,
     pub scans: work::Scans,
+    pub pivot: pivot::Hub,
 }
 
 /// A server that is up; its addresses are the ones actually bound (port 0 resolved).
@@ -209,7 +220,14 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
             })
         })??;
     let store = Arc::new(store);
+    let hub = pivot::Hub::open(
+        Some(config.data_dir.join("pivot.json")),
+        config.pivot_interval,
+        &config.pivot_tracepoints,
+    )
+    .map_err(ServerError::Pivot)?;
     let state = Arc::new(AppState {
+        pivot: hub,
         store: store.clone(),
         inflight: Semaphore::new(config.max_inflight.max(1)),
         scans: work::Scans::new(config.max_scans, config.query_timeout),

@@ -191,6 +191,7 @@ impl Reporter {
                 })
                 .collect(),
             callsites,
+            callsites_from: self.callsites_sent,
             batches: self.pending.iter().cloned().collect(),
             counters: self.runtime.counters(),
         };

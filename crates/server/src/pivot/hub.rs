@@ -1,0 +1,360 @@
+//! The hub's state: the installed queries with their merged totals and time series, and
+//! the processes that report to it. Totals survive a restart: the queries, their totals
+//! and the last batch applied per process instance are saved before a report is
+//! answered, so a batch the hub acknowledged is never lost and one it did not is applied
+//! once when re-sent.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use causeway_model::source::SyntaxError;
+use causeway_pivot::aggregate::Aggregator;
+use causeway_pivot::compile::{explain, Catalog};
+use causeway_pivot::install::{load, prepare};
+use causeway_pivot::lang::ast::AggFn;
+use causeway_pivot::protocol::{
+    CallsiteInfo, Counters, Group, InstallFailure, Order, ProcessInfo, Reply, Report,
+};
+use serde::{Deserialize, Serialize};
+
+/// Buckets of the time series kept per query.
+pub(crate) const SERIES_BUCKETS: usize = 300;
+
+/// Callsites kept per process.
+const MAX_CALLSITES_PER_PROCESS: usize = 100_000;
+
+/// An installed query.
+pub(crate) struct HubQuery {
+    pub(crate) id: u32,
+    pub(crate) name: Option<String>,
+    pub(crate) query: String,
+    pub(crate) script: String,
+    pub(crate) columns: Vec<String>,
+    pub(crate) explain: String,
+    pub(crate) installed_at_ms: u64,
+    funcs: Vec<AggFn>,
+    pub(crate) totals: Aggregator,
+    /// Per interval (its start, in ms), oldest first.
+    pub(crate) series: VecDeque<(u64, Aggregator)>,
+    /// When the last partial result arrived.
+    pub(crate) last_result_ms: Option<u64>,
+}
+
+/// A process that reports.
+pub(crate) struct Process {
+    pub(crate) info: ProcessInfo,
+    pub(crate) last_seen_ms: u64,
+    pub(crate) installed: Vec<u32>,
+    pub(crate) failed: Vec<InstallFailure>,
+    pub(crate) callsites: Vec<CallsiteInfo>,
+    pub(crate) counters: Counters,
+    callsites_known: bool,
+}
+
+/// Everything the hub knows.
+pub(crate) struct HubState {
+    next_id: u32,
+    pub(crate) queries: BTreeMap<u32, HubQuery>,
+    pub(crate) processes: HashMap<u64, Process>,
+    /// The last batch applied per process instance (kept after the process leaves).
+    applied: HashMap<u64, u64>,
+    pub(crate) catalog: Catalog,
+    /// Tracepoint definitions as loaded, for listing.
+    pub(crate) definitions: Vec<(String, String)>,
+    pub(crate) interval_ms: u64,
+    /// Groups merged since start (for the benchmark and metrics).
+    pub(crate) groups_merged: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SavedQuery {
+    id: u32,
+    name: Option<String>,
+    query: String,
+    script: String,
+    installed_at_ms: u64,
+    groups: Vec<Group>,
+    overflow: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    next_id: u32,
+    queries: Vec<SavedQuery>,
+    applied: Vec<(u64, u64)>,
+}
+
+/// What installing a query answers.
+pub(crate) struct Installed {
+    pub(crate) id: u32,
+    pub(crate) name: Option<String>,
+    pub(crate) columns: Vec<String>,
+    pub(crate) explain: String,
+}
+
+impl HubState {
+    pub(crate) fn new(interval_ms: u64) -> HubState {
+        HubState {
+            next_id: 1,
+            queries: BTreeMap::new(),
+            processes: HashMap::new(),
+            applied: HashMap::new(),
+            catalog: Catalog::default(),
+            definitions: Vec::new(),
+            interval_ms: interval_ms.max(10),
+            groups_merged: 0,
+        }
+    }
+
+    /// Adds tracepoint definitions (a file's text); they replace earlier ones of the
+    /// same name.
+    pub(crate) fn define(&mut self, file: &str, text: &str) -> Result<usize, SyntaxError> {
+        let script = causeway_pivot::lang::parse(text)?;
+        let mut added = 0;
+        for item in &script.items {
+            if let causeway_pivot::lang::ast::Item::Tracepoint(t) = item {
+                let printed =
+                    causeway_pivot::lang::print_script(&causeway_pivot::lang::ast::Script {
+                        items: vec![item.clone()],
+                    });
+                self.definitions.retain(|(n, _)| *n != t.name.text);
+                self.definitions.push((t.name.text.clone(), printed));
+                added += 1;
+            }
+        }
+        if added == 0 && !script.items.is_empty() {
+            return Err(SyntaxError::new(
+                causeway_model::source::Pos { line: 1, col: 1 },
+                &format!("no tracepoint definition in {file}"),
+                "`Tracepoint NAME = ...` definitions",
+            ));
+        }
+        self.catalog.add(&script);
+        Ok(added)
+    }
+
+    /// Checks and installs a query; every process gets it with its next report.
+    pub(crate) fn install(&mut self, text: &str, now_ms: u64) -> Result<Installed, SyntaxError> {
+        let prepared = prepare(text, &self.catalog)?;
+        let id = self.next_id;
+        let loaded = load(&prepared.script, id)?;
+        self.next_id += 1;
+        let explain = explain(&prepared.plan);
+        let q = HubQuery {
+            id,
+            name: prepared.name.clone(),
+            query: prepared.query,
+            script: prepared.script,
+            columns: prepared.plan.columns.clone(),
+            explain: explain.clone(),
+            installed_at_ms: now_ms,
+            totals: Aggregator::new(&loaded.lowered.funcs),
+            funcs: loaded.lowered.funcs,
+            series: VecDeque::new(),
+            last_result_ms: None,
+        };
+        let installed = Installed {
+            id,
+            name: q.name.clone(),
+            columns: q.columns.clone(),
+            explain,
+        };
+        self.queries.insert(id, q);
+        Ok(installed)
+    }
+
+    /// Checks and explains a query without installing it.
+    pub(crate) fn explain(&self, text: &str) -> Result<String, SyntaxError> {
+        Ok(explain(&prepare(text, &self.catalog)?.plan))
+    }
+
+    /// Uninstalls a query; false if there is none with that id.
+    pub(crate) fn uninstall(&mut self, id: u32) -> bool {
+        self.queries.remove(&id).is_some()
+    }
+
+    /// Whether a process reported within the last three intervals (and 3 s).
+    pub(crate) fn connected(&self, p: &Process, now_ms: u64) -> bool {
+        now_ms.saturating_sub(p.last_seen_ms) <= (3 * self.interval_ms).max(3000)
+    }
+
+    /// Applies a report; the answer, and whether a batch was applied.
+    pub(crate) fn report(&mut self, r: Report, now_ms: u64) -> (Reply, bool) {
+        let instance = r.process.instance;
+        let mut applied = self.applied.get(&instance).copied().unwrap_or(0);
+        let p = self.processes.entry(instance).or_insert_with(|| Process {
+            info: r.process.clone(),
+            last_seen_ms: now_ms,
+            installed: Vec::new(),
+            failed: Vec::new(),
+            callsites: Vec::new(),
+            counters: Counters::default(),
+            callsites_known: false,
+        });
+        p.info = r.process;
+        p.last_seen_ms = now_ms;
+        p.installed = r.installed;
+        p.failed = r.failed;
+        p.counters = r.counters;
+        if r.callsites_from == 0 {
+            p.callsites = r.callsites;
+            p.callsites_known = true;
+        } else if p.callsites_known {
+            p.callsites.extend(r.callsites);
+        }
+        p.callsites.truncate(MAX_CALLSITES_PER_PROCESS);
+        let want_callsites = !p.callsites_known;
+        let mut changed = false;
+        let mut batches = r.batches;
+        batches.sort_by_key(|b| b.seq);
+        for b in batches {
+            if b.seq <= applied {
+                continue;
+            }
+            let bucket = b.at_ms / self.interval_ms * self.interval_ms;
+            for partial in &b.partials {
+                let Some(q) = self.queries.get_mut(&partial.query) else {
+                    // Uninstalled since: its late results have nowhere to go.
+                    continue;
+                };
+                let mut slot = series_bucket(&mut q.series, bucket, &q.funcs);
+                for g in &partial.groups {
+                    if q.totals.merge_group(&g.key, &g.states) {
+                        if let Some(s) = slot.as_deref_mut() {
+                            s.merge_group(&g.key, &g.states);
+                        }
+                        self.groups_merged += 1;
+                    }
+                }
+                q.totals.overflow = q.totals.overflow.saturating_add(partial.overflow);
+                q.last_result_ms = Some(now_ms);
+            }
+            applied = b.seq;
+            changed = true;
+        }
+        self.applied.insert(instance, applied);
+        let reply = Reply {
+            applied,
+            queries: self
+                .queries
+                .values()
+                .map(|q| Order {
+                    id: q.id,
+                    script: q.script.clone(),
+                })
+                .collect(),
+            interval_ms: self.interval_ms,
+            want_callsites,
+        };
+        (reply, changed)
+    }
+
+    /// The state worth keeping across a restart, as JSON.
+    pub(crate) fn snapshot(&self) -> Vec<u8> {
+        let saved = Saved {
+            next_id: self.next_id,
+            queries: self
+                .queries
+                .values()
+                .map(|q| SavedQuery {
+                    id: q.id,
+                    name: q.name.clone(),
+                    query: q.query.clone(),
+                    script: q.script.clone(),
+                    installed_at_ms: q.installed_at_ms,
+                    groups: q
+                        .totals
+                        .groups()
+                        .map(|(k, s)| Group {
+                            key: k.to_vec(),
+                            states: s.to_vec(),
+                        })
+                        .collect(),
+                    overflow: q.totals.overflow,
+                })
+                .collect(),
+            applied: self.applied.iter().map(|(i, s)| (*i, *s)).collect(),
+        };
+        serde_json::to_vec(&saved).unwrap_or_default()
+    }
+
+    /// Restores a snapshot; a query whose script no longer compiles is dropped.
+    pub(crate) fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let saved: Saved = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        self.next_id = saved.next_id.max(1);
+        self.applied = saved.applied.into_iter().collect();
+        for s in saved.queries {
+            let Ok(loaded) = load(&s.script, s.id) else {
+                continue;
+            };
+            let mut totals = Aggregator::new(&loaded.lowered.funcs);
+            for g in &s.groups {
+                totals.merge_group(&g.key, &g.states);
+            }
+            totals.overflow = s.overflow;
+            let explain = prepare(&s.script, &Catalog::default())
+                .map(|p| explain(&p.plan))
+                .unwrap_or_default();
+            self.next_id = self.next_id.max(s.id + 1);
+            self.queries.insert(
+                s.id,
+                HubQuery {
+                    id: s.id,
+                    name: s.name,
+                    query: s.query,
+                    script: s.script,
+                    columns: loaded.columns,
+                    explain,
+                    installed_at_ms: s.installed_at_ms,
+                    funcs: loaded.lowered.funcs,
+                    totals,
+                    series: VecDeque::new(),
+                    last_result_ms: None,
+                },
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The series bucket starting at `at` (made if new and not older than the kept window).
+fn series_bucket<'a>(
+    series: &'a mut VecDeque<(u64, Aggregator)>,
+    at: u64,
+    funcs: &[AggFn],
+) -> Option<&'a mut Aggregator> {
+    let pos = series.iter().rposition(|(t, _)| *t <= at);
+    let index = match pos {
+        Some(i) if series[i].0 == at => i,
+        Some(i) => {
+            series.insert(i + 1, (at, Aggregator::new(funcs)));
+            i + 1
+        }
+        None if series.len() >= SERIES_BUCKETS => return None,
+        None => {
+            series.push_front((at, Aggregator::new(funcs)));
+            0
+        }
+    };
+    let index = if series.len() > SERIES_BUCKETS {
+        series.pop_front();
+        index.checked_sub(1)?
+    } else {
+        index
+    };
+    series.get_mut(index).map(|(_, a)| a)
+}
+
+/// Writes a snapshot so that a crash leaves the old file or the new one, whole.
+pub(crate) fn save(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp: PathBuf = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}

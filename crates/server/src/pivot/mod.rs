@@ -1,0 +1,443 @@
+//! The Pivot Tracing hub: processes report partial results and learn the installed
+//! queries (`POST /api/pivot/agent`); operators install, list and remove queries, read
+//! their totals and time series, follow them live, and list the tracepoint definitions
+//! and the callsites processes registered.
+
+mod hub;
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use causeway_model::source::SyntaxError;
+use causeway_pivot::aggregate::Aggregator;
+use causeway_pivot::install::MAX_QUERY_BYTES;
+use causeway_pivot::matching::moments;
+use causeway_pivot::protocol::{Reply, Report};
+use causeway_pivot::value::Value;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::sync::watch;
+
+pub(crate) use hub::HubState;
+use hub::{save, HubQuery};
+
+use crate::{ApiError, AppState};
+
+/// The hub: its state, where it is saved, and a signal for live followers.
+pub(crate) struct Hub {
+    state: Mutex<HubState>,
+    file: Option<PathBuf>,
+    /// Held while a report is applied and saved: saves happen in the order of the states.
+    saving: tokio::sync::Mutex<()>,
+    changes: watch::Sender<u64>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Hub {
+    /// Opens the hub, restoring `file` if it exists, with the tracepoint definitions
+    /// `definitions` (file name, text) loaded.
+    pub(crate) fn open(
+        file: Option<PathBuf>,
+        interval: Duration,
+        definitions: &[(String, String)],
+    ) -> Result<Hub, String> {
+        let mut state = HubState::new(interval.as_millis() as u64);
+        for (name, text) in definitions {
+            state.define(name, text).map_err(|e| e.render(name, text))?;
+        }
+        if let Some(f) = &file {
+            match std::fs::read(f) {
+                Ok(bytes) => state
+                    .restore(&bytes)
+                    .map_err(|e| format!("cannot read Pivot Tracing state {}: {e}", f.display()))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("cannot read {}: {e}", f.display())),
+            }
+        }
+        Ok(Hub {
+            state: Mutex::new(state),
+            file,
+            saving: tokio::sync::Mutex::new(()),
+            changes: watch::channel(0).0,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HubState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|v| *v += 1);
+    }
+
+    /// Saves the state (on the blocking pool); an error is the server's.
+    async fn persist(&self) -> Result<(), ApiError> {
+        let Some(file) = self.file.clone() else {
+            return Ok(());
+        };
+        let bytes = self.lock().snapshot();
+        tokio::task::spawn_blocking(move || save(&file, &bytes))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?
+            .map_err(|e| ApiError::Internal(format!("saving Pivot Tracing state: {e}")))
+    }
+}
+
+pub(crate) fn routes(max_body: usize) -> Router<Arc<AppState>> {
+    Router::new()
+        .route(
+            causeway_pivot::protocol::AGENT_PATH,
+            post(agent_report).layer(DefaultBodyLimit::max(max_body)),
+        )
+        .route("/api/pivot/queries", post(install).get(list))
+        .route("/api/pivot/queries/{id}", get(one).delete(uninstall))
+        .route("/api/pivot/queries/{id}/results", get(results))
+        .route("/api/pivot/queries/{id}/stream", get(stream))
+        .route("/api/pivot/tracepoints", get(tracepoints).post(define))
+        .route("/api/pivot/explain", post(explain))
+}
+
+fn syntax(e: &SyntaxError, text: &str) -> ApiError {
+    ApiError::BadRequest(e.render("query", text))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QueryText {
+    query: String,
+}
+
+fn check_size(text: &str) -> Result<(), ApiError> {
+    if text.len() > MAX_QUERY_BYTES {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "query of {} bytes; at most {MAX_QUERY_BYTES}",
+            text.len()
+        )));
+    }
+    Ok(())
+}
+
+async fn agent_report(
+    State(app): State<Arc<AppState>>,
+    Json(report): Json<Report>,
+) -> Result<Json<Reply>, ApiError> {
+    let hub = &app.pivot;
+    let _saving = hub.saving.lock().await;
+    let (reply, changed) = hub.lock().report(report, now_ms());
+    if changed {
+        // Saved before the answer: what the hub acknowledges survives a restart.
+        hub.persist().await?;
+        hub.changed();
+    }
+    Ok(Json(reply))
+}
+
+async fn install(
+    State(app): State<Arc<AppState>>,
+    Json(body): Json<QueryText>,
+) -> Result<Response, ApiError> {
+    check_size(&body.query)?;
+    let hub = &app.pivot;
+    let _saving = hub.saving.lock().await;
+    let text = body.query;
+    let installed = hub
+        .lock()
+        .install(&text, now_ms())
+        .map_err(|e| syntax(&e, &text))?;
+    hub.persist().await?;
+    hub.changed();
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "id": installed.id,
+            "name": installed.name,
+            "columns": installed.columns,
+            "explain": installed.explain,
+        })),
+    )
+        .into_response())
+}
+
+async fn explain(
+    State(app): State<Arc<AppState>>,
+    Json(body): Json<QueryText>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    check_size(&body.query)?;
+    let text = body.query;
+    let explained = app
+        .pivot
+        .lock()
+        .explain(&text)
+        .map_err(|e| syntax(&e, &text))?;
+    Ok(Json(json!({ "explain": explained })))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProcessAck {
+    proc_name: String,
+    host: String,
+    service: String,
+    pid: u32,
+    acknowledged: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct QuerySummary {
+    id: u32,
+    name: Option<String>,
+    query: String,
+    columns: Vec<String>,
+    installed_at: u64,
+    explain: String,
+    processes: Vec<ProcessAck>,
+}
+
+fn summary(state: &HubState, q: &HubQuery, now: u64) -> QuerySummary {
+    let mut processes: Vec<ProcessAck> = state
+        .processes
+        .values()
+        .filter(|p| state.connected(p, now))
+        .map(|p| ProcessAck {
+            proc_name: p.info.proc_name.clone(),
+            host: p.info.host.clone(),
+            service: p.info.service.clone(),
+            pid: p.info.pid,
+            acknowledged: p.installed.contains(&q.id),
+            error: p
+                .failed
+                .iter()
+                .find(|f| f.query == q.id)
+                .map(|f| f.error.clone()),
+        })
+        .collect();
+    processes.sort_by(|a, b| (&a.proc_name, a.pid).cmp(&(&b.proc_name, b.pid)));
+    QuerySummary {
+        id: q.id,
+        name: q.name.clone(),
+        query: q.query.clone(),
+        columns: q.columns.clone(),
+        installed_at: q.installed_at_ms,
+        explain: q.explain.clone(),
+        processes,
+    }
+}
+
+async fn list(State(app): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    let state = app.pivot.lock();
+    let now = now_ms();
+    let queries: Vec<QuerySummary> = state
+        .queries
+        .values()
+        .map(|q| summary(&state, q, now))
+        .collect();
+    Json(json!({ "queries": queries }))
+}
+
+fn parse_id(id: &str) -> Result<u32, ApiError> {
+    id.parse()
+        .map_err(|_| ApiError::BadRequest(format!("query id {id:?} is not a number")))
+}
+
+fn not_found(id: u32) -> ApiError {
+    ApiError::NotFound(format!("no Pivot Tracing query {id}"))
+}
+
+async fn one(
+    State(app): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<QuerySummary>, ApiError> {
+    let id = parse_id(&id)?;
+    let state = app.pivot.lock();
+    let q = state.queries.get(&id).ok_or_else(|| not_found(id))?;
+    Ok(Json(summary(&state, q, now_ms())))
+}
+
+async fn uninstall(
+    State(app): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = parse_id(&id)?;
+    let hub = &app.pivot;
+    let _saving = hub.saving.lock().await;
+    if !hub.lock().uninstall(id) {
+        return Err(not_found(id));
+    }
+    hub.persist().await?;
+    hub.changed();
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SeriesPoint {
+    at: u64,
+    rows: Vec<Vec<Value>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Results {
+    id: u32,
+    name: Option<String>,
+    columns: Vec<String>,
+    rows: Vec<Vec<Value>>,
+    /// Tuples (or, merged at the hub, groups) beyond the group limit.
+    overflow: u64,
+    interval_ms: u64,
+    last_result_at: Option<u64>,
+    series: Vec<SeriesPoint>,
+}
+
+fn results_of(state: &HubState, q: &HubQuery) -> Results {
+    let rows = |a: &Aggregator| a.rows();
+    Results {
+        id: q.id,
+        name: q.name.clone(),
+        columns: q.columns.clone(),
+        rows: rows(&q.totals),
+        overflow: q.totals.overflow,
+        interval_ms: state.interval_ms,
+        last_result_at: q.last_result_ms,
+        series: q
+            .series
+            .iter()
+            .map(|(at, a)| SeriesPoint {
+                at: *at,
+                rows: rows(a),
+            })
+            .collect(),
+    }
+}
+
+async fn results(
+    State(app): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Results>, ApiError> {
+    let id = parse_id(&id)?;
+    let state = app.pivot.lock();
+    let q = state.queries.get(&id).ok_or_else(|| not_found(id))?;
+    Ok(Json(results_of(&state, q)))
+}
+
+/// Server-sent events: the results once, then again after each change (at most once per
+/// interval); ends when the query is uninstalled.
+async fn stream(
+    State(app): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let id = parse_id(&id)?;
+    let interval = {
+        let state = app.pivot.lock();
+        state.queries.get(&id).ok_or_else(|| not_found(id))?;
+        Duration::from_millis(state.interval_ms)
+    };
+    let rx = app.pivot.changes.subscribe();
+    let events =
+        futures_util::stream::unfold((app, rx, true), move |(app, mut rx, first)| async move {
+            if !first {
+                tokio::time::sleep(interval).await;
+                rx.changed().await.ok()?;
+            }
+            let data = {
+                let state = app.pivot.lock();
+                let q = state.queries.get(&id)?;
+                serde_json::to_string(&results_of(&state, q)).ok()?
+            };
+            let event: Result<Event, Infallible> = Ok(Event::default().event("results").data(data));
+            Some((event, (app, rx, false)))
+        });
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DefinitionText {
+    text: String,
+}
+
+async fn define(
+    State(app): State<Arc<AppState>>,
+    Json(body): Json<DefinitionText>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    check_size(&body.text)?;
+    let added = app
+        .pivot
+        .lock()
+        .define("tracepoints", &body.text)
+        .map_err(|e| ApiError::BadRequest(e.render("tracepoints", &body.text)))?;
+    Ok(Json(json!({ "added": added })))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CallsiteEntry {
+    #[serde(flatten)]
+    callsite: causeway_pivot::protocol::CallsiteInfo,
+    /// The processes that registered it.
+    processes: Vec<String>,
+    /// The defined tracepoints that fire at it.
+    tracepoints: Vec<String>,
+}
+
+async fn tracepoints(State(app): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    let state = app.pivot.lock();
+    let now = now_ms();
+    let mut callsites: Vec<CallsiteEntry> = Vec::new();
+    let mut index: std::collections::HashMap<causeway_pivot::protocol::CallsiteInfo, usize> =
+        std::collections::HashMap::new();
+    for p in state.processes.values().filter(|p| state.connected(p, now)) {
+        for c in &p.callsites {
+            let at = *index.entry(c.clone()).or_insert_with(|| {
+                callsites.push(CallsiteEntry {
+                    callsite: c.clone(),
+                    processes: Vec::new(),
+                    tracepoints: Vec::new(),
+                });
+                callsites.len() - 1
+            });
+            if let Some(e) = callsites.get_mut(at) {
+                e.processes.push(p.info.proc_name.clone());
+            }
+        }
+    }
+    let defs: Vec<_> = state
+        .definitions
+        .iter()
+        .filter_map(|(name, _)| state.catalog.tracepoint(name))
+        .collect();
+    for e in &mut callsites {
+        e.processes.sort();
+        e.processes.dedup();
+        e.tracepoints = defs
+            .iter()
+            .filter(|d| !moments(d, &e.callsite).is_empty())
+            .map(|d| d.name.text.clone())
+            .collect();
+    }
+    callsites.sort_by(|a, b| {
+        (&a.callsite.target, &a.callsite.name).cmp(&(&b.callsite.target, &b.callsite.name))
+    });
+    let definitions: Vec<_> = state
+        .definitions
+        .iter()
+        .map(|(name, text)| json!({ "name": name, "text": text }))
+        .collect();
+    Json(json!({ "definitions": definitions, "callsites": callsites }))
+}
