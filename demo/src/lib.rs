@@ -20,6 +20,7 @@
 mod load;
 mod metadata;
 mod peers;
+pub mod replicas;
 mod services;
 mod topology;
 

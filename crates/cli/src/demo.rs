@@ -12,7 +12,11 @@ use causeway_server::ServerConfig;
 use clap::Args;
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct DemoArgs {
+    /// Another demo system (default: the shop).
+    #[command(subcommand)]
+    system: Option<DemoSystem>,
     /// Directory of the store (default: a temporary directory removed at the end).
     #[arg(long)]
     data: Option<PathBuf>,
@@ -26,10 +30,17 @@ pub struct DemoArgs {
     duration: Option<humantime::Duration>,
 }
 
+#[derive(clap::Subcommand)]
+enum DemoSystem {
+    /// The Pivot Tracing paper's experiment: a replicated file system (a NameNode, a
+    /// DataNode per host, StressTest clients) whose replica selection is biased.
+    Replicas(crate::replicas::ReplicasArgs),
+}
+
 /// One running demo process.
-struct Node {
-    role: Role,
-    child: Child,
+pub(crate) struct Node {
+    pub(crate) label: String,
+    pub(crate) child: Child,
 }
 
 /// Addresses for every role, on free loopback ports.
@@ -57,7 +68,10 @@ fn spawn_nodes(topology: &Topology, otlp: &str) -> Result<Vec<Node>> {
             .spawn()
             .with_context(|| format!("starting the {role} process"));
         match child {
-            Ok(child) => nodes.push(Node { role, child }),
+            Ok(child) => nodes.push(Node {
+                label: role.to_string(),
+                child,
+            }),
             Err(e) => {
                 stop_nodes(nodes);
                 return Err(e);
@@ -69,16 +83,29 @@ fn spawn_nodes(topology: &Topology, otlp: &str) -> Result<Vec<Node>> {
 
 /// Waits until every role accepts connections.
 fn wait_ready(topology: &Topology, nodes: &mut [Node], within: Duration) -> Result<()> {
+    let listeners: Vec<(String, SocketAddr)> = topology
+        .iter()
+        .map(|(role, addr)| (role.to_string(), addr))
+        .collect();
+    wait_listening(&listeners, nodes, within)
+}
+
+/// Waits until each process (by label) accepts connections at its address.
+pub(crate) fn wait_listening(
+    listeners: &[(String, SocketAddr)],
+    nodes: &mut [Node],
+    within: Duration,
+) -> Result<()> {
     let deadline = Instant::now() + within;
-    for (role, addr) in topology.iter() {
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            if let Some(node) = nodes.iter_mut().find(|n| n.role == role) {
+    for (label, addr) in listeners {
+        while TcpStream::connect_timeout(addr, Duration::from_millis(200)).is_err() {
+            if let Some(node) = nodes.iter_mut().find(|n| n.label == *label) {
                 if let Ok(Some(status)) = node.child.try_wait() {
-                    bail!("the {role} process exited at start ({status})");
+                    bail!("the {label} process exited at start ({status})");
                 }
             }
             if Instant::now() > deadline {
-                bail!("the {role} process did not listen on {addr} within {within:?}");
+                bail!("the {label} process did not listen on {addr} within {within:?}");
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -87,7 +114,7 @@ fn wait_ready(topology: &Topology, nodes: &mut [Node], within: Duration) -> Resu
 }
 
 /// Closes each process's stdin (its signal to finish and flush), then waits for it.
-fn stop_nodes(mut nodes: Vec<Node>) {
+pub(crate) fn stop_nodes(mut nodes: Vec<Node>) {
     for n in &mut nodes {
         drop(n.child.stdin.take());
     }
@@ -97,7 +124,7 @@ fn stop_nodes(mut nodes: Vec<Node>) {
             match n.child.try_wait() {
                 Ok(Some(_)) | Err(_) => break,
                 Ok(None) if Instant::now() > deadline => {
-                    eprintln!("the {} process did not stop; killing it", n.role);
+                    eprintln!("the {} process did not stop; killing it", n.label);
                     let _ = n.child.kill();
                     let _ = n.child.wait();
                     break;
@@ -108,7 +135,7 @@ fn stop_nodes(mut nodes: Vec<Node>) {
     }
 }
 
-fn loopback(addr: SocketAddr) -> SocketAddr {
+pub(crate) fn loopback(addr: SocketAddr) -> SocketAddr {
     if addr.ip().is_unspecified() {
         SocketAddr::from(([127, 0, 0, 1], addr.port()))
     } else {
@@ -116,14 +143,22 @@ fn loopback(addr: SocketAddr) -> SocketAddr {
     }
 }
 
-pub fn run(a: DemoArgs) -> Result<()> {
-    let (data, temporary) = match a.data {
+/// The store's directory: the one given, or a temporary one (true) removed at the end.
+pub(crate) fn data_dir(given: Option<PathBuf>) -> (PathBuf, bool) {
+    match given {
         Some(d) => (d, false),
         None => (
             std::env::temp_dir().join(format!("causeway-demo-{}", std::process::id())),
             true,
         ),
-    };
+    }
+}
+
+pub fn run(a: DemoArgs) -> Result<()> {
+    if let Some(DemoSystem::Replicas(r)) = a.system {
+        return crate::replicas::run(r);
+    }
+    let (data, temporary) = data_dir(a.data);
     let config = ServerConfig {
         store: causeway_store::StoreOptions {
             // The demo's spans are not precious: sync in batches, not per request.

@@ -15,6 +15,7 @@ mod expect;
 mod import;
 mod pivot;
 mod print;
+mod replicas;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -51,6 +52,13 @@ enum Command {
     DemoNode {
         /// The role: frontend, catalog, recommend, orders, cache, metadata, storage-N, queue.
         role: String,
+    },
+    /// One process of `causeway demo replicas`.
+    #[command(hide = true)]
+    ReplicasNode {
+        /// `namenode`, `datanode HOST` or `client HOST INDEX`.
+        #[arg(num_args = 1..=3, required = true)]
+        args: Vec<String>,
     },
     /// Run the collector, the store, the query API and the UI.
     Serve(ServeArgs),
@@ -323,6 +331,13 @@ struct ExportArgs {
 
 fn main() {
     let cli = Cli::parse();
+    if let Command::ReplicasNode { args } = &cli.command {
+        if let Err(e) = replicas::node(args) {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Command::DemoNode { role } = &cli.command {
         // A demo process traces itself through the causeway library instead of logging.
         if let Err(e) = demo::node(role) {
@@ -343,7 +358,7 @@ fn main() {
         .init();
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
-        Command::DemoNode { .. } => Ok(()),
+        Command::DemoNode { .. } | Command::ReplicasNode { .. } => Ok(()),
         Command::Serve(a) => serve(a),
         Command::Agent(a) => agent(a),
         Command::Trace(a) => trace(a),

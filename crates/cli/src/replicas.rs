@@ -1,0 +1,369 @@
+//! `causeway demo replicas`: the Pivot Tracing paper's experiment. The server with its
+//! hub, a NameNode, one DataNode per host and StressTest clients, each this binary re-run
+//! as `causeway replicas-node ...`.
+//!
+//! With `--queries FILE --json`: installs the file's queries, waits until every process
+//! acknowledged them, runs the workload once, lets every process report its last
+//! results, prints each query's totals as one JSON object and exits 0. Without: the
+//! clients read in a loop and the UI shows the queries installed from it or the CLI.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use causeway_demo::replicas::{host_names, Layout, Node, Selection, Setup, SETUP_VAR, TRACEPOINTS};
+use causeway_server::ServerConfig;
+use clap::Args;
+use serde_json::json;
+
+use crate::client::Client;
+use crate::demo::{data_dir, loopback, stop_nodes, wait_listening};
+
+#[derive(Args)]
+pub struct ReplicasArgs {
+    /// Hosts, named A, B, C, ... (3 to 26).
+    #[arg(long, default_value_t = 8)]
+    hosts: usize,
+    /// StressTest client processes per host.
+    #[arg(long, default_value_t = 1)]
+    clients_per_host: usize,
+    /// Files each 3-host subset holds (one replica on each of its hosts).
+    #[arg(long, default_value_t = 1)]
+    files_per_set: usize,
+    /// Reads of every file by each client, one trace each.
+    #[arg(long, default_value_t = 1)]
+    reads: usize,
+    /// Bytes per read.
+    #[arg(long, default_value_t = 8192)]
+    read_size: usize,
+    /// The NameNode's static host order for remote replicas, a permutation of the host
+    /// names (e.g. `HGFEDCBA`); default alphabetical.
+    #[arg(long)]
+    order: Option<String>,
+    /// `first`: remote replicas in the static order (the paper's bug, HDFS-6268);
+    /// `random`: shuffled per request.
+    #[arg(long, default_value = "first", value_parser = ["first", "random"])]
+    selection: String,
+    /// Seed of the random order.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Install the queries in this file, run the workload once and print their totals.
+    #[arg(long)]
+    queries: Option<PathBuf>,
+    /// Print the totals as one JSON object (with --queries).
+    #[arg(long, requires = "queries")]
+    json: bool,
+    /// Directory of the store (default: a temporary directory removed at the end).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    #[command(flatten)]
+    listen: crate::Listen,
+}
+
+fn layout(a: &ReplicasArgs) -> Result<Layout> {
+    let hosts = host_names(a.hosts).map_err(|e| anyhow::anyhow!("--hosts: {e}"))?;
+    let order = match &a.order {
+        Some(o) => o.chars().map(|c| c.to_string()).collect(),
+        None => hosts.clone(),
+    };
+    let layout = Layout {
+        hosts,
+        order,
+        selection: if a.selection == "random" {
+            Selection::Random
+        } else {
+            Selection::First
+        },
+        seed: a.seed,
+        files_per_set: a.files_per_set,
+        clients_per_host: a.clients_per_host,
+        reads: a.reads,
+        read_size: a.read_size,
+    };
+    layout.check().map_err(|e| anyhow::anyhow!("--order: {e}"))?;
+    Ok(layout)
+}
+
+/// Free loopback addresses, `n` of them.
+fn free_addrs(n: usize) -> Result<Vec<SocketAddr>> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").context("finding a free port"))
+        .collect::<Result<_>>()?;
+    held.iter()
+        .map(|l| l.local_addr().context("reading a bound port"))
+        .collect()
+}
+
+fn spawn(nodes: &[Node], setup: &Setup) -> Result<Vec<crate::demo::Node>> {
+    let exe = std::env::current_exe().context("finding the causeway executable")?;
+    let env = serde_json::to_string(setup)?;
+    let mut running = Vec::new();
+    for node in nodes {
+        let child = Command::new(&exe)
+            .arg("replicas-node")
+            .args(node.args())
+            .env(SETUP_VAR, &env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {}", node.proc_name()));
+        match child {
+            Ok(child) => running.push(crate::demo::Node {
+                label: node.proc_name(),
+                child,
+            }),
+            Err(e) => {
+                stop_nodes(running);
+                return Err(e);
+            }
+        }
+    }
+    Ok(running)
+}
+
+/// Installs every query of `text`; their ids and names.
+fn install(client: &Client, text: &str, origin: &str) -> Result<Vec<(u64, String)>> {
+    let mut ids = Vec::new();
+    for (i, q) in crate::pivot::queries_of(client, text, origin)?
+        .into_iter()
+        .enumerate()
+    {
+        let r = client.post_json("/api/pivot/queries", &json!({ "query": q }))?;
+        let id = r["id"].as_u64().context("the hub answered without an id")?;
+        let name = r["name"]
+            .as_str()
+            .map_or_else(|| format!("query{}", i + 1), str::to_string);
+        ids.push((id, name));
+    }
+    Ok(ids)
+}
+
+/// Waits until each query is acknowledged by `processes` processes.
+fn wait_acknowledged(client: &Client, processes: usize, within: Duration) -> Result<()> {
+    let deadline = Instant::now() + within;
+    loop {
+        let r = client.get("/api/pivot/queries")?;
+        let queries = r["queries"].as_array().cloned().unwrap_or_default();
+        let short: Vec<String> = queries
+            .iter()
+            .filter_map(|q| {
+                let procs = q["processes"].as_array().map(Vec::as_slice).unwrap_or_default();
+                if let Some(e) = procs.iter().find_map(|p| p["error"].as_str()) {
+                    return Some(format!("query {} failed to install: {e}", q["id"]));
+                }
+                let acked = procs.iter().filter(|p| p["acknowledged"] == true).count();
+                (acked < processes).then(|| format!("query {} by {acked}/{processes}", q["id"]))
+            })
+            .collect();
+        if short.is_empty() {
+            return Ok(());
+        }
+        if let Some(e) = short.iter().find(|s| s.contains("failed")) {
+            bail!("{e}");
+        }
+        if Instant::now() > deadline {
+            bail!("not acknowledged within {within:?}: {}", short.join("; "));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn run(a: ReplicasArgs) -> Result<()> {
+    let layout = layout(&a)?;
+    let queries = match &a.queries {
+        Some(f) => Some((
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+            f.display().to_string(),
+        )),
+        None => None,
+    };
+    let once = queries.is_some();
+    let (data, temporary) = data_dir(a.data.clone());
+    let config = ServerConfig {
+        store: causeway_store::StoreOptions {
+            fsync: causeway_store::FsyncPolicy::Interval(Duration::from_millis(200)),
+            ..causeway_store::StoreOptions::default()
+        },
+        pivot_tracepoints: vec![("replicas.pivot".into(), TRACEPOINTS.into())],
+        // Short intervals when the run is scripted: acknowledgements come sooner.
+        pivot_interval: Duration::from_millis(if once { 200 } else { 1000 }),
+        ..a.listen.config(data.clone())
+    };
+    let json_out = a.json;
+    let result = crate::runtime()?.block_on(async move {
+        let server = causeway_server::start(config).await?;
+        let http = format!("http://{}", loopback(server.http_addr));
+        let result = tokio::task::block_in_place(|| {
+            drive(&layout, &http, server.ingest_addr, queries, json_out)
+        });
+        server.shutdown().await;
+        result
+    });
+    if temporary {
+        let _ = std::fs::remove_dir_all(&data);
+    }
+    result
+}
+
+fn drive(
+    layout: &Layout,
+    http: &str,
+    ingest: SocketAddr,
+    queries: Option<(String, String)>,
+    json_out: bool,
+) -> Result<()> {
+    let mut nodes = vec![Node::NameNode];
+    nodes.extend(layout.hosts.iter().map(|h| Node::DataNode(h.clone())));
+    let clients: Vec<Node> = layout
+        .hosts
+        .iter()
+        .flat_map(|h| (0..layout.clients_per_host).map(move |i| Node::Client(h.clone(), i)))
+        .collect();
+    let addrs = free_addrs(1 + layout.hosts.len())?;
+    let setup = Setup {
+        layout: layout.clone(),
+        namenode: addrs[0],
+        datanodes: layout
+            .hosts
+            .iter()
+            .cloned()
+            .zip(addrs[1..].iter().copied())
+            .collect::<BTreeMap<_, _>>(),
+        otlp: format!("http://{}/v1/traces", loopback(ingest)),
+        hub: http.to_string(),
+        repeat: queries.is_none(),
+    };
+    let mut servers = spawn(&nodes, &setup)?;
+    let listeners: Vec<(String, SocketAddr)> = nodes
+        .iter()
+        .zip(&addrs)
+        .map(|(n, a)| (n.proc_name(), *a))
+        .collect();
+    if let Err(e) = wait_listening(&listeners, &mut servers, Duration::from_secs(20)) {
+        stop_nodes(servers);
+        return Err(e);
+    }
+    let mut workers = match spawn(&clients, &setup) {
+        Ok(w) => w,
+        Err(e) => {
+            stop_nodes(servers);
+            return Err(e);
+        }
+    };
+    let client = Client::new(http, None);
+    let outcome = match &queries {
+        Some((text, origin)) => scripted(&client, text, origin, &mut workers, nodes.len() + clients.len(), json_out),
+        None => live(http, &mut workers),
+    };
+    stop_nodes(workers);
+    stop_nodes(servers);
+    let ids = outcome?;
+    if !ids.is_empty() {
+        print_totals(&client, &ids, json_out)?;
+    }
+    Ok(())
+}
+
+/// Installs the queries, starts the clients once every process runs them, and waits
+/// for the clients to finish. The queries' ids and names.
+fn scripted(
+    client: &Client,
+    text: &str,
+    origin: &str,
+    workers: &mut [crate::demo::Node],
+    processes: usize,
+    json_out: bool,
+) -> Result<Vec<(u64, String)>> {
+    let ids = install(client, text, origin)?;
+    wait_acknowledged(client, processes, Duration::from_secs(60))?;
+    if !json_out {
+        statusln!("{} queries acknowledged by {processes} processes; reading", ids.len());
+    }
+    go(workers)?;
+    for w in workers.iter_mut() {
+        let status = w.child.wait().with_context(|| format!("waiting for {}", w.label))?;
+        if !status.success() {
+            bail!("{} failed ({status})", w.label);
+        }
+    }
+    Ok(ids)
+}
+
+/// Tells every client to start.
+fn go(workers: &mut [crate::demo::Node]) -> Result<()> {
+    for w in workers.iter_mut() {
+        if let Some(stdin) = w.child.stdin.as_mut() {
+            writeln!(stdin, "go").with_context(|| format!("starting {}", w.label))?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs the clients until Ctrl-C.
+fn live(http: &str, workers: &mut [crate::demo::Node]) -> Result<Vec<(u64, String)>> {
+    go(workers)?;
+    statusln!("causeway demo replicas is running");
+    statusln!("open the UI: {http}/#/pivot");
+    statusln!("or install the paper's queries: causeway pivot install --server {http} -f demo/tracepoints/paper-queries.pivot");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let _ = rt.block_on(tokio::signal::ctrl_c());
+    statusln!("stopping");
+    Ok(Vec::new())
+}
+
+/// Prints each query's final totals.
+fn print_totals(client: &Client, ids: &[(u64, String)], json_out: bool) -> Result<()> {
+    let mut out = Vec::new();
+    for (id, name) in ids {
+        let r = client.get(&format!("/api/pivot/queries/{id}/results"))?;
+        out.push(json!({ "name": name, "columns": r["columns"], "rows": r["rows"] }));
+    }
+    if json_out {
+        outln!("{}", json!({ "queries": out }));
+        return Ok(());
+    }
+    for q in &out {
+        outln!("{}", q["name"].as_str().unwrap_or_default());
+        let header: Vec<String> = q["columns"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(crate::print::cell)
+            .collect();
+        let rows: Vec<Vec<String>> = q["rows"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|r| {
+                r.as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(crate::print::cell)
+                    .collect()
+            })
+            .collect();
+        out!("{}\n", crate::print::table(&header, &rows));
+    }
+    Ok(())
+}
+
+/// `causeway replicas-node ...`: one process of the system, set up by its parent.
+pub fn node(args: &[String]) -> Result<()> {
+    let node = Node::parse(args).map_err(|e| anyhow::anyhow!(e))?;
+    let setup: Setup = serde_json::from_str(
+        &std::env::var(SETUP_VAR)
+            .with_context(|| format!("{SETUP_VAR} is not set (replicas-node is run by causeway demo replicas)"))?,
+    )
+    .with_context(|| format!("reading {SETUP_VAR}"))?;
+    causeway_demo::replicas::run_node(node.clone(), setup)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", node.proc_name()))
+}

@@ -1,0 +1,246 @@
+//! A replicated file system modelled on the Pivot Tracing paper's HDFS setup: one
+//! metadata process (the NameNode), one storage process per host (the DataNodes) and
+//! client processes (StressTest) that read every file, each read one trace: ask the
+//! NameNode where the file is, then read from the first location it returned.
+//!
+//! Every 3-host subset of the hosts holds `files_per_set` files, one replica on each of
+//! its hosts. The NameNode lists the replica on the client's own host first, then the
+//! others in a static host order (`Selection::First`, the paper's HDFS-6268: the same
+//! DataNodes take every remote read) or shuffled (`Selection::Random`).
+//!
+//! The processes' tracepoints carry the paper's names; the definitions ship in
+//! [`TRACEPOINTS`].
+
+mod client;
+mod datanode;
+mod namenode;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::BoxError;
+
+/// The environment variable that carries the [`Setup`] to each process.
+pub const SETUP_VAR: &str = "CAUSEWAY_REPLICAS_SETUP";
+
+/// The paper's tracepoints over these processes' callsites.
+pub const TRACEPOINTS: &str = include_str!("../../tracepoints/replicas.pivot");
+
+/// The paper's queries Q1-Q7, as printed in it.
+pub const PAPER_QUERIES: &str = include_str!("../../tracepoints/paper-queries.pivot");
+
+/// How the NameNode orders the replicas after the client's own host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Selection {
+    /// In the static host order (the paper's bug).
+    First,
+    /// Shuffled per request.
+    Random,
+}
+
+/// The file system's shape and the workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Layout {
+    /// Host names: `A`, `B`, ...
+    pub hosts: Vec<String>,
+    /// The static order of hosts the NameNode lists remote replicas in.
+    pub order: Vec<String>,
+    /// First or random.
+    pub selection: Selection,
+    /// Seed of the random order.
+    pub seed: u64,
+    /// Files per 3-host subset.
+    pub files_per_set: usize,
+    /// Client processes per host.
+    pub clients_per_host: usize,
+    /// Reads of each file per client.
+    pub reads: usize,
+    /// Bytes per read.
+    pub read_size: usize,
+}
+
+/// A file and the hosts of its replicas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct File {
+    /// Its path, `/A-B-C/0`.
+    pub name: String,
+    /// The hosts holding it, in host-name order.
+    pub replicas: Vec<String>,
+}
+
+/// Host names for `n` hosts: `A` ... `Z`.
+pub fn host_names(n: usize) -> Result<Vec<String>, String> {
+    if !(3..=26).contains(&n) {
+        return Err(format!("{n} hosts; between 3 and 26 (named A to Z)"));
+    }
+    Ok((0..n).map(|i| ((b'A' + i as u8) as char).to_string()).collect())
+}
+
+impl Layout {
+    /// Checks that `order` is a permutation of the hosts.
+    pub fn check(&self) -> Result<(), String> {
+        let mut a = self.hosts.clone();
+        let mut b = self.order.clone();
+        a.sort();
+        b.sort();
+        if a != b {
+            return Err(format!(
+                "order {:?} is not a permutation of the hosts {:?}",
+                self.order.join(""),
+                self.hosts.join("")
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every file: `files_per_set` for each 3-host subset.
+    pub fn files(&self) -> Vec<File> {
+        let h = &self.hosts;
+        let mut out = Vec::new();
+        for i in 0..h.len() {
+            for j in i + 1..h.len() {
+                for k in j + 1..h.len() {
+                    for n in 0..self.files_per_set {
+                        out.push(File {
+                            name: format!("/{}-{}-{}/{n}", h[i], h[j], h[k]),
+                            replicas: vec![h[i].clone(), h[j].clone(), h[k].clone()],
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The replicas of `file` in the order the NameNode returns them to a client on
+    /// `client_host`: its own host first, then the static order (or shuffled by `rng`).
+    pub fn locations(&self, file: &File, client_host: &str, rng: Option<&mut fastrand::Rng>) -> Vec<String> {
+        let mut remote: Vec<String> = self
+            .order
+            .iter()
+            .filter(|h| file.replicas.contains(h) && h.as_str() != client_host)
+            .cloned()
+            .collect();
+        if let (Selection::Random, Some(rng)) = (self.selection, rng) {
+            rng.shuffle(&mut remote);
+        }
+        let mut out = Vec::with_capacity(3);
+        if file.replicas.iter().any(|h| h == client_host) {
+            out.push(client_host.to_string());
+        }
+        out.extend(remote);
+        out
+    }
+}
+
+/// What every process of the system is told: the layout, the addresses, where to report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Setup {
+    /// The file system and workload.
+    pub layout: Layout,
+    /// The NameNode's address.
+    pub namenode: SocketAddr,
+    /// Each host's DataNode.
+    pub datanodes: BTreeMap<String, SocketAddr>,
+    /// OTLP/HTTP traces URL.
+    pub otlp: String,
+    /// The hub (the server's query API).
+    pub hub: String,
+    /// Clients repeat the workload until stopped (else they run it once and exit).
+    pub repeat: bool,
+}
+
+/// One process of the system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    /// The metadata process.
+    NameNode,
+    /// The storage process of a host.
+    DataNode(String),
+    /// Client `index` of a host.
+    Client(String, usize),
+}
+
+impl Node {
+    /// The arguments of `causeway demo-node` that start it.
+    pub fn args(&self) -> Vec<String> {
+        match self {
+            Node::NameNode => vec!["namenode".into()],
+            Node::DataNode(h) => vec!["datanode".into(), h.clone()],
+            Node::Client(h, i) => vec!["client".into(), h.clone(), i.to_string()],
+        }
+    }
+
+    /// Parses [`Node::args`].
+    pub fn parse(args: &[String]) -> Result<Node, String> {
+        match args {
+            [n] if n == "namenode" => Ok(Node::NameNode),
+            [n, h] if n == "datanode" => Ok(Node::DataNode(h.clone())),
+            [n, h, i] if n == "client" => i
+                .parse()
+                .map(|i| Node::Client(h.clone(), i))
+                .map_err(|_| format!("client index {i:?} is not a number")),
+            _ => Err(format!(
+                "{args:?}: expected `namenode`, `datanode HOST` or `client HOST INDEX`"
+            )),
+        }
+    }
+
+    /// Its host (the NameNode's is `nn`).
+    pub fn host(&self) -> &str {
+        match self {
+            Node::NameNode => "nn",
+            Node::DataNode(h) | Node::Client(h, _) => h,
+        }
+    }
+
+    fn service(&self) -> &'static str {
+        match self {
+            Node::NameNode => "namenode",
+            Node::DataNode(_) => "datanode",
+            Node::Client(..) => "client",
+        }
+    }
+
+    /// The process name queries see as `procName`.
+    pub fn proc_name(&self) -> String {
+        match self {
+            Node::NameNode => "NameNode".into(),
+            Node::DataNode(h) => format!("DataNode-{h}"),
+            Node::Client(h, i) => format!("StressTest-{h}-{i}"),
+        }
+    }
+}
+
+/// Runs one process until its work is done (a client) or stdin closes.
+pub fn run_node(node: Node, setup: Setup) -> Result<(), BoxError> {
+    let mut config = causeway::Config::new(node.service())
+        .with_process_name(node.proc_name())
+        .with_pivot_hub(setup.hub.clone());
+    config.host = node.host().to_owned();
+    config.otlp_endpoint = Some(setup.otlp.clone());
+    config.shutdown_timeout = Duration::from_secs(10);
+    config.targets = Some(
+        tracing_subscriber::filter::Targets::new()
+            .with_target("replicas", tracing::Level::TRACE)
+            .with_target("causeway", tracing::Level::TRACE),
+    );
+    let guard = causeway::init(config)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(async {
+        match &node {
+            Node::NameNode => namenode::serve(&setup, crate::stopped()).await,
+            Node::DataNode(h) => datanode::serve(&setup, h, crate::stopped()).await,
+            Node::Client(h, _) => client::run(&setup, h).await,
+        }
+    });
+    drop(runtime);
+    drop(guard); // flushes the last spans and reports the last results
+    result
+}
