@@ -84,7 +84,9 @@ fn layout(a: &ReplicasArgs) -> Result<Layout> {
         reads: a.reads,
         read_size: a.read_size,
     };
-    layout.check().map_err(|e| anyhow::anyhow!("--order: {e}"))?;
+    layout
+        .check()
+        .map_err(|e| anyhow::anyhow!("--order: {e}"))?;
     Ok(layout)
 }
 
@@ -151,7 +153,10 @@ fn wait_acknowledged(client: &Client, processes: usize, within: Duration) -> Res
         let short: Vec<String> = queries
             .iter()
             .filter_map(|q| {
-                let procs = q["processes"].as_array().map(Vec::as_slice).unwrap_or_default();
+                let procs = q["processes"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
                 if let Some(e) = procs.iter().find_map(|p| p["error"].as_str()) {
                     return Some(format!("query {} failed to install: {e}", q["id"]));
                 }
@@ -256,7 +261,14 @@ fn drive(
     };
     let client = Client::new(http, None);
     let outcome = match &queries {
-        Some((text, origin)) => scripted(&client, text, origin, &mut workers, nodes.len() + clients.len(), json_out),
+        Some((text, origin)) => scripted(
+            &client,
+            text,
+            origin,
+            &mut workers,
+            nodes.len() + clients.len(),
+            json_out,
+        ),
         None => live(http, &mut workers),
     };
     stop_nodes(workers);
@@ -281,11 +293,17 @@ fn scripted(
     let ids = install(client, text, origin)?;
     wait_acknowledged(client, processes, Duration::from_secs(60))?;
     if !json_out {
-        statusln!("{} queries acknowledged by {processes} processes; reading", ids.len());
+        statusln!(
+            "{} queries acknowledged by {processes} processes; reading",
+            ids.len()
+        );
     }
     go(workers)?;
     for w in workers.iter_mut() {
-        let status = w.child.wait().with_context(|| format!("waiting for {}", w.label))?;
+        let status = w
+            .child
+            .wait()
+            .with_context(|| format!("waiting for {}", w.label))?;
         if !status.success() {
             bail!("{} failed ({status})", w.label);
         }
@@ -306,9 +324,10 @@ fn go(workers: &mut [crate::demo::Node]) -> Result<()> {
 /// Runs the clients until Ctrl-C.
 fn live(http: &str, workers: &mut [crate::demo::Node]) -> Result<Vec<(u64, String)>> {
     go(workers)?;
-    statusln!("causeway demo replicas is running");
-    statusln!("open the UI: {http}/#/pivot");
-    statusln!("or install the paper's queries: causeway pivot install --server {http} -f demo/tracepoints/paper-queries.pivot");
+    statusln!("causeway demo replicas is running; the query API and UI are at {http}");
+    statusln!("install the paper's queries: causeway pivot install --server {http} -f demo/tracepoints/paper-queries.pivot");
+    statusln!("follow one: causeway pivot run --server {http} 'From d In DN.DataTransferProtocol GroupBy d.host Select d.host, COUNT'");
+    statusln!("Ctrl-C stops everything");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -359,10 +378,9 @@ fn print_totals(client: &Client, ids: &[(u64, String)], json_out: bool) -> Resul
 /// `causeway replicas-node ...`: one process of the system, set up by its parent.
 pub fn node(args: &[String]) -> Result<()> {
     let node = Node::parse(args).map_err(|e| anyhow::anyhow!(e))?;
-    let setup: Setup = serde_json::from_str(
-        &std::env::var(SETUP_VAR)
-            .with_context(|| format!("{SETUP_VAR} is not set (replicas-node is run by causeway demo replicas)"))?,
-    )
+    let setup: Setup = serde_json::from_str(&std::env::var(SETUP_VAR).with_context(|| {
+        format!("{SETUP_VAR} is not set (replicas-node is run by causeway demo replicas)")
+    })?)
     .with_context(|| format!("reading {SETUP_VAR}"))?;
     causeway_demo::replicas::run_node(node.clone(), setup)
         .map_err(|e| anyhow::anyhow!("{}: {e}", node.proc_name()))
