@@ -244,28 +244,17 @@ fn list(a: Answer) -> Result<()> {
     Ok(())
 }
 
-/// Totals as a table.
-fn results_table(r: &Value) -> String {
-    let header: Vec<String> = r["columns"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+/// The elements of a JSON array (none for anything else).
+pub fn items(v: &Value) -> &[Value] {
+    v.as_array().map(Vec::as_slice).unwrap_or_default()
+}
+
+/// Results (`columns` and `rows`) as a table.
+pub fn results_table(r: &Value) -> String {
+    let header: Vec<String> = items(&r["columns"]).iter().map(cell).collect();
+    let rows: Vec<Vec<String>> = items(&r["rows"])
         .iter()
-        .map(cell)
-        .collect();
-    let rows: Vec<Vec<String>> = r["rows"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .map(|row| {
-            row.as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-                .iter()
-                .map(cell)
-                .collect()
-        })
+        .map(|row| items(row).iter().map(cell).collect())
         .collect();
     table(&header, &rows)
 }
@@ -296,10 +285,7 @@ fn run_live(a: RunArgs) -> Result<()> {
                 let acks = tokio::task::block_in_place(|| {
                     client.get(&format!("/api/pivot/queries/{id}"))
                 })?;
-                let procs = acks["processes"]
-                    .as_array()
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
+                let procs = items(&acks["processes"]);
                 let acked = procs.iter().filter(|p| p["acknowledged"] == true).count();
                 // Clears the screen on a terminal, so the table stays in place.
                 if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
@@ -346,21 +332,10 @@ fn tracepoints(a: TracepointsArgs) -> Result<()> {
     {
         outln!("{}\n", d["text"].as_str().unwrap_or_default());
     }
-    let rows: Vec<Vec<String>> = r["callsites"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    let rows: Vec<Vec<String>> = items(&r["callsites"])
         .iter()
         .map(|c| {
-            let list = |v: &Value| {
-                v.as_array()
-                    .map(Vec::as_slice)
-                    .unwrap_or_default()
-                    .iter()
-                    .map(cell)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
+            let list = |v: &Value| items(v).iter().map(cell).collect::<Vec<_>>().join(",");
             vec![
                 cell(&c["kind"]),
                 cell(&c["target"]),

@@ -153,10 +153,7 @@ fn wait_acknowledged(client: &Client, processes: usize, within: Duration) -> Res
         let short: Vec<String> = queries
             .iter()
             .filter_map(|q| {
-                let procs = q["processes"]
-                    .as_array()
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
+                let procs = crate::pivot::items(&q["processes"]);
                 if let Some(e) = procs.iter().find_map(|p| p["error"].as_str()) {
                     return Some(format!("query {} failed to install: {e}", q["id"]));
                 }
@@ -349,28 +346,7 @@ fn print_totals(client: &Client, ids: &[(u64, String)], json_out: bool) -> Resul
     }
     for q in &out {
         outln!("{}", q["name"].as_str().unwrap_or_default());
-        let header: Vec<String> = q["columns"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
-            .map(crate::print::cell)
-            .collect();
-        let rows: Vec<Vec<String>> = q["rows"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
-            .map(|r| {
-                r.as_array()
-                    .map(Vec::as_slice)
-                    .unwrap_or_default()
-                    .iter()
-                    .map(crate::print::cell)
-                    .collect()
-            })
-            .collect();
-        out!("{}\n", crate::print::table(&header, &rows));
+        out!("{}\n", crate::pivot::results_table(q));
     }
     Ok(())
 }

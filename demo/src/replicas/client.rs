@@ -16,7 +16,8 @@ pub(super) async fn run(setup: &Setup, host: &str) -> Result<(), BoxError> {
     loop {
         for file in &files {
             for _ in 0..setup.layout.reads {
-                let op = tracing::info_span!(target: "replicas::client", "do_next_op", src = %file.name);
+                let op =
+                    tracing::info_span!(target: "replicas::client", "do_next_op", src = %file.name);
                 read(&http, setup, host, file).instrument(op).await?;
                 if setup.repeat {
                     // Live mode: a steady trickle, not a busy loop.
@@ -42,21 +43,31 @@ async fn wait_for_go() -> Result<(), BoxError> {
     Ok(())
 }
 
-async fn read(http: &reqwest::Client, setup: &Setup, host: &str, file: &File) -> Result<(), BoxError> {
+async fn read(
+    http: &reqwest::Client,
+    setup: &Setup,
+    host: &str,
+    file: &File,
+) -> Result<(), BoxError> {
     let nn = setup.namenode;
     // File names are `/A-B-C/0`: nothing in them needs escaping in a query string.
     let answer = async {
-        http.get(format!("http://{nn}/locations?file={}&client={host}", file.name))
-            .send_traced()
-            .await?
-            .error_for_status()?
-            .bytes()
-            .await
+        http.get(format!(
+            "http://{nn}/locations?file={}&client={host}",
+            file.name
+        ))
+        .send_traced()
+        .await?
+        .error_for_status()?
+        .bytes()
+        .await
     }
     .instrument(tracing::info_span!(target: "replicas::client", "get_block_locations"))
     .await?;
     let locations: Vec<String> = serde_json::from_slice(&answer)?;
-    let first = locations.first().ok_or("the NameNode returned no location")?;
+    let first = locations
+        .first()
+        .ok_or("the NameNode returned no location")?;
     let dn = setup
         .datanodes
         .get(first)

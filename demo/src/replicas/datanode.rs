@@ -30,10 +30,15 @@ pub(super) async fn serve(
         .get(host)
         .ok_or_else(|| format!("no DataNode address for host {host}"))?;
     let app = Router::new()
-        .route("/read", get(|Query(r): Query<Read>| read_block(r.file, r.size)))
+        .route(
+            "/read",
+            get(|Query(r): Query<Read>| read_block(r.file, r.size)),
+        )
         .layer(TraceLayer::new());
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    axum::serve(listener, app).with_graceful_shutdown(stop).await?;
+    axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await?;
     Ok(())
 }
 

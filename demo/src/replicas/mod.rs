@@ -77,7 +77,9 @@ pub fn host_names(n: usize) -> Result<Vec<String>, String> {
     if !(3..=26).contains(&n) {
         return Err(format!("{n} hosts; between 3 and 26 (named A to Z)"));
     }
-    Ok((0..n).map(|i| ((b'A' + i as u8) as char).to_string()).collect())
+    Ok((0..n)
+        .map(|i| ((b'A' + i as u8) as char).to_string())
+        .collect())
 }
 
 impl Layout {
@@ -118,7 +120,12 @@ impl Layout {
 
     /// The replicas of `file` in the order the NameNode returns them to a client on
     /// `client_host`: its own host first, then the static order (or shuffled by `rng`).
-    pub fn locations(&self, file: &File, client_host: &str, rng: Option<&mut fastrand::Rng>) -> Vec<String> {
+    pub fn locations(
+        &self,
+        file: &File,
+        client_host: &str,
+        rng: Option<&mut fastrand::Rng>,
+    ) -> Vec<String> {
         let mut remote: Vec<String> = self
             .order
             .iter()

@@ -26,7 +26,10 @@ struct Locate {
     client: String,
 }
 
-pub(super) async fn serve(setup: &Setup, stop: impl Future<Output = ()> + Send + 'static) -> Result<(), BoxError> {
+pub(super) async fn serve(
+    setup: &Setup,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), BoxError> {
     let nn = Arc::new(NameNode {
         files: setup
             .layout
@@ -42,7 +45,9 @@ pub(super) async fn serve(setup: &Setup, stop: impl Future<Output = ()> + Send +
         .layer(TraceLayer::new())
         .with_state(nn);
     let listener = tokio::net::TcpListener::bind(setup.namenode).await?;
-    axum::serve(listener, app).with_graceful_shutdown(stop).await?;
+    axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await?;
     Ok(())
 }
 
