@@ -221,7 +221,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         })??;
     let store = Arc::new(store);
     let hub = pivot::Hub::open(
-        Some(config.data_dir.join("pivot.json")),
+        config.data_dir.join("pivot.json"),
         config.pivot_interval,
         &config.pivot_tracepoints,
     )

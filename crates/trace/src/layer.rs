@@ -12,6 +12,7 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::clock::now_raw;
+use crate::pivot::Hooks;
 use crate::record::{Recording, SpanRecord};
 
 /// The `tracing` Layer that records spans for Causeway. Build it with
@@ -54,7 +55,7 @@ where
         // `context::with_record` gives it one). This keeps unsampled spans cheap. A span
         // whose close, entry or fields a Pivot Tracing query reads gets a record.
         if inherited.as_ref().is_some_and(|p| !p.is_sampled())
-            && !(self.shared.pivot.active() && self.shared.pivot.hooks(attrs.metadata()).is_some())
+            && self.shared.pivot.hooks(attrs.metadata()).is_none()
         {
             return;
         }
@@ -93,8 +94,8 @@ where
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
-        if self.shared.pivot.active() {
-            self.pivot_event(event, &ctx);
+        if let Some(hooks) = self.shared.pivot.hooks(event.metadata()) {
+            self.pivot_event(&hooks, event, &ctx);
         }
         let Some(span) = ctx.event_span(event) else {
             return;
@@ -158,19 +159,19 @@ where
 
 impl CausewayLayer {
     /// Runs the advice at an event with the bag of the nearest recorded span around it.
-    fn pivot_event<S>(&self, event: &tracing::Event<'_>, ctx: &Context<'_, S>)
+    fn pivot_event<S>(&self, hooks: &Hooks, event: &tracing::Event<'_>, ctx: &Context<'_, S>)
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         if let Some(span) = ctx.event_span(event) {
             for s in span.scope() {
                 if let Some(r) = s.extensions_mut().get_mut::<SpanRecord>() {
-                    self.shared.pivot_event(event, &mut r.bag);
+                    self.shared.pivot_event(hooks, event, &mut r.bag);
                     return;
                 }
             }
         }
-        self.shared.pivot_event(event, &mut None);
+        self.shared.pivot_event(hooks, event, &mut None);
     }
 
     /// Runs the advice at a span's entry or exit.

@@ -22,7 +22,7 @@ use causeway_pivot::lang::ast::ProbeKind;
 use crate::clock::{new_span_id, new_trace_id, now_raw, raw_to_unix, thread_cpu_ns, thread_no};
 use crate::lane::{Counts, Entry, Extra, RawName, RawValue, TEXT_CHUNK};
 use crate::pipeline::Pipeline;
-use crate::pivot::{Capture, Runtime, TracepointSpan};
+use crate::pivot::{Capture, Hooks, Runtime, TracepointSpan};
 use crate::propagation::{Baggage, Extracted, SpanContext, TraceState, FLAG_SAMPLED};
 use crate::sampling::SamplerState;
 
@@ -601,18 +601,20 @@ impl Recording {
         record
     }
 
-    /// Runs the advice at an event, with the bag of the span it happened in.
-    pub(crate) fn pivot_event(&self, event: &tracing::Event<'_>, bag: &mut Option<Arc<PivotBag>>) {
-        let Some(hooks) = self.pivot.hooks(event.metadata()) else {
-            return;
-        };
+    /// Runs the advice `hooks` (the event's callsite's) at an event, with the bag of the
+    /// span it happened in.
+    pub(crate) fn pivot_event(
+        &self,
+        hooks: &Hooks,
+        event: &tracing::Event<'_>,
+        bag: &mut Option<Arc<PivotBag>>,
+    ) {
         let mut fields = hooks.empty_fields();
         event.record(&mut Capture {
             wanted: &hooks.fields,
             values: &mut fields,
         });
-        self.pivot
-            .fire(&hooks, ProbeKind::Event, &fields, None, bag);
+        self.pivot.fire(hooks, ProbeKind::Event, &fields, None, bag);
     }
 
     /// Runs the advice at a span's entry or exit.

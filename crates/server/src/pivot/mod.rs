@@ -17,7 +17,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use causeway_model::source::SyntaxError;
-use causeway_pivot::aggregate::Aggregator;
 use causeway_pivot::install::MAX_QUERY_BYTES;
 use causeway_pivot::matching::moments;
 use causeway_pivot::protocol::{Reply, Report};
@@ -34,7 +33,7 @@ use crate::{ApiError, AppState};
 /// The hub: its state, where it is saved, and a signal for live followers.
 pub(crate) struct Hub {
     state: Mutex<HubState>,
-    file: Option<PathBuf>,
+    file: PathBuf,
     /// Held while a report is applied and saved: saves happen in the order of the states.
     saving: tokio::sync::Mutex<()>,
     changes: watch::Sender<u64>,
@@ -50,7 +49,7 @@ impl Hub {
     /// Opens the hub, restoring `file` if it exists, with the tracepoint definitions
     /// `definitions` (file name, text) loaded.
     pub(crate) fn open(
-        file: Option<PathBuf>,
+        file: PathBuf,
         interval: Duration,
         definitions: &[(String, String)],
     ) -> Result<Hub, String> {
@@ -58,14 +57,12 @@ impl Hub {
         for (name, text) in definitions {
             state.define(name, text).map_err(|e| e.render(name, text))?;
         }
-        if let Some(f) = &file {
-            match std::fs::read(f) {
-                Ok(bytes) => state
-                    .restore(&bytes)
-                    .map_err(|e| format!("cannot read Pivot Tracing state {}: {e}", f.display()))?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(format!("cannot read {}: {e}", f.display())),
-            }
+        match std::fs::read(&file) {
+            Ok(bytes) => state
+                .restore(&bytes)
+                .map_err(|e| format!("cannot read Pivot Tracing state {}: {e}", file.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
         }
         Ok(Hub {
             state: Mutex::new(state),
@@ -85,9 +82,7 @@ impl Hub {
 
     /// Saves the state (on the blocking pool); an error is the server's.
     async fn persist(&self) -> Result<(), ApiError> {
-        let Some(file) = self.file.clone() else {
-            return Ok(());
-        };
+        let file = self.file.clone();
         let bytes = self.lock().snapshot();
         tokio::task::spawn_blocking(move || save(&file, &bytes))
             .await
@@ -306,12 +301,11 @@ struct Results {
 }
 
 fn results_of(state: &HubState, q: &HubQuery) -> Results {
-    let rows = |a: &Aggregator| a.rows();
     Results {
         id: q.id,
         name: q.name.clone(),
         columns: q.columns.clone(),
-        rows: rows(&q.totals),
+        rows: q.totals.rows(),
         overflow: q.totals.overflow,
         interval_ms: state.interval_ms,
         last_result_at: q.last_result_ms,
@@ -320,7 +314,7 @@ fn results_of(state: &HubState, q: &HubQuery) -> Results {
             .iter()
             .map(|(at, a)| SeriesPoint {
                 at: *at,
-                rows: rows(a),
+                rows: a.rows(),
             })
             .collect(),
     }

@@ -89,11 +89,7 @@ impl Agent {
     /// Stops the agent after a last report that takes every result so far; waits at
     /// most `timeout` for the hub to apply it.
     pub(crate) fn shutdown(mut self, timeout: Duration) {
-        {
-            let (m, cv) = &*self.signal;
-            m.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
-            cv.notify_all();
-        }
+        self.signal_stop();
         let Some(t) = self.thread.take() else { return };
         let deadline = Instant::now() + timeout;
         while !t.is_finished() && Instant::now() < deadline {
@@ -105,11 +101,17 @@ impl Agent {
     }
 }
 
-impl Drop for Agent {
-    fn drop(&mut self) {
+impl Agent {
+    fn signal_stop(&self) {
         let (m, cv) = &*self.signal;
         m.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
         cv.notify_all();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.signal_stop();
     }
 }
 

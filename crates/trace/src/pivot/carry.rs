@@ -43,14 +43,24 @@ pub(crate) fn with_bag<R>(
 }
 
 /// Moves a bag that arrived in W3C baggage into `bag` (when the process runs queries).
+/// Inlined: every root span asks.
+#[inline]
 pub(crate) fn take_from_baggage(
     runtime: &Runtime,
     w3c: &mut Option<Arc<W3cBaggage>>,
     bag: &mut Option<Arc<Baggage>>,
 ) {
-    if !runtime.active() {
+    if !runtime.active() || w3c.is_none() {
         return;
     }
+    move_member(runtime, w3c, bag);
+}
+
+fn move_member(
+    runtime: &Runtime,
+    w3c: &mut Option<Arc<W3cBaggage>>,
+    bag: &mut Option<Arc<Baggage>>,
+) {
     let Some(b) = w3c.as_mut() else { return };
     if b.get(BAGGAGE_MEMBER).is_none() {
         return;

@@ -274,11 +274,17 @@ impl Runtime {
         )
     }
 
-    /// The advice at a callsite, worked out on its first hit after an install.
+    /// The advice at a callsite, worked out on its first hit after an install. Inlined:
+    /// every span and event asks, and with nothing installed the answer is one load.
+    #[inline]
     pub(crate) fn hooks(&self, meta: &Metadata<'_>) -> Option<Arc<Hooks>> {
         if !self.active() {
             return None;
         }
+        self.cached_hooks(meta)
+    }
+
+    fn cached_hooks(&self, meta: &Metadata<'_>) -> Option<Arc<Hooks>> {
         let id = meta.callsite();
         if let Some(h) = self
             .hooks
@@ -407,12 +413,12 @@ impl Runtime {
     pub(crate) fn take_results(&self) -> Vec<(u32, Aggregator)> {
         let mut merged: HashMap<u32, Aggregator> = HashMap::new();
         for per_thread in self.results.iter() {
-            for (id, mut a) in lock(per_thread).drain() {
+            for (id, a) in lock(per_thread).drain() {
                 if a.is_empty() {
                     continue;
                 }
                 match merged.get_mut(&id) {
-                    Some(m) => m.merge(&a.take()),
+                    Some(m) => m.merge(&a),
                     None => {
                         merged.insert(id, a);
                     }

@@ -130,7 +130,7 @@ impl CausewaySubscriber {
 
     /// Whether an installed Pivot Tracing query has advice at this callsite.
     fn queried(&self, metadata: &Metadata<'_>) -> bool {
-        self.recording.pivot.active() && self.recording.pivot.hooks(metadata).is_some()
+        self.recording.pivot.hooks(metadata).is_some()
     }
 
     /// Runs `f` on the Pivot Tracing runtime and the bag of span `id` (an alias's is its
@@ -394,14 +394,15 @@ impl tracing_core::Subscriber for CausewaySubscriber {
             None => None,
         };
         let parent = parent.and_then(|p| self.seen_through(p));
-        if self.recording.pivot.active() {
+        // Only an event a query has advice at takes its span's lock for the bag.
+        if let Some(hooks) = self.recording.pivot.hooks(event.metadata()) {
             let fired = parent.and_then(|p| {
                 self.slots.with(p & !ALIAS, |l| {
-                    self.recording.pivot_event(event, &mut l.record.bag)
+                    self.recording.pivot_event(&hooks, event, &mut l.record.bag)
                 })
             });
             if fired.is_none() {
-                self.recording.pivot_event(event, &mut None);
+                self.recording.pivot_event(&hooks, event, &mut None);
             }
         }
         let Some(id) = parent.filter(|p| p & ALIAS == 0) else {
