@@ -36,7 +36,12 @@ fuzz_target!(|data: &[u8]| {
     match parse(&text) {
         Ok(file) => {
             let printed = file.to_string();
-            parse(&printed).expect("printed text parses");
+            // The printer brackets a whole expression (a constant few levels, never one
+            // per level: `printed_deep_nesting_parses_again` holds it to that), so text
+            // at the very limit may print past it; that is the only refusal allowed.
+            if let Err(e) = parse(&printed) {
+                assert!(e.found.contains("nested more than"), "printed text fails: {e}");
+            }
         }
         Err(e) => {
             assert!(e.line >= 1 && e.col >= 1, "{e}");

@@ -302,6 +302,45 @@ impl Display for SetExpr {
     }
 }
 
+/// How tightly a binary operator binds (the parser's levels, `**` tightest).
+fn binding(op: &str) -> usize {
+    match op {
+        "&&" | "||" | "->" => 0,
+        "<=" | ">=" | "==" | "!=" | "<" | ">" => 1,
+        "+" | "-" => 2,
+        "*" | "/" => 3,
+        _ => 4,
+    }
+}
+
+/// `a op b` without outer parentheses, its operands bracketed only where the parser
+/// needs it: a chain prints as the flat text it was parsed from, so the printed text
+/// nests no deeper than the parsed one (plus the outer brackets) and parses again under
+/// the nesting limit.
+fn write_bin(f: &mut Formatter<'_>, op: &str, a: &Expr, b: &Expr) -> fmt::Result {
+    let level = binding(op);
+    let right_assoc = op == "**";
+    // Left operand: bare when it binds tighter, or as tight on a left-associative level.
+    match a {
+        Expr::Bin(inner, x, y)
+            if binding(inner) > level || (binding(inner) == level && !right_assoc) =>
+        {
+            write_bin(f, inner, x, y)?
+        }
+        _ => write!(f, "{a}")?,
+    }
+    write!(f, " {op} ")?;
+    // Right operand: bare when it binds tighter, or as tight on the right-associative one.
+    match b {
+        Expr::Bin(inner, x, y)
+            if binding(inner) > level || (binding(inner) == level && right_assoc) =>
+        {
+            write_bin(f, inner, x, y)
+        }
+        _ => write!(f, "{b}"),
+    }
+}
+
 impl Display for Expr {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self {
@@ -312,8 +351,21 @@ impl Display for Expr {
             Expr::Neg(e) => write!(f, "-{e}"),
             // In parentheses: `!` takes the whole comparison after it, so `(!a) + 1`
             // must not print as `!a + 1`.
-            Expr::Not(e) => write!(f, "(!{e})"),
-            Expr::Bin(op, a, b) => write!(f, "({a} {op} {b})"),
+            Expr::Not(e) => {
+                // `!!x` once bracketed, not `(!(!x))`: no deeper than it was parsed.
+                write!(f, "(!")?;
+                let mut inner = &**e;
+                while let Expr::Not(next) = inner {
+                    write!(f, "!")?;
+                    inner = next;
+                }
+                write!(f, "{inner})")
+            }
+            Expr::Bin(op, a, b) => {
+                write!(f, "(")?;
+                write_bin(f, op, a, b)?;
+                write!(f, ")")
+            }
             Expr::In(x, w) => match &**w {
                 Within::Between(a, b) => write!(f, "({x} in {{{a}, {b}}})"),
                 Within::AtLeast(a) => write!(f, "({x} in {{{a}+}})"),
