@@ -174,14 +174,19 @@ pub fn queries_of(client: &Client, text: &str, origin: &str) -> Result<Vec<Strin
         let text = print_script(&Script { items: definitions });
         client.post_json("/api/pivot/tracepoints", &json!({ "text": text }))?;
     }
-    let queries: Vec<String> = script
-        .items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Query(q) => Some(print_query(q)),
-            Item::Tracepoint(_) => None,
-        })
-        .collect();
+    // Each query goes with the named queries before it, which it may use as sources.
+    let mut named = String::new();
+    let mut queries = Vec::new();
+    for item in &script.items {
+        if let Item::Query(q) = item {
+            let printed = print_query(q);
+            queries.push(format!("{named}{printed}"));
+            if q.name.is_some() {
+                named.push_str(&printed);
+                named.push_str("\n\n");
+            }
+        }
+    }
     if queries.is_empty() {
         bail!("{origin}: no query");
     }

@@ -16,6 +16,7 @@ use causeway_model::source::{Pos, SyntaxError};
 
 use crate::lang::ast::*;
 use crate::lang::{print_expr, print_select_item};
+use crate::splice::{splice, Spliced};
 
 /// Exports every tracepoint has.
 pub const DEFAULT_EXPORTS: &[&str] = &[
@@ -34,26 +35,47 @@ pub const MAX_JOINS: usize = 32;
 /// The export a tracepoint has when all its probes are `span.close`.
 pub const DURATION_EXPORT: &str = "duration";
 
-/// The tracepoint definitions a query may refer to.
+/// The tracepoint definitions and named queries a query may refer to.
 #[derive(Debug, Default, Clone)]
 pub struct Catalog {
     tracepoints: HashMap<String, TracepointDef>,
+    queries: HashMap<String, QueryDef>,
 }
 
 impl Catalog {
-    /// Adds the tracepoint definitions of a parsed file; a later definition of a name
-    /// replaces an earlier one.
+    /// Adds the tracepoint definitions and named queries of a parsed file; a later
+    /// definition of a name replaces an earlier one.
     pub fn add(&mut self, script: &Script) {
         for item in &script.items {
-            if let Item::Tracepoint(t) = item {
-                self.tracepoints.insert(t.name.text.clone(), t.clone());
+            match item {
+                Item::Tracepoint(t) => {
+                    self.tracepoints.insert(t.name.text.clone(), t.clone());
+                }
+                Item::Query(q) => self.add_query(q),
             }
+        }
+    }
+
+    /// Adds a named query (an unnamed one cannot be referred to).
+    pub fn add_query(&mut self, def: &QueryDef) {
+        if let Some(name) = &def.name {
+            self.queries.insert(name.text.clone(), def.clone());
         }
     }
 
     /// The definition of a tracepoint.
     pub fn tracepoint(&self, name: &str) -> Option<&TracepointDef> {
         self.tracepoints.get(name)
+    }
+
+    /// A named query, as a source (a tracepoint of the same name comes first).
+    pub fn query(&self, name: &str) -> Option<&Query> {
+        self.queries.get(name).map(|d| &d.query)
+    }
+
+    /// A named query's definition.
+    pub fn query_def(&self, name: &str) -> Option<&QueryDef> {
+        self.queries.get(name)
     }
 }
 
@@ -79,6 +101,8 @@ pub struct Plan {
     pub advice: Vec<Advice>,
     /// The output's column headings, as the Select items print.
     pub columns: Vec<String>,
+    /// The named queries it uses as sources, each after those it uses.
+    pub named: Vec<String>,
 }
 
 /// What runs at one tracepoint for one query.
@@ -145,59 +169,13 @@ fn err(pos: Pos, found: &str, expected: &str) -> SyntaxError {
 
 /// Checks `query` against `catalog` and compiles it to advice.
 pub fn compile(query: &Query, catalog: &Catalog) -> Result<Plan, SyntaxError> {
-    // Variables: the From variable is the root; each joined one hangs under its `after`.
-    let mut vars: Vec<(String, &TracepointDef, Option<usize>, Temporal)> = Vec::new();
-    let lookup = |n: &Name| {
-        catalog.tracepoint(&n.text).ok_or_else(|| {
-            err(
-                n.pos,
-                &format!("`{}`", n.text),
-                "a tracepoint defined in the loaded tracepoint files",
-            )
-        })
-    };
-    vars.push((
-        query.var.text.clone(),
-        lookup(&query.source)?,
-        None,
-        Temporal::All,
-    ));
-    if let Some(j) = query.joins.get(MAX_JOINS) {
-        return Err(err(
-            j.var.pos,
-            &format!("join number {}", MAX_JOINS + 1),
-            &format!("at most {MAX_JOINS} joins"),
-        ));
-    }
-    for j in &query.joins {
-        if vars.iter().any(|v| v.0 == j.var.text) {
-            return Err(err(
-                j.var.pos,
-                &format!("`{}` again", j.var.text),
-                "a variable name not used before in this query",
-            ));
-        }
-        if j.before.text != j.var.text {
-            return Err(err(
-                j.before.pos,
-                &format!("`{}`", j.before.text),
-                &format!("`{}`, the joined variable, before `->`", j.var.text),
-            ));
-        }
-        let Some(parent) = vars.iter().position(|v| v.0 == j.after.text) else {
-            return Err(err(
-                j.after.pos,
-                &format!("`{}`", j.after.text),
-                "the From variable or a variable joined before, after `->`",
-            ));
-        };
-        vars.push((
-            j.var.text.clone(),
-            lookup(&j.source)?,
-            Some(parent),
-            j.temporal,
-        ));
-    }
+    // Variables: the From variable is the root; each joined one hangs under its `after`,
+    // a named query's variables under the variable that sources it.
+    let Spliced {
+        vars,
+        clauses,
+        named,
+    } = splice(query, catalog)?;
     let parent: Vec<Option<usize>> = vars.iter().map(|v| v.2).collect();
     // Whether b is in a's subtree.
     let in_subtree = |a: usize, mut b: usize| loop {
@@ -278,20 +256,21 @@ pub fn compile(query: &Query, catalog: &Catalog) -> Result<Plan, SyntaxError> {
     };
 
     let mut steps: Vec<Vec<Step>> = vec![Vec::new(); vars.len()];
-    let mut step_uses: Vec<(usize, Vec<String>)> = Vec::new();
-    for c in &query.clauses {
+    let mut step_uses: Vec<(usize, Vec<String>, Option<String>)> = Vec::new();
+    for (c, floor) in &clauses {
         match c {
             Clause::Where(e) => {
                 let at = resolve(e, &lets, &mut observe)?;
-                let mut v = if at.is_empty() { 0 } else { place(&at) };
+                let mut v = if at.is_empty() { *floor } else { place(&at) };
                 // A filter below First or MostRecent would change which tuple is first:
-                // it runs after the selection, in the advice that unpacks it.
-                while let (Some(p), Temporal::First(_) | Temporal::MostRecent(_)) =
-                    (parent[v], vars[v].3)
+                // it runs after the selection, in the advice that unpacks it (a named
+                // query's own filter stays below the selection of its tuples).
+                while let (true, Some(p), Temporal::First(_) | Temporal::MostRecent(_)) =
+                    (v != *floor, parent[v], vars[v].3)
                 {
                     v = p;
                 }
-                step_uses.push((v, refs(e)));
+                step_uses.push((v, refs(e), None));
                 steps[v].push(Step::Filter(e.clone()));
             }
             Clause::Let(n, e) => {
@@ -303,8 +282,8 @@ pub fn compile(query: &Query, catalog: &Catalog) -> Result<Plan, SyntaxError> {
                     ));
                 }
                 let at = resolve(e, &lets, &mut observe)?;
-                let v = if at.is_empty() { 0 } else { place(&at) };
-                step_uses.push((v, refs(e)));
+                let v = if at.is_empty() { *floor } else { place(&at) };
+                step_uses.push((v, refs(e), Some(n.text.clone())));
                 steps[v].push(Step::Let(n.text.clone(), e.clone()));
                 lets.insert(n.text.clone(), v);
             }
@@ -377,7 +356,32 @@ pub fn compile(query: &Query, catalog: &Catalog) -> Result<Plan, SyntaxError> {
             }
         }
     };
-    for (at, uses) in &step_uses {
+    // A Let nothing reads is dropped (a joined named query's columns the query does
+    // not use, among them): no slot computed or packed for it.
+    let mut live: Vec<String> = output_refs.clone();
+    loop {
+        let before = live.len();
+        for (_, uses, name) in &step_uses {
+            if name.as_ref().is_none_or(|n| live.contains(n)) {
+                for u in uses {
+                    if !live.contains(u) {
+                        live.push(u.clone());
+                    }
+                }
+            }
+        }
+        if live.len() == before {
+            break;
+        }
+    }
+    step_uses.retain(|(_, _, name)| name.as_ref().is_none_or(|n| live.contains(n)));
+    for s in &mut steps {
+        s.retain(|step| match step {
+            Step::Let(n, _) => live.contains(n),
+            Step::Filter(_) => true,
+        });
+    }
+    for (at, uses, _) in &step_uses {
         for slot in uses {
             need(slot, *at, &mut needed);
         }
@@ -435,6 +439,7 @@ pub fn compile(query: &Query, catalog: &Catalog) -> Result<Plan, SyntaxError> {
     Ok(Plan {
         advice,
         columns: query.select.iter().map(print_select_item).collect(),
+        named,
     })
 }
 

@@ -19,12 +19,17 @@ pub struct Prepared {
     pub name: Option<String>,
     /// The query as printed back (its canonical text).
     pub query: String,
-    /// The definitions it uses and the query: what every process compiles.
+    /// The tracepoint definitions and named queries it uses, then the query: what every
+    /// process compiles.
     pub script: String,
     /// The advice.
     pub plan: Plan,
+    /// The query as parsed, to use as a source later when it is named.
+    pub definition: QueryDef,
 }
 
+/// The query to install: the last in `script`; the ones before it must be named, as
+/// definitions it may use as sources.
 fn one_query(script: &Script) -> Result<&QueryDef, SyntaxError> {
     let queries: Vec<&QueryDef> = script
         .items
@@ -34,23 +39,25 @@ fn one_query(script: &Script) -> Result<&QueryDef, SyntaxError> {
             Item::Tracepoint(_) => None,
         })
         .collect();
-    match queries.as_slice() {
-        [q] => Ok(q),
-        [] => Err(SyntaxError::new(
+    let Some((last, before)) = queries.split_last() else {
+        return Err(SyntaxError::new(
             Pos { line: 1, col: 1 },
             "no query",
             "one query (`From x In TRACEPOINT ... Select ...`)",
-        )),
-        [_, second, ..] => Err(SyntaxError::new(
-            second.query.pos,
-            "a second query",
-            "one query per install",
-        )),
+        ));
+    };
+    if let Some(unnamed) = before.iter().find(|q| q.name.is_none()) {
+        return Err(SyntaxError::new(
+            unnamed.query.pos,
+            "an unnamed query before the last",
+            "one query per install, after the named queries it uses (`Q3 = From ...`)",
+        ));
     }
+    Ok(last)
 }
 
-/// Parses `text` (tracepoint definitions, then one query), checks it against `known`
-/// and the definitions in `text` itself, and compiles it.
+/// Parses `text` (tracepoint definitions and named queries, then the query to install),
+/// checks it against `known` and the definitions in `text` itself, and compiles it.
 pub fn prepare(text: &str, known: &Catalog) -> Result<Prepared, SyntaxError> {
     if text.len() > MAX_QUERY_BYTES {
         return Err(SyntaxError::new(
@@ -73,12 +80,18 @@ pub fn prepare(text: &str, known: &Catalog) -> Result<Prepared, SyntaxError> {
             used.push(Item::Tracepoint(t.clone()));
         }
     }
+    for name in &plan.named {
+        if let Some(q) = catalog.query_def(name) {
+            used.push(Item::Query(q.clone()));
+        }
+    }
     used.push(Item::Query(def.clone()));
     Ok(Prepared {
         name: def.name.as_ref().map(|n| n.text.clone()),
         query: print_query(def),
         script: print_script(&Script { items: used }),
         plan,
+        definition: def.clone(),
     })
 }
 

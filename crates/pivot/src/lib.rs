@@ -8,6 +8,7 @@
 //!   decoded.
 //! - [`compile`]: queries checked against the tracepoints and compiled to advice per
 //!   tracepoint (OBSERVE, UNPACK, LET, FILTER, PACK or EMIT), printed by [`compile::explain`].
+//! - [`splice`]: named queries used as sources, spliced into the query's join tree.
 //! - [`install`]: a query checked and made self-contained for the hub to send, and
 //!   compiled again in each process.
 //! - [`matching`]: which callsites a tracepoint's probes stand for.
@@ -22,5 +23,6 @@ pub mod lang;
 pub mod matching;
 pub mod program;
 pub mod protocol;
+pub mod splice;
 pub mod value;
 pub mod wire;

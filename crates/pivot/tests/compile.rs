@@ -76,8 +76,9 @@ fn where_and_let_go_to_the_earliest_advice_that_has_their_inputs() {
          Join s In StressTest.DoNextOp On s -> g\n\
          Where s.host StartsWith 'A'\n\
          Let local = g.src == s.host\n\
+         Let unused = d.pid * 2\n\
          Where d.pid > 0\n\
-         Select d.host, g.src",
+         Select d.host, g.src, local",
     )
     .unwrap();
     let plan = compile(&q.query, &catalog()).unwrap();
@@ -86,9 +87,9 @@ fn where_and_let_go_to_the_earliest_advice_that_has_their_inputs() {
         "A0 at StressTest.DoNextOp (s):\n  OBSERVE s.host\n  FILTER s.host StartsWith \"A\"\n  \
          PACK s GROUP s.host\n\
          A1 at NN.GetBlockLocations (g):\n  OBSERVE g.src\n  UNPACK s s.host\n  \
-         LET local = g.src == s.host\n  PACK g MOSTRECENT g.src\n\
-         A2 at DN.DataTransferProtocol (d):\n  OBSERVE d.pid, d.host\n  UNPACK g g.src\n  \
-         FILTER d.pid > 0\n  EMIT d.host, g.src\n"
+         LET local = g.src == s.host\n  PACK g MOSTRECENT g.src, local\n\
+         A2 at DN.DataTransferProtocol (d):\n  OBSERVE d.pid, d.host\n  UNPACK g g.src, local\n  \
+         FILTER d.pid > 0\n  EMIT d.host, g.src, local\n"
     );
     assert!(matches!(
         plan.advice[1].end,
@@ -176,4 +177,108 @@ fn too_many_joins_is_an_error() {
     let q = parse_query(&src).unwrap();
     let e = compile(&q.query, &catalog()).unwrap_err();
     assert!(e.expected.contains("at most 32 joins"), "{e}");
+}
+
+fn compiled_with(
+    definitions: &str,
+    query: &str,
+) -> Result<String, causeway_model::source::SyntaxError> {
+    let mut c = catalog();
+    c.add(&parse(definitions).unwrap());
+    let q = parse_query(query).unwrap();
+    compile(&q.query, &c).map(|p| explain(&p))
+}
+
+#[test]
+fn a_named_query_joined_brings_its_joins_and_filters_and_only_the_columns_used() {
+    let remote = "Remote = From g In NN.GetBlockLocations\n\
+                  Join st In StressTest.DoNextOp On st -> g\n\
+                  Where g.src StartsWith '/f'\n\
+                  Select st.host, g.src";
+    let text = compiled_with(
+        remote,
+        "From d In DN.DataTransferProtocol Join r In Remote On r -> d\n\
+         Where r.st.host != d.host GroupBy d.host Select d.host, COUNT",
+    )
+    .unwrap();
+    assert_eq!(
+        text,
+        "A0 at StressTest.DoNextOp (r/st):\n  OBSERVE r/st.host\n  \
+         LET r.st.host = r/st.host\n  PACK r/st GROUP r.st.host\n\
+         A1 at NN.GetBlockLocations (r):\n  OBSERVE r.src\n  UNPACK r/st r.st.host\n  \
+         FILTER r.src StartsWith \"/f\"\n  PACK r GROUP r.st.host\n\
+         A2 at DN.DataTransferProtocol (d):\n  OBSERVE d.host\n  UNPACK r r.st.host\n  \
+         FILTER r.st.host != d.host\n  EMIT d.host, COUNT\n"
+    );
+}
+
+#[test]
+fn a_named_query_keeps_its_filter_below_a_first_and_an_outer_filter_runs_after() {
+    // Inside `Big`, the filter picks which reads count before First picks one.
+    let named = compiled_with(
+        "Big = From d In DN.DataTransferProtocol Where d.pid > 10 Select d.host",
+        "From op In StressTest.DoNextOp Join b In First(Big) On b -> op Select b.d.host",
+    )
+    .unwrap();
+    assert_eq!(
+        named,
+        "A0 at DN.DataTransferProtocol (b):\n  OBSERVE b.pid, b.host\n  FILTER b.pid > 10\n  \
+         LET b.d.host = b.host\n  PACK b FIRST b.d.host\n\
+         A1 at StressTest.DoNextOp (op):\n  OBSERVE -\n  UNPACK b b.d.host\n  EMIT b.d.host\n"
+    );
+    // The same filter written in the outer query applies to the tuple First picked.
+    let own = compiled_with(
+        "",
+        "From op In StressTest.DoNextOp Join b In First(DN.DataTransferProtocol) On b -> op \
+         Where b.pid > 10 Select b.host",
+    )
+    .unwrap();
+    assert_eq!(
+        own,
+        "A0 at DN.DataTransferProtocol (b):\n  OBSERVE b.pid, b.host\n  PACK b FIRST b.pid, b.host\n\
+         A1 at StressTest.DoNextOp (op):\n  OBSERVE -\n  UNPACK b b.pid, b.host\n  \
+         FILTER b.pid > 10\n  EMIT b.host\n"
+    );
+}
+
+#[test]
+fn named_queries_nest_and_refuse_cycles_aggregates_and_unknown_columns() {
+    let defs = "Loc = From g In NN.GetBlockLocations Join st In StressTest.DoNextOp On st -> g \
+                Select st.host, g.src\n\n\
+                Reads = From d In DN.DataTransferProtocol Join l In Loc On l -> d Select l.st.host, d.host\n\n\
+                Counted = From d In DN.DataTransferProtocol GroupBy d.host Select d.host, COUNT\n\n\
+                Ping = From p In Pong Select p.host\n\nPong = From p In Ping Select p.host";
+    // Two levels deep: the outermost variable's columns name the inner query's columns.
+    let text = compiled_with(
+        defs,
+        "From x In Reads Where x.l.st.host != x.d.host GroupBy x.host Select x.host, COUNT",
+    )
+    .unwrap();
+    assert!(
+        text.contains("A0 at StressTest.DoNextOp (x/l/st)"),
+        "{text}"
+    );
+    assert!(text.contains("FILTER x.l.st.host != x.d.host"), "{text}");
+
+    let cases = [
+        (
+            "From x In DN.DataTransferProtocol Join c In Counted On c -> x Select x.host",
+            "without GroupBy or aggregates",
+        ),
+        (
+            "From x In Ping Select x.host",
+            "do not source each other in a cycle",
+        ),
+        (
+            "From x In DN.DataTransferProtocol Join l In Loc On l -> x Select l.g.pid",
+            "an export of NN.GetBlockLocations",
+        ),
+    ];
+    for (src, expected) in cases {
+        let e = compiled_with(defs, src).unwrap_err();
+        assert!(
+            e.expected.contains(expected) || e.found.contains(expected),
+            "{src}: {e}"
+        );
+    }
 }

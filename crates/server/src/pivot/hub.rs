@@ -139,6 +139,8 @@ impl HubState {
         let id = self.next_id;
         let loaded = load(&prepared.script, id)?;
         self.next_id += 1;
+        // A named query can source later ones.
+        self.catalog.add_query(&prepared.definition);
         let explain = explain(&prepared.plan);
         let q = HubQuery {
             id,
@@ -292,9 +294,13 @@ impl HubState {
                 totals.merge_group(&g.key, &g.states);
             }
             totals.overflow = s.overflow;
-            let explain = prepare(&s.script, &Catalog::default())
-                .map(|p| explain(&p.plan))
-                .unwrap_or_default();
+            let explain = match prepare(&s.script, &Catalog::default()) {
+                Ok(p) => {
+                    self.catalog.add_query(&p.definition);
+                    explain(&p.plan)
+                }
+                Err(_) => String::new(),
+            };
             self.next_id = self.next_id.max(s.id + 1);
             self.queries.insert(
                 s.id,
