@@ -4,6 +4,8 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
+use causeway_model::TraceId;
+
 use crate::lang::ast::AggFn;
 use crate::value::Value;
 
@@ -135,6 +137,8 @@ fn keep(m: &mut Option<Value>, value: &Value, want: Ordering) {
 pub struct Aggregator {
     funcs: Vec<AggFn>,
     groups: HashMap<Vec<Value>, Vec<AggState>>,
+    /// A sampled trace that fed each group, where one did.
+    examples: HashMap<Vec<Value>, TraceId>,
     /// Tuples whose group did not fit under [`MAX_GROUPS`].
     pub overflow: u64,
 }
@@ -145,6 +149,7 @@ impl Aggregator {
         Aggregator {
             funcs: funcs.to_vec(),
             groups: HashMap::new(),
+            examples: HashMap::new(),
             overflow: 0,
         }
     }
@@ -177,22 +182,47 @@ impl Aggregator {
                 }
             }
         }
+        for (key, trace) in &other.examples {
+            self.note_example(key, *trace);
+        }
         self.overflow = self.overflow.saturating_add(other.overflow);
+    }
+
+    /// Keeps `trace` as the example of group `key` if the group has none yet.
+    pub fn note_example(&mut self, key: &[Value], trace: TraceId) {
+        if !self.examples.contains_key(key) && self.groups.contains_key(key) {
+            self.examples.insert(key.to_vec(), trace);
+        }
+    }
+
+    /// The example trace of group `key`.
+    pub fn example(&self, key: &[Value]) -> Option<TraceId> {
+        self.examples.get(key).copied()
     }
 
     /// Rows of key values then aggregate values, sorted by key.
     pub fn rows(&self) -> Vec<Vec<Value>> {
-        let mut rows: Vec<Vec<Value>> = self
+        self.rows_with_examples()
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect()
+    }
+
+    /// [`Aggregator::rows`], each with its group's example trace.
+    pub fn rows_with_examples(&self) -> Vec<(Vec<Value>, Option<TraceId>)> {
+        let mut rows: Vec<(Vec<Value>, Option<TraceId>)> = self
             .groups
             .iter()
             .map(|(k, s)| {
-                k.iter()
+                let row = k
+                    .iter()
                     .cloned()
                     .chain(s.iter().map(AggState::value))
-                    .collect()
+                    .collect();
+                (row, self.examples.get(k).copied())
             })
             .collect();
-        rows.sort_by(|a, b| {
+        rows.sort_by(|(a, _), (b, _)| {
             a.iter()
                 .zip(b)
                 .map(|(x, y)| {
@@ -250,6 +280,7 @@ impl Aggregator {
         Aggregator {
             funcs: self.funcs.clone(),
             groups: std::mem::take(&mut self.groups),
+            examples: std::mem::take(&mut self.examples),
             overflow: std::mem::take(&mut self.overflow),
         }
     }

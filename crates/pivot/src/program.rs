@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use causeway_model::TraceId;
+
 use crate::aggregate::Aggregator;
 use crate::bag::{BagKey, Baggage, Hlc};
 use crate::compile::{Advice, End, Plan, Step};
@@ -225,6 +227,9 @@ pub struct Context<'a> {
     pub ids: &'a mut dyn FnMut() -> u64,
     /// Tuples not processed because a join produced more than [`MAX_FANOUT`].
     pub dropped: &'a mut u64,
+    /// The trace of the hit, when it is sampled (kept as an example of the groups its
+    /// emits feed).
+    pub example: Option<TraceId>,
 }
 
 impl Program {
@@ -287,6 +292,9 @@ impl Program {
                     let k: Vec<Value> = keys.iter().map(|op| op.eval(&t)).collect();
                     let a: Vec<Value> = args.iter().map(|op| op.eval(&t)).collect();
                     aggregator.add(&k, &a, w);
+                    if let Some(trace) = cx.example {
+                        aggregator.note_example(&k, trace);
+                    }
                 }
             }
         }

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::AggState;
+use crate::aggregate::{AggState, Aggregator};
 use crate::value::Value;
 
 /// The hub's path for reports.
@@ -58,6 +58,34 @@ pub struct Group {
     pub key: Vec<Value>,
     /// One state per aggregate, in Select order.
     pub states: Vec<AggState>,
+    /// A sampled trace that fed the group (32 hex digits), if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub example: Option<String>,
+}
+
+impl Group {
+    /// The groups of an aggregator, with their example traces.
+    pub fn all_of(a: &Aggregator) -> Vec<Group> {
+        a.groups()
+            .map(|(k, s)| Group {
+                key: k.to_vec(),
+                states: s.to_vec(),
+                example: a.example(k).map(|t| t.to_string()),
+            })
+            .collect()
+    }
+
+    /// Merges the group into `into`, with its example; false when its states are not
+    /// `into`'s aggregates.
+    pub fn merge_into(&self, into: &mut Aggregator) -> bool {
+        if !into.merge_group(&self.key, &self.states) {
+            return false;
+        }
+        if let Some(trace) = self.example.as_deref().and_then(|t| t.parse().ok()) {
+            into.note_example(&self.key, trace);
+        }
+        true
+    }
 }
 
 /// One query's partial result over one interval of one process.

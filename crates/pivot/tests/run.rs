@@ -64,6 +64,7 @@ impl World {
             now: self.now,
             ids: &mut ids,
             dropped: &mut self.dropped,
+            example: None,
         };
         let mut shared = Some(std::sync::Arc::new(std::mem::take(bag)));
         for p in q.programs.iter().filter(|p| p.tracepoint == tracepoint) {

@@ -166,12 +166,12 @@ impl CausewayLayer {
         if let Some(span) = ctx.event_span(event) {
             for s in span.scope() {
                 if let Some(r) = s.extensions_mut().get_mut::<SpanRecord>() {
-                    self.shared.pivot_event(hooks, event, &mut r.bag);
+                    self.shared.pivot_event(hooks, event, Some(r));
                     return;
                 }
             }
         }
-        self.shared.pivot_event(hooks, event, &mut None);
+        self.shared.pivot_event(hooks, event, None);
     }
 
     /// Runs the advice at a span's entry or exit.

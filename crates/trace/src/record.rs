@@ -226,6 +226,11 @@ impl Collected {
 }
 
 impl SpanRecord {
+    /// The trace, when it is sampled: the example Pivot Tracing results link to.
+    pub(crate) fn example(&self) -> Option<TraceId> {
+        (self.flags & FLAG_SAMPLED != 0).then_some(self.trace_id)
+    }
+
     pub(crate) fn is_sampled(&self) -> bool {
         self.flags & FLAG_SAMPLED != 0
     }
@@ -595,32 +600,42 @@ impl Recording {
                 fields,
                 start,
             };
-            tracepoint.fire(&self.pivot, ProbeKind::Span, None, &mut record.bag);
+            let example = record.example();
+            tracepoint.fire(&self.pivot, ProbeKind::Span, None, &mut record.bag, example);
             record.tracepoint = Some(Box::new(tracepoint));
         }
         record
     }
 
     /// Runs the advice `hooks` (the event's callsite's) at an event, with the bag of the
-    /// span it happened in.
+    /// span it happened in (none outside a recorded span).
     pub(crate) fn pivot_event(
         &self,
         hooks: &Hooks,
         event: &tracing::Event<'_>,
-        bag: &mut Option<Arc<PivotBag>>,
+        span: Option<&mut SpanRecord>,
     ) {
         let mut fields = hooks.empty_fields();
         event.record(&mut Capture {
             wanted: &hooks.fields,
             values: &mut fields,
         });
-        self.pivot.fire(hooks, ProbeKind::Event, &fields, None, bag);
+        let (bag, example) = match span {
+            Some(r) => {
+                let example = r.example();
+                (&mut r.bag, example)
+            }
+            None => (&mut None, None),
+        };
+        self.pivot
+            .fire(hooks, ProbeKind::Event, &fields, None, bag, example);
     }
 
     /// Runs the advice at a span's entry or exit.
     pub(crate) fn pivot_moment(&self, record: &mut SpanRecord, kind: ProbeKind) {
+        let example = record.example();
         if let Some(t) = &record.tracepoint {
-            t.fire(&self.pivot, kind, None, &mut record.bag);
+            t.fire(&self.pivot, kind, None, &mut record.bag, example);
         }
     }
 
@@ -679,11 +694,13 @@ impl Recording {
     pub(crate) fn finish(&self, record: &mut SpanRecord) {
         if let Some(t) = record.tracepoint.take() {
             let duration = raw_to_unix(now_raw()).saturating_sub(raw_to_unix(t.start));
+            let example = record.example();
             t.fire(
                 &self.pivot,
                 ProbeKind::SpanClose,
                 Some(duration),
                 &mut record.bag,
+                example,
             );
         }
         if record.flags & FLAG_SAMPLED == 0 {

@@ -21,8 +21,13 @@ fn install(pivot: &causeway::Pivot, id: u32, query: &str) {
 }
 
 fn rows(pivot: &causeway::Pivot) -> Vec<(u32, Vec<Vec<String>>)> {
-    pivot
-        .take_results()
+    rows_of(pivot.take_results())
+}
+
+fn rows_of(
+    results: impl IntoIterator<Item = (u32, causeway_pivot::aggregate::Aggregator)>,
+) -> Vec<(u32, Vec<Vec<String>>)> {
+    results
         .into_iter()
         .map(|(id, a)| {
             let rows = a
@@ -85,7 +90,21 @@ fn run(mode: Mode, sampler: Sampler) {
         // A read outside any request joins nothing.
         tracing::info!(target: "app::server", delta = 5i64, "stray");
     });
-    let got = rows(&pivot);
+    let results = pivot.take_results();
+    // Each group links to a trace that fed it, when traces are sampled.
+    let recorded: Vec<_> = rec.spans().iter().map(|s| s.trace_id).collect();
+    for (_, a) in &results {
+        for (row, example) in a.rows_with_examples() {
+            match sampler {
+                Sampler::Never => assert_eq!(example, None, "{row:?}"),
+                _ => assert!(
+                    example.is_some_and(|t| recorded.contains(&t)),
+                    "{mode:?} {row:?} {example:?}"
+                ),
+            }
+        }
+    }
+    let got = rows_of(results);
     assert_eq!(got.len(), 3, "{mode:?} {got:?}");
     assert_eq!(
         got[0],

@@ -221,9 +221,9 @@ impl HubState {
                 };
                 let mut slot = series_bucket(&mut q.series, bucket, &q.funcs);
                 for g in &partial.groups {
-                    if q.totals.merge_group(&g.key, &g.states) {
+                    if g.merge_into(&mut q.totals) {
                         if let Some(s) = slot.as_deref_mut() {
-                            s.merge_group(&g.key, &g.states);
+                            g.merge_into(s);
                         }
                         self.groups_merged += 1;
                     }
@@ -264,14 +264,7 @@ impl HubState {
                     query: q.query.clone(),
                     script: q.script.clone(),
                     installed_at_ms: q.installed_at_ms,
-                    groups: q
-                        .totals
-                        .groups()
-                        .map(|(k, s)| Group {
-                            key: k.to_vec(),
-                            states: s.to_vec(),
-                        })
-                        .collect(),
+                    groups: Group::all_of(&q.totals),
                     overflow: q.totals.overflow,
                 })
                 .collect(),
@@ -291,7 +284,7 @@ impl HubState {
             };
             let mut totals = Aggregator::new(&loaded.lowered.funcs);
             for g in &s.groups {
-                totals.merge_group(&g.key, &g.states);
+                g.merge_into(&mut totals);
             }
             totals.overflow = s.overflow;
             let explain = match prepare(&s.script, &Catalog::default()) {

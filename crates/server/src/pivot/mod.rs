@@ -293,6 +293,8 @@ struct Results {
     name: Option<String>,
     columns: Vec<String>,
     rows: Vec<Vec<Value>>,
+    /// Per row, a sampled trace where the query's tracepoints ran for that group.
+    examples: Vec<Option<String>>,
     /// Tuples (or, merged at the hub, groups) beyond the group limit.
     overflow: u64,
     interval_ms: u64,
@@ -301,11 +303,18 @@ struct Results {
 }
 
 fn results_of(state: &HubState, q: &HubQuery) -> Results {
+    let (rows, examples) = q
+        .totals
+        .rows_with_examples()
+        .into_iter()
+        .map(|(row, example)| (row, example.map(|t| t.to_string())))
+        .unzip();
     Results {
         id: q.id,
         name: q.name.clone(),
         columns: q.columns.clone(),
-        rows: q.totals.rows(),
+        rows,
+        examples,
         overflow: q.totals.overflow,
         interval_ms: state.interval_ms,
         last_result_at: q.last_result_ms,

@@ -158,13 +158,7 @@ impl Reporter {
             .into_iter()
             .map(|(query, a)| Partial {
                 query,
-                groups: a
-                    .groups()
-                    .map(|(k, s)| Group {
-                        key: k.to_vec(),
-                        states: s.to_vec(),
-                    })
-                    .collect(),
+                groups: Group::all_of(&a),
                 overflow: a.overflow,
             })
             .collect();

@@ -16,6 +16,7 @@ pub(crate) mod runtime;
 use std::sync::Arc;
 
 use causeway_model::source::SyntaxError;
+use causeway_model::TraceId;
 use causeway_pivot::aggregate::Aggregator;
 use causeway_pivot::bag::Baggage;
 use causeway_pivot::lang::ast::ProbeKind;
@@ -49,9 +50,10 @@ impl TracepointSpan {
         kind: ProbeKind,
         duration_ns: Option<u64>,
         bag: &mut Option<Arc<Baggage>>,
+        example: Option<TraceId>,
     ) {
         if self.hooks.fires(kind) {
-            runtime.fire(&self.hooks, kind, &self.fields, duration_ns, bag);
+            runtime.fire(&self.hooks, kind, &self.fields, duration_ns, bag, example);
         }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use causeway_model::source::SyntaxError;
+use causeway_model::TraceId;
 use causeway_pivot::aggregate::Aggregator;
 use causeway_pivot::bag::{Baggage, Hlc};
 use causeway_pivot::compile::{Catalog, DURATION_EXPORT};
@@ -344,6 +345,7 @@ impl Runtime {
         fields: &[Value],
         duration_ns: Option<u64>,
         bag: &mut Option<Arc<Baggage>>,
+        example: Option<TraceId>,
     ) {
         let list = &hooks.by_kind[kind_index(kind)];
         if list.is_empty() {
@@ -369,6 +371,7 @@ impl Runtime {
                 now,
                 ids: &mut ids,
                 dropped: &mut dropped,
+                example,
             };
             if let Some(p) = h.query.programs.get(h.program) {
                 p.run(&observed, bag, aggregator, &mut cx);

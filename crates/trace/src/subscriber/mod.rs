@@ -398,11 +398,12 @@ impl tracing_core::Subscriber for CausewaySubscriber {
         if let Some(hooks) = self.recording.pivot.hooks(event.metadata()) {
             let fired = parent.and_then(|p| {
                 self.slots.with(p & !ALIAS, |l| {
-                    self.recording.pivot_event(&hooks, event, &mut l.record.bag)
+                    self.recording
+                        .pivot_event(&hooks, event, Some(&mut l.record))
                 })
             });
             if fired.is_none() {
-                self.recording.pivot_event(&hooks, event, &mut None);
+                self.recording.pivot_event(&hooks, event, None);
             }
         }
         let Some(id) = parent.filter(|p| p & ALIAS == 0) else {
