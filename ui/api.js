@@ -37,6 +37,37 @@ export async function get(path, params) {
   return body;
 }
 
+/** Sends `body` as JSON with `method` (POST, DELETE) and returns the JSON answer. */
+export async function send(method, path, body) {
+  const headers = {};
+  const token = localStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let resp;
+  try {
+    resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (e) {
+    throw new ApiError(0, `cannot reach the server: ${e.message}`);
+  }
+  const text = await resp.text();
+  let json = null;
+  try {
+    json = text ? parseJson(text) : null;
+  } catch {
+    // Shown as it came.
+  }
+  if (!resp.ok) {
+    if (resp.status === 401) askToken();
+    throw new ApiError(resp.status, `${resp.status}: ${json && json.error ? json.error : text || resp.statusText}`);
+  }
+  return json;
+}
+
+/** Whether API calls carry a token (EventSource cannot send one). */
+export function hasToken() {
+  return !!localStorage.getItem(TOKEN_KEY);
+}
+
 /**
  * JSON.parse, except that an integer beyond 2^53 (a block id, a 64-bit counter) comes back
  * as its digits in a string rather than rounded to the nearest double.

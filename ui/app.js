@@ -7,9 +7,10 @@ import * as trace from "./trace.js";
 import * as dependencies from "./dependencies.js";
 import * as compare from "./compare.js";
 import * as expect from "./expect.js";
+import * as pivot from "./pivot.js";
 import { state } from "./format.js";
 
-const VIEWS = { search, pattern, trace, dependencies, compare, expect };
+const VIEWS = { search, pattern, trace, dependencies, compare, expect, pivot };
 
 const main = document.getElementById("view");
 let current = null; // { name, id }

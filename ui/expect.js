@@ -3,7 +3,7 @@
 // trace at the event where the closest validator stopped), failed assertions, and a
 // metric of the paths of each recognizer side by side.
 
-import { ApiError, parseJson } from "./api.js";
+import { ApiError, send } from "./api.js";
 import { go, link } from "./app.js";
 import { h, svg, duration, count, state, lookbackSelect } from "./format.js";
 
@@ -56,7 +56,7 @@ export async function render(_id, params) {
     if (params.get("service")) body.service = params.get("service");
     if (params.get("lookback")) body.lookback = params.get("lookback");
     else body.start = params.get("start") || "0";
-    const r = await post("/api/expect/check", body);
+    const r = await send("POST", "/api/expect/check", body);
     results.append(report(r, params));
   } catch (e) {
     results.append(h("p.error.form-error", { role: "alert" }, inUiTerms(e.message || String(e))));
@@ -70,22 +70,6 @@ function inUiTerms(message) {
     .replace(/--param (\w+)=/g, "the Parameters field: $1=")
     .replace(/--service\b/g, "the Service field")
     .replace(/--lookback\b/g, "the Window field");
-}
-
-async function post(path, body) {
-  const token = localStorage.getItem("causeway.token");
-  const headers = { "Content-Type": "application/json" };
-  if (token) headers.Authorization = `Bearer ${token}`;
-  const resp = await fetch(path, { method: "POST", headers, body: JSON.stringify(body) });
-  const text = await resp.text();
-  let json = null;
-  try {
-    json = parseJson(text);
-  } catch {
-    // Shown as it came.
-  }
-  if (!resp.ok) throw new ApiError(resp.status, `${resp.status}: ${json && json.error ? json.error : text}`);
-  return json;
 }
 
 function report(r, params) {

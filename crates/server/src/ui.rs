@@ -25,11 +25,18 @@ const FILES: &[(&str, &str, &str)] = &[
     ),
     ("compare.js", JS, include_str!("../../../ui/compare.js")),
     ("expect.js", JS, include_str!("../../../ui/expect.js")),
+    ("pivot.js", JS, include_str!("../../../ui/pivot.js")),
     // The demo's expectations, offered as an example on the Expectations page.
     (
         "example.pip",
         TEXT,
         include_str!("../../../demo/expectations/shop.pip"),
+    ),
+    // The paper's queries, offered as examples on the Pivot page.
+    (
+        "paper-queries.pivot",
+        TEXT,
+        include_str!("../../../demo/tracepoints/paper-queries.pivot"),
     ),
 ];
 

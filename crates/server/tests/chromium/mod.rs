@@ -2,6 +2,8 @@
 //! JavaScript in the page, wait for what it renders, take screenshots. Uses Debian's
 //! `chromium` (or `CAUSEWAY_CHROMIUM`); nothing is downloaded.
 
+#![allow(dead_code)]
+
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
