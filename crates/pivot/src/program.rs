@@ -242,87 +242,166 @@ impl Program {
         aggregator: &mut Aggregator,
         cx: &mut Context<'_>,
     ) {
-        let mut tuples: Vec<(Vec<Value>, u64)> = vec![(vec![Value::Null; self.width], 1)];
+        // Tuples are built in this thread's reused buffers: a hit allocates only for
+        // what it keeps (a new group, a packed tuple).
+        SCRATCH.with(|s| match s.try_borrow_mut() {
+            Ok(mut s) => self.run_in(&mut s, observed, baggage, aggregator, cx),
+            Err(_) => self.run_in(&mut Scratch::default(), observed, baggage, aggregator, cx),
+        })
+    }
+
+    fn run_in(
+        &self,
+        s: &mut Scratch,
+        observed: &[Observed],
+        baggage: &mut Option<Arc<Baggage>>,
+        aggregator: &mut Aggregator,
+        cx: &mut Context<'_>,
+    ) {
+        let mut tuples = std::mem::take(&mut s.tuples);
+        let first = s.row(self.width);
+        tuples.push((first, 1));
         for (slot, o) in observed.iter().enumerate().take(self.observe.len()) {
             match o {
                 Observed::One(v) => tuples.iter_mut().for_each(|(t, _)| t[slot] = v.clone()),
                 Observed::Many(vs) => {
-                    tuples = self.product(&tuples, vs.iter().map(|v| (vec![(slot, v)], 1)), cx);
+                    let rows: Vec<(&[Value], u64)> =
+                        vs.iter().map(|v| (std::slice::from_ref(v), 1)).collect();
+                    self.product(s, &mut tuples, &[slot], &rows, cx);
                 }
             }
         }
         for (key, cols) in &self.unpack {
-            let bag = baggage
+            let rows = baggage
                 .as_deref()
                 .map(|b| b.unpack(*key))
                 .unwrap_or_default();
-            tuples = self.product(
-                &tuples,
-                bag.iter()
-                    .map(|(vals, w)| (cols.iter().copied().zip(vals.iter()).collect(), *w)),
-                cx,
-            );
+            self.product(s, &mut tuples, cols, &rows, cx);
         }
         for (target, op) in &self.steps {
             match target {
                 Some(slot) => tuples.iter_mut().for_each(|(t, _)| t[*slot] = op.eval(t)),
-                None => tuples.retain(|(t, _)| op.eval(t).is_true()),
+                None => {
+                    // Kept tuples stay in order (a temporal pack stamps them in turn).
+                    let mut kept = 0;
+                    for i in 0..tuples.len() {
+                        if op.eval(&tuples[i].0).is_true() {
+                            tuples.swap(kept, i);
+                            kept += 1;
+                        }
+                    }
+                    for (row, _) in tuples.drain(kept..) {
+                        s.keep(row);
+                    }
+                }
             }
         }
         match &self.end {
             ProgramEnd::Pack { key, mode, slots } => {
-                if tuples.is_empty() {
-                    return;
-                }
-                let baggage = Arc::make_mut(baggage.get_or_insert_with(Default::default));
-                for (t, w) in tuples {
-                    let values: Vec<Value> = slots.iter().map(|s| t[*s].clone()).collect();
-                    match mode {
-                        Temporal::All => baggage.pack_grouped(*key, values, w, cx.ids),
-                        Temporal::First(n) | Temporal::MostRecent(n) => {
-                            let ts = cx.clock.stamp(cx.now);
-                            let first = matches!(mode, Temporal::First(_));
-                            baggage.pack_temporal(*key, first, *n, ts, (cx.ids)(), values);
+                if !tuples.is_empty() {
+                    let baggage = Arc::make_mut(baggage.get_or_insert_with(Default::default));
+                    for (t, w) in &tuples {
+                        let values: Vec<Value> = slots.iter().map(|s| t[*s].clone()).collect();
+                        match mode {
+                            Temporal::All => baggage.pack_grouped(*key, values, *w, cx.ids),
+                            Temporal::First(n) | Temporal::MostRecent(n) => {
+                                let ts = cx.clock.stamp(cx.now);
+                                let first = matches!(mode, Temporal::First(_));
+                                baggage.pack_temporal(*key, first, *n, ts, (cx.ids)(), values);
+                            }
                         }
                     }
                 }
             }
             ProgramEnd::Emit { keys, args } => {
-                for (t, w) in tuples {
-                    let k: Vec<Value> = keys.iter().map(|op| op.eval(&t)).collect();
-                    let a: Vec<Value> = args.iter().map(|op| op.eval(&t)).collect();
-                    aggregator.add(&k, &a, w);
+                let mut k = std::mem::take(&mut s.key);
+                let mut a = std::mem::take(&mut s.args);
+                for (t, w) in &tuples {
+                    k.clear();
+                    k.extend(keys.iter().map(|op| op.eval(t)));
+                    a.clear();
+                    a.extend(args.iter().map(|op| op.eval(t)));
+                    aggregator.add(&k, &a, *w);
                     if let Some(trace) = cx.example {
                         aggregator.note_example(&k, trace);
                     }
                 }
+                k.clear();
+                a.clear();
+                s.key = k;
+                s.args = a;
             }
         }
+        for (row, _) in tuples.drain(..) {
+            s.keep(row);
+        }
+        s.tuples = tuples;
     }
 
-    /// Every tuple joined with every row (slots to fill, weight), weights multiplied,
-    /// at most [`MAX_FANOUT`] results.
-    fn product<'v>(
+    /// Every tuple joined with every row (values for `cols`, weight), weights
+    /// multiplied, at most [`MAX_FANOUT`] results; replaces `tuples`.
+    fn product(
         &self,
-        tuples: &[(Vec<Value>, u64)],
-        rows: impl Iterator<Item = (Vec<(usize, &'v Value)>, u64)>,
+        s: &mut Scratch,
+        tuples: &mut Vec<(Vec<Value>, u64)>,
+        cols: &[usize],
+        rows: &[(&[Value], u64)],
         cx: &mut Context<'_>,
-    ) -> Vec<(Vec<Value>, u64)> {
-        let rows: Vec<_> = rows.collect();
-        let mut out = Vec::with_capacity((tuples.len() * rows.len()).min(MAX_FANOUT));
-        for (t, tw) in tuples {
-            for (fill, rw) in &rows {
+    ) {
+        let mut out = std::mem::take(&mut s.joined);
+        for (t, tw) in tuples.iter() {
+            for (vals, rw) in rows {
                 if out.len() == MAX_FANOUT {
                     *cx.dropped = cx.dropped.saturating_add(1);
                     continue;
                 }
-                let mut joined = t.clone();
-                for (slot, v) in fill {
-                    joined[*slot] = (*v).clone();
+                let mut joined = s.spare.pop().unwrap_or_default();
+                joined.clone_from(t);
+                for (slot, v) in cols.iter().zip(vals.iter()) {
+                    joined[*slot] = v.clone();
                 }
                 out.push((joined, tw.saturating_mul(*rw)));
             }
         }
-        out
+        for (row, _) in tuples.drain(..) {
+            s.keep(row);
+        }
+        std::mem::swap(tuples, &mut out);
+        s.joined = out;
     }
+}
+
+/// Buffers a thread reuses from hit to hit.
+#[derive(Default)]
+struct Scratch {
+    tuples: Vec<(Vec<Value>, u64)>,
+    joined: Vec<(Vec<Value>, u64)>,
+    spare: Vec<Vec<Value>>,
+    key: Vec<Value>,
+    args: Vec<Value>,
+}
+
+/// Rows kept for reuse at most (a join's fan-out, and one more).
+const SPARE_ROWS: usize = MAX_FANOUT + 1;
+
+impl Scratch {
+    /// A row of `width` nulls.
+    fn row(&mut self, width: usize) -> Vec<Value> {
+        let mut r = self.spare.pop().unwrap_or_default();
+        r.clear();
+        r.resize(width, Value::Null);
+        r
+    }
+
+    /// Keeps a row for reuse (its values dropped now, not held until reused).
+    fn keep(&mut self, mut row: Vec<Value>) {
+        if self.spare.len() < SPARE_ROWS {
+            row.clear();
+            self.spare.push(row);
+        }
+    }
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
