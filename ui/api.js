@@ -13,28 +13,7 @@ export class ApiError extends Error {
 /** GETs `path` (with `params`, empty values left out) and returns the JSON body. */
 export async function get(path, params) {
   const query = params ? encode(params) : "";
-  const headers = {};
-  const token = localStorage.getItem(TOKEN_KEY);
-  if (token) headers.Authorization = `Bearer ${token}`;
-  let resp;
-  try {
-    resp = await fetch(query ? `${path}?${query}` : path, { headers });
-  } catch (e) {
-    throw new ApiError(0, `cannot reach the server: ${e.message}`);
-  }
-  const text = await resp.text();
-  let body = null;
-  try {
-    body = text ? parseJson(text) : null;
-  } catch {
-    // A proxy's HTML page or a plain-text error: shown as it came.
-  }
-  if (!resp.ok) {
-    if (resp.status === 401) askToken();
-    const message = body && body.error ? body.error : text || resp.statusText;
-    throw new ApiError(resp.status, `${resp.status}: ${message}`);
-  }
-  return body;
+  return send("GET", query ? `${path}?${query}` : path);
 }
 
 /** Sends `body` as JSON with `method` (POST, DELETE) and returns the JSON answer. */
@@ -54,7 +33,7 @@ export async function send(method, path, body) {
   try {
     json = text ? parseJson(text) : null;
   } catch {
-    // Shown as it came.
+    // A proxy's HTML page or a plain-text error: shown as it came.
   }
   if (!resp.ok) {
     if (resp.status === 401) askToken();
