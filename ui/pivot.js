@@ -17,7 +17,7 @@ let live = null;
 
 export async function render(id, params) {
   stop();
-  return id == null ? index(params) : queryPage(id, params);
+  return id == null ? index() : queryPage(id, params);
 }
 
 export function mounted(page) {

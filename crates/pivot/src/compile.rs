@@ -68,13 +68,9 @@ impl Catalog {
         self.tracepoints.get(name)
     }
 
-    /// A named query, as a source (a tracepoint of the same name comes first).
-    pub fn query(&self, name: &str) -> Option<&Query> {
-        self.queries.get(name).map(|d| &d.query)
-    }
-
-    /// A named query's definition.
-    pub fn query_def(&self, name: &str) -> Option<&QueryDef> {
+    /// A named query's definition (as a source, a tracepoint of the same name comes
+    /// first).
+    pub fn query(&self, name: &str) -> Option<&QueryDef> {
         self.queries.get(name)
     }
 }
@@ -163,7 +159,7 @@ pub enum End {
     },
 }
 
-fn err(pos: Pos, found: &str, expected: &str) -> SyntaxError {
+pub(crate) fn err(pos: Pos, found: &str, expected: &str) -> SyntaxError {
     SyntaxError::new(pos, found, expected)
 }
 

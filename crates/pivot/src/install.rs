@@ -81,7 +81,7 @@ pub fn prepare(text: &str, known: &Catalog) -> Result<Prepared, SyntaxError> {
         }
     }
     for name in &plan.named {
-        if let Some(q) = catalog.query_def(name) {
+        if let Some(q) = catalog.query(name) {
             used.push(Item::Query(q.clone()));
         }
     }

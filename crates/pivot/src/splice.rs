@@ -10,7 +10,7 @@
 
 use causeway_model::source::SyntaxError;
 
-use crate::compile::{Catalog, MAX_JOINS};
+use crate::compile::{err, Catalog, MAX_JOINS};
 use crate::lang::ast::*;
 use crate::lang::print_select_item;
 
@@ -29,27 +29,41 @@ pub(crate) struct Spliced<'a> {
     pub named: Vec<String>,
 }
 
-fn err(pos: causeway_model::source::Pos, found: &str, expected: &str) -> SyntaxError {
-    SyntaxError::new(pos, found, expected)
-}
-
 /// Splices every named-query source of `query` into one variable tree.
 pub(crate) fn splice<'a>(query: &Query, catalog: &'a Catalog) -> Result<Spliced<'a>, SyntaxError> {
-    let mut out = Spliced {
-        vars: Vec::new(),
-        clauses: Vec::new(),
-        named: Vec::new(),
-    };
-    add_query(
-        &mut out,
-        query,
-        &query.var.text,
-        None,
-        Temporal::All,
+    let mut splicer = Splicer {
+        out: Spliced {
+            vars: Vec::new(),
+            clauses: Vec::new(),
+            named: Vec::new(),
+        },
         catalog,
-        &mut Vec::new(),
-    )?;
-    Ok(out)
+        stack: Vec::new(),
+    };
+    let root = Slot {
+        name: &query.var.text,
+        parent: None,
+        temporal: Temporal::All,
+    };
+    splicer.add_query(query, root)?;
+    Ok(splicer.out)
+}
+
+/// Where a variable goes in the tree: its name, the variable it hangs under, and which
+/// of its tuples count.
+#[derive(Clone, Copy)]
+struct Slot<'s> {
+    name: &'s str,
+    parent: Option<usize>,
+    temporal: Temporal,
+}
+
+/// The tree being built, the definitions it draws on, and the named queries being
+/// spliced (outermost first).
+struct Splicer<'a> {
+    out: Spliced<'a>,
+    catalog: &'a Catalog,
+    stack: Vec<String>,
 }
 
 /// How a spliced query's names read in the outer one.
@@ -97,166 +111,154 @@ impl Renames {
     }
 }
 
-/// Adds `query`'s variables (its From variable named `root`, under `parent`) and clauses.
-fn add_query<'a>(
-    out: &mut Spliced<'a>,
-    query: &Query,
-    root: &str,
-    parent: Option<usize>,
-    temporal: Temporal,
-    catalog: &'a Catalog,
-    stack: &mut Vec<String>,
-) -> Result<usize, SyntaxError> {
-    let root_index = add_source(out, &query.source, root, parent, temporal, catalog, stack)?;
-    // This query's own names, as the outer query knows them.
-    let mut local = Renames::default();
-    let outermost = stack.is_empty();
-    let prefix = |name: &str| {
-        if outermost {
-            name.to_string()
-        } else {
-            format!("{root}/{name}")
-        }
-    };
-    local.names.push((query.var.text.clone(), root.to_string()));
-    let known = |out: &Spliced, name: &str| out.vars.iter().any(|v| v.0 == name);
-    for j in &query.joins {
-        let name = prefix(&j.var.text);
-        if local.names.iter().any(|(from, _)| *from == j.var.text) || known(out, &name) {
-            return Err(err(
-                j.var.pos,
-                &format!("`{}` again", j.var.text),
-                "a variable name not used before in this query",
-            ));
-        }
-        if j.before.text != j.var.text {
-            return Err(err(
-                j.before.pos,
-                &format!("`{}`", j.before.text),
-                &format!("`{}`, the joined variable, before `->`", j.var.text),
-            ));
-        }
-        let Some(after) = local
-            .names
-            .iter()
-            .find(|(from, _)| *from == j.after.text)
-            .and_then(|(_, to)| out.vars.iter().position(|v| v.0 == *to))
-        else {
-            return Err(err(
-                j.after.pos,
-                &format!("`{}`", j.after.text),
-                "the From variable or a variable joined before, after `->`",
-            ));
-        };
-        local.names.push((j.var.text.clone(), name.clone()));
-        add_source(
-            out,
-            &j.source,
-            &name,
-            Some(after),
-            j.temporal,
-            catalog,
-            stack,
-        )?;
-    }
-    for c in &query.clauses {
-        let clause = match c {
-            Clause::Where(e) => Clause::Where(local.expr(e)),
-            Clause::Let(n, e) => {
-                let e = local.expr(e);
-                let name = prefix(&n.text);
-                local.names.push((n.text.clone(), name.clone()));
-                Clause::Let(
-                    Name {
-                        text: name,
-                        pos: n.pos,
-                    },
-                    e,
-                )
+impl Splicer<'_> {
+    /// Adds `query`'s variables (its From variable at `at`) and clauses.
+    fn add_query(&mut self, query: &Query, at: Slot) -> Result<usize, SyntaxError> {
+        let root = at.name;
+        let root_index = self.add_source(&query.source, at)?;
+        // This query's own names, as the outer query knows them.
+        let mut local = Renames::default();
+        let outermost = self.stack.is_empty();
+        let prefix = |name: &str| {
+            if outermost {
+                name.to_string()
+            } else {
+                format!("{root}/{name}")
             }
         };
-        let floor = if outermost { 0 } else { root_index };
-        out.clauses.push((clause, floor));
-    }
-    if !outermost {
-        // A spliced query: its selected names become the outer query's columns `root.NAME`.
-        for item in &query.select {
-            let SelectItem::Expr(e @ Expr::Ref(n)) = item else {
-                continue;
+        local.names.push((query.var.text.clone(), root.to_string()));
+        let known = |out: &Spliced, name: &str| out.vars.iter().any(|v| v.0 == name);
+        for j in &query.joins {
+            let name = prefix(&j.var.text);
+            if local.names.iter().any(|(from, _)| *from == j.var.text) || known(&self.out, &name) {
+                return Err(err(
+                    j.var.pos,
+                    &format!("`{}` again", j.var.text),
+                    "a variable name not used before in this query",
+                ));
+            }
+            if j.before.text != j.var.text {
+                return Err(err(
+                    j.before.pos,
+                    &format!("`{}`", j.before.text),
+                    &format!("`{}`, the joined variable, before `->`", j.var.text),
+                ));
+            }
+            let Some(after) = local
+                .names
+                .iter()
+                .find(|(from, _)| *from == j.after.text)
+                .and_then(|(_, to)| self.out.vars.iter().position(|v| v.0 == *to))
+            else {
+                return Err(err(
+                    j.after.pos,
+                    &format!("`{}`", j.after.text),
+                    "the From variable or a variable joined before, after `->`",
+                ));
             };
-            out.clauses.push((
-                Clause::Let(
-                    Name {
-                        text: format!("{root}.{}", n.text),
-                        pos: n.pos,
-                    },
-                    local.expr(e),
-                ),
-                root_index,
+            local.names.push((j.var.text.clone(), name.clone()));
+            self.add_source(
+                &j.source,
+                Slot {
+                    name: &name,
+                    parent: Some(after),
+                    temporal: j.temporal,
+                },
+            )?;
+        }
+        for c in &query.clauses {
+            let clause = match c {
+                Clause::Where(e) => Clause::Where(local.expr(e)),
+                Clause::Let(n, e) => {
+                    let e = local.expr(e);
+                    let name = prefix(&n.text);
+                    local.names.push((n.text.clone(), name.clone()));
+                    Clause::Let(
+                        Name {
+                            text: name,
+                            pos: n.pos,
+                        },
+                        e,
+                    )
+                }
+            };
+            let floor = if outermost { 0 } else { root_index };
+            self.out.clauses.push((clause, floor));
+        }
+        if !outermost {
+            // A spliced query: its selected names become the outer query's columns `root.NAME`.
+            for item in &query.select {
+                let SelectItem::Expr(e @ Expr::Ref(n)) = item else {
+                    continue;
+                };
+                self.out.clauses.push((
+                    Clause::Let(
+                        Name {
+                            text: format!("{root}.{}", n.text),
+                            pos: n.pos,
+                        },
+                        local.expr(e),
+                    ),
+                    root_index,
+                ));
+            }
+        }
+        Ok(root_index)
+    }
+
+    /// Adds the variable at `at` ranging over `source`: a tracepoint, or a named query
+    /// spliced in whole.
+    fn add_source(&mut self, source: &Name, at: Slot) -> Result<usize, SyntaxError> {
+        let out = &mut self.out;
+        if out.vars.len() > MAX_JOINS {
+            return Err(err(
+                source.pos,
+                &format!("join number {}", out.vars.len()),
+                &format!("at most {MAX_JOINS} joins, counting those of joined named queries"),
             ));
         }
+        if let Some(t) = self.catalog.tracepoint(&source.text) {
+            out.vars
+                .push((at.name.to_string(), t, at.parent, at.temporal));
+            return Ok(out.vars.len() - 1);
+        }
+        let Some(q) = self.catalog.query(&source.text) else {
+            return Err(err(
+                source.pos,
+                &format!("`{}`", source.text),
+                "a tracepoint defined in the loaded tracepoint files, or a named query",
+            ));
+        };
+        if self.stack.contains(&source.text) {
+            return Err(err(
+                source.pos,
+                &format!("`{}`, which sources itself", source.text),
+                "named queries that do not source each other in a cycle",
+            ));
+        }
+        if self.stack.len() >= MAX_NESTED_QUERIES {
+            return Err(err(
+                source.pos,
+                &format!("named queries nested {} deep", self.stack.len() + 1),
+                &format!("at most {MAX_NESTED_QUERIES}"),
+            ));
+        }
+        joinable(&q.query, source)?;
+        self.stack.push(source.text.clone());
+        // Errors inside the named query point at where it is used.
+        let index = self.add_query(&q.query, at).map_err(|e| {
+            err(
+                source.pos,
+                &format!("`{}`, which does not compile: {e}", source.text),
+                "a named query that compiles on its own",
+            )
+        })?;
+        self.stack.pop();
+        if !self.out.named.contains(&source.text) {
+            self.out.named.push(source.text.clone());
+        }
+        Ok(index)
     }
-    Ok(root_index)
-}
-
-/// Adds the variable `name` ranging over `source`: a tracepoint, or a named query spliced
-/// in whole.
-fn add_source<'a>(
-    out: &mut Spliced<'a>,
-    source: &Name,
-    name: &str,
-    parent: Option<usize>,
-    temporal: Temporal,
-    catalog: &'a Catalog,
-    stack: &mut Vec<String>,
-) -> Result<usize, SyntaxError> {
-    if out.vars.len() > MAX_JOINS {
-        return Err(err(
-            source.pos,
-            &format!("join number {}", out.vars.len()),
-            &format!("at most {MAX_JOINS} joins, counting those of joined named queries"),
-        ));
-    }
-    if let Some(t) = catalog.tracepoint(&source.text) {
-        out.vars.push((name.to_string(), t, parent, temporal));
-        return Ok(out.vars.len() - 1);
-    }
-    let Some(q) = catalog.query(&source.text) else {
-        return Err(err(
-            source.pos,
-            &format!("`{}`", source.text),
-            "a tracepoint defined in the loaded tracepoint files, or a named query",
-        ));
-    };
-    if stack.contains(&source.text) {
-        return Err(err(
-            source.pos,
-            &format!("`{}`, which sources itself", source.text),
-            "named queries that do not source each other in a cycle",
-        ));
-    }
-    if stack.len() >= MAX_NESTED_QUERIES {
-        return Err(err(
-            source.pos,
-            &format!("named queries nested {} deep", stack.len() + 1),
-            &format!("at most {MAX_NESTED_QUERIES}"),
-        ));
-    }
-    joinable(q, source)?;
-    stack.push(source.text.clone());
-    // Errors inside the named query point at where it is used.
-    let index = add_query(out, q, name, parent, temporal, catalog, stack).map_err(|e| {
-        err(
-            source.pos,
-            &format!("`{}`, which does not compile: {e}", source.text),
-            "a named query that compiles on its own",
-        )
-    })?;
-    stack.pop();
-    if !out.named.contains(&source.text) {
-        out.named.push(source.text.clone());
-    }
-    Ok(index)
 }
 
 /// A named query can be a source when its rows are its tuples: names selected, no

@@ -633,8 +633,8 @@ impl Recording {
 
     /// Runs the advice at a span's entry or exit.
     pub(crate) fn pivot_moment(&self, record: &mut SpanRecord, kind: ProbeKind) {
-        let example = record.example();
         if let Some(t) = &record.tracepoint {
+            let example = record.example();
             t.fire(&self.pivot, kind, None, &mut record.bag, example);
         }
     }
