@@ -118,14 +118,18 @@ impl CausewaySubscriber {
         self.tracepoints.clone()
     }
 
-    /// Whether Causeway records this callsite (the configured targets, or a tracepoint
-    /// enabled at run time).
+    /// Whether Causeway sees this callsite: traced, or read by an installed query.
     fn records(&self, metadata: &Metadata<'_>) -> bool {
+        self.traced(metadata) || self.queried(metadata)
+    }
+
+    /// Whether the targets or an enabled tracepoint put this callsite in traces (a
+    /// callsite only a query reads runs its advice and nothing else).
+    fn traced(&self, metadata: &Metadata<'_>) -> bool {
         self.targets
             .as_ref()
             .is_none_or(|t| t.would_enable(metadata.target(), metadata.level()))
             || self.tracepoints.matches(metadata)
-            || self.queried(metadata)
     }
 
     /// Whether an installed Pivot Tracing query has advice at this callsite.
@@ -267,8 +271,11 @@ impl tracing_core::Subscriber for CausewaySubscriber {
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
         let ours = match &self.targets {
-            // An enabled tracepoint may be at any level (enabling one rebuilds the hint).
-            Some(_) if self.tracepoints.any() => LevelFilter::TRACE,
+            // An enabled tracepoint or a query's callsite may be at any level (enabling
+            // or installing one rebuilds the hint).
+            Some(_) if self.tracepoints.any() || self.recording.pivot.active() => {
+                LevelFilter::TRACE
+            }
             Some(t) => {
                 tracing_subscriber::layer::Filter::<tracing_subscriber::Registry>::max_level_hint(t)
                     .unwrap_or(LevelFilter::TRACE)
@@ -395,20 +402,26 @@ impl tracing_core::Subscriber for CausewaySubscriber {
         };
         let parent = parent.and_then(|p| self.seen_through(p));
         // Only an event a query has advice at takes its span's lock for the bag.
-        if let Some(hooks) = self.recording.pivot.hooks(event.metadata()) {
+        let hooks = self.recording.pivot.hooks(event.metadata());
+        if let Some(hooks) = &hooks {
             let fired = parent.and_then(|p| {
                 self.slots.with(p & !ALIAS, |l| {
                     self.recording
-                        .pivot_event(&hooks, event, Some(&mut l.record))
+                        .pivot_event(hooks, event, Some(&mut l.record))
                 })
             });
             if fired.is_none() {
-                self.recording.pivot_event(&hooks, event, None);
+                self.recording.pivot_event(hooks, event, None);
             }
         }
         let Some(id) = parent.filter(|p| p & ALIAS == 0) else {
             return;
         };
+        // An event enabled only for a query's advice stays out of the trace (without
+        // advice here, the interest cache let it through because it is traced).
+        if hooks.is_some() && !self.traced(event.metadata()) {
+            return;
+        }
         self.slots.with(id, |l| {
             if let Some(d) = l.record.data.as_mut() {
                 d.record_event(event);
