@@ -2,7 +2,7 @@
 //! the paper's agents do before reporting each interval, and merged again at the hub.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 
 use causeway_model::TraceId;
 
@@ -132,13 +132,72 @@ fn keep(m: &mut Option<Value>, value: &Value, want: Ordering) {
     }
 }
 
+/// One group's aggregate states and an example trace that fed it.
+#[derive(Debug, Clone)]
+struct GroupState {
+    states: Vec<AggState>,
+    example: Option<TraceId>,
+}
+
+/// A group's key. It hashes each value's bytes and nothing else (no length, no
+/// variant tag: equality tells apart what collides), and so do the borrowed forms
+/// advice and merges look it up with, [`KeyRefs`] and [`KeySlice`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct GroupKey(Vec<Value>);
+
+fn hash_values<'a, H: Hasher>(values: impl Iterator<Item = &'a Value>, h: &mut H) {
+    for v in values {
+        match v {
+            Value::Null => h.write_u8(0),
+            Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
+            Value::Int(i) => h.write_i64(*i),
+            Value::Float(f) => h.write_u64(f.to_bits()),
+            Value::Str(s) => h.write(s.as_bytes()),
+        }
+    }
+}
+
+impl Hash for GroupKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        hash_values(self.0.iter(), h);
+    }
+}
+
+/// A key of borrowed values: looked up without cloning them.
+struct KeyRefs<'a>(&'a [&'a Value]);
+
+impl Hash for KeyRefs<'_> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        hash_values(self.0.iter().copied(), h);
+    }
+}
+
+impl hashbrown::Equivalent<GroupKey> for KeyRefs<'_> {
+    fn equivalent(&self, key: &GroupKey) -> bool {
+        key.0.len() == self.0.len() && key.0.iter().zip(self.0).all(|(k, v)| k == *v)
+    }
+}
+
+/// A key as a slice of values.
+struct KeySlice<'a>(&'a [Value]);
+
+impl Hash for KeySlice<'_> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        hash_values(self.0.iter(), h);
+    }
+}
+
+impl hashbrown::Equivalent<GroupKey> for KeySlice<'_> {
+    fn equivalent(&self, key: &GroupKey) -> bool {
+        key.0 == self.0
+    }
+}
+
 /// The groups of one query in one process and interval.
 #[derive(Debug, Clone)]
 pub struct Aggregator {
     funcs: Vec<AggFn>,
-    groups: HashMap<Vec<Value>, Vec<AggState>>,
-    /// A sampled trace that fed each group, where one did.
-    examples: HashMap<Vec<Value>, TraceId>,
+    groups: hashbrown::HashMap<GroupKey, GroupState>,
     /// Tuples whose group did not fit under [`MAX_GROUPS`].
     pub overflow: u64,
 }
@@ -148,27 +207,47 @@ impl Aggregator {
     pub fn new(funcs: &[AggFn]) -> Aggregator {
         Aggregator {
             funcs: funcs.to_vec(),
-            groups: HashMap::new(),
-            examples: HashMap::new(),
+            groups: hashbrown::HashMap::new(),
             overflow: 0,
         }
     }
 
     /// Adds a tuple of group `key` with the aggregates' arguments, `weight` times.
     pub fn add(&mut self, key: &[Value], args: &[Value], weight: u64) {
-        let states = match self.groups.get_mut(key) {
-            Some(s) => s,
+        let key: Vec<&Value> = key.iter().collect();
+        let args: Vec<&Value> = args.iter().collect();
+        self.add_borrowed(&key, &args, weight, None);
+    }
+
+    /// [`Aggregator::add`] from borrowed values, cloned only into a new group (advice
+    /// emits this way), and a trace that fed the group, kept if it has no example yet.
+    pub fn add_borrowed(
+        &mut self,
+        key: &[&Value],
+        args: &[&Value],
+        weight: u64,
+        example: Option<TraceId>,
+    ) {
+        let group = match self.groups.get_mut(&KeyRefs(key)) {
+            Some(g) => g,
             None => {
                 if self.groups.len() >= MAX_GROUPS {
                     self.overflow = self.overflow.saturating_add(weight);
                     return;
                 }
-                let fresh = self.funcs.iter().map(|f| AggState::new(*f)).collect();
-                self.groups.entry(key.to_vec()).or_insert(fresh)
+                let fresh = GroupState {
+                    states: self.funcs.iter().map(|f| AggState::new(*f)).collect(),
+                    example: None,
+                };
+                let owned = GroupKey(key.iter().map(|v| (*v).clone()).collect());
+                self.groups.entry(owned).or_insert(fresh)
             }
         };
-        for (s, a) in states.iter_mut().zip(args) {
+        for (s, a) in group.states.iter_mut().zip(args) {
             s.add(a, weight);
+        }
+        if group.example.is_none() {
+            group.example = example;
         }
     }
 
@@ -176,28 +255,33 @@ impl Aggregator {
     pub fn merge(&mut self, other: &Aggregator) {
         for (key, theirs) in &other.groups {
             match self.groups.get_mut(key) {
-                Some(mine) => mine.iter_mut().zip(theirs).for_each(|(m, t)| m.merge(t)),
+                Some(mine) => {
+                    mine.states
+                        .iter_mut()
+                        .zip(&theirs.states)
+                        .for_each(|(m, t)| m.merge(t));
+                    if mine.example.is_none() {
+                        mine.example = theirs.example;
+                    }
+                }
                 None => {
                     self.groups.insert(key.clone(), theirs.clone());
                 }
             }
-        }
-        for (key, trace) in &other.examples {
-            self.note_example(key, *trace);
         }
         self.overflow = self.overflow.saturating_add(other.overflow);
     }
 
     /// Keeps `trace` as the example of group `key` if the group has none yet.
     pub fn note_example(&mut self, key: &[Value], trace: TraceId) {
-        if !self.examples.contains_key(key) && self.groups.contains_key(key) {
-            self.examples.insert(key.to_vec(), trace);
+        if let Some(g) = self.groups.get_mut(&KeySlice(key)) {
+            g.example.get_or_insert(trace);
         }
     }
 
     /// The example trace of group `key`.
     pub fn example(&self, key: &[Value]) -> Option<TraceId> {
-        self.examples.get(key).copied()
+        self.groups.get(&KeySlice(key)).and_then(|g| g.example)
     }
 
     /// Rows of key values then aggregate values, sorted by key.
@@ -214,12 +298,12 @@ impl Aggregator {
             .groups
             .iter()
             .map(|(k, s)| {
-                let row = k
-                    .iter()
-                    .cloned()
-                    .chain(s.iter().map(AggState::value))
-                    .collect();
-                (row, self.examples.get(k).copied())
+                let row =
+                    k.0.iter()
+                        .cloned()
+                        .chain(s.states.iter().map(AggState::value))
+                        .collect();
+                (row, s.example)
             })
             .collect();
         rows.sort_by(|(a, _), (b, _)| {
@@ -239,7 +323,7 @@ impl Aggregator {
     pub fn groups(&self) -> impl Iterator<Item = (&[Value], &[AggState])> {
         self.groups
             .iter()
-            .map(|(k, s)| (k.as_slice(), s.as_slice()))
+            .map(|(k, s)| (k.0.as_slice(), s.states.as_slice()))
     }
 
     /// Number of groups.
@@ -264,12 +348,20 @@ impl Aggregator {
             return false;
         }
         let full = self.groups.len() >= MAX_GROUPS;
-        match self.groups.get_mut(key) {
-            Some(mine) => mine.iter_mut().zip(states).for_each(|(m, t)| m.merge(t)),
+        match self.groups.get_mut(&KeySlice(key)) {
+            Some(mine) => mine
+                .states
+                .iter_mut()
+                .zip(states)
+                .for_each(|(m, t)| m.merge(t)),
             // Counted per group: how many tuples the group held is not known here.
             None if full => self.overflow = self.overflow.saturating_add(1),
             None => {
-                self.groups.insert(key.to_vec(), states.to_vec());
+                let group = GroupState {
+                    states: states.to_vec(),
+                    example: None,
+                };
+                self.groups.insert(GroupKey(key.to_vec()), group);
             }
         }
         true
@@ -280,8 +372,43 @@ impl Aggregator {
         Aggregator {
             funcs: self.funcs.clone(),
             groups: std::mem::take(&mut self.groups),
-            examples: std::mem::take(&mut self.examples),
             overflow: std::mem::take(&mut self.overflow),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_added_owned_borrowed_or_merged_is_one_group() {
+        let trace = TraceId::new(7).expect("non-zero");
+        let mut a = Aggregator::new(&[AggFn::Count, AggFn::Sum]);
+        let key = [Value::from("A"), Value::Int(5)];
+        a.add(&key, &[Value::Null, Value::Int(2)], 1);
+        a.add_borrowed(
+            &[&key[0], &key[1]],
+            &[&Value::Null, &Value::Int(3)],
+            2,
+            None,
+        );
+        assert!(a.merge_group(&key, &[AggState::Count(4), AggState::SumInt(10)]));
+        a.note_example(&key, trace);
+        // Equal hashes, different values: other groups.
+        a.add(
+            &[Value::from("A"), Value::Float(f64::from_bits(5))],
+            &[Value::Null, Value::Null],
+            1,
+        );
+        a.add(&[Value::from("A5")], &[Value::Null, Value::Null], 1);
+        assert_eq!(a.len(), 3);
+        assert_eq!(a.example(&key), Some(trace));
+        let states: Vec<&[AggState]> = a
+            .groups()
+            .filter(|(k, _)| *k == key.as_slice())
+            .map(|(_, s)| s)
+            .collect();
+        assert_eq!(states, [&[AggState::Count(7), AggState::SumInt(18)][..]]);
     }
 }

@@ -153,15 +153,25 @@ impl Baggage {
 
     /// The tuples of a bag with their counts.
     pub fn unpack(&self, key: BagKey) -> Vec<(&[Value], u64)> {
-        match self.bags.get(&key) {
-            None => Vec::new(),
-            Some(Bag::Grouped(g)) => g
-                .segments
+        self.tuples(key).collect()
+    }
+
+    /// [`Baggage::unpack`] without collecting them.
+    pub fn tuples(&self, key: BagKey) -> impl Iterator<Item = (&[Value], u64)> {
+        let (grouped, temporal) = match self.bags.get(&key) {
+            None => (None, None),
+            Some(Bag::Grouped(g)) => (Some(g), None),
+            Some(Bag::Temporal(t)) => (None, Some(t)),
+        };
+        let grouped = grouped.into_iter().flat_map(|g| {
+            g.segments
                 .values()
                 .flat_map(|s| s.tuples.iter().map(|(v, c)| (v.as_slice(), *c)))
-                .collect(),
-            Some(Bag::Temporal(t)) => t.tuples.iter().map(|s| (s.values.as_slice(), 1)).collect(),
-        }
+        });
+        let temporal = temporal
+            .into_iter()
+            .flat_map(|t| t.tuples.iter().map(|s| (s.values.as_slice(), 1)));
+        grouped.chain(temporal)
     }
 
     /// A copy for a branch of the request (a child span, a call to another process): it

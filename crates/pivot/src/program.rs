@@ -33,13 +33,31 @@ pub enum Op {
     In(Box<Op>, Vec<Op>),
 }
 
+/// A tuple's values by slot: owned, or borrowed from the hit and the bags.
+pub trait Columns {
+    /// The value in slot `i` (`Null` past the end).
+    fn column(&self, i: usize) -> &Value;
+}
+
+impl Columns for [Value] {
+    fn column(&self, i: usize) -> &Value {
+        self.get(i).unwrap_or(&NULL)
+    }
+}
+
+impl Columns for [&Value] {
+    fn column(&self, i: usize) -> &Value {
+        self.get(i).copied().unwrap_or(&NULL)
+    }
+}
+
 impl Op {
     /// The value of the expression for `tuple`. Recursion is bounded by the parser's
     /// nesting limit.
-    pub fn eval(&self, tuple: &[Value]) -> Value {
+    pub fn eval<T: Columns + ?Sized>(&self, tuple: &T) -> Value {
         match self {
             Op::Lit(v) => v.clone(),
-            Op::Slot(i) => tuple.get(*i).cloned().unwrap_or(Value::Null),
+            Op::Slot(i) => tuple.column(*i).clone(),
             Op::Not(a) => value::not(&a.eval(tuple)),
             Op::Neg(a) => value::negate(&a.eval(tuple)),
             Op::Bin(op, a, b) => value::binary(*op, &a.eval(tuple), &b.eval(tuple)),
@@ -245,9 +263,22 @@ impl Program {
         // Tuples are built in this thread's reused buffers: a hit allocates only for
         // what it keeps (a new group, a packed tuple).
         SCRATCH.with(|s| match s.try_borrow_mut() {
-            Ok(mut s) => self.run_in(&mut s, observed, baggage, aggregator, cx),
-            Err(_) => self.run_in(&mut Scratch::default(), observed, baggage, aggregator, cx),
+            Ok(mut s) => self.run_with(&mut s, observed, baggage, aggregator, cx),
+            Err(_) => self.run_with(&mut Scratch::default(), observed, baggage, aggregator, cx),
         })
+    }
+
+    fn run_with(
+        &self,
+        s: &mut Scratch,
+        observed: &[Observed],
+        baggage: &mut Option<Arc<Baggage>>,
+        aggregator: &mut Aggregator,
+        cx: &mut Context<'_>,
+    ) {
+        if !self.run_borrowed(s, observed, baggage, aggregator, cx) {
+            self.run_in(s, observed, baggage, aggregator, cx);
+        }
     }
 
     fn run_in(
@@ -280,12 +311,14 @@ impl Program {
         }
         for (target, op) in &self.steps {
             match target {
-                Some(slot) => tuples.iter_mut().for_each(|(t, _)| t[*slot] = op.eval(t)),
+                Some(slot) => tuples
+                    .iter_mut()
+                    .for_each(|(t, _)| t[*slot] = op.eval(t.as_slice())),
                 None => {
                     // Kept tuples stay in order (a temporal pack stamps them in turn).
                     let mut kept = 0;
                     for i in 0..tuples.len() {
-                        if op.eval(&tuples[i].0).is_true() {
+                        if op.eval(tuples[i].0.as_slice()).is_true() {
                             tuples.swap(kept, i);
                             kept += 1;
                         }
@@ -296,46 +329,125 @@ impl Program {
                 }
             }
         }
-        match &self.end {
-            ProgramEnd::Pack { key, mode, slots } => {
-                if !tuples.is_empty() {
-                    let baggage = Arc::make_mut(baggage.get_or_insert_with(Default::default));
-                    for (t, w) in &tuples {
-                        let values: Vec<Value> = slots.iter().map(|s| t[*s].clone()).collect();
-                        match mode {
-                            Temporal::All => baggage.pack_grouped(*key, values, *w, cx.ids),
-                            Temporal::First(n) | Temporal::MostRecent(n) => {
-                                let ts = cx.clock.stamp(cx.now);
-                                let first = matches!(mode, Temporal::First(_));
-                                baggage.pack_temporal(*key, first, *n, ts, (cx.ids)(), values);
-                            }
-                        }
-                    }
-                }
-            }
-            ProgramEnd::Emit { keys, args } => {
-                let mut k = std::mem::take(&mut s.key);
-                let mut a = std::mem::take(&mut s.args);
-                for (t, w) in &tuples {
-                    k.clear();
-                    k.extend(keys.iter().map(|op| op.eval(t)));
-                    a.clear();
-                    a.extend(args.iter().map(|op| op.eval(t)));
-                    aggregator.add(&k, &a, *w);
-                    if let Some(trace) = cx.example {
-                        aggregator.note_example(&k, trace);
-                    }
-                }
-                k.clear();
-                a.clear();
-                s.key = k;
-                s.args = a;
-            }
+        let mut computed = std::mem::take(&mut s.computed);
+        for (t, w) in &tuples {
+            self.finish(t.as_slice(), *w, baggage, aggregator, &mut computed, cx);
         }
+        s.computed = computed;
         for (row, _) in tuples.drain(..) {
             s.keep(row);
         }
         s.tuples = tuples;
+    }
+
+    /// Runs advice without Let steps or exploded exports on tuples of borrowed values
+    /// (no clone, no reference count touched): the observed values and each joined
+    /// bag's tuples in turn. False, and nothing done, for advice it does not cover.
+    fn run_borrowed(
+        &self,
+        s: &mut Scratch,
+        observed: &[Observed],
+        baggage: &mut Option<Arc<Baggage>>,
+        aggregator: &mut Aggregator,
+        cx: &mut Context<'_>,
+    ) -> bool {
+        let packs_what_it_reads =
+            matches!(self.end, ProgramEnd::Pack { .. }) && !self.unpack.is_empty();
+        if self.width > INLINE_COLUMNS
+            || packs_what_it_reads
+            || self.steps.iter().any(|(target, _)| target.is_some())
+            || observed.iter().any(|o| matches!(o, Observed::Many(_)))
+        {
+            return false;
+        }
+        let mut row: [&Value; INLINE_COLUMNS] = [&NULL; INLINE_COLUMNS];
+        for (slot, o) in row.iter_mut().zip(observed.iter().take(self.observe.len())) {
+            if let Observed::One(v) = o {
+                *slot = v;
+            }
+        }
+        if self.unpack.is_empty() {
+            let row = &row[..self.width];
+            if self.keeps(row) {
+                self.finish(row, 1, baggage, aggregator, &mut s.computed, cx);
+            }
+            return true;
+        }
+        let computed = &mut s.computed;
+        let mut joined = 0;
+        let mut emit = |row: &[&Value], weight: u64, cx: &mut Context<'_>| {
+            if joined == MAX_FANOUT {
+                *cx.dropped = cx.dropped.saturating_add(1);
+                return;
+            }
+            joined += 1;
+            if self.keeps(row) {
+                self.finish(row, weight, &mut None, aggregator, computed, cx);
+            }
+        };
+        self.join_borrowed(baggage.as_deref(), 0, &mut row, 1, &mut emit, cx);
+        true
+    }
+
+    /// Joins the tuples of bag `self.unpack[at]` and those after it into `row`.
+    /// Recursion is as deep as the advice's joins (bounded by the compiler).
+    fn join_borrowed<'v>(
+        &self,
+        bags: Option<&'v Baggage>,
+        at: usize,
+        row: &mut [&'v Value; INLINE_COLUMNS],
+        weight: u64,
+        emit: &mut dyn FnMut(&[&Value], u64, &mut Context<'_>),
+        cx: &mut Context<'_>,
+    ) {
+        let Some((key, cols)) = self.unpack.get(at) else {
+            emit(&row[..self.width], weight, cx);
+            return;
+        };
+        let Some(bags) = bags else { return };
+        for (values, w) in bags.tuples(*key) {
+            for (slot, v) in cols.iter().zip(values) {
+                if let Some(r) = row.get_mut(*slot) {
+                    *r = v;
+                }
+            }
+            let w = weight.saturating_mul(w);
+            self.join_borrowed(Some(bags), at + 1, row, w, emit, cx);
+        }
+    }
+
+    /// Whether every Where step keeps the tuple.
+    fn keeps<T: Columns + ?Sized>(&self, row: &T) -> bool {
+        self.steps.iter().all(|(_, op)| op.eval(row).is_true())
+    }
+
+    /// PACKs or EMITs one tuple (`computed` holds emitted values an expression makes).
+    fn finish<T: Columns + ?Sized>(
+        &self,
+        row: &T,
+        weight: u64,
+        baggage: &mut Option<Arc<Baggage>>,
+        aggregator: &mut Aggregator,
+        computed: &mut Vec<Value>,
+        cx: &mut Context<'_>,
+    ) {
+        match &self.end {
+            ProgramEnd::Pack { key, mode, slots } => {
+                let baggage = Arc::make_mut(baggage.get_or_insert_with(Default::default));
+                let values: Vec<Value> = slots.iter().map(|s| row.column(*s).clone()).collect();
+                match mode {
+                    Temporal::All => baggage.pack_grouped(*key, values, weight, cx.ids),
+                    Temporal::First(n) | Temporal::MostRecent(n) => {
+                        let ts = cx.clock.stamp(cx.now);
+                        let first = matches!(mode, Temporal::First(_));
+                        baggage.pack_temporal(*key, first, *n, ts, (cx.ids)(), values);
+                    }
+                }
+            }
+            ProgramEnd::Emit { keys, args } => {
+                emit(row, weight, keys, args, computed, aggregator, cx.example)
+            }
+        }
     }
 
     /// Every tuple joined with every row (values for `cols`, weight), weights
@@ -371,14 +483,67 @@ impl Program {
     }
 }
 
+/// Values emits borrow when there is nothing to compute: a null for a missing slot.
+static NULL: Value = Value::Null;
+
+/// Group keys and aggregate arguments emitted at most without a heap buffer.
+const INLINE_COLUMNS: usize = 16;
+
+impl Op {
+    /// The value without computing it: a slot's or a constant.
+    fn direct<'a, T: Columns + ?Sized>(&'a self, tuple: &'a T) -> Option<&'a Value> {
+        match self {
+            Op::Slot(i) => Some(tuple.column(*i)),
+            Op::Lit(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// Adds one tuple to the aggregator: its group key and aggregate arguments borrowed from
+/// the tuple where they are plain columns (no clone, no reference count touched), the
+/// others computed into `computed`.
+fn emit<T: Columns + ?Sized>(
+    tuple: &T,
+    weight: u64,
+    keys: &[Op],
+    args: &[Op],
+    computed: &mut Vec<Value>,
+    aggregator: &mut Aggregator,
+    example: Option<TraceId>,
+) {
+    let ops = || keys.iter().chain(args);
+    computed.clear();
+    computed.extend(
+        ops()
+            .filter(|op| op.direct(tuple).is_none())
+            .map(|op| op.eval(tuple)),
+    );
+    let mut next = computed.iter();
+    let n = keys.len() + args.len();
+    let mut inline: [&Value; INLINE_COLUMNS] = [&NULL; INLINE_COLUMNS];
+    let mut heap: Vec<&Value> = Vec::new();
+    let refs: &mut [&Value] = if n <= INLINE_COLUMNS {
+        &mut inline[..n]
+    } else {
+        heap.resize(n, &NULL);
+        &mut heap
+    };
+    for (slot, op) in refs.iter_mut().zip(ops()) {
+        *slot = op.direct(tuple).or_else(|| next.next()).unwrap_or(&NULL);
+    }
+    let (key, values) = refs.split_at(keys.len());
+    aggregator.add_borrowed(key, values, weight, example);
+}
+
 /// Buffers a thread reuses from hit to hit.
 #[derive(Default)]
 struct Scratch {
     tuples: Vec<(Vec<Value>, u64)>,
     joined: Vec<(Vec<Value>, u64)>,
     spare: Vec<Vec<Value>>,
-    key: Vec<Value>,
-    args: Vec<Value>,
+    /// Emitted values an expression computed.
+    computed: Vec<Value>,
 }
 
 /// Rows kept for reuse at most (a join's fan-out, and one more).

@@ -166,6 +166,50 @@ fn q7_counts_each_selected_host_against_the_replicas_offered() {
 }
 
 #[test]
+fn advice_with_a_let_step_counts_what_advice_without_one_counts() {
+    // Advice without Let steps runs on borrowed values, advice with one on built tuples:
+    // the same query written both ways gives the same totals, joins and filter included.
+    let plain = lowered("Q7", 7);
+    let with_let = lowered(
+        "From DNop In DN.DataTransferProtocol \
+         Join getloc In NN.GetBlockLocations On getloc -> DNop \
+         Join st In StressTest.DoNextOp On st -> getloc \
+         Where st.host != DNop.host \
+         Let dn = DNop.host \
+         GroupBy dn, getloc.replicas \
+         Select dn, getloc.replicas, COUNT",
+        8,
+    );
+    let at_datanode = |q: &Lowered| {
+        q.programs
+            .iter()
+            .find(|p| p.tracepoint == "DN.DataTransferProtocol")
+            .map(|p| p.steps.iter().any(|(target, _)| target.is_some()))
+    };
+    assert_eq!(at_datanode(&plain), Some(false));
+    assert_eq!(at_datanode(&with_let), Some(true));
+    let many: Vec<String> = (0..30).map(|i| format!("r{i}")).collect();
+    let reads = [
+        ("B", "A,C,D".to_string(), "A"),
+        // Local: filtered out.
+        ("A", "A,B,C".to_string(), "A"),
+        ("E", "C,D,F".to_string(), "C"),
+        ("B", many.join(","), "r3"),
+    ];
+    let mut totals = Vec::new();
+    for q in [&plain, &with_let] {
+        let mut agg = Aggregator::new(&q.funcs);
+        let mut w = World::new();
+        for (client, locations, dn) in &reads {
+            read(&mut w, q, &mut agg, client, locations, dn);
+        }
+        totals.push(rows(&agg));
+    }
+    assert_eq!(totals[0], totals[1]);
+    assert_eq!(totals[0].len(), 3 + 3 + 30, "{:?}", totals[0]);
+}
+
+#[test]
 fn q6_and_q3_count_reads_per_host() {
     let q6 = lowered("Q6", 6);
     let q3 = lowered("Q3", 3);

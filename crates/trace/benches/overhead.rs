@@ -6,6 +6,13 @@
 //! span API, `enable` feature on) and `tracing-opentelemetry` over `opentelemetry_sdk`
 //! (batch processor, no-op exporter).
 //!
+//! The `*disabled_event` cases time a `debug!` callsite nothing needs: with no subscriber,
+//! under a fmt layer filtered at `info`, and under Causeway with a Pivot Tracing query
+//! installed elsewhere (which lifts the level `tracing` checks first, so the callsite's
+//! own interest has to say `never`), alone and with the fmt layer as its inner
+//! subscriber. `causeway_pivot_enabled_event` is the same callsite once a query reads
+//! it (OBSERVE+EMIT), to show what the interest saves.
+//!
 //! `cargo bench --bench overhead [FILTER]` runs every case whose name contains FILTER, in
 //! `OVERHEAD_ROUNDS` rounds (default 3) that alternate the cases, and writes the median
 //! of the rounds' medians (ns per operation) to `target/causeway-bench/overhead.json`,
@@ -62,7 +69,12 @@ unsafe impl GlobalAlloc for CountingAllocator {
 static GLOBAL: CountingAllocator = CountingAllocator;
 
 /// The cases, in the order each round runs them.
-const CASES: [&str; 20] = [
+const CASES: [&str; 25] = [
+    "bare_disabled_event",
+    "fmt_disabled_event",
+    "causeway_pivot_disabled_event",
+    "causeway_pivot_fmt_disabled_event",
+    "causeway_pivot_enabled_event",
     "bare_tracing_span",
     "dispatch_floor_span",
     "registry_noop_layer_span",
@@ -91,6 +103,7 @@ fn has_details(case: &str) -> bool {
         case,
         "causeway_sampled_span"
             | "causeway_unsampled_span"
+            | "causeway_pivot_enabled_event"
             | "causeway_layer_sampled_span"
             | "fastrace_span"
             | "fastrace_local_span"
@@ -199,6 +212,14 @@ fn tracing_events(n: u64) -> Duration {
     total
 }
 
+/// The tracepoint: a library's `debug!` event with an integer field.
+fn disabled_events(n: u64) -> Duration {
+    timed(
+        n,
+        || tracing::debug!(target: "storage::disk", delta = std::hint::black_box(8192u64), "read"),
+    )
+}
+
 fn fastrace_spans(n: u64) -> Duration {
     use fastrace::prelude::*;
     let t0 = Instant::now();
@@ -259,6 +280,82 @@ fn causeway(mode: Mode, sampler: Sampler) -> Flush {
     })
 }
 
+/// A Pivot Tracing query on the bench's `debug!` callsite, or on another (an `info!`
+/// event of `app::other` nothing runs).
+fn pivot_query(on_the_callsite: bool) -> String {
+    let (target, level) = if on_the_callsite {
+        ("storage::disk", "debug")
+    } else {
+        ("app::other", "info")
+    };
+    let text = format!(
+        "Tracepoint Read = event(target = \"{target}\", level = \"{level}\", field = \"delta\") \
+         Export delta\n\
+         From r In Read GroupBy r.host Select r.host, SUM(r.delta)"
+    );
+    match causeway_pivot::install::prepare(&text, &Default::default()) {
+        Ok(p) => p.script,
+        Err(e) => {
+            eprintln!("{}", e.render("query", &text));
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Causeway recording `app` at `info`, a fmt layer filtered at `info` as its inner
+/// subscriber or none, and a Pivot Tracing query installed.
+fn causeway_pivot(with_fmt: bool, on_the_callsite: bool) -> Flush {
+    use tracing_subscriber::Layer as _;
+    let config = Config::new("bench")
+        .with_targets("app=info".parse().unwrap_or_default())
+        .with_queue_spans(1 << 20);
+    let (subscriber, guard) = match causeway::subscriber_with_sinks(config, vec![Box::new(Discard)])
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("cannot start causeway: {e}");
+            std::process::exit(2);
+        }
+    };
+    if with_fmt {
+        let fmt = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::sink)
+            .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
+        install(Dispatch::new(
+            subscriber.with_inner(tracing_subscriber::registry().with(fmt)),
+        ));
+    } else {
+        install(Dispatch::new(subscriber));
+    }
+    let pivot = guard.pivot();
+    if let Err(e) = pivot.install(1, &pivot_query(on_the_callsite)) {
+        eprintln!("cannot install the query: {e}");
+        std::process::exit(2);
+    }
+    let guard = Arc::new(guard);
+    Box::new(move || {
+        // The query's groups, to show whether its advice ran.
+        let groups: usize = pivot
+            .take_results()
+            .iter()
+            .map(|(_, a)| a.rows().len())
+            .sum();
+        eprintln!("pivot groups since the last flush: {groups}");
+        guard.flush();
+        let stats = guard.stats();
+        Some((stats.recorded, stats.dropped))
+    })
+}
+
+fn fmt_info() -> Flush {
+    use tracing_subscriber::Layer as _;
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::sink)
+        .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
+    install(Dispatch::new(tracing_subscriber::registry().with(fmt)));
+    nothing()
+}
+
 fn otel(sampler: opentelemetry_sdk::trace::Sampler) -> Flush {
     let provider = SdkTracerProvider::builder()
         .with_span_processor(BatchSpanProcessor::builder(NoopExporter).build())
@@ -291,6 +388,11 @@ fn bench_for(case: &str) -> Option<Bench> {
     let always = || Sampler::Always;
     let never = || Sampler::Never;
     let (run, flush): (Run, Flush) = match case {
+        "bare_disabled_event" => (disabled_events, nothing()),
+        "fmt_disabled_event" => (disabled_events, fmt_info()),
+        "causeway_pivot_disabled_event" => (disabled_events, causeway_pivot(false, false)),
+        "causeway_pivot_fmt_disabled_event" => (disabled_events, causeway_pivot(true, false)),
+        "causeway_pivot_enabled_event" => (disabled_events, causeway_pivot(false, true)),
         "bare_tracing_span" => (|n| tracing_spans(n, 1), nothing()),
         "dispatch_floor_span" => {
             install(Dispatch::new(Floor));

@@ -124,6 +124,28 @@ impl Hooks {
     }
 }
 
+/// One thread's results: each query's aggregator (a few queries: a list is quicker to
+/// search than a map), and the observed values of a hit, kept to reuse their buffer.
+#[derive(Default)]
+struct Results {
+    by_query: Vec<(u32, Aggregator)>,
+    observed: Vec<Observed>,
+}
+
+impl Results {
+    fn of(&mut self, query: &Query) -> &mut Aggregator {
+        let at = match self.by_query.iter().position(|(id, _)| *id == query.id) {
+            Some(at) => at,
+            None => {
+                self.by_query
+                    .push((query.id, Aggregator::new(&query.funcs)));
+                self.by_query.len() - 1
+            }
+        };
+        &mut self.by_query[at].1
+    }
+}
+
 /// The per-callsite advice cache: `None` when nothing fires at the callsite.
 type HookCache = HashMap<Identifier, Option<Arc<Hooks>>>;
 
@@ -136,7 +158,7 @@ pub(crate) struct Runtime {
     queries: RwLock<Vec<Arc<Query>>>,
     hooks: RwLock<HookCache>,
     /// Per thread, so that hits on different threads never wait for each other.
-    results: ThreadLocal<Mutex<HashMap<u32, Aggregator>>>,
+    results: ThreadLocal<Mutex<Results>>,
     callsites: Mutex<Callsites>,
     clock: Mutex<Hlc>,
     next_id: AtomicU64,
@@ -354,18 +376,18 @@ impl Runtime {
         let now = crate::clock::now_ns();
         let results = self.results.get_or_default();
         let mut results = lock(results);
+        let results = &mut *results;
         let mut clock = lock(&self.clock);
         let mut dropped = 0u64;
         let mut ids = || self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut observed = std::mem::take(&mut results.observed);
         for h in list {
-            let observed: Vec<Observed> = h
-                .sources
-                .iter()
-                .map(|s| self.observe(s, fields, now, duration_ns))
-                .collect();
-            let aggregator = results
-                .entry(h.query.id)
-                .or_insert_with(|| Aggregator::new(&h.query.funcs));
+            observed.clear();
+            observed.extend(
+                h.sources
+                    .iter()
+                    .map(|s| self.observe(s, fields, now, duration_ns)),
+            );
             let mut cx = Context {
                 clock: &mut clock,
                 now,
@@ -374,9 +396,11 @@ impl Runtime {
                 example,
             };
             if let Some(p) = h.query.programs.get(h.program) {
-                p.run(&observed, bag, aggregator, &mut cx);
+                p.run(&observed, bag, results.of(&h.query), &mut cx);
             }
         }
+        observed.clear();
+        results.observed = observed;
         if dropped > 0 {
             self.fanout_dropped.fetch_add(dropped, Ordering::Relaxed);
         }
@@ -416,7 +440,7 @@ impl Runtime {
     pub(crate) fn take_results(&self) -> Vec<(u32, Aggregator)> {
         let mut merged: HashMap<u32, Aggregator> = HashMap::new();
         for per_thread in self.results.iter() {
-            for (id, a) in lock(per_thread).drain() {
+            for (id, a) in lock(per_thread).by_query.drain(..) {
                 if a.is_empty() {
                     continue;
                 }
