@@ -34,6 +34,10 @@ enum What {
     /// Time to reconcile and check every stored path against recognizers generated from
     /// the most common patterns.
     Expect(ExpectArgs),
+    /// Pivot Tracing on `causeway demo replicas`: request latency overhead per
+    /// configuration (interleaved paired runs, 95% confidence intervals) and the time
+    /// from installing a query to its first result.
+    Pivot(crate::bench_pivot::PivotArgs),
 }
 
 #[derive(Args)]
@@ -121,6 +125,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         What::Query(a) => query(a),
         What::Analyses(a) => analyses(a),
         What::Expect(a) => expect(a),
+        What::Pivot(a) => crate::bench_pivot::run(a),
     }
 }
 
@@ -194,7 +199,7 @@ fn memory_mib(field: &str) -> Option<f64> {
     Some((kb / 1024.0 * 10.0).round() / 10.0)
 }
 
-fn bar(len: u64, what: &str) -> ProgressBar {
+pub(crate) fn bar(len: u64, what: &str) -> ProgressBar {
     ProgressBar::new(len).with_style(
         ProgressStyle::with_template(&format!("{{bar:40}} {{pos}}/{{len}} {what} {{msg}}"))
             .unwrap_or_else(|_| ProgressStyle::default_bar()),

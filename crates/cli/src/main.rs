@@ -9,6 +9,7 @@ mod stdout;
 
 mod analyze;
 mod bench;
+mod bench_pivot;
 mod client;
 mod demo;
 mod expect;

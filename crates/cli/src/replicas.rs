@@ -100,7 +100,8 @@ fn free_addrs(n: usize) -> Result<Vec<SocketAddr>> {
         .collect()
 }
 
-fn spawn(nodes: &[Node], setup: &Setup) -> Result<Vec<crate::demo::Node>> {
+/// Starts `nodes`; `capture` pipes their standard output for the caller to read.
+fn spawn(nodes: &[Node], setup: &Setup, capture: bool) -> Result<Vec<crate::demo::Node>> {
     let exe = std::env::current_exe().context("finding the causeway executable")?;
     let env = serde_json::to_string(setup)?;
     let mut running = Vec::new();
@@ -110,7 +111,11 @@ fn spawn(nodes: &[Node], setup: &Setup) -> Result<Vec<crate::demo::Node>> {
             .args(node.args())
             .env(SETUP_VAR, &env)
             .stdin(Stdio::piped())
-            .stdout(Stdio::null())
+            .stdout(if capture {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .spawn()
             .with_context(|| format!("starting {}", node.proc_name()));
         match child {
@@ -128,7 +133,7 @@ fn spawn(nodes: &[Node], setup: &Setup) -> Result<Vec<crate::demo::Node>> {
 }
 
 /// Installs every query of `text`; their ids and names.
-fn install(client: &Client, text: &str, origin: &str) -> Result<Vec<(u64, String)>> {
+pub(crate) fn install(client: &Client, text: &str, origin: &str) -> Result<Vec<(u64, String)>> {
     let mut ids = Vec::new();
     for (i, q) in crate::pivot::queries_of(client, text, origin)?
         .into_iter()
@@ -145,7 +150,7 @@ fn install(client: &Client, text: &str, origin: &str) -> Result<Vec<(u64, String
 }
 
 /// Waits until each query is acknowledged by `processes` processes.
-fn wait_acknowledged(client: &Client, processes: usize, within: Duration) -> Result<()> {
+pub(crate) fn wait_acknowledged(client: &Client, processes: usize, within: Duration) -> Result<()> {
     let deadline = Instant::now() + within;
     loop {
         let r = client.get("/api/pivot/queries")?;
@@ -211,6 +216,105 @@ pub fn run(a: ReplicasArgs) -> Result<()> {
     result
 }
 
+/// The processes of one run of the system: servers listening, clients waiting for
+/// the go signal.
+pub(crate) struct System {
+    servers: Vec<crate::demo::Node>,
+    /// The clients.
+    pub(crate) workers: Vec<crate::demo::Node>,
+    /// How many processes there are.
+    pub(crate) processes: usize,
+}
+
+/// How the processes of a [`System`] run.
+pub(crate) struct Options {
+    /// The hub's URL; none runs them without the Pivot Tracing agent.
+    pub(crate) hub: Option<String>,
+    /// Clients read until stopped.
+    pub(crate) repeat: bool,
+    /// Clients print their latencies (their standard output is piped).
+    pub(crate) report_latency: bool,
+    /// Values in each op span's `pad` field.
+    pub(crate) pad_values: usize,
+}
+
+impl System {
+    /// Starts a NameNode, the DataNodes and the clients of `layout`, sending spans to
+    /// `ingest`; returns once every server listens.
+    pub(crate) fn start(layout: &Layout, ingest: SocketAddr, options: Options) -> Result<System> {
+        let mut nodes = vec![Node::NameNode];
+        nodes.extend(layout.hosts.iter().map(|h| Node::DataNode(h.clone())));
+        let clients: Vec<Node> = layout
+            .hosts
+            .iter()
+            .flat_map(|h| (0..layout.clients_per_host).map(move |i| Node::Client(h.clone(), i)))
+            .collect();
+        let addrs = free_addrs(1 + layout.hosts.len())?;
+        let setup = Setup {
+            layout: layout.clone(),
+            namenode: addrs[0],
+            datanodes: layout
+                .hosts
+                .iter()
+                .cloned()
+                .zip(addrs[1..].iter().copied())
+                .collect::<BTreeMap<_, _>>(),
+            otlp: format!("http://{}/v1/traces", loopback(ingest)),
+            hub: options.hub,
+            repeat: options.repeat,
+            report_latency: options.report_latency,
+            pad_values: options.pad_values,
+        };
+        let mut servers = spawn(&nodes, &setup, false)?;
+        let listeners: Vec<(String, SocketAddr)> = nodes
+            .iter()
+            .zip(&addrs)
+            .map(|(n, a)| (n.proc_name(), *a))
+            .collect();
+        if let Err(e) = wait_listening(&listeners, &mut servers, Duration::from_secs(20)) {
+            stop_nodes(servers);
+            return Err(e);
+        }
+        let workers = match spawn(&clients, &setup, options.report_latency) {
+            Ok(w) => w,
+            Err(e) => {
+                stop_nodes(servers);
+                return Err(e);
+            }
+        };
+        Ok(System {
+            servers,
+            workers,
+            processes: nodes.len() + clients.len(),
+        })
+    }
+
+    /// Tells every client to start.
+    pub(crate) fn go(&mut self) -> Result<()> {
+        go(&mut self.workers)
+    }
+
+    /// Waits for every client to finish its workload.
+    pub(crate) fn wait_clients(&mut self) -> Result<()> {
+        for w in self.workers.iter_mut() {
+            let status = w
+                .child
+                .wait()
+                .with_context(|| format!("waiting for {}", w.label))?;
+            if !status.success() {
+                bail!("{} failed ({status})", w.label);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every process.
+    pub(crate) fn stop(self) {
+        stop_nodes(self.workers);
+        stop_nodes(self.servers);
+    }
+}
+
 fn drive(
     layout: &Layout,
     http: &str,
@@ -218,58 +322,19 @@ fn drive(
     queries: Option<(String, String)>,
     json_out: bool,
 ) -> Result<()> {
-    let mut nodes = vec![Node::NameNode];
-    nodes.extend(layout.hosts.iter().map(|h| Node::DataNode(h.clone())));
-    let clients: Vec<Node> = layout
-        .hosts
-        .iter()
-        .flat_map(|h| (0..layout.clients_per_host).map(move |i| Node::Client(h.clone(), i)))
-        .collect();
-    let addrs = free_addrs(1 + layout.hosts.len())?;
-    let setup = Setup {
-        layout: layout.clone(),
-        namenode: addrs[0],
-        datanodes: layout
-            .hosts
-            .iter()
-            .cloned()
-            .zip(addrs[1..].iter().copied())
-            .collect::<BTreeMap<_, _>>(),
-        otlp: format!("http://{}/v1/traces", loopback(ingest)),
-        hub: http.to_string(),
+    let options = Options {
+        hub: Some(http.to_string()),
         repeat: queries.is_none(),
+        report_latency: false,
+        pad_values: 0,
     };
-    let mut servers = spawn(&nodes, &setup)?;
-    let listeners: Vec<(String, SocketAddr)> = nodes
-        .iter()
-        .zip(&addrs)
-        .map(|(n, a)| (n.proc_name(), *a))
-        .collect();
-    if let Err(e) = wait_listening(&listeners, &mut servers, Duration::from_secs(20)) {
-        stop_nodes(servers);
-        return Err(e);
-    }
-    let mut workers = match spawn(&clients, &setup) {
-        Ok(w) => w,
-        Err(e) => {
-            stop_nodes(servers);
-            return Err(e);
-        }
-    };
+    let mut system = System::start(layout, ingest, options)?;
     let client = Client::new(http, None);
     let outcome = match &queries {
-        Some((text, origin)) => scripted(
-            &client,
-            text,
-            origin,
-            &mut workers,
-            nodes.len() + clients.len(),
-            json_out,
-        ),
-        None => live(http, &mut workers),
+        Some((text, origin)) => scripted(&client, text, origin, &mut system, json_out),
+        None => live(http, &mut system),
     };
-    stop_nodes(workers);
-    stop_nodes(servers);
+    system.stop();
     let ids = outcome?;
     if !ids.is_empty() {
         print_totals(&client, &ids, json_out)?;
@@ -283,28 +348,20 @@ fn scripted(
     client: &Client,
     text: &str,
     origin: &str,
-    workers: &mut [crate::demo::Node],
-    processes: usize,
+    system: &mut System,
     json_out: bool,
 ) -> Result<Vec<(u64, String)>> {
     let ids = install(client, text, origin)?;
-    wait_acknowledged(client, processes, Duration::from_secs(60))?;
+    wait_acknowledged(client, system.processes, Duration::from_secs(60))?;
     if !json_out {
         statusln!(
-            "{} queries acknowledged by {processes} processes; reading",
-            ids.len()
+            "{} queries acknowledged by {} processes; reading",
+            ids.len(),
+            system.processes
         );
     }
-    go(workers)?;
-    for w in workers.iter_mut() {
-        let status = w
-            .child
-            .wait()
-            .with_context(|| format!("waiting for {}", w.label))?;
-        if !status.success() {
-            bail!("{} failed ({status})", w.label);
-        }
-    }
+    system.go()?;
+    system.wait_clients()?;
     Ok(ids)
 }
 
@@ -319,8 +376,8 @@ fn go(workers: &mut [crate::demo::Node]) -> Result<()> {
 }
 
 /// Runs the clients until Ctrl-C.
-fn live(http: &str, workers: &mut [crate::demo::Node]) -> Result<Vec<(u64, String)>> {
-    go(workers)?;
+fn live(http: &str, system: &mut System) -> Result<Vec<(u64, String)>> {
+    system.go()?;
     statusln!("causeway demo replicas is running; the query API and UI are at {http}");
     statusln!("install the paper's queries: causeway pivot install --server {http} -f demo/tracepoints/paper-queries.pivot");
     statusln!("follow one: causeway pivot run --server {http} 'From d In DN.DataTransferProtocol GroupBy d.host Select d.host, COUNT'");

@@ -1,24 +1,51 @@
 //! A StressTest client: reads every file `reads` times, one trace per read.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use causeway::middleware::reqwest::TracedRequest;
 use tracing::Instrument;
 
-use super::{File, Setup};
+use super::{File, Latencies, Setup, LATENCY_PREFIX};
 use crate::BoxError;
 
 pub(super) async fn run(setup: &Setup, host: &str) -> Result<(), BoxError> {
     // The parent says when every process runs the queries: wait for its line.
     wait_for_go().await?;
+    if setup.repeat {
+        // Live mode reads until the parent closes stdin.
+        return tokio::select! {
+            r = workload(setup, host) => r.map(|_| ()),
+            _ = crate::stopped() => Ok(()),
+        };
+    }
+    let latencies = workload(setup, host).await?;
+    if setup.report_latency {
+        println!("{LATENCY_PREFIX}{}", serde_json::to_string(&latencies)?);
+    }
+    Ok(())
+}
+
+/// Reads every file `reads` times (in a loop in live mode); the latencies, if asked.
+async fn workload(setup: &Setup, host: &str) -> Result<Latencies, BoxError> {
     let http = reqwest::Client::new();
     let files = setup.layout.files();
+    let pad = setup.pad();
+    let mut latencies = Latencies::default();
     loop {
         for file in &files {
             for _ in 0..setup.layout.reads {
-                let op =
-                    tracing::info_span!(target: "replicas::client", "do_next_op", src = %file.name);
-                read(&http, setup, host, file).instrument(op).await?;
+                let op = tracing::info_span!(
+                    target: "replicas::client",
+                    "do_next_op",
+                    src = %file.name,
+                    pad = pad.as_deref()
+                );
+                let started = Instant::now();
+                let open = read(&http, setup, host, file).instrument(op).await?;
+                if setup.report_latency {
+                    latencies.open_ns.push(nanos(open));
+                    latencies.read_ns.push(nanos(started.elapsed()));
+                }
                 if setup.repeat {
                     // Live mode: a steady trickle, not a busy loop.
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -26,9 +53,13 @@ pub(super) async fn run(setup: &Setup, host: &str) -> Result<(), BoxError> {
             }
         }
         if !setup.repeat {
-            return Ok(());
+            return Ok(latencies);
         }
     }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 async fn wait_for_go() -> Result<(), BoxError> {
@@ -43,13 +74,15 @@ async fn wait_for_go() -> Result<(), BoxError> {
     Ok(())
 }
 
+/// One read; how long asking the NameNode took.
 async fn read(
     http: &reqwest::Client,
     setup: &Setup,
     host: &str,
     file: &File,
-) -> Result<(), BoxError> {
+) -> Result<Duration, BoxError> {
     let nn = setup.namenode;
+    let asked = Instant::now();
     // File names are `/A-B-C/0`: nothing in them needs escaping in a query string.
     let answer = async {
         http.get(format!(
@@ -64,6 +97,7 @@ async fn read(
     }
     .instrument(tracing::info_span!(target: "replicas::client", "get_block_locations"))
     .await?;
+    let open = asked.elapsed();
     let locations: Vec<String> = serde_json::from_slice(&answer)?;
     let first = locations
         .first()
@@ -86,5 +120,5 @@ async fn read(
     if bytes.len() != setup.layout.read_size {
         return Err(format!("read {} bytes of {}", bytes.len(), setup.layout.read_size).into());
     }
-    Ok(())
+    Ok(open)
 }

@@ -155,10 +155,44 @@ pub struct Setup {
     pub datanodes: BTreeMap<String, SocketAddr>,
     /// OTLP/HTTP traces URL.
     pub otlp: String,
-    /// The hub (the server's query API).
-    pub hub: String,
+    /// The hub (the server's query API); none runs the processes without the Pivot
+    /// Tracing agent.
+    pub hub: Option<String>,
     /// Clients repeat the workload until stopped (else they run it once and exit).
     pub repeat: bool,
+    /// Clients print their requests' latencies when done (for `causeway bench pivot`).
+    #[serde(default)]
+    pub report_latency: bool,
+    /// Values clients put in their op span's `pad` field, comma-separated: a query that
+    /// explodes it packs this many tuples into each request's bag.
+    #[serde(default)]
+    pub pad_values: usize,
+}
+
+impl Setup {
+    /// The op span's `pad` field: `pad_values` distinct 14-character values (60 of them
+    /// make a bag of about 1 kB, the paper's), or none.
+    pub fn pad(&self) -> Option<String> {
+        (self.pad_values > 0).then(|| {
+            (0..self.pad_values)
+                .map(|i| format!("pad-tuple-{i:04}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+    }
+}
+
+/// What a client prints when `report_latency` is set: one line, this prefix, then JSON.
+pub const LATENCY_PREFIX: &str = "LATENCY ";
+
+/// A client's request latencies, in nanoseconds, in the order they ran.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Latencies {
+    /// Asking the NameNode for a file's locations (the shortest request, the paper's
+    /// "Open").
+    pub open_ns: Vec<u64>,
+    /// A whole read: the locations, then the bytes from the first DataNode.
+    pub read_ns: Vec<u64>,
 }
 
 /// One process of the system.
@@ -225,9 +259,10 @@ impl Node {
 
 /// Runs one process until its work is done (a client) or stdin closes.
 pub fn run_node(node: Node, setup: Setup) -> Result<(), BoxError> {
-    let mut config = causeway::Config::new(node.service())
-        .with_process_name(node.proc_name())
-        .with_pivot_hub(setup.hub.clone());
+    let mut config = causeway::Config::new(node.service()).with_process_name(node.proc_name());
+    if let Some(hub) = &setup.hub {
+        config = config.with_pivot_hub(hub.clone());
+    }
     config.host = node.host().to_owned();
     config.otlp_endpoint = Some(setup.otlp.clone());
     config.shutdown_timeout = Duration::from_secs(10);

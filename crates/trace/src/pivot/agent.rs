@@ -42,6 +42,9 @@ struct Reporter {
     pending: VecDeque<Batch>,
     callsites_sent: usize,
     failed: HashMap<u32, String>,
+    /// The last answer installed a query: report again after half an interval, so its
+    /// acknowledgement and first results come sooner.
+    hurry: bool,
 }
 
 fn now_ms() -> u64 {
@@ -75,6 +78,7 @@ impl Agent {
             pending: VecDeque::new(),
             callsites_sent: 0,
             failed: HashMap::new(),
+            hurry: false,
         };
         let s = signal.clone();
         let thread = std::thread::Builder::new()
@@ -125,6 +129,8 @@ impl Reporter {
                 let wait = if stop_deadline.is_some() {
                     // Stopping with batches the hub has not applied: retry soon.
                     Duration::from_millis(100)
+                } else if self.hurry {
+                    self.interval / 2
                 } else {
                     self.interval
                 };
@@ -218,12 +224,13 @@ impl Reporter {
         if reply.interval_ms > 0 {
             self.interval = Duration::from_millis(reply.interval_ms.clamp(10, 60_000));
         }
-        self.apply(&reply);
+        self.hurry = self.apply(&reply);
         true
     }
 
-    /// Installs what the hub lists and uninstalls what it no longer does.
-    fn apply(&mut self, reply: &Reply) {
+    /// Installs what the hub lists and uninstalls what it no longer does; true if it
+    /// installed one.
+    fn apply(&mut self, reply: &Reply) -> bool {
         let installed = self.runtime.installed();
         for id in &installed {
             if !reply.queries.iter().any(|o| o.id == *id) {
@@ -232,19 +239,24 @@ impl Reporter {
         }
         self.failed
             .retain(|id, _| reply.queries.iter().any(|o| o.id == *id));
+        let mut added = false;
         for order in &reply.queries {
             if installed.contains(&order.id) || self.failed.contains_key(&order.id) {
                 continue;
             }
-            if let Err(e) = self.runtime.install(order.id, &order.script) {
-                self.failed.insert(
-                    order.id,
-                    format!(
-                        "{}:{}: found {}, expected {}",
-                        e.line, e.col, e.found, e.expected
-                    ),
-                );
+            match self.runtime.install(order.id, &order.script) {
+                Ok(()) => added = true,
+                Err(e) => {
+                    self.failed.insert(
+                        order.id,
+                        format!(
+                            "{}:{}: found {}, expected {}",
+                            e.line, e.col, e.found, e.expected
+                        ),
+                    );
+                }
             }
         }
+        added
     }
 }

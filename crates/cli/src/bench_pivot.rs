@@ -1,0 +1,441 @@
+//! `causeway bench pivot`: Pivot Tracing end to end on `causeway demo replicas`.
+//!
+//! - Overhead: the system runs its workload once per configuration and round, the
+//!   configurations interleaved (their order rotates each round), fresh processes each
+//!   run: `off` (no Pivot Tracing agent), `enabled` (the agent reports to the hub, no
+//!   query), `bag60` (each request carries a bag of 60 tuples, about 1 kB, that no advice
+//!   reads) and `q3-q7` (the paper's Q3 to Q7 installed). Clients time every request;
+//!   each run gives the median latency of the NameNode lookup (the shortest request) and
+//!   of the whole read. A configuration's overhead is the mean over rounds of its
+//!   median's ratio to `off`'s in the same round, with a 95% confidence interval.
+//! - Install to first result: a system reads in a loop; at a random point of the
+//!   agents' report cycle a query is installed, the hub asked for its results until a
+//!   group appears, and the query uninstalled; the time, in report intervals.
+
+use std::io::BufRead as _;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use causeway_demo::replicas::{
+    host_names, Latencies, Layout, Selection, LATENCY_PREFIX, PAPER_QUERIES, TRACEPOINTS,
+};
+use causeway_server::ServerConfig;
+use clap::Args;
+use serde_json::json;
+
+use crate::client::Client;
+use crate::demo::{data_dir, loopback};
+use crate::replicas::{install, wait_acknowledged, Options, System};
+
+#[derive(Args)]
+pub struct PivotArgs {
+    /// Rounds; each runs every configuration once.
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
+    /// Hosts, named A, B, C, ... (one DataNode and the clients of each).
+    #[arg(long, default_value_t = 3)]
+    hosts: usize,
+    /// Client processes per host.
+    #[arg(long, default_value_t = 1)]
+    clients_per_host: usize,
+    /// Files each 3-host subset holds.
+    #[arg(long, default_value_t = 4)]
+    files_per_set: usize,
+    /// Reads of every file by each client per run.
+    #[arg(long, default_value_t = 100)]
+    reads: usize,
+    /// Installs timed, after one to warm up.
+    #[arg(long, default_value_t = 10)]
+    installs: usize,
+    /// The agents' report interval, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    interval_ms: u64,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A query whose only advice packs each request's 60 `pad` values at the client: the
+/// tuples travel with every call and response, and nothing unpacks them.
+const BAG60: &str = r#"
+Tracepoint Bench.Pad = span(target = "replicas::client", name = "do_next_op")
+  Export pad = explode(pad, ",")
+Tracepoint Bench.Never = event(target = "bench::never")
+From n In Bench.Never
+Join p In Bench.Pad On p -> n
+GroupBy p.pad
+Select p.pad, COUNT
+"#;
+
+/// Values in each request's `pad` field for `bag60`.
+const PAD_VALUES: usize = 60;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Config {
+    Off,
+    Enabled,
+    Bag60,
+    Paper,
+}
+
+const CONFIGS: [Config; 4] = [Config::Off, Config::Enabled, Config::Bag60, Config::Paper];
+
+impl Config {
+    fn name(self) -> &'static str {
+        match self {
+            Config::Off => "off",
+            Config::Enabled => "enabled",
+            Config::Bag60 => "bag60",
+            Config::Paper => "q3-q7",
+        }
+    }
+}
+
+/// One run's median latencies, in nanoseconds.
+#[derive(Clone, Copy)]
+struct Run {
+    open: f64,
+    read: f64,
+}
+
+pub fn run(a: PivotArgs) -> Result<()> {
+    if a.rounds < 2 {
+        bail!(
+            "--rounds {}: at least 2, for a confidence interval",
+            a.rounds
+        );
+    }
+    let hosts = host_names(a.hosts).map_err(|e| anyhow::anyhow!("--hosts: {e}"))?;
+    let layout = Layout {
+        order: hosts.clone(),
+        hosts,
+        selection: Selection::First,
+        seed: 1,
+        files_per_set: a.files_per_set,
+        clients_per_host: a.clients_per_host,
+        reads: a.reads,
+        read_size: 8192,
+    };
+    let (data, temporary) = data_dir(None);
+    let config = ServerConfig {
+        data_dir: data.clone(),
+        http_addr: "127.0.0.1:0".parse()?,
+        ingest_addr: "127.0.0.1:0".parse()?,
+        grpc_addr: "127.0.0.1:0".parse()?,
+        store: causeway_store::StoreOptions {
+            fsync: causeway_store::FsyncPolicy::Interval(Duration::from_millis(200)),
+            ..causeway_store::StoreOptions::default()
+        },
+        pivot_tracepoints: vec![("replicas.pivot".into(), TRACEPOINTS.into())],
+        pivot_interval: Duration::from_millis(a.interval_ms),
+        ..ServerConfig::default()
+    };
+    let result = crate::runtime()?.block_on(async move {
+        let server = causeway_server::start(config).await?;
+        let http = format!("http://{}", loopback(server.http_addr));
+        let ingest = server.ingest_addr;
+        let result = tokio::task::block_in_place(|| measure(&a, &layout, &http, ingest));
+        server.shutdown().await;
+        result
+    });
+    if temporary {
+        let _ = std::fs::remove_dir_all(&data);
+    }
+    result
+}
+
+fn measure(a: &PivotArgs, layout: &Layout, http: &str, ingest: SocketAddr) -> Result<()> {
+    let client = Client::new(http, None);
+    let progress = crate::bench::bar(
+        (a.rounds * CONFIGS.len() + a.installs + 1) as u64,
+        "runs and installs",
+    );
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); CONFIGS.len()];
+    for round in 0..a.rounds {
+        for k in 0..CONFIGS.len() {
+            let at = (round + k) % CONFIGS.len();
+            let run = run_once(&client, layout, http, ingest, CONFIGS[at])?;
+            runs[at].push(run);
+            progress.inc(1);
+        }
+    }
+    let installs = install_to_first_result(&client, layout, http, ingest, a, &progress)?;
+    progress.finish_and_clear();
+    report(a, layout, &runs, &installs)
+}
+
+/// Runs the workload once in `config`; the clients' median latencies.
+fn run_once(
+    client: &Client,
+    layout: &Layout,
+    http: &str,
+    ingest: SocketAddr,
+    config: Config,
+) -> Result<Run> {
+    let options = Options {
+        hub: (config != Config::Off).then(|| http.to_string()),
+        repeat: false,
+        report_latency: true,
+        pad_values: if config == Config::Bag60 {
+            PAD_VALUES
+        } else {
+            0
+        },
+    };
+    let mut system = System::start(layout, ingest, options)?;
+    let outcome: Result<Latencies> = (|| {
+        let queries = match config {
+            Config::Off | Config::Enabled => Vec::new(),
+            Config::Bag60 => install(client, BAG60, "bag60")?,
+            Config::Paper => install(client, &paper_q3_to_q7(), "paper")?,
+        };
+        if !queries.is_empty() {
+            wait_acknowledged(client, system.processes, Duration::from_secs(60))?;
+        }
+        system.go()?;
+        let latencies = collect(&mut system)?;
+        system.wait_clients()?;
+        for (id, _) in &queries {
+            client.delete(&format!("/api/pivot/queries/{id}"))?;
+        }
+        Ok(latencies)
+    })();
+    system.stop();
+    let all: Latencies = outcome?;
+    let run = Run {
+        open: median(all.open_ns.iter().map(|n| *n as f64).collect())
+            .context("the clients reported no latency")?,
+        read: median(all.read_ns.iter().map(|n| *n as f64).collect())
+            .context("the clients reported no latency")?,
+    };
+    Ok(run)
+}
+
+/// The paper's Q3 to Q7, each with the named queries before it.
+fn paper_q3_to_q7() -> String {
+    PAPER_QUERIES
+        .split("\n\n")
+        .filter(|q| {
+            let t = q.trim_start();
+            ["Q3", "Q4", "Q5", "Q6", "Q7"]
+                .iter()
+                .any(|n| t.starts_with(&format!("{n} ")))
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// Reads every client's latency line.
+fn collect(system: &mut System) -> Result<Latencies> {
+    let mut all = Latencies::default();
+    for w in system.workers.iter_mut() {
+        let out = w
+            .child
+            .stdout
+            .take()
+            .with_context(|| format!("{} has no output to read", w.label))?;
+        let line = std::io::BufReader::new(out)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| l.strip_prefix(LATENCY_PREFIX).map(str::to_owned))
+            .with_context(|| format!("{} reported no latencies", w.label))?;
+        let mine: Latencies = serde_json::from_str(&line)
+            .with_context(|| format!("reading {}'s latencies", w.label))?;
+        all.open_ns.extend(mine.open_ns);
+        all.read_ns.extend(mine.read_ns);
+    }
+    Ok(all)
+}
+
+/// Times installs of Q3 against a system that reads in a loop: seconds from the install
+/// to the first group in its results.
+fn install_to_first_result(
+    client: &Client,
+    layout: &Layout,
+    http: &str,
+    ingest: SocketAddr,
+    a: &PivotArgs,
+    progress: &indicatif::ProgressBar,
+) -> Result<Vec<f64>> {
+    let options = Options {
+        hub: Some(http.to_string()),
+        repeat: true,
+        report_latency: false,
+        pad_values: 0,
+    };
+    let mut system = System::start(layout, ingest, options)?;
+    let outcome: Result<Vec<f64>> = (|| {
+        system.go()?;
+        let q3 = "From dnop In DN.DataTransferProtocol GroupBy dnop.host Select dnop.host, COUNT";
+        let mut took = Vec::new();
+        for i in 0..=a.installs {
+            // At a random point of the agents' report cycle, as a user would install.
+            std::thread::sleep(Duration::from_millis(fastrand::u64(
+                0..a.interval_ms.max(1),
+            )));
+            let started = Instant::now();
+            let r = client.post_json("/api/pivot/queries", &json!({ "query": q3 }))?;
+            let id = r["id"].as_u64().context("the hub answered without an id")?;
+            let deadline = started + Duration::from_millis(a.interval_ms * 20);
+            loop {
+                let results = client.get(&format!("/api/pivot/queries/{id}/results"))?;
+                if results["rows"].as_array().is_some_and(|r| !r.is_empty()) {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    bail!("query {id} had no result after {:?}", started.elapsed());
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // The first install waits for the processes to connect: not counted.
+            if i > 0 {
+                took.push(started.elapsed().as_secs_f64());
+            }
+            client.delete(&format!("/api/pivot/queries/{id}"))?;
+            progress.inc(1);
+        }
+        Ok(took)
+    })();
+    system.stop();
+    outcome
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// The 97.5th percentile of Student's t with `df` degrees of freedom (two-sided 95%).
+fn t_975(df: usize) -> f64 {
+    const TABLE: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => TABLE[df - 1],
+        _ => 1.96,
+    }
+}
+
+/// The mean of `v` and the half-width of its 95% confidence interval.
+fn mean_ci(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, t_975(v.len() - 1) * (var / n).sqrt())
+}
+
+fn report(a: &PivotArgs, layout: &Layout, runs: &[Vec<Run>], installs: &[f64]) -> Result<()> {
+    let off = &runs[0];
+    let mut rows = Vec::new();
+    for (c, runs) in CONFIGS.iter().zip(runs) {
+        let overhead = |pick: fn(&Run) -> f64| -> (f64, f64) {
+            let ratios: Vec<f64> = runs
+                .iter()
+                .zip(off)
+                .map(|(r, o)| 100.0 * (pick(r) / pick(o) - 1.0))
+                .collect();
+            mean_ci(&ratios)
+        };
+        let (open, open_ci) = overhead(|r| r.open);
+        let (read, read_ci) = overhead(|r| r.read);
+        rows.push(json!({
+            "config": c.name(),
+            "open_median_us": median(runs.iter().map(|r| r.open / 1e3).collect()),
+            "read_median_us": median(runs.iter().map(|r| r.read / 1e3).collect()),
+            "open_overhead_pct": open,
+            "open_overhead_ci_pct": open_ci,
+            "read_overhead_pct": read,
+            "read_overhead_ci_pct": read_ci,
+        }));
+    }
+    let interval = a.interval_ms as f64 / 1e3;
+    let in_intervals: Vec<f64> = installs.iter().map(|s| s / interval).collect();
+    let install = json!({
+        "installs": installs.len(),
+        "interval_ms": a.interval_ms,
+        "median_intervals": median(in_intervals.clone()),
+        "max_intervals": in_intervals.iter().copied().fold(0.0, f64::max),
+    });
+    let requests =
+        layout.files().len() * layout.reads * layout.hosts.len() * layout.clients_per_host;
+    if a.json {
+        outln!(
+            "{}",
+            json!({
+                "rounds": a.rounds,
+                "requests_per_run": requests,
+                "overhead": rows,
+                "install_to_first_result": install,
+            })
+        );
+        return Ok(());
+    }
+    outln!(
+        "{} rounds, {requests} reads per run, configurations interleaved; overhead against `off` in the same round, mean ± 95% CI",
+        a.rounds
+    );
+    outln!(
+        "{:<9} {:>12} {:>22} {:>12} {:>22}",
+        "config",
+        "lookup µs",
+        "lookup overhead",
+        "read µs",
+        "read overhead"
+    );
+    for r in &rows {
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        outln!(
+            "{:<9} {:>12.1} {:>13.2}% ± {:>5.2} {:>12.1} {:>13.2}% ± {:>5.2}",
+            r["config"].as_str().unwrap_or_default(),
+            f("open_median_us"),
+            f("open_overhead_pct"),
+            f("open_overhead_ci_pct"),
+            f("read_median_us"),
+            f("read_overhead_pct"),
+            f("read_overhead_ci_pct"),
+        );
+    }
+    outln!(
+        "install to first result over {} installs: median {:.2} intervals, max {:.2} (interval {} ms)",
+        installs.len(),
+        install["median_intervals"].as_f64().unwrap_or(f64::NAN),
+        install["max_intervals"].as_f64().unwrap_or(f64::NAN),
+        a.interval_ms
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interval_of_a_known_sample() {
+        // Mean 2, sd 1, n 4: half-width t(3) * 1/2.
+        let (mean, half) = mean_ci(&[1.0, 2.0, 3.0, 2.0]);
+        assert!((mean - 2.0).abs() < 1e-12);
+        let sd = (2.0f64 / 3.0).sqrt();
+        assert!((half - 3.182 * sd / 2.0).abs() < 1e-9, "{half}");
+        assert_eq!(median(vec![3.0, 1.0, 2.0, 10.0]), Some(2.5));
+        assert_eq!(median(Vec::new()), None);
+    }
+
+    #[test]
+    fn the_paper_queries_picked_are_q3_to_q7() {
+        let text = paper_q3_to_q7();
+        let names: Vec<&str> = text
+            .split("\n\n")
+            .filter_map(|q| q.split_whitespace().next())
+            .collect();
+        assert_eq!(names, ["Q3", "Q4", "Q5", "Q6", "Q7"]);
+    }
+}
