@@ -262,23 +262,17 @@ impl Program {
     ) {
         // Tuples are built in this thread's reused buffers: a hit allocates only for
         // what it keeps (a new group, a packed tuple).
-        SCRATCH.with(|s| match s.try_borrow_mut() {
-            Ok(mut s) => self.run_with(&mut s, observed, baggage, aggregator, cx),
-            Err(_) => self.run_with(&mut Scratch::default(), observed, baggage, aggregator, cx),
+        SCRATCH.with(|cell| {
+            let mut fresh = Scratch::default();
+            let mut shared = cell.try_borrow_mut();
+            let s = match shared.as_deref_mut() {
+                Ok(s) => s,
+                Err(_) => &mut fresh,
+            };
+            if !self.run_borrowed(s, observed, baggage, aggregator, cx) {
+                self.run_in(s, observed, baggage, aggregator, cx);
+            }
         })
-    }
-
-    fn run_with(
-        &self,
-        s: &mut Scratch,
-        observed: &[Observed],
-        baggage: &mut Option<Arc<Baggage>>,
-        aggregator: &mut Aggregator,
-        cx: &mut Context<'_>,
-    ) {
-        if !self.run_borrowed(s, observed, baggage, aggregator, cx) {
-            self.run_in(s, observed, baggage, aggregator, cx);
-        }
     }
 
     fn run_in(
