@@ -291,7 +291,12 @@ impl System {
 
     /// Tells every client to start.
     pub(crate) fn go(&mut self) -> Result<()> {
-        go(&mut self.workers)
+        for w in self.workers.iter_mut() {
+            if let Some(stdin) = w.child.stdin.as_mut() {
+                writeln!(stdin, "go").with_context(|| format!("starting {}", w.label))?;
+            }
+        }
+        Ok(())
     }
 
     /// Waits for every client to finish its workload.
@@ -363,16 +368,6 @@ fn scripted(
     system.go()?;
     system.wait_clients()?;
     Ok(ids)
-}
-
-/// Tells every client to start.
-fn go(workers: &mut [crate::demo::Node]) -> Result<()> {
-    for w in workers.iter_mut() {
-        if let Some(stdin) = w.child.stdin.as_mut() {
-            writeln!(stdin, "go").with_context(|| format!("starting {}", w.label))?;
-        }
-    }
-    Ok(())
 }
 
 /// Runs the clients until Ctrl-C.

@@ -213,7 +213,7 @@ fn tracing_events(n: u64) -> Duration {
 }
 
 /// The tracepoint: a library's `debug!` event with an integer field.
-fn disabled_events(n: u64) -> Duration {
+fn tracepoint_events(n: u64) -> Duration {
     timed(
         n,
         || tracing::debug!(target: "storage::disk", delta = std::hint::black_box(8192u64), "read"),
@@ -305,7 +305,6 @@ fn pivot_query(on_the_callsite: bool) -> String {
 /// Causeway recording `app` at `info`, a fmt layer filtered at `info` as its inner
 /// subscriber or none, and a Pivot Tracing query installed.
 fn causeway_pivot(with_fmt: bool, on_the_callsite: bool) -> Flush {
-    use tracing_subscriber::Layer as _;
     let config = Config::new("bench")
         .with_targets("app=info".parse().unwrap_or_default())
         .with_queue_spans(1 << 20);
@@ -318,12 +317,7 @@ fn causeway_pivot(with_fmt: bool, on_the_callsite: bool) -> Flush {
         }
     };
     if with_fmt {
-        let fmt = tracing_subscriber::fmt::layer()
-            .with_writer(std::io::sink)
-            .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
-        install(Dispatch::new(
-            subscriber.with_inner(tracing_subscriber::registry().with(fmt)),
-        ));
+        install(Dispatch::new(subscriber.with_inner(fmt_at_info())));
     } else {
         install(Dispatch::new(subscriber));
     }
@@ -347,12 +341,17 @@ fn causeway_pivot(with_fmt: bool, on_the_callsite: bool) -> Flush {
     })
 }
 
-fn fmt_info() -> Flush {
+/// A Registry with a fmt layer (writing nowhere) filtered at `info`.
+fn fmt_at_info() -> impl tracing::Subscriber + Send + Sync {
     use tracing_subscriber::Layer as _;
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::sink)
         .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
-    install(Dispatch::new(tracing_subscriber::registry().with(fmt)));
+    tracing_subscriber::registry().with(fmt)
+}
+
+fn fmt_info() -> Flush {
+    install(Dispatch::new(fmt_at_info()));
     nothing()
 }
 
@@ -388,11 +387,11 @@ fn bench_for(case: &str) -> Option<Bench> {
     let always = || Sampler::Always;
     let never = || Sampler::Never;
     let (run, flush): (Run, Flush) = match case {
-        "bare_disabled_event" => (disabled_events, nothing()),
-        "fmt_disabled_event" => (disabled_events, fmt_info()),
-        "causeway_pivot_disabled_event" => (disabled_events, causeway_pivot(false, false)),
-        "causeway_pivot_fmt_disabled_event" => (disabled_events, causeway_pivot(true, false)),
-        "causeway_pivot_enabled_event" => (disabled_events, causeway_pivot(false, true)),
+        "bare_disabled_event" => (tracepoint_events, nothing()),
+        "fmt_disabled_event" => (tracepoint_events, fmt_info()),
+        "causeway_pivot_disabled_event" => (tracepoint_events, causeway_pivot(false, false)),
+        "causeway_pivot_fmt_disabled_event" => (tracepoint_events, causeway_pivot(true, false)),
+        "causeway_pivot_enabled_event" => (tracepoint_events, causeway_pivot(false, true)),
         "bare_tracing_span" => (|n| tracing_spans(n, 1), nothing()),
         "dispatch_floor_span" => {
             install(Dispatch::new(Floor));
