@@ -9,6 +9,11 @@
 //! - A `First(n)` or `MostRecent(n)` bag holds at most `n` tuples, each stamped with a
 //!   timestamp that respects causality (a hybrid logical clock) and a unique origin; a
 //!   merge is the union by stamp, cut again to the `n` first or most recent.
+//!
+//! A process marks what arrived with a request ([`Baggage::mark_arrived`]), so that its
+//! response carries back only what the request's caller does not have yet
+//! ([`Baggage::since_arrival`]): merging is idempotent, so anything more would only be
+//! bytes on the wire and work for the caller.
 
 use std::collections::BTreeMap;
 
@@ -48,6 +53,8 @@ pub(crate) struct Grouped {
 pub(crate) struct Segment {
     /// Packs into this segment so far.
     pub(crate) version: u64,
+    /// The version that arrived with the request (0: it did not arrive).
+    pub(crate) arrived: u64,
     /// Distinct tuples and how many times each was packed.
     pub(crate) tuples: Vec<(Vec<Value>, u64)>,
 }
@@ -67,6 +74,8 @@ pub(crate) struct Stamped {
     pub(crate) ts: u64,
     pub(crate) origin: u64,
     pub(crate) values: Vec<Value>,
+    /// It arrived with the request.
+    pub(crate) arrived: bool,
 }
 
 impl Temporal {
@@ -146,7 +155,12 @@ impl Baggage {
             });
         }
         if let Bag::Temporal(t) = bag {
-            t.tuples.push(Stamped { ts, origin, values });
+            t.tuples.push(Stamped {
+                ts,
+                origin,
+                values,
+                arrived: false,
+            });
             t.trim();
         }
     }
@@ -200,12 +214,16 @@ impl Baggage {
                 }
                 (Some(Bag::Grouped(mine)), Bag::Grouped(theirs)) => {
                     for (id, seg) in &theirs.segments {
-                        let keep = mine
-                            .segments
-                            .get(id)
-                            .is_some_and(|m| m.version >= seg.version);
-                        if !keep {
-                            mine.segments.insert(*id, seg.clone());
+                        match mine.segments.get_mut(id) {
+                            Some(m) if m.version >= seg.version => {}
+                            Some(m) => {
+                                let arrived = m.arrived.max(seg.arrived);
+                                *m = seg.clone();
+                                m.arrived = arrived;
+                            }
+                            None => {
+                                mine.segments.insert(*id, seg.clone());
+                            }
                         }
                     }
                 }
@@ -219,6 +237,56 @@ impl Baggage {
                 _ => {}
             }
         }
+    }
+
+    /// Marks everything as having arrived with the request: [`Baggage::since_arrival`]
+    /// leaves it out.
+    pub fn mark_arrived(&mut self) {
+        for bag in self.bags.values_mut() {
+            match bag {
+                Bag::Grouped(g) => g.segments.values_mut().for_each(|s| s.arrived = s.version),
+                Bag::Temporal(t) => t.tuples.iter_mut().for_each(|s| s.arrived = true),
+            }
+        }
+    }
+
+    /// What was packed or merged in since the request arrived: the segments packed
+    /// further and the stamped tuples that did not arrive. `None` when nothing is new.
+    pub fn since_arrival(&self) -> Option<Baggage> {
+        let mut delta = Baggage::default();
+        for (key, bag) in &self.bags {
+            let new = match bag {
+                Bag::Grouped(g) => {
+                    let segments: BTreeMap<u64, Segment> = g
+                        .segments
+                        .iter()
+                        .filter(|(_, s)| s.version > s.arrived)
+                        .map(|(id, s)| (*id, s.clone()))
+                        .collect();
+                    (!segments.is_empty()).then_some(Bag::Grouped(Grouped {
+                        open: None,
+                        segments,
+                    }))
+                }
+                Bag::Temporal(t) => {
+                    let tuples: Vec<Stamped> =
+                        t.tuples.iter().filter(|s| !s.arrived).cloned().collect();
+                    (!tuples.is_empty()).then_some(Bag::Temporal(Temporal {
+                        first: t.first,
+                        n: t.n,
+                        tuples,
+                    }))
+                }
+            };
+            if let Some(new) = new {
+                delta.bags.insert(*key, new);
+            }
+        }
+        if delta.bags.is_empty() {
+            return None;
+        }
+        delta.overflowed = self.overflowed;
+        Some(delta)
     }
 
     /// The latest stamp carried, to advance a receiver's clock past it.
@@ -326,6 +394,41 @@ mod tests {
         let got: Vec<String> = r.unpack(K).iter().map(|(v, _)| v[0].to_string()).collect();
         assert_eq!(got, ["c"]);
         assert_eq!(r.max_stamp(), 9);
+    }
+
+    #[test]
+    fn a_response_carries_back_only_what_the_server_added() {
+        const F: BagKey = BagKey { query: 1, bag: 1 };
+        let mut ids = ids();
+        let mut client = Baggage::default();
+        client.pack_grouped(K, vec!["A".into()], 1, &mut ids);
+        client.pack_grouped(K, vec!["B".into()], 1, &mut ids);
+        client.pack_temporal(F, true, 2, 10, 1, vec!["early".into()]);
+        // The request: a copy of the client's bag, as it arrives at the server.
+        let mut server = client.branch();
+        server.mark_arrived();
+        assert_eq!(server.since_arrival(), None, "nothing new yet");
+        server.pack_grouped(K, vec!["C".into()], 1, &mut ids);
+        server.pack_temporal(F, true, 2, 20, 2, vec!["later".into()]);
+        let delta = server.since_arrival().expect("the server packed");
+        assert_eq!(counts(&delta), [("C".into(), 1)]);
+        let stamped: Vec<String> = delta.tuples(F).map(|(v, _)| v[0].to_string()).collect();
+        assert_eq!(stamped, ["later"]);
+        // The delta and the whole bag merge to the same counts: nothing lost, nothing twice.
+        let mut with_delta = client.clone();
+        with_delta.merge(&delta);
+        let mut with_all = client.clone();
+        with_all.merge(&server);
+        assert_eq!(counts(&with_delta), counts(&with_all));
+        assert_eq!(
+            counts(&with_delta),
+            [("A".into(), 1), ("B".into(), 1), ("C".into(), 1)]
+        );
+        // A segment that arrived and was merged back from a later copy with more packs
+        // keeps its mark: only a version past it is new.
+        let mut again = server.clone();
+        again.merge(&server);
+        assert_eq!(again.since_arrival(), server.since_arrival());
     }
 
     #[test]

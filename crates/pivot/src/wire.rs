@@ -165,6 +165,7 @@ fn grouped(r: &mut Reader<'_>) -> Result<Grouped, WireError> {
         let tuples = r.count("segment.tuples", 2)?;
         let mut seg = Segment {
             version,
+            arrived: 0,
             tuples: Vec::with_capacity(tuples),
         };
         for _ in 0..tuples {
@@ -196,6 +197,7 @@ fn temporal(r: &mut Reader<'_>, first: bool) -> Result<Temporal, WireError> {
             ts,
             origin,
             values: values(r)?,
+            arrived: false,
         });
     }
     // Another writer's order and count are not trusted: sorted, deduplicated and cut

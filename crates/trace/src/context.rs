@@ -84,11 +84,8 @@ impl SpanExt for tracing::Span {
     }
 
     fn set_extracted(&self, extracted: &Extracted) {
-        let mut w3c = (!extracted.baggage.is_empty()).then(|| Arc::new(extracted.baggage.clone()));
-        // A Pivot Tracing member moves into the span's bags (when the process runs queries).
-        crate::pivot::carry::with_bag(self, |runtime, bag| {
-            crate::pivot::carry::take_from_baggage(runtime, &mut w3c, bag)
-        });
+        // A Pivot Tracing member stays encoded until advice runs on the span.
+        let w3c = (!extracted.baggage.is_empty()).then(|| Arc::new(extracted.baggage.clone()));
         with_record(self, |r| {
             if let Some(p) = &extracted.parent {
                 r.set_remote_parent(p);

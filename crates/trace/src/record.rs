@@ -566,15 +566,7 @@ impl Recording {
                 name: "",
                 data: None,
             },
-            None => {
-                let mut root = self.root_record();
-                crate::pivot::carry::take_from_baggage(
-                    &self.pivot,
-                    &mut root.baggage,
-                    &mut root.bag,
-                );
-                root
-            }
+            None => self.root_record(),
         };
         record.execution_unit = thread_no();
         record.max_annotations = self.max_annotations.min(u32::MAX as usize) as u32;
@@ -601,7 +593,13 @@ impl Recording {
                 start,
             };
             let example = record.example();
-            tracepoint.fire(&self.pivot, ProbeKind::Span, None, &mut record.bag, example);
+            tracepoint.fire(
+                &self.pivot,
+                ProbeKind::Span,
+                None,
+                (&mut record.baggage, &mut record.bag),
+                example,
+            );
             record.tracepoint = Some(Box::new(tracepoint));
         }
         record
@@ -622,6 +620,7 @@ impl Recording {
         });
         let (bag, example) = match span {
             Some(r) => {
+                crate::pivot::carry::take_from_baggage(&self.pivot, &mut r.baggage, &mut r.bag);
                 let example = r.example();
                 (&mut r.bag, example)
             }
@@ -635,7 +634,13 @@ impl Recording {
     pub(crate) fn pivot_moment(&self, record: &mut SpanRecord, kind: ProbeKind) {
         if let Some(t) = &record.tracepoint {
             let example = record.example();
-            t.fire(&self.pivot, kind, None, &mut record.bag, example);
+            t.fire(
+                &self.pivot,
+                kind,
+                None,
+                (&mut record.baggage, &mut record.bag),
+                example,
+            );
         }
     }
 
@@ -699,7 +704,7 @@ impl Recording {
                 &self.pivot,
                 ProbeKind::SpanClose,
                 Some(duration),
-                &mut record.bag,
+                (&mut record.baggage, &mut record.bag),
                 example,
             );
         }

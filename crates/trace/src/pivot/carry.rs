@@ -1,9 +1,11 @@
 //! Bags across process boundaries: in the W3C `baggage` header of requests (one member,
 //! [`BAGGAGE_MEMBER`]) and, for the answers a server's advice packed, of responses.
 //!
-//! A process that runs no query leaves the member in the span's W3C baggage, so it is
-//! forwarded untouched, as services in other languages do; one that runs queries takes
-//! it out into the span's bag and writes the bag back on the way out.
+//! A member that arrives stays encoded in the span's W3C baggage until advice runs on
+//! the span ([`take_from_baggage`]): a process none of whose advice runs in the request
+//! forwards it untouched, as services in other languages do, and decodes nothing. A
+//! request that carries a bag the process has changed gets the bag re-encoded; a
+//! response carries only what the server added ([`Baggage::since_arrival`]).
 
 use std::sync::Arc;
 
@@ -42,8 +44,9 @@ pub(crate) fn with_bag<R>(
     .flatten()
 }
 
-/// Moves a bag that arrived in W3C baggage into `bag` (when the process runs queries).
-/// Inlined: every root span asks.
+/// Moves a bag that arrived in W3C baggage into `bag`, marked as arrived (when the
+/// process runs queries): advice is about to read or write it. Inlined: every advice
+/// asks.
 #[inline]
 pub(crate) fn take_from_baggage(
     runtime: &Runtime,
@@ -69,19 +72,21 @@ fn move_member(
     if b.is_empty() {
         *w3c = None;
     }
-    if let Some(arrived) = runtime.decode_bag(&text) {
+    if let Some(mut arrived) = runtime.decode_bag(&text) {
+        Arc::make_mut(&mut arrived).mark_arrived();
         super::merge_bag(bag, Some(arrived));
     }
 }
 
 /// `w3c` with the bag written into its member, for an outgoing request (a member that
-/// arrived before the process ran queries is merged in, not replaced).
+/// arrived is merged in, not replaced; with no bag of the span's own, the member goes
+/// on untouched).
 pub(crate) fn add_to_baggage(
     runtime: &Runtime,
     mut w3c: Option<Arc<W3cBaggage>>,
     mut bag: Option<Arc<Baggage>>,
 ) -> Option<Arc<W3cBaggage>> {
-    if !runtime.active() {
+    if !runtime.active() || bag.is_none() {
         return w3c;
     }
     take_from_baggage(runtime, &mut w3c, &mut bag);
@@ -93,14 +98,16 @@ pub(crate) fn add_to_baggage(
     Some(w3c)
 }
 
-/// The `baggage` header value carrying `span`'s bag back on a response; none when the
-/// bag is empty or the process runs no query.
+/// The `baggage` header value carrying back on a response what `span`'s advice (and the
+/// responses to its own calls) added to the request's bag; none when nothing was added
+/// or the process runs no query.
 pub fn response_baggage(span: &tracing::Span) -> Option<String> {
     with_bag(span, |runtime, bag| {
         if !runtime.active() {
             return None;
         }
-        let text = runtime.encode_bag(bag.as_deref()?)?;
+        let added = bag.as_deref()?.since_arrival()?;
+        let text = runtime.encode_bag(&added)?;
         Some(format!("{BAGGAGE_MEMBER}={text}"))
     })
     .flatten()
@@ -108,18 +115,21 @@ pub fn response_baggage(span: &tracing::Span) -> Option<String> {
 
 /// Merges the bag a response carried (in its `baggage` header) into `span`'s.
 pub fn merge_response_baggage(span: &tracing::Span, headers: &http::HeaderMap) {
-    let values = headers
-        .get_all(propagation::BAGGAGE)
-        .iter()
-        .filter_map(|v| v.to_str().ok());
-    let w3c = W3cBaggage::parse(values);
-    let Some(text) = w3c.get(BAGGAGE_MEMBER) else {
+    if !headers.contains_key(propagation::BAGGAGE) {
         return;
-    };
+    }
     with_bag(span, |runtime, bag| {
         if !runtime.active() {
             return;
         }
+        let values = headers
+            .get_all(propagation::BAGGAGE)
+            .iter()
+            .filter_map(|v| v.to_str().ok());
+        let w3c = W3cBaggage::parse(values);
+        let Some(text) = w3c.get(BAGGAGE_MEMBER) else {
+            return;
+        };
         if let Some(arrived) = runtime.decode_bag(text) {
             super::merge_bag(bag, Some(arrived));
         }

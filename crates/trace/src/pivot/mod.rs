@@ -4,7 +4,8 @@
 //!
 //! Bags live on span records: a child starts with its parent's bag (shared until a PACK
 //! changes it, then copied) and merges it back into its parent when it closes; merging
-//! never counts a tuple twice. In an unsampled trace, a span with no record of its own
+//! never counts a tuple twice. A bag that arrived from another process stays encoded in
+//! the record's W3C baggage until advice runs on the span (see `carry`). In an unsampled trace, a span with no record of its own
 //! (see `subscriber`) uses its nearest recorded ancestor's bag; a span at a tracepoint
 //! always gets a record.
 
@@ -23,6 +24,8 @@ use causeway_pivot::lang::ast::ProbeKind;
 use causeway_pivot::protocol::{CallsiteInfo, Counters};
 use causeway_pivot::value::Value;
 use tracing::span::Record;
+
+use crate::propagation::Baggage as W3cBaggage;
 
 pub(crate) use fields::Capture;
 pub(crate) use runtime::{Hooks, ProcessExports, Runtime};
@@ -43,16 +46,18 @@ impl TracepointSpan {
         });
     }
 
-    /// Runs the advice of moment `kind` with the span's bag.
+    /// Runs the advice of moment `kind` with the span's bag (a member of its W3C
+    /// baggage that arrived encoded is decoded into it first).
     pub(crate) fn fire(
         &self,
         runtime: &Runtime,
         kind: ProbeKind,
         duration_ns: Option<u64>,
-        bag: &mut Option<Arc<Baggage>>,
+        (w3c, bag): (&mut Option<Arc<W3cBaggage>>, &mut Option<Arc<Baggage>>),
         example: Option<TraceId>,
     ) {
         if self.hooks.fires(kind) {
+            carry::take_from_baggage(runtime, w3c, bag);
             runtime.fire(&self.hooks, kind, &self.fields, duration_ns, bag, example);
         }
     }
