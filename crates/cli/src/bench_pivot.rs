@@ -46,12 +46,19 @@ pub struct PivotArgs {
     /// requests warm up and are not counted).
     #[arg(long, default_value_t = 300)]
     reads: usize,
-    /// Installs timed, after one to warm up.
+    /// Installs timed, after one to warm up (0 skips the install measurement).
     #[arg(long, default_value_t = 10)]
     installs: usize,
     /// The agents' report interval, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     interval_ms: u64,
+    /// The configurations to run besides `off` (the baseline, always run), comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [Config::Enabled, Config::Bag60, Config::Paper])]
+    configs: Vec<Config>,
+    /// Milliseconds each client waits after each read (0: a closed loop, every core
+    /// busy).
+    #[arg(long, default_value_t = 0)]
+    pause_ms: u64,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -69,18 +76,28 @@ GroupBy p.pad
 Select p.pad, COUNT
 "#;
 
-/// Values in each request's `pad` field for `bag60`.
+/// Values in each request's `pad` field, in every configuration (so that only `bag60`'s
+/// carrying them differs from `off`).
 const PAD_VALUES: usize = 60;
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, PartialEq, Debug, clap::ValueEnum)]
 enum Config {
+    /// No Pivot Tracing agent: the baseline.
     Off,
+    /// Agents report to the hub; no query.
     Enabled,
+    /// Each request carries a bag of 60 tuples that nothing reads.
     Bag60,
+    /// The paper's Q3 to Q7 installed.
+    #[value(name = "q3-q7")]
     Paper,
 }
 
-const CONFIGS: [Config; 4] = [Config::Off, Config::Enabled, Config::Bag60, Config::Paper];
+impl std::fmt::Display for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 impl Config {
     fn name(self) -> &'static str {
@@ -93,11 +110,15 @@ impl Config {
     }
 }
 
-/// One run's median latencies, in nanoseconds.
+/// One run's median latencies and the CPU time a read took, in nanoseconds.
 #[derive(Clone, Copy)]
 struct Run {
     open: f64,
     read: f64,
+    /// The system's CPU time over the workload (clients and servers; not this process's
+    /// hub and collector, whose store's background work would drown the difference),
+    /// per read; NaN where it cannot be read.
+    cpu: f64,
 }
 
 pub fn run(a: PivotArgs) -> Result<()> {
@@ -148,22 +169,33 @@ pub fn run(a: PivotArgs) -> Result<()> {
 
 fn measure(a: &PivotArgs, layout: &Layout, http: &str, ingest: SocketAddr) -> Result<()> {
     let client = Client::new(http, None);
+    let mut configs = vec![Config::Off];
+    for c in &a.configs {
+        if !configs.contains(c) {
+            configs.push(*c);
+        }
+    }
+    let installs_run = if a.installs > 0 { a.installs + 1 } else { 0 };
     let progress = crate::bench::bar(
-        (a.rounds * CONFIGS.len() + a.installs + 1) as u64,
+        (a.rounds * configs.len() + installs_run) as u64,
         "runs and installs",
     );
-    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); CONFIGS.len()];
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); configs.len()];
     for round in 0..a.rounds {
-        for k in 0..CONFIGS.len() {
-            let at = (round + k) % CONFIGS.len();
-            let run = run_once(&client, layout, http, ingest, CONFIGS[at])?;
+        for k in 0..configs.len() {
+            let at = (round + k) % configs.len();
+            let run = run_once(&client, layout, http, ingest, configs[at], a.pause_ms)?;
             runs[at].push(run);
             progress.inc(1);
         }
     }
-    let installs = install_to_first_result(&client, layout, http, ingest, a, &progress)?;
+    let installs = if a.installs > 0 {
+        install_to_first_result(&client, layout, http, ingest, a, &progress)?
+    } else {
+        Vec::new()
+    };
     progress.finish_and_clear();
-    report(a, layout, &runs, &installs)
+    report(a, layout, &configs, &runs, &installs)
 }
 
 /// Runs the workload once in `config`; the clients' median latencies.
@@ -173,19 +205,17 @@ fn run_once(
     http: &str,
     ingest: SocketAddr,
     config: Config,
+    pause_ms: u64,
 ) -> Result<Run> {
     let options = Options {
         hub: (config != Config::Off).then(|| http.to_string()),
         repeat: false,
         report_latency: true,
-        pad_values: if config == Config::Bag60 {
-            PAD_VALUES
-        } else {
-            0
-        },
+        pad_values: PAD_VALUES,
+        pause_ms,
     };
     let mut system = System::start(layout, ingest, options)?;
-    let outcome: Result<Latencies> = (|| {
+    let outcome: Result<(Latencies, Option<u64>)> = (|| {
         let queries = match config {
             Config::Off | Config::Enabled => Vec::new(),
             Config::Bag60 => install(client, BAG60, "bag60")?,
@@ -194,21 +224,30 @@ fn run_once(
         if !queries.is_empty() {
             wait_acknowledged(client, system.processes, Duration::from_secs(60))?;
         }
+        let servers_before = system.servers_cpu_ns();
         system.go()?;
         let latencies = collect(&mut system)?;
         system.wait_clients()?;
+        let since = |after: Option<u64>, before: Option<u64>| {
+            after.zip(before).map(|(a, b)| a.saturating_sub(b))
+        };
+        let servers = since(system.servers_cpu_ns(), servers_before);
         for (id, _) in &queries {
             client.delete(&format!("/api/pivot/queries/{id}"))?;
         }
-        Ok(latencies)
+        let cpu = [latencies.cpu_ns, servers].into_iter().sum();
+        Ok((latencies, cpu))
     })();
     system.stop();
-    let all: Latencies = outcome?;
+    let (all, cpu) = outcome?;
+    // Every read, the warm-up's too: the CPU time covers them all.
+    let reads = layout.requests() as f64;
     let run = Run {
         open: median(all.open_ns.iter().map(|n| *n as f64).collect())
             .context("the clients reported no latency")?,
         read: median(all.read_ns.iter().map(|n| *n as f64).collect())
             .context("the clients reported no latency")?,
+        cpu: cpu.map_or(f64::NAN, |ns| ns as f64 / reads),
     };
     Ok(run)
 }
@@ -229,7 +268,10 @@ fn paper_q3_to_q7() -> String {
 
 /// Reads every client's latency line.
 fn collect(system: &mut System) -> Result<Latencies> {
-    let mut all = Latencies::default();
+    let mut all = Latencies {
+        cpu_ns: Some(0),
+        ..Latencies::default()
+    };
     for w in system.workers.iter_mut() {
         let out = w
             .child
@@ -251,6 +293,10 @@ fn collect(system: &mut System) -> Result<Latencies> {
         };
         all.open_ns.extend(warm(mine.open_ns));
         all.read_ns.extend(warm(mine.read_ns));
+        all.cpu_ns = match (all.cpu_ns, mine.cpu_ns) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
     }
     Ok(all)
 }
@@ -270,6 +316,7 @@ fn install_to_first_result(
         repeat: true,
         report_latency: false,
         pad_values: 0,
+        pause_ms: 0,
     };
     let mut system = System::start(layout, ingest, options)?;
     let outcome: Result<Vec<f64>> = (|| {
@@ -340,10 +387,16 @@ fn mean_ci(v: &[f64]) -> (f64, f64) {
     (mean, t_975(v.len() - 1) * (var / n).sqrt())
 }
 
-fn report(a: &PivotArgs, layout: &Layout, runs: &[Vec<Run>], installs: &[f64]) -> Result<()> {
+fn report(
+    a: &PivotArgs,
+    layout: &Layout,
+    configs: &[Config],
+    runs: &[Vec<Run>],
+    installs: &[f64],
+) -> Result<()> {
     let off = &runs[0];
     let mut rows = Vec::new();
-    for (c, runs) in CONFIGS.iter().zip(runs) {
+    for (c, runs) in configs.iter().zip(runs) {
         let overhead = |pick: fn(&Run) -> f64| -> (f64, f64) {
             let ratios: Vec<f64> = runs
                 .iter()
@@ -354,6 +407,7 @@ fn report(a: &PivotArgs, layout: &Layout, runs: &[Vec<Run>], installs: &[f64]) -
         };
         let (open, open_ci) = overhead(|r| r.open);
         let (read, read_ci) = overhead(|r| r.read);
+        let (cpu, cpu_ci) = overhead(|r| r.cpu);
         rows.push(json!({
             "config": c.name(),
             "open_median_us": median(runs.iter().map(|r| r.open / 1e3).collect()),
@@ -362,6 +416,9 @@ fn report(a: &PivotArgs, layout: &Layout, runs: &[Vec<Run>], installs: &[f64]) -
             "open_overhead_ci_pct": open_ci,
             "read_overhead_pct": read,
             "read_overhead_ci_pct": read_ci,
+            "cpu_per_read_us": median(runs.iter().map(|r| r.cpu / 1e3).collect()),
+            "cpu_overhead_pct": cpu,
+            "cpu_overhead_ci_pct": cpu_ci,
         }));
     }
     let interval = a.interval_ms as f64 / 1e3;
@@ -372,8 +429,7 @@ fn report(a: &PivotArgs, layout: &Layout, runs: &[Vec<Run>], installs: &[f64]) -
         "median_intervals": median(in_intervals.clone()),
         "max_intervals": in_intervals.iter().copied().fold(0.0, f64::max),
     });
-    let requests =
-        layout.files().len() * layout.reads * layout.hosts.len() * layout.clients_per_host;
+    let requests = layout.requests();
     if a.json {
         outln!(
             "{}",
@@ -391,17 +447,19 @@ fn report(a: &PivotArgs, layout: &Layout, runs: &[Vec<Run>], installs: &[f64]) -
         a.rounds
     );
     outln!(
-        "{:<9} {:>12} {:>22} {:>12} {:>22}",
+        "{:<9} {:>10} {:>20} {:>10} {:>20} {:>12} {:>20}",
         "config",
         "lookup µs",
         "lookup overhead",
         "read µs",
-        "read overhead"
+        "read overhead",
+        "CPU/read µs",
+        "CPU overhead"
     );
     for r in &rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         outln!(
-            "{:<9} {:>12.1} {:>13.2}% ± {:>5.2} {:>12.1} {:>13.2}% ± {:>5.2}",
+            "{:<9} {:>10.1} {:>11.2}% ± {:>5.2} {:>10.1} {:>11.2}% ± {:>5.2} {:>12.1} {:>11.2}% ± {:>5.2}",
             r["config"].as_str().unwrap_or_default(),
             f("open_median_us"),
             f("open_overhead_pct"),
@@ -409,15 +467,20 @@ fn report(a: &PivotArgs, layout: &Layout, runs: &[Vec<Run>], installs: &[f64]) -
             f("read_median_us"),
             f("read_overhead_pct"),
             f("read_overhead_ci_pct"),
+            f("cpu_per_read_us"),
+            f("cpu_overhead_pct"),
+            f("cpu_overhead_ci_pct"),
         );
     }
-    outln!(
-        "install to first result over {} installs: median {:.2} intervals, max {:.2} (interval {} ms)",
-        installs.len(),
-        install["median_intervals"].as_f64().unwrap_or(f64::NAN),
-        install["max_intervals"].as_f64().unwrap_or(f64::NAN),
-        a.interval_ms
-    );
+    if !installs.is_empty() {
+        outln!(
+            "install to first result over {} installs: median {:.2} intervals, max {:.2} (interval {} ms)",
+            installs.len(),
+            install["median_intervals"].as_f64().unwrap_or(f64::NAN),
+            install["max_intervals"].as_f64().unwrap_or(f64::NAN),
+            a.interval_ms
+        );
+    }
     Ok(())
 }
 

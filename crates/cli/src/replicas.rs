@@ -236,6 +236,8 @@ pub(crate) struct Options {
     pub(crate) report_latency: bool,
     /// Values in each op span's `pad` field.
     pub(crate) pad_values: usize,
+    /// Milliseconds each client waits after each read.
+    pub(crate) pause_ms: u64,
 }
 
 impl System {
@@ -264,6 +266,7 @@ impl System {
             repeat: options.repeat,
             report_latency: options.report_latency,
             pad_values: options.pad_values,
+            pause_ms: options.pause_ms,
         };
         let mut servers = spawn(&nodes, &setup, false)?;
         let listeners: Vec<(String, SocketAddr)> = nodes
@@ -313,6 +316,14 @@ impl System {
         Ok(())
     }
 
+    /// CPU time the servers have run so far (Linux only).
+    pub(crate) fn servers_cpu_ns(&self) -> Option<u64> {
+        self.servers
+            .iter()
+            .map(|n| causeway_demo::replicas::cpu_ns(n.child.id()))
+            .sum()
+    }
+
     /// Stops every process.
     pub(crate) fn stop(self) {
         stop_nodes(self.workers);
@@ -332,6 +343,7 @@ fn drive(
         repeat: queries.is_none(),
         report_latency: false,
         pad_values: 0,
+        pause_ms: 0,
     };
     let mut system = System::start(layout, ingest, options)?;
     let client = Client::new(http, None);

@@ -31,6 +31,7 @@ async fn workload(setup: &Setup, host: &str) -> Result<Latencies, BoxError> {
     let files = setup.layout.files();
     let pad = setup.pad();
     let mut latencies = Latencies::default();
+    let cpu_before = super::cpu_ns(std::process::id());
     loop {
         for file in &files {
             for _ in 0..setup.layout.reads {
@@ -49,10 +50,14 @@ async fn workload(setup: &Setup, host: &str) -> Result<Latencies, BoxError> {
                 if setup.repeat {
                     // Live mode: a steady trickle, not a busy loop.
                     tokio::time::sleep(Duration::from_millis(20)).await;
+                } else if setup.pause_ms > 0 {
+                    tokio::time::sleep(Duration::from_millis(setup.pause_ms)).await;
                 }
             }
         }
         if !setup.repeat {
+            let cpu_after = super::cpu_ns(std::process::id());
+            latencies.cpu_ns = cpu_before.zip(cpu_after).map(|(b, a)| a.saturating_sub(b));
             return Ok(latencies);
         }
     }

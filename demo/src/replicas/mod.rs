@@ -99,6 +99,11 @@ impl Layout {
         Ok(())
     }
 
+    /// Reads in one run of the workload: every client reads every file `reads` times.
+    pub fn requests(&self) -> usize {
+        self.files().len() * self.reads * self.hosts.len() * self.clients_per_host
+    }
+
     /// Every file: `files_per_set` for each 3-host subset.
     pub fn files(&self) -> Vec<File> {
         let h = &self.hosts;
@@ -167,6 +172,10 @@ pub struct Setup {
     /// explodes it packs this many tuples into each request's bag.
     #[serde(default)]
     pub pad_values: usize,
+    /// Milliseconds each client waits after each read when it runs the workload once (an
+    /// open system instead of a closed loop that keeps every core busy).
+    #[serde(default)]
+    pub pause_ms: u64,
 }
 
 impl Setup {
@@ -193,6 +202,26 @@ pub struct Latencies {
     pub open_ns: Vec<u64>,
     /// A whole read: the locations, then the bytes from the first DataNode.
     pub read_ns: Vec<u64>,
+    /// The client's CPU time over its workload (Linux only).
+    #[serde(default)]
+    pub cpu_ns: Option<u64>,
+}
+
+/// CPU time process `pid` has run so far, summed over its threads, in nanoseconds; from
+/// Linux's `/proc/PID/task/*/schedstat` (threads that have exited are not counted), and
+/// `None` where that is not there.
+pub fn cpu_ns(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0u64;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            // The thread exited while being read.
+            continue;
+        };
+        let ran: u64 = stat.split_whitespace().next()?.parse().ok()?;
+        total = total.saturating_add(ran);
+    }
+    Some(total)
 }
 
 /// One process of the system.
