@@ -155,6 +155,13 @@ fn advice(c: &mut Criterion) {
     let unpack = program(&unpack_q, "Read");
     let unpack_obs = observed(unpack);
     let bag60 = Some(Arc::new(bag_of(60)));
+    // A field exploded into 60 values, packed at once (the 60-tuple bag of `bench pivot`).
+    let pack_many = program(&unpack_q, "Op");
+    let many = [Observed::Many(
+        (0..60)
+            .map(|i| Value::from(format!("pad-tuple-{i:04}").as_str()))
+            .collect(),
+    )];
 
     let mut agg = Aggregator::new(&emit_q.funcs);
     let mut h = hit();
@@ -172,9 +179,15 @@ fn advice(c: &mut Criterion) {
         let mut bag = bag60.clone();
         h.run(unpack, &unpack_obs, &mut bag, &mut agg_unpack);
     });
+    let mut agg_many = Aggregator::new(&unpack_q.funcs);
+    let a_many = allocations(1_000, || {
+        let mut bag = None;
+        h.run(pack_many, &many, &mut bag, &mut agg_many);
+        black_box(bag);
+    });
     eprintln!(
         "allocations per hit: observe+emit {a_emit:.1}, observe+pack first {a_first:.1}, \
-         unpack 60 + emit {a_unpack:.1}"
+         unpack 60 + emit {a_unpack:.1}, pack 60 exploded {a_many:.1}"
     );
 
     let mut g = c.benchmark_group("advice");
@@ -185,6 +198,13 @@ fn advice(c: &mut Criterion) {
         b.iter(|| {
             let mut bag = None;
             h.run(first, black_box(&first_obs), &mut bag, &mut agg_first);
+            bag
+        })
+    });
+    g.bench_function("pack_60_exploded", |b| {
+        b.iter(|| {
+            let mut bag = None;
+            h.run(pack_many, black_box(&many), &mut bag, &mut agg_many);
             bag
         })
     });

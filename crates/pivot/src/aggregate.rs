@@ -7,7 +7,7 @@ use std::hash::{Hash, Hasher};
 use causeway_model::TraceId;
 
 use crate::lang::ast::AggFn;
-use crate::value::Value;
+use crate::value::{hash_values, Value};
 
 /// Groups kept per query and interval before the rest are counted as overflow.
 pub const MAX_GROUPS: usize = 10_000;
@@ -144,18 +144,6 @@ struct GroupState {
 /// advice and merges look it up with, [`KeyRefs`] and [`KeySlice`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct GroupKey(Vec<Value>);
-
-fn hash_values<'a, H: Hasher>(values: impl Iterator<Item = &'a Value>, h: &mut H) {
-    for v in values {
-        match v {
-            Value::Null => h.write_u8(0),
-            Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
-            Value::Int(i) => h.write_i64(*i),
-            Value::Float(f) => h.write_u64(f.to_bits()),
-            Value::Str(s) => h.write(s.as_bytes()),
-        }
-    }
-}
 
 impl Hash for GroupKey {
     fn hash<H: Hasher>(&self, h: &mut H) {

@@ -54,6 +54,20 @@ impl Hash for Value {
     }
 }
 
+/// Hashes a tuple's values by their bytes alone (no length, no variant tag: equality
+/// tells apart what collides), the same for owned and borrowed forms of the tuple.
+pub(crate) fn hash_values<'a, H: Hasher>(values: impl Iterator<Item = &'a Value>, h: &mut H) {
+    for v in values {
+        match v {
+            Value::Null => h.write_u8(0),
+            Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
+            Value::Int(i) => h.write_i64(*i),
+            Value::Float(f) => h.write_u64(f.to_bits()),
+            Value::Str(s) => h.write(s.as_bytes()),
+        }
+    }
+}
+
 impl From<&Lit> for Value {
     fn from(l: &Lit) -> Value {
         match l {

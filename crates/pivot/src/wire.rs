@@ -163,11 +163,7 @@ fn grouped(r: &mut Reader<'_>) -> Result<Grouped, WireError> {
         let id = u64::from_le_bytes(r.array("segment.id")?);
         let version = r.varint("segment.version")?;
         let tuples = r.count("segment.tuples", 2)?;
-        let mut seg = Segment {
-            version,
-            arrived: 0,
-            tuples: Vec::with_capacity(tuples),
-        };
+        let mut seg = Segment::new(version, Vec::with_capacity(tuples));
         for _ in 0..tuples {
             let count = r.varint("tuple.count")?;
             seg.tuples.push((values(r)?, count));
