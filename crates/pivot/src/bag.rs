@@ -30,11 +30,29 @@ pub struct BagKey {
 }
 
 /// The bags of one request at one point of its execution.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct Baggage {
     pub(crate) bags: BTreeMap<BagKey, Bag>,
     /// Bags were dropped somewhere on the way to keep the baggage under its size limit.
     pub overflowed: bool,
+    /// The header text last encoded, kept until the bags change: a request's calls to
+    /// several services send the same bags (see `wire::encode_text_shared`).
+    pub(crate) text: std::sync::OnceLock<EncodedText>,
+}
+
+/// Header text as encoded for a byte limit and overflow mark: the text (none for no
+/// bags) and whether bags were cut to fit.
+#[derive(Debug, Clone)]
+pub(crate) struct EncodedText {
+    pub(crate) max_bytes: usize,
+    pub(crate) overflowed: bool,
+    pub(crate) text: Option<(std::sync::Arc<str>, bool)>,
+}
+
+impl PartialEq for Baggage {
+    fn eq(&self, other: &Baggage) -> bool {
+        (&self.bags, self.overflowed) == (&other.bags, other.overflowed)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -111,9 +129,9 @@ impl Segment {
                 .at
                 .reserve(2 * self.tuples.len(), |&j| hash(&self.tuples[j as usize].0));
             for (i, (v, _)) in self.tuples.iter().enumerate() {
-                self.index.at.insert_unique(hash(v), i as u32, |&j| {
-                    hash(&self.tuples[j as usize].0)
-                });
+                self.index
+                    .at
+                    .insert_unique(hash(v), i as u32, |&j| hash(&self.tuples[j as usize].0));
             }
         }
         let tuples = &mut self.tuples;
@@ -183,6 +201,7 @@ impl Baggage {
         weight: u64,
         new_id: &mut dyn FnMut() -> u64,
     ) {
+        self.text.take();
         let bag = self
             .bags
             .entry(key)
@@ -211,6 +230,7 @@ impl Baggage {
         origin: u64,
         values: Vec<Value>,
     ) {
+        self.text.take();
         let bag = self.bags.entry(key).or_insert_with(|| {
             Bag::Temporal(Temporal {
                 first,
@@ -273,6 +293,7 @@ impl Baggage {
 
     /// Merges a branch back (a closed child span, a response): nothing is counted twice.
     pub fn merge(&mut self, other: &Baggage) {
+        self.text.take();
         self.overflowed |= other.overflowed;
         for (key, theirs) in &other.bags {
             match (self.bags.get_mut(key), theirs) {

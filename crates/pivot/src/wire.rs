@@ -22,7 +22,7 @@ use std::sync::Arc;
 use base64::Engine;
 use causeway_model::codec::native::{put_varint, unzigzag, zigzag};
 
-use crate::bag::{Bag, BagKey, Baggage, Grouped, Segment, Stamped, Temporal};
+use crate::bag::{Bag, BagKey, Baggage, EncodedText, Grouped, Segment, Stamped, Temporal};
 use crate::value::Value;
 
 /// The version this code writes and reads.
@@ -98,6 +98,22 @@ pub fn encode_text_cut(baggage: &Baggage, max_bytes: usize) -> Option<(String, b
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes),
         cut,
     ))
+}
+
+/// [`encode_text_cut`] shared: the text is kept with the baggage until its bags change,
+/// so sending the same bags again (a request's second call) encodes nothing.
+pub fn encode_text_shared(baggage: &Baggage, max_bytes: usize) -> Option<(Arc<str>, bool)> {
+    let fresh = || EncodedText {
+        max_bytes,
+        overflowed: baggage.overflowed,
+        text: encode_text_cut(baggage, max_bytes).map(|(t, cut)| (Arc::from(t), cut)),
+    };
+    let kept = baggage.text.get_or_init(fresh);
+    if kept.max_bytes == max_bytes && kept.overflowed == baggage.overflowed {
+        kept.text.clone()
+    } else {
+        fresh().text
+    }
 }
 
 /// Decodes base64url text from a header.
@@ -418,6 +434,46 @@ mod tests {
     }
 
     proptest! {
+        /// The kept text is always what encoding the bags now gives, for the limit and
+        /// overflow mark asked, and a second send of unchanged bags reuses it.
+        #[test]
+        fn the_kept_text_follows_every_change(packs in packs(), max in 8usize..200) {
+            let mut b = Baggage::default();
+            let mut next = 0u64;
+            let mut ids = || {
+                next += 1;
+                next
+            };
+            let fresh = |b: &Baggage, max: usize| {
+                encode_text_cut(b, max).map(|(t, cut)| (Arc::<str>::from(t), cut))
+            };
+            for p in &packs {
+                match p {
+                    Pack::Grouped(q, i, v, w) => {
+                        b.pack_grouped(BagKey { query: *q, bag: *i }, v.clone(), *w, &mut ids)
+                    }
+                    Pack::Temporal(q, i, f, n, ts, o, v) => {
+                        b.pack_temporal(BagKey { query: *q, bag: *i }, *f, *n, *ts, *o, v.clone())
+                    }
+                    Pack::Branch => {
+                        let mut other = b.branch();
+                        other.pack_grouped(BagKey { query: 9, bag: 0 }, vec![Value::Int(1)], 1, &mut ids);
+                        b.merge(&other);
+                    }
+                }
+                let first = encode_text_shared(&b, max);
+                prop_assert_eq!(&first, &fresh(&b, max));
+                let again = encode_text_shared(&b, max);
+                if let (Some((a, _)), Some((c, _))) = (&first, &again) {
+                    prop_assert!(Arc::ptr_eq(a, c), "encoded again");
+                }
+                prop_assert_eq!(encode_text_shared(&b, usize::MAX), fresh(&b, usize::MAX));
+                b.overflowed = !b.overflowed;
+                prop_assert_eq!(encode_text_shared(&b, max), fresh(&b, max));
+                b.overflowed = !b.overflowed;
+            }
+        }
+
         #[test]
         fn baggage_round_trips(packs in packs()) {
             let b = build(&packs);

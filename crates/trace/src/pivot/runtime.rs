@@ -472,9 +472,9 @@ impl Runtime {
     }
 
     /// A bag as header text, cut to the size limit (counted when cut); none when empty.
-    pub(crate) fn encode_bag(&self, bag: &Baggage) -> Option<String> {
+    pub(crate) fn encode_bag(&self, bag: &Baggage) -> Option<Arc<str>> {
         let (text, cut) =
-            causeway_pivot::wire::encode_text_cut(bag, causeway_pivot::wire::MAX_BYTES)?;
+            causeway_pivot::wire::encode_text_shared(bag, causeway_pivot::wire::MAX_BYTES)?;
         if cut {
             self.bags_overflowed.fetch_add(1, Ordering::Relaxed);
         }
