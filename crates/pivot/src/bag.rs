@@ -116,7 +116,7 @@ impl Segment {
             }
             return;
         }
-        let hasher = self.index.hasher.clone();
+        let hasher = self.index.hasher;
         let hash = |v: &[Value]| {
             let mut h = hasher.build_hasher();
             hash_values(v.iter(), &mut h);

@@ -7,6 +7,8 @@
 //! - A response carries back only what the server's advice added, never the tuples that
 //!   arrived with the request, and the client's later join counts each tuple once.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Mutex;
 
@@ -113,25 +115,11 @@ async fn request(middle: SocketAddr, user: &str) {
 }
 
 fn install(pivot: &causeway::Pivot, id: u32, query: &str) {
-    let text = format!("{TRACEPOINTS}\n{query}");
-    let prepared = causeway_pivot::install::prepare(&text, &Default::default())
-        .unwrap_or_else(|e| panic!("{}", e.render("query", &text)));
-    pivot.install(id, &prepared.script).unwrap();
+    common::install(pivot, id, TRACEPOINTS, query);
 }
 
 fn rows(pivot: &causeway::Pivot) -> Vec<(u32, Vec<Vec<String>>)> {
-    pivot
-        .take_results()
-        .into_iter()
-        .map(|(id, a)| {
-            let rows = a
-                .rows()
-                .iter()
-                .map(|r| r.iter().map(Value::to_string).collect())
-                .collect();
-            (id, rows)
-        })
-        .collect()
+    common::rows_of(pivot.take_results())
 }
 
 /// Every tuple of query `query`'s bags in `bags`, as strings.

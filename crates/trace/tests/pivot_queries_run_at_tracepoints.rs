@@ -2,9 +2,11 @@
 //! callsites, join through the bags spans carry (a child starts with its parent's bag
 //! and merges it back on close), in both subscriber modes, sampled or not.
 
+mod common;
+
 use causeway::testing::Recorder;
 use causeway::{Config, Mode, Sampler};
-use causeway_pivot::value::Value;
+use common::rows_of;
 
 const TRACEPOINTS: &str = r#"
 Tracepoint Op = span(target = "app::client", name = "do_next_op")
@@ -14,30 +16,11 @@ Tracepoint Lookup = span.close(target = "app::server", name = "lookup") Export r
 "#;
 
 fn install(pivot: &causeway::Pivot, id: u32, query: &str) {
-    let text = format!("{TRACEPOINTS}\n{query}");
-    let prepared = causeway_pivot::install::prepare(&text, &Default::default())
-        .unwrap_or_else(|e| panic!("{}", e.render("query", &text)));
-    pivot.install(id, &prepared.script).unwrap();
+    common::install(pivot, id, TRACEPOINTS, query);
 }
 
 fn rows(pivot: &causeway::Pivot) -> Vec<(u32, Vec<Vec<String>>)> {
     rows_of(pivot.take_results())
-}
-
-fn rows_of(
-    results: impl IntoIterator<Item = (u32, causeway_pivot::aggregate::Aggregator)>,
-) -> Vec<(u32, Vec<Vec<String>>)> {
-    results
-        .into_iter()
-        .map(|(id, a)| {
-            let rows = a
-                .rows()
-                .iter()
-                .map(|r| r.iter().map(Value::to_string).collect())
-                .collect();
-            (id, rows)
-        })
-        .collect()
 }
 
 fn one_request(file: &str, replicas: &str) {

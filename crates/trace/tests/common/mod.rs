@@ -1,5 +1,6 @@
 //! What several of these tests share: a log output to read back, a sink that keeps the
-//! spans, and a field value that counts how often it is formatted.
+//! spans, a field value that counts how often it is formatted, and Pivot Tracing results
+//! as strings.
 
 // Each test binary uses part of this module.
 #![allow(dead_code)]
@@ -58,4 +59,29 @@ impl fmt::Debug for Counted {
 /// How often a [`Counted`] was formatted in this test binary.
 pub fn formatted() -> usize {
     FORMATTED.load(Ordering::Relaxed)
+}
+
+/// Each query's result rows (key values, then aggregates) as strings.
+pub fn rows_of(
+    results: impl IntoIterator<Item = (u32, causeway_pivot::aggregate::Aggregator)>,
+) -> Vec<(u32, Vec<Vec<String>>)> {
+    results
+        .into_iter()
+        .map(|(id, a)| {
+            let rows = a
+                .rows()
+                .iter()
+                .map(|r| r.iter().map(ToString::to_string).collect())
+                .collect();
+            (id, rows)
+        })
+        .collect()
+}
+
+/// Installs `query` as query `id`, over the tracepoint definitions in `tracepoints`.
+pub fn install(pivot: &causeway::Pivot, id: u32, tracepoints: &str, query: &str) {
+    let text = format!("{tracepoints}\n{query}");
+    let prepared = causeway_pivot::install::prepare(&text, &Default::default())
+        .unwrap_or_else(|e| panic!("{}", e.render("query", &text)));
+    pivot.install(id, &prepared.script).unwrap();
 }
