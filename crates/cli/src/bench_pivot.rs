@@ -293,10 +293,7 @@ fn collect(system: &mut System) -> Result<Latencies> {
         };
         all.open_ns.extend(warm(mine.open_ns));
         all.read_ns.extend(warm(mine.read_ns));
-        all.cpu_ns = match (all.cpu_ns, mine.cpu_ns) {
-            (Some(a), Some(b)) => Some(a + b),
-            _ => None,
-        };
+        all.cpu_ns = all.cpu_ns.zip(mine.cpu_ns).map(|(a, b)| a + b);
     }
     Ok(all)
 }

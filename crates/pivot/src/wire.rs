@@ -411,6 +411,19 @@ mod tests {
         )
     }
 
+    fn apply(b: &mut Baggage, p: &Pack, ids: &mut dyn FnMut() -> u64) {
+        match p {
+            Pack::Grouped(q, i, v, w) => {
+                b.pack_grouped(BagKey { query: *q, bag: *i }, v.clone(), *w, ids)
+            }
+            // One mode per key, as compiled queries do.
+            Pack::Temporal(q, i, f, n, ts, o, v) => {
+                b.pack_temporal(BagKey { query: *q, bag: *i }, *f, *n, *ts, *o, v.clone())
+            }
+            Pack::Branch => *b = b.branch(),
+        }
+    }
+
     fn build(packs: &[Pack]) -> Baggage {
         let mut next = 0u64;
         let mut ids = || {
@@ -419,16 +432,7 @@ mod tests {
         };
         let mut b = Baggage::default();
         for p in packs {
-            match p {
-                Pack::Grouped(q, i, v, w) => {
-                    b.pack_grouped(BagKey { query: *q, bag: *i }, v.clone(), *w, &mut ids)
-                }
-                // One mode per key, as compiled queries do.
-                Pack::Temporal(q, i, f, n, ts, o, v) => {
-                    b.pack_temporal(BagKey { query: *q, bag: *i }, *f, *n, *ts, *o, v.clone())
-                }
-                Pack::Branch => b = b.branch(),
-            }
+            apply(&mut b, p, &mut ids);
         }
         b.branch()
     }
@@ -448,18 +452,12 @@ mod tests {
                 encode_text_cut(b, max).map(|(t, cut)| (Arc::<str>::from(t), cut))
             };
             for p in &packs {
-                match p {
-                    Pack::Grouped(q, i, v, w) => {
-                        b.pack_grouped(BagKey { query: *q, bag: *i }, v.clone(), *w, &mut ids)
-                    }
-                    Pack::Temporal(q, i, f, n, ts, o, v) => {
-                        b.pack_temporal(BagKey { query: *q, bag: *i }, *f, *n, *ts, *o, v.clone())
-                    }
-                    Pack::Branch => {
-                        let mut other = b.branch();
-                        other.pack_grouped(BagKey { query: 9, bag: 0 }, vec![Value::Int(1)], 1, &mut ids);
-                        b.merge(&other);
-                    }
+                apply(&mut b, p, &mut ids);
+                if matches!(p, Pack::Branch) {
+                    // A merge changes the bags too.
+                    let mut other = b.branch();
+                    other.pack_grouped(BagKey { query: 9, bag: 0 }, vec![Value::Int(1)], 1, &mut ids);
+                    b.merge(&other);
                 }
                 let first = encode_text_shared(&b, max);
                 prop_assert_eq!(&first, &fresh(&b, max));

@@ -5,9 +5,9 @@
 //! Bags live on span records: a child starts with its parent's bag (shared until a PACK
 //! changes it, then copied) and merges it back into its parent when it closes; merging
 //! never counts a tuple twice. A bag that arrived from another process stays encoded in
-//! the record's W3C baggage until advice runs on the span (see `carry`). In an unsampled trace, a span with no record of its own
-//! (see `subscriber`) uses its nearest recorded ancestor's bag; a span at a tracepoint
-//! always gets a record.
+//! the record's W3C baggage until advice runs on the span (see `carry`). In an unsampled
+//! trace, a span with no record of its own (see `subscriber`) uses its nearest recorded
+//! ancestor's bag; a span at a tracepoint always gets a record.
 
 pub(crate) mod agent;
 pub(crate) mod carry;
