@@ -49,6 +49,7 @@ impl AggState {
     }
 
     /// Takes in `value` seen `weight` times (`Null` for COUNT's missing argument).
+    #[inline]
     pub fn add(&mut self, value: &Value, weight: u64) {
         match self {
             AggState::Count(c) => *c = c.saturating_add(weight),
@@ -155,12 +156,14 @@ impl Hash for GroupKey {
 struct KeyRefs<'a>(&'a [&'a Value]);
 
 impl Hash for KeyRefs<'_> {
+    #[inline]
     fn hash<H: Hasher>(&self, h: &mut H) {
         hash_values(self.0.iter().copied(), h);
     }
 }
 
 impl hashbrown::Equivalent<GroupKey> for KeyRefs<'_> {
+    #[inline]
     fn equivalent(&self, key: &GroupKey) -> bool {
         key.0.len() == self.0.len() && key.0.iter().zip(self.0).all(|(k, v)| k == *v)
     }

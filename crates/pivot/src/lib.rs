@@ -17,6 +17,7 @@
 
 pub mod aggregate;
 pub mod bag;
+mod bag_map;
 pub mod compile;
 pub mod install;
 pub mod lang;

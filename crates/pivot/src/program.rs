@@ -107,6 +107,8 @@ pub enum ProgramEnd {
         keys: Vec<Op>,
         /// The aggregates' arguments (`Null` for COUNT).
         args: Vec<Op>,
+        /// Some key or argument is an expression to compute, not a slot or a constant.
+        computes: bool,
     },
 }
 
@@ -204,16 +206,24 @@ fn lower_advice(a: &Advice, key: &dyn Fn(&str) -> BagKey, funcs: &mut Vec<AggFn>
             slots: packed.iter().map(|s| slots.index(s)).collect(),
         },
         End::Emit { keys, aggs, values } => {
-            let keys = keys.iter().chain(values).map(|e| slots.lower(e)).collect();
+            let keys: Vec<Op> = keys.iter().chain(values).map(|e| slots.lower(e)).collect();
             funcs.extend(aggs.iter().map(|(f, _)| *f));
-            let args = aggs
+            let args: Vec<Op> = aggs
                 .iter()
                 .map(|(_, arg)| {
                     arg.as_ref()
                         .map_or(Op::Lit(Value::Null), |e| slots.lower(e))
                 })
                 .collect();
-            ProgramEnd::Emit { keys, args }
+            let computes = keys
+                .iter()
+                .chain(&args)
+                .any(|op| !matches!(op, Op::Slot(_) | Op::Lit(_)));
+            ProgramEnd::Emit {
+                keys,
+                args,
+                computes,
+            }
         }
     };
     Program {
@@ -262,16 +272,15 @@ impl Program {
     ) {
         // Tuples are built in this thread's reused buffers: a hit allocates only for
         // what it keeps (a new group, a packed tuple).
-        SCRATCH.with(|cell| {
-            let mut fresh = Scratch::default();
-            let mut shared = cell.try_borrow_mut();
-            let s = match shared.as_deref_mut() {
-                Ok(s) => s,
-                Err(_) => &mut fresh,
-            };
+        let mut run = |s: &mut Scratch| {
             if !self.run_borrowed(s, observed, baggage, aggregator, cx) {
                 self.run_in(s, observed, baggage, aggregator, cx);
             }
+        };
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut shared) => run(&mut shared),
+            // Advice run from advice on this thread (a tracepoint inside a subscriber).
+            Err(_) => run(&mut Scratch::default()),
         })
     }
 
@@ -323,11 +332,22 @@ impl Program {
                 }
             }
         }
-        let mut computed = std::mem::take(&mut s.computed);
-        for (t, w) in &tuples {
-            self.finish(t.as_slice(), *w, baggage, aggregator, &mut computed, cx);
+        if let ProgramEnd::Pack {
+            key,
+            mode: Temporal::All,
+            slots,
+        } = &self.end
+        {
+            // One pack for all of them: an exploded field gives dozens.
+            let rows = tuples.iter().map(|(t, w)| (t.as_slice(), *w));
+            pack_grouped(*key, slots, rows, baggage, cx);
+        } else {
+            let mut computed = std::mem::take(&mut s.computed);
+            for (t, w) in &tuples {
+                self.finish(t.as_slice(), *w, baggage, aggregator, &mut computed, cx);
+            }
+            s.computed = computed;
         }
-        s.computed = computed;
         for (row, _) in tuples.drain(..) {
             s.keep(row);
         }
@@ -385,13 +405,13 @@ impl Program {
 
     /// Joins the tuples of bag `self.unpack[at]` and those after it into `row`.
     /// Recursion is as deep as the advice's joins (bounded by the compiler).
-    fn join_borrowed<'v>(
+    fn join_borrowed<'v, F: FnMut(&[&Value], u64, &mut Context<'_>)>(
         &self,
         bags: Option<&'v Baggage>,
         at: usize,
         row: &mut [&'v Value; INLINE_COLUMNS],
         weight: u64,
-        emit: &mut dyn FnMut(&[&Value], u64, &mut Context<'_>),
+        emit: &mut F,
         cx: &mut Context<'_>,
     ) {
         let Some((key, cols)) = self.unpack.get(at) else {
@@ -399,7 +419,8 @@ impl Program {
             return;
         };
         let Some(bags) = bags else { return };
-        for (values, w) in bags.tuples(*key) {
+        // `for_each`, not `for`: the nested iterators run as one loop each.
+        bags.tuples(*key).for_each(|(values, w)| {
             for (slot, v) in cols.iter().zip(values) {
                 if let Some(r) = row.get_mut(*slot) {
                     *r = v;
@@ -407,7 +428,7 @@ impl Program {
             }
             let w = weight.saturating_mul(w);
             self.join_borrowed(Some(bags), at + 1, row, w, emit, cx);
-        }
+        });
     }
 
     /// Whether every Where step keeps the tuple.
@@ -427,18 +448,32 @@ impl Program {
     ) {
         match &self.end {
             ProgramEnd::Pack { key, mode, slots } => {
-                let baggage = Arc::make_mut(baggage.get_or_insert_with(Default::default));
-                let values: Vec<Value> = slots.iter().map(|s| row.column(*s).clone()).collect();
-                match mode {
-                    Temporal::All => baggage.pack_grouped(*key, values, weight, cx.ids),
-                    Temporal::First(n) | Temporal::MostRecent(n) => {
-                        let ts = cx.clock.stamp(cx.now);
-                        let first = matches!(mode, Temporal::First(_));
-                        baggage.pack_temporal(*key, first, *n, ts, (cx.ids)(), values);
+                let (first, n) = match mode {
+                    Temporal::All => {
+                        let rows = std::iter::once((row, weight));
+                        return pack_grouped(*key, slots, rows, baggage, cx);
                     }
-                }
+                    Temporal::First(n) => (true, *n),
+                    Temporal::MostRecent(n) => (false, *n),
+                };
+                let baggage = Arc::make_mut(baggage.get_or_insert_with(Default::default));
+                let values = slots.iter().map(|s| row.column(*s).clone());
+                let ts = cx.clock.stamp(cx.now);
+                baggage.pack_temporal(*key, first, n, ts, (cx.ids)(), values);
             }
-            ProgramEnd::Emit { keys, args } => {
+            ProgramEnd::Emit {
+                keys,
+                args,
+                computes,
+            } => {
+                computed.clear();
+                if *computes {
+                    let ops = keys.iter().chain(args);
+                    computed.extend(
+                        ops.filter(|op| op.direct(row).is_none())
+                            .map(|op| op.eval(row)),
+                    );
+                }
                 emit(row, weight, keys, args, computed, aggregator, cx.example)
             }
         }
@@ -477,6 +512,23 @@ impl Program {
     }
 }
 
+/// Packs `slots` of each row, its weight times, into grouped bag `key` (no bag is made
+/// for no rows).
+fn pack_grouped<'r, T: Columns + ?Sized + 'r>(
+    key: BagKey,
+    slots: &[usize],
+    rows: impl ExactSizeIterator<Item = (&'r T, u64)>,
+    baggage: &mut Option<Arc<Baggage>>,
+    cx: &mut Context<'_>,
+) {
+    if rows.len() == 0 {
+        return;
+    }
+    let baggage = Arc::make_mut(baggage.get_or_insert_with(Default::default));
+    let tuples = rows.map(|(row, w)| (slots.iter().map(move |s| row.column(*s)), w));
+    baggage.pack_grouped(key, tuples, cx.ids);
+}
+
 /// Values emits borrow when there is nothing to compute: a null for a missing slot.
 static NULL: Value = Value::Null;
 
@@ -496,23 +548,17 @@ impl Op {
 
 /// Adds one tuple to the aggregator: its group key and aggregate arguments borrowed from
 /// the tuple where they are plain columns (no clone, no reference count touched), the
-/// others computed into `computed`.
+/// others taken in turn from `computed`.
 fn emit<T: Columns + ?Sized>(
     tuple: &T,
     weight: u64,
     keys: &[Op],
     args: &[Op],
-    computed: &mut Vec<Value>,
+    computed: &[Value],
     aggregator: &mut Aggregator,
     example: Option<TraceId>,
 ) {
     let ops = || keys.iter().chain(args);
-    computed.clear();
-    computed.extend(
-        ops()
-            .filter(|op| op.direct(tuple).is_none())
-            .map(|op| op.eval(tuple)),
-    );
     let mut next = computed.iter();
     let n = keys.len() + args.len();
     let mut inline: [&Value; INLINE_COLUMNS] = [&NULL; INLINE_COLUMNS];

@@ -56,6 +56,7 @@ impl Hash for Value {
 
 /// Hashes a tuple's values by their bytes alone (no length, no variant tag: equality
 /// tells apart what collides), the same for owned and borrowed forms of the tuple.
+#[inline]
 pub(crate) fn hash_values<'a, H: Hasher>(values: impl Iterator<Item = &'a Value>, h: &mut H) {
     for v in values {
         match v {

@@ -22,7 +22,11 @@ use std::sync::Arc;
 use base64::Engine;
 use causeway_model::codec::native::{put_varint, unzigzag, zigzag};
 
-use crate::bag::{Bag, BagKey, Baggage, EncodedText, Grouped, Segment, Stamped, Temporal};
+use smallvec::SmallVec;
+
+use crate::bag::{
+    Bag, BagKey, Baggage, EncodedText, Grouped, Segment, Stamped, StampedValues, Temporal,
+};
 use crate::value::Value;
 
 /// The version this code writes and reads.
@@ -179,10 +183,10 @@ fn grouped(r: &mut Reader<'_>) -> Result<Grouped, WireError> {
         let id = u64::from_le_bytes(r.array("segment.id")?);
         let version = r.varint("segment.version")?;
         let tuples = r.count("segment.tuples", 2)?;
-        let mut seg = Segment::new(version, Vec::with_capacity(tuples));
+        let mut seg = Segment::new(version, tuples);
         for _ in 0..tuples {
             let count = r.varint("tuple.count")?;
-            seg.tuples.push((values(r)?, count));
+            seg.push_decoded(count, |out| values_into(r, out))?;
         }
         segments.insert(id, seg);
     }
@@ -200,7 +204,7 @@ fn temporal(r: &mut Reader<'_>, first: bool) -> Result<Temporal, WireError> {
     let mut t = Temporal {
         first,
         n,
-        tuples: Vec::with_capacity(count),
+        tuples: SmallVec::with_capacity(count),
     };
     for _ in 0..count {
         let ts = r.varint("tuple.ts")?;
@@ -208,7 +212,11 @@ fn temporal(r: &mut Reader<'_>, first: bool) -> Result<Temporal, WireError> {
         t.tuples.push(Stamped {
             ts,
             origin,
-            values: values(r)?,
+            values: {
+                let mut v = StampedValues::new();
+                values_into(r, &mut v)?;
+                v
+            },
             arrived: false,
         });
     }
@@ -218,12 +226,12 @@ fn temporal(r: &mut Reader<'_>, first: bool) -> Result<Temporal, WireError> {
     Ok(t)
 }
 
-fn values(r: &mut Reader<'_>) -> Result<Vec<Value>, WireError> {
+/// Reads a tuple's values onto the end of `out`.
+fn values_into(r: &mut Reader<'_>, out: &mut impl Extend<Value>) -> Result<(), WireError> {
     let n = r.count("tuple.values", 1)?;
-    let mut out = Vec::with_capacity(n);
     for _ in 0..n {
         let at = r.pos;
-        out.push(match r.u8("value.tag")? {
+        out.extend(Some(match r.u8("value.tag")? {
             0 => Value::Null,
             1 => Value::Bool(false),
             2 => Value::Bool(true),
@@ -238,9 +246,9 @@ fn values(r: &mut Reader<'_>) -> Result<Vec<Value>, WireError> {
                 Value::Str(Arc::from(s))
             }
             t => return Err(r.err_at("value.tag", at, format!("unknown tag {t}"))),
-        });
+        }));
     }
-    Ok(out)
+    Ok(())
 }
 
 struct Reader<'a> {
@@ -347,9 +355,9 @@ fn put_bag(out: &mut Vec<u8>, key: BagKey, bag: &Bag) {
             for (id, seg) in &g.segments {
                 out.extend_from_slice(&id.to_le_bytes());
                 put_varint(out, seg.version);
-                put_varint(out, seg.tuples.len() as u64);
-                for (values, count) in &seg.tuples {
-                    put_varint(out, *count);
+                put_varint(out, seg.len() as u64);
+                for (values, count) in seg.tuples() {
+                    put_varint(out, count);
                     put_values(out, values);
                 }
             }
@@ -413,9 +421,11 @@ mod tests {
 
     fn apply(b: &mut Baggage, p: &Pack, ids: &mut dyn FnMut() -> u64) {
         match p {
-            Pack::Grouped(q, i, v, w) => {
-                b.pack_grouped(BagKey { query: *q, bag: *i }, v.clone(), *w, ids)
-            }
+            Pack::Grouped(q, i, v, w) => b.pack_grouped(
+                BagKey { query: *q, bag: *i },
+                std::iter::once((v.iter(), *w)),
+                ids,
+            ),
             // One mode per key, as compiled queries do.
             Pack::Temporal(q, i, f, n, ts, o, v) => {
                 b.pack_temporal(BagKey { query: *q, bag: *i }, *f, *n, *ts, *o, v.clone())
@@ -456,7 +466,8 @@ mod tests {
                 if matches!(p, Pack::Branch) {
                     // A merge changes the bags too.
                     let mut other = b.branch();
-                    other.pack_grouped(BagKey { query: 9, bag: 0 }, vec![Value::Int(1)], 1, &mut ids);
+                    let one = [Value::Int(1)];
+                    other.pack_grouped(BagKey { query: 9, bag: 0 }, std::iter::once((one.iter(), 1)), &mut ids);
                     b.merge(&other);
                 }
                 let first = encode_text_shared(&b, max);
