@@ -119,6 +119,8 @@ struct Run {
     /// hub and collector, whose store's background work would drown the difference),
     /// per read; NaN where it cannot be read.
     cpu: f64,
+    /// The clients' share of `cpu`.
+    cpu_clients: f64,
 }
 
 pub fn run(a: PivotArgs) -> Result<()> {
@@ -248,6 +250,7 @@ fn run_once(
         read: median(all.read_ns.iter().map(|n| *n as f64).collect())
             .context("the clients reported no latency")?,
         cpu: cpu.map_or(f64::NAN, |ns| ns as f64 / reads),
+        cpu_clients: all.cpu_ns.map_or(f64::NAN, |ns| ns as f64 / reads),
     };
     Ok(run)
 }
@@ -414,6 +417,7 @@ fn report(
             "read_overhead_pct": read,
             "read_overhead_ci_pct": read_ci,
             "cpu_per_read_us": median(runs.iter().map(|r| r.cpu / 1e3).collect()),
+            "clients_cpu_per_read_us": median(runs.iter().map(|r| r.cpu_clients / 1e3).collect()),
             "cpu_overhead_pct": cpu,
             "cpu_overhead_ci_pct": cpu_ci,
         }));
@@ -444,19 +448,20 @@ fn report(
         a.rounds
     );
     outln!(
-        "{:<9} {:>10} {:>20} {:>10} {:>20} {:>12} {:>20}",
+        "{:<9} {:>10} {:>20} {:>10} {:>20} {:>12} {:>20} {:>19}",
         "config",
         "lookup µs",
         "lookup overhead",
         "read µs",
         "read overhead",
         "CPU/read µs",
-        "CPU overhead"
+        "CPU overhead",
+        "clients' CPU/read µs"
     );
     for r in &rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         outln!(
-            "{:<9} {:>10.1} {:>11.2}% ± {:>5.2} {:>10.1} {:>11.2}% ± {:>5.2} {:>12.1} {:>11.2}% ± {:>5.2}",
+            "{:<9} {:>10.1} {:>11.2}% ± {:>5.2} {:>10.1} {:>11.2}% ± {:>5.2} {:>12.1} {:>11.2}% ± {:>5.2} {:>19.1}",
             r["config"].as_str().unwrap_or_default(),
             f("open_median_us"),
             f("open_overhead_pct"),
@@ -467,6 +472,7 @@ fn report(
             f("cpu_per_read_us"),
             f("cpu_overhead_pct"),
             f("cpu_overhead_ci_pct"),
+            f("clients_cpu_per_read_us"),
         );
     }
     if !installs.is_empty() {
