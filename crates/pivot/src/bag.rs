@@ -155,23 +155,25 @@ impl Segment {
             let mut it = values.clone();
             t.iter().all(|a| it.next() == Some(a)) && it.next().is_none()
         };
-        let found = if self.ends.len() < INDEXED {
-            (0..self.ends.len()).find(|&i| same(self.tuple(i)))
-        } else {
+        // Hashed once, for the lookup and for a new tuple's place in the index.
+        let hash = (self.ends.len() >= INDEXED).then(|| {
             self.cover_index(0);
-            let h = tuple_hash(&self.index.hasher, values.clone());
-            self.index
+            tuple_hash(&self.index.hasher, values.clone())
+        });
+        let found = match hash {
+            None => (0..self.ends.len()).find(|&i| same(self.tuple(i))),
+            Some(h) => self
+                .index
                 .at
                 .find(h, |&j| same(self.tuple(j as usize)))
-                .map(|&j| j as usize)
+                .map(|&j| j as usize),
         };
         if let Some(i) = found {
             let count = &mut self.ends[i].1;
             *count = count.saturating_add(weight);
             return;
         }
-        if self.ends.len() >= INDEXED {
-            let h = tuple_hash(&self.index.hasher, values.clone());
+        if let Some(h) = hash {
             let (ends, vals) = (&self.ends, &self.values);
             let hasher = &self.index.hasher;
             self.index.at.insert_unique(h, ends.len() as u32, |&j| {
