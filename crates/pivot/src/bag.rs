@@ -15,13 +15,16 @@
 //! ([`Baggage::since_arrival`]): merging is idempotent, so anything more would only be
 //! bytes on the wire and work for the caller.
 
-use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use crate::bag_map::BagMap;
+use crate::small_map::SmallMap;
 use crate::value::{hash_values, Value};
+
+/// The bags of a request by key.
+pub(crate) type BagMap = SmallMap<BagKey, Bag>;
 
 /// A bag: the query it belongs to and the variable that packs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -68,7 +71,17 @@ pub(crate) enum Bag {
 pub(crate) struct Grouped {
     /// The segment this copy writes, once it has packed.
     pub(crate) open: Option<u64>,
-    pub(crate) segments: BTreeMap<u64, Segment>,
+    pub(crate) segments: SmallMap<u64, HeldSegment>,
+}
+
+/// A segment as one copy of the baggage holds it. Copies share a segment until one packs
+/// into it: copying a request's bags (a child span that packs, a response merged in)
+/// copies pointers, not tuples.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct HeldSegment {
+    /// The version that arrived with the request (0: it did not arrive).
+    pub(crate) arrived: u64,
+    pub(crate) segment: Arc<Segment>,
 }
 
 /// A segment's tuples are stored one after another in one buffer, so that packing an
@@ -78,8 +91,6 @@ pub(crate) struct Grouped {
 pub(crate) struct Segment {
     /// Packs into this segment so far.
     pub(crate) version: u64,
-    /// The version that arrived with the request (0: it did not arrive).
-    pub(crate) arrived: u64,
     /// The values of every tuple, in order.
     values: Vec<Value>,
     /// Each distinct tuple: where its values end in `values`, and how many times it was
@@ -101,8 +112,7 @@ struct TupleIndex {
 
 impl PartialEq for Segment {
     fn eq(&self, other: &Segment) -> bool {
-        (self.version, self.arrived, &self.values, &self.ends)
-            == (other.version, other.arrived, &other.values, &other.ends)
+        (self.version, &self.values, &self.ends) == (other.version, &other.values, &other.ends)
     }
 }
 
@@ -111,7 +121,6 @@ impl Segment {
     pub(crate) fn new(version: u64, tuples: usize) -> Segment {
         Segment {
             version,
-            arrived: 0,
             values: Vec::new(),
             ends: Vec::with_capacity(tuples),
             index: TupleIndex::default(),
@@ -296,7 +305,8 @@ impl Baggage {
             return;
         };
         let id = *g.open.get_or_insert_with(&mut *new_id);
-        let seg = g.segments.entry(id).or_default();
+        let held = g.segments.get_or_insert_with(id, HeldSegment::default);
+        let seg = Arc::make_mut(&mut held.segment);
         let mut tuples = tuples.peekable();
         let width = tuples
             .peek()
@@ -359,7 +369,7 @@ impl Baggage {
         };
         let grouped = grouped
             .into_iter()
-            .flat_map(|g| g.segments.values().flat_map(Segment::tuples));
+            .flat_map(|g| g.segments.values().flat_map(|h| h.segment.tuples()));
         let temporal = temporal
             .into_iter()
             .flat_map(|t| t.tuples.iter().map(|s| (s.values.as_slice(), 1)));
@@ -392,16 +402,15 @@ impl Baggage {
                     self.bags.insert(*key, t);
                 }
                 (Some(Bag::Grouped(mine)), Bag::Grouped(theirs)) => {
-                    for (id, seg) in &theirs.segments {
+                    for (id, held) in &theirs.segments {
                         match mine.segments.get_mut(id) {
-                            Some(m) if m.version >= seg.version => {}
+                            Some(m) if m.segment.version >= held.segment.version => {}
                             Some(m) => {
-                                let arrived = m.arrived.max(seg.arrived);
-                                *m = seg.clone();
-                                m.arrived = arrived;
+                                m.arrived = m.arrived.max(held.arrived);
+                                m.segment = Arc::clone(&held.segment);
                             }
                             None => {
-                                mine.segments.insert(*id, seg.clone());
+                                mine.segments.insert(*id, held.clone());
                             }
                         }
                     }
@@ -423,7 +432,10 @@ impl Baggage {
     pub fn mark_arrived(&mut self) {
         for bag in self.bags.values_mut() {
             match bag {
-                Bag::Grouped(g) => g.segments.values_mut().for_each(|s| s.arrived = s.version),
+                Bag::Grouped(g) => g
+                    .segments
+                    .values_mut()
+                    .for_each(|h| h.arrived = h.segment.version),
                 Bag::Temporal(t) => t.tuples.iter_mut().for_each(|s| s.arrived = true),
             }
         }
@@ -436,11 +448,11 @@ impl Baggage {
         for (key, bag) in &self.bags {
             let new = match bag {
                 Bag::Grouped(g) => {
-                    let segments: BTreeMap<u64, Segment> = g
+                    let segments: SmallMap<u64, HeldSegment> = g
                         .segments
                         .iter()
-                        .filter(|(_, s)| s.version > s.arrived)
-                        .map(|(id, s)| (*id, s.clone()))
+                        .filter(|(_, h)| h.segment.version > h.arrived)
+                        .map(|(id, h)| (*id, h.clone()))
                         .collect();
                     (!segments.is_empty()).then_some(Bag::Grouped(Grouped {
                         open: None,
@@ -565,6 +577,33 @@ mod tests {
     }
 
     #[test]
+    fn copies_share_segments_until_one_packs() {
+        let segments = |b: &Baggage| match b.bags.get(&K) {
+            Some(Bag::Grouped(g)) => g
+                .segments
+                .values()
+                .map(|h| Arc::as_ptr(&h.segment))
+                .collect::<Vec<_>>(),
+            _ => Vec::new(),
+        };
+        let mut ids = ids();
+        let mut a = Baggage::default();
+        pack(&mut a, K, vec!["A".into()], 1, &mut ids);
+        let b = a.branch();
+        assert_eq!(segments(&a), segments(&b));
+        // Packing into a shared segment copies it first: the other copy is unchanged.
+        pack(&mut a, K, vec!["B".into()], 1, &mut ids);
+        assert_ne!(segments(&a), segments(&b));
+        assert_eq!(counts(&b), [("A".into(), 1)]);
+        assert_eq!(counts(&a), [("A".into(), 1), ("B".into(), 1)]);
+        // A merge takes the newer version of a segment by pointer.
+        let mut c = b.clone();
+        c.merge(&a);
+        assert_eq!(segments(&c), segments(&a));
+        assert_eq!(counts(&c), counts(&a));
+    }
+
+    #[test]
     fn first_and_most_recent_keep_their_tuples_through_merges() {
         let mut a = Baggage::default();
         a.pack_temporal(K, true, 2, 30, 1, vec!["late".into()]);
@@ -662,9 +701,9 @@ mod tests {
             proptest::prop_assert_eq!(got, model);
             // Within one segment each tuple is there once.
             if let Some(Bag::Grouped(g)) = bag.bags.get(&K) {
-                for seg in g.segments.values() {
+                for held in g.segments.values() {
                     let mut seen = std::collections::HashSet::new();
-                    for (v, _) in seg.tuples() {
+                    for (v, _) in held.segment.tuples() {
                         proptest::prop_assert!(seen.insert(v.to_vec()), "{v:?} twice");
                     }
                 }

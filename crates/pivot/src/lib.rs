@@ -17,13 +17,13 @@
 
 pub mod aggregate;
 pub mod bag;
-mod bag_map;
 pub mod compile;
 pub mod install;
 pub mod lang;
 pub mod matching;
 pub mod program;
 pub mod protocol;
+mod small_map;
 pub mod splice;
 pub mod value;
 pub mod wire;

@@ -16,7 +16,6 @@
 //! length and reports the field and byte offset of the first fault; a bad bag is never
 //! half-applied.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine;
@@ -25,8 +24,10 @@ use causeway_model::codec::native::{put_varint, unzigzag, zigzag};
 use smallvec::SmallVec;
 
 use crate::bag::{
-    Bag, BagKey, Baggage, EncodedText, Grouped, Segment, Stamped, StampedValues, Temporal,
+    Bag, BagKey, Baggage, EncodedText, Grouped, HeldSegment, Segment, Stamped, StampedValues,
+    Temporal,
 };
+use crate::small_map::SmallMap;
 use crate::value::Value;
 
 /// The version this code writes and reads.
@@ -61,30 +62,27 @@ pub fn encode(baggage: &Baggage, max_bytes: usize) -> Vec<u8> {
 
 /// [`encode`], and whether bags were dropped to fit.
 fn encode_cut(baggage: &Baggage, max_bytes: usize) -> (Vec<u8>, bool) {
-    let mut bags: Vec<Vec<u8>> = baggage
-        .bags
-        .iter()
-        .map(|(k, b)| {
-            let mut out = Vec::new();
-            put_bag(&mut out, *k, b);
-            out
-        })
-        .collect();
+    // One buffer for every bag, sized for a request's usual few small bags: a cut drops
+    // bags from the end, so it is a truncation.
+    let mut out = Vec::with_capacity(256);
+    out.push(VERSION);
+    let mut ends: SmallVec<[usize; 8]> = SmallVec::new();
+    for (k, b) in &baggage.bags {
+        put_bag(&mut out, *k, b);
+        ends.push(out.len());
+    }
+    let upto = |kept: usize| if kept == 0 { 1 } else { ends[kept - 1] };
+    let mut kept = ends.len();
     let mut overflowed = baggage.overflowed;
-    let total = |bags: &[Vec<u8>], overflowed: bool| {
-        1 + bags.iter().map(Vec::len).sum::<usize>() + overflowed as usize
-    };
-    while !bags.is_empty() && total(&bags, overflowed) > max_bytes {
-        bags.pop();
+    while kept > 0 && upto(kept) + usize::from(overflowed) > max_bytes {
+        kept -= 1;
         overflowed = true;
     }
-    let mut out = Vec::with_capacity(total(&bags, overflowed));
-    out.push(VERSION);
-    bags.iter().for_each(|b| out.extend_from_slice(b));
+    out.truncate(upto(kept));
     if overflowed {
         out.push(OVERFLOW);
     }
-    (out, bags.len() < baggage.bags.len())
+    (out, kept < ends.len())
 }
 
 /// [`encode`] as base64url text, or `None` when the baggage is empty (no header needed).
@@ -178,8 +176,9 @@ pub fn decode(bytes: &[u8]) -> Result<Baggage, WireError> {
 
 fn grouped(r: &mut Reader<'_>) -> Result<Grouped, WireError> {
     let n = r.count("grouped.segments", 9)?;
-    let mut segments = BTreeMap::new();
+    let mut segments = SmallMap::default();
     for _ in 0..n {
+        let at = r.pos;
         let id = u64::from_le_bytes(r.array("segment.id")?);
         let version = r.varint("segment.version")?;
         let tuples = r.count("segment.tuples", 2)?;
@@ -188,7 +187,18 @@ fn grouped(r: &mut Reader<'_>) -> Result<Grouped, WireError> {
             let count = r.varint("tuple.count")?;
             seg.push_decoded(count, |out| values_into(r, out))?;
         }
-        segments.insert(id, seg);
+        if segments
+            .insert(
+                id,
+                HeldSegment {
+                    arrived: 0,
+                    segment: Arc::new(seg),
+                },
+            )
+            .is_some()
+        {
+            return Err(r.err_at("segment.id", at, "a segment twice".into()));
+        }
     }
     Ok(Grouped {
         open: None,
@@ -352,7 +362,8 @@ fn put_bag(out: &mut Vec<u8>, key: BagKey, bag: &Bag) {
         Bag::Grouped(g) => {
             out.push(0);
             put_varint(out, g.segments.len() as u64);
-            for (id, seg) in &g.segments {
+            for (id, held) in &g.segments {
+                let seg = &held.segment;
                 out.extend_from_slice(&id.to_le_bytes());
                 put_varint(out, seg.version);
                 put_varint(out, seg.len() as u64);
@@ -539,6 +550,11 @@ mod tests {
         // A grouped bag claiming a million segments in three bytes.
         let e = decode(&[1, 1, 0, 0, 0xC0, 0x84, 0x3D]).unwrap_err();
         assert_eq!(e.field, "grouped.segments");
+        // A grouped bag with two empty segments of one id.
+        let segment = [7, 0, 0, 0, 0, 0, 0, 0, 1, 0];
+        let bytes = [&[1, 1, 0, 0, 2][..], &segment, &segment].concat();
+        let e = decode(&bytes).unwrap_err();
+        assert_eq!((e.field, e.offset), ("segment.id", 15), "{e}");
         // A First(1) bag whose one tuple holds a string that is not UTF-8.
         let mut b = vec![
             1, 1, 0, 1, 1, 1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 1, 5, 2, 0xC3, 0x28,

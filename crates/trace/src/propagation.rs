@@ -247,10 +247,21 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// baggage-octet: printable ASCII except space, '"', ',', ';', '\', and '%' (encoded so
+/// that decoding is unambiguous). A table: a bag's kilobyte of base64 is scanned on
+/// every request that carries it.
+const PLAIN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0x21;
+    while c <= 0x7e {
+        t[c] = !matches!(c as u8, b'"' | b',' | b';' | b'\\' | b'%');
+        c += 1;
+    }
+    t
+};
+
 fn percent_encode(s: &str, out: &mut String) {
-    // baggage-octet: printable ASCII except space, '"', ',', ';', '\', and '%' (encoded
-    // so that decoding is unambiguous).
-    let plain = |c: u8| (0x21..=0x7e).contains(&c) && !b"\",;\\%".contains(&c);
+    let plain = |c: u8| PLAIN[usize::from(c)];
     let b = s.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -353,7 +364,12 @@ impl Baggage {
 
     /// The header value, percent-encoding values.
     pub fn header(&self) -> String {
-        let mut s = String::new();
+        let plain_len: usize = self
+            .entries
+            .iter()
+            .map(|(k, v, p)| k.len() + v.len() + p.len() + 2)
+            .sum();
+        let mut s = String::with_capacity(plain_len);
         for (i, (k, v, p)) in self.entries.iter().enumerate() {
             if i > 0 {
                 s.push(',');
@@ -393,9 +409,10 @@ impl Extractor for http::HeaderMap {
 
 impl Injector for http::HeaderMap {
     fn set(&mut self, name: &str, value: String) {
+        // From the `String`, the value's bytes are not copied again.
         if let (Ok(n), Ok(v)) = (
             http::HeaderName::from_bytes(name.as_bytes()),
-            http::HeaderValue::from_str(&value),
+            http::HeaderValue::try_from(value),
         ) {
             self.insert(n, v);
         }

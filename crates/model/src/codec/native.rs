@@ -268,6 +268,7 @@ fn resync(buf: &[u8], pos: usize) -> usize {
 }
 
 /// Appends `v` as a LEB128 varint.
+#[inline]
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -282,6 +283,7 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 }
 
 /// `v` zigzag-encoded, so small negative numbers make short varints.
+#[inline]
 pub fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
