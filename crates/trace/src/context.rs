@@ -145,15 +145,18 @@ pub fn inject(carrier: &mut impl Injector) -> bool {
 
 /// Writes `span`'s context and baggage into outgoing headers.
 pub fn inject_span(span: &tracing::Span, carrier: &mut impl Injector) -> bool {
-    let Some((ctx, baggage)) = with_record(span, |r| (r.context(), r.baggage.clone())) else {
+    let Some((ctx, mut baggage)) = with_record(span, |r| (r.context(), r.baggage.clone())) else {
         return false;
     };
     // The request's Pivot Tracing bags travel as one member of the W3C baggage.
-    let baggage = crate::pivot::carry::with_bag(span, |runtime, bag| {
-        crate::pivot::carry::add_to_baggage(runtime, baggage.clone(), bag.clone())
+    let bag_text = crate::pivot::carry::with_bag(span, |runtime, bag| {
+        crate::pivot::carry::outgoing_member(runtime, &mut baggage, bag.clone())
     })
-    .unwrap_or(baggage);
-    propagation::inject_context(&ctx, baggage.as_deref(), carrier);
+    .flatten();
+    let member = bag_text
+        .as_deref()
+        .map(|text| (causeway_pivot::wire::BAGGAGE_MEMBER, text));
+    propagation::inject_context_with_member(&ctx, baggage.as_deref(), member, carrier);
     true
 }
 

@@ -466,13 +466,48 @@ pub fn extract(carrier: &impl Extractor) -> Extracted {
 
 /// Writes a context (and baggage, when not empty) into a carrier.
 pub fn inject_context(ctx: &SpanContext, baggage: Option<&Baggage>, carrier: &mut impl Injector) {
+    inject_context_with_member(ctx, baggage, None, carrier);
+}
+
+/// [`inject_context`] with one more baggage member, in place of any of its key, whose
+/// value is already baggage-octets and needs no percent-encoding (a Pivot Tracing bag's
+/// base64url): written last, straight into the header, not copied into a [`Baggage`]
+/// and scanned again on every request.
+pub(crate) fn inject_context_with_member(
+    ctx: &SpanContext,
+    baggage: Option<&Baggage>,
+    member: Option<(&str, &str)>,
+    carrier: &mut impl Injector,
+) {
     carrier.set(TRACEPARENT, ctx.traceparent());
     if !ctx.trace_state.is_empty() {
         carrier.set(TRACESTATE, ctx.trace_state.header());
     }
-    if let Some(b) = baggage.filter(|b| !b.is_empty()) {
-        carrier.set(BAGGAGE, b.header());
+    let baggage = baggage.filter(|b| !b.is_empty());
+    let Some((key, value)) = member else {
+        if let Some(b) = baggage {
+            carrier.set(BAGGAGE, b.header());
+        }
+        return;
+    };
+    debug_assert!(value.bytes().all(|c| PLAIN[usize::from(c)]), "{value}");
+    let mut header = match baggage {
+        Some(b) if b.get(key).is_some() => {
+            let mut others = b.clone();
+            others.remove(key);
+            others.header()
+        }
+        Some(b) => b.header(),
+        None => String::new(),
+    };
+    header.reserve(key.len() + value.len() + 2);
+    if !header.is_empty() {
+        header.push(',');
     }
+    header.push_str(key);
+    header.push('=');
+    header.push_str(value);
+    carrier.set(BAGGAGE, header);
 }
 
 #[cfg(test)]
@@ -687,6 +722,34 @@ mod tests {
         assert!(p.remote);
         assert_eq!(p.trace_state, ctx.trace_state);
         assert_eq!(e.baggage.get("tenant"), Some("a b,c"));
+    }
+
+    #[test]
+    fn a_member_written_straight_in_replaces_one_of_its_key() {
+        let ctx = SpanContext {
+            trace_id: TraceId::new(0xabc).unwrap(),
+            span_id: SpanId::new(0xdef).unwrap(),
+            flags: 1,
+            trace_state: TraceState::default(),
+            remote: false,
+        };
+        let header = |b: Option<&Baggage>| {
+            let mut h = http::HeaderMap::new();
+            inject_context_with_member(&ctx, b, Some(("cw-pt", "AQID_-x")), &mut h);
+            h.get(BAGGAGE).map(|v| v.to_str().unwrap().to_owned())
+        };
+        assert_eq!(header(None).as_deref(), Some("cw-pt=AQID_-x"));
+        let mut b = Baggage::new();
+        b.set("tenant", "a b");
+        b.set("cw-pt", "old");
+        b.set("zone", "z");
+        assert_eq!(
+            header(Some(&b)).as_deref(),
+            Some("tenant=a%20b,zone=z,cw-pt=AQID_-x")
+        );
+        let back = Baggage::parse([header(Some(&b)).unwrap().as_str()]);
+        assert_eq!(back.get("cw-pt"), Some("AQID_-x"));
+        assert_eq!(back.get("tenant"), Some("a b"));
     }
 
     proptest! {

@@ -78,24 +78,20 @@ fn move_member(
     }
 }
 
-/// `w3c` with the bag written into its member, for an outgoing request (a member that
-/// arrived is merged in, not replaced; with no bag of the span's own, the member goes
-/// on untouched).
-pub(crate) fn add_to_baggage(
+/// The text of the member that carries the bag on an outgoing request; none when the
+/// process runs no query or the span has no bag of its own (a member that arrived then
+/// goes on untouched). A member that arrived is first taken out of `w3c` and merged into
+/// the bag, so the text replaces it.
+pub(crate) fn outgoing_member(
     runtime: &Runtime,
-    mut w3c: Option<Arc<W3cBaggage>>,
+    w3c: &mut Option<Arc<W3cBaggage>>,
     mut bag: Option<Arc<Baggage>>,
-) -> Option<Arc<W3cBaggage>> {
+) -> Option<Arc<str>> {
     if !runtime.active() || bag.is_none() {
-        return w3c;
+        return None;
     }
-    take_from_baggage(runtime, &mut w3c, &mut bag);
-    let Some(text) = bag.as_deref().and_then(|b| runtime.encode_bag(b)) else {
-        return w3c;
-    };
-    let mut w3c = w3c.unwrap_or_default();
-    Arc::make_mut(&mut w3c).set(BAGGAGE_MEMBER, &text);
-    Some(w3c)
+    take_from_baggage(runtime, w3c, &mut bag);
+    bag.as_deref().and_then(|b| runtime.encode_bag(b))
 }
 
 /// The `baggage` header value carrying back on a response what `span`'s advice (and the
