@@ -700,15 +700,20 @@ mod tests {
         assert_eq!(again, b);
     }
 
-    #[test]
-    fn inject_then_extract_gives_back_the_context() {
-        let ctx = SpanContext {
+    /// A sampled local context.
+    fn sampled(trace_state: TraceState) -> SpanContext {
+        SpanContext {
             trace_id: TraceId::new(0xabc).unwrap(),
             span_id: SpanId::new(0xdef).unwrap(),
             flags: 1,
-            trace_state: ts(&["congo=t61rcWkgMzE"]),
+            trace_state,
             remote: false,
-        };
+        }
+    }
+
+    #[test]
+    fn inject_then_extract_gives_back_the_context() {
+        let ctx = sampled(ts(&["congo=t61rcWkgMzE"]));
         let mut b = Baggage::new();
         b.set("tenant", "a b,c");
         let mut h = http::HeaderMap::new();
@@ -726,13 +731,7 @@ mod tests {
 
     #[test]
     fn a_member_written_straight_in_replaces_one_of_its_key() {
-        let ctx = SpanContext {
-            trace_id: TraceId::new(0xabc).unwrap(),
-            span_id: SpanId::new(0xdef).unwrap(),
-            flags: 1,
-            trace_state: TraceState::default(),
-            remote: false,
-        };
+        let ctx = sampled(TraceState::default());
         let header = |b: Option<&Baggage>| {
             let mut h = http::HeaderMap::new();
             inject_context_with_member(&ctx, b, Some(("cw-pt", "AQID_-x")), &mut h);
