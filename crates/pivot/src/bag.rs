@@ -92,14 +92,19 @@ pub(crate) struct Segment {
     /// Packs into this segment so far.
     pub(crate) version: u64,
     /// The values of every tuple, in order.
-    values: Vec<Value>,
+    values: SegmentValues,
     /// Each distinct tuple: where its values end in `values`, and how many times it was
     /// packed.
-    ends: Vec<(usize, u64)>,
+    ends: SmallVec<[(usize, u64); 1]>,
     /// Where each tuple is in `ends`, by its values' hash, once the segment holds
     /// [`INDEXED`] tuples; built again whenever it does not cover `ends`.
     index: TupleIndex,
 }
+
+/// A segment's values, the first two in place: most segments hold one small tuple (a
+/// request's host, packed at its start), which then costs no allocation beyond the
+/// segment's own, packed or decoded.
+pub(crate) type SegmentValues = SmallVec<[Value; 2]>;
 
 /// Tuples a segment holds before packs find theirs through an index, not a scan.
 const INDEXED: usize = 8;
@@ -121,8 +126,8 @@ impl Segment {
     pub(crate) fn new(version: u64, tuples: usize) -> Segment {
         Segment {
             version,
-            values: Vec::new(),
-            ends: Vec::with_capacity(tuples),
+            values: SmallVec::new(),
+            ends: SmallVec::with_capacity(tuples),
             index: TupleIndex::default(),
         }
     }
@@ -151,7 +156,7 @@ impl Segment {
     pub(crate) fn push_decoded<E>(
         &mut self,
         count: u64,
-        read: impl FnOnce(&mut Vec<Value>) -> Result<(), E>,
+        read: impl FnOnce(&mut SegmentValues) -> Result<(), E>,
     ) -> Result<(), E> {
         read(&mut self.values)?;
         self.ends.push((self.values.len(), count));
