@@ -92,7 +92,7 @@ pub(crate) struct Segment {
     /// Packs into this segment so far.
     pub(crate) version: u64,
     /// The values of every tuple, in order.
-    values: SegmentValues,
+    values: InlineValues,
     /// Each distinct tuple: where its values end in `values`, and how many times it was
     /// packed.
     ends: SmallVec<[(usize, u64); 1]>,
@@ -101,10 +101,10 @@ pub(crate) struct Segment {
     index: TupleIndex,
 }
 
-/// A segment's values, the first two in place: most segments hold one small tuple (a
-/// request's host, packed at its start), which then costs no allocation beyond the
-/// segment's own, packed or decoded.
-pub(crate) type SegmentValues = SmallVec<[Value; 2]>;
+/// Values with the first two held in place: most segments and stamped tuples hold one
+/// small tuple (a request's host, packed at its start), which then costs no allocation
+/// of its own, packed or decoded.
+pub(crate) type InlineValues = SmallVec<[Value; 2]>;
 
 /// Tuples a segment holds before packs find theirs through an index, not a scan.
 const INDEXED: usize = 8;
@@ -156,7 +156,7 @@ impl Segment {
     pub(crate) fn push_decoded<E>(
         &mut self,
         count: u64,
-        read: impl FnOnce(&mut SegmentValues) -> Result<(), E>,
+        read: impl FnOnce(&mut InlineValues) -> Result<(), E>,
     ) -> Result<(), E> {
         read(&mut self.values)?;
         self.ends.push((self.values.len(), count));
@@ -251,15 +251,12 @@ pub(crate) struct Temporal {
     pub(crate) tuples: SmallVec<[Stamped; 1]>,
 }
 
-/// A stamped tuple's values, held in place when there are few.
-pub(crate) type StampedValues = SmallVec<[Value; 2]>;
-
 /// A tuple of a temporal bag with its causal stamp.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Stamped {
     pub(crate) ts: u64,
     pub(crate) origin: u64,
-    pub(crate) values: StampedValues,
+    pub(crate) values: InlineValues,
     /// It arrived with the request.
     pub(crate) arrived: bool,
 }
@@ -348,7 +345,7 @@ impl Baggage {
         if let Bag::Temporal(t) = bag {
             // Pushed one by one: `collect` reserves first, which costs more than the
             // one or two values of most tuples.
-            let mut held = StampedValues::new();
+            let mut held = InlineValues::new();
             values.into_iter().for_each(|v| held.push(v));
             t.tuples.push(Stamped {
                 ts,

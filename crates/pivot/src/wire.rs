@@ -24,7 +24,7 @@ use causeway_model::codec::native::{put_varint, unzigzag, zigzag};
 use smallvec::SmallVec;
 
 use crate::bag::{
-    Bag, BagKey, Baggage, EncodedText, Grouped, HeldSegment, Segment, Stamped, StampedValues,
+    Bag, BagKey, Baggage, EncodedText, Grouped, HeldSegment, InlineValues, Segment, Stamped,
     Temporal,
 };
 use crate::small_map::SmallMap;
@@ -223,7 +223,7 @@ fn temporal(r: &mut Reader<'_>, first: bool) -> Result<Temporal, WireError> {
             ts,
             origin,
             values: {
-                let mut v = StampedValues::new();
+                let mut v = InlineValues::new();
                 values_into(r, &mut v)?;
                 v
             },

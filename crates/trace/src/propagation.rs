@@ -364,25 +364,31 @@ impl Baggage {
 
     /// The header value, percent-encoding values.
     pub fn header(&self) -> String {
-        let plain_len: usize = self
-            .entries
-            .iter()
+        let mut s = String::new();
+        self.write_header(None, 0, &mut s);
+        s
+    }
+
+    /// Appends the header value to `out`, leaving out member `skip`, with room for
+    /// `extra` bytes more.
+    fn write_header(&self, skip: Option<&str>, extra: usize, out: &mut String) {
+        let members = || self.entries.iter().filter(|e| Some(e.0.as_str()) != skip);
+        let plain_len: usize = members()
             .map(|(k, v, p)| k.len() + v.len() + p.len() + 2)
             .sum();
-        let mut s = String::with_capacity(plain_len);
-        for (i, (k, v, p)) in self.entries.iter().enumerate() {
-            if i > 0 {
-                s.push(',');
+        out.reserve(plain_len + extra);
+        for (k, v, p) in members() {
+            if !out.is_empty() {
+                out.push(',');
             }
-            s.push_str(k);
-            s.push('=');
-            percent_encode(v, &mut s);
+            out.push_str(k);
+            out.push('=');
+            percent_encode(v, out);
             if !p.is_empty() {
-                s.push(';');
-                s.push_str(p);
+                out.push(';');
+                out.push_str(p);
             }
         }
-        s
     }
 }
 
@@ -491,16 +497,12 @@ pub(crate) fn inject_context_with_member(
         return;
     };
     debug_assert!(value.bytes().all(|c| PLAIN[usize::from(c)]), "{value}");
-    let mut header = match baggage {
-        Some(b) if b.get(key).is_some() => {
-            let mut others = b.clone();
-            others.remove(key);
-            others.header()
-        }
-        Some(b) => b.header(),
-        None => String::new(),
-    };
-    header.reserve(key.len() + value.len() + 2);
+    let mut header = String::new();
+    let extra = key.len() + value.len() + 2;
+    match baggage {
+        Some(b) => b.write_header(Some(key), extra, &mut header),
+        None => header.reserve(extra),
+    }
     if !header.is_empty() {
         header.push(',');
     }
