@@ -9,8 +9,8 @@
 //! The `*disabled_event` cases time a `debug!` callsite nothing needs: with no subscriber,
 //! under a fmt layer filtered at `info`, and under Causeway with a Pivot Tracing query
 //! installed elsewhere (which lifts the level `tracing` checks first, so the callsite's
-//! own interest has to say `never`), alone and with the fmt layer as its inner
-//! subscriber. `causeway_pivot_enabled_event` is the same callsite once a query reads
+//! own interest has to say `never`), alone, with the fmt layer as its inner subscriber,
+//! and as the Layer on the Registry filtered by the same targets. `causeway_pivot_enabled_event` is the same callsite once a query reads
 //! it (OBSERVE+EMIT), to show what the interest saves.
 //!
 //! `cargo bench --bench overhead [FILTER]` runs every case whose name contains FILTER, in
@@ -69,11 +69,12 @@ unsafe impl GlobalAlloc for CountingAllocator {
 static GLOBAL: CountingAllocator = CountingAllocator;
 
 /// The cases, in the order each round runs them.
-const CASES: [&str; 25] = [
+const CASES: [&str; 26] = [
     "bare_disabled_event",
     "fmt_disabled_event",
     "causeway_pivot_disabled_event",
     "causeway_pivot_fmt_disabled_event",
+    "causeway_layer_pivot_disabled_event",
     "causeway_pivot_enabled_event",
     "bare_tracing_span",
     "dispatch_floor_span",
@@ -302,25 +303,49 @@ fn pivot_query(on_the_callsite: bool) -> String {
     }
 }
 
-/// Causeway recording `app` at `info`, a fmt layer filtered at `info` as its inner
-/// subscriber or none, and a Pivot Tracing query installed.
-fn causeway_pivot(with_fmt: bool, on_the_callsite: bool) -> Flush {
+/// How the Pivot Tracing cases stack Causeway.
+#[derive(Clone, Copy, PartialEq)]
+enum PivotStack {
+    /// The exclusive subscriber alone.
+    Alone,
+    /// The exclusive subscriber with a fmt layer filtered at `info` as its inner subscriber.
+    WithFmt,
+    /// The Layer on the Registry, filtered by the same targets.
+    Layer,
+}
+
+/// Causeway recording `app` at `info`, stacked as `stack`, and a Pivot Tracing query
+/// installed.
+fn causeway_pivot(stack: PivotStack, on_the_callsite: bool) -> Flush {
+    let mode = if stack == PivotStack::Layer {
+        Mode::Layer
+    } else {
+        Mode::Exclusive
+    };
     let config = Config::new("bench")
+        .with_mode(mode)
         .with_targets("app=info".parse().unwrap_or_default())
         .with_queue_spans(1 << 20);
-    let (subscriber, guard) = match causeway::subscriber_with_sinks(config, vec![Box::new(Discard)])
-    {
+    let sinks: Vec<Box<dyn SpanSink>> = vec![Box::new(Discard)];
+    let started = match stack {
+        PivotStack::Layer => causeway::dispatch_with_sinks(config, sinks),
+        _ => causeway::subscriber_with_sinks(config, sinks).map(|(subscriber, guard)| {
+            let dispatch = if stack == PivotStack::WithFmt {
+                Dispatch::new(subscriber.with_inner(fmt_at_info()))
+            } else {
+                Dispatch::new(subscriber)
+            };
+            (dispatch, guard)
+        }),
+    };
+    let (dispatch, guard) = match started {
         Ok(s) => s,
         Err(e) => {
             eprintln!("cannot start causeway: {e}");
             std::process::exit(2);
         }
     };
-    if with_fmt {
-        install(Dispatch::new(subscriber.with_inner(fmt_at_info())));
-    } else {
-        install(Dispatch::new(subscriber));
-    }
+    install(dispatch);
     let pivot = guard.pivot();
     if let Err(e) = pivot.install(1, &pivot_query(on_the_callsite)) {
         eprintln!("cannot install the query: {e}");
@@ -389,9 +414,19 @@ fn bench_for(case: &str) -> Option<Bench> {
     let (run, flush): (Run, Flush) = match case {
         "bare_disabled_event" => (tracepoint_events, nothing()),
         "fmt_disabled_event" => (tracepoint_events, fmt_info()),
-        "causeway_pivot_disabled_event" => (tracepoint_events, causeway_pivot(false, false)),
-        "causeway_pivot_fmt_disabled_event" => (tracepoint_events, causeway_pivot(true, false)),
-        "causeway_pivot_enabled_event" => (tracepoint_events, causeway_pivot(false, true)),
+        "causeway_pivot_disabled_event" => {
+            (tracepoint_events, causeway_pivot(PivotStack::Alone, false))
+        }
+        "causeway_pivot_fmt_disabled_event" => (
+            tracepoint_events,
+            causeway_pivot(PivotStack::WithFmt, false),
+        ),
+        "causeway_layer_pivot_disabled_event" => {
+            (tracepoint_events, causeway_pivot(PivotStack::Layer, false))
+        }
+        "causeway_pivot_enabled_event" => {
+            (tracepoint_events, causeway_pivot(PivotStack::Alone, true))
+        }
         "bare_tracing_span" => (|n| tracing_spans(n, 1), nothing()),
         "dispatch_floor_span" => {
             install(Dispatch::new(Floor));

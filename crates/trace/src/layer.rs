@@ -8,11 +8,12 @@ use causeway_pivot::lang::ast::ProbeKind;
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
 use tracing::Subscriber;
-use tracing_subscriber::layer::Context;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::clock::now_raw;
-use crate::pivot::Hooks;
+use crate::pivot::{Hooks, Runtime};
 use crate::record::{Recording, SpanRecord};
 
 /// The `tracing` Layer that records spans for Causeway. Build it with
@@ -186,6 +187,39 @@ impl CausewayLayer {
         let mut ext = span.extensions_mut();
         if let Some(r) = ext.get_mut::<SpanRecord>() {
             self.shared.pivot_moment(r, kind);
+        }
+    }
+}
+
+/// The Layer's filter when targets are configured: a callsite passes when the targets
+/// enable it or an installed query reads it. A callsite that neither wants gets
+/// `Interest::never`, so it costs nothing; installing or uninstalling a query rebuilds
+/// the interest, and the level hint is `TRACE` only while a query is installed.
+pub(crate) struct TargetsOrQueried {
+    pub(crate) targets: Targets,
+    pub(crate) pivot: Arc<Runtime>,
+}
+
+impl<S> Filter<S> for TargetsOrQueried {
+    fn enabled(&self, meta: &tracing::Metadata<'_>, _: &Context<'_, S>) -> bool {
+        self.targets.would_enable(meta.target(), meta.level()) || self.pivot.hooks(meta).is_some()
+    }
+
+    fn callsite_enabled(&self, meta: &'static tracing::Metadata<'static>) -> Interest {
+        if self.targets.would_enable(meta.target(), meta.level())
+            || self.pivot.hooks(meta).is_some()
+        {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        if self.pivot.active() {
+            Some(LevelFilter::TRACE)
+        } else {
+            Filter::<S>::max_level_hint(&self.targets)
         }
     }
 }

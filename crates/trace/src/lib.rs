@@ -143,7 +143,6 @@ pub(crate) fn build_dispatch(
     config: &Config,
     sinks: Vec<Box<dyn SpanSink>>,
 ) -> Result<(tracing::Dispatch, Arc<Recording>), InitError> {
-    use tracing_subscriber::filter::FilterExt;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::Layer as _;
     let recording = start_recording(config, sinks)?;
@@ -157,13 +156,11 @@ pub(crate) fn build_dispatch(
         (Mode::Layer, None) => tracing::Dispatch::new(tracing_subscriber::registry().with(layer())),
         (Mode::Layer, Some(t)) => {
             // Callsites outside the targets still reach the layer when a query needs them.
-            let runtime = recording.pivot.clone();
-            let queried = tracing_subscriber::filter::DynFilterFn::new(move |meta, _| {
-                runtime.hooks(meta).is_some()
-            });
-            tracing::Dispatch::new(
-                tracing_subscriber::registry().with(layer().with_filter(t.clone().or(queried))),
-            )
+            let filter = layer::TargetsOrQueried {
+                targets: t.clone(),
+                pivot: recording.pivot.clone(),
+            };
+            tracing::Dispatch::new(tracing_subscriber::registry().with(layer().with_filter(filter)))
         }
     };
     Ok((dispatch, recording))
