@@ -181,6 +181,13 @@ struct ServeArgs {
     /// included; past it the answer is 503 (no slot came free) or 408 (out of time).
     #[arg(long, default_value = "60s")]
     query_timeout: humantime::Duration,
+    /// A file of Pivot Tracing tracepoint definitions to load at start (repeatable;
+    /// later files replace definitions of the same name).
+    #[arg(long = "pivot-tracepoints", value_name = "FILE")]
+    pivot_tracepoints: Vec<PathBuf>,
+    /// How often processes report their Pivot Tracing partial results.
+    #[arg(long, default_value = "1s")]
+    pivot_interval: humantime::Duration,
 }
 
 fn fsync_policy(text: &str) -> Result<FsyncPolicy> {
@@ -398,7 +405,15 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn serve(a: ServeArgs) -> Result<()> {
+    let mut pivot_tracepoints = Vec::new();
+    for path in &a.pivot_tracepoints {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--pivot-tracepoints {}", path.display()))?;
+        pivot_tracepoints.push((path.display().to_string(), text));
+    }
     let config = ServerConfig {
+        pivot_tracepoints,
+        pivot_interval: a.pivot_interval.into(),
         token: a.token.filter(|t| !t.is_empty()),
         max_body_bytes: a.max_body,
         max_inflight: a.max_inflight.max(1),

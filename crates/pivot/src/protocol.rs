@@ -128,6 +128,10 @@ pub struct Counters {
     pub bags_overflowed: u64,
     /// Joined tuples beyond the fan-out cap.
     pub fanout_dropped: u64,
+    /// Batches of partial results the agent dropped, oldest first, while the hub did not
+    /// answer for longer than it keeps them.
+    #[serde(default)]
+    pub batches_dropped: u64,
 }
 
 /// A process's report.

@@ -1,6 +1,7 @@
 //! The Pivot Tracing hub: queries installed and listed through the API, partial results
 //! merged once per batch however often a process re-sends it, and the totals exact
-//! across a restart of the hub.
+//! across a restart of the hub, as are the tracepoint definitions posted to it; what a
+//! process dropped is listed with it.
 
 mod common;
 
@@ -39,6 +40,7 @@ fn report(instance: u64, installed: &[u64], batches: Value) -> Value {
         "callsites": [{"kind": "event", "target": "app", "name": "event app.rs:1", "level": "INFO",
                        "module": "app", "file": "app.rs", "line": 1, "fields": ["message", "delta"]}],
         "batches": batches,
+        "counters": {"bags_malformed": 2, "bags_overflowed": 1, "fanout_dropped": 5, "batches_dropped": 3},
     })
 }
 
@@ -107,6 +109,27 @@ fn batches_count_once_and_survive_a_restart() {
         json!(["Read"]),
         "{catalog}"
     );
+    let (status, processes) = send(&ts, "GET", "/api/pivot/processes", None);
+    assert_eq!(status, 200, "{processes}");
+    let p = &processes["processes"][0];
+    assert_eq!(p["procName"], "DataNode-A", "{processes}");
+    assert_eq!(p["connected"], true, "{processes}");
+    assert_eq!(p["installed"], json!([id]), "{processes}");
+    assert_eq!(
+        p["counters"],
+        json!({"bagsMalformed": 2, "bagsOverflowed": 1, "fanoutDropped": 5, "batchesDropped": 3}),
+        "{processes}"
+    );
+    // A definition posted to the API, used after the restart.
+    let (status, r) = send(
+        &ts,
+        "POST",
+        "/api/pivot/tracepoints",
+        Some(
+            json!({"text": "Tracepoint Write = event(target = \"app\", field = \"bytes\") Export bytes"}),
+        ),
+    );
+    assert_eq!(status, 200, "{r}");
 
     // The hub restarts on the same data; the process re-sends what it has not seen
     // acknowledged (batch 2 again) and goes on.
@@ -148,6 +171,13 @@ fn batches_count_once_and_survive_a_restart() {
         Some(json!({"query": "From r In Read Select COUNT"})),
     );
     assert!(r2["id"].as_u64().unwrap() > id, "{r2}");
+    let (status, r3) = send(
+        &ts,
+        "POST",
+        "/api/pivot/queries",
+        Some(json!({"query": "From w In Write Select SUM(w.bytes)"})),
+    );
+    assert_eq!(status, 201, "a definition posted before the restart: {r3}");
 
     let (status, _) = send(&ts, "DELETE", &format!("/api/pivot/queries/{id}"), None);
     assert_eq!(status, 204);

@@ -82,6 +82,9 @@ struct Saved {
     next_id: u32,
     queries: Vec<SavedQuery>,
     applied: Vec<(u64, u64)>,
+    /// Tracepoint definitions (name, text), so those posted to the API outlive a restart.
+    #[serde(default)]
+    definitions: Vec<(String, String)>,
 }
 
 /// What installing a query answers.
@@ -269,13 +272,18 @@ impl HubState {
                 })
                 .collect(),
             applied: self.applied.iter().map(|(i, s)| (*i, *s)).collect(),
+            definitions: self.definitions.clone(),
         };
         serde_json::to_vec(&saved).unwrap_or_default()
     }
 
-    /// Restores a snapshot; a query whose script no longer compiles is dropped.
+    /// Restores a snapshot; a query whose script no longer compiles is dropped, and so
+    /// is a saved definition that no longer parses.
     pub(crate) fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {
         let saved: Saved = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        for (name, text) in &saved.definitions {
+            let _ = self.define(name, text);
+        }
         self.next_id = saved.next_id.max(1);
         self.applied = saved.applied.into_iter().collect();
         for s in saved.queries {

@@ -54,15 +54,16 @@ impl Hub {
         definitions: &[(String, String)],
     ) -> Result<Hub, String> {
         let mut state = HubState::new(interval.as_millis() as u64);
-        for (name, text) in definitions {
-            state.define(name, text).map_err(|e| e.render(name, text))?;
-        }
         match std::fs::read(&file) {
             Ok(bytes) => state
                 .restore(&bytes)
                 .map_err(|e| format!("cannot read Pivot Tracing state {}: {e}", file.display()))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
+        }
+        // After the saved ones: a file given at start replaces what it defines again.
+        for (name, text) in definitions {
+            state.define(name, text).map_err(|e| e.render(name, text))?;
         }
         Ok(Hub {
             state: Mutex::new(state),
@@ -102,6 +103,7 @@ pub(crate) fn routes(max_body: usize) -> Router<Arc<AppState>> {
         .route("/api/pivot/queries/{id}/results", get(results))
         .route("/api/pivot/queries/{id}/stream", get(stream))
         .route("/api/pivot/tracepoints", get(tracepoints).post(define))
+        .route("/api/pivot/processes", get(processes))
         .route("/api/pivot/explain", post(explain))
 }
 
@@ -369,6 +371,54 @@ async fn stream(
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }
 
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProcessEntry {
+    instance: String,
+    proc_name: String,
+    host: String,
+    service: String,
+    pid: u32,
+    connected: bool,
+    last_seen: u64,
+    installed: Vec<u32>,
+    failed: Vec<causeway_pivot::protocol::InstallFailure>,
+    callsites: usize,
+    /// What the process's advice, baggage and agent dropped since it started.
+    counters: serde_json::Value,
+}
+
+/// Every process that reported (connected or not, since the hub started), with what
+/// it runs and what it dropped.
+async fn processes(State(app): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    let state = app.pivot.lock();
+    let now = now_ms();
+    let mut processes: Vec<ProcessEntry> = state
+        .processes
+        .iter()
+        .map(|(instance, p)| ProcessEntry {
+            instance: format!("{instance:016x}"),
+            proc_name: p.info.proc_name.clone(),
+            host: p.info.host.clone(),
+            service: p.info.service.clone(),
+            pid: p.info.pid,
+            connected: state.connected(p, now),
+            last_seen: p.last_seen_ms,
+            installed: p.installed.clone(),
+            failed: p.failed.clone(),
+            callsites: p.callsites.len(),
+            counters: json!({
+                "bagsMalformed": p.counters.bags_malformed,
+                "bagsOverflowed": p.counters.bags_overflowed,
+                "fanoutDropped": p.counters.fanout_dropped,
+                "batchesDropped": p.counters.batches_dropped,
+            }),
+        })
+        .collect();
+    processes.sort_by(|a, b| (&a.proc_name, a.pid).cmp(&(&b.proc_name, b.pid)));
+    Json(json!({ "processes": processes }))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DefinitionText {
@@ -380,11 +430,13 @@ async fn define(
     Json(body): Json<DefinitionText>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     check_size(&body.text)?;
-    let added = app
-        .pivot
+    let hub = &app.pivot;
+    let _saving = hub.saving.lock().await;
+    let added = hub
         .lock()
         .define("tracepoints", &body.text)
         .map_err(|e| ApiError::BadRequest(e.render("tracepoints", &body.text)))?;
+    hub.persist().await?;
     Ok(Json(json!({ "added": added })))
 }
 

@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use causeway_pivot::protocol::{
-    Batch, Group, InstallFailure, Partial, ProcessInfo, Reply, Report, AGENT_PATH,
+    Batch, Counters, Group, InstallFailure, Partial, ProcessInfo, Reply, Report, AGENT_PATH,
 };
 
 use super::Runtime;
@@ -45,6 +45,8 @@ struct Reporter {
     /// The last answer installed a query: report again after half an interval, so its
     /// acknowledgement and first results come sooner.
     hurry: bool,
+    /// Batches dropped because the hub did not answer for [`MAX_PENDING`] intervals.
+    batches_dropped: u64,
 }
 
 fn now_ms() -> u64 {
@@ -79,6 +81,7 @@ impl Agent {
             callsites_sent: 0,
             failed: HashMap::new(),
             hurry: false,
+            batches_dropped: 0,
         };
         let s = signal.clone();
         let thread = std::thread::Builder::new()
@@ -146,6 +149,15 @@ impl Reporter {
             let sent = self.report();
             if stopping {
                 let out_of_time = stop_deadline.is_some_and(|d| Instant::now() > d);
+                if out_of_time && !self.pending.is_empty() {
+                    // The process is exiting: this is the last chance to say so.
+                    eprintln!(
+                        "causeway: {} batches of Pivot Tracing results never reached the hub \
+                         at {} (it did not answer before the process exited)",
+                        self.pending.len(),
+                        self.url
+                    );
+                }
                 if (sent && self.pending.is_empty()) || out_of_time {
                     return;
                 }
@@ -175,6 +187,7 @@ impl Reporter {
         });
         while self.pending.len() > MAX_PENDING {
             self.pending.pop_front();
+            self.batches_dropped += 1;
         }
     }
 
@@ -195,7 +208,10 @@ impl Reporter {
             callsites,
             callsites_from: self.callsites_sent,
             batches: self.pending.iter().cloned().collect(),
-            counters: self.runtime.counters(),
+            counters: Counters {
+                batches_dropped: self.batches_dropped,
+                ..self.runtime.counters()
+            },
         };
         let Ok(body) = serde_json::to_vec(&report) else {
             return false;

@@ -487,6 +487,8 @@ impl Runtime {
             bags_malformed: self.bags_malformed.load(Ordering::Relaxed),
             bags_overflowed: self.bags_overflowed.load(Ordering::Relaxed),
             fanout_dropped: self.fanout_dropped.load(Ordering::Relaxed),
+            // The agent's own.
+            batches_dropped: 0,
         }
     }
 }
