@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use causeway_pivot::compile::{compile, Catalog};
 use causeway_pivot::lang::ast::{Item, Script};
 use causeway_pivot::lang::{parse, print_query, print_script};
 use clap::{Args, Subcommand};
@@ -33,6 +34,10 @@ pub enum PivotCommand {
     Tracepoints(TracepointsArgs),
     /// Print the advice a query compiles to, per tracepoint.
     Explain(ExplainArgs),
+    /// List the processes that report to the hub: what they run, and what their advice,
+    /// baggage and agent dropped (malformed or cut bags, joins past the fan-out cap,
+    /// batches of results the hub never took).
+    Processes(Answer),
 }
 
 /// A query given inline or in a file.
@@ -143,6 +148,7 @@ pub fn run(c: PivotCommand) -> Result<()> {
             }
         }
         PivotCommand::Tracepoints(a) => tracepoints(a),
+        PivotCommand::Processes(a) => processes(a),
         PivotCommand::Explain(a) => {
             let text = a.source.text()?;
             let r = a
@@ -160,10 +166,49 @@ pub fn run(c: PivotCommand) -> Result<()> {
     }
 }
 
+/// The tracepoint definitions and named queries the hub knows, as the hub checks a
+/// query against them.
+fn hub_catalog(client: &Client) -> Result<Catalog> {
+    let mut catalog = Catalog::default();
+    let known = client.get("/api/pivot/tracepoints")?;
+    for d in items(&known["definitions"]) {
+        if let Ok(script) = parse(d["text"].as_str().unwrap_or_default()) {
+            catalog.add(&script);
+        }
+    }
+    let installed = client.get("/api/pivot/queries")?;
+    for q in items(&installed["queries"]) {
+        if q["name"].is_string() {
+            if let Ok(script) = parse(q["query"].as_str().unwrap_or_default()) {
+                catalog.add(&script);
+            }
+        }
+    }
+    Ok(catalog)
+}
+
 /// The queries of `text` one by one (each as its own text), after sending the hub the
-/// file's tracepoint definitions.
+/// file's tracepoint definitions. Each query is first checked here against what the hub
+/// knows and the file defines, so an error points into `origin` at its own line and
+/// column (the hub sees each query reprinted on its own).
 pub fn queries_of(client: &Client, text: &str, origin: &str) -> Result<Vec<String>> {
     let script = parse(text).map_err(|e| anyhow::anyhow!("{}", e.render(origin, text)))?;
+    // The file's definitions all go to the hub first; its named queries, in order.
+    let mut catalog = hub_catalog(client)?;
+    for item in &script.items {
+        if let Item::Tracepoint(_) = item {
+            catalog.add(&Script {
+                items: vec![item.clone()],
+            });
+        }
+    }
+    for item in &script.items {
+        if let Item::Query(q) = item {
+            compile(&q.query, &catalog)
+                .map_err(|e| anyhow::anyhow!("{}", e.render(origin, text)))?;
+            catalog.add_query(q);
+        }
+    }
     let definitions: Vec<Item> = script
         .items
         .iter()
@@ -360,6 +405,50 @@ fn tracepoints(a: TracepointsArgs) -> Result<()> {
         "FIELDS",
         "TRACEPOINTS",
         "PROCESSES",
+    ]
+    .map(String::from);
+    out!("{}", table(&header, &rows));
+    Ok(())
+}
+
+fn processes(a: Answer) -> Result<()> {
+    let r = a.remote.client().get("/api/pivot/processes")?;
+    if a.json {
+        return print_json(&r);
+    }
+    let rows: Vec<Vec<String>> = items(&r["processes"])
+        .iter()
+        .map(|p| {
+            let c = &p["counters"];
+            vec![
+                cell(&p["procName"]),
+                cell(&p["host"]),
+                cell(&p["pid"]),
+                if p["connected"] == true { "yes" } else { "no" }.to_string(),
+                items(&p["installed"])
+                    .iter()
+                    .map(cell)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                items(&p["failed"]).len().to_string(),
+                cell(&c["bagsMalformed"]),
+                cell(&c["bagsOverflowed"]),
+                cell(&c["fanoutDropped"]),
+                cell(&c["batchesDropped"]),
+            ]
+        })
+        .collect();
+    let header = [
+        "PROCESS",
+        "HOST",
+        "PID",
+        "CONNECTED",
+        "QUERIES",
+        "FAILED",
+        "BAGS MALFORMED",
+        "BAGS CUT",
+        "FANOUT DROPPED",
+        "BATCHES DROPPED",
     ]
     .map(String::from);
     out!("{}", table(&header, &rows));
