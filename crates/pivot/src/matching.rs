@@ -166,5 +166,18 @@ mod tests {
         assert_eq!(moments(def, &c), [ProbeKind::SpanClose]);
         c.line = Some(13);
         assert!(moments(def, &c).is_empty());
+
+        // A line by glob: 120 to 129.
+        let script = crate::lang::parse(r#"Tracepoint T = span(line ~ "12?")"#).unwrap();
+        let crate::lang::ast::Item::Tracepoint(def) = &script.items[0] else {
+            panic!("a tracepoint");
+        };
+        assert!(moments(def, &c).is_empty());
+        c.line = Some(125);
+        assert_eq!(moments(def, &c), [ProbeKind::Span]);
+        // It prints back as it was written.
+        let printed = crate::lang::print_script(&script);
+        assert!(printed.contains(r#"line ~ "12?""#), "{printed}");
+        assert!(crate::lang::parse(r#"Tracepoint T = span(line ~ 12)"#).is_err());
     }
 }

@@ -183,7 +183,8 @@ fn errors_point_at_the_line_and_column_with_a_caret() {
         ("From select In A Select x", (1, 6), "a variable name"),
         ("From x In A Select SUM x.a", (1, 24), "`(`"),
         ("Tracepoint T = event(colour = 'red')", (1, 22), "`target`"),
-        ("Tracepoint T = event(line ~ 'x')", (1, 29), "a line number"),
+        ("Tracepoint T = event(line = 'x')", (1, 29), "a line number"),
+        ("Tracepoint T = event(line ~ 12)", (1, 29), "a glob string"),
         ("From x In A Select (x.a", (1, 24), "`)`"),
     ];
     for (src, at, expected) in cases {

@@ -547,6 +547,10 @@ impl Parser {
         };
         let value = match (key, self.peek().clone()) {
             (MatchKey::Line, Tok::Int(n)) if !glob && n > 0 => n.to_string(),
+            (MatchKey::Line, Tok::Str(s)) if glob => s,
+            (MatchKey::Line, _) if glob => {
+                return self.error("a glob string after `line ~` (`\"12?\"`)")
+            }
             (MatchKey::Line, _) => return self.error("a line number after `line =`"),
             (_, Tok::Str(s)) => s,
             _ => return self.error("a string"),

@@ -122,7 +122,7 @@ fn print_tracepoint(t: &TracepointDef) -> String {
                 .iter()
                 .map(|m| {
                     let value = match m.key {
-                        MatchKey::Line => m.value.clone(),
+                        MatchKey::Line if !m.glob => m.value.clone(),
                         _ => quote(&m.value),
                     };
                     let op = if m.glob { "~" } else { "=" };
