@@ -223,12 +223,13 @@ function columnsOf(r) {
   return { keys, aggs };
 }
 
-/** What the URL chose, with defaults: all keys but the last as rows, the last as columns. */
+/** What the URL chose (`rows` and `cols`: comma-separated group keys), with defaults: all
+ * keys but the last as rows, the last as columns. A key is a row or a column, not both. */
 function choice(r, params) {
   const { keys, aggs } = columnsOf(r);
-  const wanted = (params.get("rows") || "").split(",").filter((k) => keys.includes(k));
-  const cols = keys.includes(params.get("cols")) ? params.get("cols") : params.has("cols") ? "" : keys.length > 1 ? keys[keys.length - 1] : "";
-  const rows = params.has("rows") ? wanted.filter((k) => k !== cols) : keys.filter((k) => k !== cols);
+  const listed = (name) => (params.get(name) || "").split(",").filter((k) => keys.includes(k));
+  const cols = params.has("cols") ? listed("cols") : keys.length > 1 ? [keys[keys.length - 1]] : [];
+  const rows = (params.has("rows") ? listed("rows") : keys).filter((k) => !cols.includes(k));
   const value = aggs.includes(params.get("value")) ? params.get("value") : aggs[0];
   return { rows, cols, value };
 }
@@ -238,18 +239,21 @@ function draw() {
   const { keys, aggs } = columnsOf(r);
   const c = choice(r, params);
   const set = (changes) => {
-    const next = { rows: c.rows.join(","), cols: c.cols, value: c.value, ...changes };
+    const next = { rows: c.rows.join(","), cols: c.cols.join(","), value: c.value, ...changes };
     go("pivot", String(live.id), next, { replace: true });
   };
+  // Checking a key on one side takes it off the other.
+  const toggle = (side, other, name) => (k) => h("label.check", {},
+    h("input", {
+      type: "checkbox", name, value: k, checked: c[side].includes(k),
+      onchange: (ev) => set({
+        [side]: (ev.target.checked ? [...c[side], k] : c[side].filter((x) => x !== k)).join(","),
+        [other]: c[other].filter((x) => x !== k).join(","),
+      }),
+    }), k);
   fill(controls,
-    keys.length ? h("fieldset.pivot-rows", {}, h("legend", {}, "Rows"), keys.map((k) => h("label.check", {},
-      h("input", {
-        type: "checkbox", name: "row", value: k, checked: c.rows.includes(k), disabled: k === c.cols,
-        onchange: (ev) => set({ rows: (ev.target.checked ? [...c.rows, k] : c.rows.filter((x) => x !== k)).join(",") }),
-      }), k))) : null,
-    keys.length ? h("label", {}, "Columns", h("select", { name: "cols", onchange: (ev) => set({ cols: ev.target.value, rows: c.rows.filter((x) => x !== ev.target.value).join(",") }) },
-      h("option", { value: "" }, "none"),
-      keys.map((k) => h("option", { value: k, selected: k === c.cols }, k)))) : null,
+    keys.length ? h("fieldset.pivot-rows", {}, h("legend", {}, "Rows"), keys.map(toggle("rows", "cols", "row"))) : null,
+    keys.length ? h("fieldset.pivot-cols", {}, h("legend", {}, "Columns"), keys.map(toggle("cols", "rows", "col"))) : null,
     aggs.length > 1 ? h("label", {}, "Value", h("select", { name: "value", onchange: (ev) => set({ value: ev.target.value }) },
       aggs.map((a) => h("option", { value: a, selected: a === c.value }, a)))) : null);
   const summary = h("p.summary", {},
@@ -314,7 +318,7 @@ function pivotTable(r, c) {
   const grand = { n: 0, v: null };
   r.rows.forEach((row, i) => {
     const rk = label(row, c.rows);
-    const ck = c.cols ? text(row[at(c.cols)]) : "";
+    const ck = label(row, c.cols);
     if (!rowLabels.includes(rk)) rowLabels.push(rk);
     if (!colLabels.includes(ck)) colLabels.push(ck);
     const cell = cellOf(rk, ck);
@@ -330,7 +334,7 @@ function pivotTable(r, c) {
   const series = (r.series || []).slice(-SPARK_POINTS);
   series.forEach((point, t) => {
     for (const row of point.rows) {
-      const cell = cells.get(`${label(row, c.rows)}\u0000${c.cols ? text(row[at(c.cols)]) : ""}`);
+      const cell = cells.get(`${label(row, c.rows)}\u0000${label(row, c.cols)}`);
       if (!cell) continue;
       if (!cell.spark.has(t)) cell.spark.set(t, { n: 0, v: null });
       f.add(cell.spark.get(t), row[vi]);
@@ -343,9 +347,9 @@ function pivotTable(r, c) {
     const v = cell ? f.value(cell) : null;
     return v == null ? "–" : text(Math.round(v * 1000) / 1000);
   };
-  const corner = `${c.rows.join(" · ") || "all"}${c.cols ? " \\ " + c.cols : ""}`;
+  const corner = `${c.rows.join(" · ") || "all"}${c.cols.length ? " \\ " + c.cols.join(" · ") : ""}`;
   return h("table.grid.pivot-table", { "data-value": c.value },
-    h("thead", {}, h("tr", {}, h("th", {}, corner), colLabels.map((ck) => h("th.num", { "data-col": ck }, c.cols ? ck : c.value)), colLabels.length > 1 ? h("th.num", {}, "Total") : null)),
+    h("thead", {}, h("tr", {}, h("th", {}, corner), colLabels.map((ck) => h("th.num", { "data-col": ck }, c.cols.length ? ck : c.value)), colLabels.length > 1 ? h("th.num", {}, "Total") : null)),
     h("tbody", {}, rowLabels.map((rk) => h("tr", { "data-row": rk }, h("th", {}, rk || "all"),
       colLabels.map((ck) => {
         const cell = cells.get(`${rk}\u0000${ck}`);

@@ -195,6 +195,33 @@ fn the_pivot_page_installs_a_query_and_follows_its_results() {
         ui.eval("document.querySelector('input[name=row][value=\"st.host\"]').checked") == false
     );
 
+    // Both keys across: one row, a column per (client, DataNode) pair.
+    assert_eq!(
+        ui.open(&format!("#/pivot/{id}?rows=&cols=st.host,DNop.host")),
+        "ready"
+    );
+    assert_eq!(ui.count("table.pivot-table tbody tr"), 1);
+    let across = |ui: &mut Chromium, col: &str| {
+        ui.text(&format!(
+            "table.pivot-table tbody td[data-col='{col}'] .value"
+        ))
+    };
+    assert_eq!(across(&mut ui, "A · A"), "12");
+    assert_eq!(across(&mut ui, "B · A"), "2");
+    assert_eq!(across(&mut ui, "B · B"), "6");
+    assert_eq!(ui.text("table.pivot-table td.grand"), "20");
+    assert!(
+        ui.eval("document.querySelector('input[name=col][value=\"st.host\"]').checked") == true
+    );
+    ui.screenshot("pivot-q6-columns");
+    // Checking a column key as a row takes it out of the columns.
+    ui.click("input[name=row][value=\"st.host\"]");
+    ui.wait_for(
+        "document.querySelectorAll('table.pivot-table tbody tr').length === 2",
+        "client hosts down, DataNodes across",
+    );
+    assert_eq!(cell(&mut ui, "B", "B"), "6");
+
     // The list shows it with its acknowledgements; uninstalling empties it.
     assert_eq!(ui.open("#/pivot"), "ready");
     assert_eq!(ui.count("table.pivot-queries tbody tr"), 1);
