@@ -32,13 +32,23 @@ use std::time::Duration;
 /// Any error a demo process stops with.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// A demo process's configuration for `service`, in the subscriber mode `CAUSEWAY_MODE`
+/// names (the tests run the demos in both).
+pub(crate) fn node_config(service: &str) -> Result<causeway::Config, BoxError> {
+    let config = causeway::Config::new(service);
+    Ok(match std::env::var("CAUSEWAY_MODE") {
+        Ok(mode) => config.with_mode(causeway::Mode::parse(&mode)?),
+        Err(_) => config,
+    })
+}
+
 /// The environment variable that carries the topology to each process.
 pub const TOPOLOGY_VAR: &str = "CAUSEWAY_DEMO_TOPOLOGY";
 
 /// Runs `role` until stdin closes or the process is interrupted, sending its spans to the
 /// OTLP/HTTP endpoint `otlp_endpoint` (a `/v1/traces` URL).
 pub fn run_node(role: Role, topology: Topology, otlp_endpoint: &str) -> Result<(), BoxError> {
-    let mut config = causeway::Config::new(role.service());
+    let mut config = node_config(role.service())?;
     config.host = role.host().to_owned();
     config.otlp_endpoint = Some(otlp_endpoint.to_owned());
     config.shutdown_timeout = Duration::from_secs(3);

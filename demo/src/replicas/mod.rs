@@ -288,7 +288,7 @@ impl Node {
 
 /// Runs one process until its work is done (a client) or stdin closes.
 pub fn run_node(node: Node, setup: Setup) -> Result<(), BoxError> {
-    let mut config = causeway::Config::new(node.service()).with_process_name(node.proc_name());
+    let mut config = crate::node_config(node.service())?.with_process_name(node.proc_name());
     if let Some(hub) = &setup.hub {
         config = config.with_pivot_hub(hub.clone());
     }
