@@ -100,13 +100,27 @@ fn free_addrs(n: usize) -> Result<Vec<SocketAddr>> {
         .collect()
 }
 
-/// Starts `nodes`; `capture` pipes their standard output for the caller to read.
-fn spawn(nodes: &[Node], setup: &Setup, capture: bool) -> Result<Vec<crate::demo::Node>> {
+/// Starts `nodes`, each under `wrap` (a program and its arguments, such as valgrind's)
+/// when given; `capture` pipes their standard output for the caller to read.
+fn spawn(
+    nodes: &[Node],
+    setup: &Setup,
+    capture: bool,
+    wrap: &[String],
+) -> Result<Vec<crate::demo::Node>> {
     let exe = std::env::current_exe().context("finding the causeway executable")?;
     let env = serde_json::to_string(setup)?;
     let mut running = Vec::new();
     for node in nodes {
-        let child = Command::new(&exe)
+        let mut command = match wrap.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        let child = command
             .arg("replicas-node")
             .args(node.args())
             .env(SETUP_VAR, &env)
@@ -238,6 +252,8 @@ pub(crate) struct Options {
     pub(crate) pad_values: usize,
     /// Milliseconds each client waits after each read.
     pub(crate) pause_ms: u64,
+    /// A program (and its arguments) every process runs under, such as valgrind.
+    pub(crate) wrap: Vec<String>,
 }
 
 impl System {
@@ -268,7 +284,7 @@ impl System {
             pad_values: options.pad_values,
             pause_ms: options.pause_ms,
         };
-        let mut servers = spawn(&nodes, &setup, false)?;
+        let mut servers = spawn(&nodes, &setup, false, &options.wrap)?;
         let listeners: Vec<(String, SocketAddr)> = nodes
             .iter()
             .zip(&addrs)
@@ -278,7 +294,7 @@ impl System {
             stop_nodes(servers);
             return Err(e);
         }
-        let workers = match spawn(&clients, &setup, options.report_latency) {
+        let workers = match spawn(&clients, &setup, options.report_latency, &options.wrap) {
             Ok(w) => w,
             Err(e) => {
                 stop_nodes(servers);
@@ -329,6 +345,15 @@ impl System {
         stop_nodes(self.workers);
         stop_nodes(self.servers);
     }
+
+    /// Every process's label and pid.
+    pub(crate) fn pids(&self) -> Vec<(String, u32)> {
+        self.servers
+            .iter()
+            .chain(&self.workers)
+            .map(|n| (n.label.clone(), n.child.id()))
+            .collect()
+    }
 }
 
 fn drive(
@@ -344,6 +369,7 @@ fn drive(
         report_latency: false,
         pad_values: 0,
         pause_ms: 0,
+        wrap: Vec::new(),
     };
     let mut system = System::start(layout, ingest, options)?;
     let client = Client::new(http, None);

@@ -8,6 +8,9 @@
 //!   each run gives the median latency of the NameNode lookup (the shortest request) and
 //!   of the whole read. A configuration's overhead is the mean over rounds of its
 //!   median's ratio to `off`'s in the same round, with a 95% confidence interval.
+//! - Instructions (`--instructions`, `instructions.rs`): the same configurations with
+//!   every process under valgrind's callgrind, counted per read on each process's main
+//!   thread; deterministic where timings on a shared VM are not.
 //! - Install to first result: a system reads in a loop; at a random point of the
 //!   agents' report cycle a query is installed, the hub asked for its results until a
 //!   group appears, and the query uninstalled; the time, in report intervals.
@@ -27,6 +30,8 @@ use serde_json::json;
 use crate::client::Client;
 use crate::demo::{data_dir, loopback};
 use crate::replicas::{install, wait_acknowledged, Options, System};
+
+mod instructions;
 
 #[derive(Args)]
 pub struct PivotArgs {
@@ -59,6 +64,16 @@ pub struct PivotArgs {
     /// busy).
     #[arg(long, default_value_t = 0)]
     pause_ms: u64,
+    /// Count instructions per read instead of timing: every process runs under
+    /// valgrind's callgrind, each configuration with --reads and twice as many (keep
+    /// --reads small: valgrind runs programs about fifty times slower).
+    #[arg(long)]
+    instructions: bool,
+    /// With --instructions: keep callgrind's output files in this directory (one
+    /// subdirectory per configuration and run; `NNN.out.1-01` is a server's main thread,
+    /// `NNN.out-01` a client's), to read with callgrind_annotate.
+    #[arg(long, requires = "instructions")]
+    profiles: Option<std::path::PathBuf>,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -124,7 +139,7 @@ struct Run {
 }
 
 pub fn run(a: PivotArgs) -> Result<()> {
-    if a.rounds < 2 {
+    if a.rounds < 2 && !a.instructions {
         bail!(
             "--rounds {}: at least 2, for a confidence interval",
             a.rounds
@@ -152,7 +167,11 @@ pub fn run(a: PivotArgs) -> Result<()> {
             ..causeway_store::StoreOptions::default()
         },
         pivot_tracepoints: vec![("replicas.pivot".into(), TRACEPOINTS.into())],
-        pivot_interval: Duration::from_millis(a.interval_ms),
+        pivot_interval: if a.instructions {
+            instructions::REPORT_INTERVAL
+        } else {
+            Duration::from_millis(a.interval_ms)
+        },
         ..ServerConfig::default()
     };
     let result = crate::runtime()?.block_on(async move {
@@ -176,6 +195,9 @@ fn measure(a: &PivotArgs, layout: &Layout, http: &str, ingest: SocketAddr) -> Re
         if !configs.contains(c) {
             configs.push(*c);
         }
+    }
+    if a.instructions {
+        return instructions::measure(a, &configs, layout, http, ingest);
     }
     let installs_run = if a.installs > 0 { a.installs + 1 } else { 0 };
     let progress = crate::bench::bar(
@@ -215,14 +237,11 @@ fn run_once(
         report_latency: true,
         pad_values: PAD_VALUES,
         pause_ms,
+        wrap: Vec::new(),
     };
     let mut system = System::start(layout, ingest, options)?;
     let outcome: Result<(Latencies, Option<u64>)> = (|| {
-        let queries = match config {
-            Config::Off | Config::Enabled => Vec::new(),
-            Config::Bag60 => install(client, BAG60, "bag60")?,
-            Config::Paper => install(client, &paper_q3_to_q7(), "paper")?,
-        };
+        let queries = queries_of(client, config)?;
         if !queries.is_empty() {
             wait_acknowledged(client, system.processes, Duration::from_secs(60))?;
         }
@@ -253,6 +272,15 @@ fn run_once(
         cpu_clients: all.cpu_ns.map_or(f64::NAN, |ns| ns as f64 / reads),
     };
     Ok(run)
+}
+
+/// Installs the configuration's queries (none for `off` and `enabled`).
+fn queries_of(client: &Client, config: Config) -> Result<Vec<(u64, String)>> {
+    match config {
+        Config::Off | Config::Enabled => Ok(Vec::new()),
+        Config::Bag60 => install(client, BAG60, "bag60"),
+        Config::Paper => install(client, &paper_q3_to_q7(), "paper"),
+    }
 }
 
 /// The paper's Q3 to Q7, each with the named queries before it.
@@ -317,6 +345,7 @@ fn install_to_first_result(
         report_latency: false,
         pad_values: 0,
         pause_ms: 0,
+        wrap: Vec::new(),
     };
     let mut system = System::start(layout, ingest, options)?;
     let outcome: Result<Vec<f64>> = (|| {
