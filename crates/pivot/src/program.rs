@@ -241,8 +241,8 @@ fn lower_advice(a: &Advice, key: &dyn Fn(&str) -> BagKey, funcs: &mut Vec<AggFn>
 pub enum Observed {
     /// A single value.
     One(Value),
-    /// One tuple per element.
-    Many(Vec<Value>),
+    /// One tuple per element (shared by the advice of one hit that read the field).
+    Many(Arc<[Value]>),
 }
 
 /// What running advice needs besides the request's bags.
@@ -272,6 +272,9 @@ impl Program {
     ) {
         // Tuples are built in this thread's reused buffers: a hit allocates only for
         // what it keeps (a new group, a packed tuple).
+        if self.pack_exploded(observed, baggage, cx) {
+            return;
+        }
         let mut run = |s: &mut Scratch| {
             if !self.run_borrowed(s, observed, baggage, aggregator, cx) {
                 self.run_in(s, observed, baggage, aggregator, cx);
@@ -352,6 +355,57 @@ impl Program {
             s.keep(row);
         }
         s.tuples = tuples;
+    }
+
+    /// Packs a field exploded into many values (a list of replicas, dozens of elements)
+    /// without building a tuple per element: each packed tuple is read from the hit's
+    /// values in place. Only for advice that joins nothing, has no Let or Where steps
+    /// and explodes one field; false, and nothing done, for any other.
+    fn pack_exploded(
+        &self,
+        observed: &[Observed],
+        baggage: &mut Option<Arc<Baggage>>,
+        cx: &mut Context<'_>,
+    ) -> bool {
+        let ProgramEnd::Pack {
+            key,
+            mode: Temporal::All,
+            slots,
+        } = &self.end
+        else {
+            return false;
+        };
+        if !self.unpack.is_empty() || !self.steps.is_empty() || self.width > INLINE_COLUMNS {
+            return false;
+        }
+        let mut row: [&Value; INLINE_COLUMNS] = [&NULL; INLINE_COLUMNS];
+        let mut many = None;
+        for (slot, o) in observed.iter().take(self.observe.len()).enumerate() {
+            match o {
+                Observed::One(v) => row[slot] = v,
+                Observed::Many(vs) if many.is_none() => many = Some((slot, vs)),
+                Observed::Many(_) => return false,
+            }
+        }
+        let Some((at, values)) = many else {
+            return false;
+        };
+        if values.is_empty() {
+            return true;
+        }
+        let tuples = values.iter().map(|v| {
+            let packed = slots.iter().map(move |&s| {
+                if s == at {
+                    v
+                } else {
+                    row.get(s).copied().unwrap_or(&NULL)
+                }
+            });
+            (packed, 1)
+        });
+        Arc::make_mut(baggage.get_or_insert_with(Default::default))
+            .pack_grouped(*key, tuples, cx.ids);
+        true
     }
 
     /// Runs advice without Let steps or exploded exports on tuples of borrowed values

@@ -4,9 +4,9 @@
 //! operation on values it does not apply to (or an integer overflow, or a division by zero)
 //! gives `Null`, and a filter keeps a tuple only when its condition is `true`.
 
+use smol_str::SmolStr;
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 
 use crate::lang::ast::{BinOp, Lit};
 
@@ -21,8 +21,8 @@ pub enum Value {
     Int(i64),
     /// A floating-point number.
     Float(f64),
-    /// A string.
-    Str(Arc<str>),
+    /// A string: up to 23 bytes held in place, longer ones shared between copies.
+    Str(SmolStr),
 }
 
 impl PartialEq for Value {
@@ -74,7 +74,7 @@ impl From<&Lit> for Value {
         match l {
             Lit::Int(i) => Value::Int(*i),
             Lit::Float(f) => Value::Float(*f),
-            Lit::Str(s) => Value::Str(Arc::from(s.as_str())),
+            Lit::Str(s) => Value::Str(SmolStr::new(s)),
             Lit::Bool(b) => Value::Bool(*b),
         }
     }
@@ -82,7 +82,7 @@ impl From<&Lit> for Value {
 
 impl From<&str> for Value {
     fn from(s: &str) -> Value {
-        Value::Str(Arc::from(s))
+        Value::Str(SmolStr::new(s))
     }
 }
 
@@ -187,7 +187,7 @@ fn arithmetic(op: BinOp, a: &Value, b: &Value) -> Value {
             };
             r.map_or(Null, Int)
         }
-        (Str(x), Str(y)) if op == BinOp::Add => Str(Arc::from(format!("{x}{y}"))),
+        (Str(x), Str(y)) if op == BinOp::Add => Str(smol_str::format_smolstr!("{x}{y}")),
         _ => match (a.as_f64(), b.as_f64()) {
             (Some(x), Some(y)) => {
                 let r = match op {

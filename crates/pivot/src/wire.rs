@@ -253,7 +253,7 @@ fn values_into(r: &mut Reader<'_>, out: &mut impl Extend<Value>) -> Result<(), W
                 let b = r.take("value.str", len)?;
                 let s = std::str::from_utf8(b)
                     .map_err(|_| r.err_at("value.str", at, "invalid UTF-8".into()))?;
-                Value::Str(Arc::from(s))
+                Value::Str(smol_str::SmolStr::new(s))
             }
             t => return Err(r.err_at("value.tag", at, format!("unknown tag {t}"))),
         }));

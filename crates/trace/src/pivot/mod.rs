@@ -22,19 +22,18 @@ use causeway_pivot::aggregate::Aggregator;
 use causeway_pivot::bag::Baggage;
 use causeway_pivot::lang::ast::ProbeKind;
 use causeway_pivot::protocol::{CallsiteInfo, Counters};
-use causeway_pivot::value::Value;
 use tracing::span::Record;
 
 use crate::propagation::Baggage as W3cBaggage;
 
 pub(crate) use fields::Capture;
-pub(crate) use runtime::{Hooks, ProcessExports, Runtime};
+pub(crate) use runtime::{Fields, Hooks, ProcessExports, Runtime};
 
 /// A span at a tracepoint callsite: its advice, the fields it reads (as last recorded),
 /// and when it started.
 pub(crate) struct TracepointSpan {
     pub(crate) hooks: Arc<Hooks>,
-    pub(crate) fields: Vec<Value>,
+    pub(crate) fields: Fields,
     pub(crate) start: u64,
 }
 

@@ -18,6 +18,7 @@ use causeway_pivot::matching::{moments, CallsiteFacts};
 use causeway_pivot::program::{Context, Observed, Program};
 use causeway_pivot::protocol::{CallsiteInfo, Counters};
 use causeway_pivot::value::Value;
+use smallvec::SmallVec;
 use thread_local::ThreadLocal;
 use tracing_core::callsite::Identifier;
 use tracing_core::dispatcher::{Dispatch, WeakDispatch};
@@ -96,6 +97,13 @@ struct Hook {
     sources: Vec<Source>,
 }
 
+/// The fields split so far in a hit: (field, separator, elements).
+type Exploded<'h> = SmallVec<[(usize, Option<&'h str>, Arc<[Value]>); 2]>;
+
+/// A hit's captured fields: the few its advice reads are held in place, so capturing
+/// them allocates nothing.
+pub(crate) type Fields = SmallVec<[Value; 4]>;
+
 /// The advice of one callsite, by moment, and the fields it reads.
 pub(crate) struct Hooks {
     by_kind: [Vec<Hook>; 5],
@@ -119,8 +127,8 @@ impl Hooks {
     }
 
     /// The captured fields of a hit, all `Null` until recorded.
-    pub(crate) fn empty_fields(&self) -> Vec<Value> {
-        vec![Value::Null; self.fields.len()]
+    pub(crate) fn empty_fields(&self) -> Fields {
+        smallvec::smallvec![Value::Null; self.fields.len()]
     }
 }
 
@@ -381,12 +389,14 @@ impl Runtime {
         let mut dropped = 0u64;
         let mut ids = || self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut observed = std::mem::take(&mut results.observed);
+        // A field several advice explode is split once per hit.
+        let mut exploded: Exploded<'_> = SmallVec::new();
         for h in list {
             observed.clear();
             observed.extend(
                 h.sources
                     .iter()
-                    .map(|s| self.observe(s, fields, now, duration_ns)),
+                    .map(|s| self.observe(s, fields, now, duration_ns, &mut exploded)),
             );
             let mut cx = Context {
                 clock: &mut clock,
@@ -406,15 +416,26 @@ impl Runtime {
         }
     }
 
-    fn observe(&self, s: &Source, fields: &[Value], now: u64, duration: Option<u64>) -> Observed {
+    fn observe<'h>(
+        &self,
+        s: &'h Source,
+        fields: &[Value],
+        now: u64,
+        duration: Option<u64>,
+        exploded: &mut Exploded<'h>,
+    ) -> Observed {
         let p = &self.process;
         Observed::One(match s {
-            Source::Field(i, explode_with) => {
-                let v = fields.get(*i).cloned().unwrap_or(Value::Null);
-                return match explode_with {
-                    Some(sep) => Observed::Many(explode(&v, sep.as_deref())),
-                    None => Observed::One(v),
-                };
+            Source::Field(i, None) => fields.get(*i).cloned().unwrap_or(Value::Null),
+            Source::Field(i, Some(sep)) => {
+                let sep = sep.as_deref();
+                if let Some((.., values)) = exploded.iter().find(|(f, s, _)| f == i && *s == sep) {
+                    return Observed::Many(values.clone());
+                }
+                let values: Arc<[Value]> =
+                    explode(fields.get(*i).unwrap_or(&Value::Null), sep).into();
+                exploded.push((*i, sep, values.clone()));
+                return Observed::Many(values);
             }
             Source::Host => p.host.clone(),
             Source::Service => p.service.clone(),
