@@ -45,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(reply) = serde_json::from_slice::<Reply>(data) {
         for order in &reply.queries {
-            let _ = load(&order.script, order.id);
+            let _ = load(&order.script, order.id, &order.bags);
         }
     }
 });

@@ -50,7 +50,7 @@ const TRACEPOINTS: &str =
 fn query(text: &str) -> Lowered {
     let full = format!("{TRACEPOINTS}\n{text}");
     let p = prepare(&full, &Default::default()).expect("the bench's query compiles");
-    load(&p.script, 1).expect("loads").lowered
+    load(&p.script, 1, &[]).expect("loads").lowered
 }
 
 fn program<'a>(q: &'a Lowered, tracepoint: &str) -> &'a Program {

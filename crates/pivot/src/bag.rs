@@ -26,8 +26,11 @@ use crate::value::{hash_values, Value};
 /// The bags of a request by key.
 pub(crate) type BagMap = SmallMap<BagKey, Bag>;
 
-/// A bag: the query it belongs to and the variable that packs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A bag: the query it belongs to and the variable that packs it (or, shared, the query
+/// and variable that first packed the same tuples).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct BagKey {
     /// The query's id (allocated by the hub).
     pub query: u32,

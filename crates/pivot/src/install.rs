@@ -4,6 +4,7 @@
 
 use causeway_model::source::{Pos, SyntaxError};
 
+use crate::bag::BagKey;
 use crate::compile::{compile, Catalog, Plan};
 use crate::lang::ast::{Item, QueryDef, Script};
 use crate::lang::{parse, print_query, print_script};
@@ -104,18 +105,22 @@ pub struct Loaded {
     pub catalog: Catalog,
     /// The result columns.
     pub columns: Vec<String>,
+    /// The advice before lowering.
+    pub plan: Plan,
 }
 
-/// Compiles a script made by [`prepare`] for query `id`.
-pub fn load(script: &str, id: u32) -> Result<Loaded, SyntaxError> {
+/// Compiles a script made by [`prepare`] for query `id`, its advice packing into the
+/// bags `bags` names (see [`crate::share`]; empty: each into its own).
+pub fn load(script: &str, id: u32, bags: &[BagKey]) -> Result<Loaded, SyntaxError> {
     let parsed = parse(script)?;
     let mut catalog = Catalog::default();
     catalog.add(&parsed);
     let def = one_query(&parsed)?;
     let plan = compile(&def.query, &catalog)?;
     Ok(Loaded {
-        lowered: lower(&plan, id),
+        lowered: lower(&plan, id, bags),
         columns: plan.columns.clone(),
+        plan,
         catalog,
     })
 }

@@ -11,6 +11,7 @@
 //! - [`splice`]: named queries used as sources, spliced into the query's join tree.
 //! - [`install`]: a query checked and made self-contained for the hub to send, and
 //!   compiled again in each process.
+//! - [`share`]: one bag for identical packs of several queries.
 //! - [`matching`]: which callsites a tracepoint's probes stand for.
 //! - [`protocol`]: the reports processes send the hub and its answers.
 #![warn(missing_docs)]
@@ -23,6 +24,7 @@ pub mod lang;
 pub mod matching;
 pub mod program;
 pub mod protocol;
+pub mod share;
 mod small_map;
 pub mod splice;
 pub mod value;

@@ -5,9 +5,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use causeway_model::TraceId;
+use smallvec::SmallVec;
 
 use crate::aggregate::Aggregator;
-use crate::bag::{BagKey, Baggage, Hlc};
+use crate::bag::{BagKey, Baggage, Hlc, InlineValues};
 use crate::compile::{Advice, End, Plan, Step};
 use crate::lang::ast::{AggFn, Expr, Temporal};
 use crate::value::{self, Value};
@@ -121,17 +122,22 @@ pub struct Lowered {
     pub funcs: Vec<AggFn>,
 }
 
-/// Lowers a plan for query `query_id`.
-pub fn lower(plan: &Plan, query_id: u32) -> Lowered {
+/// Lowers a plan for query `query_id`. Advice `i` packs into bag `shared[i]` when
+/// given (a bag shared with another query, see [`crate::share`]), else into its own,
+/// `(query_id, i)`.
+pub fn lower(plan: &Plan, query_id: u32, shared: &[BagKey]) -> Lowered {
     let bag_index: HashMap<&str, u16> = plan
         .advice
         .iter()
         .enumerate()
         .map(|(i, a)| (a.var.as_str(), i as u16))
         .collect();
-    let key = |var: &str| BagKey {
-        query: query_id,
-        bag: bag_index.get(var).copied().unwrap_or(u16::MAX),
+    let key = |var: &str| {
+        let i = bag_index.get(var).copied().unwrap_or(u16::MAX);
+        shared.get(usize::from(i)).copied().unwrap_or(BagKey {
+            query: query_id,
+            bag: i,
+        })
     };
     let mut funcs = Vec::new();
     let programs = plan
@@ -408,9 +414,11 @@ impl Program {
         true
     }
 
-    /// Runs advice without Let steps or exploded exports on tuples of borrowed values
-    /// (no clone, no reference count touched): the observed values and each joined
-    /// bag's tuples in turn. False, and nothing done, for advice it does not cover.
+    /// Runs advice without Let steps on tuples of borrowed values (no clone, no
+    /// reference count touched): the observed values, each element of an exploded field
+    /// and each joined bag's tuples in turn. A pack that reads bags collects what it
+    /// packs (owned) and packs it after the walk. False, and nothing done, for advice it
+    /// does not cover.
     fn run_borrowed(
         &self,
         s: &mut Scratch,
@@ -419,31 +427,52 @@ impl Program {
         aggregator: &mut Aggregator,
         cx: &mut Context<'_>,
     ) -> bool {
-        let packs_what_it_reads =
-            matches!(self.end, ProgramEnd::Pack { .. }) && !self.unpack.is_empty();
-        if self.width > INLINE_COLUMNS
-            || packs_what_it_reads
-            || self.steps.iter().any(|(target, _)| target.is_some())
-            || observed.iter().any(|o| matches!(o, Observed::Many(_)))
-        {
+        if self.width > INLINE_COLUMNS || self.steps.iter().any(|(target, _)| target.is_some()) {
             return false;
         }
         let mut row: [&Value; INLINE_COLUMNS] = [&NULL; INLINE_COLUMNS];
-        for (slot, o) in row.iter_mut().zip(observed.iter().take(self.observe.len())) {
-            if let Observed::One(v) = o {
-                *slot = v;
+        let mut many: SmallVec<[(usize, &[Value]); 2]> = SmallVec::new();
+        for (slot, o) in observed.iter().take(self.observe.len()).enumerate() {
+            match o {
+                Observed::One(v) => row[slot] = v,
+                Observed::Many(vs) => many.push((slot, vs)),
             }
         }
-        if self.unpack.is_empty() {
+        if many.is_empty() && self.unpack.is_empty() {
             let row = &row[..self.width];
             if self.keeps(row) {
                 self.finish(row, 1, baggage, aggregator, &mut s.computed, cx);
             }
             return true;
         }
-        let computed = &mut s.computed;
+        let walk = Walk {
+            program: self,
+            many: &many,
+            bags: baggage.as_deref(),
+        };
         let mut joined = 0;
-        let mut emit = |row: &[&Value], weight: u64, cx: &mut Context<'_>| {
+        if let ProgramEnd::Pack { slots, .. } = &self.end {
+            // The bags are read while walking: what is packed waits in `s.packed`.
+            let mut packed = std::mem::take(&mut s.packed);
+            packed.clear();
+            walk.rows(0, &mut row, 1, cx, &mut |row, weight, cx| {
+                if joined == MAX_FANOUT {
+                    *cx.dropped = cx.dropped.saturating_add(1);
+                    return;
+                }
+                joined += 1;
+                if self.keeps(row) {
+                    let values = slots.iter().map(|&i| row.column(i).clone()).collect();
+                    packed.push((values, weight));
+                }
+            });
+            self.pack_projected(&packed, baggage, cx);
+            packed.clear();
+            s.packed = packed;
+            return true;
+        }
+        let computed = &mut s.computed;
+        walk.rows(0, &mut row, 1, cx, &mut |row, weight, cx| {
             if joined == MAX_FANOUT {
                 *cx.dropped = cx.dropped.saturating_add(1);
                 return;
@@ -452,37 +481,38 @@ impl Program {
             if self.keeps(row) {
                 self.finish(row, weight, &mut None, aggregator, computed, cx);
             }
-        };
-        self.join_borrowed(baggage.as_deref(), 0, &mut row, 1, &mut emit, cx);
+        });
         true
     }
 
-    /// Joins the tuples of bag `self.unpack[at]` and those after it into `row`.
-    /// Recursion is as deep as the advice's joins (bounded by the compiler).
-    fn join_borrowed<'v, F: FnMut(&[&Value], u64, &mut Context<'_>)>(
+    /// Packs tuples already projected to the packed slots: with their weights in one call
+    /// into a grouped bag, stamped one by one into a temporal one.
+    fn pack_projected(
         &self,
-        bags: Option<&'v Baggage>,
-        at: usize,
-        row: &mut [&'v Value; INLINE_COLUMNS],
-        weight: u64,
-        emit: &mut F,
+        packed: &[(InlineValues, u64)],
+        baggage: &mut Option<Arc<Baggage>>,
         cx: &mut Context<'_>,
     ) {
-        let Some((key, cols)) = self.unpack.get(at) else {
-            emit(&row[..self.width], weight, cx);
+        let ProgramEnd::Pack { key, mode, .. } = &self.end else {
             return;
         };
-        let Some(bags) = bags else { return };
-        // `for_each`, not `for`: the nested iterators run as one loop each.
-        bags.tuples(*key).for_each(|(values, w)| {
-            for (slot, v) in cols.iter().zip(values) {
-                if let Some(r) = row.get_mut(*slot) {
-                    *r = v;
-                }
+        if packed.is_empty() {
+            return;
+        }
+        let baggage = Arc::make_mut(baggage.get_or_insert_with(Default::default));
+        let (first, n) = match mode {
+            Temporal::All => {
+                let tuples = packed.iter().map(|(values, w)| (values.iter(), *w));
+                return baggage.pack_grouped(*key, tuples, cx.ids);
             }
-            let w = weight.saturating_mul(w);
-            self.join_borrowed(Some(bags), at + 1, row, w, emit, cx);
-        });
+            Temporal::First(n) => (true, *n),
+            Temporal::MostRecent(n) => (false, *n),
+        };
+        // A temporal bag keeps stamped tuples, not counts: one each, as `finish` packs.
+        for (values, _) in packed {
+            let ts = cx.clock.stamp(cx.now);
+            baggage.pack_temporal(*key, first, n, ts, (cx.ids)(), values.iter().cloned());
+        }
     }
 
     /// Whether every Where step keeps the tuple.
@@ -583,6 +613,50 @@ fn pack_grouped<'r, T: Columns + ?Sized + 'r>(
     baggage.pack_grouped(key, tuples, cx.ids);
 }
 
+/// What a borrowed run walks: the elements of each exploded field, then each joined
+/// bag's tuples.
+struct Walk<'a> {
+    program: &'a Program,
+    many: &'a [(usize, &'a [Value])],
+    bags: Option<&'a Baggage>,
+}
+
+impl<'a> Walk<'a> {
+    /// Calls `f` with every row: dimension `at` and those after it filled into `row`.
+    /// Recursion is as deep as the advice's exploded fields and joins (bounded by the
+    /// compiler).
+    fn rows(
+        &self,
+        at: usize,
+        row: &mut [&'a Value; INLINE_COLUMNS],
+        weight: u64,
+        cx: &mut Context<'_>,
+        f: &mut dyn FnMut(&[&Value], u64, &mut Context<'_>),
+    ) {
+        if let Some((slot, values)) = self.many.get(at) {
+            for v in values.iter() {
+                row[*slot] = v;
+                self.rows(at + 1, row, weight, cx, f);
+            }
+            return;
+        }
+        let Some((key, cols)) = self.program.unpack.get(at - self.many.len()) else {
+            f(&row[..self.program.width], weight, cx);
+            return;
+        };
+        let Some(bags) = self.bags else { return };
+        // `for_each`, not `for`: the nested iterators run as one loop each.
+        bags.tuples(*key).for_each(|(values, w)| {
+            for (slot, v) in cols.iter().zip(values) {
+                if let Some(r) = row.get_mut(*slot) {
+                    *r = v;
+                }
+            }
+            self.rows(at + 1, row, weight.saturating_mul(w), cx, f);
+        });
+    }
+}
+
 /// Values emits borrow when there is nothing to compute: a null for a missing slot.
 static NULL: Value = Value::Null;
 
@@ -638,6 +712,8 @@ struct Scratch {
     spare: Vec<Vec<Value>>,
     /// Emitted values an expression computed.
     computed: Vec<Value>,
+    /// Tuples a borrowed run packs once it is done reading the bags.
+    packed: Vec<(InlineValues, u64)>,
 }
 
 /// Rows kept for reuse at most (a join's fan-out, and one more).

@@ -166,6 +166,9 @@ pub struct Order {
     pub id: u32,
     /// Tracepoint definitions and the query ([`crate::install::Prepared::script`]).
     pub script: String,
+    /// The bag each advice packs into, by advice ([`crate::share`]); empty: its own.
+    #[serde(default)]
+    pub bags: Vec<crate::bag::BagKey>,
 }
 
 /// The hub's answer.

@@ -25,7 +25,7 @@ fn lowered(src: &str, id: u32) -> Lowered {
             _ => None,
         })
         .unwrap_or_else(|| parse_query(src).unwrap());
-    lower(&compile(&q.query, &catalog).unwrap(), id)
+    lower(&compile(&q.query, &catalog).unwrap(), id, &[])
 }
 
 struct World {

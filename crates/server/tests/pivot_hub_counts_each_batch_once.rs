@@ -234,3 +234,56 @@ fn bad_queries_and_reports_get_clear_errors() {
     let (status, _) = send(&ts, "GET", "/api/status", None);
     assert_eq!(status, 200, "the server still answers");
 }
+
+#[test]
+fn queries_that_pack_the_same_tuples_share_one_bag() {
+    let ts = TestServer::start_with("pivot-share", |c| {
+        c.pivot_tracepoints = vec![(
+            "app.pivot".into(),
+            format!("{TRACEPOINTS}\nTracepoint Op = span(target = \"app\", name = \"op\")"),
+        )];
+    });
+    let install = |q: &str| {
+        let (status, r) = send(
+            &ts,
+            "POST",
+            "/api/pivot/queries",
+            Some(json!({ "query": q })),
+        );
+        assert_eq!(status, 201, "{r}");
+        r["id"].as_u64().unwrap()
+    };
+    let by_host =
+        install("From r In Read Join st In Op On st -> r GroupBy st.host Select st.host, COUNT");
+    let by_pid =
+        install("From r In Read Join o In Op On o -> r GroupBy o.host Select o.host, SUM(r.delta)");
+    let first = install("From r In Read Join o In First(Op) On o -> r Select COUNT");
+    let (_, reply) = send(
+        &ts,
+        "POST",
+        "/api/pivot/agent",
+        Some(report(4, &[], json!([]))),
+    );
+    let bags = |id: u64| {
+        reply["queries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["id"] == id)
+            .map(|o| o["bags"].clone())
+            .unwrap()
+    };
+    // Advice comes children first: bag 0 is the Op advice's, bag 1 the Read advice's.
+    assert_eq!(
+        bags(by_host)[0],
+        json!({"query": by_host, "bag": 0}),
+        "{reply}"
+    );
+    assert_eq!(bags(by_pid)[0], bags(by_host)[0], "the same pack: one bag");
+    assert_eq!(bags(by_pid)[1], json!({"query": by_pid, "bag": 1}));
+    assert_eq!(
+        bags(first)[0],
+        json!({"query": first, "bag": 0}),
+        "First keeps its own"
+    );
+}

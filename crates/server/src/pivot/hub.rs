@@ -9,12 +9,14 @@ use std::path::{Path, PathBuf};
 
 use causeway_model::source::SyntaxError;
 use causeway_pivot::aggregate::Aggregator;
+use causeway_pivot::bag::BagKey;
 use causeway_pivot::compile::{explain, Catalog};
 use causeway_pivot::install::{load, prepare};
 use causeway_pivot::lang::ast::AggFn;
 use causeway_pivot::protocol::{
     CallsiteInfo, Counters, Group, InstallFailure, Order, ProcessInfo, Reply, Report,
 };
+use causeway_pivot::share::Sharing;
 use serde::{Deserialize, Serialize};
 
 /// Buckets of the time series kept per query.
@@ -32,6 +34,8 @@ pub(crate) struct HubQuery {
     pub(crate) columns: Vec<String>,
     pub(crate) explain: String,
     pub(crate) installed_at_ms: u64,
+    /// The bag each advice packs into (shared with earlier queries where identical).
+    bags: Vec<BagKey>,
     funcs: Vec<AggFn>,
     pub(crate) totals: Aggregator,
     /// Per interval (its start, in ms), oldest first.
@@ -59,6 +63,8 @@ pub(crate) struct HubState {
     /// The last batch applied per process instance (kept after the process leaves).
     applied: HashMap<u64, u64>,
     pub(crate) catalog: Catalog,
+    /// The bags given out, for later queries' identical packs to share.
+    sharing: Sharing,
     /// Tracepoint definitions as loaded, for listing.
     pub(crate) definitions: Vec<(String, String)>,
     pub(crate) interval_ms: u64,
@@ -75,6 +81,8 @@ struct SavedQuery {
     installed_at_ms: u64,
     groups: Vec<Group>,
     overflow: u64,
+    #[serde(default)]
+    bags: Vec<BagKey>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -103,6 +111,7 @@ impl HubState {
             processes: HashMap::new(),
             applied: HashMap::new(),
             catalog: Catalog::default(),
+            sharing: Sharing::default(),
             definitions: Vec::new(),
             interval_ms: interval_ms.max(10),
             groups_merged: 0,
@@ -140,7 +149,8 @@ impl HubState {
     pub(crate) fn install(&mut self, text: &str, now_ms: u64) -> Result<Installed, SyntaxError> {
         let prepared = prepare(text, &self.catalog)?;
         let id = self.next_id;
-        let loaded = load(&prepared.script, id)?;
+        let loaded = load(&prepared.script, id, &[])?;
+        let bags = self.sharing.assign(&loaded.plan, &loaded.catalog, id);
         self.next_id += 1;
         // A named query can source later ones.
         self.catalog.add_query(&prepared.definition);
@@ -153,6 +163,7 @@ impl HubState {
             columns: prepared.plan.columns.clone(),
             explain: explain.clone(),
             installed_at_ms: now_ms,
+            bags,
             totals: Aggregator::new(&loaded.lowered.funcs),
             funcs: loaded.lowered.funcs,
             series: VecDeque::new(),
@@ -246,6 +257,7 @@ impl HubState {
                 .map(|q| Order {
                     id: q.id,
                     script: q.script.clone(),
+                    bags: q.bags.clone(),
                 })
                 .collect(),
             interval_ms: self.interval_ms,
@@ -269,6 +281,7 @@ impl HubState {
                     installed_at_ms: q.installed_at_ms,
                     groups: Group::all_of(&q.totals),
                     overflow: q.totals.overflow,
+                    bags: q.bags.clone(),
                 })
                 .collect(),
             applied: self.applied.iter().map(|(i, s)| (*i, *s)).collect(),
@@ -287,9 +300,11 @@ impl HubState {
         self.next_id = saved.next_id.max(1);
         self.applied = saved.applied.into_iter().collect();
         for s in saved.queries {
-            let Ok(loaded) = load(&s.script, s.id) else {
+            let Ok(loaded) = load(&s.script, s.id, &s.bags) else {
                 continue;
             };
+            self.sharing
+                .remember(&loaded.plan, &loaded.catalog, s.id, &s.bags);
             let mut totals = Aggregator::new(&loaded.lowered.funcs);
             for g in &s.groups {
                 g.merge_into(&mut totals);
@@ -313,6 +328,7 @@ impl HubState {
                     columns: loaded.columns,
                     explain,
                     installed_at_ms: s.installed_at_ms,
+                    bags: s.bags,
                     funcs: loaded.lowered.funcs,
                     totals,
                     series: VecDeque::new(),

@@ -260,7 +260,7 @@ impl Reporter {
             if installed.contains(&order.id) || self.failed.contains_key(&order.id) {
                 continue;
             }
-            match self.runtime.install(order.id, &order.script) {
+            match self.runtime.install(order.id, &order.script, &order.bags) {
                 Ok(()) => added = true,
                 Err(e) => {
                     self.failed.insert(

@@ -81,7 +81,7 @@ impl Pivot {
     /// Compiles `script` (tracepoint definitions and one query, as
     /// `causeway_pivot::install::prepare` makes it) and runs it as query `id` from now on.
     pub fn install(&self, id: u32, script: &str) -> Result<(), SyntaxError> {
-        self.0.install(id, script)
+        self.0.install(id, script, &[])
     }
 
     /// Stops running query `id`; false if it was not installed.

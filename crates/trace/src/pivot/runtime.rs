@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex, RwLock};
 use causeway_model::source::SyntaxError;
 use causeway_model::TraceId;
 use causeway_pivot::aggregate::Aggregator;
-use causeway_pivot::bag::{Baggage, Hlc};
+use causeway_pivot::bag::{BagKey, Baggage, Hlc};
 use causeway_pivot::compile::{Catalog, DURATION_EXPORT};
 use causeway_pivot::install::load;
 use causeway_pivot::lang::ast::{AggFn, ProbeKind, TracepointDef};
 use causeway_pivot::matching::{moments, CallsiteFacts};
-use causeway_pivot::program::{Context, Observed, Program};
+use causeway_pivot::program::{Context, Observed, Program, ProgramEnd};
 use causeway_pivot::protocol::{CallsiteInfo, Counters};
 use causeway_pivot::value::Value;
 use smallvec::SmallVec;
@@ -211,10 +211,16 @@ impl Runtime {
         self.active.load(Ordering::Relaxed)
     }
 
-    /// Compiles and installs query `id` (replacing an earlier install of that id), and
-    /// rebuilds `tracing`'s interest so that its callsites fire from now on.
-    pub(crate) fn install(&self, id: u32, script: &str) -> Result<(), SyntaxError> {
-        let loaded = load(script, id)?;
+    /// Compiles and installs query `id` (replacing an earlier install of that id), its
+    /// advice packing into `bags` (shared with other queries; empty: bags of its own),
+    /// and rebuilds `tracing`'s interest so that its callsites fire from now on.
+    pub(crate) fn install(
+        &self,
+        id: u32,
+        script: &str,
+        bags: &[BagKey],
+    ) -> Result<(), SyntaxError> {
+        let loaded = load(script, id, bags)?;
         let query = Arc::new(Query {
             id,
             programs: loaded.lowered.programs,
@@ -341,12 +347,22 @@ impl Runtime {
             .clone();
         let mut by_kind: [Vec<Hook>; 5] = Default::default();
         let mut fields: Vec<&'static str> = Vec::new();
+        // A bag several queries share is packed by the first of them only: the others'
+        // advice is the same (see `causeway_pivot::share`).
+        let mut packed: Vec<(usize, BagKey)> = Vec::new();
         for q in &queries {
             for (i, p) in q.programs.iter().enumerate() {
                 let Some(def) = q.catalog.tracepoint(&p.tracepoint) else {
                     continue;
                 };
                 for kind in moments(def, &Meta(meta)) {
+                    if let ProgramEnd::Pack { key, .. } = &p.end {
+                        let at = (kind_index(kind), *key);
+                        if packed.contains(&at) {
+                            continue;
+                        }
+                        packed.push(at);
+                    }
                     let sources = p
                         .observe
                         .iter()
