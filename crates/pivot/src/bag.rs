@@ -15,13 +15,13 @@
 //! ([`Baggage::since_arrival`]): merging is idempotent, so anything more would only be
 //! bytes on the wire and work for the caller.
 
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
 
 use crate::small_map::SmallMap;
-use crate::value::{hash_values, Value};
+use crate::value::Value;
 
 /// The bags of a request by key.
 pub(crate) type BagMap = SmallMap<BagKey, Bag>;
@@ -87,26 +87,34 @@ pub(crate) struct HeldSegment {
     pub(crate) segment: Arc<Segment>,
 }
 
-/// A segment's tuples are stored one after another in one buffer, so that packing an
-/// exploded field (dozens of tuples in one hit) or decoding a bag allocates per segment,
-/// not per tuple.
+/// A segment's tuples are held as the wire writes them, one after another in one buffer:
+/// packing encodes a tuple once (and finds an earlier copy of it by its bytes), sending
+/// the bag copies bytes, and a bag that arrived is checked and kept as it came. The
+/// values are decoded only when advice joins the segment, once, and kept with it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Segment {
     /// Packs into this segment so far.
     pub(crate) version: u64,
-    /// The values of every tuple, in order.
-    values: InlineValues,
-    /// Each distinct tuple: where its values end in `values`, and how many times it was
-    /// packed.
-    ends: SmallVec<[(usize, u64); 1]>,
-    /// Where each tuple is in `ends`, by its values' hash, once the segment holds
+    /// Each distinct tuple's values in the wire's form (`count value*`).
+    bytes: Vec<u8>,
+    /// Each distinct tuple: where its bytes end, and how many times it was packed.
+    ends: SmallVec<[(u32, u64); 1]>,
+    /// Where each tuple is in `ends`, by its bytes' hash, once the segment holds
     /// [`INDEXED`] tuples; built again whenever it does not cover `ends`.
     index: TupleIndex,
+    /// The tuples' values, decoded the first time advice reads them.
+    decoded: std::sync::OnceLock<Decoded>,
 }
 
-/// Values with the first two held in place: most segments and stamped tuples hold one
-/// small tuple (a request's host, packed at its start), which then costs no allocation
-/// of its own, packed or decoded.
+/// A segment's values: every tuple's, one after another, and where each tuple ends.
+#[derive(Debug, Clone, Default)]
+struct Decoded {
+    values: InlineValues,
+    ends: SmallVec<[usize; 1]>,
+}
+
+/// Values with the first two held in place: most stamped tuples hold one small tuple (a
+/// request's host, packed at its start), which then costs no allocation of its own.
 pub(crate) type InlineValues = SmallVec<[Value; 2]>;
 
 /// Tuples a segment holds before packs find theirs through an index, not a scan.
@@ -120,7 +128,7 @@ struct TupleIndex {
 
 impl PartialEq for Segment {
     fn eq(&self, other: &Segment) -> bool {
-        (self.version, &self.values, &self.ends) == (other.version, &other.values, &other.ends)
+        (self.version, &self.bytes, &self.ends) == (other.version, &other.bytes, &other.ends)
     }
 }
 
@@ -129,9 +137,8 @@ impl Segment {
     pub(crate) fn new(version: u64, tuples: usize) -> Segment {
         Segment {
             version,
-            values: SmallVec::new(),
             ends: SmallVec::with_capacity(tuples),
-            index: TupleIndex::default(),
+            ..Segment::default()
         }
     }
 
@@ -140,79 +147,105 @@ impl Segment {
         self.ends.len()
     }
 
-    fn tuple(&self, i: usize) -> &[Value] {
-        slice_of(&self.values, &self.ends, i)
+    /// The bytes of tuple `i`.
+    fn tuple_bytes(&self, i: usize) -> &[u8] {
+        bytes_of(&self.bytes, &self.ends, i)
+    }
+
+    /// Each tuple's bytes (its values in the wire's form) and count.
+    pub(crate) fn encoded(&self) -> impl Iterator<Item = (&[u8], u64)> {
+        (0..self.ends.len()).map(|i| (self.tuple_bytes(i), self.ends[i].1))
     }
 
     /// The tuples with their counts, in the order they were first packed.
     pub(crate) fn tuples(&self) -> impl Iterator<Item = (&[Value], u64)> {
+        let d = self.decoded.get_or_init(|| self.decode());
         let mut start = 0;
-        self.ends.iter().map(move |&(end, count)| {
-            let t = &self.values[start..end];
-            start = end;
-            (t, count)
-        })
+        d.ends
+            .iter()
+            .zip(&self.ends)
+            .map(move |(&end, &(_, count))| {
+                let t = d.values.get(start..end).unwrap_or_default();
+                start = end;
+                (t, count)
+            })
+    }
+
+    fn decode(&self) -> Decoded {
+        let mut d = Decoded::default();
+        for i in 0..self.ends.len() {
+            // Bytes this process encoded, or checked when they arrived: they decode.
+            let mut r = crate::wire::ValuesReader::new(self.tuple_bytes(i));
+            let _ = r.values_into(&mut d.values);
+            d.ends.push(d.values.len());
+        }
+        d
     }
 
     /// Appends a tuple as another writer sent it (decoding keeps a segment as written):
-    /// `read` appends its values.
+    /// `read` appends its values' bytes, checked.
     pub(crate) fn push_decoded<E>(
         &mut self,
         count: u64,
-        read: impl FnOnce(&mut InlineValues) -> Result<(), E>,
+        read: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
     ) -> Result<(), E> {
-        read(&mut self.values)?;
-        self.ends.push((self.values.len(), count));
+        read(&mut self.bytes)?;
+        self.ends.push((self.bytes.len() as u32, count));
         Ok(())
     }
 
-    /// Adds `weight` packs of `values`, cloned only when the tuple is new.
-    fn add<'v>(&mut self, values: impl Iterator<Item = &'v Value> + Clone, weight: u64) {
-        let same = |t: &[Value]| {
-            let mut it = values.clone();
-            t.iter().all(|a| it.next() == Some(a)) && it.next().is_none()
-        };
-        // Hashed once, for the lookup and for a new tuple's place in the index.
-        let hash = (self.ends.len() >= INDEXED).then(|| {
+    /// Adds `weight` packs of `values`: encoded at the end of the buffer, and taken off
+    /// again when an earlier tuple has the same bytes.
+    fn add<'v>(&mut self, values: impl ExactSizeIterator<Item = &'v Value>, weight: u64) {
+        let indexed = self.ends.len() >= INDEXED;
+        if indexed {
             self.cover_index(0);
-            tuple_hash(&self.index.hasher, values.clone())
-        });
-        let found = match hash {
-            None => (0..self.ends.len()).find(|&i| same(self.tuple(i))),
-            Some(h) => self
+        }
+        let start = self.bytes.len();
+        crate::wire::put_values(&mut self.bytes, values);
+        let new = &self.bytes[start..];
+        let found = if !indexed {
+            (0..self.ends.len()).find(|&i| bytes_of(&self.bytes, &self.ends, i) == new)
+        } else {
+            let hash = self.index.hasher.hash_one(new);
+            let (ends, bytes) = (&self.ends, &self.bytes);
+            match self
                 .index
                 .at
-                .find(h, |&j| same(self.tuple(j as usize)))
-                .map(|&j| j as usize),
+                .find(hash, |&j| bytes_of(bytes, ends, j as usize) == new)
+            {
+                Some(&j) => Some(j as usize),
+                None => {
+                    let hasher = &self.index.hasher;
+                    self.index.at.insert_unique(hash, ends.len() as u32, |&j| {
+                        hasher.hash_one(bytes_of(bytes, ends, j as usize))
+                    });
+                    None
+                }
+            }
         };
-        if let Some(i) = found {
-            let count = &mut self.ends[i].1;
-            *count = count.saturating_add(weight);
-            return;
+        match found {
+            Some(i) => {
+                self.bytes.truncate(start);
+                let count = &mut self.ends[i].1;
+                *count = count.saturating_add(weight);
+            }
+            None => self.ends.push((self.bytes.len() as u32, weight)),
         }
-        if let Some(h) = hash {
-            let (ends, vals) = (&self.ends, &self.values);
-            let hasher = &self.index.hasher;
-            self.index.at.insert_unique(h, ends.len() as u32, |&j| {
-                tuple_hash(hasher, slice_of(vals, ends, j as usize).iter())
-            });
-        }
-        self.values.extend(values.cloned());
-        self.ends.push((self.values.len(), weight));
     }
 
     /// Makes the index cover every tuple, with room for `more` (a batch of packs
     /// reserves once, not at each growth).
     fn cover_index(&mut self, more: usize) {
-        let (ends, vals) = (&self.ends, &self.values);
+        let (ends, bytes) = (&self.ends, &self.bytes);
         let hasher = self.index.hasher;
-        let rehash = |&j: &u32| tuple_hash(&hasher, slice_of(vals, ends, j as usize).iter());
+        let rehash = |&j: &u32| hasher.hash_one(bytes_of(bytes, ends, j as usize));
         if self.index.at.len() != ends.len() {
             self.index.at.clear();
             // Room to double before growing again: packs come in bursts.
             self.index.at.reserve(2 * ends.len() + more, rehash);
             for j in 0..ends.len() {
-                let h = tuple_hash(&hasher, slice_of(vals, ends, j).iter());
+                let h = hasher.hash_one(bytes_of(bytes, ends, j));
                 self.index.at.insert_unique(h, j as u32, rehash);
             }
         } else if more > 0 {
@@ -223,26 +256,20 @@ impl Segment {
     /// Makes room for `tuples` more tuples of `width` values each.
     fn reserve(&mut self, tuples: usize, width: usize) {
         self.ends.reserve(tuples);
-        self.values.reserve(tuples.saturating_mul(width));
+        // A short string's bytes: a guess, only to grow the buffer once.
+        self.bytes
+            .reserve(tuples.saturating_mul(1 + width.saturating_mul(10)));
         if self.ends.len() + tuples > INDEXED {
             self.cover_index(tuples);
         }
     }
 }
 
-/// Tuple `i` of a segment's buffers.
-fn slice_of<'a>(values: &'a [Value], ends: &[(usize, u64)], i: usize) -> &'a [Value] {
-    let start = i.checked_sub(1).map_or(0, |p| ends[p].0);
-    &values[start..ends[i].0]
-}
-
-fn tuple_hash<'v>(
-    hasher: &hashbrown::DefaultHashBuilder,
-    values: impl Iterator<Item = &'v Value>,
-) -> u64 {
-    let mut h = hasher.build_hasher();
-    hash_values(values, &mut h);
-    h.finish()
+/// Tuple `i`'s bytes in a segment's buffer.
+fn bytes_of<'a>(bytes: &'a [u8], ends: &[(u32, u64)], i: usize) -> &'a [u8] {
+    let end = |i: usize| ends.get(i).map_or(0, |e| e.0 as usize);
+    let start = i.checked_sub(1).map_or(0, end);
+    bytes.get(start..end(i)).unwrap_or_default()
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -295,7 +322,7 @@ impl Baggage {
         tuples: impl ExactSizeIterator<Item = (I, u64)>,
         new_id: &mut dyn FnMut() -> u64,
     ) where
-        I: Iterator<Item = &'v Value> + Clone,
+        I: ExactSizeIterator<Item = &'v Value> + Clone,
     {
         self.text.take();
         let bag = self
@@ -312,10 +339,10 @@ impl Baggage {
         let id = *g.open.get_or_insert_with(&mut *new_id);
         let held = g.segments.get_or_insert_with(id, HeldSegment::default);
         let seg = Arc::make_mut(&mut held.segment);
+        // Its decoded values, if advice read them, no longer cover it.
+        seg.decoded.take();
         let mut tuples = tuples.peekable();
-        let width = tuples
-            .peek()
-            .map_or(0, |(values, _)| values.clone().count());
+        let width = tuples.peek().map_or(0, |(values, _)| values.len());
         seg.reserve(tuples.len(), width);
         for (values, weight) in tuples {
             seg.version += 1;

@@ -185,7 +185,13 @@ fn grouped(r: &mut Reader<'_>) -> Result<Grouped, WireError> {
         let mut seg = Segment::new(version, tuples);
         for _ in 0..tuples {
             let count = r.varint("tuple.count")?;
-            seg.push_decoded(count, |out| values_into(r, out))?;
+            seg.push_decoded(count, |out| {
+                let start = r.pos;
+                // Checked now, decoded only when advice reads them.
+                values_into(r, &mut Check)?;
+                out.extend_from_slice(&r.buf[start..r.pos]);
+                Ok(())
+            })?;
         }
         if segments
             .insert(
@@ -236,27 +242,69 @@ fn temporal(r: &mut Reader<'_>, first: bool) -> Result<Temporal, WireError> {
     Ok(t)
 }
 
-/// Reads a tuple's values onto the end of `out`.
-fn values_into(r: &mut Reader<'_>, out: &mut impl Extend<Value>) -> Result<(), WireError> {
+/// A value as read, borrowing a string from the bytes.
+enum Raw<'a> {
+    Value(Value),
+    Str(&'a str),
+}
+
+/// Where read values go: kept as values, or only checked.
+trait ValueSink {
+    fn take(&mut self, raw: Raw<'_>);
+}
+
+impl<A: smallvec::Array<Item = Value>> ValueSink for SmallVec<A> {
+    fn take(&mut self, raw: Raw<'_>) {
+        self.push(match raw {
+            Raw::Value(v) => v,
+            Raw::Str(s) => Value::Str(smol_str::SmolStr::new(s)),
+        });
+    }
+}
+
+/// Values checked and not kept (a segment that arrived keeps its bytes).
+struct Check;
+
+impl ValueSink for Check {
+    fn take(&mut self, _: Raw<'_>) {}
+}
+
+/// Reads a tuple's values, as [`put_values`] writes them, from bytes already checked.
+pub(crate) struct ValuesReader<'a>(Reader<'a>);
+
+impl<'a> ValuesReader<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> ValuesReader<'a> {
+        ValuesReader(Reader { buf: bytes, pos: 0 })
+    }
+
+    /// Appends the values to `out`.
+    pub(crate) fn values_into(&mut self, out: &mut InlineValues) -> Result<(), WireError> {
+        values_into(&mut self.0, out)
+    }
+}
+
+/// Reads a tuple's values into `out`.
+fn values_into(r: &mut Reader<'_>, out: &mut impl ValueSink) -> Result<(), WireError> {
     let n = r.count("tuple.values", 1)?;
     for _ in 0..n {
         let at = r.pos;
-        out.extend(Some(match r.u8("value.tag")? {
-            0 => Value::Null,
-            1 => Value::Bool(false),
-            2 => Value::Bool(true),
-            3 => Value::Int(unzigzag(r.varint("value.int")?)),
-            4 => Value::Float(f64::from_le_bytes(r.array("value.float")?)),
+        out.take(match r.u8("value.tag")? {
+            0 => Raw::Value(Value::Null),
+            1 => Raw::Value(Value::Bool(false)),
+            2 => Raw::Value(Value::Bool(true)),
+            3 => Raw::Value(Value::Int(unzigzag(r.varint("value.int")?))),
+            4 => Raw::Value(Value::Float(f64::from_le_bytes(r.array("value.float")?))),
             5 => {
                 let len = r.count("value.str", 1)?;
                 let at = r.pos;
                 let b = r.take("value.str", len)?;
-                let s = std::str::from_utf8(b)
-                    .map_err(|_| r.err_at("value.str", at, "invalid UTF-8".into()))?;
-                Value::Str(smol_str::SmolStr::new(s))
+                Raw::Str(
+                    std::str::from_utf8(b)
+                        .map_err(|_| r.err_at("value.str", at, "invalid UTF-8".into()))?,
+                )
             }
             t => return Err(r.err_at("value.tag", at, format!("unknown tag {t}"))),
-        }));
+        });
     }
     Ok(())
 }
@@ -331,7 +379,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn put_values(out: &mut Vec<u8>, values: &[Value]) {
+/// Writes a tuple's values (`count value*`). Equal values always write equal bytes, so a
+/// segment finds a tuple packed before by its bytes.
+pub(crate) fn put_values<'v>(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = &'v Value>) {
     put_varint(out, values.len() as u64);
     for v in values {
         match v {
@@ -367,9 +417,9 @@ fn put_bag(out: &mut Vec<u8>, key: BagKey, bag: &Bag) {
                 out.extend_from_slice(&id.to_le_bytes());
                 put_varint(out, seg.version);
                 put_varint(out, seg.len() as u64);
-                for (values, count) in seg.tuples() {
+                for (bytes, count) in seg.encoded() {
                     put_varint(out, count);
-                    put_values(out, values);
+                    out.extend_from_slice(bytes);
                 }
             }
         }
@@ -380,7 +430,7 @@ fn put_bag(out: &mut Vec<u8>, key: BagKey, bag: &Bag) {
             for s in &t.tuples {
                 put_varint(out, s.ts);
                 out.extend_from_slice(&s.origin.to_le_bytes());
-                put_values(out, &s.values);
+                put_values(out, s.values.iter());
             }
         }
     }
