@@ -346,7 +346,19 @@ impl<'a> Reader<'a> {
         Ok(a)
     }
 
+    /// A varint; most are one byte (counts, lengths, small values).
+    #[inline]
     fn varint(&mut self, field: &'static str) -> Result<u64, WireError> {
+        match self.buf.get(self.pos) {
+            Some(&b) if b < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(b))
+            }
+            _ => self.varint_long(field),
+        }
+    }
+
+    fn varint_long(&mut self, field: &'static str) -> Result<u64, WireError> {
         let start = self.pos;
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
