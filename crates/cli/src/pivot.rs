@@ -176,12 +176,9 @@ fn hub_catalog(client: &Client) -> Result<Catalog> {
             catalog.add(&script);
         }
     }
-    let installed = client.get("/api/pivot/queries")?;
-    for q in items(&installed["queries"]) {
-        if q["name"].is_string() {
-            if let Ok(script) = parse(q["query"].as_str().unwrap_or_default()) {
-                catalog.add(&script);
-            }
+    for q in items(&known["namedQueries"]) {
+        if let Ok(script) = parse(q["text"].as_str().unwrap_or_default()) {
+            catalog.add(&script);
         }
     }
     Ok(catalog)

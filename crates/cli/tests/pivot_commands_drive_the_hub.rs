@@ -1,7 +1,7 @@
 //! `causeway pivot` against a `causeway serve` started with `--pivot-tracepoints`:
 //! tracepoints, explain, install (a whole file, and a file whose error is reported at its
 //! own file:line:column), list, results, processes, run (live JSON lines, then
-//! uninstalled) and uninstall.
+//! uninstalled) and uninstall; a named query uninstalled stays usable as a source.
 
 mod common;
 
@@ -146,6 +146,17 @@ fn every_pivot_command_answers_from_the_hub() {
     let (code, _, err) = run(&["pivot", "uninstall", &id, "--server", api]);
     assert_ne!(code, 0, "uninstalling it again fails");
     assert!(err.contains("no Pivot Tracing query"), "{err}");
+
+    // A named query stays a source after it is uninstalled: the hub keeps it, and the
+    // CLI's own check knows it from the hub.
+    let remote = "Remote : From getloc In NN.GetBlockLocations \
+                  Join st In StressTest.DoNextOp On st -> getloc Select st.host, getloc.replicas";
+    let r = json_of(&["pivot", "install", remote, "--json", "--server", api]);
+    let remote_id = r["installed"][0]["id"].as_u64().unwrap().to_string();
+    json_of(&["pivot", "uninstall", &remote_id, "--json", "--server", api]);
+    let using = "From d In DN.DataTransferProtocol Join r In Remote On r -> d Select COUNT";
+    let r = json_of(&["pivot", "install", using, "--json", "--server", api]);
+    assert!(r["installed"][0]["id"].is_u64(), "{r}");
 
     drop(serve);
     let _ = std::fs::remove_dir_all(&data);

@@ -91,7 +91,7 @@ pub(crate) struct HeldSegment {
 /// packing encodes a tuple once (and finds an earlier copy of it by its bytes), sending
 /// the bag copies bytes, and a bag that arrived is checked and kept as it came. The
 /// values are decoded only when advice joins the segment, once, and kept with it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Segment {
     /// Packs into this segment so far.
     pub(crate) version: u64,
@@ -124,6 +124,20 @@ const INDEXED: usize = 8;
 struct TupleIndex {
     at: hashbrown::HashTable<u32>,
     hasher: hashbrown::DefaultHashBuilder,
+}
+
+/// A copy is made to pack into it (`Arc::make_mut`): the decoded values would be thrown
+/// away at once, so they are not copied.
+impl Clone for Segment {
+    fn clone(&self) -> Segment {
+        Segment {
+            version: self.version,
+            bytes: self.bytes.clone(),
+            ends: self.ends.clone(),
+            index: self.index.clone(),
+            decoded: std::sync::OnceLock::new(),
+        }
+    }
 }
 
 impl PartialEq for Segment {

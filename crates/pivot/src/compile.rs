@@ -73,6 +73,11 @@ impl Catalog {
     pub fn query(&self, name: &str) -> Option<&QueryDef> {
         self.queries.get(name)
     }
+
+    /// Every named query, in no order.
+    pub fn queries(&self) -> impl Iterator<Item = &QueryDef> {
+        self.queries.values()
+    }
 }
 
 /// Whether `tracepoint` exports `field`.

@@ -384,22 +384,18 @@ impl Program {
         if !self.unpack.is_empty() || !self.steps.is_empty() || self.width > INLINE_COLUMNS {
             return false;
         }
-        let mut row: [&Value; INLINE_COLUMNS] = [&NULL; INLINE_COLUMNS];
-        let mut many = None;
-        for (slot, o) in observed.iter().take(self.observe.len()).enumerate() {
-            match o {
-                Observed::One(v) => row[slot] = v,
-                Observed::Many(vs) if many.is_none() => many = Some((slot, vs)),
-                Observed::Many(_) => return false,
-            }
-        }
-        let Some((at, values)) = many else {
+        let (row, many) = self.borrowed_row(observed);
+        let [(at, values)] = many.as_slice() else {
             return false;
         };
+        let at = *at;
         if values.is_empty() {
             return true;
         }
-        let tuples = values.iter().map(|v| {
+        // At most MAX_FANOUT tuples from one hit, as from any join; the rest counted.
+        let dropped = values.len().saturating_sub(MAX_FANOUT);
+        *cx.dropped = cx.dropped.saturating_add(dropped as u64);
+        let tuples = values.iter().take(MAX_FANOUT).map(|v| {
             let packed = slots.iter().map(move |&s| {
                 if s == at {
                     v
@@ -430,14 +426,7 @@ impl Program {
         if self.width > INLINE_COLUMNS || self.steps.iter().any(|(target, _)| target.is_some()) {
             return false;
         }
-        let mut row: [&Value; INLINE_COLUMNS] = [&NULL; INLINE_COLUMNS];
-        let mut many: SmallVec<[(usize, &[Value]); 2]> = SmallVec::new();
-        for (slot, o) in observed.iter().take(self.observe.len()).enumerate() {
-            match o {
-                Observed::One(v) => row[slot] = v,
-                Observed::Many(vs) => many.push((slot, vs)),
-            }
-        }
+        let (mut row, many) = self.borrowed_row(observed);
         if many.is_empty() && self.unpack.is_empty() {
             let row = &row[..self.width];
             if self.keeps(row) {
@@ -450,17 +439,11 @@ impl Program {
             many: &many,
             bags: baggage.as_deref(),
         };
-        let mut joined = 0;
         if let ProgramEnd::Pack { slots, .. } = &self.end {
             // The bags are read while walking: what is packed waits in `s.packed`.
             let mut packed = std::mem::take(&mut s.packed);
             packed.clear();
-            walk.rows(0, &mut row, 1, cx, &mut |row, weight, cx| {
-                if joined == MAX_FANOUT {
-                    *cx.dropped = cx.dropped.saturating_add(1);
-                    return;
-                }
-                joined += 1;
+            walk.each(&mut row, cx, &mut |row, weight, _| {
                 if self.keeps(row) {
                     let values = slots.iter().map(|&i| row.column(i).clone()).collect();
                     packed.push((values, weight));
@@ -472,17 +455,30 @@ impl Program {
             return true;
         }
         let computed = &mut s.computed;
-        walk.rows(0, &mut row, 1, cx, &mut |row, weight, cx| {
-            if joined == MAX_FANOUT {
-                *cx.dropped = cx.dropped.saturating_add(1);
-                return;
-            }
-            joined += 1;
+        walk.each(&mut row, cx, &mut |row, weight, cx| {
             if self.keeps(row) {
                 self.finish(row, weight, &mut None, aggregator, computed, cx);
             }
         });
         true
+    }
+
+    /// A row of the hit's single values, by slot, and the exploded fields' elements with
+    /// their slots.
+    fn borrowed_row<'o>(&self, observed: &'o [Observed]) -> (Row<'o>, Exploded<'o>) {
+        let mut row: [&Value; INLINE_COLUMNS] = [&NULL; INLINE_COLUMNS];
+        let mut many = SmallVec::new();
+        for (slot, o) in observed.iter().take(self.observe.len()).enumerate() {
+            match o {
+                Observed::One(v) => {
+                    if let Some(r) = row.get_mut(slot) {
+                        *r = v;
+                    }
+                }
+                Observed::Many(vs) => many.push((slot, &vs[..])),
+            }
+        }
+        (row, many)
     }
 
     /// Packs tuples already projected to the packed slots: with their weights in one call
@@ -510,8 +506,7 @@ impl Program {
         };
         // A temporal bag keeps stamped tuples, not counts: one each, as `finish` packs.
         for (values, _) in packed {
-            let ts = cx.clock.stamp(cx.now);
-            baggage.pack_temporal(*key, first, n, ts, (cx.ids)(), values.iter().cloned());
+            pack_stamped(baggage, *key, (first, n), values.iter().cloned(), cx);
         }
     }
 
@@ -542,8 +537,7 @@ impl Program {
                 };
                 let baggage = Arc::make_mut(baggage.get_or_insert_with(Default::default));
                 let values = slots.iter().map(|s| row.column(*s).clone());
-                let ts = cx.clock.stamp(cx.now);
-                baggage.pack_temporal(*key, first, n, ts, (cx.ids)(), values);
+                pack_stamped(baggage, *key, (first, n), values, cx);
             }
             ProgramEnd::Emit {
                 keys,
@@ -613,6 +607,24 @@ fn pack_grouped<'r, T: Columns + ?Sized + 'r>(
     baggage.pack_grouped(key, tuples, cx.ids);
 }
 
+/// A tuple's values by slot, borrowed.
+type Row<'a> = [&'a Value; INLINE_COLUMNS];
+
+/// The exploded fields of a hit: their slots and elements.
+type Exploded<'a> = SmallVec<[(usize, &'a [Value]); 2]>;
+
+/// Packs one tuple into a `First(n)` (`first`) or `MostRecent(n)` bag, stamped now.
+fn pack_stamped(
+    baggage: &mut Baggage,
+    key: BagKey,
+    (first, n): (bool, u32),
+    values: impl IntoIterator<Item = Value>,
+    cx: &mut Context<'_>,
+) {
+    let ts = cx.clock.stamp(cx.now);
+    baggage.pack_temporal(key, first, n, ts, (cx.ids)(), values);
+}
+
 /// What a borrowed run walks: the elements of each exploded field, then each joined
 /// bag's tuples.
 struct Walk<'a> {
@@ -622,38 +634,77 @@ struct Walk<'a> {
 }
 
 impl<'a> Walk<'a> {
-    /// Calls `f` with every row: dimension `at` and those after it filled into `row`.
-    /// Recursion is as deep as the advice's exploded fields and joins (bounded by the
-    /// compiler).
+    /// Calls `f` with every row, [`MAX_FANOUT`] at most (a request whose bags hold many
+    /// tuples must not stall its thread): the rows past it are not made, only counted.
+    fn each(
+        &self,
+        row: &mut [&'a Value; INLINE_COLUMNS],
+        cx: &mut Context<'_>,
+        f: &mut dyn FnMut(&[&Value], u64, &mut Context<'_>),
+    ) {
+        let mut left = MAX_FANOUT;
+        self.rows(0, row, 1, cx, &mut left, f);
+        if left == 0 {
+            // Counted only when the cap was reached: a second pass over the bags.
+            let dropped = self.total().saturating_sub(MAX_FANOUT);
+            *cx.dropped = cx.dropped.saturating_add(dropped as u64);
+        }
+    }
+
+    /// How many rows the whole walk would make.
+    fn total(&self) -> usize {
+        let elements = self
+            .many
+            .iter()
+            .fold(1usize, |n, (_, values)| n.saturating_mul(values.len()));
+        self.program.unpack.iter().fold(elements, |n, (key, _)| {
+            n.saturating_mul(self.bags.map_or(0, |b| b.tuples(*key).count()))
+        })
+    }
+
+    /// Calls `f` with rows, dimension `at` and those after it filled into `row`, while
+    /// `left` lasts. Recursion is as deep as the advice's exploded fields and joins
+    /// (bounded by the compiler).
     fn rows(
         &self,
         at: usize,
         row: &mut [&'a Value; INLINE_COLUMNS],
         weight: u64,
         cx: &mut Context<'_>,
+        left: &mut usize,
         f: &mut dyn FnMut(&[&Value], u64, &mut Context<'_>),
     ) {
         if let Some((slot, values)) = self.many.get(at) {
             for v in values.iter() {
-                row[*slot] = v;
-                self.rows(at + 1, row, weight, cx, f);
+                if *left == 0 {
+                    return;
+                }
+                if let Some(r) = row.get_mut(*slot) {
+                    *r = v;
+                }
+                self.rows(at + 1, row, weight, cx, left, f);
             }
             return;
         }
         let Some((key, cols)) = self.program.unpack.get(at - self.many.len()) else {
-            f(&row[..self.program.width], weight, cx);
+            if *left > 0 {
+                *left -= 1;
+                f(&row[..self.program.width], weight, cx);
+            }
             return;
         };
         let Some(bags) = self.bags else { return };
-        // `for_each`, not `for`: the nested iterators run as one loop each.
-        bags.tuples(*key).for_each(|(values, w)| {
+        for (values, w) in bags.tuples(*key) {
+            if *left == 0 {
+                return;
+            }
             for (slot, v) in cols.iter().zip(values) {
                 if let Some(r) = row.get_mut(*slot) {
                     *r = v;
                 }
             }
-            self.rows(at + 1, row, weight.saturating_mul(w), cx, f);
-        });
+            self.rows(at + 1, row, weight.saturating_mul(w), cx, left, f);
+        }
     }
 }
 

@@ -7,9 +7,11 @@
 //! installed query already has (same tracepoint definition, exports, joined bags,
 //! filters and packed columns) gets that query's bag key; any other pack keeps its own,
 //! `(query id, advice index)`. The keys travel with the query to every process
-//! ([`crate::protocol::Order::bags`]), so processes agree on them whatever their
-//! versions. Query ids are never reused, so a key stays unique after its first query is
-//! uninstalled.
+//! ([`crate::protocol::Order::bags`]), so processes agree on them however they print
+//! advice. A process from before shared bags ignores the keys and packs into bags of its
+//! own: joins between it and newer processes then find nothing (every process of a
+//! system is to run a version that reads `Order::bags`). Query ids are never reused, so
+//! a key stays unique after its first query is uninstalled.
 
 use std::collections::HashMap;
 
@@ -73,8 +75,8 @@ impl Sharing {
                         .map(|(k, cols)| (keys.get(usize::from(k.bag)).copied(), cols))
                         .collect();
                     let signature = format!(
-                        "{definition:?}\n{exports:?}\n{unpack:?}\n{:?}\n{mode:?} {slots:?} {}",
-                        program.steps, program.width
+                        "{}\n{definition:?}\n{exports:?}\n{unpack:?}\n{:?}\n{mode:?} {slots:?} {}",
+                        advice.tracepoint, program.steps, program.width
                     );
                     match given {
                         Some(_) => {

@@ -367,3 +367,28 @@ fn a_join_larger_than_the_fanout_cap_is_cut_and_counted() {
     assert_eq!(total, MAX_FANOUT as i64);
     assert_eq!(w.dropped, 400 - MAX_FANOUT as u64);
 }
+
+#[test]
+fn an_exploded_field_packed_past_the_fanout_cap_is_cut_and_counted() {
+    // The NameNode's advice packs the exploded replicas and joins nothing.
+    let q = lowered(
+        "From d In DN.DataTransferProtocol Join g In NN.GetBlockLocations On g -> d \
+         GroupBy g.replicas Select g.replicas, COUNT",
+        9,
+    );
+    let mut agg = Aggregator::new(&q.funcs);
+    let mut w = World::new();
+    let mut request = Baggage::default();
+    let list: Vec<String> = (0..400).map(|r| format!("r{r}")).collect();
+    let obs = in_observe_order(&q.programs[0], &[("g.replicas", replicas(&list.join(",")))]);
+    w.hit(&q, "NN.GetBlockLocations", &obs, &mut request, &mut agg);
+    assert_eq!(w.dropped, 400 - MAX_FANOUT as u64);
+    let obs = in_observe_order(&q.programs[1], &[]);
+    w.hit(&q, "DN.DataTransferProtocol", &obs, &mut request, &mut agg);
+    assert_eq!(agg.rows().len(), MAX_FANOUT);
+    assert_eq!(
+        w.dropped,
+        400 - MAX_FANOUT as u64,
+        "the join of 256 is within the cap"
+    );
+}

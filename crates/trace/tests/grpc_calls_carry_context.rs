@@ -1,12 +1,12 @@
 //! A tonic client and server on loopback: the client layer opens a client span and
 //! injects its context, the server layer joins it.
 
+mod common;
+
 use std::time::Duration;
 
-use causeway::middleware::tower::{ClientTraceLayer, Layer, TraceLayer};
 use causeway::model::{SpanKind, Value};
 use causeway::testing::Recorder;
-use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -14,21 +14,7 @@ async fn a_grpc_call_is_one_trace_with_client_and_server_spans() {
     let rec = Recorder::new();
     tracing::dispatcher::set_global_default(rec.dispatch()).unwrap();
     tokio::time::timeout(Duration::from_secs(20), async {
-        let (_reporter, health) = tonic_health::server::health_reporter();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .layer(TraceLayer::new())
-                .add_service(health)
-                .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
-        );
-        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut client = HealthClient::new(ClientTraceLayer::new().layer(channel));
+        let mut client = common::traced_health_client().await;
         let _root = tracing::info_span!("health probe");
         let resp = client
             .check(HealthCheckRequest {

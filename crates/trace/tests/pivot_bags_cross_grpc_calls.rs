@@ -7,10 +7,8 @@ mod common;
 
 use std::time::Duration;
 
-use causeway::middleware::tower::{ClientTraceLayer, Layer, TraceLayer};
 use causeway::testing::Recorder;
 use causeway::Config;
-use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 use tracing::Instrument;
 
@@ -39,21 +37,7 @@ fn a_bag_goes_out_in_grpc_metadata_and_the_servers_tuples_come_back() {
     rec.in_scope(|| {
         runtime.block_on(async {
             tokio::time::timeout(Duration::from_secs(20), async {
-                let (_reporter, health) = tonic_health::server::health_reporter();
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                let addr = listener.local_addr().unwrap();
-                tokio::spawn(
-                    tonic::transport::Server::builder()
-                        .layer(TraceLayer::new())
-                        .add_service(health)
-                        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
-                );
-                let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-                    .unwrap()
-                    .connect()
-                    .await
-                    .unwrap();
-                let mut client = HealthClient::new(ClientTraceLayer::new().layer(channel));
+                let mut client = common::traced_health_client().await;
                 for user in ["u1", "u2", "u1"] {
                     async {
                         let resp = client

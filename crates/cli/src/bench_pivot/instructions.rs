@@ -4,12 +4,12 @@
 //! differences far below what latency runs can.
 //!
 //! Each configuration runs twice, with `--reads` and twice as many reads of each file;
-//! the difference over the reads the second run adds is the cost of a read, free of
-//! start-up and shutdown. Counted on each process's main thread, which runs every
-//! request (the replicas' runtimes are single-threaded); the span writer's and the
-//! agent's threads work in batches timed by the clock, which valgrind stretches. Queries are installed before the processes start and the agents
-//! report every ten minutes, so the background reports (whose number would grow with the
-//! run's wall time, which valgrind stretches) are the same in both runs.
+//! the difference over the reads the second run adds is the cost of a read. Counted on
+//! each process's main thread, which runs every request (the replicas' runtimes are
+//! single-threaded), inside the runtime only and from the moment the clients start: the
+//! span writer's and the agent's threads, start-up and shutdown work by the clock, which
+//! valgrind stretches. Queries are installed before the processes start and the agents
+//! report every ten minutes, so both runs make the same reports.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -64,8 +64,9 @@ pub(super) fn measure(
                 counts.push(count_once(&client, &layout, http, ingest, config, &out)?);
                 progress.inc(1);
             }
-            let added = (layout.requests() * 2 - layout.requests()) as f64;
-            per_read.push((config, by_role(&counts[0], &counts[1], added)));
+            // The second run reads each file twice as often: it adds one run's reads.
+            let added = layout.requests() as f64;
+            per_read.push((config, by_role(&counts[0], &counts[1], added)?));
         }
         Ok(())
     })();
@@ -129,10 +130,12 @@ fn count_once(
         system.stop();
         ran.map(|()| pids)
     });
-    for (id, _) in &queries {
-        client.delete(&format!("/api/pivot/queries/{id}"))?;
-    }
+    let uninstalled: Result<()> = queries
+        .iter()
+        .try_for_each(|(id, _)| client.delete(&format!("/api/pivot/queries/{id}")));
+    // The run's own error first: an uninstall that failed after it says less.
     let pids = outcome?;
+    uninstalled?;
     let mut counts = Counts::new();
     for (label, pid) in pids {
         // Thread 1, the main thread: the processes' runtimes are single-threaded, so it
@@ -189,18 +192,18 @@ fn role(label: &str) -> &'static str {
 }
 
 /// Instructions per added read, by role and in all.
-fn by_role(short: &Counts, long: &Counts, added_reads: f64) -> BTreeMap<&'static str, f64> {
+fn by_role(short: &Counts, long: &Counts, added_reads: f64) -> Result<BTreeMap<&'static str, f64>> {
     let mut out: BTreeMap<&'static str, f64> = BTreeMap::new();
-    let mut add = |label: &str, n: f64| {
-        *out.entry(role(label)).or_default() += n;
-        *out.entry("total").or_default() += n;
-    };
     // Process labels are the same in both runs (pids are not).
     for (label, n) in long {
-        let before = short.get(label).copied().unwrap_or(0);
-        add(label, (*n as f64 - before as f64) / added_reads);
+        let before = short
+            .get(label)
+            .with_context(|| format!("{label} ran in the longer run only"))?;
+        let per_read = (*n as f64 - *before as f64) / added_reads;
+        *out.entry(role(label)).or_default() += per_read;
+        *out.entry("total").or_default() += per_read;
     }
-    out
+    Ok(out)
 }
 
 fn report(

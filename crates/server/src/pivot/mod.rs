@@ -494,5 +494,15 @@ async fn tracepoints(State(app): State<Arc<AppState>>) -> Json<serde_json::Value
         .iter()
         .map(|(name, text)| json!({ "name": name, "text": text }))
         .collect();
-    Json(json!({ "definitions": definitions, "callsites": callsites }))
+    // Named queries the hub knows stay usable as sources after they are uninstalled.
+    let mut named: Vec<_> = state
+        .catalog
+        .queries()
+        .filter_map(|q| {
+            let name = q.name.as_ref()?.text.clone();
+            Some(json!({ "name": name, "text": causeway_pivot::lang::print_query(q) }))
+        })
+        .collect();
+    named.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    Json(json!({ "definitions": definitions, "namedQueries": named, "callsites": callsites }))
 }

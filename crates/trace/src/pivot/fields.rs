@@ -64,9 +64,14 @@ pub(crate) fn explode(value: &Value, separator: Option<&str>) -> Vec<Value> {
         None if separator.is_none() => p.parse::<i64>().map_or_else(|_| Value::from(p), Value::Int),
         None => Value::from(p),
     };
-    // Sized once: a list of dozens would otherwise grow the vector five times.
-    let one_byte = separator.filter(|s| s.len() == 1).map(|s| s.as_bytes()[0]);
-    let pieces = 1 + memchr::memchr_iter(one_byte.unwrap_or(b','), text.as_bytes()).count();
+    // Sized once when split on one byte: a list of dozens would otherwise grow the
+    // vector five times.
+    let one_byte = match separator {
+        Some(s) if s.len() == 1 => Some(s.as_bytes()[0]),
+        Some(_) => None,
+        None => Some(b','),
+    };
+    let pieces = one_byte.map_or(0, |b| 1 + memchr::memchr_iter(b, text.as_bytes()).count());
     let mut out = Vec::with_capacity(pieces);
     let mut push = |p: &str| {
         // Most pieces have no space around them: `trim` only where one might.

@@ -85,3 +85,31 @@ pub fn install(pivot: &causeway::Pivot, id: u32, tracepoints: &str, query: &str)
         .unwrap_or_else(|e| panic!("{}", e.render("query", &text)));
     pivot.install(id, &prepared.script).unwrap();
 }
+
+/// The gRPC client type [`traced_health_client`] gives.
+#[cfg(feature = "tower")]
+pub type TracedHealthClient = tonic_health::pb::health_client::HealthClient<
+    causeway::middleware::tower::TraceService<tonic::transport::Channel>,
+>;
+
+/// A tonic health service behind `TraceLayer` on loopback, and a client of it over a
+/// channel wrapped in `ClientTraceLayer`.
+#[cfg(feature = "tower")]
+pub async fn traced_health_client() -> TracedHealthClient {
+    use causeway::middleware::tower::{ClientTraceLayer, Layer, TraceLayer};
+    let (_reporter, health) = tonic_health::server::health_reporter();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .layer(TraceLayer::new())
+            .add_service(health)
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    tonic_health::pb::health_client::HealthClient::new(ClientTraceLayer::new().layer(channel))
+}
