@@ -254,6 +254,8 @@ pub(crate) struct Options {
     pub(crate) pause_ms: u64,
     /// A program (and its arguments) every process runs under, such as valgrind.
     pub(crate) wrap: Vec<String>,
+    /// A W3C baggage member every client request carries.
+    pub(crate) carried_baggage: Option<(String, String)>,
 }
 
 impl System {
@@ -282,6 +284,7 @@ impl System {
             repeat: options.repeat,
             report_latency: options.report_latency,
             pad_values: options.pad_values,
+            carried_baggage: options.carried_baggage,
             pause_ms: options.pause_ms,
         };
         let mut servers = spawn(&nodes, &setup, false, &options.wrap)?;
@@ -370,6 +373,7 @@ fn drive(
         pad_values: 0,
         pause_ms: 0,
         wrap: Vec::new(),
+        carried_baggage: None,
     };
     let mut system = System::start(layout, ingest, options)?;
     let client = Client::new(http, None);

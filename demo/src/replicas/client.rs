@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use causeway::middleware::reqwest::TracedRequest;
+use causeway::SpanExt;
 use tracing::Instrument;
 
 use super::{File, Latencies, Setup, LATENCY_PREFIX};
@@ -41,6 +42,9 @@ async fn workload(setup: &Setup, host: &str) -> Result<Latencies, BoxError> {
                     src = %file.name,
                     pad = pad.as_deref()
                 );
+                if let Some((key, value)) = &setup.carried_baggage {
+                    op.set_baggage(key, value);
+                }
                 let started = Instant::now();
                 let open = read(&http, setup, host, file).instrument(op).await?;
                 if setup.report_latency {

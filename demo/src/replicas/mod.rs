@@ -176,6 +176,12 @@ pub struct Setup {
     /// open system instead of a closed loop that keeps every core busy).
     #[serde(default)]
     pub pause_ms: u64,
+    /// A W3C baggage member (key, value) clients put on each op span, so that every
+    /// request carries it: `causeway bench pivot` puts a 60-tuple Pivot Tracing bag there
+    /// that no advice reads (the paper's "baggage containing 60 tuples, no advice
+    /// installed").
+    #[serde(default)]
+    pub carried_baggage: Option<(String, String)>,
 }
 
 impl Setup {

@@ -97,6 +97,7 @@ fn count_once(
         report_latency: false,
         pad_values: PAD_VALUES,
         pause_ms: 0,
+        carried_baggage: (config == Config::Bag60).then(super::carried_bag),
         wrap: vec![
             "valgrind".into(),
             "--tool=callgrind".into(),

@@ -4,7 +4,9 @@
 //!   configurations interleaved (their order rotates each round), fresh processes each
 //!   run: `off` (no Pivot Tracing agent), `enabled` (the agent reports to the hub, no
 //!   query), `bag60` (each request carries a bag of 60 tuples, about 1 kB, that no advice
-//!   reads) and `q3-q7` (the paper's Q3 to Q7 installed). Clients time every request;
+//!   reads: the paper's configuration), `pack60` (a query packs 60 tuples into each
+//!   request's bag at the client, and nothing reads them) and `q3-q7` (the paper's Q3 to
+//!   Q7 installed). Clients time every request;
 //!   each run gives the median latency of the NameNode lookup (the shortest request) and
 //!   of the whole read. A configuration's overhead is the mean over rounds of its
 //!   median's ratio to `off`'s in the same round, with a 95% confidence interval.
@@ -58,7 +60,7 @@ pub struct PivotArgs {
     #[arg(long, default_value_t = 1000)]
     interval_ms: u64,
     /// The configurations to run besides `off` (the baseline, always run), comma-separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [Config::Enabled, Config::Bag60, Config::Paper])]
+    #[arg(long, value_delimiter = ',', default_values_t = [Config::Enabled, Config::Bag60, Config::Pack60, Config::Paper])]
     configs: Vec<Config>,
     /// Milliseconds each client waits after each read (0: a closed loop, every core
     /// busy).
@@ -81,7 +83,7 @@ pub struct PivotArgs {
 
 /// A query whose only advice packs each request's 60 `pad` values at the client: the
 /// tuples travel with every call and response, and nothing unpacks them.
-const BAG60: &str = r#"
+const PACK60: &str = r#"
 Tracepoint Bench.Pad = span(target = "replicas::client", name = "do_next_op")
   Export pad = explode(pad, ",")
 Tracepoint Bench.Never = event(target = "bench::never")
@@ -91,9 +93,33 @@ GroupBy p.pad
 Select p.pad, COUNT
 "#;
 
-/// Values in each request's `pad` field, in every configuration (so that only `bag60`'s
-/// carrying them differs from `off`).
+/// Values in each request's `pad` field, in every configuration (so that only `pack60`'s
+/// packing them differs from `enabled`), and tuples in `bag60`'s bag.
 const PAD_VALUES: usize = 60;
+
+/// `bag60`'s W3C baggage member: a Pivot Tracing bag of 60 tuples (the `pad` values)
+/// under a query id no process runs, so nothing decodes or packs it.
+fn carried_bag() -> (String, String) {
+    use causeway_pivot::bag::{BagKey, Baggage};
+    use causeway_pivot::value::Value;
+    use causeway_pivot::wire::{encode_text, BAGGAGE_MEMBER, MAX_BYTES};
+    let values: Vec<Value> = (0..PAD_VALUES)
+        .map(|i| Value::from(format!("pad-tuple-{i:04}").as_str()))
+        .collect();
+    let mut bag = Baggage::default();
+    let mut next = 0;
+    let key = BagKey {
+        query: u32::MAX,
+        bag: 0,
+    };
+    let tuples = values.iter().map(|v| (std::iter::once(v), 1));
+    bag.pack_grouped(key, tuples, &mut || {
+        next += 1;
+        next
+    });
+    let text = encode_text(&bag, MAX_BYTES).unwrap_or_default();
+    (BAGGAGE_MEMBER.to_string(), text)
+}
 
 #[derive(Clone, Copy, PartialEq, Debug, clap::ValueEnum)]
 enum Config {
@@ -101,8 +127,11 @@ enum Config {
     Off,
     /// Agents report to the hub; no query.
     Enabled,
-    /// Each request carries a bag of 60 tuples that nothing reads.
+    /// Each request carries a bag of 60 tuples (about 1 kB) that no advice reads: the
+    /// paper's "baggage containing 60 tuples, no advice installed".
     Bag60,
+    /// A query packs 60 tuples into each request's bag at the client; nothing reads them.
+    Pack60,
     /// The paper's Q3 to Q7 installed.
     #[value(name = "q3-q7")]
     Paper,
@@ -120,6 +149,7 @@ impl Config {
             Config::Off => "off",
             Config::Enabled => "enabled",
             Config::Bag60 => "bag60",
+            Config::Pack60 => "pack60",
             Config::Paper => "q3-q7",
         }
     }
@@ -238,6 +268,7 @@ fn run_once(
         pad_values: PAD_VALUES,
         pause_ms,
         wrap: Vec::new(),
+        carried_baggage: (config == Config::Bag60).then(carried_bag),
     };
     let mut system = System::start(layout, ingest, options)?;
     let outcome: Result<(Latencies, Option<u64>)> = (|| {
@@ -277,8 +308,8 @@ fn run_once(
 /// Installs the configuration's queries (none for `off` and `enabled`).
 fn queries_of(client: &Client, config: Config) -> Result<Vec<(u64, String)>> {
     match config {
-        Config::Off | Config::Enabled => Ok(Vec::new()),
-        Config::Bag60 => install(client, BAG60, "bag60"),
+        Config::Off | Config::Enabled | Config::Bag60 => Ok(Vec::new()),
+        Config::Pack60 => install(client, PACK60, "pack60"),
         Config::Paper => install(client, &paper_q3_to_q7(), "paper"),
     }
 }
@@ -346,6 +377,7 @@ fn install_to_first_result(
         pad_values: 0,
         pause_ms: 0,
         wrap: Vec::new(),
+        carried_baggage: None,
     };
     let mut system = System::start(layout, ingest, options)?;
     let outcome: Result<Vec<f64>> = (|| {
