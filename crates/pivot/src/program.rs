@@ -643,11 +643,11 @@ struct Walk<'a> {
 impl<'a> Walk<'a> {
     /// Calls `f` with every row, [`MAX_FANOUT`] at most (a request whose bags hold many
     /// tuples must not stall its thread): the rows past it are not made, only counted.
-    fn each(
+    fn each<F: FnMut(&[&Value], u64, &mut Context<'_>)>(
         &self,
         row: &mut [&'a Value; INLINE_COLUMNS],
         cx: &mut Context<'_>,
-        f: &mut dyn FnMut(&[&Value], u64, &mut Context<'_>),
+        f: &mut F,
     ) {
         let mut left = MAX_FANOUT;
         self.rows(0, row, 1, cx, &mut left, f);
@@ -672,14 +672,14 @@ impl<'a> Walk<'a> {
     /// Calls `f` with rows, dimension `at` and those after it filled into `row`, while
     /// `left` lasts. Recursion is as deep as the advice's exploded fields and joins
     /// (bounded by the compiler).
-    fn rows(
+    fn rows<F: FnMut(&[&Value], u64, &mut Context<'_>)>(
         &self,
         at: usize,
         row: &mut [&'a Value; INLINE_COLUMNS],
         weight: u64,
         cx: &mut Context<'_>,
         left: &mut usize,
-        f: &mut dyn FnMut(&[&Value], u64, &mut Context<'_>),
+        f: &mut F,
     ) {
         if let Some((slot, values)) = self.many.get(at) {
             for v in values.iter() {
