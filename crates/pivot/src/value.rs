@@ -11,7 +11,7 @@ use std::hash::{Hash, Hasher};
 use crate::lang::ast::{BinOp, Lit};
 
 /// One value of a tuple.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Value {
     /// Missing, or the result of an operation that does not apply.
     Null,
@@ -23,6 +23,24 @@ pub enum Value {
     Float(f64),
     /// A string: up to 23 bytes held in place, longer ones shared between copies.
     Str(SmolStr),
+}
+
+/// Copied whole unless it holds a shared string. The derived clone copied an inline
+/// string's 23 bytes at an offset of one byte through the stack, which stalls the CPU's
+/// store forwarding: PACK FIRST of one string took 78 ns against 63 ns with `Arc<str>`
+/// values, for the same instructions (`benches/advice.rs`).
+impl Clone for Value {
+    #[inline]
+    fn clone(&self) -> Value {
+        match self {
+            Value::Str(s) if s.is_heap_allocated() => Value::Str(s.clone()),
+            // SAFETY: every other value holds only plain data: `Null`, `Bool`, `Int` and
+            // `Float` are `Copy`, and a `SmolStr` that is not on the heap is its length
+            // and bytes in place or a `&'static str` (`SmolStr::clone` itself copies it
+            // bit for bit). A bitwise copy owns nothing the original must not drop.
+            _ => unsafe { std::ptr::read(self) },
+        }
+    }
 }
 
 impl PartialEq for Value {
@@ -278,6 +296,27 @@ impl<'de> serde::Deserialize<'de> for Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clones_are_equal_and_own_their_strings() {
+        let long = "a string longer than twenty-three bytes, on the heap";
+        let values = [
+            Value::Null,
+            Value::Bool(true),
+            Value::Int(-7),
+            Value::Float(1.5),
+            Value::from("short"),
+            Value::from(long),
+            Value::Str(SmolStr::new_static("static")),
+        ];
+        let copies: Vec<Value> = values.iter().map(Value::clone).collect();
+        assert_eq!(copies, values);
+        // The originals dropped first: each copy still holds its string.
+        drop(values);
+        assert_eq!(copies[4].to_string(), "short");
+        assert_eq!(copies[5].to_string(), long);
+        assert_eq!(copies[6].to_string(), "static");
+    }
 
     #[test]
     fn operators_follow_the_documented_rules() {
