@@ -9,19 +9,21 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use causeway_demo::replicas::{host_names, Layout, Node, Selection, Setup, SETUP_VAR, TRACEPOINTS};
+use causeway_demo::replicas::{
+    host_names, Layout, Node, Selection, Setup, LISTENING_PREFIX, SETUP_VAR, TRACEPOINTS,
+};
 use causeway_server::ServerConfig;
 use clap::Args;
 use serde_json::json;
 
 use crate::client::Client;
-use crate::demo::{data_dir, loopback, stop_nodes, wait_listening};
+use crate::demo::{data_dir, loopback, stop_nodes};
 
 #[derive(Args)]
 pub struct ReplicasArgs {
@@ -90,16 +92,6 @@ fn layout(a: &ReplicasArgs) -> Result<Layout> {
     Ok(layout)
 }
 
-/// Free loopback addresses, `n` of them.
-fn free_addrs(n: usize) -> Result<Vec<SocketAddr>> {
-    let held: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").context("finding a free port"))
-        .collect::<Result<_>>()?;
-    held.iter()
-        .map(|l| l.local_addr().context("reading a bound port"))
-        .collect()
-}
-
 /// Starts `nodes`, each under `wrap` (a program and its arguments, such as valgrind's)
 /// when given; `capture` pipes their standard output for the caller to read.
 fn spawn(
@@ -144,6 +136,57 @@ fn spawn(
         }
     }
     Ok(running)
+}
+
+/// Where each server listens, in order, as it prints it on standard output (the rest of
+/// which is read and dropped, so that a later line never finds the pipe closed).
+fn listening(servers: &mut [crate::demo::Node], within: Duration) -> Result<Vec<SocketAddr>> {
+    use std::io::BufRead as _;
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (i, n) in servers.iter_mut().enumerate() {
+        let out = n
+            .child
+            .stdout
+            .take()
+            .context("a server's output is not piped")?;
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut lines = std::io::BufReader::new(out).lines();
+            let addr = lines.by_ref().map_while(Result::ok).find_map(|l| {
+                l.strip_prefix(LISTENING_PREFIX)
+                    .and_then(|a| a.trim().parse::<SocketAddr>().ok())
+            });
+            let _ = tx.send((i, addr));
+            lines.for_each(drop);
+        });
+    }
+    drop(tx);
+    let deadline = Instant::now() + within;
+    let mut addrs: Vec<Option<SocketAddr>> = vec![None; servers.len()];
+    while addrs.iter().any(Option::is_none) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((i, Some(a))) => addrs[i] = Some(a),
+            Ok((i, None)) => {
+                let status = servers[i].child.wait().ok();
+                bail!(
+                    "the {} process exited at start ({})",
+                    servers[i].label,
+                    status.map_or("unknown status".into(), |s| s.to_string())
+                );
+            }
+            Err(_) => {
+                let late: Vec<&str> = servers
+                    .iter()
+                    .zip(&addrs)
+                    .filter(|(_, a)| a.is_none())
+                    .map(|(n, _)| n.label.as_str())
+                    .collect();
+                bail!("not listening within {within:?}: {}", late.join(", "));
+            }
+        }
+    }
+    Ok(addrs.into_iter().flatten().collect())
 }
 
 /// Installs every query of `text`; their ids and names.
@@ -269,15 +312,16 @@ impl System {
             .iter()
             .flat_map(|h| (0..layout.clients_per_host).map(move |i| Node::Client(h.clone(), i)))
             .collect();
-        let addrs = free_addrs(1 + layout.hosts.len())?;
-        let setup = Setup {
+        // Servers bind ports the system picks and say which: ports found free first
+        // could be taken by another system starting at the same time.
+        let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        let mut setup = Setup {
             layout: layout.clone(),
-            namenode: addrs[0],
+            namenode: any_port,
             datanodes: layout
                 .hosts
                 .iter()
-                .cloned()
-                .zip(addrs[1..].iter().copied())
+                .map(|h| (h.clone(), any_port))
                 .collect::<BTreeMap<_, _>>(),
             otlp: format!("http://{}/v1/traces", loopback(ingest)),
             hub: options.hub,
@@ -287,15 +331,18 @@ impl System {
             carried_baggage: options.carried_baggage,
             pause_ms: options.pause_ms,
         };
-        let mut servers = spawn(&nodes, &setup, false, &options.wrap)?;
-        let listeners: Vec<(String, SocketAddr)> = nodes
-            .iter()
-            .zip(&addrs)
-            .map(|(n, a)| (n.proc_name(), *a))
-            .collect();
-        if let Err(e) = wait_listening(&listeners, &mut servers, Duration::from_secs(20)) {
-            stop_nodes(servers);
-            return Err(e);
+        let mut servers = spawn(&nodes, &setup, true, &options.wrap)?;
+        let addrs = match listening(&mut servers, Duration::from_secs(20)) {
+            Ok(a) => a,
+            Err(e) => {
+                stop_nodes(servers);
+                return Err(e);
+            }
+        };
+        // The clients learn where the servers listen.
+        setup.namenode = addrs[0];
+        for (host, addr) in layout.hosts.iter().zip(&addrs[1..]) {
+            setup.datanodes.insert(host.clone(), *addr);
         }
         let workers = match spawn(&clients, &setup, options.report_latency, &options.wrap) {
             Ok(w) => w,

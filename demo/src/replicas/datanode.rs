@@ -35,7 +35,7 @@ pub(super) async fn serve(
             get(|Query(r): Query<Read>| read_block(r.file, r.size)),
         )
         .layer(TraceLayer::new());
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = super::listen(addr).await?;
     axum::serve(listener, app)
         .with_graceful_shutdown(stop)
         .await?;

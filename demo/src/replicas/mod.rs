@@ -197,6 +197,17 @@ impl Setup {
     }
 }
 
+/// What a server prints once it listens: this prefix, then its address (it binds the
+/// port its `Setup` names, or, for port 0, one the system gives it).
+pub const LISTENING_PREFIX: &str = "LISTENING ";
+
+/// Binds a server's address and says where it listens on standard output.
+async fn listen(addr: SocketAddr) -> Result<tokio::net::TcpListener, BoxError> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    println!("{LISTENING_PREFIX}{}", listener.local_addr()?);
+    Ok(listener)
+}
+
 /// What a client prints when `report_latency` is set: one line, this prefix, then JSON.
 pub const LATENCY_PREFIX: &str = "LATENCY ";
 

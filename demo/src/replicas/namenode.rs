@@ -44,7 +44,7 @@ pub(super) async fn serve(
         .route("/locations", get(locations))
         .layer(TraceLayer::new())
         .with_state(nn);
-    let listener = tokio::net::TcpListener::bind(setup.namenode).await?;
+    let listener = super::listen(setup.namenode).await?;
     axum::serve(listener, app)
         .with_graceful_shutdown(stop)
         .await?;
