@@ -38,6 +38,9 @@ enum What {
     /// configuration (interleaved paired runs, 95% confidence intervals) and the time
     /// from installing a query to its first result.
     Pivot(crate::bench_pivot::PivotArgs),
+    /// What socket capture adds per intercepted call and to an echo's throughput
+    /// (`causeway echo-node` with and without the preload library, interleaved).
+    Capture(crate::bench_capture::CaptureBenchArgs),
 }
 
 #[derive(Args)]
@@ -126,6 +129,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         What::Analyses(a) => analyses(a),
         What::Expect(a) => expect(a),
         What::Pivot(a) => crate::bench_pivot::run(a),
+        What::Capture(a) => crate::bench_capture::run(a),
     }
 }
 

@@ -9,14 +9,18 @@ mod stdout;
 
 mod analyze;
 mod bench;
+mod bench_capture;
 mod bench_pivot;
+mod capture;
 mod client;
 mod demo;
+mod echo;
 mod expect;
 mod import;
 mod pivot;
 mod print;
 mod replicas;
+mod stats;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -98,6 +102,14 @@ enum Command {
     /// and follow their results.
     #[command(subcommand)]
     Pivot(pivot::PivotCommand),
+    /// Run a program with its socket calls captured (it and every process it starts
+    /// write a log each, for `causeway infer`).
+    Capture(capture::CaptureArgs),
+    /// Print capture logs record by record, or summarised.
+    CaptureLog(capture::CaptureLogArgs),
+    /// A loopback echo pair in two processes (measured by `causeway bench capture`).
+    #[command(hide = true)]
+    EchoNode(echo::EchoArgs),
 }
 
 /// Where the query API is.
@@ -383,6 +395,9 @@ fn main() {
         Command::Bench(a) => bench::run(a),
         Command::Expect(c) => expect::run(c),
         Command::Pivot(c) => pivot::run(c),
+        Command::Capture(a) => capture::capture(a),
+        Command::CaptureLog(a) => capture::capture_log(a),
+        Command::EchoNode(a) => echo::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

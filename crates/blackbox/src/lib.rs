@@ -1,0 +1,11 @@
+//! Black-box inference (WAP5): the socket calls captured from unmodified programs, read
+//! back per process.
+
+// The capture log format and the ELF check are the preload library's own source files
+// (crates/sockcap), compiled here too: the library links nothing but libc, so it cannot
+// share them as a crate dependency.
+#[path = "../../sockcap/src/elf.rs"]
+pub mod elf;
+#[path = "../../sockcap/src/format.rs"]
+pub mod format;
+pub mod logs;

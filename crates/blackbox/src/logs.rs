@@ -1,0 +1,254 @@
+//! Capture logs read back: each file's process, its records counted, what the capture
+//! warned about, and where a damaged log stops.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::format::{warning, Call, Direction, Origin, Reader, Record, LOG_SUFFIX};
+use serde::Serialize;
+
+/// Why capture logs could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// One process's log, summarised.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LogSummary {
+    pub path: PathBuf,
+    pub host: String,
+    pub pid: u32,
+    pub ppid: u32,
+    /// `start` (loaded at program start or exec) or `fork`.
+    pub origin: &'static str,
+    pub exe: String,
+    pub args: Vec<String>,
+    pub records: u64,
+    /// Connections made, accepted or found in use.
+    pub connections: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Records per libc function.
+    pub calls: BTreeMap<&'static str, u64>,
+    pub warnings: Vec<LogWarning>,
+    /// Where the log stops being readable (a cut or corrupt log), if it does.
+    pub damage: Option<String>,
+}
+
+/// Something the capture could not see in a process.
+#[derive(Clone, Debug, Serialize)]
+pub struct LogWarning {
+    pub what: &'static str,
+    pub count: u64,
+    pub detail: String,
+}
+
+fn warning_name(code: u16) -> &'static str {
+    match code {
+        warning::DROPPED => "dropped",
+        warning::IO_URING => "io_uring",
+        warning::STATIC_EXEC => "static_exec",
+        warning::TABLE_FULL => "table_full",
+        _ => "unknown",
+    }
+}
+
+/// Summarises one log's bytes (`path` only names it).
+pub fn summarize(path: &Path, log: &[u8]) -> LogSummary {
+    let mut s = LogSummary {
+        path: path.to_path_buf(),
+        ..LogSummary::default()
+    };
+    let mut reader = Reader::new(log);
+    for record in reader.by_ref() {
+        s.records += 1;
+        let call = match &record {
+            Record::Process {
+                pid,
+                ppid,
+                origin,
+                host,
+                exe,
+                args,
+                ..
+            } => {
+                s.pid = *pid;
+                s.ppid = *ppid;
+                s.origin = match origin {
+                    Origin::Start => "start",
+                    Origin::Fork => "fork",
+                };
+                s.host = String::from_utf8_lossy(host).into_owned();
+                s.exe = String::from_utf8_lossy(exe).into_owned();
+                s.args = args
+                    .split(|b| *b == 0)
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect();
+                None
+            }
+            Record::Socket { call, .. }
+            | Record::Bind { call, .. }
+            | Record::Close { call, .. }
+            | Record::Dup { call, .. }
+            | Record::Fork { call, .. } => Some(*call),
+            Record::Connection { call, .. } => {
+                s.connections += 1;
+                Some(*call)
+            }
+            Record::Data {
+                call,
+                direction,
+                bytes,
+                peek,
+                ..
+            } => {
+                if !peek {
+                    match direction {
+                        Direction::Send => s.bytes_sent += bytes,
+                        Direction::Recv => s.bytes_received += bytes,
+                    }
+                }
+                Some(*call)
+            }
+            Record::Exec { .. } => Some(Call::Execve),
+            Record::Warning {
+                code,
+                count,
+                detail,
+                ..
+            } => {
+                s.warnings.push(LogWarning {
+                    what: warning_name(*code),
+                    count: *count,
+                    detail: String::from_utf8_lossy(detail).into_owned(),
+                });
+                None
+            }
+        };
+        if let Some(call) = call {
+            *s.calls.entry(call.name()).or_default() += 1;
+        }
+    }
+    s.damage = reader.damage().map(|d| d.to_string());
+    s
+}
+
+/// The capture logs in `dir` (not recursive), in name order.
+pub fn log_files(dir: &Path) -> Result<Vec<PathBuf>, LogError> {
+    let io = |source| LogError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_str().is_some_and(|s| s.ends_with(LOG_SUFFIX)))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// Summaries of the logs at `paths` (files, or directories of logs).
+pub fn summarize_paths(paths: &[PathBuf]) -> Result<Vec<LogSummary>, LogError> {
+    let mut out = Vec::new();
+    for path in paths {
+        let files = if path.is_dir() {
+            log_files(path)?
+        } else {
+            vec![path.clone()]
+        };
+        for file in files {
+            let bytes = std::fs::read(&file).map_err(|source| LogError::Io {
+                path: file.clone(),
+                source,
+            })?;
+            out.push(summarize(&file, &bytes));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{Endpoint, Stamp, MAGIC};
+
+    fn encode(records: &[Record<'_>]) -> Vec<u8> {
+        let mut log = MAGIC.to_vec();
+        let mut buf = [0u8; 4096];
+        for r in records {
+            let n = r.encode(&mut buf).expect("fits");
+            log.extend_from_slice(&buf[..n]);
+        }
+        log
+    }
+
+    #[test]
+    fn a_summary_counts_what_the_log_holds_and_where_it_is_cut() {
+        let at = Stamp::default();
+        let data = |direction, bytes, peek| Record::Data {
+            at,
+            call: Call::Write,
+            fd: 5,
+            conn: 1,
+            direction,
+            bytes,
+            errno: 0,
+            offset: 0,
+            peer: Endpoint::None,
+            checksum: 0,
+            peek,
+        };
+        let log = encode(&[
+            Record::Process {
+                pid: 42,
+                ppid: 1,
+                origin: Origin::Fork,
+                at,
+                host: b"h",
+                exe: b"/bin/x",
+                args: b"x\0-v",
+            },
+            Record::Connection {
+                at,
+                call: Call::Connect,
+                fd: 5,
+                conn: 1,
+                kind: 1,
+                local: Endpoint::V4([127, 0, 0, 1], 40000),
+                peer: Endpoint::V4([127, 0, 0, 1], 80),
+                peer_pid: 0,
+                errno: 0,
+                mid_stream: false,
+            },
+            data(Direction::Send, 100, false),
+            data(Direction::Recv, 7, true),
+            data(Direction::Recv, 300, false),
+            Record::Warning {
+                at,
+                code: warning::IO_URING,
+                count: 1,
+                detail: b"io_uring in use",
+            },
+        ]);
+        let whole = summarize(Path::new("x.sockcap"), &log);
+        assert_eq!((whole.pid, whole.ppid, whole.origin), (42, 1, "fork"));
+        assert_eq!(whole.args, ["x", "-v"]);
+        assert_eq!((whole.records, whole.connections), (6, 1));
+        assert_eq!((whole.bytes_sent, whole.bytes_received), (100, 300));
+        assert_eq!(whole.calls.get("write"), Some(&3));
+        assert_eq!(whole.warnings.len(), 1);
+        assert_eq!(whole.warnings[0].what, "io_uring");
+        assert!(whole.damage.is_none());
+
+        let cut = summarize(Path::new("x.sockcap"), &log[..log.len() - 5]);
+        assert_eq!(cut.records, 5);
+        let damage = cut.damage.expect("a cut log is damaged");
+        assert!(damage.contains("cut short"), "{damage}");
+    }
+}

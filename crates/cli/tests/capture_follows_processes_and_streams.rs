@@ -1,0 +1,336 @@
+//! `causeway capture` on an unmodified two-process echo (`causeway echo-node`, started
+//! through `sh`): every process writes its own log, both ends of each connection name
+//! each other, byte offsets run without a gap, datagram checksums pair up, a Unix
+//! socket names its peer process, a process stopped by a signal keeps its buffered
+//! records, and a log cut short is read up to the damage.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use causeway_blackbox::format::{Call, Direction, Endpoint, Origin, Reader, Record};
+use common::{temp, BIN};
+
+/// One process's log, owned.
+struct Log {
+    path: PathBuf,
+    pid: u32,
+    ppid: u32,
+    origin: Origin,
+    exe: String,
+    bytes: Vec<u8>,
+}
+
+impl Log {
+    fn records(&self) -> Vec<Record<'_>> {
+        let mut r = Reader::new(&self.bytes);
+        let records: Vec<Record<'_>> = r.by_ref().collect();
+        assert_eq!(r.damage(), None, "{}", self.path.display());
+        records
+    }
+}
+
+fn logs(dir: &Path) -> Vec<Log> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("the capture directory") {
+        let path = entry.expect("an entry").path();
+        let bytes = std::fs::read(&path).expect("a log");
+        let header = Reader::new(&bytes).next().expect("a header record");
+        let Record::Process {
+            pid,
+            ppid,
+            origin,
+            exe,
+            ..
+        } = header
+        else {
+            panic!("{}: the first record is not the process", path.display());
+        };
+        let exe = String::from_utf8_lossy(exe).into_owned();
+        out.push(Log {
+            path,
+            pid,
+            ppid,
+            origin,
+            exe,
+            bytes,
+        });
+    }
+    out
+}
+
+/// Runs `causeway capture` on `sh -c 'causeway echo-node ARGS'`; the logs and the
+/// command's JSON summary.
+fn capture(name: &str, echo_args: &str) -> (PathBuf, Vec<Log>, serde_json::Value) {
+    let dir = temp(name);
+    let script = format!("\"$0\" echo-node {echo_args} > /dev/null");
+    let out = Command::new(BIN)
+        .args(["capture", "--json", "--out"])
+        .arg(&dir)
+        .args(["--", "sh", "-c", &script, BIN])
+        .output()
+        .expect("running causeway capture");
+    assert!(
+        out.status.success(),
+        "capture failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the JSON summary");
+    let logs = logs(&dir);
+    (dir, logs, summary)
+}
+
+/// The echo server (the program sh ran) and its forked client.
+fn echo_pair(logs: &[Log]) -> (&Log, &Log) {
+    let client = logs
+        .iter()
+        .find(|l| l.origin == Origin::Fork && l.exe.ends_with("causeway"))
+        .expect("the client's log (a fork of the echo server)");
+    let server = logs
+        .iter()
+        .find(|l| l.pid == client.ppid && l.exe.ends_with("causeway"))
+        .expect("the server's log (the client's parent)");
+    assert_eq!(
+        server.origin,
+        Origin::Start,
+        "the server was started by exec"
+    );
+    (server, client)
+}
+
+/// Per connection and direction: the bytes moved, after checking that each call's
+/// offset is the sum of the bytes before it.
+fn streams(records: &[Record<'_>]) -> BTreeMap<(u64, bool), u64> {
+    let mut moved = BTreeMap::new();
+    for r in records {
+        if let Record::Data {
+            conn,
+            direction,
+            bytes,
+            offset,
+            peek: false,
+            ..
+        } = r
+        {
+            let total = moved
+                .entry((*conn, *direction == Direction::Send))
+                .or_insert(0u64);
+            assert_eq!(
+                *offset, *total,
+                "conn {conn} {direction:?}: offsets run without a gap"
+            );
+            *total += bytes;
+        }
+    }
+    moved
+}
+
+fn connection<'a>(records: &'a [Record<'a>], calls: &[Call]) -> (Endpoint<'a>, Endpoint<'a>, u32) {
+    records
+        .iter()
+        .find_map(|r| match r {
+            Record::Connection {
+                call,
+                local,
+                peer,
+                peer_pid,
+                ..
+            } if calls.contains(call) => Some((*local, *peer, *peer_pid)),
+            _ => None,
+        })
+        .expect("a connection record")
+}
+
+#[test]
+fn tcp_both_ends_name_each_other_and_their_offsets_are_whole() {
+    let (dir, logs, summary) = capture("capture-tcp", "--rounds 200 --size 1000 --transport tcp");
+    assert!(
+        summary["processes"].as_array().map_or(0, Vec::len) >= 2,
+        "{summary}"
+    );
+    let (server, client) = echo_pair(&logs);
+    let (server_records, client_records) = (server.records(), client.records());
+    let (c_local, c_peer, _) = connection(&client_records, &[Call::Connect]);
+    let (s_local, s_peer, _) = connection(&server_records, &[Call::Accept, Call::Accept4]);
+    assert!(
+        matches!(c_local, Endpoint::V4([127, 0, 0, 1], _)),
+        "{c_local}"
+    );
+    assert_eq!(
+        (c_local, c_peer),
+        (s_peer, s_local),
+        "each end names the other"
+    );
+    let client_streams = streams(&client_records);
+    let server_streams = streams(&server_records);
+    let sent = |m: &BTreeMap<(u64, bool), u64>, send: bool| -> u64 {
+        m.iter()
+            .filter(|((_, s), _)| *s == send)
+            .map(|(_, b)| b)
+            .sum()
+    };
+    assert_eq!(sent(&client_streams, true), 200 * 1000);
+    assert_eq!(sent(&server_streams, false), 200 * 1000);
+    assert_eq!(sent(&server_streams, true), 200 * 1000);
+    assert_eq!(sent(&client_streams, false), 200 * 1000);
+    // The shell forked, and its child wrote a log of its own up to its exec of the server.
+    let before_exec = logs
+        .iter()
+        .find(|l| l.pid == server.pid && l.origin == Origin::Fork)
+        .expect("the shell's forked child, before it became the server");
+    assert!(
+        before_exec
+            .records()
+            .iter()
+            .any(|r| matches!(r, Record::Exec { path, .. } if path.ends_with(b"causeway"))),
+        "the exec is recorded"
+    );
+    assert!(
+        logs.iter().any(|l| l.pid == before_exec.ppid),
+        "the shell's own log"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn udp_datagrams_pair_up_by_checksum() {
+    let (dir, logs, _) = capture("capture-udp", "--rounds 50 --size 200 --transport udp");
+    let (server, client) = echo_pair(&logs);
+    let checksums = |records: &[Record<'_>], want: Direction| -> Vec<u32> {
+        let mut v: Vec<u32> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Data {
+                    direction,
+                    checksum,
+                    bytes: 200,
+                    ..
+                } if *direction == want => Some(*checksum),
+                _ => None,
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let (s, c) = (server.records(), client.records());
+    let sent = checksums(&c, Direction::Send);
+    assert_eq!(sent.len(), 50);
+    // Every datagram differs (its first byte is its round), so do the checksums.
+    assert_eq!(
+        sent.iter().collect::<std::collections::BTreeSet<_>>().len(),
+        50
+    );
+    assert_eq!(
+        sent,
+        checksums(&s, Direction::Recv),
+        "client sends = server receives"
+    );
+    assert_eq!(
+        checksums(&s, Direction::Send),
+        checksums(&c, Direction::Recv)
+    );
+    // The server's receives name the client's address.
+    let client_addr = c.iter().find_map(|r| match r {
+        Record::Connection { local, .. } => Some(*local),
+        _ => None,
+    });
+    let server_peer = s.iter().find_map(|r| match r {
+        Record::Data {
+            direction: Direction::Recv,
+            peer,
+            ..
+        } => Some(*peer),
+        _ => None,
+    });
+    assert_eq!(client_addr, server_peer);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_unix_socket_names_its_peer_process() {
+    let (dir, logs, _) = capture("capture-unix", "--rounds 20 --size 10 --transport unix");
+    let (server, client) = echo_pair(&logs);
+    let (s, c) = (server.records(), client.records());
+    let (_, c_peer, c_peer_pid) = connection(&c, &[Call::Connect]);
+    let (s_local, _, s_peer_pid) = connection(&s, &[Call::Accept, Call::Accept4]);
+    assert_eq!(c_peer_pid, server.pid);
+    assert_eq!(s_peer_pid, client.pid);
+    assert!(
+        matches!(c_peer, Endpoint::Unix(p) if p.ends_with(b".sock")),
+        "{c_peer}"
+    );
+    assert_eq!(c_peer, s_local);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_process_stopped_by_sigterm_keeps_its_buffered_records() {
+    let dir = temp("capture-sigterm");
+    // 100 rounds fill well under a buffer, so nothing is written before the kill.
+    let mut child = Command::new(BIN)
+        .args(["capture", "--out"])
+        .arg(&dir)
+        .args([
+            "--",
+            BIN,
+            "echo-node",
+            "--rounds",
+            "100",
+            "--size",
+            "10",
+            "--linger-ms",
+            "20000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("running causeway capture");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the echo summary");
+    let summary: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+    let client_pid = summary["client_pid"].as_i64().expect("client_pid") as i32;
+    // SAFETY: signalling the lingering echo client, a child process of this test's.
+    assert_eq!(unsafe { libc::kill(client_pid, libc::SIGTERM) }, 0);
+    let status = child.wait().expect("capture ends");
+    assert!(
+        !status.success(),
+        "the echo fails when its client is killed"
+    );
+    let logs = logs(&dir);
+    let client = logs
+        .iter()
+        .find(|l| l.pid == client_pid as u32)
+        .expect("the killed client's log");
+    let records = client.records();
+    let data = records
+        .iter()
+        .filter(|r| matches!(r, Record::Data { .. }))
+        .count();
+    assert_eq!(data, 200, "every send and receive of the killed client");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_log_cut_short_is_read_up_to_the_damage() {
+    let (dir, logs, _) = capture("capture-cut", "--rounds 10 --size 10 --transport tcp");
+    let (server, _) = echo_pair(&logs);
+    let whole = server.records().len();
+    let cut = server.bytes.len() - 3;
+    std::fs::write(&server.path, &server.bytes[..cut]).expect("cutting the log");
+    let out = Command::new(BIN)
+        .args(["capture-log", "--json"])
+        .arg(&server.path)
+        .output()
+        .expect("causeway capture-log");
+    assert!(out.status.success());
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(summary["records"], (whole - 1) as u64);
+    let damage = summary["damage"].as_str().expect("the damage is reported");
+    assert!(damage.contains("cut short"), "{damage}");
+    let _ = std::fs::remove_dir_all(dir);
+}

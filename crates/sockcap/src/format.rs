@@ -1,0 +1,1111 @@
+//! The capture log: what the preload library writes for each process and what `causeway
+//! infer` reads back.
+//!
+//! A log is [`MAGIC`], then records. A record is its length (`u16`, little-endian, the
+//! bytes after it), a tag byte and the tag's fields, little-endian; strings and
+//! endpoints carry their own lengths. A log cut short (a killed process, a full disk)
+//! ends in a partial record, which [`Reader`] reports with its offset after yielding
+//! everything before it.
+//!
+//! Encoding writes into a caller's fixed buffer and never allocates: the preload library
+//! encodes inside intercepted calls.
+
+use std::fmt;
+
+/// The environment variable naming the directory captured processes write logs to.
+pub const DIR_VAR: &str = "CAUSEWAY_CAPTURE_DIR";
+
+/// The file name ending of a capture log.
+pub const LOG_SUFFIX: &str = ".sockcap";
+
+/// The first bytes of every capture log (the digits are the format's version).
+pub const MAGIC: &[u8; 8] = b"CWSOCK01";
+
+/// The longest record body the format allows (its length is a `u16`).
+pub const MAX_RECORD: usize = u16::MAX as usize;
+
+/// When and on which thread a call returned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stamp {
+    /// The kernel's thread id.
+    pub tid: u32,
+    /// `CLOCK_MONOTONIC`, nanoseconds.
+    pub mono_ns: u64,
+    /// `CLOCK_REALTIME`, nanoseconds since the Unix epoch.
+    pub wall_ns: u64,
+}
+
+/// A socket address as the capture saw it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Endpoint<'a> {
+    /// Unknown or not applicable (an unbound socket, a connected datagram's send).
+    #[default]
+    None,
+    /// IPv4 address and port.
+    V4([u8; 4], u16),
+    /// IPv6 address and port.
+    V6([u8; 16], u16),
+    /// A Unix socket's path (an abstract name starts with a NUL byte; unnamed is empty).
+    Unix(&'a [u8]),
+}
+
+impl fmt::Display for Endpoint<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::None => f.write_str("-"),
+            Endpoint::V4(a, p) => write!(f, "{}:{p}", std::net::Ipv4Addr::from(*a)),
+            Endpoint::V6(a, p) => write!(f, "[{}]:{p}", std::net::Ipv6Addr::from(*a)),
+            Endpoint::Unix(path) => match path.split_first() {
+                None => f.write_str("unix:(unnamed)"),
+                Some((0, name)) => write!(f, "unix:@{}", String::from_utf8_lossy(name)),
+                Some(_) => write!(f, "unix:{}", String::from_utf8_lossy(path)),
+            },
+        }
+    }
+}
+
+/// The libc function a record comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Call {
+    Socket = 1,
+    Socketpair,
+    Connect,
+    Accept,
+    Accept4,
+    Bind,
+    Listen,
+    Send,
+    Sendto,
+    Sendmsg,
+    Sendmmsg,
+    Recv,
+    Recvfrom,
+    Recvmsg,
+    Recvmmsg,
+    Read,
+    Write,
+    Readv,
+    Writev,
+    Pread,
+    Pwrite,
+    Sendfile,
+    Splice,
+    Close,
+    Shutdown,
+    Dup,
+    Dup2,
+    Dup3,
+    Fcntl,
+    Fork,
+    Vfork,
+    Clone,
+    /// A socket first seen in a data call (inherited, passed over a Unix socket, or made
+    /// by a call the library does not see).
+    Discovered,
+    CloseRange,
+    Exit,
+    Execve,
+}
+
+const CALLS: [Call; 36] = [
+    Call::Socket,
+    Call::Socketpair,
+    Call::Connect,
+    Call::Accept,
+    Call::Accept4,
+    Call::Bind,
+    Call::Listen,
+    Call::Send,
+    Call::Sendto,
+    Call::Sendmsg,
+    Call::Sendmmsg,
+    Call::Recv,
+    Call::Recvfrom,
+    Call::Recvmsg,
+    Call::Recvmmsg,
+    Call::Read,
+    Call::Write,
+    Call::Readv,
+    Call::Writev,
+    Call::Pread,
+    Call::Pwrite,
+    Call::Sendfile,
+    Call::Splice,
+    Call::Close,
+    Call::Shutdown,
+    Call::Dup,
+    Call::Dup2,
+    Call::Dup3,
+    Call::Fcntl,
+    Call::Fork,
+    Call::Vfork,
+    Call::Clone,
+    Call::Discovered,
+    Call::CloseRange,
+    Call::Exit,
+    Call::Execve,
+];
+
+impl Call {
+    fn from_u8(b: u8) -> Option<Call> {
+        CALLS.get(usize::from(b).checked_sub(1)?).copied()
+    }
+
+    /// The function's name, as in libc.
+    pub fn name(self) -> &'static str {
+        match self {
+            Call::Socket => "socket",
+            Call::Socketpair => "socketpair",
+            Call::Connect => "connect",
+            Call::Accept => "accept",
+            Call::Accept4 => "accept4",
+            Call::Bind => "bind",
+            Call::Listen => "listen",
+            Call::Send => "send",
+            Call::Sendto => "sendto",
+            Call::Sendmsg => "sendmsg",
+            Call::Sendmmsg => "sendmmsg",
+            Call::Recv => "recv",
+            Call::Recvfrom => "recvfrom",
+            Call::Recvmsg => "recvmsg",
+            Call::Recvmmsg => "recvmmsg",
+            Call::Read => "read",
+            Call::Write => "write",
+            Call::Readv => "readv",
+            Call::Writev => "writev",
+            Call::Pread => "pread",
+            Call::Pwrite => "pwrite",
+            Call::Sendfile => "sendfile",
+            Call::Splice => "splice",
+            Call::Close => "close",
+            Call::Shutdown => "shutdown",
+            Call::Dup => "dup",
+            Call::Dup2 => "dup2",
+            Call::Dup3 => "dup3",
+            Call::Fcntl => "fcntl",
+            Call::Fork => "fork",
+            Call::Vfork => "vfork",
+            Call::Clone => "clone",
+            Call::Discovered => "discovered",
+            Call::CloseRange => "close_range",
+            Call::Exit => "exit",
+            Call::Execve => "execve",
+        }
+    }
+}
+
+/// Which way data moved, seen from the process that logged it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    Send,
+    Recv,
+}
+
+/// How a process came to write this log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The library was loaded at the program's start (a command started, or an exec).
+    Start,
+    /// A fork (or vfork, or clone without a shared address space) of a captured process.
+    Fork,
+}
+
+/// Socket types as the records keep them.
+pub mod sock {
+    /// `SOCK_STREAM`: TCP, or a Unix stream socket.
+    pub const STREAM: u16 = 1;
+    /// `SOCK_DGRAM`: UDP, or a Unix datagram socket.
+    pub const DGRAM: u16 = 2;
+    /// `SOCK_SEQPACKET`.
+    pub const SEQPACKET: u16 = 5;
+}
+
+/// Warning codes: what the capture could not see.
+pub mod warning {
+    /// Per-thread buffers were full or busy: `count` records were dropped.
+    pub const DROPPED: u16 = 1;
+    /// The process uses io_uring: its socket I/O through it is invisible.
+    pub const IO_URING: u16 = 2;
+    /// An exec of a program the library cannot enter (statically linked): `detail` is its path.
+    pub const STATIC_EXEC: u16 = 3;
+    /// A descriptor or connection table was full: sockets past it are not tracked.
+    pub const TABLE_FULL: u16 = 4;
+}
+
+/// One capture log record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record<'a> {
+    /// The process writing the log; the first record of every log.
+    Process {
+        pid: u32,
+        ppid: u32,
+        origin: Origin,
+        at: Stamp,
+        host: &'a [u8],
+        exe: &'a [u8],
+        /// The command line, arguments separated by NUL bytes (cut at 1 KiB).
+        args: &'a [u8],
+    },
+    /// A socket was made (`socket`, or each end of `socketpair`).
+    Socket {
+        at: Stamp,
+        call: Call,
+        fd: i32,
+        domain: u16,
+        kind: u16,
+        errno: u16,
+    },
+    /// `bind` or `listen` (the local address as the kernel assigned it).
+    Bind {
+        at: Stamp,
+        call: Call,
+        fd: i32,
+        local: Endpoint<'a>,
+        errno: u16,
+    },
+    /// A connection (or a connected datagram socket) is known: `connect`, `accept`, or a
+    /// socket [`Call::Discovered`] in a data call.
+    Connection {
+        at: Stamp,
+        call: Call,
+        fd: i32,
+        /// This process's number for the connection, unique in its log.
+        conn: u64,
+        kind: u16,
+        local: Endpoint<'a>,
+        peer: Endpoint<'a>,
+        /// A Unix socket's peer process (0 when unknown).
+        peer_pid: u32,
+        errno: u16,
+        /// Bytes may have moved before the capture saw the socket: offsets count from here.
+        mid_stream: bool,
+    },
+    /// Data moved (or a call that would have moved it failed).
+    Data {
+        at: Stamp,
+        call: Call,
+        fd: i32,
+        conn: u64,
+        direction: Direction,
+        /// Bytes moved; 0 with `errno` set for a failed call.
+        bytes: u64,
+        errno: u16,
+        /// The connection's stream offset in this direction before this call.
+        offset: u64,
+        /// A datagram's other end, when the call named or returned it.
+        peer: Endpoint<'a>,
+        /// A datagram's payload checksum (CRC-32C of what moved; 0 for streams).
+        checksum: u32,
+        /// `MSG_PEEK`: the bytes stay queued and the offset did not advance.
+        peek: bool,
+    },
+    /// `close`, `shutdown` (`how` as in `shutdown(2)`), or `close_range` of a socket.
+    Close {
+        at: Stamp,
+        call: Call,
+        fd: i32,
+        conn: u64,
+        how: u8,
+        errno: u16,
+    },
+    /// A socket descriptor was duplicated.
+    Dup {
+        at: Stamp,
+        call: Call,
+        old: i32,
+        new: i32,
+    },
+    /// This process forked (`child` is the new process, or -1 with `errno`).
+    Fork {
+        at: Stamp,
+        call: Call,
+        child: i32,
+        errno: u16,
+    },
+    /// This process is about to exec `path` (the new program writes a log of its own).
+    Exec { at: Stamp, path: &'a [u8] },
+    /// Something the capture could not see; see [`warning`].
+    Warning {
+        at: Stamp,
+        code: u16,
+        count: u64,
+        detail: &'a [u8],
+    },
+}
+
+const TAG_PROCESS: u8 = 1;
+const TAG_SOCKET: u8 = 2;
+const TAG_BIND: u8 = 3;
+const TAG_CONNECTION: u8 = 4;
+const TAG_DATA: u8 = 5;
+const TAG_CLOSE: u8 = 6;
+const TAG_DUP: u8 = 7;
+const TAG_FORK: u8 = 8;
+const TAG_EXEC: u8 = 9;
+const TAG_WARNING: u8 = 10;
+
+/// Writes little-endian fields into a fixed buffer; `None` once it is full.
+struct Out<'b> {
+    buf: &'b mut [u8],
+    len: usize,
+}
+
+impl Out<'_> {
+    fn bytes(&mut self, b: &[u8]) -> Option<()> {
+        let end = self.len.checked_add(b.len())?;
+        self.buf.get_mut(self.len..end)?.copy_from_slice(b);
+        self.len = end;
+        Some(())
+    }
+    fn u8(&mut self, v: u8) -> Option<()> {
+        self.bytes(&[v])
+    }
+    fn u16(&mut self, v: u16) -> Option<()> {
+        self.bytes(&v.to_le_bytes())
+    }
+    fn u32(&mut self, v: u32) -> Option<()> {
+        self.bytes(&v.to_le_bytes())
+    }
+    fn i32(&mut self, v: i32) -> Option<()> {
+        self.bytes(&v.to_le_bytes())
+    }
+    fn u64(&mut self, v: u64) -> Option<()> {
+        self.bytes(&v.to_le_bytes())
+    }
+    /// A string of at most `u16::MAX` bytes, cut to fit.
+    fn str16(&mut self, s: &[u8]) -> Option<()> {
+        let s = &s[..s.len().min(usize::from(u16::MAX))];
+        self.u16(s.len() as u16)?;
+        self.bytes(s)
+    }
+    fn stamp(&mut self, s: &Stamp) -> Option<()> {
+        self.u32(s.tid)?;
+        self.u64(s.mono_ns)?;
+        self.u64(s.wall_ns)
+    }
+    fn endpoint(&mut self, e: &Endpoint<'_>) -> Option<()> {
+        match e {
+            Endpoint::None => self.u8(0),
+            Endpoint::V4(a, p) => {
+                self.u8(4)?;
+                self.bytes(a)?;
+                self.u16(*p)
+            }
+            Endpoint::V6(a, p) => {
+                self.u8(6)?;
+                self.bytes(a)?;
+                self.u16(*p)
+            }
+            Endpoint::Unix(path) => {
+                let path = &path[..path.len().min(255)];
+                self.u8(1)?;
+                self.u8(path.len() as u8)?;
+                self.bytes(path)
+            }
+        }
+    }
+}
+
+impl Record<'_> {
+    /// Encodes the record (its length prefix included) at the start of `buf`; the bytes
+    /// written, or `None` when it does not fit.
+    pub fn encode(&self, buf: &mut [u8]) -> Option<usize> {
+        let mut o = Out { buf, len: 2 };
+        match self {
+            Record::Process {
+                pid,
+                ppid,
+                origin,
+                at,
+                host,
+                exe,
+                args,
+            } => {
+                o.u8(TAG_PROCESS)?;
+                o.u32(*pid)?;
+                o.u32(*ppid)?;
+                o.u8(match origin {
+                    Origin::Start => 0,
+                    Origin::Fork => 1,
+                })?;
+                o.stamp(at)?;
+                o.str16(&host[..host.len().min(255)])?;
+                o.str16(&exe[..exe.len().min(4096)])?;
+                o.str16(&args[..args.len().min(1024)])?;
+            }
+            Record::Socket {
+                at,
+                call,
+                fd,
+                domain,
+                kind,
+                errno,
+            } => {
+                o.u8(TAG_SOCKET)?;
+                o.stamp(at)?;
+                o.u8(*call as u8)?;
+                o.i32(*fd)?;
+                o.u16(*domain)?;
+                o.u16(*kind)?;
+                o.u16(*errno)?;
+            }
+            Record::Bind {
+                at,
+                call,
+                fd,
+                local,
+                errno,
+            } => {
+                o.u8(TAG_BIND)?;
+                o.stamp(at)?;
+                o.u8(*call as u8)?;
+                o.i32(*fd)?;
+                o.endpoint(local)?;
+                o.u16(*errno)?;
+            }
+            Record::Connection {
+                at,
+                call,
+                fd,
+                conn,
+                kind,
+                local,
+                peer,
+                peer_pid,
+                errno,
+                mid_stream,
+            } => {
+                o.u8(TAG_CONNECTION)?;
+                o.stamp(at)?;
+                o.u8(*call as u8)?;
+                o.i32(*fd)?;
+                o.u64(*conn)?;
+                o.u16(*kind)?;
+                o.endpoint(local)?;
+                o.endpoint(peer)?;
+                o.u32(*peer_pid)?;
+                o.u16(*errno)?;
+                o.u8(u8::from(*mid_stream))?;
+            }
+            Record::Data {
+                at,
+                call,
+                fd,
+                conn,
+                direction,
+                bytes,
+                errno,
+                offset,
+                peer,
+                checksum,
+                peek,
+            } => {
+                o.u8(TAG_DATA)?;
+                o.stamp(at)?;
+                o.u8(*call as u8)?;
+                o.i32(*fd)?;
+                o.u64(*conn)?;
+                let flags = u8::from(*direction == Direction::Recv) | (u8::from(*peek) << 1);
+                o.u8(flags)?;
+                o.u64(*bytes)?;
+                o.u16(*errno)?;
+                o.u64(*offset)?;
+                o.endpoint(peer)?;
+                o.u32(*checksum)?;
+            }
+            Record::Close {
+                at,
+                call,
+                fd,
+                conn,
+                how,
+                errno,
+            } => {
+                o.u8(TAG_CLOSE)?;
+                o.stamp(at)?;
+                o.u8(*call as u8)?;
+                o.i32(*fd)?;
+                o.u64(*conn)?;
+                o.u8(*how)?;
+                o.u16(*errno)?;
+            }
+            Record::Dup { at, call, old, new } => {
+                o.u8(TAG_DUP)?;
+                o.stamp(at)?;
+                o.u8(*call as u8)?;
+                o.i32(*old)?;
+                o.i32(*new)?;
+            }
+            Record::Fork {
+                at,
+                call,
+                child,
+                errno,
+            } => {
+                o.u8(TAG_FORK)?;
+                o.stamp(at)?;
+                o.u8(*call as u8)?;
+                o.i32(*child)?;
+                o.u16(*errno)?;
+            }
+            Record::Exec { at, path } => {
+                o.u8(TAG_EXEC)?;
+                o.stamp(at)?;
+                o.str16(&path[..path.len().min(4096)])?;
+            }
+            Record::Warning {
+                at,
+                code,
+                count,
+                detail,
+            } => {
+                o.u8(TAG_WARNING)?;
+                o.stamp(at)?;
+                o.u16(*code)?;
+                o.u64(*count)?;
+                o.str16(&detail[..detail.len().min(1024)])?;
+            }
+        }
+        let body = u16::try_from(o.len - 2).ok()?;
+        o.buf.get_mut(..2)?.copy_from_slice(&body.to_le_bytes());
+        Some(o.len)
+    }
+}
+
+/// Why a log could not be read further.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// The byte offset in the log where the damage starts.
+    pub offset: u64,
+    /// What is wrong there.
+    pub what: &'static str,
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "at byte {}: {}", self.offset, self.what)
+    }
+}
+
+/// Reads fields of one record body; `None` when it ends early.
+struct In<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> In<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if n > self.buf.len() {
+            return None;
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Some(head)
+    }
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N)?.try_into().ok()
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.array::<1>()?[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes(self.array()?))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.array()?))
+    }
+    fn i32(&mut self) -> Option<i32> {
+        Some(i32::from_le_bytes(self.array()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.array()?))
+    }
+    fn str16(&mut self) -> Option<&'a [u8]> {
+        let n = self.u16()?;
+        self.take(usize::from(n))
+    }
+    fn stamp(&mut self) -> Option<Stamp> {
+        Some(Stamp {
+            tid: self.u32()?,
+            mono_ns: self.u64()?,
+            wall_ns: self.u64()?,
+        })
+    }
+    fn call(&mut self) -> Option<Call> {
+        Call::from_u8(self.u8()?)
+    }
+    fn endpoint(&mut self) -> Option<Endpoint<'a>> {
+        Some(match self.u8()? {
+            0 => Endpoint::None,
+            4 => Endpoint::V4(self.array()?, self.u16()?),
+            6 => Endpoint::V6(self.array()?, self.u16()?),
+            1 => {
+                let n = self.u8()?;
+                Endpoint::Unix(self.take(usize::from(n))?)
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// Decodes one record body (the bytes after its length).
+fn decode_body(body: &[u8]) -> Option<Record<'_>> {
+    let mut i = In { buf: body };
+    let record = match i.u8()? {
+        TAG_PROCESS => Record::Process {
+            pid: i.u32()?,
+            ppid: i.u32()?,
+            origin: match i.u8()? {
+                0 => Origin::Start,
+                1 => Origin::Fork,
+                _ => return None,
+            },
+            at: i.stamp()?,
+            host: i.str16()?,
+            exe: i.str16()?,
+            args: i.str16()?,
+        },
+        TAG_SOCKET => Record::Socket {
+            at: i.stamp()?,
+            call: i.call()?,
+            fd: i.i32()?,
+            domain: i.u16()?,
+            kind: i.u16()?,
+            errno: i.u16()?,
+        },
+        TAG_BIND => Record::Bind {
+            at: i.stamp()?,
+            call: i.call()?,
+            fd: i.i32()?,
+            local: i.endpoint()?,
+            errno: i.u16()?,
+        },
+        TAG_CONNECTION => Record::Connection {
+            at: i.stamp()?,
+            call: i.call()?,
+            fd: i.i32()?,
+            conn: i.u64()?,
+            kind: i.u16()?,
+            local: i.endpoint()?,
+            peer: i.endpoint()?,
+            peer_pid: i.u32()?,
+            errno: i.u16()?,
+            mid_stream: match i.u8()? {
+                0 => false,
+                1 => true,
+                _ => return None,
+            },
+        },
+        TAG_DATA => {
+            let at = i.stamp()?;
+            let call = i.call()?;
+            let fd = i.i32()?;
+            let conn = i.u64()?;
+            let flags = i.u8()?;
+            if flags > 3 {
+                return None;
+            }
+            Record::Data {
+                at,
+                call,
+                fd,
+                conn,
+                direction: if flags & 1 == 1 {
+                    Direction::Recv
+                } else {
+                    Direction::Send
+                },
+                peek: flags & 2 == 2,
+                bytes: i.u64()?,
+                errno: i.u16()?,
+                offset: i.u64()?,
+                peer: i.endpoint()?,
+                checksum: i.u32()?,
+            }
+        }
+        TAG_CLOSE => Record::Close {
+            at: i.stamp()?,
+            call: i.call()?,
+            fd: i.i32()?,
+            conn: i.u64()?,
+            how: i.u8()?,
+            errno: i.u16()?,
+        },
+        TAG_DUP => Record::Dup {
+            at: i.stamp()?,
+            call: i.call()?,
+            old: i.i32()?,
+            new: i.i32()?,
+        },
+        TAG_FORK => Record::Fork {
+            at: i.stamp()?,
+            call: i.call()?,
+            child: i.i32()?,
+            errno: i.u16()?,
+        },
+        TAG_EXEC => Record::Exec {
+            at: i.stamp()?,
+            path: i.str16()?,
+        },
+        TAG_WARNING => Record::Warning {
+            at: i.stamp()?,
+            code: i.u16()?,
+            count: i.u64()?,
+            detail: i.str16()?,
+        },
+        _ => return None,
+    };
+    // A record with bytes left over is not one this version wrote.
+    i.buf.is_empty().then_some(record)
+}
+
+/// Iterates over the records of one log, in file order; after the last whole record,
+/// [`Reader::damage`] says whether and where the log was cut or corrupt.
+pub struct Reader<'a> {
+    log: &'a [u8],
+    at: usize,
+    damage: Option<Damage>,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader over a whole log; a log that does not start with [`MAGIC`] is damaged at 0.
+    pub fn new(log: &'a [u8]) -> Reader<'a> {
+        if log.starts_with(MAGIC) {
+            Reader {
+                log,
+                at: MAGIC.len(),
+                damage: None,
+            }
+        } else {
+            Reader {
+                log,
+                at: log.len(),
+                damage: Some(Damage {
+                    offset: 0,
+                    what: "not a capture log (no CWSOCK01 header)",
+                }),
+            }
+        }
+    }
+
+    /// Where reading stopped early, if it did.
+    pub fn damage(&self) -> Option<&Damage> {
+        self.damage.as_ref()
+    }
+
+    /// The byte offset of the next record.
+    pub fn offset(&self) -> u64 {
+        self.at as u64
+    }
+
+    fn stop(&mut self, what: &'static str) -> Option<Record<'a>> {
+        self.damage = Some(Damage {
+            offset: self.at as u64,
+            what,
+        });
+        self.at = self.log.len();
+        None
+    }
+}
+
+impl<'a> Iterator for Reader<'a> {
+    type Item = Record<'a>;
+
+    fn next(&mut self) -> Option<Record<'a>> {
+        let rest = self.log.get(self.at..)?;
+        if rest.is_empty() {
+            return None;
+        }
+        let Some(len) = rest.get(..2) else {
+            return self.stop("the log ends inside a record's length");
+        };
+        let len = usize::from(u16::from_le_bytes([len[0], len[1]]));
+        let Some(body) = rest.get(2..2 + len) else {
+            return self.stop("the log ends inside a record (cut short)");
+        };
+        match decode_body(body) {
+            Some(record) => {
+                self.at += 2 + len;
+                Some(record)
+            }
+            None => self.stop("a record that does not decode (corrupt log)"),
+        }
+    }
+}
+
+/// CRC-32C (Castagnoli) of `data`: the datagram checksum both ends compute.
+pub fn crc32c(data: &[u8]) -> u32 {
+    crc32c_update(!0, data) ^ !0
+}
+
+/// Continues a CRC-32C over more data (`state` starts at `!0`; finish with `^ !0`).
+pub fn crc32c_update(mut state: u32, data: &[u8]) -> u32 {
+    for &b in data {
+        state ^= u32::from(b);
+        for _ in 0..8 {
+            let mask = (state & 1).wrapping_neg();
+            state = (state >> 1) ^ (0x82F6_3B78 & mask);
+        }
+    }
+    state
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn stamp() -> impl Strategy<Value = Stamp> {
+        (any::<u32>(), any::<u64>(), any::<u64>()).prop_map(|(tid, mono_ns, wall_ns)| Stamp {
+            tid,
+            mono_ns,
+            wall_ns,
+        })
+    }
+
+    fn call() -> impl Strategy<Value = Call> {
+        (0..CALLS.len()).prop_map(|i| CALLS[i])
+    }
+
+    fn endpoint(unix: &[u8]) -> impl Strategy<Value = Endpoint<'_>> {
+        prop_oneof![
+            Just(Endpoint::None),
+            (any::<[u8; 4]>(), any::<u16>()).prop_map(|(a, p)| Endpoint::V4(a, p)),
+            (any::<[u8; 16]>(), any::<u16>()).prop_map(|(a, p)| Endpoint::V6(a, p)),
+            (0..=unix.len().min(255)).prop_map(move |n| Endpoint::Unix(&unix[..n])),
+        ]
+    }
+
+    static TEXT: [u8; 300] = [b'x'; 300];
+
+    fn record() -> impl Strategy<Value = Record<'static>> {
+        prop_oneof![
+            (
+                any::<u32>(),
+                any::<u32>(),
+                any::<bool>(),
+                stamp(),
+                0..255usize,
+                0..300usize
+            )
+                .prop_map(|(pid, ppid, fork, at, h, e)| Record::Process {
+                    pid,
+                    ppid,
+                    origin: if fork { Origin::Fork } else { Origin::Start },
+                    at,
+                    host: &TEXT[..h],
+                    exe: &TEXT[..e],
+                    args: &TEXT[..e / 2],
+                }),
+            (
+                stamp(),
+                call(),
+                any::<i32>(),
+                any::<u16>(),
+                any::<u16>(),
+                any::<u16>()
+            )
+                .prop_map(|(at, call, fd, domain, kind, errno)| Record::Socket {
+                    at,
+                    call,
+                    fd,
+                    domain,
+                    kind,
+                    errno
+                }),
+            (stamp(), call(), any::<i32>(), endpoint(&TEXT), any::<u16>()).prop_map(
+                |(at, call, fd, local, errno)| Record::Bind {
+                    at,
+                    call,
+                    fd,
+                    local,
+                    errno
+                }
+            ),
+            (
+                stamp(),
+                call(),
+                any::<i32>(),
+                any::<u64>(),
+                endpoint(&TEXT),
+                endpoint(&TEXT),
+                any::<(u32, u16, bool, u16)>()
+            )
+                .prop_map(
+                    |(at, call, fd, conn, local, peer, (peer_pid, errno, mid_stream, kind))| {
+                        Record::Connection {
+                            at,
+                            call,
+                            fd,
+                            conn,
+                            kind,
+                            local,
+                            peer,
+                            peer_pid,
+                            errno,
+                            mid_stream,
+                        }
+                    }
+                ),
+            (
+                stamp(),
+                call(),
+                any::<(i32, u64, bool, bool)>(),
+                any::<(u64, u16, u64, u32)>(),
+                endpoint(&TEXT)
+            )
+                .prop_map(
+                    |(at, call, (fd, conn, recv, peek), (bytes, errno, offset, checksum), peer)| {
+                        Record::Data {
+                            at,
+                            call,
+                            fd,
+                            conn,
+                            direction: if recv {
+                                Direction::Recv
+                            } else {
+                                Direction::Send
+                            },
+                            bytes,
+                            errno,
+                            offset,
+                            peer,
+                            checksum,
+                            peek,
+                        }
+                    }
+                ),
+            (stamp(), call(), any::<(i32, u64, u8, u16)>()).prop_map(
+                |(at, call, (fd, conn, how, errno))| Record::Close {
+                    at,
+                    call,
+                    fd,
+                    conn,
+                    how,
+                    errno
+                }
+            ),
+            (stamp(), call(), any::<(i32, i32)>()).prop_map(|(at, call, (old, new))| Record::Dup {
+                at,
+                call,
+                old,
+                new
+            }),
+            (stamp(), call(), any::<(i32, u16)>()).prop_map(|(at, call, (child, errno))| {
+                Record::Fork {
+                    at,
+                    call,
+                    child,
+                    errno,
+                }
+            }),
+            (stamp(), 0..300usize).prop_map(|(at, n)| Record::Exec {
+                at,
+                path: &TEXT[..n]
+            }),
+            (stamp(), any::<(u16, u64)>(), 0..300usize).prop_map(|(at, (code, count), n)| {
+                Record::Warning {
+                    at,
+                    code,
+                    count,
+                    detail: &TEXT[..n],
+                }
+            }),
+        ]
+    }
+
+    fn log_of(records: &[Record<'_>]) -> Vec<u8> {
+        let mut log = MAGIC.to_vec();
+        let mut buf = [0u8; 8192];
+        for r in records {
+            let n = r.encode(&mut buf).expect("a record fits 8 KiB");
+            log.extend_from_slice(&buf[..n]);
+        }
+        log
+    }
+
+    proptest! {
+        #[test]
+        fn records_round_trip(records in proptest::collection::vec(record(), 0..40)) {
+            let log = log_of(&records);
+            let mut reader = Reader::new(&log);
+            let back: Vec<Record<'_>> = reader.by_ref().collect();
+            prop_assert_eq!(back, records);
+            prop_assert_eq!(reader.damage(), None);
+        }
+
+        /// A log cut anywhere yields exactly the records before the cut, then damage at
+        /// the cut record's start.
+        #[test]
+        fn a_cut_log_is_read_up_to_the_damage(
+            records in proptest::collection::vec(record(), 1..20),
+            cut in any::<proptest::sample::Index>(),
+        ) {
+            let log = log_of(&records);
+            let cut = MAGIC.len() + cut.index(log.len() - MAGIC.len());
+            let mut reader = Reader::new(&log[..cut]);
+            let back: Vec<Record<'_>> = reader.by_ref().collect();
+            prop_assert!(back.len() <= records.len());
+            prop_assert_eq!(&back[..], &records[..back.len()]);
+            let whole = log_of(&back).len();
+            if whole == cut {
+                prop_assert_eq!(reader.damage(), None);
+            } else {
+                let damage = reader.damage().expect("a cut inside a record is damage");
+                prop_assert_eq!(damage.offset, whole as u64);
+            }
+        }
+
+        /// Arbitrary bytes after the header never panic and stop at damage or the end.
+        #[test]
+        fn garbage_is_damage_not_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2000)) {
+            let mut log = MAGIC.to_vec();
+            log.extend_from_slice(&bytes);
+            let mut reader = Reader::new(&log);
+            let n = reader.by_ref().count();
+            prop_assert!(n <= bytes.len() / 3);
+            if let Some(d) = reader.damage() {
+                prop_assert!(d.offset as usize <= log.len());
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_log_is_damaged_at_zero() {
+        let mut reader = Reader::new(b"GET / HTTP/1.1\r\n");
+        assert_eq!(reader.next(), None);
+        assert_eq!(reader.damage().map(|d| d.offset), Some(0));
+    }
+
+    #[test]
+    fn a_record_that_does_not_fit_is_refused() {
+        let r = Record::Exec {
+            at: Stamp::default(),
+            path: &TEXT,
+        };
+        let mut small = [0u8; 40];
+        assert_eq!(r.encode(&mut small), None);
+        let mut big = [0u8; 400];
+        assert_eq!(r.encode(&mut big), Some(2 + 1 + 20 + 2 + 300));
+    }
+
+    #[test]
+    fn crc32c_matches_the_standard_check_value() {
+        // The check value of CRC-32C for "123456789" (RFC 3720, appendix B.4).
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+    }
+
+    #[test]
+    fn endpoints_print_as_addresses() {
+        assert_eq!(
+            Endpoint::V4([127, 0, 0, 1], 8080).to_string(),
+            "127.0.0.1:8080"
+        );
+        assert_eq!(Endpoint::V6([0; 16], 443).to_string(), "[::]:443");
+        assert_eq!(Endpoint::Unix(b"\0bus").to_string(), "unix:@bus");
+        assert_eq!(
+            Endpoint::Unix(b"/run/x.sock").to_string(),
+            "unix:/run/x.sock"
+        );
+    }
+}

@@ -1,0 +1,1015 @@
+//! The interposed libc functions. Each calls the real one, then records what it did.
+
+use std::sync::atomic::Ordering;
+
+use libc::{
+    c_char, c_int, c_uint, c_void, iovec, mmsghdr, msghdr, off_t, pid_t, size_t, sockaddr,
+    socklen_t, ssize_t,
+};
+
+use super::fds::{self, Fd};
+use super::{
+    capturing, copy_addr, data, endpoint, enter, errno, failure, log, name_of, real,
+    record_connection, set_errno, socket_kind, socket_of, Payload,
+};
+use crate::format::{warning, Call, Direction, Endpoint, Record};
+
+/// The iovecs of a message header, as a slice.
+///
+/// # Safety
+/// `msg` must be a message header the caller passed to a successful call.
+unsafe fn iovecs<'a>(msg: *const msghdr) -> &'a [iovec] {
+    if msg.is_null() {
+        return &[];
+    }
+    // SAFETY: the caller's header, valid for the call.
+    let m = unsafe { &*msg };
+    if m.msg_iov.is_null() {
+        return &[];
+    }
+    // SAFETY: the header describes `msg_iovlen` vectors at `msg_iov`.
+    unsafe { std::slice::from_raw_parts(m.msg_iov, m.msg_iovlen) }
+}
+
+/// The address in a message header (`msg_name`), copied.
+///
+/// # Safety
+/// As [`iovecs`].
+unsafe fn msg_peer(msg: *const msghdr) -> (libc::sockaddr_storage, socklen_t) {
+    if msg.is_null() {
+        return copy_addr(std::ptr::null(), 0);
+    }
+    // SAFETY: the caller's header, valid for the call.
+    let m = unsafe { &*msg };
+    copy_addr(m.msg_name.cast(), m.msg_namelen)
+}
+
+// ---- sockets made, named, connected ----------------------------------------------
+
+/// A socket was made: it is tracked from now on.
+fn made(call: Call, fd: c_int, domain: c_int, kind: c_int) {
+    let Some(_guard) = enter() else { return };
+    let saved = errno();
+    let kind = (kind & 0xf) as u16;
+    if fds::new_socket(fd, kind).is_none() {
+        super::warn_once(warning::TABLE_FULL, b"socket table full");
+    }
+    let at = log::stamp();
+    log::emit(
+        &Record::Socket {
+            at,
+            call,
+            fd,
+            domain: domain as u16,
+            kind,
+            errno: 0,
+        },
+        at.mono_ns,
+    );
+    set_errno(saved);
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn socket(domain: c_int, kind: c_int, protocol: c_int) -> c_int {
+    // SAFETY: the program's call, passed on.
+    let fd = unsafe { real::socket(domain, kind, protocol) };
+    if fd >= 0 && capturing() {
+        made(Call::Socket, fd, domain, kind);
+    }
+    fd
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn socketpair(
+    domain: c_int,
+    kind: c_int,
+    protocol: c_int,
+    sv: *mut c_int,
+) -> c_int {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::socketpair(domain, kind, protocol, sv) };
+    if ret == 0 && capturing() && !sv.is_null() {
+        // SAFETY: on success the kernel wrote two descriptors to `sv`.
+        let (a, b) = unsafe { (*sv, *sv.add(1)) };
+        made(Call::Socketpair, a, domain, kind);
+        made(Call::Socketpair, b, domain, kind);
+    }
+    ret
+}
+
+/// `connect` returned `ret` for `fd`, with `peer` the address it was given.
+fn connected(fd: c_int, ret: c_int, peer: Endpoint<'_>) {
+    let saved = errno();
+    if ret < 0 && saved != libc::EINPROGRESS {
+        return;
+    }
+    let Some(_guard) = enter() else { return };
+    if let Some(conn) = socket_of(fd) {
+        let at = log::stamp();
+        let errno = if ret < 0 { saved as u16 } else { 0 };
+        record_connection(at, Call::Connect, fd, conn, errno, false, Some(peer));
+    }
+    set_errno(saved);
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::connect(fd, addr, len) };
+    if capturing() {
+        let (peer, peer_len) = copy_addr(addr, len);
+        connected(fd, ret, endpoint(&peer, peer_len));
+    }
+    ret
+}
+
+/// `accept` returned the connection `fd`.
+fn accepted(call: Call, listener: c_int, fd: c_int) {
+    let Some(_guard) = enter() else { return };
+    let saved = errno();
+    let kind = match fds::lookup(listener) {
+        Fd::Socket(conn) => conn.kind.load(Ordering::Relaxed),
+        _ => socket_kind(fd),
+    };
+    if let Some(conn) = fds::new_socket(fd, kind) {
+        let at = log::stamp();
+        record_connection(at, call, fd, conn, 0, false, None);
+    }
+    set_errno(saved);
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    // SAFETY: the program's call, passed on.
+    let new = unsafe { real::accept(fd, addr, len) };
+    if new >= 0 && capturing() {
+        accepted(Call::Accept, fd, new);
+    }
+    new
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn accept4(
+    fd: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: the program's call, passed on.
+    let new = unsafe { real::accept4(fd, addr, len, flags) };
+    if new >= 0 && capturing() {
+        accepted(Call::Accept4, fd, new);
+    }
+    new
+}
+
+/// `bind` or `listen` returned: the local address the kernel gave.
+fn named(call: Call, fd: c_int, ret: c_int) {
+    let Some(_guard) = enter() else { return };
+    let saved = errno();
+    if socket_of(fd).is_some() {
+        let (local, local_len) = name_of(fd, false);
+        let at = log::stamp();
+        log::emit(
+            &Record::Bind {
+                at,
+                call,
+                fd,
+                local: endpoint(&local, local_len),
+                errno: failure(ret as isize),
+            },
+            at.mono_ns,
+        );
+    }
+    set_errno(saved);
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::bind(fd, addr, len) };
+    if capturing() {
+        named(Call::Bind, fd, ret);
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::listen(fd, backlog) };
+    if capturing() {
+        named(Call::Listen, fd, ret);
+    }
+    ret
+}
+
+// ---- data ------------------------------------------------------------------------
+
+#[no_mangle]
+pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::send(fd, buf, n, flags) };
+    if capturing() {
+        data(
+            Call::Send,
+            fd,
+            Direction::Send,
+            ret,
+            flags,
+            Endpoint::None,
+            Payload::Bytes(buf.cast()),
+        );
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendto(
+    fd: c_int,
+    buf: *const c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *const sockaddr,
+    len: socklen_t,
+) -> ssize_t {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::sendto(fd, buf, n, flags, addr, len) };
+    if capturing() {
+        let (peer, peer_len) = copy_addr(addr, len);
+        data(
+            Call::Sendto,
+            fd,
+            Direction::Send,
+            ret,
+            flags,
+            endpoint(&peer, peer_len),
+            Payload::Bytes(buf.cast()),
+        );
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::sendmsg(fd, msg, flags) };
+    if capturing() {
+        // SAFETY: `msg` is the header the call just used.
+        let ((peer, peer_len), iov) = unsafe { (msg_peer(msg), iovecs(msg)) };
+        data(
+            Call::Sendmsg,
+            fd,
+            Direction::Send,
+            ret,
+            flags,
+            endpoint(&peer, peer_len),
+            Payload::Iov(iov),
+        );
+    }
+    ret
+}
+
+/// A batch call moved `done` messages: one record each.
+///
+/// # Safety
+/// `msgs` must hold at least `done` headers the call filled.
+unsafe fn batch(
+    call: Call,
+    fd: c_int,
+    direction: Direction,
+    msgs: *mut mmsghdr,
+    done: c_int,
+    flags: c_int,
+) {
+    if done <= 0 || msgs.is_null() {
+        data(
+            call,
+            fd,
+            direction,
+            done as isize,
+            flags,
+            Endpoint::None,
+            Payload::None,
+        );
+        return;
+    }
+    for i in 0..done as usize {
+        // SAFETY: the call filled `done` headers.
+        let m = unsafe { &*msgs.add(i) };
+        // SAFETY: the header inside is one the call used.
+        let ((peer, peer_len), iov) = unsafe { (msg_peer(&m.msg_hdr), iovecs(&m.msg_hdr)) };
+        data(
+            call,
+            fd,
+            direction,
+            m.msg_len as isize,
+            flags,
+            endpoint(&peer, peer_len),
+            Payload::Iov(iov),
+        );
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int {
+    // SAFETY: the program's call, passed on.
+    let done = unsafe { real::sendmmsg(fd, msgs, n, flags) };
+    if capturing() {
+        // SAFETY: the call reports how many of `msgs` it sent.
+        unsafe { batch(Call::Sendmmsg, fd, Direction::Send, msgs, done, flags) };
+    }
+    done
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::recv(fd, buf, n, flags) };
+    if capturing() {
+        data(
+            Call::Recv,
+            fd,
+            Direction::Recv,
+            ret,
+            flags,
+            Endpoint::None,
+            Payload::Bytes(buf.cast()),
+        );
+    }
+    ret
+}
+
+/// `recvfrom`'s record, with the sender's address when the caller asked for it.
+///
+/// # Safety
+/// `addr` and `len` as the call used them.
+unsafe fn received_from(
+    call: Call,
+    fd: c_int,
+    ret: ssize_t,
+    flags: c_int,
+    buf: *mut c_void,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) {
+    let (peer, peer_len) = if addr.is_null() || len.is_null() || ret < 0 {
+        copy_addr(std::ptr::null(), 0)
+    } else {
+        // SAFETY: the call wrote the sender's address length to `len`.
+        copy_addr(addr, unsafe { *len })
+    };
+    data(
+        call,
+        fd,
+        Direction::Recv,
+        ret,
+        flags,
+        endpoint(&peer, peer_len),
+        Payload::Bytes(buf.cast()),
+    );
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn recvfrom(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) -> ssize_t {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::recvfrom(fd, buf, n, flags, addr, len) };
+    if capturing() {
+        // SAFETY: the same arguments the call used.
+        unsafe { received_from(Call::Recvfrom, fd, ret, flags, buf, addr, len) };
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::recvmsg(fd, msg, flags) };
+    if capturing() {
+        // SAFETY: `msg` is the header the call just filled.
+        let ((peer, peer_len), iov) = unsafe { (msg_peer(msg), iovecs(msg)) };
+        data(
+            Call::Recvmsg,
+            fd,
+            Direction::Recv,
+            ret,
+            flags,
+            endpoint(&peer, peer_len),
+            Payload::Iov(iov),
+        );
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn recvmmsg(
+    fd: c_int,
+    msgs: *mut mmsghdr,
+    n: c_uint,
+    flags: c_int,
+    timeout: *mut libc::timespec,
+) -> c_int {
+    // SAFETY: the program's call, passed on.
+    let done = unsafe { real::recvmmsg(fd, msgs, n, flags, timeout) };
+    if capturing() {
+        // SAFETY: the call reports how many of `msgs` it filled.
+        unsafe { batch(Call::Recvmmsg, fd, Direction::Recv, msgs, done, flags) };
+    }
+    done
+}
+
+/// Declares a hook for a plain buffer call: `fd`, a buffer, and more arguments passed
+/// through unchanged.
+macro_rules! buffer_hook {
+    ($name:ident, $real:ident, $call:expr, $direction:expr, $buf_ty:ty, ($($arg:ident: $ty:ty),*)) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, buf: $buf_ty, n: size_t $(, $arg: $ty)*) -> ssize_t {
+            // SAFETY: the program's call, passed on.
+            let ret = unsafe { real::$real(fd, buf, n $(, $arg)*) };
+            if capturing() {
+                data($call, fd, $direction, ret, 0, Endpoint::None, Payload::Bytes(buf as *const u8));
+            }
+            ret
+        }
+    };
+}
+
+buffer_hook!(read, read, Call::Read, Direction::Recv, *mut c_void, ());
+buffer_hook!(
+    write,
+    write,
+    Call::Write,
+    Direction::Send,
+    *const c_void,
+    ()
+);
+buffer_hook!(pread, pread, Call::Pread, Direction::Recv, *mut c_void, (off: off_t));
+buffer_hook!(pwrite, pwrite, Call::Pwrite, Direction::Send, *const c_void, (off: off_t));
+buffer_hook!(pread64, pread64, Call::Pread, Direction::Recv, *mut c_void, (off: off_t));
+buffer_hook!(pwrite64, pwrite64, Call::Pwrite, Direction::Send, *const c_void, (off: off_t));
+buffer_hook!(__read_chk, read_chk, Call::Read, Direction::Recv, *mut c_void, (buflen: size_t));
+buffer_hook!(__pread_chk, pread_chk, Call::Pread, Direction::Recv, *mut c_void, (off: off_t, buflen: size_t));
+buffer_hook!(__pread64_chk, pread64_chk, Call::Pread, Direction::Recv, *mut c_void, (off: off_t, buflen: size_t));
+
+#[no_mangle]
+pub unsafe extern "C" fn __recv_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    buflen: size_t,
+    flags: c_int,
+) -> ssize_t {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::recv_chk(fd, buf, n, buflen, flags) };
+    if capturing() {
+        data(
+            Call::Recv,
+            fd,
+            Direction::Recv,
+            ret,
+            flags,
+            Endpoint::None,
+            Payload::Bytes(buf.cast()),
+        );
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __recvfrom_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    buflen: size_t,
+    flags: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) -> ssize_t {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::recvfrom_chk(fd, buf, n, buflen, flags, addr, len) };
+    if capturing() {
+        // SAFETY: the same arguments the call used.
+        unsafe { received_from(Call::Recvfrom, fd, ret, flags, buf, addr, len) };
+    }
+    ret
+}
+
+/// A vector call's iovecs, as a slice.
+///
+/// # Safety
+/// `iov` must hold `n` vectors (as the call's contract requires).
+unsafe fn vectors<'a>(iov: *const iovec, n: c_int) -> &'a [iovec] {
+    if iov.is_null() || n <= 0 {
+        return &[];
+    }
+    // SAFETY: per the contract above.
+    unsafe { std::slice::from_raw_parts(iov, n as usize) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::readv(fd, iov, n) };
+    if capturing() {
+        // SAFETY: the vectors the call used.
+        let v = unsafe { vectors(iov, n) };
+        data(
+            Call::Readv,
+            fd,
+            Direction::Recv,
+            ret,
+            0,
+            Endpoint::None,
+            Payload::Iov(v),
+        );
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::writev(fd, iov, n) };
+    if capturing() {
+        // SAFETY: the vectors the call used.
+        let v = unsafe { vectors(iov, n) };
+        data(
+            Call::Writev,
+            fd,
+            Direction::Send,
+            ret,
+            0,
+            Endpoint::None,
+            Payload::Iov(v),
+        );
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendfile(
+    out_fd: c_int,
+    in_fd: c_int,
+    off: *mut off_t,
+    n: size_t,
+) -> ssize_t {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::sendfile(out_fd, in_fd, off, n) };
+    if capturing() {
+        data(
+            Call::Sendfile,
+            out_fd,
+            Direction::Send,
+            ret,
+            0,
+            Endpoint::None,
+            Payload::None,
+        );
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendfile64(
+    out_fd: c_int,
+    in_fd: c_int,
+    off: *mut off_t,
+    n: size_t,
+) -> ssize_t {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::sendfile64(out_fd, in_fd, off, n) };
+    if capturing() {
+        data(
+            Call::Sendfile,
+            out_fd,
+            Direction::Send,
+            ret,
+            0,
+            Endpoint::None,
+            Payload::None,
+        );
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn splice(
+    fd_in: c_int,
+    off_in: *mut libc::loff_t,
+    fd_out: c_int,
+    off_out: *mut libc::loff_t,
+    n: size_t,
+    flags: c_uint,
+) -> ssize_t {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::splice(fd_in, off_in, fd_out, off_out, n, flags) };
+    if capturing() {
+        // Either end may be a socket (a pipe is the other): each records if it is.
+        data(
+            Call::Splice,
+            fd_in,
+            Direction::Recv,
+            ret,
+            0,
+            Endpoint::None,
+            Payload::None,
+        );
+        data(
+            Call::Splice,
+            fd_out,
+            Direction::Send,
+            ret,
+            0,
+            Endpoint::None,
+            Payload::None,
+        );
+    }
+    ret
+}
+
+// ---- descriptors closed and duplicated --------------------------------------------
+
+/// `fd` was closed (or shut down, `how`): a socket's last record.
+fn closed(call: Call, fd: c_int, how: u8, ret: c_int) {
+    let Some(_guard) = enter() else {
+        if call != Call::Shutdown {
+            fds::forget(fd);
+        }
+        return;
+    };
+    let saved = errno();
+    let conn = match call {
+        Call::Shutdown => match fds::lookup(fd) {
+            Fd::Socket(conn) => Some(conn),
+            _ => None,
+        },
+        _ => fds::forget(fd),
+    };
+    if let Some(conn) = conn {
+        let at = log::stamp();
+        log::emit(
+            &Record::Close {
+                at,
+                call,
+                fd,
+                conn: conn.id.load(Ordering::Relaxed),
+                how,
+                errno: failure(ret as isize),
+            },
+            at.mono_ns,
+        );
+    }
+    set_errno(saved);
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if fd >= 0 && fd == log::LOG_FD.load(Ordering::Relaxed) {
+        // The program closes descriptors it does not know (a daemon's close loop): the
+        // log stays open.
+        return 0;
+    }
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::close(fd) };
+    if capturing() {
+        closed(Call::Close, fd, 0, ret);
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::shutdown(fd, how) };
+    if capturing() {
+        closed(Call::Shutdown, fd, how as u8, ret);
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    let log_fd = log::LOG_FD.load(Ordering::Relaxed);
+    let protect = log_fd >= 0
+        && (first..=last).contains(&(log_fd as c_uint))
+        && flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0;
+    // SAFETY: the program's call, passed on, split around the log's descriptor.
+    let ret = unsafe {
+        if protect {
+            let below = if log_fd as c_uint > first {
+                real::close_range(first, log_fd as c_uint - 1, flags)
+            } else {
+                0
+            };
+            let above = if (log_fd as c_uint) < last {
+                real::close_range(log_fd as c_uint + 1, last, flags)
+            } else {
+                0
+            };
+            if below < 0 {
+                below
+            } else {
+                above
+            }
+        } else {
+            real::close_range(first, last, flags)
+        }
+    };
+    if capturing() && ret == 0 && flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 {
+        let end = (last as usize).min(fds::MAX_FDS - 1);
+        for fd in first as usize..=end {
+            if fd as c_int != log_fd && !matches!(fds::lookup(fd as c_int), Fd::Unknown) {
+                closed(Call::CloseRange, fd as c_int, 0, 0);
+            }
+        }
+    }
+    ret
+}
+
+/// `new` is now a copy of `old`.
+fn duplicated(call: Call, old: c_int, new: c_int) {
+    // dup2 and dup3 over an open socket close it first.
+    if matches!(fds::lookup(new), Fd::Socket(_)) {
+        closed(Call::Close, new, 0, 0);
+    }
+    let Some(_guard) = enter() else {
+        fds::duplicate(old, new);
+        return;
+    };
+    let saved = errno();
+    fds::duplicate(old, new);
+    if matches!(fds::lookup(old), Fd::Socket(_)) {
+        let at = log::stamp();
+        log::emit(&Record::Dup { at, call, old, new }, at.mono_ns);
+    }
+    set_errno(saved);
+}
+
+/// Before the program takes `new` with dup2/dup3: if that is the log's descriptor,
+/// the log moves to another.
+fn keep_log_clear_of(new: c_int) {
+    let log_fd = log::LOG_FD.load(Ordering::Relaxed);
+    if new >= 0 && new == log_fd {
+        // SAFETY: fcntl on our own descriptor.
+        let moved =
+            unsafe { libc::syscall(libc::SYS_fcntl, log_fd, libc::F_DUPFD_CLOEXEC, new + 1) }
+                as c_int;
+        if moved >= 0 {
+            log::LOG_FD.store(moved, Ordering::Release);
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup(old: c_int) -> c_int {
+    // SAFETY: the program's call, passed on.
+    let new = unsafe { real::dup(old) };
+    if new >= 0 && capturing() {
+        duplicated(Call::Dup, old, new);
+    }
+    new
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    keep_log_clear_of(new);
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::dup2(old, new) };
+    if ret >= 0 && old != new && capturing() {
+        duplicated(Call::Dup2, old, ret);
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    keep_log_clear_of(new);
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::dup3(old, new, flags) };
+    if ret >= 0 && capturing() {
+        duplicated(Call::Dup3, old, ret);
+    }
+    ret
+}
+
+/// `fcntl`'s duplicating commands make a descriptor; the rest pass through.
+fn after_fcntl(fd: c_int, cmd: c_int, ret: c_int) {
+    if ret >= 0 && (cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC) && capturing() {
+        duplicated(Call::Fcntl, fd, ret);
+    }
+}
+
+// fcntl is variadic in C; its one optional argument is passed like a fixed one on the
+// supported targets (x86_64 and aarch64 Linux), so it is declared as one.
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::fcntl(fd, cmd, arg) };
+    after_fcntl(fd, cmd, ret);
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
+    // SAFETY: the program's call, passed on.
+    let ret = unsafe { real::fcntl64(fd, cmd, arg) };
+    after_fcntl(fd, cmd, ret);
+    ret
+}
+
+// ---- processes ---------------------------------------------------------------------
+
+/// Forks; the child gets a log of its own.
+fn fork_as(call: Call) -> pid_t {
+    if !capturing() {
+        // SAFETY: the program's call, passed on.
+        return unsafe { real::fork() };
+    }
+    // The parent's records so far go before the fork's.
+    log::flush_mine();
+    // SAFETY: the program's call, passed on.
+    let pid = unsafe { real::fork() };
+    if pid == 0 {
+        super::after_fork_child();
+        return 0;
+    }
+    let saved = errno();
+    if let Some(_guard) = enter() {
+        let at = log::stamp();
+        log::emit(
+            &Record::Fork {
+                at,
+                call,
+                child: pid,
+                errno: failure(pid as isize),
+            },
+            at.mono_ns,
+        );
+    }
+    set_errno(saved);
+    pid
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fork() -> pid_t {
+    fork_as(Call::Fork)
+}
+
+/// `vfork` is run as `fork`: a vfork child shares the parent's memory, where the
+/// library's buffers are, until it execs; a forked child satisfies every correct vfork
+/// caller.
+#[no_mangle]
+pub unsafe extern "C" fn vfork() -> pid_t {
+    fork_as(Call::Vfork)
+}
+
+/// What a `clone` child without a shared address space runs first.
+struct CloneStart {
+    f: extern "C" fn(*mut c_void) -> c_int,
+    arg: *mut c_void,
+}
+
+extern "C" fn clone_child(start: *mut c_void) -> c_int {
+    // SAFETY: `start` is the CloneStart on the parent's stack, which this child has a
+    // copy of (no CLONE_VM), read before anything else runs.
+    let (f, arg) = unsafe {
+        let s = &*(start as *const CloneStart);
+        (s.f, s.arg)
+    };
+    super::after_fork_child();
+    f(arg)
+}
+
+// clone is variadic in C; its optional arguments are passed like fixed ones on the
+// supported targets, so all are declared.
+#[no_mangle]
+pub unsafe extern "C" fn clone(
+    f: extern "C" fn(*mut c_void) -> c_int,
+    stack: *mut c_void,
+    flags: c_int,
+    arg: *mut c_void,
+    ptid: *mut pid_t,
+    tls: *mut c_void,
+    ctid: *mut pid_t,
+) -> c_int {
+    if !capturing() || flags & libc::CLONE_VM != 0 {
+        // A thread, or a vfork-like child that execs: nothing of ours to set up.
+        // SAFETY: the program's call, passed on.
+        return unsafe { real::clone(f, stack, flags, arg, ptid, tls, ctid) };
+    }
+    log::flush_mine();
+    let mut start = CloneStart { f, arg };
+    // SAFETY: the program's call, with the child starting in `clone_child`, which reads
+    // `start` from its copy of this stack frame.
+    let pid = unsafe {
+        real::clone(
+            clone_child,
+            stack,
+            flags,
+            (&mut start as *mut CloneStart).cast(),
+            ptid,
+            tls,
+            ctid,
+        )
+    };
+    if pid > 0 {
+        let saved = errno();
+        if let Some(_guard) = enter() {
+            let at = log::stamp();
+            log::emit(
+                &Record::Fork {
+                    at,
+                    call: Call::Clone,
+                    child: pid,
+                    errno: 0,
+                },
+                at.mono_ns,
+            );
+        }
+        set_errno(saved);
+    }
+    pid
+}
+
+/// Before an exec replaces the program: the exec recorded, a static target warned
+/// about, every buffer written (the exec ends the other threads).
+fn before_exec(path: *const c_char) {
+    let Some(_guard) = enter() else { return };
+    let saved = errno();
+    if !path.is_null() {
+        // SAFETY: the program passes a NUL-terminated path.
+        let path = unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes();
+        let at = log::stamp();
+        log::emit(&Record::Exec { at, path }, at.mono_ns);
+        if path.contains(&b'/') {
+            let mut cpath = [0u8; 1024];
+            let mut head = [0u8; crate::elf::HEAD];
+            if let Some(dst) = cpath.get_mut(..path.len()) {
+                dst.copy_from_slice(path);
+                let n = super::read_small(&cpath[..=path.len()], &mut head);
+                if crate::elf::is_static(&head[..n]) == Some(true) {
+                    super::warn_once(warning::STATIC_EXEC, path);
+                }
+            }
+        }
+    }
+    log::flush_all();
+    set_errno(saved);
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    before_exec(path);
+    // SAFETY: the program's call, passed on.
+    unsafe { real::execve(path, argv, envp) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    before_exec(path);
+    // SAFETY: the program's call, passed on.
+    unsafe { real::execv(path, argv) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    before_exec(file);
+    // SAFETY: the program's call, passed on.
+    unsafe { real::execvp(file, argv) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    before_exec(file);
+    // SAFETY: the program's call, passed on.
+    unsafe { real::execvpe(file, argv, envp) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    super::finish();
+    // SAFETY: ending the process as the program asked.
+    unsafe { real::exit_now("_exit", status) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    super::finish();
+    // SAFETY: ending the process as the program asked.
+    unsafe { real::exit_now("_Exit", status) }
+}

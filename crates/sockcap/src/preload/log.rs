@@ -1,0 +1,247 @@
+//! The log file and the per-thread buffers records wait in.
+//!
+//! A thread claims one of [`SLOTS`] static buffers on its first record and keeps it until
+//! it exits (a pthread key's destructor flushes and frees it). A buffer is written to the
+//! log in one `write` of whole records when it is three-quarters full, when its oldest
+//! record is [`FLUSH_AFTER_NS`] old, at fork, at exec and at exit; the log is opened
+//! `O_APPEND`, so threads' flushes never interleave inside a record.
+//!
+//! Nothing here allocates or takes a lock: a record is dropped (and counted) rather than
+//! wait, so a hook is safe in a signal handler and after fork.
+
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+
+use crate::format::{Record, Stamp};
+
+/// Threads with a buffer at once; later threads' records are dropped and counted.
+const SLOTS: usize = 256;
+/// Bytes per thread buffer.
+const BUFFER: usize = 64 * 1024;
+/// A buffer is written out once its oldest record is this old.
+const FLUSH_AFTER_NS: u64 = 200_000_000;
+
+/// The log's descriptor, or -1 when this process is not capturing.
+pub static LOG_FD: AtomicI32 = AtomicI32::new(-1);
+/// Records dropped (no free buffer, buffer busy, or a write that failed).
+pub static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+struct Slot {
+    /// The owning thread's id, 0 when free.
+    owner: AtomicU32,
+    /// Held while the buffer is written to or flushed.
+    busy: AtomicBool,
+    len: UnsafeCell<usize>,
+    /// When the oldest record in the buffer was written (monotonic ns).
+    oldest: UnsafeCell<u64>,
+    buf: UnsafeCell<[u8; BUFFER]>,
+}
+
+// SAFETY: `len`, `oldest` and `buf` are only touched by whoever set `busy`.
+unsafe impl Sync for Slot {}
+
+static BUFFERS: [Slot; SLOTS] = [const {
+    Slot {
+        owner: AtomicU32::new(0),
+        busy: AtomicBool::new(false),
+        len: UnsafeCell::new(0),
+        oldest: UnsafeCell::new(0),
+        buf: UnsafeCell::new([0; BUFFER]),
+    }
+}; SLOTS];
+
+thread_local! {
+    /// This thread's buffer, plus one (0: none yet).
+    static MINE: Cell<usize> = const { Cell::new(0) };
+    /// This thread's kernel id (0: not asked yet).
+    static TID: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The pthread key whose destructor frees a thread's buffer.
+static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// Now, on this thread.
+pub fn stamp() -> Stamp {
+    Stamp {
+        tid: tid(),
+        mono_ns: clock(libc::CLOCK_MONOTONIC),
+        wall_ns: clock(libc::CLOCK_REALTIME),
+    }
+}
+
+pub fn clock(id: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write; clock_gettime is async-signal-safe.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+fn tid() -> u32 {
+    TID.with(|t| match t.get() {
+        0 => {
+            // SAFETY: gettid takes nothing and cannot fail.
+            let id = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+            t.set(id);
+            id
+        }
+        id => id,
+    })
+}
+
+/// Creates the pthread key (at load, before the program's threads).
+pub fn init_key() {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is valid to write; the destructor has the signature pthread wants.
+    if unsafe { libc::pthread_key_create(&mut key, Some(thread_exit)) } == 0 {
+        KEY.store(key, Ordering::Relaxed);
+    }
+}
+
+/// A thread with a buffer is exiting: its records go out and the buffer is freed.
+extern "C" fn thread_exit(value: *mut libc::c_void) {
+    let index = (value as usize).wrapping_sub(1);
+    if let Some(slot) = BUFFERS.get(index) {
+        if !slot.busy.swap(true, Ordering::Acquire) {
+            flush(slot);
+            slot.owner.store(0, Ordering::Release);
+            slot.busy.store(false, Ordering::Release);
+        }
+    }
+    let _ = MINE.try_with(|m| m.set(0));
+}
+
+fn claim() -> Option<&'static Slot> {
+    let me = tid();
+    for (index, slot) in BUFFERS.iter().enumerate() {
+        if slot
+            .owner
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            MINE.with(|m| m.set(index + 1));
+            let key = KEY.load(Ordering::Relaxed);
+            if key != u32::MAX {
+                // SAFETY: a key pthread_key_create gave; the value is an integer tag.
+                unsafe { libc::pthread_setspecific(key, (index + 1) as *const libc::c_void) };
+            }
+            return Some(slot);
+        }
+    }
+    None
+}
+
+/// Appends a record to this thread's buffer.
+pub fn emit(record: &Record<'_>, now_ns: u64) {
+    let slot = match MINE.with(Cell::get) {
+        0 => claim(),
+        n => BUFFERS.get(n - 1),
+    };
+    let Some(slot) = slot else {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    if slot.busy.swap(true, Ordering::Acquire) {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    // SAFETY: `busy` is ours, so nothing else touches these cells until we release it.
+    let (len, oldest, buf) = unsafe {
+        (
+            &mut *slot.len.get(),
+            &mut *slot.oldest.get(),
+            &mut *slot.buf.get(),
+        )
+    };
+    let mut written = record.encode(buf.get_mut(*len..).unwrap_or_default());
+    if written.is_none() && *len > 0 {
+        flush(slot);
+        written = record.encode(&mut buf[..]);
+    }
+    match written {
+        Some(n) => {
+            if *len == 0 {
+                *oldest = now_ns;
+            }
+            *len += n;
+        }
+        None => {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    if *len > BUFFER * 3 / 4 || now_ns.saturating_sub(*oldest) > FLUSH_AFTER_NS {
+        flush(slot);
+    }
+    slot.busy.store(false, Ordering::Release);
+}
+
+/// Writes a buffer's records to the log. The caller holds `busy`.
+fn flush(slot: &Slot) {
+    // SAFETY: the caller holds `busy`.
+    let (len, buf) = unsafe { (&mut *slot.len.get(), &*slot.buf.get()) };
+    if *len > 0 && !write_all(LOG_FD.load(Ordering::Relaxed), &buf[..*len]) {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+    }
+    *len = 0;
+}
+
+/// Writes `bytes` with the write system call itself (not the hooked libc function).
+pub fn write_all(fd: i32, mut bytes: &[u8]) -> bool {
+    if fd < 0 {
+        return false;
+    }
+    while !bytes.is_empty() {
+        // SAFETY: `bytes` is valid for its length; write does not keep the pointer.
+        let n = unsafe { libc::syscall(libc::SYS_write, fd, bytes.as_ptr(), bytes.len()) };
+        if n < 0 {
+            if super::errno() == libc::EINTR {
+                continue;
+            }
+            return false;
+        }
+        bytes = bytes.get(n as usize..).unwrap_or_default();
+    }
+    true
+}
+
+/// Writes out this thread's buffer now (before fork or exec).
+pub fn flush_mine() {
+    if let Some(slot) = MINE
+        .with(Cell::get)
+        .checked_sub(1)
+        .and_then(|i| BUFFERS.get(i))
+    {
+        if !slot.busy.swap(true, Ordering::Acquire) {
+            flush(slot);
+            slot.busy.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Writes out every buffer not in use (at exit: other threads may still run).
+pub fn flush_all() {
+    for slot in &BUFFERS {
+        if slot.owner.load(Ordering::Acquire) != 0 && !slot.busy.swap(true, Ordering::Acquire) {
+            flush(slot);
+            slot.busy.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// In a fork's child: the parent's buffered records are the parent's to write, and
+/// the one thread left has a new id.
+pub fn reset_after_fork() {
+    for slot in &BUFFERS {
+        // SAFETY: the child has one thread, so no other user of the cells exists.
+        unsafe { *slot.len.get() = 0 };
+        slot.busy.store(false, Ordering::Relaxed);
+        slot.owner.store(0, Ordering::Relaxed);
+    }
+    MINE.with(|m| m.set(0));
+    TID.with(|t| t.set(0));
+    DROPPED.store(0, Ordering::Relaxed);
+}

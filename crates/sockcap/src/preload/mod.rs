@@ -1,0 +1,688 @@
+//! The `LD_PRELOAD` library: set-up at load, what every hook shares, and the end of a
+//! process's log.
+//!
+//! A hook calls the real function first, then (when this process captures, the
+//! descriptor is a socket and no hook of this thread is already running) records what
+//! happened, keeping the program's `errno`. Hooks never allocate, lock or unwind.
+
+mod fds;
+mod hooks;
+mod log;
+mod real;
+mod signals;
+
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+
+use libc::{c_int, sockaddr, sockaddr_storage, socklen_t};
+
+use crate::format::{sock, warning, Call, Direction, Endpoint, Origin, Record, Stamp, MAGIC};
+use fds::{Conn, Fd};
+
+thread_local! {
+    /// Set while a hook of this thread records: calls made meanwhile (a signal
+    /// handler's, or the library's own) pass straight through.
+    static IN_HOOK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Held while a hook records.
+struct Guard;
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        IN_HOOK.with(|g| g.set(false));
+    }
+}
+
+/// Whether this process captures, at the cost of one load.
+#[inline]
+fn capturing() -> bool {
+    log::LOG_FD.load(Ordering::Relaxed) >= 0
+}
+
+/// A guard, unless this process does not capture or this thread is already recording.
+fn enter() -> Option<Guard> {
+    if !capturing() {
+        return None;
+    }
+    IN_HOOK.with(|g| {
+        if g.get() {
+            None
+        } else {
+            g.set(true);
+            Some(Guard)
+        }
+    })
+}
+
+fn errno() -> c_int {
+    // SAFETY: errno's location is always valid for the calling thread.
+    unsafe { *libc::__errno_location() }
+}
+
+fn set_errno(e: c_int) {
+    // SAFETY: as in `errno`.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// The `errno` a failed call left, as the log keeps it (0 when the call succeeded).
+fn failure(ret: isize) -> u16 {
+    if ret < 0 {
+        errno() as u16
+    } else {
+        0
+    }
+}
+
+/// A socket address the kernel filled in, as an endpoint borrowing its path.
+fn endpoint(addr: &sockaddr_storage, len: socklen_t) -> Endpoint<'_> {
+    let len = (len as usize).min(std::mem::size_of::<sockaddr_storage>());
+    match c_int::from(addr.ss_family) {
+        libc::AF_INET if len >= std::mem::size_of::<libc::sockaddr_in>() => {
+            // SAFETY: the family says the storage holds a sockaddr_in, and it is large
+            // and aligned enough for one.
+            let a = unsafe { &*(addr as *const sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Endpoint::V4(a.sin_addr.s_addr.to_ne_bytes(), u16::from_be(a.sin_port))
+        }
+        libc::AF_INET6 if len >= std::mem::size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above, for sockaddr_in6.
+            let a = unsafe { &*(addr as *const sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            Endpoint::V6(a.sin6_addr.s6_addr, u16::from_be(a.sin6_port))
+        }
+        libc::AF_UNIX => {
+            // SAFETY: as above, for sockaddr_un.
+            let a = unsafe { &*(addr as *const sockaddr_storage).cast::<libc::sockaddr_un>() };
+            let offset = std::mem::size_of::<libc::sa_family_t>();
+            let n = len.saturating_sub(offset).min(a.sun_path.len());
+            // SAFETY: sun_path holds `n` initialised bytes (the kernel's length).
+            let path = unsafe { std::slice::from_raw_parts(a.sun_path.as_ptr().cast::<u8>(), n) };
+            // A pathname ends at its NUL; an abstract name starts with one and is whole.
+            let path = match path.split_first() {
+                Some((0, _)) => path,
+                _ => path.split(|b| *b == 0).next().unwrap_or_default(),
+            };
+            Endpoint::Unix(path)
+        }
+        _ => Endpoint::None,
+    }
+}
+
+/// A copy of the address a caller passed in (`connect`, `sendto`, `bind`).
+fn copy_addr(addr: *const sockaddr, len: socklen_t) -> (sockaddr_storage, socklen_t) {
+    // SAFETY: all-zero bytes are a valid sockaddr_storage.
+    let mut storage: sockaddr_storage = unsafe { std::mem::zeroed() };
+    let n = (len as usize).min(std::mem::size_of::<sockaddr_storage>());
+    if !addr.is_null() && n > 0 {
+        // SAFETY: the caller gave `addr` with `len` readable bytes; we copy at most the
+        // storage's size, into storage we own.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                addr.cast::<u8>(),
+                (&mut storage as *mut sockaddr_storage).cast::<u8>(),
+                n,
+            )
+        };
+    }
+    (storage, n as socklen_t)
+}
+
+/// `getsockname` or `getpeername` of `fd`.
+fn name_of(fd: c_int, peer: bool) -> (sockaddr_storage, socklen_t) {
+    // SAFETY: all-zero bytes are a valid sockaddr_storage.
+    let mut storage: sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<sockaddr_storage>() as socklen_t;
+    let p = (&mut storage as *mut sockaddr_storage).cast::<sockaddr>();
+    // SAFETY: `p` and `len` describe our storage; neither call is interposed.
+    let ok = unsafe {
+        if peer {
+            libc::getpeername(fd, p, &mut len)
+        } else {
+            libc::getsockname(fd, p, &mut len)
+        }
+    } == 0;
+    if !ok {
+        len = 0;
+        storage.ss_family = 0;
+    }
+    (storage, len)
+}
+
+/// A Unix socket's peer process (0 when not known).
+fn peer_pid(fd: c_int, local: &Endpoint<'_>) -> u32 {
+    if !matches!(local, Endpoint::Unix(_)) {
+        return 0;
+    }
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as socklen_t;
+    // SAFETY: `cred` and `len` describe a ucred we own.
+    let ok = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    } == 0;
+    if ok {
+        cred.pid as u32
+    } else {
+        0
+    }
+}
+
+/// The socket's type (`SO_TYPE`), or 0.
+fn socket_kind(fd: c_int) -> u16 {
+    let mut kind: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as socklen_t;
+    // SAFETY: `kind` and `len` describe an int we own.
+    let ok = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TYPE,
+            (&mut kind as *mut c_int).cast(),
+            &mut len,
+        )
+    } == 0;
+    if ok {
+        kind as u16
+    } else {
+        0
+    }
+}
+
+/// Whether `fd` is a socket (one `fstat`).
+fn is_socket(fd: c_int) -> bool {
+    // SAFETY: all-zero bytes are a valid stat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is ours to write; fstat is not interposed.
+    (unsafe { libc::fstat(fd, &mut st) } == 0) && (st.st_mode & libc::S_IFMT) == libc::S_IFSOCK
+}
+
+/// The table's socket for `fd`, classifying a descriptor seen for the first time.
+/// `None` for a descriptor that is not a socket or cannot be tracked.
+fn socket_of(fd: c_int) -> Option<&'static Conn> {
+    match fds::lookup(fd) {
+        Fd::NotSocket | Fd::Untracked => None,
+        Fd::Socket(conn) => Some(conn),
+        Fd::Unknown => {
+            if !is_socket(fd) {
+                fds::mark_not_socket(fd);
+                return None;
+            }
+            match fds::new_socket(fd, socket_kind(fd)) {
+                Some(conn) => Some(conn),
+                None => {
+                    warn_once(warning::TABLE_FULL, b"socket table full");
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// Records that `conn` (on `fd`) is connected, giving it its log number.
+/// Offsets restart at zero unless the socket is `mid_stream` (seen after bytes moved).
+/// `peer` is the address `connect` was given (a non-blocking connect has no peer name yet).
+fn record_connection(
+    at: Stamp,
+    call: Call,
+    fd: c_int,
+    conn: &Conn,
+    errno: u16,
+    mid_stream: bool,
+    peer: Option<Endpoint<'_>>,
+) -> u64 {
+    let id = fds::number(conn, !mid_stream);
+    let (local, local_len) = name_of(fd, false);
+    let (peer_name, peer_len) = name_of(fd, true);
+    let local = endpoint(&local, local_len);
+    let peer = match endpoint(&peer_name, peer_len) {
+        Endpoint::None => peer.unwrap_or_default(),
+        named => named,
+    };
+    let kind = conn.kind.load(Ordering::Relaxed);
+    log::emit(
+        &Record::Connection {
+            at,
+            call,
+            fd,
+            conn: id,
+            kind,
+            local,
+            peer,
+            peer_pid: peer_pid(fd, &local),
+            errno,
+            mid_stream,
+        },
+        at.mono_ns,
+    );
+    id
+}
+
+/// What a data call moved, for a datagram's checksum.
+enum Payload<'a> {
+    None,
+    Bytes(*const u8),
+    Iov(&'a [libc::iovec]),
+}
+
+/// The CRC-32C of the first `n` bytes of a payload.
+fn checksum(payload: &Payload<'_>, n: usize) -> u32 {
+    match payload {
+        Payload::None => 0,
+        Payload::Bytes(p) if !p.is_null() => {
+            // SAFETY: the call moved `n` bytes through this buffer, so they are readable.
+            crate::format::crc32c(unsafe { std::slice::from_raw_parts(*p, n) })
+        }
+        Payload::Bytes(_) => 0,
+        Payload::Iov(iov) => {
+            let mut state = !0u32;
+            let mut left = n;
+            for v in iov.iter() {
+                if left == 0 {
+                    break;
+                }
+                let take = v.iov_len.min(left);
+                if !v.iov_base.is_null() {
+                    // SAFETY: the call moved bytes through these vectors in order, so the
+                    // first `take` bytes of this one are readable.
+                    let bytes =
+                        unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), take) };
+                    state = crate::format::crc32c_update(state, bytes);
+                }
+                left -= take;
+            }
+            state ^ !0
+        }
+    }
+}
+
+/// One data call on `fd` returned `ret`: records it when `fd` is a socket. A file, a
+/// pipe or a terminal costs one table load here.
+#[inline(always)]
+fn data(
+    call: Call,
+    fd: c_int,
+    direction: Direction,
+    ret: isize,
+    flags: c_int,
+    peer: Endpoint<'_>,
+    payload: Payload<'_>,
+) {
+    if !matches!(fds::lookup(fd), Fd::NotSocket) {
+        data_on_socket(call, fd, direction, ret, flags, peer, payload);
+    }
+}
+
+#[inline(never)]
+fn data_on_socket(
+    call: Call,
+    fd: c_int,
+    direction: Direction,
+    ret: isize,
+    flags: c_int,
+    peer: Endpoint<'_>,
+    payload: Payload<'_>,
+) {
+    let saved = errno();
+    if ret < 0 && (saved == libc::EAGAIN || saved == libc::EWOULDBLOCK) {
+        // A non-blocking socket with nothing to move: an event loop's polling, not data.
+        return;
+    }
+    let Some(_guard) = enter() else { return };
+    let Some(conn) = socket_of(fd) else {
+        set_errno(saved);
+        return;
+    };
+    let at = log::stamp();
+    let kind = conn.kind.load(Ordering::Relaxed);
+    let mut id = conn.id.load(Ordering::Relaxed);
+    if id == 0 {
+        // A stream socket found in use (inherited, passed in, or a fork's copy) may have
+        // moved bytes before: its offsets are not stream positions.
+        id = record_connection(
+            at,
+            Call::Discovered,
+            fd,
+            conn,
+            0,
+            kind == sock::STREAM,
+            None,
+        );
+    }
+    let bytes = ret.max(0) as u64;
+    let peek = flags & libc::MSG_PEEK != 0;
+    let counter = match direction {
+        Direction::Send => &conn.sent,
+        Direction::Recv => &conn.received,
+    };
+    let offset = if peek {
+        counter.load(Ordering::Relaxed)
+    } else {
+        counter.fetch_add(bytes, Ordering::Relaxed)
+    };
+    let checksum = if kind == sock::STREAM || bytes == 0 {
+        0
+    } else {
+        checksum(&payload, bytes as usize)
+    };
+    log::emit(
+        &Record::Data {
+            at,
+            call,
+            fd,
+            conn: id,
+            direction,
+            bytes,
+            errno: if ret < 0 { saved as u16 } else { 0 },
+            offset,
+            peer,
+            checksum,
+            peek,
+        },
+        at.mono_ns,
+    );
+    set_errno(saved);
+}
+
+/// Records a warning once per process.
+fn warn_once(code: u16, detail: &[u8]) {
+    static WARNED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let bit = 1u32 << (code % 32);
+    if WARNED.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
+        let at = log::stamp();
+        log::emit(
+            &Record::Warning {
+                at,
+                code,
+                count: 1,
+                detail,
+            },
+            at.mono_ns,
+        );
+    }
+}
+
+/// Reads a small file whole into `buf` (system calls only); the bytes read.
+fn read_small(path: &[u8], buf: &mut [u8]) -> usize {
+    let mut cpath = [0u8; 256];
+    let Some(dst) = cpath.get_mut(..path.len()) else {
+        return 0;
+    };
+    dst.copy_from_slice(path);
+    // SAFETY: `cpath` is NUL-terminated (zeroed past the copy).
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            cpath.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    } as c_int;
+    if fd < 0 {
+        return 0;
+    }
+    let mut n = 0;
+    while n < buf.len() {
+        // SAFETY: the rest of `buf` is writable for its length.
+        let r =
+            unsafe { libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr().add(n), buf.len() - n) };
+        if r <= 0 {
+            break;
+        }
+        n += r as usize;
+    }
+    // SAFETY: closing the descriptor we opened.
+    unsafe { libc::syscall(libc::SYS_close, fd) };
+    n
+}
+
+/// A small formatter into a stack buffer.
+struct Text<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> Text<N> {
+    fn new() -> Self {
+        Text {
+            buf: [0; N],
+            len: 0,
+        }
+    }
+    fn push(&mut self, bytes: &[u8]) -> &mut Self {
+        let n = bytes.len().min(N.saturating_sub(self.len + 1));
+        self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+        self.len += n;
+        self
+    }
+    fn number(&mut self, mut v: u64) -> &mut Self {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.push(&digits[i..])
+    }
+}
+
+/// Opens this process's log in the capture directory and writes its header.
+fn open_log(origin: Origin) {
+    // SAFETY: getenv with a NUL-terminated name; the result is read before any setenv
+    // could run (at load, or in a fork's single-threaded child).
+    let dir = unsafe { libc::getenv(c"CAUSEWAY_CAPTURE_DIR".as_ptr()) };
+    if dir.is_null() {
+        return;
+    }
+    // SAFETY: getenv returned a NUL-terminated string.
+    let dir = unsafe { std::ffi::CStr::from_ptr(dir) }.to_bytes();
+    // SAFETY: all-zero bytes are a valid utsname.
+    let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `uts` is ours to fill.
+    unsafe { libc::uname(&mut uts) };
+    // SAFETY: the kernel NUL-terminates nodename.
+    let host = unsafe { std::ffi::CStr::from_ptr(uts.nodename.as_ptr()) }.to_bytes();
+    // SAFETY: getpid and getppid cannot fail.
+    let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
+    let at = log::stamp();
+    let mut path = Text::<4096>::new();
+    path.push(dir)
+        .push(b"/")
+        .push(host)
+        .push(b"-")
+        .number(u64::from(pid))
+        .push(b"-")
+        .number(at.mono_ns)
+        .push(crate::format::LOG_SUFFIX.as_bytes());
+    // SAFETY: `path` is NUL-terminated (its buffer is zeroed past its length).
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            path.buf.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_APPEND | libc::O_CLOEXEC,
+            0o644,
+        )
+    } as c_int;
+    if fd < 0 {
+        return;
+    }
+    // Out of the way of programs that expect their low descriptors (and `dup2` onto them).
+    // SAFETY: fcntl on our own descriptor.
+    let high = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_DUPFD_CLOEXEC, 1000) } as c_int;
+    let fd = if high >= 0 {
+        // SAFETY: closing our own low copy.
+        unsafe { libc::syscall(libc::SYS_close, fd) };
+        high
+    } else {
+        fd
+    };
+    let mut exe = [0u8; 1024];
+    // SAFETY: `exe` is writable for its length; readlink does not NUL-terminate, so the
+    // length it returns is used.
+    let n = unsafe {
+        libc::readlink(
+            c"/proc/self/exe".as_ptr(),
+            exe.as_mut_ptr().cast(),
+            exe.len(),
+        )
+    };
+    let exe = exe.get(..n.max(0) as usize).unwrap_or_default();
+    let mut args = [0u8; 1024];
+    let n = read_small(b"/proc/self/cmdline", &mut args);
+    let args = args.get(..n).unwrap_or_default();
+    let args = args.strip_suffix(b"\0").unwrap_or(args);
+    let mut header = [0u8; 8 + 3 * 1024 + 4096];
+    header[..MAGIC.len()].copy_from_slice(MAGIC);
+    let record = Record::Process {
+        pid,
+        ppid,
+        origin,
+        at,
+        host,
+        exe,
+        args,
+    };
+    if let Some(n) = record.encode(&mut header[MAGIC.len()..]) {
+        log::write_all(fd, &header[..MAGIC.len() + n]);
+    }
+    log::LOG_FD.store(fd, Ordering::Release);
+}
+
+/// Runs when the library is loaded (program start, and each exec of a captured program).
+extern "C" fn init() {
+    real::resolve_all();
+    log::init_key();
+    open_log(Origin::Start);
+    if capturing() {
+        signals::install();
+    }
+}
+
+/// Runs at `exit` (not at `_exit`, which its hook handles, nor at a kill).
+extern "C" fn fini() {
+    finish();
+}
+
+/// The end of a process's log: what it could not see, then every buffer written out.
+fn finish() {
+    let Some(_guard) = enter() else { return };
+    if io_uring_in_use() {
+        warn_once(
+            warning::IO_URING,
+            b"io_uring in use: socket I/O submitted through it is not captured",
+        );
+    }
+    let dropped = log::DROPPED.swap(0, Ordering::Relaxed);
+    if dropped > 0 {
+        let at = log::stamp();
+        log::emit(
+            &Record::Warning {
+                at,
+                code: warning::DROPPED,
+                count: dropped,
+                detail: b"records dropped",
+            },
+            at.mono_ns,
+        );
+    }
+    log::flush_all();
+}
+
+/// Whether any descriptor of this process is an io_uring instance.
+fn io_uring_in_use() -> bool {
+    // SAFETY: opening a directory by a NUL-terminated literal path.
+    let dir = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            c"/proc/self/fd".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    } as c_int;
+    if dir < 0 {
+        return false;
+    }
+    let mut found = false;
+    let mut entries = [0u8; 4096];
+    'read: loop {
+        // SAFETY: `entries` is writable for its length.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                dir,
+                entries.as_mut_ptr(),
+                entries.len(),
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+        let mut at = 0usize;
+        while at + 19 < n as usize {
+            // linux_dirent64: inode (8), offset (8), record length (2), type (1), name.
+            let reclen = usize::from(u16::from_ne_bytes([entries[at + 16], entries[at + 17]]));
+            if reclen == 0 {
+                break;
+            }
+            let name = &entries[at + 19..(at + reclen).min(n as usize)];
+            let name = name.split(|b| *b == 0).next().unwrap_or_default();
+            let mut target = [0u8; 64];
+            let mut cname = [0u8; 32];
+            if let Some(dst) = cname.get_mut(..name.len()) {
+                dst.copy_from_slice(name);
+                // SAFETY: `cname` is NUL-terminated; `target` is writable for its length.
+                let len = unsafe {
+                    libc::readlinkat(
+                        dir,
+                        cname.as_ptr().cast(),
+                        target.as_mut_ptr().cast(),
+                        target.len(),
+                    )
+                };
+                if len > 0 && target[..len as usize].starts_with(b"anon_inode:[io_uring]") {
+                    found = true;
+                    break 'read;
+                }
+            }
+            at += reclen;
+        }
+    }
+    // SAFETY: closing the directory we opened.
+    unsafe { libc::syscall(libc::SYS_close, dir) };
+    found
+}
+
+/// In a new child (fork, vfork, or clone without a shared address space): a log of its own.
+fn after_fork_child() {
+    let old = log::LOG_FD.swap(-1, Ordering::AcqRel);
+    if old < 0 {
+        return;
+    }
+    log::reset_after_fork();
+    // Inherited sockets are numbered again in the child's own log when next used.
+    fds::forget_numbers();
+    // SAFETY: the child's copy of the parent's log descriptor is ours to close.
+    unsafe { libc::syscall(libc::SYS_close, old) };
+    open_log(Origin::Fork);
+}
+
+// The loader runs these at load and at exit.
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;
+
+#[used]
+#[link_section = ".fini_array"]
+static FINI: extern "C" fn() = fini;
