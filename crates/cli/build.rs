@@ -29,6 +29,8 @@ fn main() {
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env_remove("CARGO_BUILD_TARGET")
         .env_remove("CARGO_TARGET_DIR")
+        // Under `cargo clippy` the library is linted as a workspace member already.
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
         .env("CARGO_INCREMENTAL", "0")
         .status()
         .expect("running cargo to build the preload library");

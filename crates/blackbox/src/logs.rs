@@ -109,8 +109,10 @@ pub fn summarize(path: &Path, log: &[u8]) -> LogSummary {
             } => {
                 if !peek {
                     match direction {
-                        Direction::Send => s.bytes_sent += bytes,
-                        Direction::Recv => s.bytes_received += bytes,
+                        Direction::Send => s.bytes_sent = s.bytes_sent.saturating_add(*bytes),
+                        Direction::Recv => {
+                            s.bytes_received = s.bytes_received.saturating_add(*bytes)
+                        }
                     }
                 }
                 Some(*call)

@@ -13,13 +13,19 @@ pub fn is_static(head: &[u8]) -> Option<bool> {
         return None;
     }
     let u16_at = |at: usize| -> Option<u16> {
-        Some(u16::from_le_bytes(head.get(at..at + 2)?.try_into().ok()?))
+        Some(u16::from_le_bytes(
+            head.get(at..at.checked_add(2)?)?.try_into().ok()?,
+        ))
     };
     let u32_at = |at: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(head.get(at..at + 4)?.try_into().ok()?))
+        Some(u32::from_le_bytes(
+            head.get(at..at.checked_add(4)?)?.try_into().ok()?,
+        ))
     };
     let u64_at = |at: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(head.get(at..at + 8)?.try_into().ok()?))
+        Some(u64::from_le_bytes(
+            head.get(at..at.checked_add(8)?)?.try_into().ok()?,
+        ))
     };
     let phoff = usize::try_from(u64_at(0x20)?).ok()?;
     let phentsize = usize::from(u16_at(0x36)?);

@@ -244,7 +244,7 @@ pub enum Record<'a> {
         at: Stamp,
         host: &'a [u8],
         exe: &'a [u8],
-        /// The command line, arguments separated by NUL bytes (cut at 1 KiB).
+        /// The command line, arguments separated by NUL bytes (its first KiB).
         args: &'a [u8],
     },
     /// A socket was made (`socket`, or each end of `socketpair`).
@@ -430,9 +430,9 @@ impl Record<'_> {
                     Origin::Fork => 1,
                 })?;
                 o.stamp(at)?;
-                o.str16(&host[..host.len().min(255)])?;
-                o.str16(&exe[..exe.len().min(4096)])?;
-                o.str16(&args[..args.len().min(1024)])?;
+                o.str16(host)?;
+                o.str16(exe)?;
+                o.str16(args)?;
             }
             Record::Socket {
                 at,
@@ -552,7 +552,7 @@ impl Record<'_> {
             Record::Exec { at, path } => {
                 o.u8(TAG_EXEC)?;
                 o.stamp(at)?;
-                o.str16(&path[..path.len().min(4096)])?;
+                o.str16(path)?;
             }
             Record::Warning {
                 at,
@@ -564,7 +564,7 @@ impl Record<'_> {
                 o.stamp(at)?;
                 o.u16(*code)?;
                 o.u64(*count)?;
-                o.str16(&detail[..detail.len().min(1024)])?;
+                o.str16(detail)?;
             }
         }
         let body = u16::try_from(o.len - 2).ok()?;
@@ -839,16 +839,34 @@ pub fn crc32c(data: &[u8]) -> u32 {
 }
 
 /// Continues a CRC-32C over more data (`state` starts at `!0`; finish with `^ !0`).
+/// A byte at a time through a table: it runs inside intercepted datagram calls.
 pub fn crc32c_update(mut state: u32, data: &[u8]) -> u32 {
     for &b in data {
-        state ^= u32::from(b);
-        for _ in 0..8 {
-            let mask = (state & 1).wrapping_neg();
-            state = (state >> 1) ^ (0x82F6_3B78 & mask);
-        }
+        state = CRC32C_TABLE[((state ^ u32::from(b)) & 0xff) as usize] ^ (state >> 8);
     }
     state
 }
+
+/// The CRC-32C (reflected polynomial 0x82F63B78) of each byte value.
+static CRC32C_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 == 1 {
+                (c >> 1) ^ 0x82F6_3B78
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        table[i] = c;
+        i += 1;
+    }
+    table
+};
 
 #[cfg(test)]
 mod tests {

@@ -117,10 +117,13 @@ pub fn new_socket(fd: i32, kind: u16) -> Option<&'static Conn> {
 
 /// `new` now refers to what `old` does (dup, dup2, dup3, fcntl(F_DUPFD)).
 pub fn duplicate(old: i32, new: i32) {
-    let (Some(from), Some(to)) = (entry(old), entry(new)) else {
+    let Some(to) = entry(new) else {
         return;
     };
     forget(new);
+    let Some(from) = entry(old) else {
+        return;
+    };
     let v = from.load(Relaxed);
     if v & 0xff == SOCKET {
         if let Some(conn) = CONNS.get((v >> 8) as usize) {

@@ -9,40 +9,10 @@ use libc::{
 
 use super::fds::{self, Fd};
 use super::{
-    capturing, copy_addr, data, endpoint, enter, errno, failure, log, name_of, real,
-    record_connection, set_errno, socket_kind, socket_of, Payload,
+    capturing, copy_addr, data, endpoint, enter, errno, log, name_of, real, record_connection,
+    set_errno, socket_kind, socket_of, Payload, PeerArg,
 };
 use crate::format::{warning, Call, Direction, Endpoint, Record};
-
-/// The iovecs of a message header, as a slice.
-///
-/// # Safety
-/// `msg` must be a message header the caller passed to a successful call.
-unsafe fn iovecs<'a>(msg: *const msghdr) -> &'a [iovec] {
-    if msg.is_null() {
-        return &[];
-    }
-    // SAFETY: the caller's header, valid for the call.
-    let m = unsafe { &*msg };
-    if m.msg_iov.is_null() {
-        return &[];
-    }
-    // SAFETY: the header describes `msg_iovlen` vectors at `msg_iov`.
-    unsafe { std::slice::from_raw_parts(m.msg_iov, m.msg_iovlen) }
-}
-
-/// The address in a message header (`msg_name`), copied.
-///
-/// # Safety
-/// As [`iovecs`].
-unsafe fn msg_peer(msg: *const msghdr) -> (libc::sockaddr_storage, socklen_t) {
-    if msg.is_null() {
-        return copy_addr(std::ptr::null(), 0);
-    }
-    // SAFETY: the caller's header, valid for the call.
-    let m = unsafe { &*msg };
-    copy_addr(m.msg_name.cast(), m.msg_namelen)
-}
 
 // ---- sockets made, named, connected ----------------------------------------------
 
@@ -104,7 +74,7 @@ fn connected(fd: c_int, ret: c_int, peer: Endpoint<'_>) {
         return;
     }
     let Some(_guard) = enter() else { return };
-    if let Some(conn) = socket_of(fd) {
+    if let Some((conn, _)) = socket_of(fd) {
         let at = log::stamp();
         let errno = if ret < 0 { saved as u16 } else { 0 };
         record_connection(at, Call::Connect, fd, conn, errno, false, Some(peer));
@@ -116,7 +86,8 @@ fn connected(fd: c_int, ret: c_int, peer: Endpoint<'_>) {
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::connect(fd, addr, len) };
-    if capturing() {
+    // Only when the kernel accepted the address, so it is readable.
+    if capturing() && (ret == 0 || errno() == libc::EINPROGRESS) {
         let (peer, peer_len) = copy_addr(addr, len);
         connected(fd, ret, endpoint(&peer, peer_len));
     }
@@ -176,7 +147,7 @@ fn named(call: Call, fd: c_int, ret: c_int) {
                 call,
                 fd,
                 local: endpoint(&local, local_len),
-                errno: failure(ret as isize),
+                errno: if ret < 0 { saved as u16 } else { 0 },
             },
             at.mono_ns,
         );
@@ -205,6 +176,11 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
 }
 
 // ---- data ------------------------------------------------------------------------
+//
+// The hooks pass where the peer address and the payload are; they are read only after
+// the call succeeded (see `PeerArg` and `Payload`). A capacity the kernel overwrites
+// (`recvfrom`'s length, `recvmsg`'s `msg_namelen`) is read before the call, as the
+// kernel itself does.
 
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
@@ -217,8 +193,8 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c
             Direction::Send,
             ret,
             flags,
-            Endpoint::None,
-            Payload::Bytes(buf.cast()),
+            PeerArg::None,
+            Payload::Bytes(buf.cast(), n),
         );
     }
     ret
@@ -236,15 +212,14 @@ pub unsafe extern "C" fn sendto(
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::sendto(fd, buf, n, flags, addr, len) };
     if capturing() {
-        let (peer, peer_len) = copy_addr(addr, len);
         data(
             Call::Sendto,
             fd,
             Direction::Send,
             ret,
             flags,
-            endpoint(&peer, peer_len),
-            Payload::Bytes(buf.cast()),
+            PeerArg::Given(addr, len),
+            Payload::Bytes(buf.cast(), n),
         );
     }
     ret
@@ -255,25 +230,27 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::sendmsg(fd, msg, flags) };
     if capturing() {
-        // SAFETY: `msg` is the header the call just used.
-        let ((peer, peer_len), iov) = unsafe { (msg_peer(msg), iovecs(msg)) };
         data(
             Call::Sendmsg,
             fd,
             Direction::Send,
             ret,
             flags,
-            endpoint(&peer, peer_len),
-            Payload::Iov(iov),
+            PeerArg::Msg(msg, socklen_t::MAX),
+            Payload::Msg(msg),
         );
     }
     ret
 }
 
-/// A batch call moved `done` messages: one record each.
+/// Name capacities of a batch's first headers, read before a receiving call.
+const BATCH_NAMES: usize = 64;
+
+/// A batch call moved `done` messages: one record each. `capacities` holds the name
+/// capacities of the first headers (receives; `None` for sends, whose names are given).
 ///
 /// # Safety
-/// `msgs` must hold at least `done` headers the call filled.
+/// `msgs` is the array the call was given.
 unsafe fn batch(
     call: Call,
     fd: c_int,
@@ -281,6 +258,7 @@ unsafe fn batch(
     msgs: *mut mmsghdr,
     done: c_int,
     flags: c_int,
+    capacities: Option<&[socklen_t; BATCH_NAMES]>,
 ) {
     if done <= 0 || msgs.is_null() {
         data(
@@ -289,24 +267,30 @@ unsafe fn batch(
             direction,
             done as isize,
             flags,
-            Endpoint::None,
+            PeerArg::None,
             Payload::None,
         );
         return;
     }
     for i in 0..done as usize {
-        // SAFETY: the call filled `done` headers.
-        let m = unsafe { &*msgs.add(i) };
-        // SAFETY: the header inside is one the call used.
-        let ((peer, peer_len), iov) = unsafe { (msg_peer(&m.msg_hdr), iovecs(&m.msg_hdr)) };
+        // SAFETY: the call succeeded and filled (or sent) the first `done` headers.
+        let m = unsafe { msgs.add(i) };
+        // SAFETY: as above: this header is readable.
+        let (hdr, moved) = unsafe { (&raw const (*m).msg_hdr, (*m).msg_len) };
+        let peer = match capacities {
+            None => PeerArg::Msg(hdr, socklen_t::MAX),
+            Some(c) => c
+                .get(i)
+                .map_or(PeerArg::None, |cap| PeerArg::Msg(hdr, *cap)),
+        };
         data(
             call,
             fd,
             direction,
-            m.msg_len as isize,
+            moved as isize,
             flags,
-            endpoint(&peer, peer_len),
-            Payload::Iov(iov),
+            peer,
+            Payload::Msg(hdr),
         );
     }
 }
@@ -316,8 +300,8 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut mmsghdr, n: c_uint, flag
     // SAFETY: the program's call, passed on.
     let done = unsafe { real::sendmmsg(fd, msgs, n, flags) };
     if capturing() {
-        // SAFETY: the call reports how many of `msgs` it sent.
-        unsafe { batch(Call::Sendmmsg, fd, Direction::Send, msgs, done, flags) };
+        // SAFETY: the array the call was given.
+        unsafe { batch(Call::Sendmmsg, fd, Direction::Send, msgs, done, flags, None) };
     }
     done
 }
@@ -333,41 +317,24 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
             Direction::Recv,
             ret,
             flags,
-            Endpoint::None,
-            Payload::Bytes(buf.cast()),
+            PeerArg::None,
+            Payload::Bytes(buf.cast(), n),
         );
     }
     ret
 }
 
-/// `recvfrom`'s record, with the sender's address when the caller asked for it.
+/// What `recvfrom`'s address capacity is before the call (0 when it asks for none).
 ///
 /// # Safety
-/// `addr` and `len` as the call used them.
-unsafe fn received_from(
-    call: Call,
-    fd: c_int,
-    ret: ssize_t,
-    flags: c_int,
-    buf: *mut c_void,
-    addr: *mut sockaddr,
-    len: *mut socklen_t,
-) {
-    let (peer, peer_len) = if addr.is_null() || len.is_null() || ret < 0 {
-        copy_addr(std::ptr::null(), 0)
+/// `len`, when not null, points at the program's capacity, as the call requires.
+unsafe fn capacity(addr: *mut sockaddr, len: *const socklen_t) -> socklen_t {
+    if addr.is_null() || len.is_null() {
+        0
     } else {
-        // SAFETY: the call wrote the sender's address length to `len`.
-        copy_addr(addr, unsafe { *len })
-    };
-    data(
-        call,
-        fd,
-        Direction::Recv,
-        ret,
-        flags,
-        endpoint(&peer, peer_len),
-        Payload::Bytes(buf.cast()),
-    );
+        // SAFETY: per the contract above.
+        unsafe { *len }
+    }
 }
 
 #[no_mangle]
@@ -379,30 +346,65 @@ pub unsafe extern "C" fn recvfrom(
     addr: *mut sockaddr,
     len: *mut socklen_t,
 ) -> ssize_t {
+    // SAFETY: the program's arguments, as recvfrom reads them.
+    let cap = if capturing() {
+        unsafe { capacity(addr, len) }
+    } else {
+        0
+    };
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::recvfrom(fd, buf, n, flags, addr, len) };
     if capturing() {
-        // SAFETY: the same arguments the call used.
-        unsafe { received_from(Call::Recvfrom, fd, ret, flags, buf, addr, len) };
+        let peer = PeerArg::Returned(addr.cast_const(), cap, len.cast_const());
+        data(
+            Call::Recvfrom,
+            fd,
+            Direction::Recv,
+            ret,
+            flags,
+            peer,
+            Payload::Bytes(buf.cast(), n),
+        );
     }
     ret
 }
 
+/// `msg_namelen` before a receiving call (0 without a header or a name).
+///
+/// # Safety
+/// `msg`, when not null, is the program's header, as recvmsg requires.
+unsafe fn name_capacity(msg: *const msghdr) -> socklen_t {
+    if msg.is_null() {
+        return 0;
+    }
+    // SAFETY: per the contract above.
+    let m = unsafe { &*msg };
+    if m.msg_name.is_null() {
+        0
+    } else {
+        m.msg_namelen
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+    // SAFETY: the program's header, as recvmsg reads it.
+    let cap = if capturing() {
+        unsafe { name_capacity(msg) }
+    } else {
+        0
+    };
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::recvmsg(fd, msg, flags) };
     if capturing() {
-        // SAFETY: `msg` is the header the call just filled.
-        let ((peer, peer_len), iov) = unsafe { (msg_peer(msg), iovecs(msg)) };
         data(
             Call::Recvmsg,
             fd,
             Direction::Recv,
             ret,
             flags,
-            endpoint(&peer, peer_len),
-            Payload::Iov(iov),
+            PeerArg::Msg(msg, cap),
+            Payload::Msg(msg),
         );
     }
     ret
@@ -416,17 +418,34 @@ pub unsafe extern "C" fn recvmmsg(
     flags: c_int,
     timeout: *mut libc::timespec,
 ) -> c_int {
+    let mut caps = [0 as socklen_t; BATCH_NAMES];
+    if capturing() && !msgs.is_null() {
+        for (i, cap) in caps.iter_mut().enumerate().take(n as usize) {
+            // SAFETY: the program's array of `n` headers, as recvmmsg reads it.
+            *cap = unsafe { name_capacity(&raw const (*msgs.add(i)).msg_hdr) };
+        }
+    }
     // SAFETY: the program's call, passed on.
     let done = unsafe { real::recvmmsg(fd, msgs, n, flags, timeout) };
     if capturing() {
-        // SAFETY: the call reports how many of `msgs` it filled.
-        unsafe { batch(Call::Recvmmsg, fd, Direction::Recv, msgs, done, flags) };
+        // SAFETY: the array the call was given.
+        unsafe {
+            batch(
+                Call::Recvmmsg,
+                fd,
+                Direction::Recv,
+                msgs,
+                done,
+                flags,
+                Some(&caps),
+            )
+        };
     }
     done
 }
 
-/// Declares a hook for a plain buffer call: `fd`, a buffer, and more arguments passed
-/// through unchanged.
+/// Declares a hook for a plain buffer call: `fd`, a buffer of `n` bytes, and more
+/// arguments passed through unchanged.
 macro_rules! buffer_hook {
     ($name:ident, $real:ident, $call:expr, $direction:expr, $buf_ty:ty, ($($arg:ident: $ty:ty),*)) => {
         #[no_mangle]
@@ -434,7 +453,7 @@ macro_rules! buffer_hook {
             // SAFETY: the program's call, passed on.
             let ret = unsafe { real::$real(fd, buf, n $(, $arg)*) };
             if capturing() {
-                data($call, fd, $direction, ret, 0, Endpoint::None, Payload::Bytes(buf as *const u8));
+                data($call, fd, $direction, ret, 0, PeerArg::None, Payload::Bytes(buf as *const u8, n));
             }
             ret
         }
@@ -475,8 +494,8 @@ pub unsafe extern "C" fn __recv_chk(
             Direction::Recv,
             ret,
             flags,
-            Endpoint::None,
-            Payload::Bytes(buf.cast()),
+            PeerArg::None,
+            Payload::Bytes(buf.cast(), n),
         );
     }
     ret
@@ -492,25 +511,27 @@ pub unsafe extern "C" fn __recvfrom_chk(
     addr: *mut sockaddr,
     len: *mut socklen_t,
 ) -> ssize_t {
+    // SAFETY: the program's arguments, as recvfrom reads them.
+    let cap = if capturing() {
+        unsafe { capacity(addr, len) }
+    } else {
+        0
+    };
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::recvfrom_chk(fd, buf, n, buflen, flags, addr, len) };
     if capturing() {
-        // SAFETY: the same arguments the call used.
-        unsafe { received_from(Call::Recvfrom, fd, ret, flags, buf, addr, len) };
+        let peer = PeerArg::Returned(addr.cast_const(), cap, len.cast_const());
+        data(
+            Call::Recvfrom,
+            fd,
+            Direction::Recv,
+            ret,
+            flags,
+            peer,
+            Payload::Bytes(buf.cast(), n),
+        );
     }
     ret
-}
-
-/// A vector call's iovecs, as a slice.
-///
-/// # Safety
-/// `iov` must hold `n` vectors (as the call's contract requires).
-unsafe fn vectors<'a>(iov: *const iovec, n: c_int) -> &'a [iovec] {
-    if iov.is_null() || n <= 0 {
-        return &[];
-    }
-    // SAFETY: per the contract above.
-    unsafe { std::slice::from_raw_parts(iov, n as usize) }
 }
 
 #[no_mangle]
@@ -518,16 +539,14 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::readv(fd, iov, n) };
     if capturing() {
-        // SAFETY: the vectors the call used.
-        let v = unsafe { vectors(iov, n) };
         data(
             Call::Readv,
             fd,
             Direction::Recv,
             ret,
             0,
-            Endpoint::None,
-            Payload::Iov(v),
+            PeerArg::None,
+            Payload::Iov(iov, n.max(0) as usize),
         );
     }
     ret
@@ -538,16 +557,14 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::writev(fd, iov, n) };
     if capturing() {
-        // SAFETY: the vectors the call used.
-        let v = unsafe { vectors(iov, n) };
         data(
             Call::Writev,
             fd,
             Direction::Send,
             ret,
             0,
-            Endpoint::None,
-            Payload::Iov(v),
+            PeerArg::None,
+            Payload::Iov(iov, n.max(0) as usize),
         );
     }
     ret
@@ -569,7 +586,7 @@ pub unsafe extern "C" fn sendfile(
             Direction::Send,
             ret,
             0,
-            Endpoint::None,
+            PeerArg::None,
             Payload::None,
         );
     }
@@ -592,7 +609,7 @@ pub unsafe extern "C" fn sendfile64(
             Direction::Send,
             ret,
             0,
-            Endpoint::None,
+            PeerArg::None,
             Payload::None,
         );
     }
@@ -618,7 +635,7 @@ pub unsafe extern "C" fn splice(
             Direction::Recv,
             ret,
             0,
-            Endpoint::None,
+            PeerArg::None,
             Payload::None,
         );
         data(
@@ -627,7 +644,7 @@ pub unsafe extern "C" fn splice(
             Direction::Send,
             ret,
             0,
-            Endpoint::None,
+            PeerArg::None,
             Payload::None,
         );
     }
@@ -661,7 +678,7 @@ fn closed(call: Call, fd: c_int, how: u8, ret: c_int) {
                 fd,
                 conn: conn.id.load(Ordering::Relaxed),
                 how,
-                errno: failure(ret as isize),
+                errno: if ret < 0 { saved as u16 } else { 0 },
             },
             at.mono_ns,
         );
@@ -723,14 +740,40 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
         }
     };
     if capturing() && ret == 0 && flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 {
-        let end = (last as usize).min(fds::MAX_FDS - 1);
-        for fd in first as usize..=end {
-            if fd as c_int != log_fd && !matches!(fds::lookup(fd as c_int), Fd::Unknown) {
-                closed(Call::CloseRange, fd as c_int, 0, 0);
-            }
-        }
+        forget_range(first as usize, last as usize);
     }
     ret
+}
+
+/// Descriptors `first..=last` were closed together: each socket's last record.
+fn forget_range(first: usize, last: usize) {
+    let log_fd = log::LOG_FD.load(Ordering::Relaxed);
+    for fd in first..=last.min(fds::MAX_FDS - 1) {
+        if fd as c_int != log_fd && !matches!(fds::lookup(fd as c_int), Fd::Unknown) {
+            closed(Call::CloseRange, fd as c_int, 0, 0);
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    let log_fd = log::LOG_FD.load(Ordering::Relaxed);
+    if log_fd >= 0 && low <= log_fd {
+        // Around the log's descriptor: one by one below it (it sits at 1000 or above, so
+        // a few hundred calls at most), then everything above it.
+        for fd in low.max(0)..log_fd {
+            // SAFETY: closing descriptors the program asked to close.
+            unsafe { real::close(fd) };
+        }
+        // SAFETY: the program's call, passed on for the descriptors above the log's.
+        unsafe { real::closefrom(log_fd + 1) };
+    } else {
+        // SAFETY: the program's call, passed on.
+        unsafe { real::closefrom(low) };
+    }
+    if capturing() {
+        forget_range(low.max(0) as usize, usize::MAX);
+    }
 }
 
 /// `new` is now a copy of `old`.
@@ -744,8 +787,11 @@ fn duplicated(call: Call, old: c_int, new: c_int) {
         return;
     };
     let saved = errno();
+    // A socket not seen yet is classified first, so that both descriptors share its slot
+    // (one stream, one pair of offsets).
+    let socket = socket_of(old).is_some();
     fds::duplicate(old, new);
-    if matches!(fds::lookup(old), Fd::Socket(_)) {
+    if socket {
         let at = log::stamp();
         log::emit(&Record::Dup { at, call, old, new }, at.mono_ns);
     }
@@ -761,9 +807,9 @@ fn keep_log_clear_of(new: c_int) {
         let moved =
             unsafe { libc::syscall(libc::SYS_fcntl, log_fd, libc::F_DUPFD_CLOEXEC, new + 1) }
                 as c_int;
-        if moved >= 0 {
-            log::LOG_FD.store(moved, Ordering::Release);
-        }
+        // Failing that (no descriptor left), capture stops rather than write into the
+        // file the program is about to put there.
+        log::LOG_FD.store(if moved >= 0 { moved } else { -1 }, Ordering::Release);
     }
 }
 
@@ -848,7 +894,7 @@ fn fork_as(call: Call) -> pid_t {
                 at,
                 call,
                 child: pid,
-                errno: failure(pid as isize),
+                errno: if pid < 0 { saved as u16 } else { 0 },
             },
             at.mono_ns,
         );
@@ -874,16 +920,23 @@ pub unsafe extern "C" fn vfork() -> pid_t {
 struct CloneStart {
     f: extern "C" fn(*mut c_void) -> c_int,
     arg: *mut c_void,
+    /// The child shares the parent's descriptors (`CLONE_FILES`): the log descriptor is
+    /// the parent's, so the child does not capture.
+    shared_files: bool,
 }
 
 extern "C" fn clone_child(start: *mut c_void) -> c_int {
     // SAFETY: `start` is the CloneStart on the parent's stack, which this child has a
     // copy of (no CLONE_VM), read before anything else runs.
-    let (f, arg) = unsafe {
+    let (f, arg, shared_files) = unsafe {
         let s = &*(start as *const CloneStart);
-        (s.f, s.arg)
+        (s.f, s.arg, s.shared_files)
     };
-    super::after_fork_child();
+    if shared_files {
+        log::LOG_FD.store(-1, Ordering::Release);
+    } else {
+        super::after_fork_child();
+    }
     f(arg)
 }
 
@@ -891,7 +944,7 @@ extern "C" fn clone_child(start: *mut c_void) -> c_int {
 // supported targets, so all are declared.
 #[no_mangle]
 pub unsafe extern "C" fn clone(
-    f: extern "C" fn(*mut c_void) -> c_int,
+    f: Option<extern "C" fn(*mut c_void) -> c_int>,
     stack: *mut c_void,
     flags: c_int,
     arg: *mut c_void,
@@ -899,18 +952,23 @@ pub unsafe extern "C" fn clone(
     tls: *mut c_void,
     ctid: *mut pid_t,
 ) -> c_int {
-    if !capturing() || flags & libc::CLONE_VM != 0 {
-        // A thread, or a vfork-like child that execs: nothing of ours to set up.
+    let Some(start_fn) = f.filter(|_| capturing() && flags & libc::CLONE_VM == 0) else {
+        // A thread, a vfork-like child that execs, or a call glibc refuses (no function):
+        // nothing of ours to set up.
         // SAFETY: the program's call, passed on.
         return unsafe { real::clone(f, stack, flags, arg, ptid, tls, ctid) };
-    }
+    };
     log::flush_mine();
-    let mut start = CloneStart { f, arg };
+    let mut start = CloneStart {
+        f: start_fn,
+        arg,
+        shared_files: flags & libc::CLONE_FILES != 0,
+    };
     // SAFETY: the program's call, with the child starting in `clone_child`, which reads
     // `start` from its copy of this stack frame.
     let pid = unsafe {
         real::clone(
-            clone_child,
+            Some(clone_child),
             stack,
             flags,
             (&mut start as *mut CloneStart).cast(),
@@ -940,7 +998,7 @@ pub unsafe extern "C" fn clone(
 
 /// Before an exec replaces the program: the exec recorded, a static target warned
 /// about, every buffer written (the exec ends the other threads).
-fn before_exec(path: *const c_char) {
+fn before_exec(path: *const c_char, check_static: bool) {
     let Some(_guard) = enter() else { return };
     let saved = errno();
     if !path.is_null() {
@@ -948,10 +1006,10 @@ fn before_exec(path: *const c_char) {
         let path = unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes();
         let at = log::stamp();
         log::emit(&Record::Exec { at, path }, at.mono_ns);
-        if path.contains(&b'/') {
+        if check_static && path.contains(&b'/') {
             let mut cpath = [0u8; 1024];
             let mut head = [0u8; crate::elf::HEAD];
-            if let Some(dst) = cpath.get_mut(..path.len()) {
+            if let Some(dst) = cpath.get_mut(..path.len()).filter(|_| path.len() < 1024) {
                 dst.copy_from_slice(path);
                 let n = super::read_small(&cpath[..=path.len()], &mut head);
                 if crate::elf::is_static(&head[..n]) == Some(true) {
@@ -970,21 +1028,21 @@ pub unsafe extern "C" fn execve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    before_exec(path);
+    before_exec(path, true);
     // SAFETY: the program's call, passed on.
     unsafe { real::execve(path, argv, envp) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
-    before_exec(path);
+    before_exec(path, true);
     // SAFETY: the program's call, passed on.
     unsafe { real::execv(path, argv) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
-    before_exec(file);
+    before_exec(file, true);
     // SAFETY: the program's call, passed on.
     unsafe { real::execvp(file, argv) }
 }
@@ -995,9 +1053,34 @@ pub unsafe extern "C" fn execvpe(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    before_exec(file);
+    before_exec(file, true);
     // SAFETY: the program's call, passed on.
     unsafe { real::execvpe(file, argv, envp) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn execveat(
+    dirfd: c_int,
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    flags: c_int,
+) -> c_int {
+    // A path relative to `dirfd` is not checked for a static program.
+    before_exec(path, dirfd == libc::AT_FDCWD);
+    // SAFETY: the program's call, passed on.
+    unsafe { real::execveat(dirfd, path, argv, envp, flags) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fexecve(
+    fd: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    before_exec(c"(fexecve)".as_ptr(), false);
+    // SAFETY: the program's call, passed on.
+    unsafe { real::fexecve(fd, argv, envp) }
 }
 
 #[no_mangle]

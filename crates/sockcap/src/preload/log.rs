@@ -105,7 +105,11 @@ pub fn init_key() {
 /// A thread with a buffer is exiting: its records go out and the buffer is freed.
 extern "C" fn thread_exit(value: *mut libc::c_void) {
     let index = (value as usize).wrapping_sub(1);
-    if let Some(slot) = BUFFERS.get(index) {
+    // Only a buffer this thread owns (a value left from before a fork may name another's).
+    if let Some(slot) = BUFFERS
+        .get(index)
+        .filter(|s| s.owner.load(Ordering::Acquire) == tid())
+    {
         if !slot.busy.swap(true, Ordering::Acquire) {
             flush(slot);
             slot.owner.store(0, Ordering::Release);
@@ -159,7 +163,7 @@ pub fn emit(record: &Record<'_>, now_ns: u64) {
     };
     let mut written = record.encode(buf.get_mut(*len..).unwrap_or_default());
     if written.is_none() && *len > 0 {
-        flush(slot);
+        write_out(len, buf);
         written = record.encode(&mut buf[..]);
     }
     match written {
@@ -174,7 +178,7 @@ pub fn emit(record: &Record<'_>, now_ns: u64) {
         }
     }
     if *len > BUFFER * 3 / 4 || now_ns.saturating_sub(*oldest) > FLUSH_AFTER_NS {
-        flush(slot);
+        write_out(len, buf);
     }
     slot.busy.store(false, Ordering::Release);
 }
@@ -183,6 +187,11 @@ pub fn emit(record: &Record<'_>, now_ns: u64) {
 fn flush(slot: &Slot) {
     // SAFETY: the caller holds `busy`.
     let (len, buf) = unsafe { (&mut *slot.len.get(), &*slot.buf.get()) };
+    write_out(len, buf);
+}
+
+/// Writes the first `len` bytes of a buffer to the log and empties it.
+fn write_out(len: &mut usize, buf: &[u8]) {
     if *len > 0 && !write_all(LOG_FD.load(Ordering::Relaxed), &buf[..*len]) {
         DROPPED.fetch_add(1, Ordering::Relaxed);
     }
@@ -235,7 +244,10 @@ pub fn flush_all() {
 /// In a fork's child: the parent's buffered records are the parent's to write, and
 /// the one thread left has a new id.
 pub fn reset_after_fork() {
-    for slot in &BUFFERS {
+    for slot in BUFFERS
+        .iter()
+        .filter(|s| s.owner.load(Ordering::Relaxed) != 0)
+    {
         // SAFETY: the child has one thread, so no other user of the cells exists.
         unsafe { *slot.len.get() = 0 };
         slot.busy.store(false, Ordering::Relaxed);
@@ -244,4 +256,9 @@ pub fn reset_after_fork() {
     MINE.with(|m| m.set(0));
     TID.with(|t| t.set(0));
     DROPPED.store(0, Ordering::Relaxed);
+    let key = KEY.load(Ordering::Relaxed);
+    if key != u32::MAX {
+        // SAFETY: a key pthread_key_create gave; clearing this thread's value.
+        unsafe { libc::pthread_setspecific(key, std::ptr::null()) };
+    }
 }

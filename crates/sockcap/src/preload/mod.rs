@@ -14,7 +14,7 @@ mod signals;
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
-use libc::{c_int, sockaddr, sockaddr_storage, socklen_t};
+use libc::{c_int, msghdr, sockaddr, sockaddr_storage, socklen_t};
 
 use crate::format::{sock, warning, Call, Direction, Endpoint, Origin, Record, Stamp, MAGIC};
 use fds::{Conn, Fd};
@@ -63,15 +63,6 @@ fn errno() -> c_int {
 fn set_errno(e: c_int) {
     // SAFETY: as in `errno`.
     unsafe { *libc::__errno_location() = e };
-}
-
-/// The `errno` a failed call left, as the log keeps it (0 when the call succeeded).
-fn failure(ret: isize) -> u16 {
-    if ret < 0 {
-        errno() as u16
-    } else {
-        0
-    }
 }
 
 /// A socket address the kernel filled in, as an endpoint borrowing its path.
@@ -196,27 +187,43 @@ fn socket_kind(fd: c_int) -> u16 {
     }
 }
 
-/// Whether `fd` is a socket (one `fstat`).
-fn is_socket(fd: c_int) -> bool {
+/// Whether `fd` is a socket (one `fstat`); `None` when it is not open.
+fn is_socket(fd: c_int) -> Option<bool> {
     // SAFETY: all-zero bytes are a valid stat.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is ours to write; fstat is not interposed.
-    (unsafe { libc::fstat(fd, &mut st) } == 0) && (st.st_mode & libc::S_IFMT) == libc::S_IFSOCK
+    (unsafe { libc::fstat(fd, &mut st) } == 0)
+        .then_some((st.st_mode & libc::S_IFMT) == libc::S_IFSOCK)
 }
 
 /// The table's socket for `fd`, classifying a descriptor seen for the first time.
 /// `None` for a descriptor that is not a socket or cannot be tracked.
-fn socket_of(fd: c_int) -> Option<&'static Conn> {
+/// The flag says it was classified just now (a socket the library had not seen).
+fn socket_of(fd: c_int) -> Option<(&'static Conn, bool)> {
     match fds::lookup(fd) {
-        Fd::NotSocket | Fd::Untracked => None,
-        Fd::Socket(conn) => Some(conn),
+        Fd::NotSocket => None,
+        Fd::Untracked => {
+            if fd >= 0 && is_socket(fd) == Some(true) {
+                warn_once(
+                    warning::TABLE_FULL,
+                    b"a socket past the descriptor table is not tracked",
+                );
+            }
+            None
+        }
+        Fd::Socket(conn) => Some((conn, false)),
         Fd::Unknown => {
-            if !is_socket(fd) {
-                fds::mark_not_socket(fd);
-                return None;
+            match is_socket(fd) {
+                Some(true) => {}
+                Some(false) => {
+                    fds::mark_not_socket(fd);
+                    return None;
+                }
+                // Not open (EBADF): nothing to remember about the number.
+                None => return None,
             }
             match fds::new_socket(fd, socket_kind(fd)) {
-                Some(conn) => Some(conn),
+                Some(conn) => Some((conn, true)),
                 None => {
                     warn_once(warning::TABLE_FULL, b"socket table full");
                     None
@@ -265,42 +272,105 @@ fn record_connection(
     id
 }
 
-/// What a data call moved, for a datagram's checksum.
-enum Payload<'a> {
+/// Where a datagram call's peer address is. Read only after the call succeeded (a
+/// pointer the kernel refused must not be followed), and only for datagram sockets.
+#[derive(Clone, Copy)]
+enum PeerArg {
     None,
-    Bytes(*const u8),
-    Iov(&'a [libc::iovec]),
+    /// An address the program passed in (`sendto`).
+    Given(*const sockaddr, socklen_t),
+    /// An address the kernel wrote back (`recvfrom`): the buffer, the capacity the program
+    /// gave before the call, and where the kernel wrote the address's length.
+    Returned(*const sockaddr, socklen_t, *const socklen_t),
+    /// A message header's name (`sendmsg`, `recvmsg`), at most `capacity` bytes of it.
+    Msg(*const msghdr, socklen_t),
 }
 
-/// The CRC-32C of the first `n` bytes of a payload.
-fn checksum(payload: &Payload<'_>, n: usize) -> u32 {
-    match payload {
-        Payload::None => 0,
-        Payload::Bytes(p) if !p.is_null() => {
-            // SAFETY: the call moved `n` bytes through this buffer, so they are readable.
-            crate::format::crc32c(unsafe { std::slice::from_raw_parts(*p, n) })
-        }
-        Payload::Bytes(_) => 0,
-        Payload::Iov(iov) => {
-            let mut state = !0u32;
-            let mut left = n;
-            for v in iov.iter() {
-                if left == 0 {
-                    break;
-                }
-                let take = v.iov_len.min(left);
-                if !v.iov_base.is_null() {
-                    // SAFETY: the call moved bytes through these vectors in order, so the
-                    // first `take` bytes of this one are readable.
-                    let bytes =
-                        unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), take) };
-                    state = crate::format::crc32c_update(state, bytes);
-                }
-                left -= take;
+impl PeerArg {
+    /// The address, copied.
+    ///
+    /// # Safety
+    /// The call these pointers were passed to succeeded.
+    unsafe fn read(self) -> (sockaddr_storage, socklen_t) {
+        match self {
+            PeerArg::None => copy_addr(std::ptr::null(), 0),
+            PeerArg::Given(addr, len) => copy_addr(addr, len),
+            PeerArg::Returned(addr, capacity, len) if !len.is_null() => {
+                // SAFETY: the call succeeded, so it wrote the length here.
+                let written = unsafe { *len };
+                copy_addr(addr, written.min(capacity))
             }
-            state ^ !0
+            PeerArg::Returned(..) => copy_addr(std::ptr::null(), 0),
+            PeerArg::Msg(msg, capacity) if !msg.is_null() => {
+                // SAFETY: the call succeeded with this header, so it is readable.
+                let m = unsafe { &*msg };
+                copy_addr(m.msg_name.cast(), m.msg_namelen.min(capacity))
+            }
+            PeerArg::Msg(..) => copy_addr(std::ptr::null(), 0),
         }
     }
+}
+
+/// What a data call moved through, for a datagram's checksum. Read only after the call
+/// succeeded, and at most the bytes it moved.
+#[derive(Clone, Copy)]
+enum Payload {
+    None,
+    /// A buffer and its capacity (a truncated datagram's length can exceed it).
+    Bytes(*const u8, usize),
+    /// `n` vectors.
+    Iov(*const libc::iovec, usize),
+    /// A message header's vectors.
+    Msg(*const msghdr),
+}
+
+/// At most this many vectors are read (the kernel's `UIO_MAXIOV`).
+const MAX_IOV: usize = 1024;
+
+/// The CRC-32C of the first `moved` bytes of a payload.
+///
+/// # Safety
+/// The call the payload's pointers were passed to succeeded and moved `moved` bytes.
+unsafe fn checksum(payload: Payload, moved: usize) -> u32 {
+    let (iov, n) = match payload {
+        Payload::None => return 0,
+        Payload::Bytes(p, capacity) => {
+            if p.is_null() {
+                return 0;
+            }
+            // SAFETY: the call moved bytes through this buffer of `capacity` bytes.
+            let bytes = unsafe { std::slice::from_raw_parts(p, moved.min(capacity)) };
+            return crate::format::crc32c(bytes);
+        }
+        Payload::Iov(iov, n) => (iov, n),
+        Payload::Msg(msg) if !msg.is_null() => {
+            // SAFETY: the call succeeded with this header.
+            let m = unsafe { &*msg };
+            (m.msg_iov.cast_const(), m.msg_iovlen)
+        }
+        Payload::Msg(_) => return 0,
+    };
+    if iov.is_null() {
+        return 0;
+    }
+    let mut state = !0u32;
+    let mut left = moved;
+    for i in 0..n.min(MAX_IOV) {
+        if left == 0 {
+            break;
+        }
+        // SAFETY: the call succeeded with `n` vectors here, and `i < n`.
+        let v = unsafe { &*iov.add(i) };
+        let take = v.iov_len.min(left);
+        if !v.iov_base.is_null() {
+            // SAFETY: the call moved bytes through these vectors in order, so the first
+            // `take` bytes of this one were written or read by it.
+            let bytes = unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), take) };
+            state = crate::format::crc32c_update(state, bytes);
+        }
+        left -= take;
+    }
+    state ^ !0
 }
 
 /// One data call on `fd` returned `ret`: records it when `fd` is a socket. A file, a
@@ -312,8 +382,8 @@ fn data(
     direction: Direction,
     ret: isize,
     flags: c_int,
-    peer: Endpoint<'_>,
-    payload: Payload<'_>,
+    peer: PeerArg,
+    payload: Payload,
 ) {
     if !matches!(fds::lookup(fd), Fd::NotSocket) {
         data_on_socket(call, fd, direction, ret, flags, peer, payload);
@@ -327,8 +397,8 @@ fn data_on_socket(
     direction: Direction,
     ret: isize,
     flags: c_int,
-    peer: Endpoint<'_>,
-    payload: Payload<'_>,
+    peer: PeerArg,
+    payload: Payload,
 ) {
     let saved = errno();
     if ret < 0 && (saved == libc::EAGAIN || saved == libc::EWOULDBLOCK) {
@@ -336,7 +406,7 @@ fn data_on_socket(
         return;
     }
     let Some(_guard) = enter() else { return };
-    let Some(conn) = socket_of(fd) else {
+    let Some((conn, classified)) = socket_of(fd) else {
         set_errno(saved);
         return;
     };
@@ -344,20 +414,22 @@ fn data_on_socket(
     let kind = conn.kind.load(Ordering::Relaxed);
     let mut id = conn.id.load(Ordering::Relaxed);
     if id == 0 {
-        // A stream socket found in use (inherited, passed in, or a fork's copy) may have
-        // moved bytes before: its offsets are not stream positions.
+        // A stream socket found in use (inherited across exec, passed in, made by a call
+        // the library does not see) may have moved bytes before: its offsets are not
+        // stream positions. One the library made or a fork inherited counts from its start.
         id = record_connection(
             at,
             Call::Discovered,
             fd,
             conn,
             0,
-            kind == sock::STREAM,
+            classified && kind == sock::STREAM,
             None,
         );
     }
     let bytes = ret.max(0) as u64;
-    let peek = flags & libc::MSG_PEEK != 0;
+    // Neither a peek nor the error queue consumes stream bytes.
+    let peek = flags & (libc::MSG_PEEK | libc::MSG_ERRQUEUE) != 0;
     let counter = match direction {
         Direction::Send => &conn.sent,
         Direction::Recv => &conn.received,
@@ -367,10 +439,18 @@ fn data_on_socket(
     } else {
         counter.fetch_add(bytes, Ordering::Relaxed)
     };
-    let checksum = if kind == sock::STREAM || bytes == 0 {
-        0
+    let datagram = kind != sock::STREAM;
+    let (peer_addr, peer_len) = if datagram && ret >= 0 {
+        // SAFETY: the call succeeded.
+        unsafe { peer.read() }
     } else {
-        checksum(&payload, bytes as usize)
+        copy_addr(std::ptr::null(), 0)
+    };
+    let checksum = if datagram && bytes > 0 {
+        // SAFETY: the call succeeded and moved `bytes` bytes.
+        unsafe { checksum(payload, bytes as usize) }
+    } else {
+        0
     };
     log::emit(
         &Record::Data {
@@ -382,7 +462,7 @@ fn data_on_socket(
             bytes,
             errno: if ret < 0 { saved as u16 } else { 0 },
             offset,
-            peer,
+            peer: endpoint(&peer_addr, peer_len),
             checksum,
             peek,
         },
@@ -447,6 +527,8 @@ fn read_small(path: &[u8], buf: &mut [u8]) -> usize {
 struct Text<const N: usize> {
     buf: [u8; N],
     len: usize,
+    /// Something did not fit.
+    cut: bool,
 }
 
 impl<const N: usize> Text<N> {
@@ -454,10 +536,12 @@ impl<const N: usize> Text<N> {
         Text {
             buf: [0; N],
             len: 0,
+            cut: false,
         }
     }
     fn push(&mut self, bytes: &[u8]) -> &mut Self {
         let n = bytes.len().min(N.saturating_sub(self.len + 1));
+        self.cut |= n < bytes.len();
         self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
         self.len += n;
         self
@@ -479,14 +563,10 @@ impl<const N: usize> Text<N> {
 
 /// Opens this process's log in the capture directory and writes its header.
 fn open_log(origin: Origin) {
-    // SAFETY: getenv with a NUL-terminated name; the result is read before any setenv
-    // could run (at load, or in a fork's single-threaded child).
-    let dir = unsafe { libc::getenv(c"CAUSEWAY_CAPTURE_DIR".as_ptr()) };
-    if dir.is_null() {
+    let dir = DIR.get();
+    if dir.is_empty() {
         return;
     }
-    // SAFETY: getenv returned a NUL-terminated string.
-    let dir = unsafe { std::ffi::CStr::from_ptr(dir) }.to_bytes();
     // SAFETY: all-zero bytes are a valid utsname.
     let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
     // SAFETY: `uts` is ours to fill.
@@ -505,6 +585,9 @@ fn open_log(origin: Origin) {
         .push(b"-")
         .number(at.mono_ns)
         .push(crate::format::LOG_SUFFIX.as_bytes());
+    if path.cut {
+        return;
+    }
     // SAFETY: `path` is NUL-terminated (its buffer is zeroed past its length).
     let fd = unsafe {
         libc::syscall(
@@ -557,16 +640,66 @@ fn open_log(origin: Origin) {
     if let Some(n) = record.encode(&mut header[MAGIC.len()..]) {
         log::write_all(fd, &header[..MAGIC.len() + n]);
     }
+    LOG_PID.store(pid, Ordering::Relaxed);
     log::LOG_FD.store(fd, Ordering::Release);
+}
+
+/// The process the open log belongs to.
+static LOG_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// The capture directory, read from the environment once, at load.
+struct CaptureDir {
+    path: std::cell::UnsafeCell<[u8; 4096]>,
+    len: std::sync::atomic::AtomicUsize,
+}
+
+// SAFETY: `path` is written only by `set`, at load, before the program's threads exist;
+// afterwards it is only read.
+unsafe impl Sync for CaptureDir {}
+
+static DIR: CaptureDir = CaptureDir {
+    path: std::cell::UnsafeCell::new([0; 4096]),
+    len: std::sync::atomic::AtomicUsize::new(0),
+};
+
+impl CaptureDir {
+    /// Takes the directory from the environment (at load only).
+    fn set(&self) {
+        // SAFETY: getenv with a NUL-terminated name, at load.
+        let dir = unsafe { libc::getenv(c"CAUSEWAY_CAPTURE_DIR".as_ptr()) };
+        if dir.is_null() {
+            return;
+        }
+        // SAFETY: getenv returned a NUL-terminated string.
+        let dir = unsafe { std::ffi::CStr::from_ptr(dir) }.to_bytes();
+        // SAFETY: at load nothing else reads or writes `path` (see the Sync impl).
+        let path = unsafe { &mut *self.path.get() };
+        if let Some(dst) = path.get_mut(..dir.len()) {
+            dst.copy_from_slice(dir);
+            self.len.store(dir.len(), Ordering::Release);
+        }
+    }
+
+    fn get(&self) -> &[u8] {
+        let len = self.len.load(Ordering::Acquire);
+        // SAFETY: `path` is no longer written once `len` is set (see the Sync impl).
+        unsafe { &(&*self.path.get())[..len] }
+    }
 }
 
 /// Runs when the library is loaded (program start, and each exec of a captured program).
 extern "C" fn init() {
     real::resolve_all();
+    real::resolve_rest();
+    DIR.set();
     log::init_key();
     open_log(Origin::Start);
     if capturing() {
         signals::install();
+        // Forks the hooks do not see (glibc's own: `daemon`, `_Fork` callers) still give
+        // the child a log of its own.
+        // SAFETY: registering handlers that take no lock and allocate nothing.
+        unsafe { libc::pthread_atfork(Some(fork_prepare), None, Some(fork_child)) };
     }
 }
 
@@ -633,10 +766,12 @@ fn io_uring_in_use() -> bool {
         while at + 19 < n as usize {
             // linux_dirent64: inode (8), offset (8), record length (2), type (1), name.
             let reclen = usize::from(u16::from_ne_bytes([entries[at + 16], entries[at + 17]]));
-            if reclen == 0 {
+            if reclen < 20 {
                 break;
             }
-            let name = &entries[at + 19..(at + reclen).min(n as usize)];
+            let name = entries
+                .get(at + 19..(at + reclen).min(n as usize))
+                .unwrap_or_default();
             let name = name.split(|b| *b == 0).next().unwrap_or_default();
             let mut target = [0u8; 64];
             let mut cname = [0u8; 32];
@@ -665,7 +800,21 @@ fn io_uring_in_use() -> bool {
 }
 
 /// In a new child (fork, vfork, or clone without a shared address space): a log of its own.
+extern "C" fn fork_prepare() {
+    log::flush_mine();
+}
+
+extern "C" fn fork_child() {
+    after_fork_child();
+}
+
+/// Runs once per new process, whichever of the fork hook, the atfork handler or the clone
+/// trampoline gets there first.
 fn after_fork_child() {
+    // SAFETY: getpid cannot fail.
+    if unsafe { libc::getpid() } as u32 == LOG_PID.load(Ordering::Relaxed) {
+        return;
+    }
     let old = log::LOG_FD.swap(-1, Ordering::AcqRel);
     if old < 0 {
         return;

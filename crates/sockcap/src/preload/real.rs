@@ -118,18 +118,29 @@ reals! {
     fcntl = "fcntl"(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int;
     fcntl64 = "fcntl64"(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int;
     fork = "fork"() -> pid_t;
-    clone = "clone"(f: extern "C" fn(*mut c_void) -> c_int, stack: *mut c_void, flags: c_int, arg: *mut c_void, ptid: *mut pid_t, tls: *mut c_void, ctid: *mut pid_t) -> c_int;
+    clone = "clone"(f: Option<extern "C" fn(*mut c_void) -> c_int>, stack: *mut c_void, flags: c_int, arg: *mut c_void, ptid: *mut pid_t, tls: *mut c_void, ctid: *mut pid_t) -> c_int;
     sigaction = "sigaction"(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int;
     execve = "execve"(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
     execv = "execv"(path: *const c_char, argv: *const *const c_char) -> c_int;
     execvp = "execvp"(file: *const c_char, argv: *const *const c_char) -> c_int;
+    execveat = "execveat"(dirfd: c_int, path: *const c_char, argv: *const *const c_char, envp: *const *const c_char, flags: c_int) -> c_int;
+    fexecve = "fexecve"(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
     execvpe = "execvpe"(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+}
+
+static EXIT: Real = Real::new("_exit\0");
+static UPPER: Real = Real::new("_Exit\0");
+static SIGNAL: Real = Real::new("signal\0");
+static CLOSEFROM: Real = Real::new("closefrom\0");
+
+/// Looks up, at load, the real functions outside the table (dlsym may lock and allocate,
+/// which `_exit` in a signal handler or a fork's child must not).
+pub fn resolve_rest() {
+    let _ = (EXIT.get(), UPPER.get(), SIGNAL.get(), CLOSEFROM.get());
 }
 
 /// `_exit` and `_Exit` never return, so they are not in the table above.
 pub unsafe fn exit_now(name: &'static str, status: c_int) -> ! {
-    static EXIT: Real = Real::new("_exit\0");
-    static UPPER: Real = Real::new("_Exit\0");
     let real = if name == "_Exit" { &UPPER } else { &EXIT };
     if let Some(addr) = real.get() {
         // SAFETY: dlsym's address for `_exit`/`_Exit`, both `void (int)` and noreturn.
@@ -144,7 +155,6 @@ pub unsafe fn exit_now(name: &'static str, status: c_int) -> ! {
 
 /// The real `signal` (it returns a handler, so it is not in the table above).
 pub unsafe fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
-    static SIGNAL: Real = Real::new("signal\0");
     let Some(addr) = SIGNAL.get() else {
         return libc::SIG_ERR;
     };
@@ -153,4 +163,25 @@ pub unsafe fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandle
         unsafe { std::mem::transmute(addr) };
     // SAFETY: the caller keeps signal's contract.
     unsafe { f(sig, handler) }
+}
+
+/// The real `closefrom` (it returns nothing, so it is not in the table above); without
+/// one (glibc before 2.34), the descriptors are closed one by one up to the limit.
+pub unsafe fn closefrom(low: c_int) {
+    if let Some(addr) = CLOSEFROM.get() {
+        // SAFETY: dlsym's address for `closefrom`, `void (int)`.
+        let f: unsafe extern "C" fn(c_int) = unsafe { std::mem::transmute(addr) };
+        // SAFETY: the caller keeps closefrom's contract.
+        unsafe { f(low) };
+        return;
+    }
+    // SAFETY: close_range with no flags only closes descriptors.
+    if unsafe { close_range(low.max(0) as libc::c_uint, libc::c_uint::MAX, 0) } != 0 {
+        // SAFETY: getdtablesize cannot fail.
+        let limit = unsafe { libc::getdtablesize() };
+        for fd in low.max(0)..limit {
+            // SAFETY: closing descriptors the caller asked to close.
+            unsafe { close(fd) };
+        }
+    }
 }

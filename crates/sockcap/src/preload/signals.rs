@@ -36,6 +36,12 @@ fn bit(sig: c_int) -> u64 {
 
 /// Installs the handler on every signal of [`SIGNALS`] left at its default action.
 pub fn install() {
+    // PID 1 (a container's init) never gets a signal whose action is the default: with a
+    // handler it would, and the re-raise would be dropped. It keeps the defaults.
+    // SAFETY: getpid cannot fail.
+    if unsafe { libc::getpid() } == 1 {
+        return;
+    }
     for sig in SIGNALS {
         // SAFETY: an all-zero sigaction is valid (SIG_DFL, no flags, empty mask).
         let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -47,7 +53,7 @@ pub fn install() {
         }
         // SAFETY: as above.
         let mut ours: libc::sigaction = unsafe { std::mem::zeroed() };
-        ours.sa_sigaction = on_signal as extern "C" fn(c_int) as sighandler_t;
+        ours.sa_sigaction = handler_address();
         // One-shot: the action is back to the default when the handler runs.
         ours.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
         // SAFETY: installing a handler that only makes async-signal-safe calls.
@@ -57,7 +63,12 @@ pub fn install() {
     }
 }
 
+fn handler_address() -> sighandler_t {
+    on_signal as extern "C" fn(c_int) as sighandler_t
+}
+
 extern "C" fn on_signal(sig: c_int) {
+    let saved = super::errno();
     OURS.fetch_and(!bit(sig), Ordering::Relaxed);
     // Only raw system calls and atomics: buffers in use by the interrupted code are
     // skipped rather than waited for.
@@ -65,6 +76,7 @@ extern "C" fn on_signal(sig: c_int) {
     // SAFETY: the action is the default again (SA_RESETHAND); the signal is delivered
     // when this handler returns, and does what it would have done.
     unsafe { libc::raise(sig) };
+    super::set_errno(saved);
 }
 
 /// Whether the library's handler stands in for the default action of `sig`; clears
@@ -87,8 +99,11 @@ pub unsafe extern "C" fn sigaction(
     let ours = stands_in(sig, !act.is_null());
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::sigaction(sig, act, old) };
-    if ours && ret == 0 && !old.is_null() {
-        // SAFETY: the call filled `old`; the program is shown the default it expects.
+    // Only the library's own handler is shown as the default: one set by a call the
+    // hooks do not see (`sysv_signal`, raw rt_sigaction) is reported as it is.
+    // SAFETY: the call filled `old` when it succeeded.
+    if ours && ret == 0 && !old.is_null() && unsafe { (*old).sa_sigaction } == handler_address() {
+        // SAFETY: as above; the program is shown the default it expects.
         unsafe {
             (*old).sa_sigaction = libc::SIG_DFL;
             (*old).sa_flags = 0;
@@ -103,7 +118,7 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: sighandler_t) -> sighandler
     let ours = stands_in(sig, true);
     // SAFETY: the program's call, passed on.
     let previous = unsafe { real::signal(sig, handler) };
-    if ours && previous != libc::SIG_ERR {
+    if ours && previous == handler_address() {
         libc::SIG_DFL
     } else {
         previous
