@@ -440,11 +440,15 @@ fn data_on_socket(
         counter.fetch_add(bytes, Ordering::Relaxed)
     };
     let datagram = kind != sock::STREAM;
-    let (peer_addr, peer_len) = if datagram && ret >= 0 {
+    // A stream's records carry no peer (its connection record names it), and its path
+    // does not even clear an address buffer.
+    let peer_storage;
+    let peer = if datagram && ret >= 0 {
         // SAFETY: the call succeeded.
-        unsafe { peer.read() }
+        peer_storage = unsafe { peer.read() };
+        endpoint(&peer_storage.0, peer_storage.1)
     } else {
-        copy_addr(std::ptr::null(), 0)
+        Endpoint::None
     };
     let checksum = if datagram && bytes > 0 {
         // SAFETY: the call succeeded and moved `bytes` bytes.
@@ -462,7 +466,7 @@ fn data_on_socket(
             bytes,
             errno: if ret < 0 { saved as u16 } else { 0 },
             offset,
-            peer: endpoint(&peer_addr, peer_len),
+            peer,
             checksum,
             peek,
         },
