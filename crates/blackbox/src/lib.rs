@@ -1,5 +1,5 @@
 //! Black-box inference (WAP5): the socket calls captured from unmodified programs, read
-//! back per process.
+//! back per process and reconciled into messages.
 
 // The capture log format and the ELF check are the preload library's own source files
 // (crates/sockcap), compiled here too: the library links nothing but libc, so it cannot
@@ -9,3 +9,4 @@ pub mod elf;
 #[path = "../../sockcap/src/format.rs"]
 pub mod format;
 pub mod logs;
+pub mod reconcile;

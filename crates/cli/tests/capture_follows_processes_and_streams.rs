@@ -65,20 +65,7 @@ fn logs(dir: &Path) -> Vec<Log> {
 /// Runs `causeway capture` on `sh -c 'causeway echo-node ARGS'`; the logs and the
 /// command's JSON summary.
 fn capture(name: &str, echo_args: &str) -> (PathBuf, Vec<Log>, serde_json::Value) {
-    let dir = temp(name);
-    let script = format!("\"$0\" echo-node {echo_args} > /dev/null");
-    let out = Command::new(BIN)
-        .args(["capture", "--json", "--out"])
-        .arg(&dir)
-        .args(["--", "sh", "-c", &script, BIN])
-        .output()
-        .expect("running causeway capture");
-    assert!(
-        out.status.success(),
-        "capture failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the JSON summary");
+    let (dir, summary) = common::capture_echo(name, echo_args);
     let logs = logs(&dir);
     (dir, logs, summary)
 }

@@ -281,7 +281,9 @@ pub enum Record<'a> {
         /// Bytes may have moved before the capture saw the socket: offsets count from here.
         mid_stream: bool,
     },
-    /// Data moved (or a call that would have moved it failed).
+    /// Data moved (or a call that would have moved it failed). `at` is when a send was
+    /// called (its receiver may finish reading before the call returns) and when a
+    /// receive returned.
     Data {
         at: Stamp,
         call: Call,

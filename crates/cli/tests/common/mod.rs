@@ -91,3 +91,23 @@ pub fn run(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// `causeway capture --json` of `sh -c 'causeway echo-node ARGS'` into a fresh directory:
+/// the directory and the command's JSON summary.
+pub fn capture_echo(name: &str, echo_args: &str) -> (PathBuf, serde_json::Value) {
+    let dir = temp(name);
+    let script = format!("\"$0\" echo-node {echo_args} > /dev/null");
+    let out = Command::new(BIN)
+        .args(["capture", "--json", "--out"])
+        .arg(&dir)
+        .args(["--", "sh", "-c", &script, BIN])
+        .output()
+        .expect("running causeway capture");
+    assert!(
+        out.status.success(),
+        "capture failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = serde_json::from_slice(&out.stdout).expect("the JSON summary");
+    (dir, summary)
+}

@@ -10,9 +10,9 @@ use libc::{
 use super::fds::{self, Fd};
 use super::{
     capturing, copy_addr, data, endpoint, enter, errno, log, name_of, real, record_connection,
-    set_errno, socket_kind, socket_of, Payload, PeerArg,
+    set_errno, socket_kind, socket_of, started, Payload, PeerArg,
 };
-use crate::format::{warning, Call, Direction, Endpoint, Record};
+use crate::format::{warning, Call, Direction, Endpoint, Record, Stamp};
 
 // ---- sockets made, named, connected ----------------------------------------------
 
@@ -184,6 +184,7 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
+    let started = started(fd);
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::send(fd, buf, n, flags) };
     if capturing() {
@@ -195,6 +196,7 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c
             flags,
             PeerArg::None,
             Payload::Bytes(buf.cast(), n),
+            started,
         );
     }
     ret
@@ -209,6 +211,7 @@ pub unsafe extern "C" fn sendto(
     addr: *const sockaddr,
     len: socklen_t,
 ) -> ssize_t {
+    let started = started(fd);
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::sendto(fd, buf, n, flags, addr, len) };
     if capturing() {
@@ -220,6 +223,7 @@ pub unsafe extern "C" fn sendto(
             flags,
             PeerArg::Given(addr, len),
             Payload::Bytes(buf.cast(), n),
+            started,
         );
     }
     ret
@@ -227,6 +231,7 @@ pub unsafe extern "C" fn sendto(
 
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+    let started = started(fd);
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::sendmsg(fd, msg, flags) };
     if capturing() {
@@ -238,6 +243,7 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
             flags,
             PeerArg::Msg(msg, socklen_t::MAX),
             Payload::Msg(msg),
+            started,
         );
     }
     ret
@@ -251,6 +257,7 @@ const BATCH_NAMES: usize = 64;
 ///
 /// # Safety
 /// `msgs` is the array the call was given.
+#[allow(clippy::too_many_arguments)]
 unsafe fn batch(
     call: Call,
     fd: c_int,
@@ -259,6 +266,7 @@ unsafe fn batch(
     done: c_int,
     flags: c_int,
     capacities: Option<&[socklen_t; BATCH_NAMES]>,
+    started: Option<Stamp>,
 ) {
     if done <= 0 || msgs.is_null() {
         data(
@@ -269,6 +277,7 @@ unsafe fn batch(
             flags,
             PeerArg::None,
             Payload::None,
+            started,
         );
         return;
     }
@@ -291,17 +300,30 @@ unsafe fn batch(
             flags,
             peer,
             Payload::Msg(hdr),
+            started,
         );
     }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int {
+    let started = started(fd);
     // SAFETY: the program's call, passed on.
     let done = unsafe { real::sendmmsg(fd, msgs, n, flags) };
     if capturing() {
         // SAFETY: the array the call was given.
-        unsafe { batch(Call::Sendmmsg, fd, Direction::Send, msgs, done, flags, None) };
+        unsafe {
+            batch(
+                Call::Sendmmsg,
+                fd,
+                Direction::Send,
+                msgs,
+                done,
+                flags,
+                None,
+                started,
+            )
+        };
     }
     done
 }
@@ -319,6 +341,7 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
             flags,
             PeerArg::None,
             Payload::Bytes(buf.cast(), n),
+            None,
         );
     }
     ret
@@ -364,6 +387,7 @@ pub unsafe extern "C" fn recvfrom(
             flags,
             peer,
             Payload::Bytes(buf.cast(), n),
+            None,
         );
     }
     ret
@@ -405,6 +429,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
             flags,
             PeerArg::Msg(msg, cap),
             Payload::Msg(msg),
+            None,
         );
     }
     ret
@@ -438,6 +463,7 @@ pub unsafe extern "C" fn recvmmsg(
                 done,
                 flags,
                 Some(&caps),
+                None,
             )
         };
     }
@@ -450,10 +476,11 @@ macro_rules! buffer_hook {
     ($name:ident, $real:ident, $call:expr, $direction:expr, $buf_ty:ty, ($($arg:ident: $ty:ty),*)) => {
         #[no_mangle]
         pub unsafe extern "C" fn $name(fd: c_int, buf: $buf_ty, n: size_t $(, $arg: $ty)*) -> ssize_t {
+            let started = if matches!($direction, Direction::Send) { started(fd) } else { None };
             // SAFETY: the program's call, passed on.
             let ret = unsafe { real::$real(fd, buf, n $(, $arg)*) };
             if capturing() {
-                data($call, fd, $direction, ret, 0, PeerArg::None, Payload::Bytes(buf as *const u8, n));
+                data($call, fd, $direction, ret, 0, PeerArg::None, Payload::Bytes(buf as *const u8, n), started);
             }
             ret
         }
@@ -496,6 +523,7 @@ pub unsafe extern "C" fn __recv_chk(
             flags,
             PeerArg::None,
             Payload::Bytes(buf.cast(), n),
+            None,
         );
     }
     ret
@@ -529,6 +557,7 @@ pub unsafe extern "C" fn __recvfrom_chk(
             flags,
             peer,
             Payload::Bytes(buf.cast(), n),
+            None,
         );
     }
     ret
@@ -547,6 +576,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
             0,
             PeerArg::None,
             Payload::Iov(iov, n.max(0) as usize),
+            None,
         );
     }
     ret
@@ -554,6 +584,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
+    let started = started(fd);
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::writev(fd, iov, n) };
     if capturing() {
@@ -565,6 +596,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
             0,
             PeerArg::None,
             Payload::Iov(iov, n.max(0) as usize),
+            started,
         );
     }
     ret
@@ -577,6 +609,7 @@ pub unsafe extern "C" fn sendfile(
     off: *mut off_t,
     n: size_t,
 ) -> ssize_t {
+    let started = started(out_fd);
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::sendfile(out_fd, in_fd, off, n) };
     if capturing() {
@@ -588,6 +621,7 @@ pub unsafe extern "C" fn sendfile(
             0,
             PeerArg::None,
             Payload::None,
+            started,
         );
     }
     ret
@@ -600,6 +634,7 @@ pub unsafe extern "C" fn sendfile64(
     off: *mut off_t,
     n: size_t,
 ) -> ssize_t {
+    let started = started(out_fd);
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::sendfile64(out_fd, in_fd, off, n) };
     if capturing() {
@@ -611,6 +646,7 @@ pub unsafe extern "C" fn sendfile64(
             0,
             PeerArg::None,
             Payload::None,
+            started,
         );
     }
     ret
@@ -625,6 +661,7 @@ pub unsafe extern "C" fn splice(
     n: size_t,
     flags: c_uint,
 ) -> ssize_t {
+    let started = started(fd_out);
     // SAFETY: the program's call, passed on.
     let ret = unsafe { real::splice(fd_in, off_in, fd_out, off_out, n, flags) };
     if capturing() {
@@ -637,6 +674,7 @@ pub unsafe extern "C" fn splice(
             0,
             PeerArg::None,
             Payload::None,
+            None,
         );
         data(
             Call::Splice,
@@ -646,6 +684,7 @@ pub unsafe extern "C" fn splice(
             0,
             PeerArg::None,
             Payload::None,
+            started,
         );
     }
     ret

@@ -376,6 +376,7 @@ unsafe fn checksum(payload: Payload, moved: usize) -> u32 {
 /// One data call on `fd` returned `ret`: records it when `fd` is a socket. A file, a
 /// pipe or a terminal costs one table load here.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn data(
     call: Call,
     fd: c_int,
@@ -384,13 +385,22 @@ fn data(
     flags: c_int,
     peer: PeerArg,
     payload: Payload,
+    started: Option<Stamp>,
 ) {
     if !matches!(fds::lookup(fd), Fd::NotSocket) {
-        data_on_socket(call, fd, direction, ret, flags, peer, payload);
+        data_on_socket(call, fd, direction, ret, flags, peer, payload, started);
     }
 }
 
+/// When a send to a known socket starts: its record's time (the receiver may finish
+/// reading before the sender's call returns). `None` for anything else.
+#[inline(always)]
+fn started(fd: c_int) -> Option<Stamp> {
+    (capturing() && matches!(fds::lookup(fd), Fd::Socket(_))).then(log::stamp)
+}
+
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 fn data_on_socket(
     call: Call,
     fd: c_int,
@@ -399,6 +409,7 @@ fn data_on_socket(
     flags: c_int,
     peer: PeerArg,
     payload: Payload,
+    started: Option<Stamp>,
 ) {
     let saved = errno();
     if ret < 0 && (saved == libc::EAGAIN || saved == libc::EWOULDBLOCK) {
@@ -410,7 +421,7 @@ fn data_on_socket(
         set_errno(saved);
         return;
     };
-    let at = log::stamp();
+    let at = started.unwrap_or_else(log::stamp);
     let kind = conn.kind.load(Ordering::Relaxed);
     let mut id = conn.id.load(Ordering::Relaxed);
     if id == 0 {

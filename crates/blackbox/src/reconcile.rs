@@ -1,0 +1,529 @@
+//! Reconciliation (WAP5 §4): capture logs become messages, each with its sender and
+//! receiver node and endpoint, its send and receive time (either missing when that side
+//! was not captured) and its size.
+//!
+//! What the paper leaves open, decided here:
+//! - The two ends of a TCP connection are the records whose address pairs mirror each
+//!   other, paired in time order (a port reused later is another connection); Unix stream
+//!   sockets pair by path and the two processes' pids.
+//! - A message is a run of bytes in one direction with nothing sent the other way between:
+//!   on the sender's side, consecutive sends with no receive between them (WAP5's fat
+//!   messages coalesced); on the receiver's side when the sender was not captured. Its
+//!   send time is the first send's, its receive time the completion of the read that
+//!   delivered its last byte (stream offsets map one side's bytes to the other's calls).
+//! - A datagram is a message of its own, matched to its receipt by checksum and size,
+//!   the nearest in time.
+//! - Times are wall-clock nanoseconds as each host's clock read them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::format::{sock, Direction, Endpoint, Reader, Record};
+
+/// A socket address, owned.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Ep {
+    None,
+    Inet(SocketAddr),
+    /// A Unix socket's path (empty when unnamed).
+    Unix(Vec<u8>),
+}
+
+impl From<Endpoint<'_>> for Ep {
+    fn from(e: Endpoint<'_>) -> Ep {
+        match e {
+            Endpoint::None => Ep::None,
+            Endpoint::V4(a, p) => Ep::Inet(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(a)), p)),
+            Endpoint::V6(a, p) => Ep::Inet(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(a)), p)),
+            Endpoint::Unix(p) => Ep::Unix(p.to_vec()),
+        }
+    }
+}
+
+impl fmt::Display for Ep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ep::None => f.write_str("-"),
+            Ep::Inet(a) => write!(f, "{a}"),
+            Ep::Unix(p) => Endpoint::Unix(p).fmt(f),
+        }
+    }
+}
+
+/// What a connection end is found by: its local and peer addresses (a Unix stream's
+/// path and its client's and server's pids).
+type PairKey = (Ep, Ep, u32, u32);
+
+/// A captured process: one log.
+#[derive(Clone, Debug, Serialize)]
+pub struct Process {
+    /// The node's name: program, pid and host (`python3.11[4242]@web1`).
+    pub node: String,
+    pub host: String,
+    pub pid: u32,
+    pub program: String,
+    pub log: PathBuf,
+}
+
+/// One message, in the reconciled-message format (`causeway infer --messages`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub id: u64,
+    pub src: String,
+    pub src_ep: String,
+    pub dst: String,
+    pub dst_ep: String,
+    pub send_ns: Option<i64>,
+    pub recv_ns: Option<i64>,
+    pub bytes: u64,
+}
+
+/// What reconciliation saw and could not use.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub logs: usize,
+    /// Logs read only up to damage (cut short, corrupt).
+    pub damaged_logs: usize,
+    pub connections: usize,
+    /// Connections whose other end was captured too.
+    pub connections_paired: usize,
+    pub datagrams_sent: usize,
+    /// Datagrams whose receipt (or sending) was not captured.
+    pub datagrams_unmatched: usize,
+    /// Data records of a connection seen mid-stream (its offsets are not positions).
+    pub mid_stream_connections: usize,
+    /// Clocks that went backwards within one log.
+    pub clock_reversals: usize,
+}
+
+/// One data call on a connection end.
+#[derive(Clone, Debug)]
+struct Call {
+    direction: Direction,
+    mono_ns: u64,
+    offset: u64,
+    bytes: u64,
+    wall_ns: u64,
+    checksum: u32,
+    peer: Ep,
+}
+
+/// One end of a connection (or a datagram socket) in one process.
+#[derive(Clone, Debug)]
+struct End {
+    process: usize,
+    kind: u16,
+    local: Ep,
+    peer: Ep,
+    /// This process's pid and its Unix peer's.
+    pid: u32,
+    peer_pid: u32,
+    at_wall: u64,
+    mid_stream: bool,
+    calls: Vec<Call>,
+}
+
+/// Capture logs read into processes and connection ends.
+#[derive(Default)]
+pub struct Captured {
+    pub processes: Vec<Process>,
+    ends: Vec<End>,
+    pub counts: Counts,
+    /// Each damaged log and where its damage starts.
+    pub damage: Vec<(PathBuf, String)>,
+}
+
+fn program_name(exe: &[u8]) -> String {
+    let exe = String::from_utf8_lossy(exe);
+    exe.rsplit('/').next().unwrap_or_default().to_string()
+}
+
+impl Captured {
+    /// Adds one log's bytes (`path` names it in reports).
+    pub fn add_log(&mut self, path: &Path, log: &[u8]) {
+        let mut reader = Reader::new(log);
+        let process = self.processes.len();
+        let mut by_conn: HashMap<u64, usize> = HashMap::new();
+        let mut last_mono = 0u64;
+        let mut pid = 0;
+        for record in reader.by_ref() {
+            let at = match &record {
+                Record::Process { at, .. }
+                | Record::Socket { at, .. }
+                | Record::Bind { at, .. }
+                | Record::Connection { at, .. }
+                | Record::Data { at, .. }
+                | Record::Close { at, .. }
+                | Record::Dup { at, .. }
+                | Record::Fork { at, .. }
+                | Record::Exec { at, .. }
+                | Record::Warning { at, .. } => *at,
+            };
+            if at.mono_ns < last_mono {
+                self.counts.clock_reversals += 1;
+            }
+            last_mono = last_mono.max(at.mono_ns);
+            match record {
+                Record::Process {
+                    pid: p, host, exe, ..
+                } => {
+                    pid = p;
+                    let host = String::from_utf8_lossy(host).into_owned();
+                    let program = program_name(exe);
+                    self.processes.push(Process {
+                        node: format!("{program}[{p}]@{host}"),
+                        host,
+                        pid: p,
+                        program,
+                        log: path.to_path_buf(),
+                    });
+                }
+                Record::Connection {
+                    conn,
+                    kind,
+                    local,
+                    peer,
+                    peer_pid,
+                    mid_stream,
+                    ..
+                } => {
+                    if self.processes.len() == process {
+                        continue; // no header: not a log this version wrote
+                    }
+                    self.counts.connections += 1;
+                    self.counts.mid_stream_connections += usize::from(mid_stream);
+                    by_conn.insert(conn, self.ends.len());
+                    self.ends.push(End {
+                        process,
+                        kind,
+                        local: local.into(),
+                        peer: peer.into(),
+                        pid,
+                        peer_pid,
+                        at_wall: at.wall_ns,
+                        mid_stream,
+                        calls: Vec::new(),
+                    });
+                }
+                Record::Data {
+                    conn,
+                    direction,
+                    bytes,
+                    errno,
+                    offset,
+                    peer,
+                    checksum,
+                    peek,
+                    ..
+                } => {
+                    // Failed calls and peeks moved nothing; a zero-byte read is an EOF.
+                    if errno != 0 || peek || bytes == 0 {
+                        continue;
+                    }
+                    if let Some(end) = by_conn.get(&conn).and_then(|i| self.ends.get_mut(*i)) {
+                        end.calls.push(Call {
+                            direction,
+                            mono_ns: at.mono_ns,
+                            offset,
+                            bytes,
+                            wall_ns: at.wall_ns,
+                            checksum,
+                            peer: peer.into(),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.counts.logs += 1;
+        if let Some(d) = reader.damage() {
+            self.counts.damaged_logs += 1;
+            self.damage.push((path.to_path_buf(), d.to_string()));
+        }
+    }
+
+    /// Reconciles everything added into messages, numbered from 1 in send (else receive)
+    /// time order.
+    pub fn messages(&mut self) -> Vec<Message> {
+        // A log holds each thread's records in the order its buffers were written: the
+        // calls of one connection are put back in the order they returned.
+        for end in &mut self.ends {
+            end.calls.sort_by_key(|c| c.mono_ns);
+        }
+        let mut out = Vec::new();
+        let streams: Vec<usize> = (0..self.ends.len())
+            .filter(|i| self.ends[*i].kind == sock::STREAM)
+            .collect();
+        let pairs = self.pair_streams(&streams);
+        self.counts.connections_paired = 2 * pairs.iter().filter(|(_, b)| b.is_some()).count();
+        for (a, b) in pairs {
+            match b {
+                Some(b) => {
+                    self.stream_messages(a, Some(b), &mut out);
+                    self.stream_messages(b, Some(a), &mut out);
+                }
+                None => self.stream_messages(a, None, &mut out),
+            }
+        }
+        self.datagram_messages(&mut out);
+        out.sort_by_key(|m| (m.send_ns.or(m.recv_ns), m.recv_ns));
+        for (i, m) in out.iter_mut().enumerate() {
+            m.id = i as u64 + 1;
+        }
+        out
+    }
+
+    /// The key under which an end's other end is found: its own key mirrored.
+    fn keys(&self, e: &End) -> Option<(PairKey, PairKey)> {
+        match (&e.local, &e.peer) {
+            (Ep::Inet(_), Ep::Inet(_)) => Some((
+                (e.local.clone(), e.peer.clone(), 0, 0),
+                (e.peer.clone(), e.local.clone(), 0, 0),
+            )),
+            // A Unix stream: the named path and the two pids, client first.
+            (Ep::Unix(l), Ep::Unix(p)) => {
+                let (path, client, server) = if l.is_empty() {
+                    (p.clone(), e.pid, e.peer_pid)
+                } else {
+                    (l.clone(), e.peer_pid, e.pid)
+                };
+                let own = (Ep::Unix(path.clone()), Ep::None, client, server);
+                Some((own.clone(), own))
+            }
+            _ => None,
+        }
+    }
+
+    /// Each stream end with its other end when that was captured, in time order per
+    /// address pair.
+    fn pair_streams(&self, streams: &[usize]) -> Vec<(usize, Option<usize>)> {
+        let mut by_key: BTreeMap<PairKey, Vec<usize>> = BTreeMap::new();
+        for &i in streams {
+            if let Some((own, _)) = self.keys(&self.ends[i]) {
+                by_key.entry(own).or_default().push(i);
+            }
+        }
+        let mut paired = vec![false; self.ends.len()];
+        let mut out = Vec::new();
+        for &i in streams {
+            if paired[i] {
+                continue;
+            }
+            let e = &self.ends[i];
+            let other = self.keys(e).and_then(|(_, mirror)| {
+                by_key.get(&mirror).and_then(|candidates| {
+                    candidates
+                        .iter()
+                        .copied()
+                        .filter(|&j| j != i && !paired[j] && self.ends[j].process != e.process)
+                        .min_by_key(|&j| self.ends[j].at_wall.abs_diff(e.at_wall))
+                })
+            });
+            paired[i] = true;
+            if let Some(j) = other {
+                paired[j] = true;
+            }
+            out.push((i, other));
+        }
+        out
+    }
+
+    fn node(&self, end: &End) -> String {
+        self.processes
+            .get(end.process)
+            .map(|p| p.node.clone())
+            .unwrap_or_default()
+    }
+
+    /// The messages `sender` sent on a stream (or, when `receiver` is `None`, also those
+    /// it received from the uncaptured other end).
+    fn stream_messages(&self, sender: usize, receiver: Option<usize>, out: &mut Vec<Message>) {
+        let s = &self.ends[sender];
+        let r = receiver.map(|i| &self.ends[i]);
+        // Runs of sends with no receive between them.
+        let mut runs: Vec<(u64, u64, u64)> = Vec::new(); // (first offset, end offset, first send time)
+        let mut open = false;
+        for c in &s.calls {
+            match c.direction {
+                Direction::Send => {
+                    let end = c.offset + c.bytes;
+                    match runs.last_mut() {
+                        Some(run) if open && c.offset == run.1 => run.1 = end,
+                        _ => runs.push((c.offset, end, c.wall_ns)),
+                    }
+                    open = true;
+                }
+                Direction::Recv => open = false,
+            }
+        }
+        let (src, dst) = (
+            self.node(s),
+            r.map_or_else(|| s.peer.to_string(), |r| self.node(r)),
+        );
+        for (start, end, sent) in runs {
+            // The read that delivered the message's last byte (not knowable when either end
+            // was first seen mid-stream: its offsets are not positions in the stream).
+            let received = r.filter(|r| !r.mid_stream && !s.mid_stream).and_then(|r| {
+                r.calls
+                    .iter()
+                    .find(|c| {
+                        c.direction == Direction::Recv
+                            && c.offset < end
+                            && end <= c.offset + c.bytes
+                    })
+                    .map(|c| c.wall_ns)
+            });
+            out.push(Message {
+                id: 0,
+                src: src.clone(),
+                src_ep: s.local.to_string(),
+                dst: dst.clone(),
+                dst_ep: s.peer.to_string(),
+                send_ns: Some(sent as i64),
+                recv_ns: received.map(|t| t as i64),
+                bytes: end - start,
+            });
+        }
+        if r.is_none() {
+            // What the uncaptured end sent: runs of receives with no send between them.
+            let mut runs: Vec<(u64, u64, u64)> = Vec::new(); // (bytes, first offset, last read time)
+            let mut open = false;
+            for c in &s.calls {
+                match c.direction {
+                    Direction::Recv => {
+                        match runs.last_mut() {
+                            Some(run) if open => {
+                                run.0 += c.bytes;
+                                run.2 = c.wall_ns;
+                            }
+                            _ => runs.push((c.bytes, c.offset, c.wall_ns)),
+                        }
+                        open = true;
+                    }
+                    Direction::Send => open = false,
+                }
+            }
+            for (bytes, _, received) in runs {
+                out.push(Message {
+                    id: 0,
+                    src: s.peer.to_string(),
+                    src_ep: s.peer.to_string(),
+                    dst: self.node(s),
+                    dst_ep: s.local.to_string(),
+                    send_ns: None,
+                    recv_ns: Some(received as i64),
+                    bytes,
+                });
+            }
+        }
+    }
+
+    /// Datagrams: each send matched to the receipt with its checksum and size, nearest
+    /// in time; unmatched sends and receipts are messages with one time.
+    fn datagram_messages(&mut self, out: &mut Vec<Message>) {
+        // (checksum, bytes) -> receipts not yet matched: (end, call index).
+        let mut receipts: HashMap<(u32, u64), Vec<(usize, usize)>> = HashMap::new();
+        for (i, e) in self
+            .ends
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.kind != sock::STREAM)
+        {
+            for (k, c) in e.calls.iter().enumerate() {
+                if c.direction == Direction::Recv {
+                    receipts
+                        .entry((c.checksum, c.bytes))
+                        .or_default()
+                        .push((i, k));
+                }
+            }
+        }
+        let mut used = vec![Vec::new(); self.ends.len()];
+        for (i, e) in self.ends.iter().enumerate() {
+            used[i] = vec![false; e.calls.len()];
+        }
+        for (i, e) in self
+            .ends
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.kind != sock::STREAM)
+        {
+            for c in e.calls.iter().filter(|c| c.direction == Direction::Send) {
+                self.counts.datagrams_sent += 1;
+                let dst_ep = match &c.peer {
+                    Ep::None => e.peer.clone(),
+                    p => p.clone(),
+                };
+                let found = receipts.get(&(c.checksum, c.bytes)).and_then(|list| {
+                    list.iter()
+                        .copied()
+                        .filter(|&(j, k)| {
+                            let r = &self.ends[j];
+                            !used[j][k] && j != i && ports_match(&r.local, &dst_ep)
+                        })
+                        .min_by_key(|&(j, k)| self.ends[j].calls[k].wall_ns.abs_diff(c.wall_ns))
+                });
+                let (dst, recv_ns) = match found {
+                    Some((j, k)) => {
+                        used[j][k] = true;
+                        (
+                            self.node(&self.ends[j]),
+                            Some(self.ends[j].calls[k].wall_ns as i64),
+                        )
+                    }
+                    None => {
+                        self.counts.datagrams_unmatched += 1;
+                        (dst_ep.to_string(), None)
+                    }
+                };
+                out.push(Message {
+                    id: 0,
+                    src: self.node(e),
+                    src_ep: e.local.to_string(),
+                    dst,
+                    dst_ep: dst_ep.to_string(),
+                    send_ns: Some(c.wall_ns as i64),
+                    recv_ns,
+                    bytes: c.bytes,
+                });
+            }
+        }
+        for (j, e) in self
+            .ends
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.kind != sock::STREAM)
+        {
+            for (k, c) in e.calls.iter().enumerate() {
+                if c.direction == Direction::Recv && !used[j][k] {
+                    self.counts.datagrams_unmatched += 1;
+                    out.push(Message {
+                        id: 0,
+                        src: c.peer.to_string(),
+                        src_ep: c.peer.to_string(),
+                        dst: self.node(e),
+                        dst_ep: e.local.to_string(),
+                        send_ns: None,
+                        recv_ns: Some(c.wall_ns as i64),
+                        bytes: c.bytes,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Whether a socket bound to `local` receives what is sent to `to` (a wildcard address
+/// matches any).
+fn ports_match(local: &Ep, to: &Ep) -> bool {
+    match (local, to) {
+        (Ep::Inet(l), Ep::Inet(t)) => {
+            l.port() == t.port() && (l.ip().is_unspecified() || l.ip() == t.ip())
+        }
+        (a, b) => a == b,
+    }
+}
