@@ -8,5 +8,6 @@
 pub mod elf;
 #[path = "../../sockcap/src/format.rs"]
 pub mod format;
+pub mod link;
 pub mod logs;
 pub mod reconcile;

@@ -69,10 +69,18 @@ pub struct Process {
     pub log: PathBuf,
 }
 
+/// A message's id as the reconciled-message format has it: any JSON number or string.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum MessageId {
+    Int(i64),
+    Text(String),
+}
+
 /// One message, in the reconciled-message format (`causeway infer --messages`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Message {
-    pub id: u64,
+    pub id: MessageId,
     pub src: String,
     pub src_ep: String,
     pub dst: String,
@@ -272,7 +280,7 @@ impl Captured {
         self.datagram_messages(&mut out);
         out.sort_by_key(|m| (m.send_ns.or(m.recv_ns), m.recv_ns));
         for (i, m) in out.iter_mut().enumerate() {
-            m.id = i as u64 + 1;
+            m.id = MessageId::Int(i as i64 + 1);
         }
         out
     }
@@ -378,7 +386,7 @@ impl Captured {
                     .map(|c| c.wall_ns)
             });
             out.push(Message {
-                id: 0,
+                id: MessageId::Int(0),
                 src: src.clone(),
                 src_ep: s.local.to_string(),
                 dst: dst.clone(),
@@ -409,7 +417,7 @@ impl Captured {
             }
             for (bytes, _, received) in runs {
                 out.push(Message {
-                    id: 0,
+                    id: MessageId::Int(0),
                     src: s.peer.to_string(),
                     src_ep: s.peer.to_string(),
                     dst: self.node(s),
@@ -481,7 +489,7 @@ impl Captured {
                     }
                 };
                 out.push(Message {
-                    id: 0,
+                    id: MessageId::Int(0),
                     src: self.node(e),
                     src_ep: e.local.to_string(),
                     dst,
@@ -502,7 +510,7 @@ impl Captured {
                 if c.direction == Direction::Recv && !used[j][k] {
                     self.counts.datagrams_unmatched += 1;
                     out.push(Message {
-                        id: 0,
+                        id: MessageId::Int(0),
                         src: c.peer.to_string(),
                         src_ep: c.peer.to_string(),
                         dst: self.node(e),

@@ -17,6 +17,7 @@ mod demo;
 mod echo;
 mod expect;
 mod import;
+mod infer;
 mod pivot;
 mod print;
 mod replicas;
@@ -107,6 +108,8 @@ enum Command {
     Capture(capture::CaptureArgs),
     /// Print capture logs record by record, or summarised.
     CaptureLog(capture::CaptureLogArgs),
+    /// Infer causal paths from captured socket calls or reconciled messages (WAP5).
+    Infer(infer::InferArgs),
     /// A loopback echo pair in two processes (measured by `causeway bench capture`).
     #[command(hide = true)]
     EchoNode(echo::EchoArgs),
@@ -397,6 +400,7 @@ fn main() {
         Command::Pivot(c) => pivot::run(c),
         Command::Capture(a) => capture::capture(a),
         Command::CaptureLog(a) => capture::capture_log(a),
+        Command::Infer(a) => infer::run(a),
         Command::EchoNode(a) => echo::run(a),
     };
     if let Err(e) = result {

@@ -1,0 +1,628 @@
+//! Message linking (WAP5 §5.1): which message caused which, with a probability, and the
+//! causal path instances and patterns that follow.
+//!
+//! 1. Per pair of nodes B→C, the mean causal delay `d`: for each message B→C, the time
+//!    since the latest message into B, within the window `x` (none: spontaneous, not
+//!    counted).
+//! 2. Each message B→C sent at `t` scores each message into B received at `r` (`t - x <
+//!    r <= t`) `exp(-(t - r) / d)`, and being spontaneous `exp(-y)` (a delay of `y d`);
+//!    the scores normalised are the link probabilities. A message from a node that was
+//!    not captured (no send time) can only be caused by a message to that node from its
+//!    receiver (A→B→A), timed on the receiver's clock.
+//! 3. From each root (a message most likely spontaneous), path instances: each link to a
+//!    child is probably-true (taken), probably-false (left out) or try-both (both ways,
+//!    while the tree's budget of try-both decisions lasts); an instance's probability is
+//!    the product of `p` for the links taken and `1 - p` for those left out. Instances of
+//!    the same shape form a pattern: its count and expected count (the sum of the
+//!    probabilities).
+//!
+//! The paper leaves open the try-both band, the probably-true/false thresholds, the budget
+//! and the roots; they are [`LinkOptions`], with defaults measured on the TraceWeaver
+//! fixtures (BENCHMARKS.md).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::reconcile::{Message, MessageId};
+
+/// The linking parameters.
+#[derive(Clone, Debug)]
+pub struct LinkOptions {
+    /// The window `x`: a parent is at most this long before its child (ns).
+    pub window_ns: i64,
+    /// `y`: being spontaneous scores as a delay of `y` times the pair's mean.
+    pub spontaneous_factor: f64,
+    /// A link with `p` within this of 0.5 is try-both.
+    pub try_both_band: f64,
+    /// Try-both decisions per tree (at most 2^budget instances from one root).
+    pub budget: u32,
+    /// Candidate parents kept per message (the latest ones; older ones score less).
+    pub max_candidates: usize,
+}
+
+impl Default for LinkOptions {
+    fn default() -> Self {
+        LinkOptions {
+            window_ns: 2_000_000_000,
+            spontaneous_factor: 4.0,
+            try_both_band: 0.25,
+            budget: 6,
+            max_candidates: 32,
+        }
+    }
+}
+
+/// How causes are chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// WAP5's linking, as above.
+    Faithful,
+    /// The baseline: each message's parent is the latest message its sender received
+    /// before sending it (within the window).
+    Greedy,
+}
+
+/// Where one message ended up: in its most probable path instance.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Assignment {
+    /// The message's id.
+    pub id: MessageId,
+    /// The inferred trace (path instance) it belongs to.
+    pub trace: u64,
+    /// The message that caused it in that instance.
+    pub parent: Option<MessageId>,
+    /// The instance's probability.
+    pub probability: f64,
+}
+
+/// A path pattern: path instances of one shape.
+#[derive(Clone, Debug, Serialize)]
+pub struct Pattern {
+    /// The shape: `src>dst` per message, children in brackets.
+    pub shape: String,
+    pub count: u64,
+    /// The sum of the instances' probabilities.
+    pub expected: f64,
+    pub max_probability: f64,
+}
+
+/// What linking inferred.
+#[derive(Debug, Default)]
+pub struct Linked {
+    pub assignments: Vec<Assignment>,
+    pub patterns: Vec<Pattern>,
+    /// Mean causal delay per node pair (ns).
+    pub delays: Vec<(String, String, f64)>,
+}
+
+/// A message's candidate parents: (parent index, probability), and being spontaneous.
+#[derive(Clone, Debug, Default)]
+struct Causes {
+    parents: Vec<(u32, f64)>,
+    spontaneous: f64,
+}
+
+impl Causes {
+    fn most_likely(&self) -> Option<u32> {
+        self.parents
+            .iter()
+            .filter(|(_, p)| *p > self.spontaneous)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(i, _)| *i)
+    }
+}
+
+/// Links `messages` (in any order).
+pub fn link<'a>(messages: &'a [Message], mode: Mode, o: &LinkOptions) -> Linked {
+    let mut nodes: HashMap<&str, u32> = HashMap::new();
+    let mut node_names: Vec<&str> = Vec::new();
+    let mut node = |name: &'a str| -> u32 {
+        *nodes.entry(name).or_insert_with(|| {
+            node_names.push(name);
+            (node_names.len() - 1) as u32
+        })
+    };
+    let src: Vec<u32> = messages.iter().map(|m| node(&m.src)).collect();
+    let dst: Vec<u32> = messages.iter().map(|m| node(&m.dst)).collect();
+    let n = messages.len();
+    // Per node, the messages into it by receive time, and out of it by send time.
+    let mut into: HashMap<u32, Vec<(i64, u32)>> = HashMap::new();
+    let mut out_of: HashMap<u32, Vec<(i64, u32)>> = HashMap::new();
+    for (i, m) in messages.iter().enumerate() {
+        if let Some(r) = m.recv_ns {
+            into.entry(dst[i]).or_default().push((r, i as u32));
+        }
+        if let Some(s) = m.send_ns {
+            out_of.entry(src[i]).or_default().push((s, i as u32));
+        }
+    }
+    for v in into.values_mut().chain(out_of.values_mut()) {
+        v.sort_unstable();
+    }
+    // Candidates of message i: (parent, delay), the latest first.
+    let candidates = |i: usize, limit_ns: i64, max: usize| -> Vec<(u32, i64)> {
+        let m = &messages[i];
+        let (list, t, reply) = match (m.send_ns, m.recv_ns) {
+            // Into the sender, before the send.
+            (Some(t), _) => (into.get(&src[i]), t, false),
+            // An uncaptured sender: only a message its receiver sent it on the same
+            // connection (endpoints reversed), before the receipt, both on the receiver's
+            // clock: A→B→A. A new connection from outside (a client) has no cause.
+            (None, Some(t)) => (out_of.get(&dst[i]), t, true),
+            (None, None) => return Vec::new(),
+        };
+        let Some(list) = list else { return Vec::new() };
+        let end = list.partition_point(|(at, _)| *at <= t);
+        let mut found = Vec::new();
+        for &(at, j) in list[..end].iter().rev() {
+            if t - at > limit_ns || found.len() >= max {
+                break;
+            }
+            if j as usize == i {
+                continue;
+            }
+            let p = &messages[j as usize];
+            let matches = !reply
+                || (p.src_ep == m.dst_ep && p.dst_ep == m.src_ep && dst[j as usize] == src[i]);
+            if matches {
+                found.push((j, t - at));
+            }
+        }
+        found
+    };
+    // Step 1: the mean delay per pair.
+    let mut sums: HashMap<(u32, u32), (f64, u64)> = HashMap::new();
+    for i in 0..n {
+        if let Some(&(_, delay)) = candidates(i, o.window_ns, 1).first() {
+            let e = sums.entry((src[i], dst[i])).or_insert((0.0, 0));
+            e.0 += delay as f64;
+            e.1 += 1;
+        }
+    }
+    let mean = |i: usize| -> f64 {
+        sums.get(&(src[i], dst[i]))
+            .map(|(s, c)| (s / *c as f64).max(1_000.0))
+            .unwrap_or(1_000.0)
+    };
+    // Step 2: causes.
+    let spontaneous_weight = (-o.spontaneous_factor).exp();
+    let mut causes: Vec<Causes> = Vec::with_capacity(n);
+    for i in 0..n {
+        let d = mean(i);
+        if mode == Mode::Greedy {
+            let parents = candidates(i, o.window_ns, 1)
+                .into_iter()
+                .map(|(j, _)| (j, 1.0))
+                .collect::<Vec<_>>();
+            let spontaneous = if parents.is_empty() { 1.0 } else { 0.0 };
+            causes.push(Causes {
+                parents,
+                spontaneous,
+            });
+            continue;
+        }
+        // Scores below a thousandth of being spontaneous change nothing: the window
+        // shrinks to where they start.
+        let limit = ((o.spontaneous_factor + 7.0) * d).min(o.window_ns as f64) as i64;
+        let found = candidates(i, limit, o.max_candidates);
+        let weights: Vec<f64> = found
+            .iter()
+            .map(|(_, delay)| (-(*delay as f64) / d).exp())
+            .collect();
+        let total = spontaneous_weight + weights.iter().sum::<f64>();
+        causes.push(Causes {
+            parents: found
+                .iter()
+                .zip(&weights)
+                .map(|((j, _), w)| (*j, w / total))
+                .collect(),
+            spontaneous: spontaneous_weight / total,
+        });
+    }
+    // Children of each message: (child, probability, whether it is the child's most likely cause).
+    let mut children: Vec<Vec<(u32, f64, bool)>> = vec![Vec::new(); n];
+    for (c, cause) in causes.iter().enumerate() {
+        let best = cause.most_likely();
+        for &(p, q) in &cause.parents {
+            children[p as usize].push((c as u32, q, best == Some(p)));
+        }
+    }
+    // Step 3: instances from each root.
+    let mut best: Vec<Option<Assignment>> = vec![None; n];
+    let mut patterns: HashMap<String, Pattern> = HashMap::new();
+    let mut next_trace = 1u64;
+    let roots: Vec<usize> = (0..n)
+        .filter(|&i| causes[i].most_likely().is_none())
+        .collect();
+    for root in roots {
+        let instances = instances(root as u32, &children, o);
+        for (members, probability) in instances {
+            let trace = next_trace;
+            next_trace += 1;
+            let shape = shape(&members, root as u32, &src, &dst, &node_names);
+            let p = patterns.entry(shape.clone()).or_insert(Pattern {
+                shape,
+                count: 0,
+                expected: 0.0,
+                max_probability: 0.0,
+            });
+            p.count += 1;
+            p.expected += probability;
+            p.max_probability = p.max_probability.max(probability);
+            for (m, parent) in members {
+                let slot = &mut best[m as usize];
+                if slot.as_ref().is_none_or(|a| a.probability < probability) {
+                    *slot = Some(Assignment {
+                        id: messages[m as usize].id.clone(),
+                        trace,
+                        parent: parent.map(|p| messages[p as usize].id.clone()),
+                        probability,
+                    });
+                }
+            }
+        }
+    }
+    // A message no instance took (its causes all left out, or past a tree's budget)
+    // joins its most likely cause's instance, in time order so that causes come first;
+    // with no likely cause it is a trace of its own.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| messages[i].send_ns.or(messages[i].recv_ns));
+    for i in order {
+        if best[i].is_some() {
+            continue;
+        }
+        let Some(p) = causes[i].most_likely() else {
+            continue;
+        };
+        let q = causes[i]
+            .parents
+            .iter()
+            .find(|(j, _)| *j == p)
+            .map_or(0.0, |(_, q)| *q);
+        if let Some(cause) = best[p as usize].clone() {
+            best[i] = Some(Assignment {
+                id: messages[i].id.clone(),
+                trace: cause.trace,
+                parent: Some(cause.id),
+                probability: cause.probability * q,
+            });
+        }
+    }
+    let assignments = best
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            a.unwrap_or_else(|| {
+                let trace = next_trace;
+                next_trace += 1;
+                Assignment {
+                    id: messages[i].id.clone(),
+                    trace,
+                    parent: None,
+                    probability: causes[i].spontaneous,
+                }
+            })
+        })
+        .collect();
+    let mut patterns: Vec<Pattern> = patterns.into_values().collect();
+    patterns.sort_by(|a, b| {
+        b.expected
+            .total_cmp(&a.expected)
+            .then(a.shape.cmp(&b.shape))
+    });
+    let mut delays: Vec<(String, String, f64)> = sums
+        .iter()
+        .map(|(&(s, d), (sum, c))| {
+            (
+                node_names[s as usize].to_string(),
+                node_names[d as usize].to_string(),
+                sum / *c as f64,
+            )
+        })
+        .collect();
+    delays.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    Linked {
+        assignments,
+        patterns,
+        delays,
+    }
+}
+
+/// A path instance: its messages with their parents, and its probability.
+type Instance = (Vec<(u32, Option<u32>)>, f64);
+
+/// A path instance under construction.
+#[derive(Clone)]
+struct Partial {
+    /// Its messages, each with its parent (the root has none).
+    members: Vec<(u32, Option<u32>)>,
+    /// Links still to decide: (parent, index into its children).
+    pending: Vec<(u32, usize)>,
+    probability: f64,
+    budget: u32,
+}
+
+/// The path instances from `root`: every link from a member to a candidate child is
+/// decided in turn, a try-both one in both ways while the budget lasts. An explicit
+/// stack, not recursion: the input decides how deep trees go.
+fn instances(
+    root: u32,
+    children: &[Vec<(u32, f64, bool)>],
+    o: &LinkOptions,
+) -> Vec<Instance> {
+    let mut done = Vec::new();
+    let mut stack = vec![Partial {
+        members: vec![(root, None)],
+        pending: vec![(root, 0)],
+        probability: 1.0,
+        budget: o.budget,
+    }];
+    while let Some(mut s) = stack.pop() {
+        while let Some((parent, k)) = s.pending.pop() {
+            let Some(&(child, q, most_likely)) = children[parent as usize].get(k) else {
+                continue;
+            };
+            s.pending.push((parent, k + 1));
+            if s.members.iter().any(|(m, _)| *m == child) {
+                continue;
+            }
+            let ambiguous = (q - 0.5).abs() <= o.try_both_band;
+            // The most likely cause of its child is tried even when unlikely, so that
+            // every message keeps a cause (the paper's rule).
+            let try_both = s.budget > 0 && (ambiguous || (most_likely && q < 0.5));
+            let take = if try_both {
+                s.budget -= 1;
+                let mut without = s.clone();
+                without.probability *= 1.0 - q;
+                stack.push(without);
+                true
+            } else {
+                q > 0.5 || most_likely
+            };
+            if take {
+                s.members.push((child, Some(parent)));
+                s.pending.push((child, 0));
+                s.probability *= q;
+            } else {
+                s.probability *= 1.0 - q;
+            }
+        }
+        done.push((s.members, s.probability));
+    }
+    done
+}
+
+/// The instance's shape: each message as `src>dst`, its children sorted in brackets.
+fn shape(
+    members: &[(u32, Option<u32>)],
+    root: u32,
+    src: &[u32],
+    dst: &[u32],
+    names: &[&str],
+) -> String {
+    let mut kids: HashMap<u32, Vec<u32>> = HashMap::new();
+    for &(m, p) in members {
+        if let Some(p) = p {
+            kids.entry(p).or_default().push(m);
+        }
+    }
+    fn render(
+        m: u32,
+        kids: &HashMap<u32, Vec<u32>>,
+        src: &[u32],
+        dst: &[u32],
+        names: &[&str],
+        depth: usize,
+    ) -> String {
+        let mut s = format!(
+            "{}>{}",
+            names[src[m as usize] as usize], names[dst[m as usize] as usize]
+        );
+        if depth > 64 {
+            return s + "[...]";
+        }
+        if let Some(k) = kids.get(&m) {
+            let mut parts: Vec<String> = k
+                .iter()
+                .map(|c| render(*c, kids, src, dst, names, depth + 1))
+                .collect();
+            parts.sort();
+            s.push('[');
+            s.push_str(&parts.join(","));
+            s.push(']');
+        }
+        s
+    }
+    render(root, &kids, src, dst, names, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(
+        id: i64,
+        src: &str,
+        src_ep: &str,
+        dst: &str,
+        dst_ep: &str,
+        send: Option<i64>,
+        recv: Option<i64>,
+    ) -> Message {
+        Message {
+            id: MessageId::Int(id),
+            src: src.into(),
+            src_ep: src_ep.into(),
+            dst: dst.into(),
+            dst_ep: dst_ep.into(),
+            send_ns: send,
+            recv_ns: recv,
+            bytes: 100,
+        }
+    }
+
+    /// Two requests from an uncaptured client through a front end to a back end, far
+    /// apart in time: a client request, the call it makes, the reply to it, the answer.
+    fn two_requests() -> Vec<Message> {
+        let mut v = Vec::new();
+        for (k, t0) in [(0i64, 0i64), (1, 1_000_000_000)] {
+            let port = format!("10.0.0.9:{}", 40000 + k);
+            let id = |n: i64| 10 * k + n;
+            v.push(msg(
+                id(1),
+                "CLIENT",
+                &port,
+                "front",
+                "10.0.0.1:80",
+                None,
+                Some(t0),
+            ));
+            v.push(msg(
+                id(2),
+                "front",
+                "10.0.0.1:5000",
+                "back",
+                "10.0.0.2:90",
+                Some(t0 + 1_000_000),
+                Some(t0 + 1_100_000),
+            ));
+            v.push(msg(
+                id(3),
+                "back",
+                "10.0.0.2:90",
+                "front",
+                "10.0.0.1:5000",
+                Some(t0 + 3_000_000),
+                Some(t0 + 3_100_000),
+            ));
+            v.push(msg(
+                id(4),
+                "front",
+                "10.0.0.1:80",
+                "CLIENT",
+                &port,
+                Some(t0 + 4_000_000),
+                None,
+            ));
+        }
+        v
+    }
+
+    #[test]
+    fn separate_requests_become_separate_traces_with_their_causes() {
+        let messages = two_requests();
+        for mode in [Mode::Faithful, Mode::Greedy] {
+            let linked = link(&messages, mode, &LinkOptions::default());
+            let by_id: HashMap<MessageId, &Assignment> = linked
+                .assignments
+                .iter()
+                .map(|a| (a.id.clone(), a))
+                .collect();
+            for k in [0, 10] {
+                let a = |n: i64| by_id[&MessageId::Int(k + n)];
+                assert_eq!(
+                    a(1).parent,
+                    None,
+                    "{mode:?}: a client's new request has no cause"
+                );
+                assert_eq!(a(2).parent, Some(MessageId::Int(k + 1)), "{mode:?}");
+                assert_eq!(a(3).parent, Some(MessageId::Int(k + 2)), "{mode:?}");
+                assert_eq!(a(4).parent, Some(MessageId::Int(k + 3)), "{mode:?}");
+                assert!(
+                    (1..=4).all(|n| a(n).trace == a(1).trace),
+                    "{mode:?}: one trace per request"
+                );
+            }
+            assert_ne!(
+                by_id[&MessageId::Int(1)].trace,
+                by_id[&MessageId::Int(11)].trace
+            );
+        }
+        let linked = link(&messages, Mode::Faithful, &LinkOptions::default());
+        let top = &linked.patterns[0];
+        assert_eq!(
+            top.shape,
+            "CLIENT>front[front>back[back>front[front>CLIENT]]]"
+        );
+        assert_eq!(top.count, 2);
+        assert!(top.expected > 1.5 && top.expected <= 2.0, "{top:?}");
+    }
+
+    #[test]
+    fn a_reply_from_an_uncaptured_server_is_caused_by_the_call_on_its_connection() {
+        // front calls an uncaptured database twice on two connections; each reply (no
+        // send time) is caused by the call on its own connection.
+        let messages = vec![
+            msg(
+                1,
+                "front",
+                "10.0.0.1:6000",
+                "db",
+                "10.0.0.3:5432",
+                Some(0),
+                None,
+            ),
+            msg(
+                2,
+                "front",
+                "10.0.0.1:6001",
+                "db",
+                "10.0.0.3:5432",
+                Some(100_000),
+                None,
+            ),
+            msg(
+                3,
+                "db",
+                "10.0.0.3:5432",
+                "front",
+                "10.0.0.1:6000",
+                None,
+                Some(900_000),
+            ),
+            msg(
+                4,
+                "db",
+                "10.0.0.3:5432",
+                "front",
+                "10.0.0.1:6001",
+                None,
+                Some(1_000_000),
+            ),
+        ];
+        let linked = link(&messages, Mode::Faithful, &LinkOptions::default());
+        let parent = |id: i64| {
+            linked
+                .assignments
+                .iter()
+                .find(|a| a.id == MessageId::Int(id))
+                .and_then(|a| a.parent.clone())
+        };
+        assert_eq!(parent(3), Some(MessageId::Int(1)));
+        assert_eq!(parent(4), Some(MessageId::Int(2)));
+    }
+
+    #[test]
+    fn an_ambiguous_cause_is_tried_both_ways() {
+        // Two messages into B 1 ms apart, then one out of B: both are plausible causes.
+        let messages = vec![
+            msg(1, "X", "x:1", "B", "b:1", Some(0), Some(0)),
+            msg(2, "Y", "y:1", "B", "b:1", Some(1_000_000), Some(1_000_000)),
+            msg(3, "B", "b:2", "C", "c:1", Some(2_000_000), Some(2_000_000)),
+        ];
+        let linked = link(&messages, Mode::Faithful, &LinkOptions::default());
+        let shapes: Vec<&str> = linked.patterns.iter().map(|p| p.shape.as_str()).collect();
+        assert!(shapes.contains(&"Y>B[B>C]"), "{shapes:?}");
+        let total: f64 = linked
+            .patterns
+            .iter()
+            .filter(|p| p.shape.starts_with("Y>B"))
+            .map(|p| p.expected)
+            .sum();
+        assert!(
+            (total - 1.0).abs() < 1e-9,
+            "the instances of one root sum to 1: {total}"
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! `causeway infer`: capture logs (and reconciled messages) to causal paths.
+
+use std::io::{BufRead as _, Write as _};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use causeway_blackbox::link::{link, LinkOptions, Linked, Mode};
+use causeway_blackbox::logs::log_files;
+use causeway_blackbox::reconcile::{Captured, Message};
+use clap::{Args, ValueEnum};
+use serde_json::json;
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    /// WAP5's message linking.
+    Faithful,
+    /// Each message's parent is the latest message its sender received before (the
+    /// baseline).
+    Greedy,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum SortArg {
+    /// Expected count (the sum of the instances' probabilities).
+    Expected,
+    /// Expected count over count: the mean probability.
+    Confidence,
+    /// Expected count over the square root of count.
+    Sqrt,
+}
+
+#[derive(Args)]
+pub struct InferArgs {
+    /// Capture directories (from `causeway capture --out`).
+    dirs: Vec<PathBuf>,
+    /// Reconciled messages as JSON lines (`{"id", "src", "src_ep", "dst", "dst_ep",
+    /// "send_ns", "recv_ns", "bytes"}`), besides or instead of capture directories.
+    #[arg(long)]
+    messages: Option<PathBuf>,
+    /// Write the reconciled messages (captured and given) to this file, as JSON lines.
+    #[arg(long)]
+    export_messages: Option<PathBuf>,
+    /// Write one line per message: `{"id", "trace", "parent", "probability"}`.
+    #[arg(long)]
+    assignments: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "faithful")]
+    mode: ModeArg,
+    /// The window x: a cause is at most this long before its effect.
+    #[arg(long, default_value = "2s")]
+    window: humantime::Duration,
+    /// y: being spontaneous scores as y times the pair's mean delay.
+    #[arg(long, default_value_t = LinkOptions::default().spontaneous_factor)]
+    spontaneous: f64,
+    /// A link within this of probability 0.5 is tried both ways.
+    #[arg(long, default_value_t = LinkOptions::default().try_both_band)]
+    try_both_band: f64,
+    /// Try-both decisions per tree.
+    #[arg(long, default_value_t = LinkOptions::default().budget)]
+    budget: u32,
+    /// Patterns shown.
+    #[arg(long, default_value_t = 20)]
+    top: usize,
+    #[arg(long, value_enum, default_value = "expected")]
+    sort: SortArg,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Reads reconciled messages; a malformed line is reported with file:line and skipped.
+fn read_messages(path: &PathBuf, out: &mut Vec<Message>) -> Result<usize> {
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut skipped = 0;
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("{}:{}: reading", path.display(), n + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Message>(&line) {
+            Ok(m) => out.push(m),
+            Err(e) => {
+                skipped += 1;
+                eprintln!("warning: {}:{}: skipped: {e}", path.display(), n + 1);
+            }
+        }
+    }
+    Ok(skipped)
+}
+
+pub fn run(a: InferArgs) -> Result<()> {
+    if a.dirs.is_empty() && a.messages.is_none() {
+        bail!("nothing to infer from: give capture directories, --messages FILE, or both");
+    }
+    let mut captured = Captured::default();
+    for dir in &a.dirs {
+        for file in log_files(dir)? {
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            captured.add_log(&file, &bytes);
+        }
+    }
+    for (path, damage) in &captured.damage {
+        eprintln!(
+            "warning: {}: read up to the damage {damage}",
+            path.display()
+        );
+    }
+    let mut messages = captured.messages();
+    let mut skipped = 0;
+    if let Some(path) = &a.messages {
+        skipped = read_messages(path, &mut messages)?;
+    }
+    if let Some(path) = &a.export_messages {
+        let mut w = std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        for m in &messages {
+            serde_json::to_writer(&mut w, m)?;
+            w.write_all(b"\n")?;
+        }
+        w.flush()?;
+    }
+    let options = LinkOptions {
+        window_ns: i64::try_from(a.window.as_nanos()).unwrap_or(i64::MAX),
+        spontaneous_factor: a.spontaneous,
+        try_both_band: a.try_both_band,
+        budget: a.budget.min(20),
+        ..LinkOptions::default()
+    };
+    let mode = match a.mode {
+        ModeArg::Faithful => Mode::Faithful,
+        ModeArg::Greedy => Mode::Greedy,
+    };
+    let linked = link(&messages, mode, &options);
+    if let Some(path) = &a.assignments {
+        let mut w = std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        for x in &linked.assignments {
+            serde_json::to_writer(&mut w, x)?;
+            w.write_all(b"\n")?;
+        }
+        w.flush()?;
+    }
+    report(&a, &captured, messages.len(), skipped, linked)
+}
+
+fn report(
+    a: &InferArgs,
+    captured: &Captured,
+    messages: usize,
+    skipped: usize,
+    mut linked: Linked,
+) -> Result<()> {
+    let key = |p: &causeway_blackbox::link::Pattern| match a.sort {
+        SortArg::Expected => p.expected,
+        SortArg::Confidence => p.expected / p.count.max(1) as f64,
+        SortArg::Sqrt => p.expected / (p.count.max(1) as f64).sqrt(),
+    };
+    linked.patterns.sort_by(|x, y| key(y).total_cmp(&key(x)));
+    let traces = linked
+        .assignments
+        .iter()
+        .map(|x| x.trace)
+        .collect::<std::collections::HashSet<_>>()
+        .len();
+    if a.json {
+        let patterns: Vec<_> = linked.patterns.iter().take(a.top).collect();
+        outln!(
+            "{}",
+            serde_json::to_string(&json!({
+                "processes": captured.processes,
+                "counts": captured.counts,
+                "messages": messages,
+                "skipped_lines": skipped,
+                "traces": traces,
+                "patterns": patterns,
+                "delays": linked.delays.iter().map(|(s, d, ns)| json!({"src": s, "dst": d, "mean_ns": ns})).collect::<Vec<_>>(),
+            }))?
+        );
+        return Ok(());
+    }
+    outln!(
+        "{} processes, {} messages, {} inferred traces, {} patterns",
+        captured.processes.len(),
+        messages,
+        traces,
+        linked.patterns.len()
+    );
+    outln!(
+        "{:>10} {:>7} {:>8} {:>9}  pattern",
+        "expected",
+        "count",
+        "exp/cnt",
+        "exp/√cnt"
+    );
+    for p in linked.patterns.iter().take(a.top) {
+        outln!(
+            "{:>10.2} {:>7} {:>8.3} {:>9.3}  {}",
+            p.expected,
+            p.count,
+            p.expected / p.count.max(1) as f64,
+            p.expected / (p.count.max(1) as f64).sqrt(),
+            p.shape
+        );
+    }
+    Ok(())
+}

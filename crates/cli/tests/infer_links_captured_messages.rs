@@ -1,0 +1,84 @@
+//! `causeway infer` on a capture and on reconciled messages: patterns, assignments, the
+//! messages exported and read back, and a malformed line skipped with its file:line.
+
+mod common;
+
+use std::process::Command;
+
+use common::{capture_echo, temp, BIN};
+
+fn infer(args: &[&str]) -> (serde_json::Value, String) {
+    let out = Command::new(BIN)
+        .arg("infer")
+        .args(args)
+        .args(["--json"])
+        .output()
+        .expect("running causeway infer");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "infer failed: {stderr}");
+    (serde_json::from_slice(&out.stdout).expect("JSON"), stderr)
+}
+
+#[test]
+fn a_captured_echo_is_one_pattern_of_request_and_reply() {
+    let (dir, _) = capture_echo("infer-echo", "--rounds 30 --size 500 --transport tcp");
+    let work = temp("infer-echo-out");
+    std::fs::create_dir_all(&work).expect("dir");
+    let assignments = work.join("assignments.jsonl");
+    let exported = work.join("messages.jsonl");
+    let (summary, _) = infer(&[
+        dir.to_str().expect("utf-8"),
+        "--assignments",
+        assignments.to_str().expect("utf-8"),
+        "--export-messages",
+        exported.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(summary["messages"], 60, "{summary}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&assignments)
+        .expect("assignments")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 60);
+    assert!(lines
+        .iter()
+        .all(|l| l["trace"].is_u64() && l["probability"].is_f64()));
+    // Every reply's cause is a request: the patterns are made of client>server>client.
+    let top = summary["patterns"][0]["shape"]
+        .as_str()
+        .expect("a pattern")
+        .to_string();
+    assert!(top.starts_with("causeway["), "{top}");
+    // The exported messages read back give the same inference.
+    let (again, _) = infer(&["--messages", exported.to_str().expect("utf-8")]);
+    assert_eq!(again["messages"], 60);
+    assert_eq!(
+        again["patterns"][0]["shape"],
+        summary["patterns"][0]["shape"]
+    );
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(work);
+}
+
+#[test]
+fn a_malformed_messages_line_is_reported_and_skipped() {
+    let work = temp("infer-bad-line");
+    std::fs::create_dir_all(&work).expect("dir");
+    let file = work.join("m.jsonl");
+    std::fs::write(
+        &file,
+        concat!(
+            r#"{"id": "a", "src": "CLIENT", "src_ep": "1.1.1.1:4000", "dst": "web", "dst_ep": "2.2.2.2:80", "send_ns": null, "recv_ns": 1000, "bytes": 10}"#,
+            "\n{not json\n",
+            r#"{"id": "b", "src": "web", "src_ep": "2.2.2.2:80", "dst": "CLIENT", "dst_ep": "1.1.1.1:4000", "send_ns": 5000, "recv_ns": null, "bytes": 20}"#,
+            "\n"
+        ),
+    )
+    .expect("write");
+    let (summary, stderr) = infer(&["--messages", file.to_str().expect("utf-8")]);
+    assert_eq!(summary["messages"], 2);
+    assert_eq!(summary["skipped_lines"], 1);
+    assert!(stderr.contains("m.jsonl:2:"), "{stderr}");
+    assert_eq!(summary["patterns"][0]["shape"], "CLIENT>web[web>CLIENT]");
+    let _ = std::fs::remove_dir_all(work);
+}
