@@ -11,3 +11,4 @@ pub mod format;
 pub mod link;
 pub mod logs;
 pub mod reconcile;
+pub mod score;

@@ -346,11 +346,7 @@ struct Partial {
 /// The path instances from `root`: every link from a member to a candidate child is
 /// decided in turn, a try-both one in both ways while the budget lasts. An explicit
 /// stack, not recursion: the input decides how deep trees go.
-fn instances(
-    root: u32,
-    children: &[Vec<(u32, f64, bool)>],
-    o: &LinkOptions,
-) -> Vec<Instance> {
+fn instances(root: u32, children: &[Vec<(u32, f64, bool)>], o: &LinkOptions) -> Vec<Instance> {
     let mut done = Vec::new();
     let mut stack = vec![Partial {
         members: vec![(root, None)],

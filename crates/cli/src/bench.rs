@@ -41,6 +41,9 @@ enum What {
     /// What socket capture adds per intercepted call and to an echo's throughput
     /// (`causeway echo-node` with and without the preload library, interleaved).
     Capture(crate::bench_capture::CaptureBenchArgs),
+    /// Accuracy of black-box linking against ground truth (B-cubed F1, exact traces,
+    /// right parents), WAP5's and the greedy baseline's, and their time.
+    Infer(crate::bench_infer::InferBenchArgs),
 }
 
 #[derive(Args)]
@@ -130,6 +133,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         What::Expect(a) => expect(a),
         What::Pivot(a) => crate::bench_pivot::run(a),
         What::Capture(a) => crate::bench_capture::run(a),
+        What::Infer(a) => crate::bench_infer::run(a),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `causeway infer`: capture logs (and reconciled messages) to causal paths.
 
 use std::io::{BufRead as _, Write as _};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use causeway_blackbox::link::{link, LinkOptions, Linked, Mode};
@@ -68,7 +68,7 @@ pub struct InferArgs {
 }
 
 /// Reads reconciled messages; a malformed line is reported with file:line and skipped.
-fn read_messages(path: &PathBuf, out: &mut Vec<Message>) -> Result<usize> {
+pub(crate) fn read_messages(path: &Path, out: &mut Vec<Message>) -> Result<usize> {
     let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut skipped = 0;
     for (n, line) in std::io::BufReader::new(file).lines().enumerate() {

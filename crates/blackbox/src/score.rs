@@ -1,0 +1,149 @@
+//! Accuracy of inferred paths against ground truth: the B-cubed precision, recall and
+//! F1 of messages grouped into traces, the share of traces reconstructed exactly, and the
+//! share of messages given their true parent. A message with no assignment counts as a
+//! trace of its own with no parent.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::link::Assignment;
+use crate::reconcile::MessageId;
+
+/// One message's true trace and cause.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Truth {
+    pub id: MessageId,
+    pub trace: serde_json::Value,
+    pub parent: Option<MessageId>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Score {
+    pub messages: usize,
+    pub precision: f64,
+    pub recall: f64,
+    pub f1: f64,
+    pub exact_traces: f64,
+    pub right_parents: f64,
+}
+
+/// Scores `assignments` against `truth` (messages not in `truth` are ignored).
+pub fn score(truth: &[Truth], assignments: &[Assignment]) -> Score {
+    let predicted: HashMap<&MessageId, &Assignment> =
+        assignments.iter().map(|a| (&a.id, a)).collect();
+    // Group keys: the true trace, and the predicted one (a message alone when missing).
+    let true_key = |t: &Truth| t.trace.to_string();
+    let pred_key = |t: &Truth| match predicted.get(&t.id) {
+        Some(a) => format!("t{}", a.trace),
+        None => format!("alone {:?}", t.id),
+    };
+    let mut true_groups: HashMap<String, HashSet<usize>> = HashMap::new();
+    let mut pred_groups: HashMap<String, HashSet<usize>> = HashMap::new();
+    for (i, t) in truth.iter().enumerate() {
+        true_groups.entry(true_key(t)).or_default().insert(i);
+        pred_groups.entry(pred_key(t)).or_default().insert(i);
+    }
+    let n = truth.len();
+    if n == 0 {
+        return Score::default();
+    }
+    let (mut p, mut r, mut parents) = (0.0, 0.0, 0usize);
+    for t in truth {
+        let a = &true_groups[&true_key(t)];
+        let b = &pred_groups[&pred_key(t)];
+        let k = a.intersection(b).count() as f64;
+        p += k / b.len() as f64;
+        r += k / a.len() as f64;
+        let parent = predicted.get(&t.id).and_then(|a| a.parent.as_ref());
+        parents += usize::from(parent == t.parent.as_ref());
+    }
+    let (p, r) = (p / n as f64, r / n as f64);
+    let pred_sets: HashSet<Vec<usize>> = pred_groups
+        .values()
+        .map(|s| {
+            let mut v: Vec<usize> = s.iter().copied().collect();
+            v.sort_unstable();
+            v
+        })
+        .collect();
+    let exact = true_groups
+        .values()
+        .filter(|s| {
+            let mut v: Vec<usize> = s.iter().copied().collect();
+            v.sort_unstable();
+            pred_sets.contains(&v)
+        })
+        .count();
+    Score {
+        messages: n,
+        precision: p,
+        recall: r,
+        f1: if p + r > 0.0 {
+            2.0 * p * r / (p + r)
+        } else {
+            0.0
+        },
+        exact_traces: exact as f64 / true_groups.len() as f64,
+        right_parents: parents as f64 / n as f64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn truth(id: i64, trace: &str, parent: Option<i64>) -> Truth {
+        Truth {
+            id: MessageId::Int(id),
+            trace: serde_json::Value::String(trace.into()),
+            parent: parent.map(MessageId::Int),
+        }
+    }
+
+    fn assigned(id: i64, trace: u64, parent: Option<i64>) -> Assignment {
+        Assignment {
+            id: MessageId::Int(id),
+            trace,
+            parent: parent.map(MessageId::Int),
+            probability: 1.0,
+        }
+    }
+
+    #[test]
+    fn perfect_split_and_merged_assignments_score_as_b_cubed_says() {
+        let t = vec![
+            truth(1, "a", None),
+            truth(2, "a", Some(1)),
+            truth(3, "b", None),
+            truth(4, "b", Some(3)),
+        ];
+        let perfect = vec![
+            assigned(1, 7, None),
+            assigned(2, 7, Some(1)),
+            assigned(3, 8, None),
+            assigned(4, 8, Some(3)),
+        ];
+        let s = score(&t, &perfect);
+        assert_eq!(
+            (s.precision, s.recall, s.f1, s.exact_traces, s.right_parents),
+            (1.0, 1.0, 1.0, 1.0, 1.0)
+        );
+        // Everything in one trace: recall 1, precision 1/2.
+        let merged = vec![
+            assigned(1, 7, None),
+            assigned(2, 7, Some(1)),
+            assigned(3, 7, Some(2)),
+            assigned(4, 7, Some(3)),
+        ];
+        let s = score(&t, &merged);
+        assert_eq!(
+            (s.precision, s.recall, s.exact_traces, s.right_parents),
+            (0.5, 1.0, 0.0, 0.75)
+        );
+        // Nothing assigned: each message alone.
+        let s = score(&t, &[]);
+        assert_eq!((s.precision, s.recall), (1.0, 0.5));
+        assert!((s.f1 - 2.0 / 3.0).abs() < 1e-12);
+    }
+}

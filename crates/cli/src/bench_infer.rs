@@ -1,0 +1,101 @@
+//! `causeway bench infer`: how well linking recovers real traces from messages with
+//! ground truth, WAP5's linking and the greedy baseline side by side, and how long each
+//! takes.
+
+use std::io::BufRead as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use causeway_blackbox::link::{link, LinkOptions, Mode};
+use causeway_blackbox::score::{score, Truth};
+use clap::Args;
+use serde_json::json;
+
+#[derive(Args)]
+pub struct InferBenchArgs {
+    /// Directories each holding `messages.jsonl` and `truth.jsonl` (default: the two
+    /// TraceWeaver sets in testdata/traceweaver).
+    #[arg(long = "set")]
+    sets: Vec<PathBuf>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn read_truth(path: &PathBuf) -> Result<Vec<Truth>> {
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    std::io::BufReader::new(file)
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.as_ref().map_or(true, |l| !l.trim().is_empty()))
+        .map(|(n, l)| {
+            let l = l.with_context(|| format!("{}:{}", path.display(), n + 1))?;
+            serde_json::from_str(&l).with_context(|| format!("{}:{}", path.display(), n + 1))
+        })
+        .collect()
+}
+
+pub fn run(a: InferBenchArgs) -> Result<()> {
+    let sets = if a.sets.is_empty() {
+        ["node_load150", "hotel_load150"]
+            .iter()
+            .map(|s| PathBuf::from("testdata/traceweaver").join(s))
+            .collect()
+    } else {
+        a.sets.clone()
+    };
+    let mut rows = Vec::new();
+    for set in &sets {
+        let mut messages = Vec::new();
+        crate::infer::read_messages(&set.join("messages.jsonl"), &mut messages)?;
+        let truth = read_truth(&set.join("truth.jsonl"))?;
+        for (name, mode) in [("greedy", Mode::Greedy), ("faithful", Mode::Faithful)] {
+            let start = Instant::now();
+            let linked = link(&messages, mode, &LinkOptions::default());
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            let s = score(&truth, &linked.assignments);
+            rows.push(json!({
+                "set": set.file_name().map(|f| f.to_string_lossy().into_owned()),
+                "mode": name,
+                "messages": messages.len(),
+                "precision": s.precision,
+                "recall": s.recall,
+                "f1": s.f1,
+                "exact_traces": s.exact_traces,
+                "right_parents": s.right_parents,
+                "link_ms": ms,
+            }));
+        }
+    }
+    if a.json {
+        outln!("{}", serde_json::to_string(&rows)?);
+        return Ok(());
+    }
+    outln!(
+        "{:<16} {:<11} {:>9} {:>9} {:>7} {:>7} {:>8} {:>9}",
+        "set",
+        "mode",
+        "precision",
+        "recall",
+        "F1",
+        "exact",
+        "parents",
+        "link ms"
+    );
+    for r in &rows {
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        outln!(
+            "{:<16} {:<11} {:>9.3} {:>9.3} {:>7.3} {:>7.3} {:>8.3} {:>9.1}",
+            r["set"].as_str().unwrap_or_default(),
+            r["mode"].as_str().unwrap_or_default(),
+            f("precision"),
+            f("recall"),
+            f("f1"),
+            f("exact_traces"),
+            f("right_parents"),
+            f("link_ms"),
+        );
+    }
+    Ok(())
+}
