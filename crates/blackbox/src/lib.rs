@@ -12,3 +12,4 @@ pub mod link;
 pub mod logs;
 pub mod reconcile;
 pub mod score;
+pub mod traces;

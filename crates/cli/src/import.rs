@@ -57,6 +57,26 @@ pub fn decode(bytes: &[u8]) -> Result<(Format, Vec<Span>, Vec<String>)> {
 
 const BATCH: usize = 5_000;
 
+/// Sends spans to a collector's native ingest in batches; the spans it accepted and
+/// rejected. Its error messages go to `on_error`.
+pub(crate) fn send_spans(
+    client: &Client,
+    spans: &[Span],
+    mut on_error: impl FnMut(&str),
+) -> Result<(usize, usize)> {
+    let (mut sent, mut refused) = (0, 0);
+    for chunk in spans.chunks(BATCH) {
+        let body = native::encode_all(chunk);
+        let v = client.post("/v1/native", causeway_server::NATIVE_CONTENT_TYPE, &body)?;
+        sent += v["accepted"].as_u64().unwrap_or(0) as usize;
+        refused += v["rejected"].as_u64().unwrap_or(0) as usize;
+        for e in v["errors"].as_array().into_iter().flatten() {
+            on_error(e.as_str().unwrap_or_default());
+        }
+    }
+    Ok((sent, refused))
+}
+
 pub fn run(a: ImportArgs) -> Result<()> {
     let client = Client::new(&a.ingest, a.token.clone());
     let total: u64 = a
@@ -77,19 +97,11 @@ pub fn run(a: ImportArgs) -> Result<()> {
             for p in &problems {
                 bar.suspend(|| eprintln!("{name}: skipped: {p}"));
             }
-            let mut sent = 0;
-            let mut refused = problems.len();
-            for chunk in spans.chunks(BATCH) {
-                let body = native::encode_all(chunk);
-                let v = client
-                    .post("/v1/native", causeway_server::NATIVE_CONTENT_TYPE, &body)
-                    .with_context(|| format!("sending {name}"))?;
-                sent += v["accepted"].as_u64().unwrap_or(0) as usize;
-                refused += v["rejected"].as_u64().unwrap_or(0) as usize;
-                for e in v["errors"].as_array().into_iter().flatten() {
-                    bar.suspend(|| eprintln!("{name}: {}", e.as_str().unwrap_or_default()));
-                }
-            }
+            let (sent, refused) = send_spans(&client, &spans, |e| {
+                bar.suspend(|| eprintln!("{name}: {e}"));
+            })
+            .with_context(|| format!("sending {name}"))?;
+            let refused = refused + problems.len();
             bar.set_message(format!("{name}: {sent} spans ({format:?})"));
             bar.inc(bytes.len() as u64);
             Ok((sent, refused))

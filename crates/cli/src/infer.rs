@@ -43,6 +43,14 @@ pub struct InferArgs {
     /// Write one line per message: `{"id", "trace", "parent", "probability"}`.
     #[arg(long)]
     assignments: Option<PathBuf>,
+    /// Send the inferred traces to this collector (the ingest address, as for `causeway
+    /// agent --collector`): a span per message at its receiver, marked inferred with its
+    /// path's probability.
+    #[arg(long)]
+    collector: Option<String>,
+    /// Access token, if the collector requires one.
+    #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     #[arg(long, value_enum, default_value = "faithful")]
     mode: ModeArg,
     /// The window x: a cause is at most this long before its effect.
@@ -142,7 +150,20 @@ pub fn run(a: InferArgs) -> Result<()> {
         }
         w.flush()?;
     }
-    report(&a, &captured, messages.len(), skipped, linked)
+    let mut sent = None;
+    if let Some(url) = &a.collector {
+        // Ids differ between runs, so inferring twice does not merge two runs' traces.
+        let salt = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64 | 1);
+        let spans = causeway_blackbox::traces::spans(&messages, &linked.assignments, salt);
+        let client = crate::client::Client::new(url, a.token.clone());
+        let (accepted, rejected) =
+            crate::import::send_spans(&client, &spans, |e| eprintln!("collector: {e}"))
+                .with_context(|| format!("sending the inferred traces to {url}"))?;
+        sent = Some((accepted, rejected));
+    }
+    report(&a, &captured, messages.len(), skipped, sent, linked)
 }
 
 fn report(
@@ -150,6 +171,7 @@ fn report(
     captured: &Captured,
     messages: usize,
     skipped: usize,
+    sent: Option<(usize, usize)>,
     mut linked: Linked,
 ) -> Result<()> {
     let key = |p: &causeway_blackbox::link::Pattern| match a.sort {
@@ -173,6 +195,8 @@ fn report(
                 "counts": captured.counts,
                 "messages": messages,
                 "skipped_lines": skipped,
+                "spans_sent": sent.map(|(accepted, _)| accepted),
+                "spans_rejected": sent.map(|(_, rejected)| rejected),
                 "traces": traces,
                 "patterns": patterns,
                 "delays": linked.delays.iter().map(|(s, d, ns)| json!({"src": s, "dst": d, "mean_ns": ns})).collect::<Vec<_>>(),
@@ -187,6 +211,9 @@ fn report(
         traces,
         linked.patterns.len()
     );
+    if let Some((accepted, rejected)) = sent {
+        outln!("sent {accepted} spans to the collector ({rejected} rejected)");
+    }
     outln!(
         "{:>10} {:>7} {:>8} {:>9}  pattern",
         "expected",

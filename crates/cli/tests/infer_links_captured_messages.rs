@@ -82,3 +82,49 @@ fn a_malformed_messages_line_is_reported_and_skipped() {
     assert_eq!(summary["patterns"][0]["shape"], "CLIENT>web[web>CLIENT]");
     let _ = std::fs::remove_dir_all(work);
 }
+
+#[test]
+fn inferred_traces_reach_the_store_marked_inferred() {
+    let data = temp("infer-collector-data");
+    let serve = common::Serve::start(&data, &[]);
+    let (dir, _) = capture_echo("infer-collector", "--rounds 5 --size 100 --transport tcp");
+    let (summary, _) = infer(&[dir.to_str().expect("utf-8"), "--collector", &serve.ingest]);
+    assert_eq!(summary["spans_sent"], 10, "{summary}");
+    assert_eq!(summary["spans_rejected"], 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let found = loop {
+        let body: serde_json::Value = ureq::get(&format!(
+            "{}/api/search?service=causeway&limit=50",
+            serve.api
+        ))
+        .call()
+        .expect("search")
+        .body_mut()
+        .read_json()
+        .expect("JSON");
+        let traces = body["traces"].as_array().cloned().unwrap_or_default();
+        if !traces.is_empty() || std::time::Instant::now() > deadline {
+            break traces;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(!found.is_empty(), "the inferred traces are searchable");
+    let id = found[0]["traceId"].as_str().expect("an id");
+    let trace: serde_json::Value = ureq::get(&format!("{}/api/traces/{id}", serve.api))
+        .call()
+        .expect("the trace")
+        .body_mut()
+        .read_json()
+        .expect("JSON");
+    let spans = trace["spans"].as_array().expect("spans");
+    assert!(!spans.is_empty());
+    for s in spans {
+        assert_eq!(s["source"]["type"], "inferred", "{s}");
+        assert!(s["source"]["confidence"]
+            .as_f64()
+            .is_some_and(|c| c > 0.0 && c <= 1.0));
+    }
+    drop(serve);
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(data);
+}
