@@ -232,7 +232,8 @@ function header(v) {
     h("p.summary", {},
       `${instant(v.t0)} · ${duration(v.t1 - v.t0)} · ${count(v.spans.length)} spans · ${services.size} services · depth ${maxDepth}`,
       errors ? h("span.err", {}, ` · ${count(errors)} errors`) : "",
-      v.body.orphans && v.body.orphans.length ? ` · ${v.body.orphans.length} spans whose parent is missing` : ""),
+      v.body.orphans && v.body.orphans.length ? ` · ${v.body.orphans.length} spans whose parent is missing` : "",
+      inferredNote(v.spans)),
     h("div.toolbar", {},
       toggle("cp", "Critical path", v.showPath, "highlight the spans that the request waited on"),
       toggle("skew", "Correct clock skew", v.adjust, "shift each host's times by its estimated clock offset"),
@@ -244,6 +245,24 @@ function header(v) {
     h("p.offsets", {}, offsets),
     // Where an expectation stopped matching, when the link came from the Expectations page.
     v.params && v.params.get("note") ? h("p.note", { role: "note" }, v.params.get("note")) : "");
+}
+
+/** Where the spans came from, when not from instrumentation: black-box inference (with
+ * the path's probability) or logs. */
+function inferredNote(spans) {
+  const inferred = spans.filter((s) => s.source && s.source.type === "inferred");
+  if (inferred.length) {
+    const p = Math.min(...inferred.map((s) => s.source.confidence));
+    return h("span.inferred", { title: "causal path inferred from socket calls (WAP5): each span is a message at its receiver" },
+      ` · inferred from black-box messages, probability ${p.toFixed(2)}`);
+  }
+  return spans.some((s) => s.source && s.source.type === "logs") ? h("span.inferred", {}, " · stitched from logs") : "";
+}
+
+/** A span's source, as the detail panel shows it. */
+function sourceText(source) {
+  if (!source || source.type === "instrumented") return "instrumented";
+  return source.type === "inferred" ? `inferred (probability ${source.confidence.toFixed(2)})` : source.type;
 }
 
 let pending = false;
@@ -434,6 +453,7 @@ function drawDetail() {
     ["Self time", self != null ? duration(self) : "–"],
     ["On the critical path", onPath ? duration(onPath) : "no"],
     ["Status", s.status ? s.status.code + (s.status.message ? `: ${s.status.message}` : "") : "unset"],
+    ["Source", sourceText(s.source)],
   ];
   const srv = view.server[i];
   if (srv >= 0) {

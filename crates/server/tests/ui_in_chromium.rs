@@ -22,6 +22,7 @@ const FAILED: u64 = 7;
 const BUYS: u64 = 10;
 /// The trace whose parent links form a cycle.
 const CYCLE: u128 = 0x4000;
+const INFERRED: u128 = 0x5000;
 /// 2^53 + 1: the first integer a double cannot hold.
 const BLOCK_ID: i64 = 9_007_199_254_740_993;
 /// db-2's clock runs this far ahead: its server spans seem to start after their client
@@ -262,7 +263,24 @@ fn load(server: &TestServer) {
     spans.extend(big(t0 + 7_000 * MS));
     // Two hours back, out of the windows the search checks count.
     spans.extend(cycle(now() - 2 * 3_600_000 * MS));
+    spans.extend(inferred(now() - 2 * 3_600_000 * MS));
     server.server().store.append(spans).unwrap();
+}
+
+/// A path inferred from black-box messages: a client's request to `web`, and its call to
+/// an uncaptured `db`.
+fn inferred(t: u64) -> Vec<Span> {
+    let trace = TraceId::new(INFERRED).unwrap();
+    let id = |n| SpanId::new(n).unwrap();
+    let span = |n, parent, service: &str, start, end| {
+        let mut s = Span::new(trace, id(n), parent, "from CLIENT", service, start, end);
+        s.source = causeway_model::Source::Inferred { confidence: 0.62 };
+        s
+    };
+    vec![
+        span(1, None, "web", t, t + 4 * MS),
+        span(2, Some(id(1)), "db", t + MS, t + 3 * MS),
+    ]
 }
 
 /// A root and two spans whose parent links form a cycle (each names the other).
@@ -591,6 +609,27 @@ fn every_page_renders_what_the_api_answers() {
         );
     }
 
+    // An inferred trace (black-box linking) says so, with its path's probability, in the
+    // header and in each span's detail.
+    assert_eq!(ui.open(&format!("#/trace/{}", hex(INFERRED))), "ready");
+    assert!(
+        ui.text(".trace-head .summary")
+            .contains("inferred from black-box messages, probability 0.62"),
+        "{}",
+        ui.text(".trace-head .summary")
+    );
+    ui.click(".rows .row");
+    ui.wait_for(
+        "[...document.querySelectorAll('.detail th')].some(e => e.textContent === 'Source')",
+        "the span detail",
+    );
+    assert!(
+        ui.text(".detail").contains("inferred (probability 0.62)"),
+        "{}",
+        ui.text(".detail")
+    );
+    ui.screenshot("trace-inferred");
+
     // Switching quickly: the 10 001-span trace is asked for first and answers last; the
     // trace shown, and the one clicks act on, is the one asked for last.
     let big_id = hex(0x3000);
@@ -725,8 +764,13 @@ assert(instances(Home) >= 30);
     ui.wait_for("location.hash.includes('run=') && document.getElementById('view').dataset.state === 'ready' && document.querySelector('table.recognizers')", "the check's report");
     let home_matched = ui.text("table.recognizers tr[data-recognizer=Home] td:nth-child(3)");
     assert_eq!(home_matched, (HOMES - SLOW.len() as u64).to_string());
-    // The slow homes, the buys, the 10 001-span trace and the cycle (the window is all).
-    assert_eq!(ui.count("ul.unexpected li"), SLOW.len() as u64 + BUYS + 2);
+    // The slow homes, the buys, the 10 001-span trace, the cycle and the inferred path
+    // (the window is all: expectations check inferred paths like any other).
+    assert_eq!(ui.count("ul.unexpected li"), SLOW.len() as u64 + BUYS + 3);
+    assert_eq!(
+        ui.count(&format!("ul.unexpected li[data-trace='{}']", hex(INFERRED))),
+        1
+    );
     let slow_entry = ui.text(&format!("ul.unexpected li[data-trace='{slow_id}']"));
     assert!(slow_entry.contains("rebuild index"), "{slow_entry}");
     assert!(ui.count("svg.metric-plot g.col") >= 2);
