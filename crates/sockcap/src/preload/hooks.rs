@@ -602,55 +602,39 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
     ret
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn sendfile(
-    out_fd: c_int,
-    in_fd: c_int,
-    off: *mut off_t,
-    n: size_t,
-) -> ssize_t {
-    let started = started(out_fd);
-    // SAFETY: the program's call, passed on.
-    let ret = unsafe { real::sendfile(out_fd, in_fd, off, n) };
-    if capturing() {
-        data(
-            Call::Sendfile,
-            out_fd,
-            Direction::Send,
-            ret,
-            0,
-            PeerArg::None,
-            Payload::None,
-            started,
-        );
-    }
-    ret
+/// Declares `sendfile` and `sendfile64`: a send on `out_fd` from a file, with no user
+/// buffer to checksum.
+macro_rules! sendfile_hook {
+    ($name:ident) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            out_fd: c_int,
+            in_fd: c_int,
+            off: *mut off_t,
+            n: size_t,
+        ) -> ssize_t {
+            let started = started(out_fd);
+            // SAFETY: the program's call, passed on.
+            let ret = unsafe { real::$name(out_fd, in_fd, off, n) };
+            if capturing() {
+                data(
+                    Call::Sendfile,
+                    out_fd,
+                    Direction::Send,
+                    ret,
+                    0,
+                    PeerArg::None,
+                    Payload::None,
+                    started,
+                );
+            }
+            ret
+        }
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn sendfile64(
-    out_fd: c_int,
-    in_fd: c_int,
-    off: *mut off_t,
-    n: size_t,
-) -> ssize_t {
-    let started = started(out_fd);
-    // SAFETY: the program's call, passed on.
-    let ret = unsafe { real::sendfile64(out_fd, in_fd, off, n) };
-    if capturing() {
-        data(
-            Call::Sendfile,
-            out_fd,
-            Direction::Send,
-            ret,
-            0,
-            PeerArg::None,
-            Payload::None,
-            started,
-        );
-    }
-    ret
-}
+sendfile_hook!(sendfile);
+sendfile_hook!(sendfile64);
 
 #[no_mangle]
 pub unsafe extern "C" fn splice(
