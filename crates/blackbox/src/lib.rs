@@ -1,6 +1,8 @@
 //! Black-box inference (WAP5): the socket calls captured from unmodified programs, read
-//! back per process and reconciled into messages.
+//! back per process, reconciled into messages, linked into causal paths, and where those
+//! paths spend their time.
 
+pub mod delays;
 // The capture log format and the ELF check are the preload library's own source files
 // (crates/sockcap), compiled here too: the library links nothing but libc, so it cannot
 // share them as a crate dependency.

@@ -4,6 +4,7 @@ use std::io::{BufRead as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use causeway_blackbox::delays::{delays, Delays};
 use causeway_blackbox::link::{link, LinkOptions, Linked, Mode};
 use causeway_blackbox::logs::log_files;
 use causeway_blackbox::reconcile::{Captured, Message};
@@ -163,7 +164,8 @@ pub fn run(a: InferArgs) -> Result<()> {
                 .with_context(|| format!("sending the inferred traces to {url}"))?;
         sent = Some((accepted, rejected));
     }
-    report(&a, &captured, messages.len(), skipped, sent, linked)
+    let delays = delays(&messages, &linked.assignments);
+    report(&a, &captured, messages.len(), skipped, sent, linked, delays)
 }
 
 fn report(
@@ -173,6 +175,7 @@ fn report(
     skipped: usize,
     sent: Option<(usize, usize)>,
     mut linked: Linked,
+    delays: Delays,
 ) -> Result<()> {
     let key = |p: &causeway_blackbox::link::Pattern| match a.sort {
         SortArg::Expected => p.expected,
@@ -199,7 +202,10 @@ fn report(
                 "spans_rejected": sent.map(|(_, rejected)| rejected),
                 "traces": traces,
                 "patterns": patterns,
-                "delays": linked.delays.iter().map(|(s, d, ns)| json!({"src": s, "dst": d, "mean_ns": ns})).collect::<Vec<_>>(),
+                "causal_delays": linked.delays.iter().map(|(s, d, ns)| json!({"src": s, "dst": d, "mean_ns": ns})).collect::<Vec<_>>(),
+                "nodes": delays.nodes,
+                "links": delays.links,
+                "clock_offsets": delays.clock_offsets,
             }))?
         );
         return Ok(());
@@ -231,5 +237,36 @@ fn report(
             p.shape
         );
     }
+    if !delays.nodes.is_empty() {
+        outln!(
+            "\n{:>8} {:>12}  node delay (a message's receipt to the send it caused)",
+            "count",
+            "mean"
+        );
+        for n in &delays.nodes {
+            outln!("{:>8} {:>12}  {}", n.count, signed(n.mean_ns), n.node);
+        }
+    }
+    for o in &delays.clock_offsets {
+        outln!(
+            "clock of {} minus {}: {} (from mean delays), {} (from minimum delays), {}+{} messages",
+            o.b,
+            o.a,
+            signed(o.offset_ns),
+            signed(o.offset_min_ns),
+            o.a_to_b,
+            o.b_to_a
+        );
+    }
     Ok(())
+}
+
+/// A signed duration: `-1.50ms`.
+fn signed(ns: f64) -> String {
+    let text = crate::print::duration(ns.abs() as u64);
+    if ns < 0.0 {
+        format!("-{text}")
+    } else {
+        text
+    }
 }

@@ -49,6 +49,19 @@ fn a_captured_echo_is_one_pattern_of_request_and_reply() {
         .expect("a pattern")
         .to_string();
     assert!(top.starts_with("causeway["), "{top}");
+    // The server's delay, from each request's receipt to its reply, once per request.
+    let nodes = summary["nodes"].as_array().expect("node delays");
+    let server = nodes
+        .iter()
+        .find(|n| n["count"] == 30)
+        .unwrap_or_else(|| panic!("a node that answered 30 requests: {nodes:?}"));
+    assert!(server["mean_ns"].as_f64().is_some_and(|m| m >= 0.0));
+    assert_eq!(
+        server["histogram"]
+            .as_array()
+            .map_or(0, |h| h.iter().filter_map(|c| c.as_u64()).sum::<u64>()),
+        30
+    );
     // The exported messages read back give the same inference.
     let (again, _) = infer(&["--messages", exported.to_str().expect("utf-8")]);
     assert_eq!(again["messages"], 60);
