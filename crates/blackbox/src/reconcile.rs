@@ -154,11 +154,14 @@ impl Captured {
     /// Adds one log's bytes (`path` names it in reports).
     pub fn add_log(&mut self, path: &Path, log: &[u8]) {
         let mut reader = Reader::new(log);
+        // Threads write their buffers out in any order: a connection's data can come
+        // before the record of the accept that made it, so data is read in a second pass.
+        let records: Vec<Record<'_>> = reader.by_ref().collect();
         let process = self.processes.len();
         let mut by_conn: HashMap<u64, usize> = HashMap::new();
-        let mut last_mono = 0u64;
+        let mut last_mono: HashMap<u32, u64> = HashMap::new();
         let mut pid = 0;
-        for record in reader.by_ref() {
+        for record in &records {
             let at = match &record {
                 Record::Process { at, .. }
                 | Record::Socket { at, .. }
@@ -171,11 +174,14 @@ impl Captured {
                 | Record::Exec { at, .. }
                 | Record::Warning { at, .. } => *at,
             };
-            if at.mono_ns < last_mono {
+            // Within one thread calls follow each other: an earlier time is a clock that
+            // went backwards.
+            let last = last_mono.entry(at.tid).or_insert(0);
+            if at.mono_ns < *last {
                 self.counts.clock_reversals += 1;
             }
-            last_mono = last_mono.max(at.mono_ns);
-            match record {
+            *last = (*last).max(at.mono_ns);
+            match *record {
                 Record::Process {
                     pid: p, host, exe, ..
                 } => {
@@ -217,34 +223,39 @@ impl Captured {
                         calls: Vec::new(),
                     });
                 }
-                Record::Data {
-                    conn,
-                    direction,
-                    bytes,
-                    errno,
-                    offset,
-                    peer,
-                    checksum,
-                    peek,
-                    ..
-                } => {
-                    // Failed calls and peeks moved nothing; a zero-byte read is an EOF.
-                    if errno != 0 || peek || bytes == 0 {
-                        continue;
-                    }
-                    if let Some(end) = by_conn.get(&conn).and_then(|i| self.ends.get_mut(*i)) {
-                        end.calls.push(Call {
-                            direction,
-                            mono_ns: at.mono_ns,
-                            offset,
-                            bytes,
-                            wall_ns: at.wall_ns,
-                            checksum,
-                            peer: peer.into(),
-                        });
-                    }
-                }
                 _ => {}
+            }
+        }
+        for record in &records {
+            let Record::Data {
+                at,
+                conn,
+                direction,
+                bytes,
+                errno,
+                offset,
+                peer,
+                checksum,
+                peek,
+                ..
+            } = *record
+            else {
+                continue;
+            };
+            // Failed calls and peeks moved nothing; a zero-byte read is an EOF.
+            if errno != 0 || peek || bytes == 0 {
+                continue;
+            }
+            if let Some(end) = by_conn.get(&conn).and_then(|i| self.ends.get_mut(*i)) {
+                end.calls.push(Call {
+                    direction,
+                    mono_ns: at.mono_ns,
+                    offset,
+                    bytes,
+                    wall_ns: at.wall_ns,
+                    checksum,
+                    peer: peer.into(),
+                });
             }
         }
         self.counts.logs += 1;

@@ -1,0 +1,104 @@
+//! The black-box pipeline on common servers nobody instrumented: nginx (a master and two
+//! workers, keep-alive to its upstream) in front of Python's threaded http.server, driven
+//! by curl, all under `causeway capture`; `causeway infer` finds each request's whole path,
+//! curl → nginx → python → nginx → curl. CI installs nginx (.ci/run).
+
+mod common;
+
+use std::process::Command;
+
+use common::{temp, BIN};
+
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn each_request_through_nginx_to_python_is_one_inferred_path() {
+    for program in ["nginx", "python3", "curl"] {
+        assert!(have(program), "{program} is needed (.ci/run installs it)");
+    }
+    let work = temp("nginx-python");
+    std::fs::create_dir_all(&work).expect("dir");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let (front, back) = (
+        listener.local_addr().expect("addr").port(),
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("a port")
+            .local_addr()
+            .expect("addr")
+            .port(),
+    );
+    drop(listener);
+    let conf = work.join("nginx.conf");
+    let w = work.display();
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes 2; daemon off; pid {w}/nginx.pid; error_log {w}/error.log;\n\
+             events {{ worker_connections 64; }}\n\
+             http {{ access_log off; client_body_temp_path {w}/body; proxy_temp_path {w}/proxy;\n\
+               fastcgi_temp_path {w}/fcgi; uwsgi_temp_path {w}/uwsgi; scgi_temp_path {w}/scgi;\n\
+               upstream app {{ server 127.0.0.1:{back}; keepalive 4; }}\n\
+               server {{ listen 127.0.0.1:{front};\n\
+                 location / {{ proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\"; }} }} }}\n"
+        ),
+    )
+    .expect("nginx.conf");
+    let script = format!(
+        "cd {w} && python3 -m http.server {back} --bind 127.0.0.1 >/dev/null 2>&1 & P=$!; \
+         nginx -c {conf} -p {w} 2>/dev/null & N=$!; \
+         for i in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:{front}/ && break; sleep 0.1; done; \
+         for i in 1 2 3 4 5 6 7 8; do curl -s -o /dev/null http://127.0.0.1:{front}/; done; \
+         kill $N $P; wait",
+        conf = conf.display()
+    );
+    let caps = work.join("caps");
+    let out = Command::new(BIN)
+        .args(["capture", "--out"])
+        .arg(&caps)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .expect("causeway capture");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(BIN)
+        .arg("infer")
+        .arg(&caps)
+        .args(["--json", "--top", "200"])
+        .output()
+        .expect("causeway infer");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    // Every request curl made once both servers were up, each with its whole path (the
+    // tries before, answered by nginx alone or not at all, are paths of their own).
+    let whole: Vec<&str> = summary["patterns"]
+        .as_array()
+        .expect("patterns")
+        .iter()
+        .filter_map(|p| p["shape"].as_str())
+        .filter(|s| {
+            s.starts_with("curl[")
+                && s.contains(">nginx[")
+                && s.contains(">python3")
+                && s.matches(">curl[").count() == 1
+        })
+        .collect();
+    assert!(
+        whole.len() >= 8,
+        "{} whole paths: {:#}",
+        whole.len(),
+        summary["patterns"]
+    );
+    let _ = std::fs::remove_dir_all(work);
+}
