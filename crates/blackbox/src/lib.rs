@@ -13,5 +13,6 @@ pub mod format;
 pub mod link;
 pub mod logs;
 pub mod reconcile;
+pub mod roles;
 pub mod score;
 pub mod traces;

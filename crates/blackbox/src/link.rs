@@ -20,7 +20,7 @@
 //! and the roots; they are [`LinkOptions`], with defaults measured on the TraceWeaver
 //! fixtures (BENCHMARKS.md).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -39,6 +39,10 @@ pub struct LinkOptions {
     pub budget: u32,
     /// Candidate parents kept per message (the latest ones; older ones score less).
     pub max_candidates: usize,
+    /// The ports each node was seen listening on (from captures): fixed for certain.
+    pub listening: HashMap<String, HashSet<u16>>,
+    /// A port that talks to at least this many other endpoints is fixed.
+    pub fixed_port_peers: usize,
 }
 
 impl Default for LinkOptions {
@@ -49,6 +53,8 @@ impl Default for LinkOptions {
             try_both_band: 0.25,
             budget: 6,
             max_candidates: 32,
+            listening: HashMap::new(),
+            fixed_port_peers: 3,
         }
     }
 }
@@ -228,6 +234,19 @@ pub fn link<'a>(messages: &'a [Message], mode: Mode, o: &LinkOptions) -> Linked 
             children[p as usize].push((c as u32, q, best == Some(p)));
         }
     }
+    // Patterns name every client node CLIENT (§2.5.1); the unaggregated names stay in
+    // the assignments.
+    let servers = crate::roles::servers(messages, &o.listening, o.fixed_port_peers);
+    let pattern_names: Vec<&str> = node_names
+        .iter()
+        .map(|n| {
+            if servers.contains(n) {
+                n
+            } else {
+                crate::roles::CLIENT
+            }
+        })
+        .collect();
     // Step 3: instances from each root.
     let mut best: Vec<Option<Assignment>> = vec![None; n];
     let mut patterns: HashMap<String, Pattern> = HashMap::new();
@@ -240,7 +259,7 @@ pub fn link<'a>(messages: &'a [Message], mode: Mode, o: &LinkOptions) -> Linked 
         for (members, probability) in instances {
             let trace = next_trace;
             next_trace += 1;
-            let shape = shape(&members, root as u32, &src, &dst, &node_names);
+            let shape = shape(&members, root as u32, &src, &dst, &pattern_names);
             let p = patterns.entry(shape.clone()).or_insert(Pattern {
                 shape,
                 count: 0,
@@ -505,11 +524,22 @@ mod tests {
         v
     }
 
+    /// What a capture would know: front and back listen on their ports.
+    fn servers_listening() -> LinkOptions {
+        LinkOptions {
+            listening: HashMap::from([
+                ("front".to_string(), HashSet::from([80])),
+                ("back".to_string(), HashSet::from([90])),
+            ]),
+            ..LinkOptions::default()
+        }
+    }
+
     #[test]
     fn separate_requests_become_separate_traces_with_their_causes() {
         let messages = two_requests();
         for mode in [Mode::Faithful, Mode::Greedy] {
-            let linked = link(&messages, mode, &LinkOptions::default());
+            let linked = link(&messages, mode, &servers_listening());
             let by_id: HashMap<MessageId, &Assignment> = linked
                 .assignments
                 .iter()
@@ -535,7 +565,7 @@ mod tests {
                 by_id[&MessageId::Int(11)].trace
             );
         }
-        let linked = link(&messages, Mode::Faithful, &LinkOptions::default());
+        let linked = link(&messages, Mode::Faithful, &servers_listening());
         let top = &linked.patterns[0];
         assert_eq!(
             top.shape,
@@ -607,7 +637,12 @@ mod tests {
             msg(2, "Y", "y:1", "B", "b:1", Some(1_000_000), Some(1_000_000)),
             msg(3, "B", "b:2", "C", "c:1", Some(2_000_000), Some(2_000_000)),
         ];
-        let linked = link(&messages, Mode::Faithful, &LinkOptions::default());
+        // Every endpoint with a peer counts as fixed: no node is a client here.
+        let every_port_fixed = LinkOptions {
+            fixed_port_peers: 1,
+            ..LinkOptions::default()
+        };
+        let linked = link(&messages, Mode::Faithful, &every_port_fixed);
         let shapes: Vec<&str> = linked.patterns.iter().map(|p| p.shape.as_str()).collect();
         assert!(shapes.contains(&"Y>B[B>C]"), "{shapes:?}");
         let total: f64 = linked

@@ -15,7 +15,7 @@
 //!   the nearest in time.
 //! - Times are wall-clock nanoseconds as each host's clock read them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -141,6 +141,8 @@ pub struct Captured {
     pub processes: Vec<Process>,
     ends: Vec<End>,
     pub counts: Counts,
+    /// The ports each process listened on (its node name to the ports).
+    pub listening: HashMap<String, HashSet<u16>>,
     /// Each damaged log and where its damage starts.
     pub damage: Vec<(PathBuf, String)>,
 }
@@ -195,6 +197,19 @@ impl Captured {
                         program,
                         log: path.to_path_buf(),
                     });
+                }
+                Record::Bind {
+                    call: crate::format::Call::Listen,
+                    local: Endpoint::V4(_, port) | Endpoint::V6(_, port),
+                    errno: 0,
+                    ..
+                } => {
+                    if let Some(p) = self.processes.get(process) {
+                        self.listening
+                            .entry(p.node.clone())
+                            .or_default()
+                            .insert(port);
+                    }
                 }
                 Record::Connection {
                     conn,

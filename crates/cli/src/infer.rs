@@ -66,6 +66,11 @@ pub struct InferArgs {
     /// Try-both decisions per tree.
     #[arg(long, default_value_t = LinkOptions::default().budget)]
     budget: u32,
+    /// A port that talks to this many other endpoints is fixed (a server's); a node
+    /// that never uses a fixed port is a client, named CLIENT in patterns. Ports a
+    /// captured process listened on are fixed in any case.
+    #[arg(long, default_value_t = LinkOptions::default().fixed_port_peers)]
+    fixed_port_peers: usize,
     /// Patterns shown.
     #[arg(long, default_value_t = 20)]
     top: usize,
@@ -134,6 +139,8 @@ pub fn run(a: InferArgs) -> Result<()> {
         spontaneous_factor: a.spontaneous,
         try_both_band: a.try_both_band,
         budget: a.budget.min(20),
+        listening: captured.listening.clone(),
+        fixed_port_peers: a.fixed_port_peers,
         ..LinkOptions::default()
     };
     let mode = match a.mode {

@@ -1,0 +1,85 @@
+//! Clients and servers (WAP5 §2.5.1): patterns aggregate the many clients of a system
+//! under one name. A port is fixed when its node listens on it (a capture saw the
+//! `listen`) or when it talks to at least `min_peers` other endpoints (as DNS's 53 does);
+//! otherwise it is ephemeral. A node that uses a fixed port at least once is a server;
+//! any other node is a client, and patterns name every client `CLIENT`.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::reconcile::Message;
+
+/// The name patterns give every client node.
+pub const CLIENT: &str = "CLIENT";
+
+fn port(endpoint: &str) -> Option<u16> {
+    endpoint.rsplit_once(':')?.1.parse().ok()
+}
+
+/// The nodes that are servers, given the ports each node listens on.
+pub fn servers<'a>(
+    messages: &'a [Message],
+    listening: &HashMap<String, HashSet<u16>>,
+    min_peers: usize,
+) -> HashSet<&'a str> {
+    let mut peers: HashMap<&str, HashSet<&str>> = HashMap::new();
+    for m in messages {
+        peers.entry(&m.src_ep).or_default().insert(&m.dst_ep);
+        peers.entry(&m.dst_ep).or_default().insert(&m.src_ep);
+    }
+    let fixed = |node: &str, endpoint: &str| {
+        port(endpoint).is_some_and(|p| listening.get(node).is_some_and(|ports| ports.contains(&p)))
+            || peers.get(endpoint).is_some_and(|p| p.len() >= min_peers)
+    };
+    let mut servers = HashSet::new();
+    for m in messages {
+        if fixed(&m.src, &m.src_ep) {
+            servers.insert(m.src.as_str());
+        }
+        if fixed(&m.dst, &m.dst_ep) {
+            servers.insert(m.dst.as_str());
+        }
+    }
+    servers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::MessageId;
+
+    fn msg(src: &str, src_ep: &str, dst: &str, dst_ep: &str) -> Message {
+        Message {
+            id: MessageId::Int(0),
+            src: src.into(),
+            src_ep: src_ep.into(),
+            dst: dst.into(),
+            dst_ep: dst_ep.into(),
+            send_ns: Some(0),
+            recv_ns: Some(0),
+            bytes: 1,
+        }
+    }
+
+    #[test]
+    fn a_port_with_many_peers_or_a_listened_port_makes_a_server() {
+        let mut messages: Vec<Message> = (0..3)
+            .map(|i| {
+                msg(
+                    &format!("c{i}"),
+                    &format!("10.0.0.{i}:4000{i}"),
+                    "dns",
+                    "10.0.0.9:53",
+                )
+            })
+            .collect();
+        // One client of a server nobody else calls: its port is fixed only because the
+        // capture saw the server listen on it.
+        messages.push(msg("curl", "10.0.0.5:41000", "web", "10.0.0.6:80"));
+        let none = HashMap::new();
+        let s = servers(&messages, &none, 3);
+        assert!(s.contains("dns") && !s.contains("c0") && !s.contains("web"));
+        let listening = HashMap::from([("web".to_string(), HashSet::from([80u16]))]);
+        let s = servers(&messages, &listening, 3);
+        assert!(s.contains("web") && !s.contains("curl"));
+    }
+}
