@@ -64,7 +64,9 @@ fn a_captured_echo_is_one_pattern_of_request_and_reply() {
     );
     // The exported messages read back give the same paths. (Messages alone do not say
     // who listened: with one client neither port has peers enough to be fixed, so the
-    // pattern's names differ, not its instances.)
+    // patterns' names differ, not their instances. Whether the closed-loop client's
+    // next request counts as caused by the reply before it depends on the timing, so
+    // the number of paths is compared, not fixed.)
     let (again, _) = infer(&["--messages", exported.to_str().expect("utf-8")]);
     assert_eq!(again["messages"], 60);
     assert_eq!(again["traces"], summary["traces"]);
@@ -72,10 +74,9 @@ fn a_captured_echo_is_one_pattern_of_request_and_reply() {
         again["patterns"][0]["count"],
         summary["patterns"][0]["count"]
     );
-    assert_eq!(
-        again["patterns"][0]["shape"],
-        "CLIENT>CLIENT[CLIENT>CLIENT]"
-    );
+    let renamed = again["patterns"][0]["shape"].as_str().expect("a pattern");
+    assert!(renamed.starts_with("CLIENT>CLIENT["), "{renamed}");
+    assert!(!renamed.contains("causeway["), "{renamed}");
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(work);
 }
