@@ -66,6 +66,8 @@ pub struct Process {
     pub host: String,
     pub pid: u32,
     pub program: String,
+    /// Its command line, arguments separated by spaces.
+    pub command: String,
     pub log: PathBuf,
 }
 
@@ -185,16 +187,26 @@ impl Captured {
             *last = (*last).max(at.mono_ns);
             match *record {
                 Record::Process {
-                    pid: p, host, exe, ..
+                    pid: p,
+                    host,
+                    exe,
+                    args,
+                    ..
                 } => {
                     pid = p;
                     let host = String::from_utf8_lossy(host).into_owned();
                     let program = program_name(exe);
+                    let command = args
+                        .split(|b| *b == 0)
+                        .map(String::from_utf8_lossy)
+                        .collect::<Vec<_>>()
+                        .join(" ");
                     self.processes.push(Process {
                         node: format!("{program}[{p}]@{host}"),
                         host,
                         pid: p,
                         program,
+                        command,
                         log: path.to_path_buf(),
                     });
                 }
@@ -277,6 +289,26 @@ impl Captured {
         if let Some(d) = reader.damage() {
             self.counts.damaged_logs += 1;
             self.damage.push((path.to_path_buf(), d.to_string()));
+        }
+    }
+
+    /// Names nodes by rules `(name, text)`: a process whose command line contains `text`
+    /// becomes the node `name` (the first rule that matches; processes given one name are
+    /// one node). Processes no rule matches keep `program[pid]@host`.
+    pub fn name_nodes(&mut self, rules: &[(String, String)]) {
+        for p in &mut self.processes {
+            if let Some((name, _)) = rules
+                .iter()
+                .find(|(_, text)| p.command.contains(text.as_str()))
+            {
+                if let Some(ports) = self.listening.remove(&p.node) {
+                    self.listening
+                        .entry(name.clone())
+                        .or_default()
+                        .extend(ports);
+                }
+                p.node = name.clone();
+            }
         }
     }
 

@@ -34,6 +34,10 @@ pub enum SortArg {
 pub struct InferArgs {
     /// Capture directories (from `causeway capture --out`).
     dirs: Vec<PathBuf>,
+    /// A file naming nodes: lines `NAME = TEXT`; a captured process whose command line
+    /// contains TEXT is the node NAME (the first line that matches; `#` starts a comment).
+    #[arg(long)]
+    names: Option<PathBuf>,
     /// Reconciled messages as JSON lines (`{"id", "src", "src_ep", "dst", "dst_ep",
     /// "send_ns", "recv_ns", "bytes"}`), besides or instead of capture directories.
     #[arg(long)]
@@ -101,6 +105,31 @@ pub(crate) fn read_messages(path: &Path, out: &mut Vec<Message>) -> Result<usize
     Ok(skipped)
 }
 
+/// Reads a node-naming file: `NAME = TEXT` lines; a malformed line is an error naming
+/// file:line.
+fn read_names(path: &Path) -> Result<Vec<(String, String)>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut rules = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        if line.is_empty() {
+            continue;
+        }
+        match line.split_once('=') {
+            Some((name, text)) if !name.trim().is_empty() && !text.trim().is_empty() => {
+                rules.push((name.trim().to_string(), text.trim().to_string()));
+            }
+            _ => bail!(
+                "{}:{}: expected NAME = TEXT (a name, then text of the command line), found {line:?}",
+                path.display(),
+                n + 1
+            ),
+        }
+    }
+    Ok(rules)
+}
+
 pub fn run(a: InferArgs) -> Result<()> {
     if a.dirs.is_empty() && a.messages.is_none() {
         bail!("nothing to infer from: give capture directories, --messages FILE, or both");
@@ -112,6 +141,9 @@ pub fn run(a: InferArgs) -> Result<()> {
                 std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
             captured.add_log(&file, &bytes);
         }
+    }
+    if let Some(path) = &a.names {
+        captured.name_nodes(&read_names(path)?);
     }
     for (path, damage) in &captured.damage {
         eprintln!(

@@ -159,3 +159,52 @@ fn inferred_traces_reach_the_store_marked_inferred() {
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(data);
 }
+
+#[test]
+fn a_names_file_names_the_nodes_and_a_bad_line_is_an_error_with_its_place() {
+    let (dir, _) = capture_echo("infer-names", "--rounds 3 --size 10 --transport tcp");
+    let work = temp("infer-names-out");
+    std::fs::create_dir_all(&work).expect("dir");
+    let names = work.join("names");
+    // The shell that started the echo is `sh -c ...`; the echo is `causeway echo-node`.
+    std::fs::write(
+        &names,
+        "# nodes of the echo\nshell = sh -c\necho = echo-node\n",
+    )
+    .expect("write");
+    let (summary, _) = infer(&[
+        dir.to_str().expect("utf-8"),
+        "--names",
+        names.to_str().expect("utf-8"),
+    ]);
+    let nodes: Vec<&str> = summary["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .filter_map(|p| p["node"].as_str())
+        .collect();
+    assert!(
+        nodes.contains(&"echo") && nodes.contains(&"shell"),
+        "{nodes:?}"
+    );
+    // Client and server share the command line, so they are one node: its messages go
+    // from echo to echo, and the node listened (a server).
+    let top = summary["patterns"][0]["shape"].as_str().expect("a pattern");
+    assert!(top.starts_with("echo>echo"), "{top}");
+
+    std::fs::write(&names, "echo = echo-node\nno equals sign here\n").expect("write");
+    let out = Command::new(BIN)
+        .args([
+            "infer",
+            dir.to_str().expect("utf-8"),
+            "--names",
+            names.to_str().expect("utf-8"),
+        ])
+        .output()
+        .expect("causeway infer");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("names:2: expected NAME = TEXT"), "{stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(work);
+}
