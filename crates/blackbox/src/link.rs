@@ -227,11 +227,11 @@ pub fn link<'a>(messages: &'a [Message], mode: Mode, o: &LinkOptions) -> Linked 
         });
     }
     // Children of each message: (child, probability, whether it is the child's most likely cause).
+    let best_cause: Vec<Option<u32>> = causes.iter().map(Causes::most_likely).collect();
     let mut children: Vec<Vec<(u32, f64, bool)>> = vec![Vec::new(); n];
     for (c, cause) in causes.iter().enumerate() {
-        let best = cause.most_likely();
         for &(p, q) in &cause.parents {
-            children[p as usize].push((c as u32, q, best == Some(p)));
+            children[p as usize].push((c as u32, q, best_cause[c] == Some(p)));
         }
     }
     // Patterns name every client node CLIENT (§2.5.1); the unaggregated names stay in
@@ -251,9 +251,7 @@ pub fn link<'a>(messages: &'a [Message], mode: Mode, o: &LinkOptions) -> Linked 
     let mut best: Vec<Option<Assignment>> = vec![None; n];
     let mut patterns: HashMap<String, Pattern> = HashMap::new();
     let mut next_trace = 1u64;
-    let roots: Vec<usize> = (0..n)
-        .filter(|&i| causes[i].most_likely().is_none())
-        .collect();
+    let roots: Vec<usize> = (0..n).filter(|&i| best_cause[i].is_none()).collect();
     for root in roots {
         let instances = instances(root as u32, &children, o);
         for (members, probability) in instances {
@@ -291,7 +289,7 @@ pub fn link<'a>(messages: &'a [Message], mode: Mode, o: &LinkOptions) -> Linked 
         if best[i].is_some() {
             continue;
         }
-        let Some(p) = causes[i].most_likely() else {
+        let Some(p) = best_cause[i] else {
             continue;
         };
         let q = causes[i]
@@ -356,6 +354,8 @@ type Instance = (Vec<(u32, Option<u32>)>, f64);
 struct Partial {
     /// Its messages, each with its parent (the root has none).
     members: Vec<(u32, Option<u32>)>,
+    /// The same messages, to test membership in constant time.
+    taken: HashSet<u32>,
     /// Links still to decide: (parent, index into its children).
     pending: Vec<(u32, usize)>,
     probability: f64,
@@ -369,6 +369,7 @@ fn instances(root: u32, children: &[Vec<(u32, f64, bool)>], o: &LinkOptions) -> 
     let mut done = Vec::new();
     let mut stack = vec![Partial {
         members: vec![(root, None)],
+        taken: HashSet::from([root]),
         pending: vec![(root, 0)],
         probability: 1.0,
         budget: o.budget,
@@ -379,7 +380,7 @@ fn instances(root: u32, children: &[Vec<(u32, f64, bool)>], o: &LinkOptions) -> 
                 continue;
             };
             s.pending.push((parent, k + 1));
-            if s.members.iter().any(|(m, _)| *m == child) {
+            if s.taken.contains(&child) {
                 continue;
             }
             let ambiguous = (q - 0.5).abs() <= o.try_both_band;
@@ -397,6 +398,7 @@ fn instances(root: u32, children: &[Vec<(u32, f64, bool)>], o: &LinkOptions) -> 
             };
             if take {
                 s.members.push((child, Some(parent)));
+                s.taken.insert(child);
                 s.pending.push((child, 0));
                 s.probability *= q;
             } else {

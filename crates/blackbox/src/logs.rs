@@ -155,22 +155,28 @@ pub fn log_files(dir: &Path) -> Result<Vec<PathBuf>, LogError> {
     Ok(files)
 }
 
+/// The log files `paths` name: files as given, directories' logs in name order.
+pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LogError> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            files.extend(log_files(path)?);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
+}
+
 /// Summaries of the logs at `paths` (files, or directories of logs).
 pub fn summarize_paths(paths: &[PathBuf]) -> Result<Vec<LogSummary>, LogError> {
     let mut out = Vec::new();
-    for path in paths {
-        let files = if path.is_dir() {
-            log_files(path)?
-        } else {
-            vec![path.clone()]
-        };
-        for file in files {
-            let bytes = std::fs::read(&file).map_err(|source| LogError::Io {
-                path: file.clone(),
-                source,
-            })?;
-            out.push(summarize(&file, &bytes));
-        }
+    for file in expand(paths)? {
+        let bytes = std::fs::read(&file).map_err(|source| LogError::Io {
+            path: file.clone(),
+            source,
+        })?;
+        out.push(summarize(&file, &bytes));
     }
     Ok(out)
 }

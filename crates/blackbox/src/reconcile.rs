@@ -166,18 +166,7 @@ impl Captured {
         let mut last_mono: HashMap<u32, u64> = HashMap::new();
         let mut pid = 0;
         for record in &records {
-            let at = match &record {
-                Record::Process { at, .. }
-                | Record::Socket { at, .. }
-                | Record::Bind { at, .. }
-                | Record::Connection { at, .. }
-                | Record::Data { at, .. }
-                | Record::Close { at, .. }
-                | Record::Dup { at, .. }
-                | Record::Fork { at, .. }
-                | Record::Exec { at, .. }
-                | Record::Warning { at, .. } => *at,
-            };
+            let at = record.at();
             // Within one thread calls follow each other: an earlier time is a clock that
             // went backwards.
             let last = last_mono.entry(at.tid).or_insert(0);

@@ -204,14 +204,7 @@ pub fn capture_log(a: CaptureLogArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let mut files = Vec::new();
-    for p in &a.paths {
-        if p.is_dir() {
-            files.extend(logs::log_files(p)?);
-        } else {
-            files.push(p.clone());
-        }
-    }
+    let files = logs::expand(&a.paths)?;
     let stdout = std::io::stdout();
     let mut w = std::io::BufWriter::new(stdout.lock());
     for file in files {

@@ -413,6 +413,23 @@ impl Out<'_> {
 }
 
 impl Record<'_> {
+    /// When and on which thread the record's call happened (a process record: when the
+    /// log was opened).
+    pub fn at(&self) -> Stamp {
+        match self {
+            Record::Process { at, .. }
+            | Record::Socket { at, .. }
+            | Record::Bind { at, .. }
+            | Record::Connection { at, .. }
+            | Record::Data { at, .. }
+            | Record::Close { at, .. }
+            | Record::Dup { at, .. }
+            | Record::Fork { at, .. }
+            | Record::Exec { at, .. }
+            | Record::Warning { at, .. } => *at,
+        }
+    }
+
     /// Encodes the record (its length prefix included) at the start of `buf`; the bytes
     /// written, or `None` when it does not fit.
     pub fn encode(&self, buf: &mut [u8]) -> Option<usize> {

@@ -901,12 +901,11 @@ fn fork_as(call: Call) -> pid_t {
         // SAFETY: the program's call, passed on.
         return unsafe { real::fork() };
     }
-    // The parent's records so far go before the fork's.
-    log::flush_mine();
+    // The atfork handlers registered at load write the parent's buffer out before the
+    // fork and give the child a log of its own.
     // SAFETY: the program's call, passed on.
     let pid = unsafe { real::fork() };
     if pid == 0 {
-        super::after_fork_child();
         return 0;
     }
     let saved = errno();

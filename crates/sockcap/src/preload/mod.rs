@@ -823,8 +823,8 @@ extern "C" fn fork_child() {
     after_fork_child();
 }
 
-/// Runs once per new process, whichever of the fork hook, the atfork handler or the clone
-/// trampoline gets there first.
+/// Runs in each new process: from the atfork handler (fork, vfork, glibc's own forks) or
+/// the clone trampoline; a second call in one process does nothing.
 fn after_fork_child() {
     // SAFETY: getpid cannot fail.
     if unsafe { libc::getpid() } as u32 == LOG_PID.load(Ordering::Relaxed) {
