@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use causeway_expect::testing::Expectations;
-use causeway_model::{Span, Trace, TraceId};
+use causeway_model::{Span, SpanKind, Trace, TraceId};
 use common::BIN;
 use serde_json::Value;
 
@@ -216,6 +216,26 @@ fn the_demo_runs_sends_traffic_and_stops_cleanly() {
     // Let traces older than 3 s accumulate (the demo runs 15 s).
     std::thread::sleep(Duration::from_secs(9).saturating_sub(running.elapsed()));
     check_expectations(api);
+    // Every server span names its connection's other end, over HTTP and gRPC alike
+    // (`causeway bench infer-demo` matches captured messages to requests by it).
+    let shop = traces(api, "frontend");
+    let servers: Vec<&Span> = shop
+        .iter()
+        .flat_map(|t| &t.spans)
+        .filter(|s| s.kind == SpanKind::Server)
+        .collect();
+    assert!(servers.iter().any(|s| &*s.service == "metadata"));
+    for s in &servers {
+        let port = s.attribute("network.peer.port");
+        let address = s.attribute("network.peer.address");
+        assert!(
+            matches!(port, Some(causeway_model::Value::I64(p)) if *p > 0)
+                && matches!(address, Some(causeway_model::Value::Str(a)) if a == "127.0.0.1"),
+            "{} {}: {port:?} {address:?}",
+            s.service,
+            s.name
+        );
+    }
 
     // It stops by itself and says what it collected.
     let summary = loop {

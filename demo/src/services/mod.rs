@@ -4,6 +4,7 @@ mod cache;
 mod catalog;
 mod frontend;
 mod orders;
+mod peer_addr;
 mod queue;
 mod recommend;
 mod storage;
@@ -31,6 +32,7 @@ pub(crate) async fn serve(
     if role == Role::Metadata {
         tonic::transport::Server::builder()
             .layer(TraceLayer::new())
+            .layer(peer_addr::PeerAddrLayer)
             .add_service(MetadataServer)
             .serve_with_incoming_shutdown(
                 tonic::transport::server::TcpIncoming::from(listener),
@@ -50,9 +52,15 @@ pub(crate) async fn serve(
         Role::Queue => queue::router(),
         Role::Metadata => unreachable!("served over gRPC above"),
     };
-    axum::serve(listener, router.layer(TraceLayer::new()))
-        .with_graceful_shutdown(stop)
-        .await?;
+    let router = router
+        .layer(peer_addr::PeerAddrLayer)
+        .layer(TraceLayer::new());
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(stop)
+    .await?;
     Ok(())
 }
 

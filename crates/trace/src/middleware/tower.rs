@@ -60,6 +60,10 @@ fn new_span<B>(req: &http::Request<B>, kind: SpanKind) -> tracing::Span {
             rpc.system = if grpc { "grpc" } else { "" },
             http.response.status_code = tracing::field::Empty,
             rpc.grpc.status_code = tracing::field::Empty,
+            // The connection's other end, recorded by a layer inside this one that
+            // knows the server's connection type (see [`TraceLayer`]).
+            network.peer.address = tracing::field::Empty,
+            network.peer.port = tracing::field::Empty,
         ),
     };
     span
@@ -105,6 +109,10 @@ fn carry_bags_back<B>(span: &tracing::Span, resp: &mut http::Response<B>, kind: 
 }
 
 /// The server-side layer: one server span per request, joined to the caller's trace.
+///
+/// The span has `network.peer.address` and `network.peer.port` fields, empty until a
+/// layer inside this one that knows the server's connection info records them on
+/// `Span::current()` (the inner service is called inside the span).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TraceLayer;
 
