@@ -2,6 +2,7 @@
 //! back per process, reconciled into messages, linked into causal paths, and where those
 //! paths spend their time.
 
+mod connections;
 pub mod delays;
 // The capture log format and the ELF check are the preload library's own source files
 // (crates/sockcap), compiled here too: the library links nothing but libc, so it cannot
@@ -16,3 +17,4 @@ pub mod reconcile;
 pub mod roles;
 pub mod score;
 pub mod traces;
+pub mod truth;

@@ -24,7 +24,11 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
+use crate::connections::Connections;
 use crate::reconcile::{Message, MessageId};
+
+/// Rounds of linking again with the causes found before (the connections mode).
+const REFINEMENTS: usize = 2;
 
 /// The linking parameters.
 #[derive(Clone, Debug)]
@@ -43,6 +47,11 @@ pub struct LinkOptions {
     pub listening: HashMap<String, HashSet<u16>>,
     /// A port that talks to at least this many other endpoints is fixed.
     pub fixed_port_peers: usize,
+    /// Every message a client node (one that never uses a fixed port: a load generator,
+    /// a browser) sends to a server starts a path. What a client received last is its answer
+    /// to an earlier request, not the cause of its next one. WAP5's clients were not
+    /// captured, which has the same effect; the greedy baseline ignores this.
+    pub clients_start_paths: bool,
 }
 
 impl Default for LinkOptions {
@@ -55,6 +64,7 @@ impl Default for LinkOptions {
             max_candidates: 32,
             listening: HashMap::new(),
             fixed_port_peers: 3,
+            clients_start_paths: true,
         }
     }
 }
@@ -67,6 +77,10 @@ pub enum Mode {
     /// The baseline: each message's parent is the latest message its sender received
     /// before sending it (within the window).
     Greedy,
+    /// WAP5's linking told what the capture knows of connections: an answer a server
+    /// sends is caused by the request that came on its connection, or by an answer to a
+    /// call the server made after that request arrived (see `connections`).
+    Connections,
 }
 
 /// Where one message ended up: in its most probable path instance.
@@ -119,19 +133,127 @@ impl Causes {
     }
 }
 
+/// The messages' nodes as numbers: each message's sender and receiver, and the names.
+struct Nodes<'a> {
+    src: Vec<u32>,
+    dst: Vec<u32>,
+    names: Vec<&'a str>,
+}
+
+impl<'a> Nodes<'a> {
+    fn of(messages: &'a [Message]) -> Nodes<'a> {
+        let mut numbers: HashMap<&str, u32> = HashMap::new();
+        let mut names: Vec<&str> = Vec::new();
+        let mut node = |name: &'a str| -> u32 {
+            *numbers.entry(name).or_insert_with(|| {
+                names.push(name);
+                (names.len() - 1) as u32
+            })
+        };
+        let src = messages.iter().map(|m| node(&m.src)).collect();
+        let dst = messages.iter().map(|m| node(&m.dst)).collect();
+        Nodes { src, dst, names }
+    }
+
+    /// Whether each node is a client (§2.5.1).
+    fn clients(&self, messages: &[Message], o: &LinkOptions) -> Vec<bool> {
+        let servers = crate::roles::servers(messages, &o.listening, o.fixed_port_peers);
+        self.names.iter().map(|n| !servers.contains(n)).collect()
+    }
+
+    /// The names patterns use: every client node is CLIENT; the unaggregated names stay
+    /// in the assignments.
+    fn pattern_names(&self, clients: &[bool]) -> Vec<&'a str> {
+        self.names
+            .iter()
+            .zip(clients)
+            .map(|(n, &client)| if client { crate::roles::CLIENT } else { n })
+            .collect()
+    }
+}
+
+/// The patterns of traces given by `assignments` (the ground truth, or linking's final
+/// assignments): one per trace, its probability the largest of its messages'. A trace
+/// with several roots (messages whose parent is elsewhere) has them joined with ` + `.
+pub fn patterns_of(
+    messages: &[Message],
+    assignments: &[Assignment],
+    o: &LinkOptions,
+) -> Vec<Pattern> {
+    let nodes = Nodes::of(messages);
+    let names = nodes.pattern_names(&nodes.clients(messages, o));
+    let index: HashMap<&MessageId, u32> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (&m.id, i as u32))
+        .collect();
+    let mut traces: HashMap<u64, Instance> = HashMap::new();
+    let trace_of: HashMap<u32, u64> = assignments
+        .iter()
+        .filter_map(|a| Some((*index.get(&a.id)?, a.trace)))
+        .collect();
+    for a in assignments {
+        let Some(&i) = index.get(&a.id) else { continue };
+        let parent = a
+            .parent
+            .as_ref()
+            .and_then(|p| index.get(p).copied())
+            .filter(|p| trace_of.get(p) == Some(&a.trace));
+        let t = traces.entry(a.trace).or_default();
+        t.0.push((i, parent));
+        t.1 = t.1.max(a.probability);
+    }
+    let mut patterns: HashMap<String, Pattern> = HashMap::new();
+    for (members, probability) in traces.into_values() {
+        let mut roots: Vec<String> = members
+            .iter()
+            .filter(|(_, p)| p.is_none())
+            .map(|&(r, _)| shape(&members, r, &nodes.src, &nodes.dst, &names))
+            .collect();
+        roots.sort();
+        let shape = roots.join(" + ");
+        let p = patterns.entry(shape.clone()).or_insert(Pattern {
+            shape,
+            count: 0,
+            expected: 0.0,
+            max_probability: 0.0,
+        });
+        p.count += 1;
+        p.expected += probability;
+        p.max_probability = p.max_probability.max(probability);
+    }
+    let mut patterns: Vec<Pattern> = patterns.into_values().collect();
+    sort_patterns(&mut patterns);
+    patterns
+}
+
+fn sort_patterns(patterns: &mut [Pattern]) {
+    patterns.sort_by(|a, b| {
+        b.expected
+            .total_cmp(&a.expected)
+            .then(a.shape.cmp(&b.shape))
+    });
+}
+
 /// Links `messages` (in any order).
-pub fn link<'a>(messages: &'a [Message], mode: Mode, o: &LinkOptions) -> Linked {
-    let mut nodes: HashMap<&str, u32> = HashMap::new();
-    let mut node_names: Vec<&str> = Vec::new();
-    let mut node = |name: &'a str| -> u32 {
-        *nodes.entry(name).or_insert_with(|| {
-            node_names.push(name);
-            (node_names.len() - 1) as u32
-        })
-    };
-    let src: Vec<u32> = messages.iter().map(|m| node(&m.src)).collect();
-    let dst: Vec<u32> = messages.iter().map(|m| node(&m.dst)).collect();
+pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
+    let nodes = Nodes::of(messages);
+    let (src, dst) = (&nodes.src, &nodes.dst);
     let n = messages.len();
+    let clients = nodes.clients(messages, o);
+    // A captured client's message to a server (an uncaptured sender's messages are
+    // linked A→B→A; between two clients nothing says which one asks).
+    let starts_path = |i: usize| {
+        mode != Mode::Greedy
+            && o.clients_start_paths
+            && clients[src[i] as usize]
+            && !clients[dst[i] as usize]
+            && messages[i].send_ns.is_some()
+    };
+    let connections = (mode == Mode::Connections).then(|| {
+        let fixed = crate::roles::fixed_endpoints(messages, &o.listening, o.fixed_port_peers);
+        Connections::of(messages, src, dst, &fixed)
+    });
     // Per node, the messages into it by receive time, and out of it by send time.
     let mut into: HashMap<u32, Vec<(i64, u32)>> = HashMap::new();
     let mut out_of: HashMap<u32, Vec<(i64, u32)>> = HashMap::new();
@@ -169,8 +291,13 @@ pub fn link<'a>(messages: &'a [Message], mode: Mode, o: &LinkOptions) -> Linked 
                 continue;
             }
             let p = &messages[j as usize];
-            let matches = !reply
-                || (p.src_ep == m.dst_ep && p.dst_ep == m.src_ep && dst[j as usize] == src[i]);
+            let matches = if reply {
+                p.src_ep == m.dst_ep && p.dst_ep == m.src_ep && dst[j as usize] == src[i]
+            } else {
+                connections
+                    .as_ref()
+                    .is_none_or(|c| c.allows(messages, i, j as usize))
+            };
             if matches {
                 found.push((j, t - at));
             }
@@ -179,7 +306,7 @@ pub fn link<'a>(messages: &'a [Message], mode: Mode, o: &LinkOptions) -> Linked 
     };
     // Step 1: the mean delay per pair.
     let mut sums: HashMap<(u32, u32), (f64, u64)> = HashMap::new();
-    for i in 0..n {
+    for i in (0..n).filter(|&i| !starts_path(i)) {
         if let Some(&(_, delay)) = candidates(i, o.window_ns, 1).first() {
             let e = sums.entry((src[i], dst[i])).or_insert((0.0, 0));
             e.0 += delay as f64;
@@ -191,40 +318,84 @@ pub fn link<'a>(messages: &'a [Message], mode: Mode, o: &LinkOptions) -> Linked 
             .map(|(s, c)| (s / *c as f64).max(1_000.0))
             .unwrap_or(1_000.0)
     };
-    // Step 2: causes.
+    // Step 2: causes, of those `eligible` (i, j) allows.
     let spontaneous_weight = (-o.spontaneous_factor).exp();
-    let mut causes: Vec<Causes> = Vec::with_capacity(n);
-    for i in 0..n {
-        let d = mean(i);
-        if mode == Mode::Greedy {
-            let parents = candidates(i, o.window_ns, 1)
-                .into_iter()
-                .map(|(j, _)| (j, 1.0))
-                .collect::<Vec<_>>();
-            let spontaneous = if parents.is_empty() { 1.0 } else { 0.0 };
-            causes.push(Causes {
-                parents,
-                spontaneous,
-            });
-            continue;
+    let causes_of = |eligible: &dyn Fn(usize, u32) -> bool| -> Vec<Causes> {
+        (0..n)
+            .map(|i| {
+                if mode == Mode::Greedy {
+                    let parents: Vec<(u32, f64)> = candidates(i, o.window_ns, 1)
+                        .into_iter()
+                        .map(|(j, _)| (j, 1.0))
+                        .collect();
+                    let spontaneous = if parents.is_empty() { 1.0 } else { 0.0 };
+                    return Causes {
+                        parents,
+                        spontaneous,
+                    };
+                }
+                if starts_path(i) {
+                    return Causes {
+                        parents: Vec::new(),
+                        spontaneous: 1.0,
+                    };
+                }
+                let d = mean(i);
+                // Scores below a thousandth of being spontaneous change nothing: the
+                // window shrinks to where they start.
+                let limit = ((o.spontaneous_factor + 7.0) * d).min(o.window_ns as f64) as i64;
+                let mut found = candidates(i, limit, o.max_candidates);
+                found.retain(|(j, _)| eligible(i, *j));
+                let mut spontaneous_weight = spontaneous_weight;
+                if let (Some(c), Some(sent)) = (&connections, messages[i].send_ns) {
+                    // A server handling a request does not send on its own: the latest
+                    // request still unanswered is a cause however long ago it came.
+                    let open = c.open_request(src[i], sent, o.window_ns, |j| {
+                        c.allows(messages, i, j) && eligible(i, j as u32)
+                    });
+                    if let Some((j, arrived)) = open {
+                        spontaneous_weight = 0.0;
+                        if !found.iter().any(|(k, _)| *k == j) {
+                            found.push((j, sent - arrived));
+                        }
+                    }
+                }
+                // Scores as logarithms, scaled by the best before exponentiating: a
+                // cause long before its effect must not underflow to 0/0.
+                let scores: Vec<f64> = found
+                    .iter()
+                    .map(|(_, delay)| -(*delay as f64) / d)
+                    .collect();
+                let spontaneous_score = spontaneous_weight.ln();
+                let top = scores.iter().copied().fold(spontaneous_score, f64::max);
+                if !top.is_finite() {
+                    return Causes {
+                        parents: Vec::new(),
+                        spontaneous: 1.0,
+                    };
+                }
+                let weights: Vec<f64> = scores.iter().map(|x| (x - top).exp()).collect();
+                let spontaneous_weight = (spontaneous_score - top).exp();
+                let total = spontaneous_weight + weights.iter().sum::<f64>();
+                Causes {
+                    parents: found
+                        .iter()
+                        .zip(&weights)
+                        .map(|((j, _), w)| (*j, w / total))
+                        .collect(),
+                    spontaneous: spontaneous_weight / total,
+                }
+            })
+            .collect()
+    };
+    let mut causes = causes_of(&|_, _| true);
+    if let Some(c) = &connections {
+        // Again, now that causes are known: a cause must lead back, through the calls
+        // its node made, to a request still open, and for an answer to its own request.
+        for _ in 0..REFINEMENTS {
+            let known: Vec<Option<u32>> = causes.iter().map(Causes::most_likely).collect();
+            causes = causes_of(&|i, j| c.consistent(messages, &known, i, j as usize));
         }
-        // Scores below a thousandth of being spontaneous change nothing: the window
-        // shrinks to where they start.
-        let limit = ((o.spontaneous_factor + 7.0) * d).min(o.window_ns as f64) as i64;
-        let found = candidates(i, limit, o.max_candidates);
-        let weights: Vec<f64> = found
-            .iter()
-            .map(|(_, delay)| (-(*delay as f64) / d).exp())
-            .collect();
-        let total = spontaneous_weight + weights.iter().sum::<f64>();
-        causes.push(Causes {
-            parents: found
-                .iter()
-                .zip(&weights)
-                .map(|((j, _), w)| (*j, w / total))
-                .collect(),
-            spontaneous: spontaneous_weight / total,
-        });
     }
     // Children of each message: (child, probability, whether it is the child's most likely cause).
     let best_cause: Vec<Option<u32>> = causes.iter().map(Causes::most_likely).collect();
@@ -234,30 +405,21 @@ pub fn link<'a>(messages: &'a [Message], mode: Mode, o: &LinkOptions) -> Linked 
             children[p as usize].push((c as u32, q, best_cause[c] == Some(p)));
         }
     }
-    // Patterns name every client node CLIENT (§2.5.1); the unaggregated names stay in
-    // the assignments.
-    let servers = crate::roles::servers(messages, &o.listening, o.fixed_port_peers);
-    let pattern_names: Vec<&str> = node_names
-        .iter()
-        .map(|n| {
-            if servers.contains(n) {
-                n
-            } else {
-                crate::roles::CLIENT
-            }
-        })
-        .collect();
+    let pattern_names = nodes.pattern_names(&clients);
     // Step 3: instances from each root.
     let mut best: Vec<Option<Assignment>> = vec![None; n];
     let mut patterns: HashMap<String, Pattern> = HashMap::new();
     let mut next_trace = 1u64;
     let roots: Vec<usize> = (0..n).filter(|&i| best_cause[i].is_none()).collect();
     for root in roots {
+        // A root's instances are alternatives for one request's path: one trace, each
+        // message in it with its parent from its most probable instance. (A trace per
+        // instance would scatter a request over its alternatives.)
+        let trace = next_trace;
+        next_trace += 1;
         let instances = instances(root as u32, &children, o);
         for (members, probability) in instances {
-            let trace = next_trace;
-            next_trace += 1;
-            let shape = shape(&members, root as u32, &src, &dst, &pattern_names);
+            let shape = shape(&members, root as u32, src, dst, &pattern_names);
             let p = patterns.entry(shape.clone()).or_insert(Pattern {
                 shape,
                 count: 0,
@@ -323,17 +485,13 @@ pub fn link<'a>(messages: &'a [Message], mode: Mode, o: &LinkOptions) -> Linked 
         })
         .collect();
     let mut patterns: Vec<Pattern> = patterns.into_values().collect();
-    patterns.sort_by(|a, b| {
-        b.expected
-            .total_cmp(&a.expected)
-            .then(a.shape.cmp(&b.shape))
-    });
+    sort_patterns(&mut patterns);
     let mut delays: Vec<(String, String, f64)> = sums
         .iter()
         .map(|(&(s, d), (sum, c))| {
             (
-                node_names[s as usize].to_string(),
-                node_names[d as usize].to_string(),
+                nodes.names[s as usize].to_string(),
+                nodes.names[d as usize].to_string(),
                 sum / *c as f64,
             )
         })
@@ -656,6 +814,142 @@ mod tests {
         assert!(
             (total - 1.0).abs() < 1e-9,
             "the instances of one root sum to 1: {total}"
+        );
+    }
+
+    /// Two overlapping requests into a server `web` (listening on :80) from a captured
+    /// load generator: the first calls `db`, and is answered just after the second
+    /// arrives. Only the connections tell that the second did not cause that answer.
+    fn overlapping_requests() -> (Vec<Message>, LinkOptions) {
+        let ms = 1_000_000;
+        let messages = vec![
+            msg(
+                1,
+                "load",
+                "10.0.0.1:5001",
+                "web",
+                "10.0.0.2:80",
+                Some(0),
+                Some(ms),
+            ),
+            msg(
+                2,
+                "web",
+                "10.0.0.2:6001",
+                "db",
+                "10.0.0.3:5432",
+                Some(2 * ms),
+                Some(3 * ms),
+            ),
+            msg(
+                5,
+                "db",
+                "10.0.0.3:5432",
+                "web",
+                "10.0.0.2:6001",
+                Some(10 * ms),
+                Some(11 * ms),
+            ),
+            msg(
+                3,
+                "load",
+                "10.0.0.1:5002",
+                "web",
+                "10.0.0.2:80",
+                Some(19 * ms),
+                Some(20 * ms),
+            ),
+            msg(
+                6,
+                "web",
+                "10.0.0.2:80",
+                "load",
+                "10.0.0.1:5001",
+                Some(21 * ms),
+                Some(22 * ms),
+            ),
+            msg(
+                4,
+                "web",
+                "10.0.0.2:80",
+                "load",
+                "10.0.0.1:5002",
+                Some(25 * ms),
+                Some(26 * ms),
+            ),
+        ];
+        let options = LinkOptions {
+            listening: HashMap::from([
+                ("web".to_string(), HashSet::from([80])),
+                ("db".to_string(), HashSet::from([5432])),
+            ]),
+            ..LinkOptions::default()
+        };
+        (messages, options)
+    }
+
+    fn parents(linked: &Linked) -> Vec<(MessageId, Option<MessageId>)> {
+        linked
+            .assignments
+            .iter()
+            .map(|a| (a.id.clone(), a.parent.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn connections_tell_which_request_an_answer_is_for() {
+        let (messages, options) = overlapping_requests();
+        let linked = link(&messages, Mode::Connections, &options);
+        let id = MessageId::Int;
+        assert_eq!(
+            parents(&linked),
+            vec![
+                (id(1), None),
+                (id(2), Some(id(1))),
+                (id(5), Some(id(2))),
+                (id(3), None),
+                // Not request 3, the latest message into web: 6 answers request 1.
+                (id(6), Some(id(5))),
+                (id(4), Some(id(3))),
+            ]
+        );
+        let trace = |i: usize| linked.assignments[i].trace;
+        assert_eq!([trace(1), trace(2), trace(4)], [trace(0); 3]);
+        assert_eq!(trace(5), trace(3));
+        assert_ne!(trace(3), trace(0));
+        // WAP5's linking takes the latest message for the cause.
+        let faithful = link(&messages, Mode::Faithful, &options);
+        assert_eq!(parents(&faithful)[4], (id(6), Some(id(3))));
+    }
+
+    #[test]
+    fn patterns_of_given_traces_count_each_shape() {
+        let (messages, options) = overlapping_requests();
+        let truth = |id: i64, trace: u64, parent: Option<i64>| Assignment {
+            id: MessageId::Int(id),
+            trace,
+            parent: parent.map(MessageId::Int),
+            probability: 1.0,
+        };
+        let given = vec![
+            truth(1, 1, None),
+            truth(2, 1, Some(1)),
+            truth(5, 1, Some(2)),
+            truth(6, 1, Some(5)),
+            truth(3, 2, None),
+            truth(4, 2, Some(3)),
+        ];
+        let patterns = patterns_of(&messages, &given, &options);
+        let shapes: Vec<(&str, u64)> = patterns
+            .iter()
+            .map(|p| (p.shape.as_str(), p.count))
+            .collect();
+        assert_eq!(
+            shapes,
+            vec![
+                ("CLIENT>web[web>CLIENT]", 1),
+                ("CLIENT>web[web>db[db>web[web>CLIENT]]]", 1),
+            ]
         );
     }
 }

@@ -92,6 +92,15 @@ pub struct Message {
     pub bytes: u64,
 }
 
+/// Leaves out the messages to or from any of `ports` (traffic that is not the
+/// system's requests, such as span or metric exports); returns how many.
+pub fn leave_out_ports(messages: &mut Vec<Message>, ports: &[u16]) -> usize {
+    let before = messages.len();
+    let on = |ep: &str| crate::roles::port(ep).is_some_and(|p| ports.contains(&p));
+    messages.retain(|m| !on(&m.src_ep) && !on(&m.dst_ep));
+    before - messages.len()
+}
+
 /// What reconciliation saw and could not use.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
@@ -580,5 +589,33 @@ fn ports_match(local: &Ep, to: &Ep) -> bool {
             l.port() == t.port() && (l.ip().is_unspecified() || l.ip() == t.ip())
         }
         (a, b) => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_on_ignored_ports_are_left_out_and_counted() {
+        let m = |id: i64, src_ep: &str, dst_ep: &str| Message {
+            id: MessageId::Int(id),
+            src: "a".into(),
+            src_ep: src_ep.into(),
+            dst: "b".into(),
+            dst_ep: dst_ep.into(),
+            send_ns: Some(0),
+            recv_ns: None,
+            bytes: 1,
+        };
+        let mut messages = vec![
+            m(1, "10.0.0.1:5000", "10.0.0.2:80"),
+            m(2, "10.0.0.1:5001", "10.0.0.9:4318"),
+            m(3, "10.0.0.9:4318", "10.0.0.1:5001"),
+            m(4, "[::1]:5002", "[::1]:4318"),
+        ];
+        assert_eq!(leave_out_ports(&mut messages, &[4318]), 3);
+        assert_eq!(messages.len(), 1);
+        assert_eq!(messages[0].id, MessageId::Int(1));
     }
 }

@@ -11,16 +11,17 @@ use crate::reconcile::Message;
 /// The name patterns give every client node.
 pub const CLIENT: &str = "CLIENT";
 
-fn port(endpoint: &str) -> Option<u16> {
+/// An `ip:port` endpoint's port.
+pub(crate) fn port(endpoint: &str) -> Option<u16> {
     endpoint.rsplit_once(':')?.1.parse().ok()
 }
 
-/// The nodes that are servers, given the ports each node listens on.
-pub fn servers<'a>(
+/// The endpoints (node, `ip:port`) on fixed ports, given the ports each node listens on.
+pub fn fixed_endpoints<'a>(
     messages: &'a [Message],
     listening: &HashMap<String, HashSet<u16>>,
     min_peers: usize,
-) -> HashSet<&'a str> {
+) -> HashSet<(&'a str, &'a str)> {
     let mut peers: HashMap<&str, HashSet<&str>> = HashMap::new();
     for m in messages {
         peers.entry(&m.src_ep).or_default().insert(&m.dst_ep);
@@ -30,16 +31,27 @@ pub fn servers<'a>(
         port(endpoint).is_some_and(|p| listening.get(node).is_some_and(|ports| ports.contains(&p)))
             || peers.get(endpoint).is_some_and(|p| p.len() >= min_peers)
     };
-    let mut servers = HashSet::new();
+    let mut out = HashSet::new();
     for m in messages {
-        if fixed(&m.src, &m.src_ep) {
-            servers.insert(m.src.as_str());
-        }
-        if fixed(&m.dst, &m.dst_ep) {
-            servers.insert(m.dst.as_str());
+        for (node, ep) in [(&m.src, &m.src_ep), (&m.dst, &m.dst_ep)] {
+            if fixed(node, ep) {
+                out.insert((node.as_str(), ep.as_str()));
+            }
         }
     }
-    servers
+    out
+}
+
+/// The nodes that are servers, given the ports each node listens on.
+pub fn servers<'a>(
+    messages: &'a [Message],
+    listening: &HashMap<String, HashSet<u16>>,
+    min_peers: usize,
+) -> HashSet<&'a str> {
+    fixed_endpoints(messages, listening, min_peers)
+        .into_iter()
+        .map(|(node, _)| node)
+        .collect()
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use crate::link::Assignment;
 use crate::reconcile::MessageId;
 
 /// One message's true trace and cause.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Truth {
     pub id: MessageId,
     pub trace: serde_json::Value,

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use causeway_blackbox::delays::{delays, Delays};
 use causeway_blackbox::link::{link, LinkOptions, Linked, Mode};
 use causeway_blackbox::logs::log_files;
-use causeway_blackbox::reconcile::{Captured, Message};
+use causeway_blackbox::reconcile::{leave_out_ports, Captured, Message};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
@@ -18,6 +18,9 @@ pub enum ModeArg {
     /// Each message's parent is the latest message its sender received before (the
     /// baseline).
     Greedy,
+    /// WAP5's linking, told which messages share a connection: a server's answer is
+    /// caused by the request on its connection or by what it received while handling it.
+    Connections,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -42,6 +45,10 @@ pub struct InferArgs {
     /// "send_ns", "recv_ns", "bytes"}`), besides or instead of capture directories.
     #[arg(long)]
     messages: Option<PathBuf>,
+    /// Leave out the messages to or from this port (traffic that is not the system's
+    /// requests, such as span or metric exports to a collector); repeatable.
+    #[arg(long = "ignore-port", value_name = "PORT")]
+    ignore_ports: Vec<u16>,
     /// Write the reconciled messages (captured and given) to this file, as JSON lines.
     #[arg(long)]
     export_messages: Option<PathBuf>,
@@ -156,6 +163,10 @@ pub fn run(a: InferArgs) -> Result<()> {
     if let Some(path) = &a.messages {
         skipped = read_messages(path, &mut messages)?;
     }
+    let ignored = leave_out_ports(&mut messages, &a.ignore_ports);
+    if ignored > 0 {
+        eprintln!("left out {ignored} messages on the ignored ports");
+    }
     if let Some(path) = &a.export_messages {
         let mut w = std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
@@ -178,6 +189,7 @@ pub fn run(a: InferArgs) -> Result<()> {
     let mode = match a.mode {
         ModeArg::Faithful => Mode::Faithful,
         ModeArg::Greedy => Mode::Greedy,
+        ModeArg::Connections => Mode::Connections,
     };
     let linked = link(&messages, mode, &options);
     if let Some(path) = &a.assignments {

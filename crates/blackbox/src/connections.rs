@@ -1,0 +1,199 @@
+//! What a capture knows that WAP5's traces did not: which messages travelled on the
+//! same connection. A server answers on the connection its request came on, so the cause
+//! of an answer is that request, or something the server received while handling it: an
+//! answer to a call the server made after the request arrived. Other requests the
+//! server received meanwhile are not.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::reconcile::Message;
+
+/// Requests looked at, latest first, for one still open.
+const OPEN_REQUESTS_SEARCHED: usize = 256;
+
+/// Calls followed back from an answer to the request behind them.
+const CALLS_FOLLOWED: usize = 16;
+
+/// One end of a connection: the node, its `ip:port`, the peer's `ip:port`.
+type End<'a> = (u32, &'a str, &'a str);
+
+pub(crate) struct Connections {
+    /// For a message a server sent on a connection, the latest message it received on
+    /// that connection before (the request it answers).
+    answers: Vec<Option<u32>>,
+    /// For a message a client received on a connection, the latest message it sent on
+    /// that connection before (the request it answers).
+    asked_by: Vec<Option<u32>>,
+    /// Per node, the requests it received on its fixed ports: (receipt, message), by
+    /// time.
+    requests: HashMap<u32, Vec<(i64, u32)>>,
+    /// For each such request, when its receiver first sent on that connection after it
+    /// (answered it).
+    answered_at: Vec<Option<i64>>,
+    /// Whether each message is such a request.
+    is_request: Vec<bool>,
+}
+
+/// The latest entry of `list` (sorted by time) at or before `t`.
+fn latest(list: Option<&Vec<(i64, u32)>>, t: i64) -> Option<u32> {
+    let list = list?;
+    let p = list.partition_point(|(at, _)| *at <= t);
+    p.checked_sub(1).map(|k| list[k].1)
+}
+
+impl Connections {
+    pub(crate) fn of(
+        messages: &[Message],
+        src: &[u32],
+        dst: &[u32],
+        fixed: &HashSet<(&str, &str)>,
+    ) -> Connections {
+        let mut received: HashMap<End, Vec<(i64, u32)>> = HashMap::new();
+        let mut sent: HashMap<End, Vec<(i64, u32)>> = HashMap::new();
+        for (i, m) in messages.iter().enumerate() {
+            if let Some(r) = m.recv_ns {
+                received
+                    .entry((dst[i], &m.dst_ep, &m.src_ep))
+                    .or_default()
+                    .push((r, i as u32));
+            }
+            if let Some(s) = m.send_ns {
+                sent.entry((src[i], &m.src_ep, &m.dst_ep))
+                    .or_default()
+                    .push((s, i as u32));
+            }
+        }
+        for v in received.values_mut().chain(sent.values_mut()) {
+            v.sort_unstable();
+        }
+        let answers = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let s = m.send_ns?;
+                if !fixed.contains(&(m.src.as_str(), m.src_ep.as_str())) {
+                    return None;
+                }
+                latest(received.get(&(src[i], &m.src_ep, &m.dst_ep)), s)
+            })
+            .collect();
+        let asked_by = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let r = m.recv_ns?;
+                if fixed.contains(&(m.dst.as_str(), m.dst_ep.as_str())) {
+                    return None;
+                }
+                latest(sent.get(&(dst[i], &m.dst_ep, &m.src_ep)), r)
+            })
+            .collect();
+        let mut requests: HashMap<u32, Vec<(i64, u32)>> = HashMap::new();
+        let mut answered_at = vec![None; messages.len()];
+        let mut is_request = vec![false; messages.len()];
+        for (i, m) in messages.iter().enumerate() {
+            let Some(r) = m.recv_ns else { continue };
+            if !fixed.contains(&(m.dst.as_str(), m.dst_ep.as_str())) {
+                continue;
+            }
+            requests.entry(dst[i]).or_default().push((r, i as u32));
+            is_request[i] = true;
+            answered_at[i] = sent.get(&(dst[i], &m.dst_ep, &m.src_ep)).and_then(|list| {
+                let p = list.partition_point(|(at, _)| *at < r);
+                list.get(p).map(|(at, _)| *at)
+            });
+        }
+        for v in requests.values_mut() {
+            v.sort_unstable();
+        }
+        Connections {
+            answers,
+            asked_by,
+            requests,
+            answered_at,
+            is_request,
+        }
+    }
+
+    /// The request whose handling message `j` (received by a server) belongs to, by
+    /// `causes`: `j` itself, or for an answer to a call, the request behind the call.
+    fn request_behind(&self, causes: &[Option<u32>], j: usize) -> Option<usize> {
+        let mut x = j;
+        for _ in 0..CALLS_FOLLOWED {
+            if self.is_request[x] {
+                return Some(x);
+            }
+            let call = self.asked_by[x]?;
+            x = causes[call as usize]? as usize;
+        }
+        None
+    }
+
+    /// Whether `j` can have caused `i` given the causes found so far: the request behind
+    /// `j` was still open when `i` was sent, and when `i` answers a request, it is that
+    /// one.
+    pub(crate) fn consistent(
+        &self,
+        messages: &[Message],
+        causes: &[Option<u32>],
+        i: usize,
+        j: usize,
+    ) -> bool {
+        let Some(request) = self.request_behind(causes, j) else {
+            return true;
+        };
+        if let (Some(answered), Some(sent)) = (self.answered_at[request], messages[i].send_ns) {
+            if answered < sent {
+                return false;
+            }
+        }
+        self.answers[i].is_none_or(|r| r as usize == request)
+    }
+
+    /// The latest request `node` received within `window_ns` before `at` and had not
+    /// answered by then, among those `eligible`: (message, receipt).
+    pub(crate) fn open_request(
+        &self,
+        node: u32,
+        at: i64,
+        window_ns: i64,
+        eligible: impl Fn(usize) -> bool,
+    ) -> Option<(u32, i64)> {
+        let list = self.requests.get(&node)?;
+        let end = list.partition_point(|(r, _)| *r <= at);
+        list[..end]
+            .iter()
+            .rev()
+            .take_while(|(r, _)| at - r <= window_ns)
+            .take(OPEN_REQUESTS_SEARCHED)
+            .find(|&&(_, j)| {
+                self.answered_at[j as usize].is_none_or(|a| a >= at) && eligible(j as usize)
+            })
+            .map(|&(r, j)| (j, r))
+    }
+
+    /// Whether message `j`, received by `i`'s sender, can have caused `i`.
+    pub(crate) fn allows(&self, messages: &[Message], i: usize, j: usize) -> bool {
+        // A request its server had answered before is finished.
+        if let (Some(answered), Some(sent)) = (self.answered_at[j], messages[i].send_ns) {
+            if answered < sent {
+                return false;
+            }
+        }
+        let Some(request) = self.answers[i] else {
+            return true;
+        };
+        let request = request as usize;
+        if j == request {
+            return true;
+        }
+        // An answer to a call made after the request arrived.
+        let (Some(arrived), Some(r)) = (messages[request].recv_ns, messages[j].recv_ns) else {
+            return false;
+        };
+        r > arrived
+            && self.asked_by[j]
+                .and_then(|q| messages[q as usize].send_ns)
+                .is_some_and(|asked| asked >= arrived)
+    }
+}

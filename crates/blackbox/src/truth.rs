@@ -1,0 +1,341 @@
+//! Ground truth for black-box inference from a system that is also instrumented: each
+//! message is matched to the server span of the request it carried, by the connection's
+//! client endpoint (the span's `network.peer.address` and `network.peer.port`) and time.
+//!
+//! A request message belongs to the first call on its connection still running when it
+//! arrived (an HTTP/1.1 connection carries one request at a time: the span starts just
+//! after the request is read and ends before the response is written); a response to the
+//! call that started last before it was sent. On a multiplexed connection (HTTP/2) the
+//! nearest call in time is taken, which can be wrong when calls overlap.
+//!
+//! A message's true parent is what WAP5's linking looks for: the latest message its
+//! sender received, before sending it, while handling the same call. A request is sent
+//! while handling its call's caller (the nearest server span above it), a response while
+//! handling its own call; a request is received by its call, a response by the caller.
+
+use std::collections::HashMap;
+
+use crate::link::Assignment;
+use crate::reconcile::{Message, MessageId};
+use crate::score::Truth;
+
+/// One instrumented server call: its trace, the client end of its connection, its time.
+#[derive(Clone, Debug)]
+pub struct ServerCall {
+    pub trace: String,
+    /// Unique among the calls (the span id).
+    pub id: u64,
+    /// The call whose handling made this one (the nearest server span above it).
+    pub caller: Option<u64>,
+    /// The client's `ip:port`, as a message names it.
+    pub peer: String,
+    pub start_ns: i64,
+    pub end_ns: i64,
+}
+
+/// The calls that a few neighbours in start order away from `at` can be.
+const NEIGHBOURS: usize = 3;
+
+/// Each message's true trace and parent; messages no call explains (other traffic, such
+/// as span exports) are left out.
+pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
+    let mut by_peer: HashMap<&str, Vec<&ServerCall>> = HashMap::new();
+    for c in calls {
+        by_peer.entry(c.peer.as_str()).or_default().push(c);
+    }
+    for v in by_peer.values_mut() {
+        v.sort_by_key(|c| c.start_ns);
+    }
+    // A message's call, and whether it is the call's request.
+    let call_of = |m: &Message| -> Option<(&ServerCall, bool)> {
+        if let (Some(list), Some(t)) = (by_peer.get(m.src_ep.as_str()), m.recv_ns.or(m.send_ns)) {
+            let p = list.partition_point(|c| c.start_ns < t);
+            let lo = p.saturating_sub(NEIGHBOURS);
+            return list[lo..(p + NEIGHBOURS).min(list.len())]
+                .iter()
+                .filter(|c| c.end_ns >= t)
+                .min_by_key(|c| c.start_ns.abs_diff(t))
+                .map(|c| (*c, true));
+        }
+        if let (Some(list), Some(t)) = (by_peer.get(m.dst_ep.as_str()), m.send_ns.or(m.recv_ns)) {
+            let p = list.partition_point(|c| c.start_ns <= t);
+            return list[p.saturating_sub(NEIGHBOURS)..p]
+                .iter()
+                .min_by_key(|c| c.end_ns.abs_diff(t))
+                .map(|c| (*c, false));
+        }
+        None
+    };
+    let calls: Vec<Option<(&ServerCall, bool)>> = messages.iter().map(call_of).collect();
+    // Per handling call, the receipts there by time.
+    let mut received: HashMap<u64, Vec<(i64, usize)>> = HashMap::new();
+    for (i, m) in messages.iter().enumerate() {
+        let Some((call, request)) = calls[i] else {
+            continue;
+        };
+        let handler = if request { Some(call.id) } else { call.caller };
+        if let (Some(h), Some(r)) = (handler, m.recv_ns) {
+            received.entry(h).or_default().push((r, i));
+        }
+    }
+    for v in received.values_mut() {
+        v.sort_unstable();
+    }
+    messages
+        .iter()
+        .zip(&calls)
+        .filter_map(|(m, call)| {
+            let (call, request) = (*call)?;
+            let handler = if request { call.caller } else { Some(call.id) };
+            let parent = m.send_ns.zip(handler).and_then(|(s, h)| {
+                let list = received.get(&h)?;
+                let p = list.partition_point(|(r, _)| *r <= s);
+                p.checked_sub(1).map(|k| messages[list[k].1].id.clone())
+            });
+            Some(Truth {
+                id: m.id.clone(),
+                trace: serde_json::Value::String(call.trace.clone()),
+                parent,
+            })
+        })
+        .collect()
+}
+
+/// Ground truth whose parents name the request a message serves (a request's parent is
+/// the request its caller was handling, a response's is its request, as Dapper-style
+/// traces give them), turned into WAP5's causes: the latest message the sender received,
+/// before sending, while handling that request (the request itself, or an answer to a
+/// call it made for it).
+pub fn latest_causes(messages: &[Message], truth: &[Truth]) -> Vec<Truth> {
+    let index: HashMap<&MessageId, usize> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (&m.id, i))
+        .collect();
+    let parent: HashMap<&MessageId, &MessageId> = truth
+        .iter()
+        .filter_map(|t| Some((&t.id, t.parent.as_ref()?)))
+        .collect();
+    let is_response = |id: &MessageId| -> bool {
+        let (Some(&m), Some(&p)) = (index.get(id), parent.get(id).and_then(|p| index.get(p)))
+        else {
+            return false;
+        };
+        messages[p].src_ep == messages[m].dst_ep && messages[p].dst_ep == messages[m].src_ep
+    };
+    // Per request, what its handler received for it: the request, and answers to the
+    // calls it made.
+    let mut handled: HashMap<&MessageId, Vec<(i64, &MessageId)>> = HashMap::new();
+    for t in truth {
+        let Some(&i) = index.get(&t.id) else { continue };
+        let Some(r) = messages[i].recv_ns else {
+            continue;
+        };
+        if is_response(&t.id) {
+            // An answer belongs to the request its call was made for.
+            let call = parent.get(&t.id);
+            if let Some(served) = call.and_then(|c| parent.get(c)) {
+                handled.entry(served).or_default().push((r, &t.id));
+            }
+        } else {
+            handled.entry(&t.id).or_default().push((r, &t.id));
+        }
+    }
+    for v in handled.values_mut() {
+        v.sort_by_key(|(r, _)| *r);
+    }
+    truth
+        .iter()
+        .map(|t| {
+            let cause = (|| {
+                let sent = messages[*index.get(&t.id)?].send_ns?;
+                let list = handled.get(t.parent.as_ref()?)?;
+                let p = list.partition_point(|(r, _)| *r <= sent);
+                p.checked_sub(1).map(|k| list[k].1.clone())
+            })();
+            Truth {
+                id: t.id.clone(),
+                trace: t.trace.clone(),
+                parent: cause,
+            }
+        })
+        .collect()
+}
+
+/// Truth as assignments (probability 1), to find its patterns and delays.
+pub fn assignments(truth: &[Truth]) -> Vec<Assignment> {
+    let mut numbers: HashMap<String, u64> = HashMap::new();
+    truth
+        .iter()
+        .map(|t| {
+            let next = numbers.len() as u64;
+            let trace = *numbers.entry(t.trace.to_string()).or_insert(next);
+            Assignment {
+                id: t.id.clone(),
+                trace,
+                parent: t.parent.clone(),
+                probability: 1.0,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(id: i64, src: (&str, &str), dst: (&str, &str), send: i64, recv: i64) -> Message {
+        Message {
+            id: MessageId::Int(id),
+            src: src.0.into(),
+            src_ep: src.1.into(),
+            dst: dst.0.into(),
+            dst_ep: dst.1.into(),
+            send_ns: Some(send),
+            recv_ns: Some(recv),
+            bytes: 100,
+        }
+    }
+
+    fn call(trace: &str, peer: &str, start: i64, end: i64) -> ServerCall {
+        ServerCall {
+            trace: trace.into(),
+            id: start as u64,
+            caller: None,
+            peer: peer.into(),
+            start_ns: start,
+            end_ns: end,
+        }
+    }
+
+    #[test]
+    fn requests_and_responses_on_one_connection_go_to_their_calls() {
+        let c = ("client", "10.0.0.1:5000");
+        let s = ("server", "10.0.0.2:80");
+        let messages = vec![
+            // Two requests in turn on one keep-alive connection.
+            msg(1, c, s, 100, 110),
+            msg(2, s, c, 200, 210),
+            msg(3, c, s, 300, 310),
+            msg(4, s, c, 400, 410),
+            // Other traffic: no call explains it.
+            msg(5, c, ("collector", "10.0.0.9:4318"), 500, 510),
+        ];
+        // The spans start just after the request is read, end before the response.
+        let calls = vec![call("a", c.1, 115, 195), call("b", c.1, 315, 395)];
+        let t = truth(&messages, &calls);
+        let got: Vec<(i64, String, Option<i64>)> = t
+            .iter()
+            .map(|t| {
+                let id = |m: &MessageId| match m {
+                    MessageId::Int(i) => *i,
+                    MessageId::Text(_) => -1,
+                };
+                (
+                    id(&t.id),
+                    t.trace.as_str().unwrap_or_default().to_string(),
+                    t.parent.as_ref().map(id),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, "a".into(), None),
+                (2, "a".into(), Some(1)),
+                (3, "b".into(), None),
+                (4, "b".into(), Some(3)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_span_clock_slightly_behind_still_finds_the_call() {
+        let c = ("client", "10.0.0.1:5000");
+        let s = ("server", "10.0.0.2:80");
+        let messages = vec![msg(1, c, s, 100, 110), msg(2, s, c, 200, 210)];
+        // The span's clock reads 20 ns behind the capture's: it "starts" before the
+        // request was read.
+        let calls = vec![call("x", c.1, 0, 30), call("a", c.1, 90, 180)];
+        let t = truth(&messages, &calls);
+        assert!(t.iter().all(|t| t.trace == "a"), "{t:?}");
+    }
+
+    #[test]
+    fn a_nested_call_is_parented_by_what_its_sender_received_last_in_that_call() {
+        let a = ("a", "10.0.0.1:5000");
+        let b = ("b", "10.0.0.2:80");
+        let b_out = ("b", "10.0.0.2:6000");
+        let c = ("c", "10.0.0.3:80");
+        let other = ("a", "10.0.0.1:5001");
+        let messages = vec![
+            msg(1, a, b, 0, 10),
+            msg(2, b_out, c, 20, 30),
+            // Another request of the same trace reaches b meanwhile (a parallel call):
+            // not the cause of what b sends for the first.
+            msg(5, other, b, 35, 45),
+            msg(3, c, b_out, 40, 50),
+            msg(4, b, a, 60, 70),
+            msg(6, b, other, 80, 90),
+        ];
+        let mut first = call("t", a.1, 12, 58);
+        first.id = 1;
+        let mut nested = call("t", b_out.1, 32, 38);
+        nested.caller = Some(1);
+        let mut parallel = call("t", other.1, 46, 78);
+        parallel.id = 2;
+        let t = truth(&messages, &[first, nested, parallel]);
+        let parents: Vec<(MessageId, Option<MessageId>)> =
+            t.iter().map(|t| (t.id.clone(), t.parent.clone())).collect();
+        let id = MessageId::Int;
+        assert_eq!(
+            parents,
+            vec![
+                (id(1), None),
+                (id(2), Some(id(1))),
+                (id(5), None),
+                (id(3), Some(id(2))),
+                (id(4), Some(id(3))),
+                (id(6), Some(id(5))),
+            ]
+        );
+    }
+
+    #[test]
+    fn request_parents_become_the_latest_message_received_for_the_request() {
+        let a = ("a", "10.0.0.1:5000");
+        let b = ("b", "10.0.0.2:80");
+        let b_out = ("b", "10.0.0.2:6000");
+        let c = ("c", "10.0.0.3:80");
+        let messages = vec![
+            msg(1, a, b, 0, 10),
+            msg(2, b_out, c, 20, 30),
+            msg(3, c, b_out, 40, 50),
+            msg(4, b_out, c, 60, 70),
+            msg(5, c, b_out, 80, 90),
+            msg(6, b, a, 100, 110),
+        ];
+        let t = |id: i64, parent: Option<i64>| Truth {
+            id: MessageId::Int(id),
+            trace: serde_json::json!("t"),
+            parent: parent.map(MessageId::Int),
+        };
+        // Dapper-style: the calls and the answer to a all name request 1; each answer
+        // from c names its call.
+        let given = vec![
+            t(1, None),
+            t(2, Some(1)),
+            t(3, Some(2)),
+            t(4, Some(1)),
+            t(5, Some(4)),
+            t(6, Some(1)),
+        ];
+        let got: Vec<Option<MessageId>> = latest_causes(&messages, &given)
+            .into_iter()
+            .map(|t| t.parent)
+            .collect();
+        let id = |i| Some(MessageId::Int(i));
+        // The second call follows the first's answer; a's answer follows the second's.
+        assert_eq!(got, vec![None, id(1), id(2), id(3), id(4), id(5)]);
+    }
+}
