@@ -44,6 +44,10 @@ enum What {
     /// Accuracy of black-box linking against ground truth (B-cubed F1, exact traces,
     /// right parents), WAP5's and the greedy baseline's, and their time.
     Infer(crate::bench_infer::InferBenchArgs),
+    /// Black-box inference on the demo run under capture with its instrumentation on
+    /// (the ground truth), at several loads: grouping, parents, patterns, node delays,
+    /// injected clock offsets; WAP5's linking and the greedy baseline.
+    InferDemo(crate::bench_infer_demo::InferDemoArgs),
 }
 
 #[derive(Args)]
@@ -134,13 +138,15 @@ pub fn run(a: BenchArgs) -> Result<()> {
         What::Pivot(a) => crate::bench_pivot::run(a),
         What::Capture(a) => crate::bench_capture::run(a),
         What::Infer(a) => crate::bench_infer::run(a),
+        What::InferDemo(a) => crate::bench_infer_demo::run(a),
     }
 }
 
-struct TempDir(PathBuf, bool);
+/// A directory given, or a temporary one removed when dropped.
+pub(crate) struct TempDir(pub(crate) PathBuf, bool);
 
 impl TempDir {
-    fn new(given: Option<PathBuf>, tag: &str) -> TempDir {
+    pub(crate) fn new(given: Option<PathBuf>, tag: &str) -> TempDir {
         match given {
             Some(p) => TempDir(p, false),
             None => TempDir(

@@ -7,10 +7,16 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use causeway_blackbox::link::{link, LinkOptions, Mode};
+use std::collections::HashMap;
+
+use causeway_blackbox::link::{link, patterns_of, LinkOptions, Mode};
 use causeway_blackbox::score::{score, Truth};
+use causeway_blackbox::truth::{assignments, latest_causes};
 use clap::Args;
 use serde_json::json;
+
+/// True patterns whose expected counts are compared.
+const TOP_PATTERNS: usize = 5;
 
 #[derive(Args)]
 pub struct InferBenchArgs {
@@ -49,12 +55,37 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
     for set in &sets {
         let mut messages = Vec::new();
         crate::infer::read_messages(&set.join("messages.jsonl"), &mut messages)?;
-        let truth = read_truth(&set.join("truth.jsonl"))?;
-        for (name, mode) in [("greedy", Mode::Greedy), ("faithful", Mode::Faithful)] {
+        // The fixtures' parents name the request a message serves; linking finds the
+        // latest message received for it (WAP5's cause), so parents and patterns are
+        // compared in those terms.
+        let truth = latest_causes(&messages, &read_truth(&set.join("truth.jsonl"))?);
+        let true_patterns = patterns_of(&messages, &assignments(&truth), &LinkOptions::default());
+        for (name, mode) in [
+            ("greedy", Mode::Greedy),
+            ("faithful", Mode::Faithful),
+            ("connections", Mode::Connections),
+        ] {
             let start = Instant::now();
             let linked = link(&messages, mode, &LinkOptions::default());
             let ms = start.elapsed().as_secs_f64() * 1e3;
             let s = score(&truth, &linked.assignments);
+            // The expected counts of the five commonest true patterns, against their
+            // true counts: the largest error.
+            let expected: HashMap<&str, f64> = linked
+                .patterns
+                .iter()
+                .map(|p| (p.shape.as_str(), p.expected))
+                .collect();
+            let mut commonest: Vec<_> = true_patterns.iter().collect();
+            commonest.sort_by_key(|p| std::cmp::Reverse(p.count));
+            let top_pattern_error = commonest
+                .iter()
+                .take(TOP_PATTERNS)
+                .map(|p| {
+                    let got = expected.get(p.shape.as_str()).copied().unwrap_or(0.0);
+                    (got - p.count as f64).abs() / p.count as f64
+                })
+                .fold(0.0, f64::max);
             rows.push(json!({
                 "set": set.file_name().map(|f| f.to_string_lossy().into_owned()),
                 "mode": name,
@@ -64,6 +95,7 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
                 "f1": s.f1,
                 "exact_traces": s.exact_traces,
                 "right_parents": s.right_parents,
+                "top_pattern_error": top_pattern_error,
                 "link_ms": ms,
             }));
         }
@@ -73,7 +105,7 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
         return Ok(());
     }
     outln!(
-        "{:<16} {:<11} {:>9} {:>9} {:>7} {:>7} {:>8} {:>9}",
+        "{:<16} {:<11} {:>9} {:>9} {:>7} {:>7} {:>8} {:>9} {:>9}",
         "set",
         "mode",
         "precision",
@@ -81,12 +113,13 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
         "F1",
         "exact",
         "parents",
+        "top5 pat±",
         "link ms"
     );
     for r in &rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         outln!(
-            "{:<16} {:<11} {:>9.3} {:>9.3} {:>7.3} {:>7.3} {:>8.3} {:>9.1}",
+            "{:<16} {:<11} {:>9.3} {:>9.3} {:>7.3} {:>7.3} {:>8.3} {:>8.1}% {:>9.1}",
             r["set"].as_str().unwrap_or_default(),
             r["mode"].as_str().unwrap_or_default(),
             f("precision"),
@@ -94,6 +127,7 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
             f("f1"),
             f("exact_traces"),
             f("right_parents"),
+            f("top_pattern_error") * 100.0,
             f("link_ms"),
         );
     }

@@ -11,6 +11,7 @@ mod analyze;
 mod bench;
 mod bench_capture;
 mod bench_infer;
+mod bench_infer_demo;
 mod bench_pivot;
 mod capture;
 mod client;
