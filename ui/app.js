@@ -8,9 +8,10 @@ import * as dependencies from "./dependencies.js";
 import * as compare from "./compare.js";
 import * as expect from "./expect.js";
 import * as pivot from "./pivot.js";
+import * as inferred from "./inferred.js";
 import { state } from "./format.js";
 
-const VIEWS = { search, pattern, trace, dependencies, compare, expect, pivot };
+const VIEWS = { search, pattern, trace, dependencies, compare, expect, pivot, inferred };
 
 const main = document.getElementById("view");
 let current = null; // { name, id }
@@ -108,8 +109,8 @@ document.getElementById("jump").addEventListener("submit", (ev) => {
 // What can be chosen with the mouse can be chosen with the keyboard: Tab to it, Enter or
 // Space to choose. Views redraw what was chosen, so the focus follows the element that
 // stands for the same thing in the new drawing.
-const CHOOSABLE = ".row, ol.steps li, g.bar, g.dep-edge";
-const IDENTITY = ["data-span", "data-bucket", "data-edge"];
+const CHOOSABLE = ".row, ol.steps li, g.bar, g.dep-edge, tr.row-link";
+const IDENTITY = ["data-span", "data-bucket", "data-edge", "data-pattern"];
 document.addEventListener("keydown", (ev) => {
   if ((ev.key !== "Enter" && ev.key !== " ") || !(ev.target instanceof Element) || !ev.target.matches(CHOOSABLE)) return;
   ev.preventDefault();

@@ -10,6 +10,7 @@ use axum::{Json, Router};
 use causeway_analysis::compare::{compare, Comparison, Profile};
 use causeway_analysis::critical::{critical_path, self_times, Section};
 use causeway_analysis::deps::{Dependencies, Graph, PEER_KEYS};
+use causeway_analysis::inferred::{InferredPaths, InferredSummary};
 use causeway_analysis::patterns::{PatternDetail, PatternId, PatternSummary, Patterns, SortBy};
 use causeway_analysis::skew::{self, Adjusted, ClockOffset};
 use causeway_analysis::stats::{trace_stats, TraceStats};
@@ -30,6 +31,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/api/patterns", get(patterns))
         .route("/api/patterns/{pattern_id}", get(pattern))
         .route("/api/compare", get(comparison))
+        .route("/api/inferred", get(inferred))
 }
 
 /// Loads a trace, corrects its clock skew and analyses it with `f`, off the async workers.
@@ -381,4 +383,46 @@ async fn comparison(
     let a = profile(&state, "a", &a, window).await?;
     let b = profile(&state, "b", &b, window).await?;
     Ok(Json(compare(&a, &b)))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InferredBody {
+    window: Window,
+    #[serde(flatten)]
+    summary: InferredSummary,
+}
+
+/// Paths inferred from black-box messages in a window: patterns with their hops' mean
+/// delays (WAP5's timelines) and each node's delay histogram. `limit` patterns (20).
+async fn inferred(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<InferredBody>, ApiError> {
+    let params = pairs(query)?;
+    let window = window_param(&params)?;
+    let limit: usize = param(&params, "limit")
+        .map_or(Ok(20), str::parse)
+        .map_err(|_| bad("limit", "is not a count".into()))?;
+    let store = state.store.clone();
+    let (paths, scanned) = state
+        .scans
+        .run(move |deadline| {
+            // The hops' senders and send times are attributes, and the probability is
+            // the spans' source: the whole spans are read.
+            scan_fields_into(
+                &store,
+                deadline,
+                window,
+                &Fields::All,
+                InferredPaths::default,
+                |p, t| p.add(t),
+                InferredPaths::merge,
+            )
+        })
+        .await?;
+    Ok(Json(InferredBody {
+        window: Window::of(window, scanned),
+        summary: paths.summary(limit),
+    }))
 }

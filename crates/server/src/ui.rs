@@ -26,6 +26,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("compare.js", JS, include_str!("../../../ui/compare.js")),
     ("expect.js", JS, include_str!("../../../ui/expect.js")),
     ("pivot.js", JS, include_str!("../../../ui/pivot.js")),
+    ("inferred.js", JS, include_str!("../../../ui/inferred.js")),
     // The demo's expectations, offered as an example on the Expectations page.
     (
         "example.pip",

@@ -267,19 +267,56 @@ fn load(server: &TestServer) {
     server.server().store.append(spans).unwrap();
 }
 
-/// A path inferred from black-box messages: a client's request to `web`, and its call to
-/// an uncaptured `db`.
+/// A path inferred from black-box messages, as `causeway infer` sends it: a client's
+/// request to `web`, web's call to an uncaptured `db` (timed on web's clock), and db's
+/// answer.
 fn inferred(t: u64) -> Vec<Span> {
     let trace = TraceId::new(INFERRED).unwrap();
     let id = |n| SpanId::new(n).unwrap();
-    let span = |n, parent, service: &str, start, end| {
-        let mut s = Span::new(trace, id(n), parent, "from CLIENT", service, start, end);
+    let span = |n, parent, from: &str, service: &str, start, end, sent: Option<u64>| {
+        let mut s = Span::new(
+            trace,
+            id(n),
+            parent,
+            format!("from {from}"),
+            service,
+            start,
+            end,
+        );
         s.source = causeway_model::Source::Inferred { confidence: 0.62 };
+        s.attributes
+            .push(causeway_model::KeyValue::new("net.peer.name", from));
+        if let Some(sent) = sent {
+            s.attributes.push(causeway_model::KeyValue::new(
+                "message.send_ns",
+                sent as i64,
+            ));
+        }
         s
     };
+    let mut call = span(
+        2,
+        Some(id(1)),
+        "web[9]@h1",
+        "db",
+        t + MS,
+        t + 3 * MS,
+        Some(t + MS),
+    );
+    call.attributes
+        .push(causeway_model::KeyValue::new("causeway.untraced", true));
     vec![
-        span(1, None, "web", t, t + 4 * MS),
-        span(2, Some(id(1)), "db", t + MS, t + 3 * MS),
+        span(
+            1,
+            None,
+            "curl[7]@h0",
+            "web",
+            t,
+            t + 4 * MS,
+            Some(t - MS / 5),
+        ),
+        call,
+        span(3, Some(id(2)), "db", "web", t + 3 * MS, t + 3 * MS, None),
     ]
 }
 
@@ -629,6 +666,52 @@ fn every_page_renders_what_the_api_answers() {
         ui.text(".detail")
     );
     ui.screenshot("trace-inferred");
+
+    // The Inferred page: the path's pattern, its timeline (web a box, db a diamond: it
+    // was not captured), and web's delay before calling db.
+    assert_eq!(ui.open("#/inferred"), "ready");
+    assert!(
+        ui.text("p.summary")
+            .starts_with("1 inferred traces · 1 patterns"),
+        "{}",
+        ui.text("p.summary")
+    );
+    assert_eq!(ui.count("table.inferred-patterns tbody tr"), 1);
+    assert_eq!(
+        ui.text("table.inferred-patterns tbody tr td:nth-child(5)"),
+        "curl>web[web>db[db>web]]"
+    );
+    assert_eq!(ui.count("svg.timeline text.lane-name"), 3);
+    assert_eq!(ui.count("svg.timeline g.hop"), 3);
+    assert_eq!(ui.count("svg.timeline g.untraced polygon"), 1);
+    assert_eq!(ui.count("svg.timeline g.node-box"), 2);
+    // The client's request took 200 µs on the network; web held it 1 ms before calling.
+    // (SVG text has no innerText: its textContent is read.)
+    let svg_text = |ui: &mut Chromium, selector: &str| {
+        ui.eval(&format!(
+            "document.querySelector({})?.textContent ?? ''",
+            serde_json::json!(selector)
+        ))
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+    };
+    assert_eq!(
+        svg_text(&mut ui, "svg.timeline g.hop[data-hop='0'] text.network"),
+        "200 µs"
+    );
+    assert_eq!(
+        svg_text(&mut ui, "svg.timeline g.node-box[data-hop='0'] text.delay"),
+        "1.00 ms"
+    );
+    assert!(
+        ui.text(".node-delay[data-node='web'] p")
+            .contains("1 delays"),
+        "{}",
+        ui.text(".node-delays")
+    );
+    assert!(ui.count(&format!("a.example[href='#/trace/{}']", hex(INFERRED))) == 1);
+    ui.screenshot("inferred");
 
     // Switching quickly: the 10 001-span trace is asked for first and answers last; the
     // trace shown, and the one clicks act on, is the one asked for last.
