@@ -63,7 +63,9 @@ pub struct InferArgs {
     /// Access token, if the collector requires one.
     #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    #[arg(long, value_enum, default_value = "faithful")]
+    /// How causes are chosen (the connections mode measured best on every set in
+    /// BENCHMARKS.md; faithful is WAP5 as published).
+    #[arg(long, value_enum, default_value = "connections")]
     mode: ModeArg,
     /// The window x: a cause is at most this long before its effect.
     #[arg(long, default_value = "2s")]
