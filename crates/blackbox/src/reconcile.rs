@@ -54,6 +54,17 @@ impl fmt::Display for Ep {
     }
 }
 
+impl Ep {
+    /// The node an uncaptured end stands for: its host's address (its ports are the
+    /// host's many connections), or a Unix socket's path.
+    fn host(&self) -> String {
+        match self {
+            Ep::Inet(a) => a.ip().to_string(),
+            other => other.to_string(),
+        }
+    }
+}
+
 /// What a connection end is found by: its local and peer addresses (a Unix stream's
 /// path and its client's and server's pids).
 type PairKey = (Ep, Ep, u32, u32);
@@ -426,7 +437,7 @@ impl Captured {
         }
         let (src, dst) = (
             self.node(s),
-            r.map_or_else(|| s.peer.to_string(), |r| self.node(r)),
+            r.map_or_else(|| s.peer.host(), |r| self.node(r)),
         );
         for (start, end, sent) in runs {
             // The read that delivered the message's last byte (not knowable when either end
@@ -474,7 +485,7 @@ impl Captured {
             for (bytes, _, received) in runs {
                 out.push(Message {
                     id: MessageId::Int(0),
-                    src: s.peer.to_string(),
+                    src: s.peer.host(),
                     src_ep: s.peer.to_string(),
                     dst: self.node(s),
                     dst_ep: s.local.to_string(),
@@ -541,7 +552,7 @@ impl Captured {
                     }
                     None => {
                         self.counts.datagrams_unmatched += 1;
-                        (dst_ep.to_string(), None)
+                        (dst_ep.host(), None)
                     }
                 };
                 out.push(Message {
@@ -567,7 +578,7 @@ impl Captured {
                     self.counts.datagrams_unmatched += 1;
                     out.push(Message {
                         id: MessageId::Int(0),
-                        src: c.peer.to_string(),
+                        src: c.peer.host(),
                         src_ep: c.peer.to_string(),
                         dst: self.node(e),
                         dst_ep: e.local.to_string(),

@@ -48,6 +48,9 @@ enum What {
     /// (the ground truth), at several loads: grouping, parents, patterns, node delays,
     /// injected clock offsets; WAP5's linking and the greedy baseline.
     InferDemo(crate::bench_infer_demo::InferDemoArgs),
+    /// Time and peak memory of `causeway infer` on synthetic capture logs shaped like
+    /// WAP5's CoDeeN trace (115 proxies, an hour, 4.7M messages).
+    InferScale(crate::bench_infer_scale::InferScaleArgs),
 }
 
 #[derive(Args)]
@@ -139,6 +142,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         What::Capture(a) => crate::bench_capture::run(a),
         What::Infer(a) => crate::bench_infer::run(a),
         What::InferDemo(a) => crate::bench_infer_demo::run(a),
+        What::InferScale(a) => crate::bench_infer_scale::run(a),
     }
 }
 

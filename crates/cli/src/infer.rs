@@ -92,6 +92,39 @@ pub struct InferArgs {
     /// JSON output.
     #[arg(long)]
     json: bool,
+    /// Print each phase's time and the memory held after it to stderr.
+    #[arg(long, hide = true)]
+    phases: bool,
+}
+
+/// Prints a phase's time and the process's resident memory (now and at its peak), when
+/// asked to.
+struct Phases {
+    on: bool,
+    at: std::time::Instant,
+}
+
+impl Phases {
+    fn done(&mut self, what: &str) {
+        if !self.on {
+            return;
+        }
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map_or("?", str::trim)
+                .to_string()
+        };
+        eprintln!(
+            "{what}: {:.2} s, resident {}, peak {}",
+            self.at.elapsed().as_secs_f64(),
+            field("VmRSS:"),
+            field("VmHWM:")
+        );
+        self.at = std::time::Instant::now();
+    }
 }
 
 /// Reads reconciled messages; a malformed line is reported with file:line and skipped.
@@ -143,6 +176,10 @@ pub fn run(a: InferArgs) -> Result<()> {
     if a.dirs.is_empty() && a.messages.is_none() {
         bail!("nothing to infer from: give capture directories, --messages FILE, or both");
     }
+    let mut phases = Phases {
+        on: a.phases,
+        at: std::time::Instant::now(),
+    };
     let mut captured = Captured::default();
     for dir in &a.dirs {
         for file in log_files(dir)? {
@@ -160,7 +197,9 @@ pub fn run(a: InferArgs) -> Result<()> {
             path.display()
         );
     }
+    phases.done("logs read");
     let mut messages = captured.messages();
+    phases.done("messages reconciled");
     let mut skipped = 0;
     if let Some(path) = &a.messages {
         skipped = read_messages(path, &mut messages)?;
@@ -194,6 +233,7 @@ pub fn run(a: InferArgs) -> Result<()> {
         ModeArg::Connections => Mode::Connections,
     };
     let linked = link(&messages, mode, &options);
+    phases.done("linked");
     if let Some(path) = &a.assignments {
         let mut w = std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
@@ -218,7 +258,10 @@ pub fn run(a: InferArgs) -> Result<()> {
         sent = Some((accepted, rejected));
     }
     let delays = delays(&messages, &linked.assignments);
-    report(&a, &captured, messages.len(), skipped, sent, linked, delays)
+    phases.done("delays");
+    report(&a, &captured, messages.len(), skipped, sent, linked, delays)?;
+    phases.done("reported");
+    Ok(())
 }
 
 fn report(

@@ -12,6 +12,7 @@ mod bench;
 mod bench_capture;
 mod bench_infer;
 mod bench_infer_demo;
+mod bench_infer_scale;
 mod bench_pivot;
 mod capture;
 mod client;
