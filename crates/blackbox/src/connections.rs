@@ -4,7 +4,7 @@
 //! answer to a call the server made after the request arrived. Other requests the
 //! server received meanwhile are not.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 use crate::reconcile::Message;
 
@@ -48,8 +48,8 @@ impl Connections {
         dst: &[u32],
         fixed: &HashSet<(&str, &str)>,
     ) -> Connections {
-        let mut received: HashMap<End, Vec<(i64, u32)>> = HashMap::new();
-        let mut sent: HashMap<End, Vec<(i64, u32)>> = HashMap::new();
+        let mut received: HashMap<End, Vec<(i64, u32)>> = HashMap::default();
+        let mut sent: HashMap<End, Vec<(i64, u32)>> = HashMap::default();
         for (i, m) in messages.iter().enumerate() {
             if let Some(r) = m.recv_ns {
                 received
@@ -71,7 +71,7 @@ impl Connections {
             .enumerate()
             .map(|(i, m)| {
                 let s = m.send_ns?;
-                if !fixed.contains(&(m.src.as_str(), m.src_ep.as_str())) {
+                if !fixed.contains(&(&*m.src, &*m.src_ep)) {
                     return None;
                 }
                 latest(received.get(&(src[i], &m.src_ep, &m.dst_ep)), s)
@@ -82,18 +82,18 @@ impl Connections {
             .enumerate()
             .map(|(i, m)| {
                 let r = m.recv_ns?;
-                if fixed.contains(&(m.dst.as_str(), m.dst_ep.as_str())) {
+                if fixed.contains(&(&*m.dst, &*m.dst_ep)) {
                     return None;
                 }
                 latest(sent.get(&(dst[i], &m.dst_ep, &m.src_ep)), r)
             })
             .collect();
-        let mut requests: HashMap<u32, Vec<(i64, u32)>> = HashMap::new();
+        let mut requests: HashMap<u32, Vec<(i64, u32)>> = HashMap::default();
         let mut answered_at = vec![None; messages.len()];
         let mut is_request = vec![false; messages.len()];
         for (i, m) in messages.iter().enumerate() {
             let Some(r) = m.recv_ns else { continue };
-            if !fixed.contains(&(m.dst.as_str(), m.dst_ep.as_str())) {
+            if !fixed.contains(&(&*m.dst, &*m.dst_ep)) {
                 continue;
             }
             requests.entry(dst[i]).or_default().push((r, i as u32));

@@ -4,7 +4,9 @@
 //! pair of hosts' clock offset, estimated by assuming the network delay is the same both
 //! ways (Paxson), from the means and from the minima of the two directions.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 
 use serde::Serialize;
 
@@ -89,13 +91,11 @@ pub fn delays(messages: &[Message], assignments: &[Assignment]) -> Delays {
         if child.src != parent.dst {
             continue;
         }
-        let d = nodes
-            .entry(child.src.as_str())
-            .or_insert_with(|| NodeDelay {
-                node: child.src.clone(),
-                histogram: vec![0; BUCKETS],
-                ..NodeDelay::default()
-            });
+        let d = nodes.entry(&*child.src).or_insert_with(|| NodeDelay {
+            node: child.src.to_string(),
+            histogram: vec![0; BUCKETS],
+            ..NodeDelay::default()
+        });
         let delay = sent - received;
         d.count += 1;
         d.mean_ns += (delay as f64 - d.mean_ns) / d.count as f64;
@@ -107,8 +107,8 @@ pub fn delays(messages: &[Message], assignments: &[Assignment]) -> Delays {
             continue;
         };
         let l = links.entry((&m.src, &m.dst)).or_insert_with(|| LinkDelay {
-            src: m.src.clone(),
-            dst: m.dst.clone(),
+            src: m.src.to_string(),
+            dst: m.dst.to_string(),
             min_ns: i64::MAX,
             ..LinkDelay::default()
         });
@@ -161,9 +161,9 @@ mod tests {
         Message {
             id: MessageId::Int(id),
             src: src.into(),
-            src_ep: String::new(),
+            src_ep: "".into(),
             dst: dst.into(),
-            dst_ep: String::new(),
+            dst_ep: "".into(),
             send_ns: send,
             recv_ns: recv,
             bytes: 1,

@@ -20,7 +20,7 @@
 //! and the roots; they are [`LinkOptions`], with defaults measured on the TraceWeaver
 //! fixtures (BENCHMARKS.md).
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -62,7 +62,7 @@ impl Default for LinkOptions {
             try_both_band: 0.25,
             budget: 6,
             max_candidates: 32,
-            listening: HashMap::new(),
+            listening: HashMap::default(),
             fixed_port_peers: 3,
             clients_start_paths: true,
         }
@@ -142,7 +142,7 @@ struct Nodes<'a> {
 
 impl<'a> Nodes<'a> {
     fn of(messages: &'a [Message]) -> Nodes<'a> {
-        let mut numbers: HashMap<&str, u32> = HashMap::new();
+        let mut numbers: HashMap<&str, u32> = HashMap::default();
         let mut names: Vec<&str> = Vec::new();
         let mut node = |name: &'a str| -> u32 {
             *numbers.entry(name).or_insert_with(|| {
@@ -167,8 +167,17 @@ impl<'a> Nodes<'a> {
         self.names
             .iter()
             .zip(clients)
-            .map(|(n, &client)| if client { crate::roles::CLIENT } else { n })
+            .map(|(n, &client)| pattern_names_of(n, client))
             .collect()
+    }
+}
+
+/// A node's name in patterns.
+fn pattern_names_of(name: &str, client: bool) -> &str {
+    if client {
+        crate::roles::CLIENT
+    } else {
+        name
     }
 }
 
@@ -187,7 +196,7 @@ pub fn patterns_of(
         .enumerate()
         .map(|(i, m)| (&m.id, i as u32))
         .collect();
-    let mut traces: HashMap<u64, Instance> = HashMap::new();
+    let mut traces: HashMap<u64, Instance> = HashMap::default();
     let trace_of: HashMap<u32, u64> = assignments
         .iter()
         .filter_map(|a| Some((*index.get(&a.id)?, a.trace)))
@@ -203,7 +212,7 @@ pub fn patterns_of(
         t.0.push((i, parent));
         t.1 = t.1.max(a.probability);
     }
-    let mut patterns: HashMap<String, Pattern> = HashMap::new();
+    let mut patterns: HashMap<String, Pattern> = HashMap::default();
     for (members, probability) in traces.into_values() {
         let mut roots: Vec<String> = members
             .iter()
@@ -255,8 +264,8 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         Connections::of(messages, src, dst, &fixed)
     });
     // Per node, the messages into it by receive time, and out of it by send time.
-    let mut into: HashMap<u32, Vec<(i64, u32)>> = HashMap::new();
-    let mut out_of: HashMap<u32, Vec<(i64, u32)>> = HashMap::new();
+    let mut into: HashMap<u32, Vec<(i64, u32)>> = HashMap::default();
+    let mut out_of: HashMap<u32, Vec<(i64, u32)>> = HashMap::default();
     for (i, m) in messages.iter().enumerate() {
         if let Some(r) = m.recv_ns {
             into.entry(dst[i]).or_default().push((r, i as u32));
@@ -304,17 +313,27 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         }
         found
     };
-    // Step 1: the mean delay per pair.
-    let mut sums: HashMap<(u32, u32), (f64, u64)> = HashMap::new();
+    // Step 1: the mean delay per pair, every client one node (§2.5.1): a client host
+    // seen a few times says little on its own, and thousands of them are many pairs.
+    let client_node = nodes.names.len() as u32;
+    let aggregate = |node: u32| {
+        if clients[node as usize] {
+            client_node
+        } else {
+            node
+        }
+    };
+    let pair = |i: usize| (aggregate(src[i]), aggregate(dst[i]));
+    let mut sums: HashMap<(u32, u32), (f64, u64)> = HashMap::default();
     for i in (0..n).filter(|&i| !starts_path(i)) {
         if let Some(&(_, delay)) = candidates(i, o.window_ns, 1).first() {
-            let e = sums.entry((src[i], dst[i])).or_insert((0.0, 0));
+            let e = sums.entry(pair(i)).or_insert((0.0, 0));
             e.0 += delay as f64;
             e.1 += 1;
         }
     }
     let mean = |i: usize| -> f64 {
-        sums.get(&(src[i], dst[i]))
+        sums.get(&pair(i))
             .map(|(s, c)| (s / *c as f64).max(1_000.0))
             .unwrap_or(1_000.0)
     };
@@ -408,7 +427,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     let pattern_names = nodes.pattern_names(&clients);
     // Step 3: instances from each root.
     let mut best: Vec<Option<Assignment>> = vec![None; n];
-    let mut patterns: HashMap<String, Pattern> = HashMap::new();
+    let mut patterns: HashMap<String, Pattern> = HashMap::default();
     let mut next_trace = 1u64;
     let roots: Vec<usize> = (0..n).filter(|&i| best_cause[i].is_none()).collect();
     for root in roots {
@@ -486,15 +505,18 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         .collect();
     let mut patterns: Vec<Pattern> = patterns.into_values().collect();
     sort_patterns(&mut patterns);
+    let name = |node: u32| {
+        nodes
+            .names
+            .get(node as usize)
+            .map_or(crate::roles::CLIENT, |n| {
+                pattern_names_of(n, clients[node as usize])
+            })
+            .to_string()
+    };
     let mut delays: Vec<(String, String, f64)> = sums
         .iter()
-        .map(|(&(s, d), (sum, c))| {
-            (
-                nodes.names[s as usize].to_string(),
-                nodes.names[d as usize].to_string(),
-                sum / *c as f64,
-            )
-        })
+        .map(|(&(s, d), (sum, c))| (name(s), name(d), sum / *c as f64))
         .collect();
     delays.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
     Linked {
@@ -527,7 +549,7 @@ fn instances(root: u32, children: &[Vec<(u32, f64, bool)>], o: &LinkOptions) -> 
     let mut done = Vec::new();
     let mut stack = vec![Partial {
         members: vec![(root, None)],
-        taken: HashSet::from([root]),
+        taken: HashSet::from_iter([root]),
         pending: vec![(root, 0)],
         probability: 1.0,
         budget: o.budget,
@@ -576,7 +598,7 @@ fn shape(
     dst: &[u32],
     names: &[&str],
 ) -> String {
-    let mut kids: HashMap<u32, Vec<u32>> = HashMap::new();
+    let mut kids: HashMap<u32, Vec<u32>> = HashMap::default();
     for &(m, p) in members {
         if let Some(p) = p {
             kids.entry(p).or_default().push(m);
@@ -687,9 +709,9 @@ mod tests {
     /// What a capture would know: front and back listen on their ports.
     fn servers_listening() -> LinkOptions {
         LinkOptions {
-            listening: HashMap::from([
-                ("front".to_string(), HashSet::from([80])),
-                ("back".to_string(), HashSet::from([90])),
+            listening: HashMap::from_iter([
+                ("front".to_string(), HashSet::from_iter([80])),
+                ("back".to_string(), HashSet::from_iter([90])),
             ]),
             ..LinkOptions::default()
         }
@@ -879,9 +901,9 @@ mod tests {
             ),
         ];
         let options = LinkOptions {
-            listening: HashMap::from([
-                ("web".to_string(), HashSet::from([80])),
-                ("db".to_string(), HashSet::from([5432])),
+            listening: HashMap::from_iter([
+                ("web".to_string(), HashSet::from_iter([80])),
+                ("db".to_string(), HashSet::from_iter([5432])),
             ]),
             ..LinkOptions::default()
         };

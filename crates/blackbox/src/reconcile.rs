@@ -15,7 +15,9 @@
 //!   the nearest in time.
 //! - Times are wall-clock nanoseconds as each host's clock read them.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashSet};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -65,6 +67,22 @@ impl Ep {
     }
 }
 
+/// Each distinct name once: messages share them.
+#[derive(Default)]
+pub struct Names(HashMap<Box<str>, Name>);
+
+impl Names {
+    /// The shared name for `text`.
+    pub fn of(&mut self, text: &str) -> Name {
+        if let Some(n) = self.0.get(text) {
+            return n.clone();
+        }
+        let n: Name = text.into();
+        self.0.insert(text.into(), n.clone());
+        n
+    }
+}
+
 /// What a connection end is found by: its local and peer addresses (a Unix stream's
 /// path and its client's and server's pids).
 type PairKey = (Ep, Ep, u32, u32);
@@ -90,14 +108,18 @@ pub enum MessageId {
     Text(String),
 }
 
+/// A node's or an endpoint's name, shared by every message that names it (millions of
+/// messages name a few thousand of them).
+pub type Name = std::sync::Arc<str>;
+
 /// One message, in the reconciled-message format (`causeway infer --messages`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub id: MessageId,
-    pub src: String,
-    pub src_ep: String,
-    pub dst: String,
-    pub dst_ep: String,
+    pub src: Name,
+    pub src_ep: Name,
+    pub dst: Name,
+    pub dst_ep: Name,
     pub send_ns: Option<i64>,
     pub recv_ns: Option<i64>,
     pub bytes: u64,
@@ -182,8 +204,8 @@ impl Captured {
         // before the record of the accept that made it, so data is read in a second pass.
         let records: Vec<Record<'_>> = reader.by_ref().collect();
         let process = self.processes.len();
-        let mut by_conn: HashMap<u64, usize> = HashMap::new();
-        let mut last_mono: HashMap<u32, u64> = HashMap::new();
+        let mut by_conn: HashMap<u64, usize> = HashMap::default();
+        let mut last_mono: HashMap<u32, u64> = HashMap::default();
         let mut pid = 0;
         for record in &records {
             let at = record.at();
@@ -330,6 +352,7 @@ impl Captured {
             end.calls.sort_by_key(|c| c.mono_ns);
         }
         let mut out = Vec::new();
+        let mut names = Names::default();
         let streams: Vec<usize> = (0..self.ends.len())
             .filter(|i| self.ends[*i].kind == sock::STREAM)
             .collect();
@@ -338,13 +361,13 @@ impl Captured {
         for (a, b) in pairs {
             match b {
                 Some(b) => {
-                    self.stream_messages(a, Some(b), &mut out);
-                    self.stream_messages(b, Some(a), &mut out);
+                    self.stream_messages(a, Some(b), &mut names, &mut out);
+                    self.stream_messages(b, Some(a), &mut names, &mut out);
                 }
-                None => self.stream_messages(a, None, &mut out),
+                None => self.stream_messages(a, None, &mut names, &mut out),
             }
         }
-        self.datagram_messages(&mut out);
+        self.datagram_messages(&mut names, &mut out);
         out.sort_by_key(|m| (m.send_ns.or(m.recv_ns), m.recv_ns));
         for (i, m) in out.iter_mut().enumerate() {
             m.id = MessageId::Int(i as i64 + 1);
@@ -407,16 +430,22 @@ impl Captured {
         out
     }
 
-    fn node(&self, end: &End) -> String {
-        self.processes
+    fn node(&self, end: &End, names: &mut Names) -> Name {
+        names.of(self
+            .processes
             .get(end.process)
-            .map(|p| p.node.clone())
-            .unwrap_or_default()
+            .map_or("", |p| p.node.as_str()))
     }
 
     /// The messages `sender` sent on a stream (or, when `receiver` is `None`, also those
     /// it received from the uncaptured other end).
-    fn stream_messages(&self, sender: usize, receiver: Option<usize>, out: &mut Vec<Message>) {
+    fn stream_messages(
+        &self,
+        sender: usize,
+        receiver: Option<usize>,
+        names: &mut Names,
+        out: &mut Vec<Message>,
+    ) {
         let s = &self.ends[sender];
         let r = receiver.map(|i| &self.ends[i]);
         // Runs of sends with no receive between them.
@@ -436,8 +465,15 @@ impl Captured {
             }
         }
         let (src, dst) = (
-            self.node(s),
-            r.map_or_else(|| s.peer.host(), |r| self.node(r)),
+            self.node(s, names),
+            match r {
+                Some(r) => self.node(r, names),
+                None => names.of(&s.peer.host()),
+            },
+        );
+        let (local, peer) = (
+            names.of(&s.local.to_string()),
+            names.of(&s.peer.to_string()),
         );
         for (start, end, sent) in runs {
             // The read that delivered the message's last byte (not knowable when either end
@@ -455,9 +491,9 @@ impl Captured {
             out.push(Message {
                 id: MessageId::Int(0),
                 src: src.clone(),
-                src_ep: s.local.to_string(),
+                src_ep: local.clone(),
                 dst: dst.clone(),
-                dst_ep: s.peer.to_string(),
+                dst_ep: peer.clone(),
                 send_ns: Some(sent as i64),
                 recv_ns: received.map(|t| t as i64),
                 bytes: end - start,
@@ -485,10 +521,10 @@ impl Captured {
             for (bytes, _, received) in runs {
                 out.push(Message {
                     id: MessageId::Int(0),
-                    src: s.peer.host(),
-                    src_ep: s.peer.to_string(),
-                    dst: self.node(s),
-                    dst_ep: s.local.to_string(),
+                    src: dst.clone(),
+                    src_ep: peer.clone(),
+                    dst: src.clone(),
+                    dst_ep: local.clone(),
                     send_ns: None,
                     recv_ns: Some(received as i64),
                     bytes,
@@ -499,9 +535,9 @@ impl Captured {
 
     /// Datagrams: each send matched to the receipt with its checksum and size, nearest
     /// in time; unmatched sends and receipts are messages with one time.
-    fn datagram_messages(&mut self, out: &mut Vec<Message>) {
+    fn datagram_messages(&mut self, names: &mut Names, out: &mut Vec<Message>) {
         // (checksum, bytes) -> receipts not yet matched: (end, call index).
-        let mut receipts: HashMap<(u32, u64), Vec<(usize, usize)>> = HashMap::new();
+        let mut receipts: HashMap<(u32, u64), Vec<(usize, usize)>> = HashMap::default();
         for (i, e) in self
             .ends
             .iter()
@@ -546,21 +582,21 @@ impl Captured {
                     Some((j, k)) => {
                         used[j][k] = true;
                         (
-                            self.node(&self.ends[j]),
+                            self.node(&self.ends[j], names),
                             Some(self.ends[j].calls[k].wall_ns as i64),
                         )
                     }
                     None => {
                         self.counts.datagrams_unmatched += 1;
-                        (dst_ep.host(), None)
+                        (names.of(&dst_ep.host()), None)
                     }
                 };
                 out.push(Message {
                     id: MessageId::Int(0),
-                    src: self.node(e),
-                    src_ep: e.local.to_string(),
+                    src: self.node(e, names),
+                    src_ep: names.of(&e.local.to_string()),
                     dst,
-                    dst_ep: dst_ep.to_string(),
+                    dst_ep: names.of(&dst_ep.to_string()),
                     send_ns: Some(c.wall_ns as i64),
                     recv_ns,
                     bytes: c.bytes,
@@ -578,10 +614,10 @@ impl Captured {
                     self.counts.datagrams_unmatched += 1;
                     out.push(Message {
                         id: MessageId::Int(0),
-                        src: c.peer.host(),
-                        src_ep: c.peer.to_string(),
-                        dst: self.node(e),
-                        dst_ep: e.local.to_string(),
+                        src: names.of(&c.peer.host()),
+                        src_ep: names.of(&c.peer.to_string()),
+                        dst: self.node(e, names),
+                        dst_ep: names.of(&e.local.to_string()),
                         send_ns: None,
                         recv_ns: Some(c.wall_ns as i64),
                         bytes: c.bytes,

@@ -4,7 +4,7 @@
 //! otherwise it is ephemeral. A node that uses a fixed port at least once is a server;
 //! any other node is a client, and patterns name every client `CLIENT`.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 use crate::reconcile::Message;
 
@@ -22,7 +22,7 @@ pub fn fixed_endpoints<'a>(
     listening: &HashMap<String, HashSet<u16>>,
     min_peers: usize,
 ) -> HashSet<(&'a str, &'a str)> {
-    let mut peers: HashMap<&str, HashSet<&str>> = HashMap::new();
+    let mut peers: HashMap<&str, HashSet<&str>> = HashMap::default();
     for m in messages {
         peers.entry(&m.src_ep).or_default().insert(&m.dst_ep);
         peers.entry(&m.dst_ep).or_default().insert(&m.src_ep);
@@ -31,11 +31,11 @@ pub fn fixed_endpoints<'a>(
         port(endpoint).is_some_and(|p| listening.get(node).is_some_and(|ports| ports.contains(&p)))
             || peers.get(endpoint).is_some_and(|p| p.len() >= min_peers)
     };
-    let mut out = HashSet::new();
+    let mut out = HashSet::default();
     for m in messages {
         for (node, ep) in [(&m.src, &m.src_ep), (&m.dst, &m.dst_ep)] {
             if fixed(node, ep) {
-                out.insert((node.as_str(), ep.as_str()));
+                out.insert((&**node, &**ep));
             }
         }
     }
@@ -87,10 +87,10 @@ mod tests {
         // One client of a server nobody else calls: its port is fixed only because the
         // capture saw the server listen on it.
         messages.push(msg("curl", "10.0.0.5:41000", "web", "10.0.0.6:80"));
-        let none = HashMap::new();
+        let none = HashMap::default();
         let s = servers(&messages, &none, 3);
         assert!(s.contains("dns") && !s.contains("c0") && !s.contains("web"));
-        let listening = HashMap::from([("web".to_string(), HashSet::from([80u16]))]);
+        let listening = HashMap::from_iter([("web".to_string(), HashSet::from_iter([80u16]))]);
         let s = servers(&messages, &listening, 3);
         assert!(s.contains("web") && !s.contains("curl"));
     }

@@ -3,7 +3,7 @@
 //! share of messages given their true parent. A message with no assignment counts as a
 //! trace of its own with no parent.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -38,8 +38,8 @@ pub fn score(truth: &[Truth], assignments: &[Assignment]) -> Score {
         Some(a) => format!("t{}", a.trace),
         None => format!("alone {:?}", t.id),
     };
-    let mut true_groups: HashMap<String, HashSet<usize>> = HashMap::new();
-    let mut pred_groups: HashMap<String, HashSet<usize>> = HashMap::new();
+    let mut true_groups: HashMap<String, HashSet<usize>> = HashMap::default();
+    let mut pred_groups: HashMap<String, HashSet<usize>> = HashMap::default();
     for (i, t) in truth.iter().enumerate() {
         true_groups.entry(true_key(t)).or_default().insert(i);
         pred_groups.entry(pred_key(t)).or_default().insert(i);

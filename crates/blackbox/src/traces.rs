@@ -8,7 +8,7 @@
 //! `Source::Inferred` with the instance's probability as confidence; the message's
 //! endpoints, size and send time are attributes.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use causeway_model::{KeyValue, Source, Span, SpanId, SpanKind, TraceId};
@@ -92,11 +92,11 @@ pub fn spans(messages: &[Message], assignments: &[Assignment], salt: u64) -> Vec
             confidence: a.probability as f32,
         };
         span.attributes
-            .push(KeyValue::new("net.peer.name", m.src.as_str()));
+            .push(KeyValue::new("net.peer.name", &*m.src));
         span.attributes
-            .push(KeyValue::new("net.sock.peer.addr", m.src_ep.as_str()));
+            .push(KeyValue::new("net.sock.peer.addr", &*m.src_ep));
         span.attributes
-            .push(KeyValue::new("net.sock.host.addr", m.dst_ep.as_str()));
+            .push(KeyValue::new("net.sock.host.addr", &*m.dst_ep));
         span.attributes
             .push(KeyValue::new("message.bytes", m.bytes as i64));
         if let Some(sent) = m.send_ns {

@@ -13,7 +13,7 @@
 //! while handling its call's caller (the nearest server span above it), a response while
 //! handling its own call; a request is received by its call, a response by the caller.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use crate::link::Assignment;
 use crate::reconcile::{Message, MessageId};
@@ -39,7 +39,7 @@ const NEIGHBOURS: usize = 3;
 /// Each message's true trace and parent; messages no call explains (other traffic, such
 /// as span exports) are left out.
 pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
-    let mut by_peer: HashMap<&str, Vec<&ServerCall>> = HashMap::new();
+    let mut by_peer: HashMap<&str, Vec<&ServerCall>> = HashMap::default();
     for c in calls {
         by_peer.entry(c.peer.as_str()).or_default().push(c);
     }
@@ -48,7 +48,7 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
     }
     // A message's call, and whether it is the call's request.
     let call_of = |m: &Message| -> Option<(&ServerCall, bool)> {
-        if let (Some(list), Some(t)) = (by_peer.get(m.src_ep.as_str()), m.recv_ns.or(m.send_ns)) {
+        if let (Some(list), Some(t)) = (by_peer.get(&*m.src_ep), m.recv_ns.or(m.send_ns)) {
             let p = list.partition_point(|c| c.start_ns < t);
             let lo = p.saturating_sub(NEIGHBOURS);
             return list[lo..(p + NEIGHBOURS).min(list.len())]
@@ -57,7 +57,7 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
                 .min_by_key(|c| c.start_ns.abs_diff(t))
                 .map(|c| (*c, true));
         }
-        if let (Some(list), Some(t)) = (by_peer.get(m.dst_ep.as_str()), m.send_ns.or(m.recv_ns)) {
+        if let (Some(list), Some(t)) = (by_peer.get(&*m.dst_ep), m.send_ns.or(m.recv_ns)) {
             let p = list.partition_point(|c| c.start_ns <= t);
             return list[p.saturating_sub(NEIGHBOURS)..p]
                 .iter()
@@ -68,7 +68,7 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
     };
     let calls: Vec<Option<(&ServerCall, bool)>> = messages.iter().map(call_of).collect();
     // Per handling call, the receipts there by time.
-    let mut received: HashMap<u64, Vec<(i64, usize)>> = HashMap::new();
+    let mut received: HashMap<u64, Vec<(i64, usize)>> = HashMap::default();
     for (i, m) in messages.iter().enumerate() {
         let Some((call, request)) = calls[i] else {
             continue;
@@ -125,7 +125,7 @@ pub fn latest_causes(messages: &[Message], truth: &[Truth]) -> Vec<Truth> {
     };
     // Per request, what its handler received for it: the request, and answers to the
     // calls it made.
-    let mut handled: HashMap<&MessageId, Vec<(i64, &MessageId)>> = HashMap::new();
+    let mut handled: HashMap<&MessageId, Vec<(i64, &MessageId)>> = HashMap::default();
     for t in truth {
         let Some(&i) = index.get(&t.id) else { continue };
         let Some(r) = messages[i].recv_ns else {
@@ -164,7 +164,7 @@ pub fn latest_causes(messages: &[Message], truth: &[Truth]) -> Vec<Truth> {
 
 /// Truth as assignments (probability 1), to find its patterns and delays.
 pub fn assignments(truth: &[Truth]) -> Vec<Assignment> {
-    let mut numbers: HashMap<String, u64> = HashMap::new();
+    let mut numbers: HashMap<String, u64> = HashMap::default();
     truth
         .iter()
         .map(|t| {

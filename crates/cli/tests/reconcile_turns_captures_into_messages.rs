@@ -39,7 +39,7 @@ fn echo_nodes(c: &Captured) -> (String, String) {
 fn between<'a>(messages: &'a [Message], src: &str, dst: &str) -> Vec<&'a Message> {
     messages
         .iter()
-        .filter(|m| m.src == src && m.dst == dst)
+        .filter(|m| *m.src == *src && *m.dst == *dst)
         .collect()
 }
 
@@ -119,7 +119,7 @@ fn a_side_not_captured_leaves_one_time_per_message() {
     assert!(
         received
             .iter()
-            .all(|m| m.src == "127.0.0.1" && m.src_ep.starts_with("127.0.0.1:")),
+            .all(|m| &*m.src == "127.0.0.1" && m.src_ep.starts_with("127.0.0.1:")),
         "{received:?}"
     );
     let _ = std::fs::remove_dir_all(dir);
