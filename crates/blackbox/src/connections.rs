@@ -14,8 +14,31 @@ const OPEN_REQUESTS_SEARCHED: usize = 256;
 /// Calls followed back from an answer to the request behind them.
 const CALLS_FOLLOWED: usize = 16;
 
-/// One end of a connection: the node, its `ip:port`, the peer's `ip:port`.
-type End<'a> = (u32, &'a str, &'a str);
+/// One end of a connection: the node, its endpoint, the peer's endpoint (numbered).
+type End = (u32, u32, u32);
+
+/// Messages under their connection end, sorted by end and time.
+struct ByEnd(Vec<(End, i64, u32)>);
+
+impl ByEnd {
+    /// The latest message at `end` at or before `t`.
+    fn latest(&self, end: End, t: i64) -> Option<u32> {
+        let p = self.0.partition_point(|(e, at, _)| (*e, *at) <= (end, t));
+        p.checked_sub(1)
+            .map(|k| &self.0[k])
+            .filter(|(e, _, _)| *e == end)
+            .map(|(_, _, i)| *i)
+    }
+
+    /// The time of the first message at `end` at or after `t`.
+    fn first_from(&self, end: End, t: i64) -> Option<i64> {
+        let p = self.0.partition_point(|(e, at, _)| (*e, *at) < (end, t));
+        self.0
+            .get(p)
+            .filter(|(e, _, _)| *e == end)
+            .map(|(_, at, _)| *at)
+    }
+}
 
 pub(crate) struct Connections {
     /// For a message a server sent on a connection, the latest message it received on
@@ -34,38 +57,39 @@ pub(crate) struct Connections {
     is_request: Vec<bool>,
 }
 
-/// The latest entry of `list` (sorted by time) at or before `t`.
-fn latest(list: Option<&Vec<(i64, u32)>>, t: i64) -> Option<u32> {
-    let list = list?;
-    let p = list.partition_point(|(at, _)| *at <= t);
-    p.checked_sub(1).map(|k| list[k].1)
-}
-
 impl Connections {
-    pub(crate) fn of(
-        messages: &[Message],
+    pub(crate) fn of<'m>(
+        messages: &'m [Message],
         src: &[u32],
         dst: &[u32],
         fixed: &HashSet<(&str, &str)>,
     ) -> Connections {
-        let mut received: HashMap<End, Vec<(i64, u32)>> = HashMap::default();
-        let mut sent: HashMap<End, Vec<(i64, u32)>> = HashMap::default();
+        // Endpoints as numbers, and every receipt and send under its connection end,
+        // sorted: millions of small per-connection lists cost more than these.
+        let mut numbers: HashMap<&str, u32> = HashMap::default();
+        let mut number = |ep: &'m str| -> u32 {
+            let next = numbers.len() as u32;
+            *numbers.entry(ep).or_insert(next)
+        };
+        let ends: Vec<(u32, u32)> = messages
+            .iter()
+            .map(|m| (number(&m.src_ep), number(&m.dst_ep)))
+            .collect();
+        let mut received: Vec<(End, i64, u32)> = Vec::new();
+        let mut sent: Vec<(End, i64, u32)> = Vec::new();
         for (i, m) in messages.iter().enumerate() {
+            let (s_ep, d_ep) = ends[i];
             if let Some(r) = m.recv_ns {
-                received
-                    .entry((dst[i], &m.dst_ep, &m.src_ep))
-                    .or_default()
-                    .push((r, i as u32));
+                received.push(((dst[i], d_ep, s_ep), r, i as u32));
             }
             if let Some(s) = m.send_ns {
-                sent.entry((src[i], &m.src_ep, &m.dst_ep))
-                    .or_default()
-                    .push((s, i as u32));
+                sent.push(((src[i], s_ep, d_ep), s, i as u32));
             }
         }
-        for v in received.values_mut().chain(sent.values_mut()) {
-            v.sort_unstable();
-        }
+        received.sort_unstable();
+        sent.sort_unstable();
+        let received = ByEnd(received);
+        let sent = ByEnd(sent);
         let answers = messages
             .iter()
             .enumerate()
@@ -74,7 +98,8 @@ impl Connections {
                 if !fixed.contains(&(&*m.src, &*m.src_ep)) {
                     return None;
                 }
-                latest(received.get(&(src[i], &m.src_ep, &m.dst_ep)), s)
+                let (s_ep, d_ep) = ends[i];
+                received.latest((src[i], s_ep, d_ep), s)
             })
             .collect();
         let asked_by = messages
@@ -85,7 +110,8 @@ impl Connections {
                 if fixed.contains(&(&*m.dst, &*m.dst_ep)) {
                     return None;
                 }
-                latest(sent.get(&(dst[i], &m.dst_ep, &m.src_ep)), r)
+                let (s_ep, d_ep) = ends[i];
+                sent.latest((dst[i], d_ep, s_ep), r)
             })
             .collect();
         let mut requests: HashMap<u32, Vec<(i64, u32)>> = HashMap::default();
@@ -98,10 +124,8 @@ impl Connections {
             }
             requests.entry(dst[i]).or_default().push((r, i as u32));
             is_request[i] = true;
-            answered_at[i] = sent.get(&(dst[i], &m.dst_ep, &m.src_ep)).and_then(|list| {
-                let p = list.partition_point(|(at, _)| *at < r);
-                list.get(p).map(|(at, _)| *at)
-            });
+            let (s_ep, d_ep) = ends[i];
+            answered_at[i] = sent.first_from((dst[i], d_ep, s_ep), r);
         }
         for v in requests.values_mut() {
             v.sort_unstable();

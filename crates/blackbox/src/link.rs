@@ -155,9 +155,9 @@ impl<'a> Nodes<'a> {
         Nodes { src, dst, names }
     }
 
-    /// Whether each node is a client (§2.5.1).
-    fn clients(&self, messages: &[Message], o: &LinkOptions) -> Vec<bool> {
-        let servers = crate::roles::servers(messages, &o.listening, o.fixed_port_peers);
+    /// Whether each node is a client (§2.5.1): it never uses a fixed endpoint.
+    fn clients(&self, fixed: &HashSet<(&str, &str)>) -> Vec<bool> {
+        let servers: HashSet<&str> = fixed.iter().map(|(node, _)| *node).collect();
         self.names.iter().map(|n| !servers.contains(n)).collect()
     }
 
@@ -190,7 +190,8 @@ pub fn patterns_of(
     o: &LinkOptions,
 ) -> Vec<Pattern> {
     let nodes = Nodes::of(messages);
-    let names = nodes.pattern_names(&nodes.clients(messages, o));
+    let fixed = crate::roles::fixed_endpoints(messages, &o.listening, o.fixed_port_peers);
+    let names = nodes.pattern_names(&nodes.clients(&fixed));
     let index: HashMap<&MessageId, u32> = messages
         .iter()
         .enumerate()
@@ -249,7 +250,8 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     let nodes = Nodes::of(messages);
     let (src, dst) = (&nodes.src, &nodes.dst);
     let n = messages.len();
-    let clients = nodes.clients(messages, o);
+    let fixed = crate::roles::fixed_endpoints(messages, &o.listening, o.fixed_port_peers);
+    let clients = nodes.clients(&fixed);
     // A captured client's message to a server (an uncaptured sender's messages are
     // linked A→B→A; between two clients nothing says which one asks).
     let starts_path = |i: usize| {
@@ -259,10 +261,8 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             && !clients[dst[i] as usize]
             && messages[i].send_ns.is_some()
     };
-    let connections = (mode == Mode::Connections).then(|| {
-        let fixed = crate::roles::fixed_endpoints(messages, &o.listening, o.fixed_port_peers);
-        Connections::of(messages, src, dst, &fixed)
-    });
+    let connections =
+        (mode == Mode::Connections).then(|| Connections::of(messages, src, dst, &fixed));
     // Per node, the messages into it by receive time, and out of it by send time.
     let mut into: HashMap<u32, Vec<(i64, u32)>> = HashMap::default();
     let mut out_of: HashMap<u32, Vec<(i64, u32)>> = HashMap::default();
@@ -278,7 +278,8 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         v.sort_unstable();
     }
     // Candidates of message i: (parent, delay), the latest first.
-    let candidates = |i: usize, limit_ns: i64, max: usize| -> Vec<(u32, i64)> {
+    let candidates = |i: usize, limit_ns: i64, max: usize, found: &mut Vec<(u32, i64)>| {
+        found.clear();
         let m = &messages[i];
         let (list, t, reply) = match (m.send_ns, m.recv_ns) {
             // Into the sender, before the send.
@@ -287,11 +288,10 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             // connection (endpoints reversed), before the receipt, both on the receiver's
             // clock: A→B→A. A new connection from outside (a client) has no cause.
             (None, Some(t)) => (out_of.get(&dst[i]), t, true),
-            (None, None) => return Vec::new(),
+            (None, None) => return,
         };
-        let Some(list) = list else { return Vec::new() };
+        let Some(list) = list else { return };
         let end = list.partition_point(|(at, _)| *at <= t);
-        let mut found = Vec::new();
         for &(at, j) in list[..end].iter().rev() {
             if t - at > limit_ns || found.len() >= max {
                 break;
@@ -311,7 +311,6 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
                 found.push((j, t - at));
             }
         }
-        found
     };
     // Step 1: the mean delay per pair, every client one node (§2.5.1): a client host
     // seen a few times says little on its own, and thousands of them are many pairs.
@@ -325,8 +324,10 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     };
     let pair = |i: usize| (aggregate(src[i]), aggregate(dst[i]));
     let mut sums: HashMap<(u32, u32), (f64, u64)> = HashMap::default();
+    let mut found = Vec::new();
     for i in (0..n).filter(|&i| !starts_path(i)) {
-        if let Some(&(_, delay)) = candidates(i, o.window_ns, 1).first() {
+        candidates(i, o.window_ns, 1, &mut found);
+        if let Some(&(_, delay)) = found.first() {
             let e = sums.entry(pair(i)).or_insert((0.0, 0));
             e.0 += delay as f64;
             e.1 += 1;
@@ -340,13 +341,12 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     // Step 2: causes, of those `eligible` (i, j) allows.
     let spontaneous_weight = (-o.spontaneous_factor).exp();
     let causes_of = |eligible: &dyn Fn(usize, u32) -> bool| -> Vec<Causes> {
+        let mut found = Vec::new();
         (0..n)
             .map(|i| {
                 if mode == Mode::Greedy {
-                    let parents: Vec<(u32, f64)> = candidates(i, o.window_ns, 1)
-                        .into_iter()
-                        .map(|(j, _)| (j, 1.0))
-                        .collect();
+                    candidates(i, o.window_ns, 1, &mut found);
+                    let parents: Vec<(u32, f64)> = found.iter().map(|&(j, _)| (j, 1.0)).collect();
                     let spontaneous = if parents.is_empty() { 1.0 } else { 0.0 };
                     return Causes {
                         parents,
@@ -363,7 +363,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
                 // Scores below a thousandth of being spontaneous change nothing: the
                 // window shrinks to where they start.
                 let limit = ((o.spontaneous_factor + 7.0) * d).min(o.window_ns as f64) as i64;
-                let mut found = candidates(i, limit, o.max_candidates);
+                candidates(i, limit, o.max_candidates, &mut found);
                 found.retain(|(j, _)| eligible(i, *j));
                 let mut spontaneous_weight = spontaneous_weight;
                 if let (Some(c), Some(sent)) = (&connections, messages[i].send_ns) {
@@ -413,6 +413,9 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         // its node made, to a request still open, and for an answer to its own request.
         for _ in 0..REFINEMENTS {
             let known: Vec<Option<u32>> = causes.iter().map(Causes::most_likely).collect();
+            // The old causes go before the new are made: both at once would double the
+            // largest table linking keeps.
+            drop(std::mem::take(&mut causes));
             causes = causes_of(&|i, j| c.consistent(messages, &known, i, j as usize));
         }
     }

@@ -15,8 +15,6 @@
 //!   the nearest in time.
 //! - Times are wall-clock nanoseconds as each host's clock read them.
 
-use std::collections::BTreeMap;
-
 use foldhash::{HashMap, HashSet};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -85,7 +83,7 @@ impl Names {
 
 /// What a connection end is found by: its local and peer addresses (a Unix stream's
 /// path and its client's and server's pids).
-type PairKey = (Ep, Ep, u32, u32);
+type PairKey<'a> = (&'a Ep, &'a Ep, u32, u32);
 
 /// A captured process: one log.
 #[derive(Clone, Debug, Serialize)]
@@ -161,7 +159,17 @@ struct Call {
     bytes: u64,
     wall_ns: u64,
     checksum: u32,
-    peer: Ep,
+    /// A datagram's other end (streams have none: most calls, so it is boxed).
+    peer: Option<Box<Ep>>,
+}
+
+/// No endpoint.
+static NO_EP: Ep = Ep::None;
+
+impl Call {
+    fn peer(&self) -> &Ep {
+        self.peer.as_deref().unwrap_or(&NO_EP)
+    }
 }
 
 /// One end of a connection (or a datagram socket) in one process.
@@ -312,8 +320,14 @@ impl Captured {
                     bytes,
                     wall_ns: at.wall_ns,
                     checksum,
-                    peer: peer.into(),
+                    peer: (peer != Endpoint::None).then(|| Box::new(peer.into())),
                 });
+            }
+        }
+        // Most connections carry a few calls: no room left over, across millions of them.
+        for &i in by_conn.values() {
+            if let Some(end) = self.ends.get_mut(i) {
+                end.calls.shrink_to_fit();
             }
         }
         self.counts.logs += 1;
@@ -344,14 +358,16 @@ impl Captured {
     }
 
     /// Reconciles everything added into messages, numbered from 1 in send (else receive)
-    /// time order.
+    /// time order. The connection ends are used up: a second call finds none.
     pub fn messages(&mut self) -> Vec<Message> {
         // A log holds each thread's records in the order its buffers were written: the
         // calls of one connection are put back in the order they returned.
         for end in &mut self.ends {
             end.calls.sort_by_key(|c| c.mono_ns);
         }
-        let mut out = Vec::new();
+        // At most a message per call: reserved, not touched, so it costs no memory
+        // (and growing it would copy millions of messages).
+        let mut out = Vec::with_capacity(self.ends.iter().map(|e| e.calls.len()).sum());
         let mut names = Names::default();
         let streams: Vec<usize> = (0..self.ends.len())
             .filter(|i| self.ends[*i].kind == sock::STREAM)
@@ -368,7 +384,11 @@ impl Captured {
             }
         }
         self.datagram_messages(&mut names, &mut out);
-        out.sort_by_key(|m| (m.send_ns.or(m.recv_ns), m.recv_ns));
+        // The ends are done with: their memory goes before linking needs its own.
+        self.ends = Vec::new();
+        // In place: a stable sort would want half the messages again.
+        out.sort_unstable_by_key(|m| (m.send_ns.or(m.recv_ns), m.recv_ns, m.bytes));
+        out.shrink_to_fit();
         for (i, m) in out.iter_mut().enumerate() {
             m.id = MessageId::Int(i as i64 + 1);
         }
@@ -376,21 +396,20 @@ impl Captured {
     }
 
     /// The key under which an end's other end is found: its own key mirrored.
-    fn keys(&self, e: &End) -> Option<(PairKey, PairKey)> {
+    fn keys<'e>(e: &'e End) -> Option<(PairKey<'e>, PairKey<'e>)> {
         match (&e.local, &e.peer) {
-            (Ep::Inet(_), Ep::Inet(_)) => Some((
-                (e.local.clone(), e.peer.clone(), 0, 0),
-                (e.peer.clone(), e.local.clone(), 0, 0),
-            )),
+            (Ep::Inet(_), Ep::Inet(_)) => {
+                Some(((&e.local, &e.peer, 0, 0), (&e.peer, &e.local, 0, 0)))
+            }
             // A Unix stream: the named path and the two pids, client first.
-            (Ep::Unix(l), Ep::Unix(p)) => {
+            (Ep::Unix(l), Ep::Unix(_)) => {
                 let (path, client, server) = if l.is_empty() {
-                    (p.clone(), e.pid, e.peer_pid)
+                    (&e.peer, e.pid, e.peer_pid)
                 } else {
-                    (l.clone(), e.peer_pid, e.pid)
+                    (&e.local, e.peer_pid, e.pid)
                 };
-                let own = (Ep::Unix(path.clone()), Ep::None, client, server);
-                Some((own.clone(), own))
+                let own = (path, &NO_EP, client, server);
+                Some((own, own))
             }
             _ => None,
         }
@@ -399,9 +418,9 @@ impl Captured {
     /// Each stream end with its other end when that was captured, in time order per
     /// address pair.
     fn pair_streams(&self, streams: &[usize]) -> Vec<(usize, Option<usize>)> {
-        let mut by_key: BTreeMap<PairKey, Vec<usize>> = BTreeMap::new();
+        let mut by_key: HashMap<PairKey, Vec<usize>> = HashMap::default();
         for &i in streams {
-            if let Some((own, _)) = self.keys(&self.ends[i]) {
+            if let Some((own, _)) = Self::keys(&self.ends[i]) {
                 by_key.entry(own).or_default().push(i);
             }
         }
@@ -412,7 +431,7 @@ impl Captured {
                 continue;
             }
             let e = &self.ends[i];
-            let other = self.keys(e).and_then(|(_, mirror)| {
+            let other = Self::keys(e).and_then(|(_, mirror)| {
                 by_key.get(&mirror).and_then(|candidates| {
                     candidates
                         .iter()
@@ -565,7 +584,7 @@ impl Captured {
         {
             for c in e.calls.iter().filter(|c| c.direction == Direction::Send) {
                 self.counts.datagrams_sent += 1;
-                let dst_ep = match &c.peer {
+                let dst_ep = match c.peer() {
                     Ep::None => e.peer.clone(),
                     p => p.clone(),
                 };
@@ -614,8 +633,8 @@ impl Captured {
                     self.counts.datagrams_unmatched += 1;
                     out.push(Message {
                         id: MessageId::Int(0),
-                        src: names.of(&c.peer.host()),
-                        src_ep: names.of(&c.peer.to_string()),
+                        src: names.of(&c.peer().host()),
+                        src_ep: names.of(&c.peer().to_string()),
                         dst: self.node(e, names),
                         dst_ep: names.of(&e.local.to_string()),
                         send_ns: None,

@@ -5,6 +5,7 @@
 //! any other node is a client, and patterns name every client `CLIENT`.
 
 use foldhash::{HashMap, HashSet};
+use smallvec::SmallVec;
 
 use crate::reconcile::Message;
 
@@ -22,10 +23,16 @@ pub fn fixed_endpoints<'a>(
     listening: &HashMap<String, HashSet<u16>>,
     min_peers: usize,
 ) -> HashSet<(&'a str, &'a str)> {
-    let mut peers: HashMap<&str, HashSet<&str>> = HashMap::default();
+    // Each endpoint's distinct peers, counted up to `min_peers` (inline: most endpoints
+    // are ephemeral, with one peer).
+    let mut peers: HashMap<&str, SmallVec<[&str; 3]>> = HashMap::default();
     for m in messages {
-        peers.entry(&m.src_ep).or_default().insert(&m.dst_ep);
-        peers.entry(&m.dst_ep).or_default().insert(&m.src_ep);
+        for (a, b) in [(&*m.src_ep, &*m.dst_ep), (&*m.dst_ep, &*m.src_ep)] {
+            let seen = peers.entry(a).or_default();
+            if seen.len() < min_peers && !seen.contains(&b) {
+                seen.push(b);
+            }
+        }
     }
     let fixed = |node: &str, endpoint: &str| {
         port(endpoint).is_some_and(|p| listening.get(node).is_some_and(|ports| ports.contains(&p)))
