@@ -221,20 +221,24 @@ pub fn patterns_of(
             .map(|&(r, _)| shape(&members, r, &nodes.src, &nodes.dst, &names))
             .collect();
         roots.sort();
-        let shape = roots.join(" + ");
-        let p = patterns.entry(shape.clone()).or_insert(Pattern {
-            shape,
-            count: 0,
-            expected: 0.0,
-            max_probability: 0.0,
-        });
-        p.count += 1;
-        p.expected += probability;
-        p.max_probability = p.max_probability.max(probability);
+        count_instance(&mut patterns, roots.join(" + "), probability);
     }
     let mut patterns: Vec<Pattern> = patterns.into_values().collect();
     sort_patterns(&mut patterns);
     patterns
+}
+
+/// Counts one instance of `shape` with its probability.
+fn count_instance(patterns: &mut HashMap<String, Pattern>, shape: String, probability: f64) {
+    let p = patterns.entry(shape).or_insert_with_key(|shape| Pattern {
+        shape: shape.clone(),
+        count: 0,
+        expected: 0.0,
+        max_probability: 0.0,
+    });
+    p.count += 1;
+    p.expected += probability;
+    p.max_probability = p.max_probability.max(probability);
 }
 
 fn sort_patterns(patterns: &mut [Pattern]) {
@@ -442,15 +446,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         let instances = instances(root as u32, &children, o);
         for (members, probability) in instances {
             let shape = shape(&members, root as u32, src, dst, &pattern_names);
-            let p = patterns.entry(shape.clone()).or_insert(Pattern {
-                shape,
-                count: 0,
-                expected: 0.0,
-                max_probability: 0.0,
-            });
-            p.count += 1;
-            p.expected += probability;
-            p.max_probability = p.max_probability.max(probability);
+            count_instance(&mut patterns, shape, probability);
             for (m, parent) in members {
                 let slot = &mut best[m as usize];
                 if slot.as_ref().is_none_or(|a| a.probability < probability) {
