@@ -153,6 +153,28 @@ impl Connections {
         None
     }
 
+    /// The request message `i` was sent for, `cause` (received by its sender) having
+    /// caused it: the request `i` answers, if `in_path`; else `cause` if it is a request;
+    /// else, `cause` answering a call, the request that call was made for (`served`);
+    /// else `cause` itself.
+    pub(crate) fn request_served(
+        &self,
+        i: usize,
+        cause: u32,
+        in_path: impl Fn(u32) -> bool,
+        served: impl Fn(u32) -> Option<u32>,
+    ) -> u32 {
+        if let Some(r) = self.answers[i].filter(|&r| in_path(r)) {
+            return r;
+        }
+        if self.is_request[cause as usize] {
+            return cause;
+        }
+        self.asked_by[cause as usize]
+            .and_then(served)
+            .unwrap_or(cause)
+    }
+
     /// Whether `j` can have caused `i` given the causes found so far: the request behind
     /// `j` was still open when `i` was sent, and when `i` answers a request, it is that
     /// one.

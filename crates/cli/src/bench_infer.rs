@@ -9,14 +9,25 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 
-use causeway_blackbox::link::{link, patterns_of, LinkOptions, Mode};
+use causeway_blackbox::link::{link, patterns_of, LinkOptions, Mode, Pattern};
 use causeway_blackbox::score::{score, Truth};
 use causeway_blackbox::truth::{assignments, latest_causes};
 use clap::Args;
 use serde_json::json;
 
-/// True patterns whose expected counts are compared.
+/// True patterns whose expected counts are compared, at most.
 const TOP_PATTERNS: usize = 5;
+
+/// Patterns holding at least 1% of the traces, the commonest first.
+pub(crate) fn common(patterns: &[Pattern]) -> Vec<&Pattern> {
+    let total: u64 = patterns.iter().map(|p| p.count).sum();
+    let mut common: Vec<&Pattern> = patterns
+        .iter()
+        .filter(|p| p.count as f64 >= 0.01 * total as f64)
+        .collect();
+    common.sort_by_key(|p| std::cmp::Reverse(p.count));
+    common
+}
 
 #[derive(Args)]
 pub struct InferBenchArgs {
@@ -69,16 +80,15 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
             let linked = link(&messages, mode, &LinkOptions::default());
             let ms = start.elapsed().as_secs_f64() * 1e3;
             let s = score(&truth, &linked.assignments);
-            // The expected counts of the five commonest true patterns, against their
-            // true counts: the largest error.
+            // The expected counts of the commonest true patterns (of those with 1% of
+            // the traces, as the pattern recall counts them), against their true
+            // counts: the largest error.
             let expected: HashMap<&str, f64> = linked
                 .patterns
                 .iter()
                 .map(|p| (p.shape.as_str(), p.expected))
                 .collect();
-            let mut commonest: Vec<_> = true_patterns.iter().collect();
-            commonest.sort_by_key(|p| std::cmp::Reverse(p.count));
-            let top_pattern_error = commonest
+            let top_pattern_error = common(&true_patterns)
                 .iter()
                 .take(TOP_PATTERNS)
                 .map(|p| {

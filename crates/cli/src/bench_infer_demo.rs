@@ -176,12 +176,10 @@ fn inject_offsets(messages: &mut [Message]) {
     }
 }
 
-/// Patterns holding at least 1% of the traces.
+/// The shapes of the patterns holding at least 1% of the traces.
 fn common(patterns: &[Pattern]) -> HashSet<&str> {
-    let total: u64 = patterns.iter().map(|p| p.count).sum();
-    patterns
-        .iter()
-        .filter(|p| p.count as f64 >= 0.01 * total as f64)
+    crate::bench_infer::common(patterns)
+        .into_iter()
         .map(|p| p.shape.as_str())
         .collect()
 }
