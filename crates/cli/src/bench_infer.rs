@@ -123,7 +123,7 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
         "F1",
         "exact",
         "parents",
-        "top5 pat±",
+        "top pat±",
         "link ms"
     );
     for r in &rows {
