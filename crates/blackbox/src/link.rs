@@ -591,16 +591,19 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     }
 }
 
-/// How often each kind of message (its node pair) caused each kind.
+/// A kind of message: its sender and receiver (numbered, clients as one).
+type Kind = (u32, u32);
+
+/// How often each kind of message caused each kind.
 struct Follows {
     /// (cause's kind, effect's kind) → times.
-    pairs: HashMap<((u32, u32), (u32, u32)), f64>,
+    pairs: HashMap<(Kind, Kind), f64>,
     /// Effect's kind → times it had a cause.
-    effects: HashMap<(u32, u32), f64>,
+    effects: HashMap<Kind, f64>,
 }
 
 impl Follows {
-    fn of(links: impl Iterator<Item = ((u32, u32), (u32, u32))>) -> Follows {
+    fn of(links: impl Iterator<Item = (Kind, Kind)>) -> Follows {
         let mut f = Follows {
             pairs: HashMap::default(),
             effects: HashMap::default(),
@@ -614,7 +617,7 @@ impl Follows {
 
     /// The log of the share of `effect`'s causes that were of kind `cause` (smoothed: a
     /// kind never seen is unlikely, not impossible).
-    fn prior(&self, cause: (u32, u32), effect: (u32, u32)) -> f64 {
+    fn prior(&self, cause: Kind, effect: Kind) -> f64 {
         let seen = self.pairs.get(&(cause, effect)).copied().unwrap_or(0.0);
         let all = self.effects.get(&effect).copied().unwrap_or(0.0);
         ((seen + 0.5) / (all + 1.0)).ln()
@@ -633,6 +636,9 @@ struct Tree<'a> {
     children: &'a [Vec<u32>],
 }
 
+/// A message still to decide in an instance: (when, deferred, message).
+type Undecided = ((i64, i64), bool, u32);
+
 /// A path instance under construction.
 #[derive(Clone)]
 struct Partial {
@@ -642,9 +648,8 @@ struct Partial {
     taken: HashSet<u32>,
     /// Messages decided to be in another path.
     left_out: HashSet<u32>,
-    /// Messages the members may have caused, still to decide, earliest first: (when,
-    /// deferred, message).
-    frontier: BinaryHeap<Reverse<((i64, i64), bool, u32)>>,
+    /// Messages the members may have caused, still to decide, earliest first.
+    frontier: BinaryHeap<Reverse<Undecided>>,
     probability: f64,
     budget: u32,
 }

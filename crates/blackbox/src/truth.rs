@@ -13,7 +13,7 @@
 //! while handling its call's caller (the nearest server span above it), a response while
 //! handling its own call; a request is received by its call, a response by the caller.
 
-use foldhash::HashMap;
+use foldhash::{HashMap, HashSet};
 
 use crate::link::Assignment;
 use crate::reconcile::{Message, MessageId};
@@ -46,27 +46,53 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
     for v in by_peer.values_mut() {
         v.sort_by_key(|c| c.start_ns);
     }
-    // A message's call, and whether it is the call's request.
-    let call_of = |m: &Message| -> Option<(&ServerCall, bool)> {
-        if let (Some(list), Some(t)) = (by_peer.get(&*m.src_ep), m.recv_ns.or(m.send_ns)) {
-            let p = list.partition_point(|c| c.start_ns < t);
-            let lo = p.saturating_sub(NEIGHBOURS);
-            return list[lo..(p + NEIGHBOURS).min(list.len())]
-                .iter()
-                .filter(|c| c.end_ns >= t)
-                .min_by_key(|c| c.start_ns.abs_diff(t))
-                .map(|c| (*c, true));
-        }
-        if let (Some(list), Some(t)) = (by_peer.get(&*m.dst_ep), m.send_ns.or(m.recv_ns)) {
-            let p = list.partition_point(|c| c.start_ns <= t);
-            return list[p.saturating_sub(NEIGHBOURS)..p]
-                .iter()
-                .min_by_key(|c| c.end_ns.abs_diff(t))
-                .map(|c| (*c, false));
-        }
-        None
+    // A request's call: the one started nearest its receipt and still running.
+    let request_call = |m: &Message| -> Option<&ServerCall> {
+        let (list, t) = (by_peer.get(&*m.src_ep)?, m.recv_ns.or(m.send_ns)?);
+        let p = list.partition_point(|c| c.start_ns < t);
+        let lo = p.saturating_sub(NEIGHBOURS);
+        list[lo..(p + NEIGHBOURS).min(list.len())]
+            .iter()
+            .filter(|c| c.end_ns >= t)
+            .min_by_key(|c| c.start_ns.abs_diff(t))
+            .copied()
     };
-    let calls: Vec<Option<(&ServerCall, bool)>> = messages.iter().map(call_of).collect();
+    let mut calls: Vec<Option<(&ServerCall, bool)>> = messages
+        .iter()
+        .map(|m| request_call(m).map(|c| (c, true)))
+        .collect();
+    // Responses, per connection in time order: each to a call started before it and not
+    // answered yet, the one ending nearest (a server may answer long before its span
+    // ends, as after a quorum; on a multiplexed connection calls overlap); a response in
+    // several messages, to the call answered last.
+    let mut responses: Vec<(&str, i64, usize)> = messages
+        .iter()
+        .enumerate()
+        .filter(|(i, m)| calls[*i].is_none() && by_peer.contains_key(&*m.dst_ep))
+        .filter_map(|(i, m)| Some((&*m.dst_ep, m.send_ns.or(m.recv_ns)?, i)))
+        .collect();
+    responses.sort_unstable();
+    let mut answered: HashSet<u64> = HashSet::default();
+    let mut last_answered: HashMap<&str, &ServerCall> = HashMap::default();
+    for (peer, t, i) in responses {
+        let Some(list) = by_peer.get(peer) else {
+            continue;
+        };
+        let p = list.partition_point(|c| c.start_ns <= t);
+        let recent = &list[p.saturating_sub(NEIGHBOURS)..p];
+        let call = recent
+            .iter()
+            .filter(|c| !answered.contains(&c.id))
+            .min_by_key(|c| c.end_ns.abs_diff(t))
+            .or_else(|| last_answered.get(peer))
+            .or_else(|| recent.iter().min_by_key(|c| c.end_ns.abs_diff(t)))
+            .copied();
+        if let Some(c) = call {
+            answered.insert(c.id);
+            last_answered.insert(peer, c);
+            calls[i] = Some((c, false));
+        }
+    }
     // Per handling call, the receipts there by time.
     let mut received: HashMap<u64, Vec<(i64, usize)>> = HashMap::default();
     for (i, m) in messages.iter().enumerate() {
@@ -78,19 +104,39 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
             received.entry(h).or_default().push((r, i));
         }
     }
-    for v in received.values_mut() {
+    // Per connection end (receiver's endpoint, sender's endpoint), the receipts by time.
+    let mut on_connection: HashMap<(&str, &str), Vec<(i64, usize)>> = HashMap::default();
+    for (i, m) in messages.iter().enumerate() {
+        if let Some(r) = m.recv_ns {
+            on_connection
+                .entry((&*m.dst_ep, &*m.src_ep))
+                .or_default()
+                .push((r, i));
+        }
+    }
+    for v in received.values_mut().chain(on_connection.values_mut()) {
         v.sort_unstable();
     }
+    let latest = |list: Option<&Vec<(i64, usize)>>, s: i64| {
+        let list = list?;
+        let p = list.partition_point(|(r, _)| *r <= s);
+        p.checked_sub(1).map(|k| messages[list[k].1].id.clone())
+    };
     messages
         .iter()
         .zip(&calls)
         .filter_map(|(m, call)| {
             let (call, request) = (*call)?;
             let handler = if request { call.caller } else { Some(call.id) };
-            let parent = m.send_ns.zip(handler).and_then(|(s, h)| {
-                let list = received.get(&h)?;
-                let p = list.partition_point(|(r, _)| *r <= s);
-                p.checked_sub(1).map(|k| messages[list[k].1].id.clone())
+            let parent = m.send_ns.and_then(|s| {
+                latest(handler.and_then(|h| received.get(&h)), s).or_else(|| {
+                    // A response whose request came in one message with another call's
+                    // (two requests written at once on a multiplexed connection) was
+                    // caused by that message.
+                    (!request)
+                        .then(|| latest(on_connection.get(&(&*m.src_ep, &*m.dst_ep)), s))
+                        .flatten()
+                })
             });
             Some(Truth {
                 id: m.id.clone(),
@@ -250,6 +296,28 @@ mod tests {
     }
 
     #[test]
+    fn a_server_that_answers_before_its_span_ends_gets_each_response_right() {
+        // Two calls in turn on one connection; the server answers each at once and goes
+        // on working (as after a quorum write), so both spans are running at the second
+        // response, and the first ends nearer it.
+        let c = ("client", "10.0.0.1:5000");
+        let s = ("server", "10.0.0.2:80");
+        let messages = vec![
+            msg(1, c, s, 100, 105),
+            msg(2, s, c, 200, 210),
+            msg(3, c, s, 300, 305),
+            msg(4, s, c, 400, 410),
+        ];
+        let calls = vec![call("a", c.1, 110, 1000), call("b", c.1, 310, 1200)];
+        let t = truth(&messages, &calls);
+        let traces: Vec<&str> = t
+            .iter()
+            .map(|t| t.trace.as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(traces, ["a", "a", "b", "b"]);
+    }
+
+    #[test]
     fn a_span_clock_slightly_behind_still_finds_the_call() {
         let c = ("client", "10.0.0.1:5000");
         let s = ("server", "10.0.0.2:80");
@@ -298,6 +366,31 @@ mod tests {
                 (id(4), Some(id(3))),
                 (id(6), Some(id(5))),
             ]
+        );
+    }
+
+    #[test]
+    fn a_response_whose_request_shared_a_message_with_another_is_caused_by_it() {
+        // Two calls on one multiplexed connection, both requests in one message (the
+        // first call's), then a response each.
+        let c = ("client", "10.0.0.1:5000");
+        let s = ("server", "10.0.0.2:80");
+        let messages = vec![
+            msg(1, c, s, 100, 110),
+            msg(2, s, c, 200, 210),
+            msg(3, s, c, 300, 310),
+        ];
+        let mut a = call("t", c.1, 112, 195);
+        a.id = 1;
+        let mut b = call("t", c.1, 150, 295);
+        b.id = 2;
+        let t = truth(&messages, &[a, b]);
+        let parents: Vec<(MessageId, Option<MessageId>)> =
+            t.iter().map(|t| (t.id.clone(), t.parent.clone())).collect();
+        let id = MessageId::Int;
+        assert_eq!(
+            parents,
+            vec![(id(1), None), (id(2), Some(id(1))), (id(3), Some(id(1)))]
         );
     }
 

@@ -252,8 +252,9 @@ fn measure(dir: &Path, rate: f64, a: &InferDemoArgs) -> Result<Vec<serde_json::V
     // The span exports are not the shop's requests: left out, as `causeway infer
     // --ignore-port` would.
     leave_out_ports(&mut messages, &collector_ports);
-    inject_offsets(&mut messages);
+    // Spans are matched on the true times, before the clocks are put out.
     let truth = truth(&messages, &calls);
+    inject_offsets(&mut messages);
     // The set in the form `bench infer --set` and the fixtures' score.py read.
     write_lines(&dir.join("messages.jsonl"), &messages)?;
     write_lines(&dir.join("truth.jsonl"), &truth)?;
