@@ -321,3 +321,94 @@ fn a_log_cut_short_is_read_up_to_the_damage() {
     assert!(damage.contains("cut short"), "{damage}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A Python program whose threads send on socket pairs while its main thread, again and
+/// again, finds the capture log's descriptor and puts a fresh file of its own there with
+/// dup2; it prints the files that got bytes it never wrote.
+const DUP2_ONTO_THE_LOG: &str = r#"
+import os, resource, socket, sys, threading
+capture = sys.argv[1]
+# Each move puts the log above the file left in its place.
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+def log_fd():
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith(capture):
+                return int(fd)
+        except OSError:
+            pass
+stop = False
+def chatter():
+    a, b = socket.socketpair()
+    while not stop:
+        a.send(b"x" * 64)
+        b.recv(64)
+threads = [threading.Thread(target=chatter, daemon=True) for _ in range(3)]
+for t in threads:
+    t.start()
+victims = []
+try:
+    for k in range(100):
+        fd = log_fd()
+        if fd is None:
+            sys.exit(f"pass {k}: the capture log is gone")
+        path = os.path.join(sys.argv[2], f"victim-{k}")
+        mine = os.open(path, os.O_WRONLY | os.O_CREAT)
+        os.dup2(mine, fd)
+        os.close(mine)
+        victims.append((path, fd))
+finally:
+    stop = True
+    for t in threads:
+        t.join()
+for path, fd in victims:
+    os.close(fd)
+print(" ".join(p for p, _ in victims if os.path.getsize(p) > 0))
+"#;
+
+#[test]
+fn a_program_that_puts_its_files_over_the_log_never_gets_records_in_them() {
+    let (dir, victims) = (temp("capture-dup2"), temp("capture-dup2-victims"));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    std::fs::create_dir_all(&victims).expect("a directory");
+    // As /proc names the log's file.
+    let dir = dir.canonicalize().expect("the capture directory");
+    let out = Command::new(BIN)
+        .args(["capture", "--out"])
+        .arg(&dir)
+        .args(["--", "python3", "-c", DUP2_ONTO_THE_LOG])
+        .arg(&dir)
+        .arg(&victims)
+        .output()
+        .expect("causeway capture python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(written.trim(), "", "files that got capture records");
+    // The log moved each time and is whole, with the threads' sends in it.
+    let logs = logs(&dir);
+    let python = logs
+        .iter()
+        .find(|l| l.exe.contains("python"))
+        .expect("python's log");
+    let sends = python
+        .records()
+        .iter()
+        .filter(|r| {
+            matches!(
+                r,
+                Record::Data {
+                    direction: Direction::Send,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert!(sends > 0, "the threads' sends were captured");
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(victims);
+}

@@ -831,8 +831,9 @@ fn keep_log_clear_of(new: c_int) {
             unsafe { libc::syscall(libc::SYS_fcntl, log_fd, libc::F_DUPFD_CLOEXEC, new + 1) }
                 as c_int;
         // Failing that (no descriptor left), capture stops rather than write into the
-        // file the program is about to put there.
-        log::LOG_FD.store(if moved >= 0 { moved } else { -1 }, Ordering::Release);
+        // file the program is about to put there. Either way, no other thread's write
+        // still holds the old number when the program's dup2 replaces it.
+        log::move_log(if moved >= 0 { moved } else { -1 });
     }
 }
 

@@ -25,6 +25,15 @@ const FLUSH_AFTER_NS: u64 = 200_000_000;
 pub static LOG_FD: AtomicI32 = AtomicI32::new(-1);
 /// Records dropped (no free buffer, buffer busy, or a write that failed).
 pub static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Writes to the log under way, counted per generation of its descriptor (two at a
+/// time): moving the log waits for the writes of the generation it ends, which may hold
+/// the old descriptor, before the program puts a file of its own there.
+static WRITING: [AtomicU32; 2] = [AtomicU32::new(0), AtomicU32::new(0)];
+/// The descriptor's generation: moves so far.
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+/// How long moving the log waits for writes (yields): bounded, since a signal handler
+/// that moves it may have interrupted its own thread's write.
+const MOVE_WAIT_YIELDS: u32 = 100_000;
 
 struct Slot {
     /// The owning thread's id, 0 when free.
@@ -192,10 +201,41 @@ fn flush(slot: &Slot) {
 
 /// Writes the first `len` bytes of a buffer to the log and empties it.
 fn write_out(len: &mut usize, buf: &[u8]) {
-    if *len > 0 && !write_all(LOG_FD.load(Ordering::Relaxed), &buf[..*len]) {
-        DROPPED.fetch_add(1, Ordering::Relaxed);
+    if *len > 0 {
+        // Counted under the generation before the descriptor is read, the generation
+        // checked again after (all sequentially consistent, as in `move_log`): a move
+        // is either seen here or waits for this write.
+        let writing = loop {
+            let g = GENERATION.load(Ordering::SeqCst);
+            let count = &WRITING[g as usize & 1];
+            count.fetch_add(1, Ordering::SeqCst);
+            if GENERATION.load(Ordering::SeqCst) == g {
+                break count;
+            }
+            count.fetch_sub(1, Ordering::SeqCst);
+        };
+        let written = write_all(LOG_FD.load(Ordering::SeqCst), &buf[..*len]);
+        writing.fetch_sub(1, Ordering::SeqCst);
+        if !written {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+        }
     }
     *len = 0;
+}
+
+/// Makes `fd` (or -1: none) the log's descriptor, and returns once no write can still be
+/// using the old one.
+/// (Waiting is bounded: past `MOVE_WAIT_YIELDS` it returns anyway.)
+pub fn move_log(fd: i32) {
+    LOG_FD.store(fd, Ordering::SeqCst);
+    let ended = &WRITING[GENERATION.fetch_add(1, Ordering::SeqCst) as usize & 1];
+    for _ in 0..MOVE_WAIT_YIELDS {
+        if ended.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
+    }
 }
 
 /// Writes `bytes` with the write system call itself (not the hooked libc function).
@@ -256,6 +296,10 @@ pub fn reset_after_fork() {
     MINE.with(|m| m.set(0));
     TID.with(|t| t.set(0));
     DROPPED.store(0, Ordering::Relaxed);
+    // Writes other threads had under way are not the child's.
+    for count in &WRITING {
+        count.store(0, Ordering::Relaxed);
+    }
     let key = KEY.load(Ordering::Relaxed);
     if key != u32::MAX {
         // SAFETY: a key pthread_key_create gave; clearing this thread's value.
