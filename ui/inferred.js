@@ -97,7 +97,7 @@ function timeline(p) {
     parts.push(svg("line", { x1: LEFT - 10, x2: WIDTH - 20, y1: y(n), y2: y(n), class: "lane" }));
     parts.push(svg("text", { x: 8, y: TOP + i * LANE + LANE / 2 + 4, class: "lane-name" }, n));
   });
-  // Boxes: from a message's receipt to the last send it caused, with the mean delay.
+  // Boxes: from a message's receipt to the last send made for it, with the mean delay.
   const diamondX = new Map(); // where an uncaptured receiver is drawn: its answers start there
   p.hops.forEach((hop, i) => {
     const kids = p.hops.filter((k) => k.parent === i);
@@ -116,7 +116,7 @@ function timeline(p) {
     parts.push(svg("g", { class: "node-box", "data-hop": i },
       svg("rect", { x: x(start), y: y(hop.dst) - 14, width: Math.max(4, x(end) - x(start)), height: 28, rx: 3, fill: serviceColor(hop.dst) }),
       delay != null ? svg("text", { x: x(start) + 4, y: y(hop.dst) + 26, class: "delay" }, duration(delay)) : null,
-      svg("title", {}, `${hop.dst}: ${delay != null ? duration(delay) + " from the receipt to the last message it caused" : "caused nothing further"}`)));
+      svg("title", {}, `${hop.dst}: ${delay != null ? duration(delay) + " from the receipt to the last message sent for it" : "nothing sent for it"}`)));
   });
   // Arrows: one per message, labelled with its mean network delay.
   p.hops.forEach((hop, i) => {

@@ -4,10 +4,11 @@
 //! before sending it, and each node's delay histogram.
 //!
 //! An inferred trace has a span per message at its receiver (see `causeway-blackbox`'s
-//! `traces`): the span starts at the receipt, and names the sender (`net.peer.name`) and
-//! the send time (`message.send_ns`); a receiver that was not captured is marked
-//! `causeway.untraced` and timed on the sender's clock. Traces with any span not inferred
-//! are left out.
+//! `traces`): the span starts at the receipt, and names the sender (`net.peer.name`), the
+//! send time (`message.send_ns`) and the span of the message that caused it
+//! (`causeway.cause`: a node's delay runs from that receipt, else from the parent's); a
+//! receiver that was not captured is marked `causeway.untraced` and timed on the sender's
+//! clock. Traces with any span not inferred are left out.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -78,7 +79,7 @@ pub struct InferredHop {
     pub src: String,
     /// The receiving node.
     pub dst: String,
-    /// The hop (index into the pattern's hops) whose receipt caused this one.
+    /// The hop (index into the pattern's hops) of the request this one was sent for.
     pub parent: Option<usize>,
     /// The receiver was not captured (WAP5 draws it as a diamond).
     pub untraced: bool,
@@ -88,7 +89,8 @@ pub struct InferredHop {
     pub recv_offset_ns: Option<f64>,
     /// Mean network delay: receipt minus send, across two clocks.
     pub network_ns: Option<f64>,
-    /// Mean delay at the sender: from the parent's receipt to this send (one clock).
+    /// Mean delay at the sender: from its cause's receipt (else its parent's) to this
+    /// send (one clock).
     pub node_delay_ns: Option<f64>,
 }
 
@@ -216,6 +218,22 @@ impl InferredPaths {
             .enumerate()
             .map(|(i, s)| (s.span_id, i))
             .collect();
+        // Each span's cause: `Some(None)` when named but not in the trace; `None` (spans
+        // written before causes were) falls back to the parent.
+        let cause: Vec<Option<Option<usize>>> = trace
+            .spans
+            .iter()
+            .map(|s| match s.attribute("causeway.cause") {
+                // A cause named but not found gives no delay (not the parent's: that
+                // would be the whole handling so far).
+                Some(Value::Str(id)) => Some(
+                    id.parse::<SpanId>()
+                        .ok()
+                        .and_then(|id| index.get(&id).copied()),
+                ),
+                _ => None,
+            })
+            .collect();
         let mut children: Vec<Vec<usize>> = vec![Vec::new(); hops.len()];
         let mut roots = Vec::new();
         for (i, s) in trace.spans.iter().enumerate() {
@@ -298,7 +316,8 @@ impl InferredPaths {
         }
         for (place, &(i, parent)) in order.iter().enumerate() {
             let hop = &hops[i];
-            let node_delay = parent.and_then(|q| Some(hop.send? - hops[order[q].0].recv?));
+            let from = cause[i].unwrap_or_else(|| parent.map(|q| order[q].0));
+            let node_delay = from.and_then(|c| Some(hop.send? - hops[c].recv?));
             let totals = &mut p.hops[place];
             totals.send.add(hop.send.map(|t| t - origin));
             totals.recv.add(hop.recv.map(|t| t - origin));
@@ -491,5 +510,42 @@ mod tests {
         assert_eq!(web.count, 2);
         assert_eq!(web.buckets.iter().map(|b| b.count).sum::<u64>(), 2);
         assert!(web.buckets[0].low_ns <= 2 * MS && web.buckets.last().unwrap().high_ns > 4 * MS);
+    }
+
+    #[test]
+    fn a_node_delay_runs_from_the_cause_not_the_request() {
+        // web answers curl 1 ms after db's reply: the answer's parent is the request,
+        // its cause db's reply.
+        let base = path(1, 0, 2, 0.5);
+        let mut answer = Span::new(
+            base.trace_id,
+            SpanId::new(4).unwrap(),
+            Some(SpanId::new(1).unwrap()),
+            "from web".to_string(),
+            "curl",
+            7 * MS,
+            7 * MS,
+        );
+        answer.source = Source::Inferred { confidence: 0.5 };
+        answer
+            .attributes
+            .push(KeyValue::new("net.peer.name", "web[9]@h"));
+        answer
+            .attributes
+            .push(KeyValue::new("message.send_ns", (6 * MS) as i64));
+        answer.attributes.push(KeyValue::new(
+            "causeway.cause",
+            SpanId::new(3).unwrap().to_string(),
+        ));
+        let mut spans = base.spans;
+        spans.push(answer);
+        let mut a = InferredPaths::default();
+        a.add(&Trace::assemble(base.trace_id, spans));
+        let p = &a.summary(10).patterns[0];
+        assert_eq!(p.shape, "curl>web[web>curl,web>db[db>web]]");
+        let answer = p.hops.iter().find(|h| h.dst == "curl").expect("the answer");
+        assert_eq!(answer.parent, Some(0));
+        // db's reply reached web at 5 ms; the request at 1 ms.
+        assert_eq!(answer.node_delay_ns, Some(MS as f64));
     }
 }

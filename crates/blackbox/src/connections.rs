@@ -155,14 +155,14 @@ impl Connections {
 
     /// The request message `i` was sent for, `cause` (received by its sender) having
     /// caused it: the request `i` answers, if `in_path`; else `cause` if it is a request;
-    /// else, `cause` answering a call, the request that call was made for (`served`);
-    /// else `cause` itself.
+    /// else, `cause` answering a call, the request that call was made for
+    /// (`served_by_call(cause)`); else `cause` itself.
     pub(crate) fn request_served(
         &self,
         i: usize,
         cause: u32,
         in_path: impl Fn(u32) -> bool,
-        served: impl Fn(u32) -> Option<u32>,
+        served_by_call: impl Fn(u32) -> Option<u32>,
     ) -> u32 {
         if let Some(r) = self.answers[i].filter(|&r| in_path(r)) {
             return r;
@@ -170,9 +170,13 @@ impl Connections {
         if self.is_request[cause as usize] {
             return cause;
         }
-        self.asked_by[cause as usize]
-            .and_then(served)
-            .unwrap_or(cause)
+        served_by_call(cause).unwrap_or(cause)
+    }
+
+    /// For a message a client received, the latest message it sent before on that
+    /// connection (the call it answers, on a connection that is not multiplexed).
+    pub(crate) fn asked_by(&self, answer: u32) -> Option<u32> {
+        self.asked_by[answer as usize]
     }
 
     /// Whether `j` can have caused `i` given the causes found so far: the request behind

@@ -79,7 +79,7 @@ pub fn delays(messages: &[Message], assignments: &[Assignment]) -> Delays {
     for a in assignments {
         let (Some(&c), Some(p)) = (
             index.get(&a.id),
-            a.parent.as_ref().and_then(|p| index.get(p)),
+            a.cause.as_ref().and_then(|p| index.get(p)),
         ) else {
             continue;
         };
@@ -190,12 +190,14 @@ mod tests {
                 id: call.id.clone(),
                 trace: k as u64,
                 parent: None,
+                cause: None,
                 probability: 1.0,
             });
             assignments.push(Assignment {
                 id: reply.id.clone(),
                 trace: k as u64,
                 parent: Some(call.id.clone()),
+                cause: Some(call.id.clone()),
                 probability: 1.0,
             });
             messages.push(call);

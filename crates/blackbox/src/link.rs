@@ -94,10 +94,24 @@ pub struct Assignment {
     pub id: MessageId,
     /// The inferred trace (path instance) it belongs to.
     pub trace: u64,
-    /// The message that caused it in that instance.
+    /// The request it was sent for, as Dapper-style traces give parents (a call's and
+    /// an answer's parent is the request its sender was handling): what its span hangs
+    /// under.
     pub parent: Option<MessageId>,
+    /// The message that caused it (WAP5's sense: the one after which it was sent), in
+    /// that instance.
+    pub cause: Option<MessageId>,
     /// The instance's probability.
     pub probability: f64,
+}
+
+/// A message's place while instances are built: [`Assignment`] by message index.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    trace: u64,
+    parent: Option<u32>,
+    cause: Option<u32>,
+    probability: f64,
 }
 
 /// A path pattern: path instances of one shape.
@@ -188,8 +202,9 @@ fn pattern_names_of(name: &str, client: bool) -> &str {
 /// The patterns of traces given by `assignments` (the ground truth, or linking's final
 /// assignments): one per trace, its probability the largest of its messages'. A trace
 /// with several roots (messages whose parent is elsewhere) has them joined with ` + `.
-/// Parents may be causes (WAP5's) or the requests messages were sent for (Dapper's):
-/// both give the same call trees.
+/// Parents may be causes (WAP5's) or the requests messages were sent for (Dapper's, as
+/// `link` gives them; finding those again changes nothing): both give the same call
+/// trees.
 pub fn patterns_of(
     messages: &[Message],
     assignments: &[Assignment],
@@ -222,7 +237,7 @@ pub fn patterns_of(
     }
     let mut patterns: HashMap<String, Pattern> = HashMap::default();
     for (members, probability) in traces.into_values() {
-        let members = served_tree(&causes_first(&members), &connections);
+        let members = served_tree(&causes_first(&members), messages, &connections);
         let mut roots: Vec<String> = members
             .iter()
             .filter(|(_, p)| p.is_none())
@@ -499,7 +514,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     };
     let pattern_names = nodes.pattern_names(&clients);
     // Step 3: instances from each root.
-    let mut best: Vec<Option<Assignment>> = vec![None; n];
+    let mut best: Vec<Option<Slot>> = vec![None; n];
     let mut patterns: HashMap<String, Pattern> = HashMap::default();
     let mut next_trace = 1u64;
     let roots: Vec<usize> = (0..n).filter(|&i| best_cause[i].is_none()).collect();
@@ -510,16 +525,16 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         let trace = next_trace;
         next_trace += 1;
         for (members, probability) in tree.instances(root as u32, o) {
-            let served = served_tree(&members, &connections);
+            let served = served_tree(&members, messages, &connections);
             let shape = shape(&served, root as u32, src, dst, &pattern_names);
             count_instance(&mut patterns, shape, probability);
-            for (m, parent) in members {
+            for (&(m, cause), &(_, parent)) in members.iter().zip(&served) {
                 let slot = &mut best[m as usize];
                 if slot.as_ref().is_none_or(|a| a.probability < probability) {
-                    *slot = Some(Assignment {
-                        id: messages[m as usize].id.clone(),
+                    *slot = Some(Slot {
                         trace,
-                        parent: parent.map(|p| messages[p as usize].id.clone()),
+                        parent,
+                        cause,
                         probability,
                     });
                 }
@@ -543,29 +558,51 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             .iter()
             .find(|(j, _)| *j == p)
             .map_or(0.0, |(_, q)| *q);
-        if let Some(cause) = best[p as usize].clone() {
-            best[i] = Some(Assignment {
-                id: messages[i].id.clone(),
+        if let Some(cause) = best[p as usize] {
+            let in_trace = |r: u32| best[r as usize].is_some_and(|s| s.trace == cause.trace);
+            let parent = connections.request_served(i, p, in_trace, |answer| {
+                let call = connections.asked_by(answer)?;
+                best[call as usize]
+                    .filter(|s| s.trace == cause.trace)
+                    .and_then(|s| s.parent)
+            });
+            best[i] = Some(Slot {
                 trace: cause.trace,
-                parent: Some(cause.id),
+                parent: Some(parent),
+                cause: Some(p),
                 probability: cause.probability * q,
             });
         }
     }
-    let assignments = best
+    // The rest are traces of their own. Then what linking kept goes before the
+    // assignments are made: at scale they are the largest table.
+    let best: Vec<Slot> = best
         .into_iter()
         .enumerate()
-        .map(|(i, a)| {
-            a.unwrap_or_else(|| {
-                let trace = next_trace;
+        .map(|(i, slot)| {
+            slot.unwrap_or_else(|| {
                 next_trace += 1;
-                Assignment {
-                    id: messages[i].id.clone(),
-                    trace,
+                Slot {
+                    trace: next_trace - 1,
                     parent: None,
+                    cause: None,
                     probability: causes[i].spontaneous,
                 }
             })
+        })
+        .collect();
+    drop(children);
+    drop(causes);
+    let id = |m: Option<u32>| m.map(|m| messages[m as usize].id.clone());
+    let assignments = best
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| Assignment {
+            id: messages[i].id.clone(),
+            trace: s.trace,
+            parent: id(s.parent),
+            cause: id(s.cause),
+            probability: s.probability,
         })
         .collect();
     let mut patterns: Vec<Pattern> = patterns.into_values().collect();
@@ -801,24 +838,46 @@ impl Tree<'_> {
 /// An instance's messages with the requests they were sent for as parents, in place of
 /// their causes: a call tree, as spans make it, so that instances that differ only in
 /// which of a server's answers came last are one pattern. `members` has causes first.
-fn served_tree(members: &[(u32, Option<u32>)], c: &Connections) -> Vec<(u32, Option<u32>)> {
+/// An answer's call is the path's latest message sent on its connection before it (on a
+/// multiplexed connection, the latest message sent may be another path's call).
+fn served_tree(
+    members: &[(u32, Option<u32>)],
+    messages: &[Message],
+    c: &Connections,
+) -> Vec<(u32, Option<u32>)> {
     let in_path: HashSet<u32> = members.iter().map(|(m, _)| *m).collect();
     let mut served: HashMap<u32, Option<u32>> = HashMap::default();
-    members
-        .iter()
-        .map(|&(m, cause)| {
-            let parent = cause.map(|j| {
-                c.request_served(
-                    m as usize,
-                    j,
-                    |r| in_path.contains(&r),
-                    |q| served.get(&q).copied().flatten(),
-                )
-            });
-            served.insert(m, parent);
-            (m, parent)
-        })
-        .collect()
+    let mut out: Vec<(u32, Option<u32>)> = Vec::with_capacity(members.len());
+    for &(m, cause) in members {
+        let call_of = |answer: u32| -> Option<u32> {
+            let a = &messages[answer as usize];
+            let received = a.recv_ns.or(a.send_ns)?;
+            out.iter()
+                .map(|&(k, _)| k)
+                .filter(|&k| {
+                    let q = &messages[k as usize];
+                    q.src_ep == a.dst_ep
+                        && q.dst_ep == a.src_ep
+                        && q.send_ns.or(q.recv_ns).is_some_and(|t| t <= received)
+                })
+                .max_by_key(|&k| {
+                    messages[k as usize]
+                        .send_ns
+                        .or(messages[k as usize].recv_ns)
+                })
+        };
+        let parent = cause.map(|j| {
+            c.request_served(
+                m as usize,
+                j,
+                |r| in_path.contains(&r),
+                |answer| served.get(&call_of(answer)?).copied().flatten(),
+            )
+        });
+        served.insert(m, parent);
+        out.push((m, parent));
+    }
+    out
 }
 
 /// The instance's shape: each message as `src>dst`, its children sorted in brackets.
@@ -961,13 +1020,22 @@ mod tests {
             for k in [0, 10] {
                 let a = |n: i64| by_id[&MessageId::Int(k + n)];
                 assert_eq!(
-                    a(1).parent,
-                    None,
+                    (&a(1).parent, &a(1).cause),
+                    (&None, &None),
                     "{mode:?}: a client's new request has no cause"
                 );
-                assert_eq!(a(2).parent, Some(MessageId::Int(k + 1)), "{mode:?}");
-                assert_eq!(a(3).parent, Some(MessageId::Int(k + 2)), "{mode:?}");
-                assert_eq!(a(4).parent, Some(MessageId::Int(k + 3)), "{mode:?}");
+                let id = |n: i64| Some(MessageId::Int(k + n));
+                assert_eq!(
+                    [&a(2).cause, &a(3).cause, &a(4).cause],
+                    [&id(1), &id(2), &id(3)],
+                    "{mode:?}: each message caused by the one before"
+                );
+                assert_eq!(
+                    [&a(2).parent, &a(3).parent, &a(4).parent],
+                    [&id(1), &id(2), &id(1)],
+                    "{mode:?}: the call and the answer are for the client's request, \
+                     back's answer for the call"
+                );
                 assert!(
                     (1..=4).all(|n| a(n).trace == a(1).trace),
                     "{mode:?}: one trace per request"
@@ -1041,6 +1109,14 @@ mod tests {
         };
         assert_eq!(parent(3), Some(MessageId::Int(1)));
         assert_eq!(parent(4), Some(MessageId::Int(2)));
+        let cause = |id: i64| {
+            linked
+                .assignments
+                .iter()
+                .find(|a| a.id == MessageId::Int(id))
+                .and_then(|a| a.cause.clone())
+        };
+        assert_eq!((cause(3), cause(4)), (parent(3), parent(4)));
     }
 
     #[test]
@@ -1142,11 +1218,11 @@ mod tests {
         (messages, options)
     }
 
-    fn parents(linked: &Linked) -> Vec<(MessageId, Option<MessageId>)> {
+    fn causes(linked: &Linked) -> Vec<(MessageId, Option<MessageId>)> {
         linked
             .assignments
             .iter()
-            .map(|a| (a.id.clone(), a.parent.clone()))
+            .map(|a| (a.id.clone(), a.cause.clone()))
             .collect()
     }
 
@@ -1156,7 +1232,7 @@ mod tests {
         let linked = link(&messages, Mode::Connections, &options);
         let id = MessageId::Int;
         assert_eq!(
-            parents(&linked),
+            causes(&linked),
             vec![
                 (id(1), None),
                 (id(2), Some(id(1))),
@@ -1173,7 +1249,7 @@ mod tests {
         assert_ne!(trace(3), trace(0));
         // WAP5's linking takes the latest message for the cause.
         let faithful = link(&messages, Mode::Faithful, &options);
-        assert_eq!(parents(&faithful)[4], (id(6), Some(id(3))));
+        assert_eq!(causes(&faithful)[4], (id(6), Some(id(3))));
     }
 
     #[test]
@@ -1183,6 +1259,7 @@ mod tests {
             id: MessageId::Int(id),
             trace,
             parent: parent.map(MessageId::Int),
+            cause: parent.map(MessageId::Int),
             probability: 1.0,
         };
         let given = vec![
@@ -1329,20 +1406,20 @@ mod tests {
     #[test]
     fn kinds_of_causes_tell_a_new_request_from_an_answer_for_another() {
         let (messages, options) = search_requests();
-        let parent = |linked: &Linked, id: i64| {
+        let cause = |linked: &Linked, id: i64| {
             linked
                 .assignments
                 .iter()
                 .find(|a| a.id == MessageId::Int(id))
-                .and_then(|a| a.parent.clone())
+                .and_then(|a| a.cause.clone())
         };
         // B's call to geo (212): A's answer from geo (203) came later than B's request
         // (211), so WAP5's delays favour it; but an answer from geo never led to a call
         // to geo.
         let linked = link(&messages, Mode::Connections, &options);
-        assert_eq!(parent(&linked, 212), Some(MessageId::Int(211)));
+        assert_eq!(cause(&linked, 212), Some(MessageId::Int(211)));
         // And A's call to rate is still caused by A's answer from geo.
-        assert_eq!(parent(&linked, 204), Some(MessageId::Int(203)));
+        assert_eq!(cause(&linked, 204), Some(MessageId::Int(203)));
         let trace = |id: i64| {
             linked
                 .assignments

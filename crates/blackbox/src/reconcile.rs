@@ -103,7 +103,7 @@ pub struct Process {
 #[serde(untagged)]
 pub enum MessageId {
     Int(i64),
-    Text(String),
+    Text(Box<str>),
 }
 
 /// A node's or an endpoint's name, shared by every message that names it (millions of

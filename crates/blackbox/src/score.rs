@@ -1,7 +1,8 @@
 //! Accuracy of inferred paths against ground truth: the B-cubed precision, recall and
 //! F1 of messages grouped into traces, the share of traces reconstructed exactly, and the
-//! share of messages given their true parent. A message with no assignment counts as a
-//! trace of its own with no parent.
+//! shares of messages given their true parent (the request they were sent for) and their
+//! true cause (WAP5's: the message after which they were sent). A message with no
+//! assignment counts as a trace of its own with no parent.
 
 use foldhash::{HashMap, HashSet};
 
@@ -10,12 +11,15 @@ use serde::{Deserialize, Serialize};
 use crate::link::Assignment;
 use crate::reconcile::MessageId;
 
-/// One message's true trace and cause.
+/// One message's true trace, parent and cause (as in [`Assignment`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Truth {
     pub id: MessageId,
     pub trace: serde_json::Value,
     pub parent: Option<MessageId>,
+    /// Absent in sets that give parents only (`truth::latest_causes` finds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<MessageId>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -26,6 +30,7 @@ pub struct Score {
     pub f1: f64,
     pub exact_traces: f64,
     pub right_parents: f64,
+    pub right_causes: f64,
 }
 
 /// Scores `assignments` against `truth` (messages not in `truth` are ignored).
@@ -48,7 +53,7 @@ pub fn score(truth: &[Truth], assignments: &[Assignment]) -> Score {
     if n == 0 {
         return Score::default();
     }
-    let (mut p, mut r, mut parents) = (0.0, 0.0, 0usize);
+    let (mut p, mut r, mut parents, mut causes) = (0.0, 0.0, 0usize, 0usize);
     for t in truth {
         let a = &true_groups[&true_key(t)];
         let b = &pred_groups[&pred_key(t)];
@@ -57,6 +62,8 @@ pub fn score(truth: &[Truth], assignments: &[Assignment]) -> Score {
         r += k / a.len() as f64;
         let parent = predicted.get(&t.id).and_then(|a| a.parent.as_ref());
         parents += usize::from(parent == t.parent.as_ref());
+        let cause = predicted.get(&t.id).and_then(|a| a.cause.as_ref());
+        causes += usize::from(cause == t.cause.as_ref());
     }
     let (p, r) = (p / n as f64, r / n as f64);
     let pred_sets: HashSet<Vec<usize>> = pred_groups
@@ -86,6 +93,7 @@ pub fn score(truth: &[Truth], assignments: &[Assignment]) -> Score {
         },
         exact_traces: exact as f64 / true_groups.len() as f64,
         right_parents: parents as f64 / n as f64,
+        right_causes: causes as f64 / n as f64,
     }
 }
 
@@ -98,6 +106,7 @@ mod tests {
             id: MessageId::Int(id),
             trace: serde_json::Value::String(trace.into()),
             parent: parent.map(MessageId::Int),
+            cause: parent.map(MessageId::Int),
         }
     }
 
@@ -106,6 +115,7 @@ mod tests {
             id: MessageId::Int(id),
             trace,
             parent: parent.map(MessageId::Int),
+            cause: parent.map(MessageId::Int),
             probability: 1.0,
         }
     }
@@ -138,8 +148,14 @@ mod tests {
         ];
         let s = score(&t, &merged);
         assert_eq!(
-            (s.precision, s.recall, s.exact_traces, s.right_parents),
-            (0.5, 1.0, 0.0, 0.75)
+            (
+                s.precision,
+                s.recall,
+                s.exact_traces,
+                s.right_parents,
+                s.right_causes
+            ),
+            (0.5, 1.0, 0.0, 0.75, 0.75)
         );
         // Nothing assigned: each message alone.
         let s = score(&t, &[]);

@@ -2,9 +2,10 @@
 //! dependencies, the critical path, the trace view and expectations work on them.
 //!
 //! Each message becomes a span at its receiver: from the receipt to the last message the
-//! receiver sent because of it (its work for the request), its parent the span of the
-//! message that caused it. A receiver that was not captured (no receive time) gets the
-//! sender's clock: from the send to the receipt of the last reply. Spans are
+//! receiver sent for it (for a request, its work until the answer), its parent the span
+//! of the request the message was sent for, and `causeway.cause` the span of the message
+//! that caused it (WAP5's sense). A receiver that was not captured (no receive time) gets
+//! the sender's clock: from the send to the receipt of the last reply. Spans are
 //! `Source::Inferred` with the instance's probability as confidence; the message's
 //! endpoints, size and send time are attributes.
 
@@ -106,6 +107,11 @@ pub fn spans(messages: &[Message], assignments: &[Assignment], salt: u64) -> Vec
             span.attributes
                 .push(KeyValue::new("causeway.untraced", true));
         }
+        let cause = a.cause.as_ref().and_then(|c| index.get(c));
+        if let Some(cause) = cause.and_then(|&c| span_id(c)) {
+            span.attributes
+                .push(KeyValue::new("causeway.cause", cause.to_string()));
+        }
         out.push(span);
     }
     out
@@ -148,26 +154,53 @@ mod tests {
                 recv_ns: Some(5_000),
                 bytes: 30,
             },
+            Message {
+                id: MessageId::Int(4),
+                src: "web[10]@h1".into(),
+                src_ep: "2.2.2.2:80".into(),
+                dst: "CLIENT".into(),
+                dst_ep: "1.1.1.1:4000".into(),
+                send_ns: Some(6_000),
+                recv_ns: None,
+                bytes: 40,
+            },
         ];
         let assign = |id, parent: Option<i64>| Assignment {
             id: MessageId::Int(id),
             trace: 1,
             parent: parent.map(MessageId::Int),
+            cause: parent.map(MessageId::Int),
             probability: 0.75,
         };
-        let a = vec![assign(1, None), assign(2, Some(1)), assign(3, Some(2))];
+        // The answer to the client is for request 1, and caused by db's reply.
+        let answer = Assignment {
+            cause: Some(MessageId::Int(3)),
+            ..assign(4, Some(1))
+        };
+        let a = vec![
+            assign(1, None),
+            assign(2, Some(1)),
+            assign(3, Some(2)),
+            answer,
+        ];
         let s = spans(&messages, &a, 42);
-        assert_eq!(s.len(), 3);
+        assert_eq!(s.len(), 4);
         assert!(s.iter().all(|x| x.trace_id == s[0].trace_id));
         assert_eq!((&*s[0].service, &*s[0].host, s[0].pid), ("web", "h1", 10));
         assert_eq!(s[0].parent_id, None);
-        // The request's span at web lasts until web sent its call to db.
-        assert_eq!((s[0].start, s[0].end), (1_000, 2_000));
+        // The request's span at web lasts until web answered it.
+        assert_eq!((s[0].start, s[0].end), (1_000, 6_000));
         // db (not captured) is timed on web's clock: from the call to the reply's receipt.
         assert_eq!(&*s[1].service, "db");
         assert_eq!(s[1].parent_id, Some(s[0].span_id));
         assert_eq!((s[1].start, s[1].end), (2_000, 5_000));
         assert_eq!(s[2].parent_id, Some(s[1].span_id));
         assert_eq!(s[2].source, Source::Inferred { confidence: 0.75 });
+        assert_eq!(s[3].parent_id, Some(s[0].span_id));
+        let cause = s[2].span_id.to_string();
+        assert_eq!(
+            s[3].attribute("causeway.cause"),
+            Some(&causeway_model::Value::Str(cause.as_str().into()))
+        );
     }
 }

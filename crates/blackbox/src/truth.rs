@@ -5,13 +5,15 @@
 //! A request message belongs to the first call on its connection still running when it
 //! arrived (an HTTP/1.1 connection carries one request at a time: the span starts just
 //! after the request is read and ends before the response is written); a response to the
-//! call that started last before it was sent. On a multiplexed connection (HTTP/2) the
-//! nearest call in time is taken, which can be wrong when calls overlap.
+//! call on its connection started before it and not answered yet (a server may answer
+//! before its span ends), the one ending nearest. On a multiplexed connection (HTTP/2)
+//! calls overlap, and matching by time can be wrong.
 //!
-//! A message's true parent is what WAP5's linking looks for: the latest message its
-//! sender received, before sending it, while handling the same call. A request is sent
-//! while handling its call's caller (the nearest server span above it), a response while
-//! handling its own call; a request is received by its call, a response by the caller.
+//! A message's true parent is the request of the call it was sent while handling; its
+//! true cause is what WAP5's linking looks for: the latest message its sender received,
+//! before sending it, while handling that call. A request is sent while handling its
+//! call's caller (the nearest server span above it), a response while handling its own
+//! call; a request is received by its call, a response by the caller.
 
 use foldhash::{HashMap, HashSet};
 
@@ -36,8 +38,8 @@ pub struct ServerCall {
 /// The calls that a few neighbours in start order away from `at` can be.
 const NEIGHBOURS: usize = 3;
 
-/// Each message's true trace and parent; messages no call explains (other traffic, such
-/// as span exports) are left out.
+/// Each message's true trace, parent and cause; messages no call explains (other
+/// traffic, such as span exports) are left out.
 pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
     let mut by_peer: HashMap<&str, Vec<&ServerCall>> = HashMap::default();
     for c in calls {
@@ -122,13 +124,21 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
         let p = list.partition_point(|(r, _)| *r <= s);
         p.checked_sub(1).map(|k| messages[list[k].1].id.clone())
     };
+    // Each call's request: the first message that carried it.
+    let mut request_of: HashMap<u64, (i64, usize)> = HashMap::default();
+    for (i, m) in messages.iter().enumerate() {
+        if let (Some((call, true)), Some(r)) = (calls[i], m.recv_ns) {
+            let e = request_of.entry(call.id).or_insert((r, i));
+            *e = (*e).min((r, i));
+        }
+    }
     messages
         .iter()
         .zip(&calls)
         .filter_map(|(m, call)| {
             let (call, request) = (*call)?;
             let handler = if request { call.caller } else { Some(call.id) };
-            let parent = m.send_ns.and_then(|s| {
+            let cause = m.send_ns.and_then(|s| {
                 latest(handler.and_then(|h| received.get(&h)), s).or_else(|| {
                     // A response whose request came in one message with another call's
                     // (two requests written at once on a multiplexed connection) was
@@ -138,10 +148,17 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
                         .flatten()
                 })
             });
+            // The request it was sent for: its handler's (a request whose message another
+            // call's took, as above, has none: its cause stands in).
+            let parent = handler
+                .and_then(|h| request_of.get(&h))
+                .map(|&(_, r)| messages[r].id.clone())
+                .or_else(|| cause.clone());
             Some(Truth {
                 id: m.id.clone(),
                 trace: serde_json::Value::String(call.trace.clone()),
                 parent,
+                cause,
             })
         })
         .collect()
@@ -149,7 +166,7 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
 
 /// Ground truth whose parents name the request a message serves (a request's parent is
 /// the request its caller was handling, a response's is its request, as Dapper-style
-/// traces give them), turned into WAP5's causes: the latest message the sender received,
+/// traces give them), with WAP5's causes added: the latest message the sender received,
 /// before sending, while handling that request (the request itself, or an answer to a
 /// call it made for it).
 pub fn latest_causes(messages: &[Message], truth: &[Truth]) -> Vec<Truth> {
@@ -202,7 +219,8 @@ pub fn latest_causes(messages: &[Message], truth: &[Truth]) -> Vec<Truth> {
             Truth {
                 id: t.id.clone(),
                 trace: t.trace.clone(),
-                parent: cause,
+                parent: t.parent.clone(),
+                cause,
             }
         })
         .collect()
@@ -220,6 +238,7 @@ pub fn assignments(truth: &[Truth]) -> Vec<Assignment> {
                 id: t.id.clone(),
                 trace,
                 parent: t.parent.clone(),
+                cause: t.cause.clone(),
                 probability: 1.0,
             }
         })
@@ -330,7 +349,7 @@ mod tests {
     }
 
     #[test]
-    fn a_nested_call_is_parented_by_what_its_sender_received_last_in_that_call() {
+    fn a_nested_call_is_caused_by_what_its_sender_received_last_in_that_call() {
         let a = ("a", "10.0.0.1:5000");
         let b = ("b", "10.0.0.2:80");
         let b_out = ("b", "10.0.0.2:6000");
@@ -353,11 +372,11 @@ mod tests {
         let mut parallel = call("t", other.1, 46, 78);
         parallel.id = 2;
         let t = truth(&messages, &[first, nested, parallel]);
-        let parents: Vec<(MessageId, Option<MessageId>)> =
-            t.iter().map(|t| (t.id.clone(), t.parent.clone())).collect();
+        let causes: Vec<(MessageId, Option<MessageId>)> =
+            t.iter().map(|t| (t.id.clone(), t.cause.clone())).collect();
         let id = MessageId::Int;
         assert_eq!(
-            parents,
+            causes,
             vec![
                 (id(1), None),
                 (id(2), Some(id(1))),
@@ -367,6 +386,10 @@ mod tests {
                 (id(6), Some(id(5))),
             ]
         );
+        // Parents are the requests messages were sent for: b's answer to a is for 1.
+        let parents: Vec<Option<MessageId>> = t.iter().map(|t| t.parent.clone()).collect();
+        let some = |i| Some(id(i));
+        assert_eq!(parents, [None, some(1), None, some(2), some(1), some(5)]);
     }
 
     #[test]
@@ -392,6 +415,8 @@ mod tests {
             parents,
             vec![(id(1), None), (id(2), Some(id(1))), (id(3), Some(id(1)))]
         );
+        let causes: Vec<Option<MessageId>> = t.iter().map(|t| t.cause.clone()).collect();
+        assert_eq!(causes, [None, Some(id(1)), Some(id(1))]);
     }
 
     #[test]
@@ -412,6 +437,7 @@ mod tests {
             id: MessageId::Int(id),
             trace: serde_json::json!("t"),
             parent: parent.map(MessageId::Int),
+            cause: None,
         };
         // Dapper-style: the calls and the answer to a all name request 1; each answer
         // from c names its call.
@@ -423,10 +449,9 @@ mod tests {
             t(5, Some(4)),
             t(6, Some(1)),
         ];
-        let got: Vec<Option<MessageId>> = latest_causes(&messages, &given)
-            .into_iter()
-            .map(|t| t.parent)
-            .collect();
+        let found = latest_causes(&messages, &given);
+        let got: Vec<Option<MessageId>> = found.iter().map(|t| t.cause.clone()).collect();
+        assert!(found.iter().zip(&given).all(|(f, g)| f.parent == g.parent));
         let id = |i| Some(MessageId::Int(i));
         // The second call follows the first's answer; a's answer follows the second's.
         assert_eq!(got, vec![None, id(1), id(2), id(3), id(4), id(5)]);

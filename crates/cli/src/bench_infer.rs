@@ -66,9 +66,8 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
     for set in &sets {
         let mut messages = Vec::new();
         crate::infer::read_messages(&set.join("messages.jsonl"), &mut messages)?;
-        // The fixtures' parents name the request a message serves; linking finds the
-        // latest message received for it (WAP5's cause), so parents and patterns are
-        // compared in those terms.
+        // The fixtures' parents name the request a message serves, as linking's do;
+        // its causes (WAP5's) are found from them.
         let truth = latest_causes(&messages, &read_truth(&set.join("truth.jsonl"))?);
         let true_patterns = patterns_of(&messages, &assignments(&truth), &LinkOptions::default());
         for (name, mode) in [
@@ -105,6 +104,7 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
                 "f1": s.f1,
                 "exact_traces": s.exact_traces,
                 "right_parents": s.right_parents,
+                "right_causes": s.right_causes,
                 "top_pattern_error": top_pattern_error,
                 "link_ms": ms,
             }));
@@ -115,7 +115,7 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
         return Ok(());
     }
     outln!(
-        "{:<16} {:<11} {:>9} {:>9} {:>7} {:>7} {:>8} {:>9} {:>9}",
+        "{:<16} {:<11} {:>9} {:>9} {:>7} {:>7} {:>8} {:>7} {:>9} {:>9}",
         "set",
         "mode",
         "precision",
@@ -123,13 +123,14 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
         "F1",
         "exact",
         "parents",
+        "causes",
         "top pat±",
         "link ms"
     );
     for r in &rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         outln!(
-            "{:<16} {:<11} {:>9.3} {:>9.3} {:>7.3} {:>7.3} {:>8.3} {:>8.1}% {:>9.1}",
+            "{:<16} {:<11} {:>9.3} {:>9.3} {:>7.3} {:>7.3} {:>8.3} {:>7.3} {:>8.1}% {:>9.1}",
             r["set"].as_str().unwrap_or_default(),
             r["mode"].as_str().unwrap_or_default(),
             f("precision"),
@@ -137,6 +138,7 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
             f("f1"),
             f("exact_traces"),
             f("right_parents"),
+            f("right_causes"),
             f("top_pattern_error") * 100.0,
             f("link_ms"),
         );

@@ -329,6 +329,7 @@ fn measure(dir: &Path, rate: f64, a: &InferDemoArgs) -> Result<Vec<serde_json::V
             "f1": s.f1,
             "exact_traces": s.exact_traces,
             "right_parents": s.right_parents,
+            "right_causes": s.right_causes,
             "pattern_recall": pattern_recall,
             "pattern_precision": pattern_precision,
             "common_patterns": true_common.len(),
@@ -363,7 +364,7 @@ pub fn run(a: InferDemoArgs) -> Result<()> {
         return Ok(());
     }
     outln!(
-        "{:>6} {:>6} {:<11} {:>8} {:>6} {:>6} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>9} {:>9}",
+        "{:>6} {:>6} {:<11} {:>8} {:>6} {:>6} {:>6} {:>6} {:>7} {:>6} {:>7} {:>7} {:>7} {:>9} {:>9}",
         "rate/s",
         "conc",
         "mode",
@@ -373,6 +374,7 @@ pub fn run(a: InferDemoArgs) -> Result<()> {
         "F1",
         "exact",
         "parents",
+        "causes",
         "pat.rec",
         "pat.pre",
         "delay±",
@@ -382,7 +384,7 @@ pub fn run(a: InferDemoArgs) -> Result<()> {
     for r in &rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         outln!(
-            "{:>6} {:>6.1} {:<11} {:>8} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>7.3} {:>7.2} {:>7.2} {:>6.1}% {:>7.3}ms {:>7.3}ms",
+            "{:>6} {:>6.1} {:<11} {:>8} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>7.3} {:>6.3} {:>7.2} {:>7.2} {:>6.1}% {:>7.3}ms {:>7.3}ms",
             f("rate"),
             f("concurrency"),
             r["mode"].as_str().unwrap_or_default(),
@@ -392,6 +394,7 @@ pub fn run(a: InferDemoArgs) -> Result<()> {
             f("f1"),
             f("exact_traces"),
             f("right_parents"),
+            f("right_causes"),
             f("pattern_recall"),
             f("pattern_precision"),
             f("node_delay_error") * 100.0,

@@ -15,7 +15,7 @@ use serde_json::json;
 pub enum ModeArg {
     /// WAP5's message linking.
     Faithful,
-    /// Each message's parent is the latest message its sender received before (the
+    /// Each message's cause is the latest message its sender received before (the
     /// baseline).
     Greedy,
     /// WAP5's linking, told which messages share a connection: a server's answer is
@@ -52,7 +52,9 @@ pub struct InferArgs {
     /// Write the reconciled messages (captured and given) to this file, as JSON lines.
     #[arg(long)]
     export_messages: Option<PathBuf>,
-    /// Write one line per message: `{"id", "trace", "parent", "probability"}`.
+    /// Write one line per message: `{"id", "trace", "parent", "cause", "probability"}`
+    /// (`parent`: the request it was sent for; `cause`: the message after which it was
+    /// sent, WAP5's sense).
     #[arg(long)]
     assignments: Option<PathBuf>,
     /// Send the inferred traces to this collector (the ingest address, as for `causeway
