@@ -368,8 +368,21 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             node
         }
     };
-    let pair = |i: usize| (aggregate(src[i]), aggregate(dst[i]));
-    let mut sums: HashMap<(u32, u32), (f64, u64)> = HashMap::default();
+    // Each message's kind (its node pair) as a number, and the pairs.
+    let mut kind_numbers: HashMap<(u32, u32), Kind> = HashMap::default();
+    let mut kind_pairs: Vec<(u32, u32)> = Vec::new();
+    let kinds: Vec<Kind> = (0..n)
+        .map(|i| {
+            let pair = (aggregate(src[i]), aggregate(dst[i]));
+            *kind_numbers.entry(pair).or_insert_with(|| {
+                kind_pairs.push(pair);
+                (kind_pairs.len() - 1) as Kind
+            })
+        })
+        .collect();
+    drop(kind_numbers);
+    let pair = |i: usize| kinds[i];
+    let mut sums: Vec<(f64, u64)> = vec![(0.0, 0); kind_pairs.len()];
     let mut found = Vec::new();
     // Each message's latest candidate, for the connections mode's first kinds.
     let mut first_candidates: Vec<(u32, u32)> = Vec::new();
@@ -379,15 +392,18 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             if by_connections {
                 first_candidates.push((i as u32, j));
             }
-            let e = sums.entry(pair(i)).or_insert((0.0, 0));
+            let e = &mut sums[pair(i) as usize];
             e.0 += delay as f64;
             e.1 += 1;
         }
     }
     let mean = |i: usize| -> f64 {
-        sums.get(&pair(i))
-            .map(|(s, c)| (s / *c as f64).max(1_000.0))
-            .unwrap_or(1_000.0)
+        let (sum, count) = sums[pair(i) as usize];
+        if count == 0 {
+            1_000.0
+        } else {
+            (sum / count as f64).max(1_000.0)
+        }
     };
     // Step 2: causes, of those `eligible` (i, j) allows.
     let spontaneous_weight = (-o.spontaneous_factor).exp();
@@ -466,6 +482,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     // not call `geo` again for that request; the request that just came in does.
     let mut causes = if by_connections {
         let follows = Follows::of(
+            kind_pairs.len(),
             first_candidates
                 .iter()
                 .map(|&(i, j)| (pair(j as usize), pair(i as usize))),
@@ -487,6 +504,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             // largest table linking keeps.
             drop(std::mem::take(&mut causes));
             let follows = Follows::of(
+                kind_pairs.len(),
                 known
                     .iter()
                     .enumerate()
@@ -618,7 +636,9 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     };
     let mut delays: Vec<(String, String, f64)> = sums
         .iter()
-        .map(|(&(s, d), (sum, c))| (name(s), name(d), sum / *c as f64))
+        .zip(&kind_pairs)
+        .filter(|((_, c), _)| *c > 0)
+        .map(|((sum, c), &(s, d))| (name(s), name(d), sum / *c as f64))
         .collect();
     delays.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
     Linked {
@@ -628,35 +648,43 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     }
 }
 
-/// A kind of message: its sender and receiver (numbered, clients as one).
-type Kind = (u32, u32);
+/// A kind of message: its sender and receiver (clients as one), numbered.
+type Kind = u32;
 
 /// How often each kind of message caused each kind.
 struct Follows {
     /// (cause's kind, effect's kind) → times.
-    pairs: HashMap<(Kind, Kind), f64>,
-    /// Effect's kind → times it had a cause.
-    effects: HashMap<Kind, f64>,
+    pairs: HashMap<u64, f64>,
+    /// Per effect's kind, the times it had a cause.
+    effects: Vec<f64>,
 }
 
 impl Follows {
-    fn of(links: impl Iterator<Item = (Kind, Kind)>) -> Follows {
+    fn of(kinds: usize, links: impl Iterator<Item = (Kind, Kind)>) -> Follows {
         let mut f = Follows {
             pairs: HashMap::default(),
-            effects: HashMap::default(),
+            effects: vec![0.0; kinds],
         };
         for (cause, effect) in links {
-            *f.pairs.entry((cause, effect)).or_default() += 1.0;
-            *f.effects.entry(effect).or_default() += 1.0;
+            *f.pairs.entry(Self::key(cause, effect)).or_default() += 1.0;
+            f.effects[effect as usize] += 1.0;
         }
         f
+    }
+
+    fn key(cause: Kind, effect: Kind) -> u64 {
+        (u64::from(cause) << 32) | u64::from(effect)
     }
 
     /// The log of the share of `effect`'s causes that were of kind `cause` (smoothed: a
     /// kind never seen is unlikely, not impossible).
     fn prior(&self, cause: Kind, effect: Kind) -> f64 {
-        let seen = self.pairs.get(&(cause, effect)).copied().unwrap_or(0.0);
-        let all = self.effects.get(&effect).copied().unwrap_or(0.0);
+        let seen = self
+            .pairs
+            .get(&Self::key(cause, effect))
+            .copied()
+            .unwrap_or(0.0);
+        let all = self.effects.get(effect as usize).copied().unwrap_or(0.0);
         ((seen + 0.5) / (all + 1.0)).ln()
     }
 }
@@ -673,6 +701,23 @@ struct Tree<'a> {
     children: &'a [Vec<u32>],
 }
 
+/// Messages of one instance: a sorted vector (paths are small, and copied at every
+/// try-both decision).
+#[derive(Clone, Default)]
+struct SortedSet(Vec<u32>);
+
+impl SortedSet {
+    fn contains(&self, m: u32) -> bool {
+        self.0.binary_search(&m).is_ok()
+    }
+
+    fn insert(&mut self, m: u32) {
+        if let Err(at) = self.0.binary_search(&m) {
+            self.0.insert(at, m);
+        }
+    }
+}
+
 /// A message still to decide in an instance: (when, deferred, message).
 type Undecided = ((i64, i64), bool, u32);
 
@@ -682,9 +727,9 @@ struct Partial {
     /// Its messages, each with its parent (the root has none).
     members: Vec<(u32, Option<u32>)>,
     /// The same messages, to test membership in constant time.
-    taken: HashSet<u32>,
+    taken: SortedSet,
     /// Messages decided to be in another path.
-    left_out: HashSet<u32>,
+    left_out: SortedSet,
     /// Messages the members may have caused, still to decide, earliest first.
     frontier: BinaryHeap<Reverse<Undecided>>,
     probability: f64,
@@ -747,7 +792,7 @@ impl Tree<'_> {
         let mut in_path: Vec<(u32, f64)> = self.causes[child as usize]
             .parents
             .iter()
-            .filter(|(j, _)| s.taken.contains(j))
+            .filter(|(j, _)| s.taken.contains(*j))
             .copied()
             .collect();
         in_path.sort_by(|a, b| {
@@ -778,8 +823,8 @@ impl Tree<'_> {
     fn instances(&self, root: u32, o: &LinkOptions) -> Vec<Instance> {
         let mut first = Partial {
             members: vec![(root, None)],
-            taken: HashSet::from_iter([root]),
-            left_out: HashSet::default(),
+            taken: SortedSet(vec![root]),
+            left_out: SortedSet::default(),
             frontier: BinaryHeap::new(),
             probability: 1.0,
             budget: o.budget,
@@ -791,18 +836,18 @@ impl Tree<'_> {
         let mut stack = vec![first];
         while let Some(mut s) = stack.pop() {
             while let Some(Reverse((_, deferred, child))) = s.frontier.pop() {
-                if s.taken.contains(&child) || s.left_out.contains(&child) {
+                if s.taken.contains(child) || s.left_out.contains(child) {
                     continue;
                 }
                 // A cause still to decide that the path may take goes first, though sent
                 // at the same tick (once: causes can tie both ways).
                 let undecided = |j: &u32| {
-                    !s.taken.contains(j)
-                        && !s.left_out.contains(j)
+                    !s.taken.contains(*j)
+                        && !s.left_out.contains(*j)
                         && self.causes[*j as usize]
                             .parents
                             .iter()
-                            .any(|(p, _)| s.taken.contains(p))
+                            .any(|(p, _)| s.taken.contains(*p))
                 };
                 if !deferred {
                     if let Some(&(j, _)) = self.causes[child as usize]
