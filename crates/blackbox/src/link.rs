@@ -1041,15 +1041,20 @@ mod tests {
         v
     }
 
-    /// What a capture would know: front and back listen on their ports.
-    fn servers_listening() -> LinkOptions {
+    /// Options knowing that each node listens on its port (as a capture would).
+    fn listening_on(ports: &[(&str, u16)]) -> LinkOptions {
         LinkOptions {
-            listening: HashMap::from_iter([
-                ("front".to_string(), HashSet::from_iter([80])),
-                ("back".to_string(), HashSet::from_iter([90])),
-            ]),
+            listening: ports
+                .iter()
+                .map(|&(node, port)| (node.to_string(), HashSet::from_iter([port])))
+                .collect(),
             ..LinkOptions::default()
         }
+    }
+
+    /// What a capture would know: front and back listen on their ports.
+    fn servers_listening() -> LinkOptions {
+        listening_on(&[("front", 80), ("back", 90)])
     }
 
     #[test]
@@ -1253,13 +1258,7 @@ mod tests {
                 Some(26 * ms),
             ),
         ];
-        let options = LinkOptions {
-            listening: HashMap::from_iter([
-                ("web".to_string(), HashSet::from_iter([80])),
-                ("db".to_string(), HashSet::from_iter([5432])),
-            ]),
-            ..LinkOptions::default()
-        };
+        let options = listening_on(&[("web", 80), ("db", 5432)]);
         (messages, options)
     }
 
@@ -1389,14 +1388,7 @@ mod tests {
                 None,
             ),
         ];
-        let options = LinkOptions {
-            listening: HashMap::from_iter([
-                ("front".to_string(), HashSet::from_iter([80])),
-                ("b".to_string(), HashSet::from_iter([90])),
-                ("c".to_string(), HashSet::from_iter([91])),
-            ]),
-            ..LinkOptions::default()
-        };
+        let options = listening_on(&[("front", 80), ("b", 90), ("c", 91)]);
         let linked = link(&messages, Mode::Faithful, &options);
         // Either answer may have caused the reply: two instances, one call tree, and
         // no instance without the reply (its links are one choice, not two).
@@ -1437,14 +1429,7 @@ mod tests {
             hop(5, "rate", rate, "search", &to_rate, at(4000, 4100));
             hop(6, "search", search, "front", &client, at(4500, 4600));
         }
-        let options = LinkOptions {
-            listening: HashMap::from_iter([
-                ("search".to_string(), HashSet::from_iter([9001])),
-                ("geo".to_string(), HashSet::from_iter([9002])),
-                ("rate".to_string(), HashSet::from_iter([9003])),
-            ]),
-            ..LinkOptions::default()
-        };
+        let options = listening_on(&[("search", 9001), ("geo", 9002), ("rate", 9003)]);
         (v, options)
     }
 

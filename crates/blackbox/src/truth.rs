@@ -273,21 +273,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn requests_and_responses_on_one_connection_go_to_their_calls() {
+    /// Two requests in turn on one keep-alive connection, and their answers; the calls
+    /// (spans) start just after each request is read and end at `ends`.
+    fn two_calls_in_turn(ends: [i64; 2]) -> (Vec<Message>, Vec<ServerCall>) {
         let c = ("client", "10.0.0.1:5000");
         let s = ("server", "10.0.0.2:80");
         let messages = vec![
-            // Two requests in turn on one keep-alive connection.
             msg(1, c, s, 100, 110),
             msg(2, s, c, 200, 210),
             msg(3, c, s, 300, 310),
             msg(4, s, c, 400, 410),
-            // Other traffic: no call explains it.
-            msg(5, c, ("collector", "10.0.0.9:4318"), 500, 510),
         ];
-        // The spans start just after the request is read, end before the response.
-        let calls = vec![call("a", c.1, 115, 195), call("b", c.1, 315, 395)];
+        let calls = vec![call("a", c.1, 115, ends[0]), call("b", c.1, 315, ends[1])];
+        (messages, calls)
+    }
+
+    #[test]
+    fn requests_and_responses_on_one_connection_go_to_their_calls() {
+        // The spans end before the responses are written.
+        let (mut messages, calls) = two_calls_in_turn([195, 395]);
+        // Other traffic: no call explains it.
+        let c = ("client", "10.0.0.1:5000");
+        messages.push(msg(5, c, ("collector", "10.0.0.9:4318"), 500, 510));
         let t = truth(&messages, &calls);
         let got: Vec<(i64, String, Option<i64>)> = t
             .iter()
@@ -316,18 +323,10 @@ mod tests {
 
     #[test]
     fn a_server_that_answers_before_its_span_ends_gets_each_response_right() {
-        // Two calls in turn on one connection; the server answers each at once and goes
-        // on working (as after a quorum write), so both spans are running at the second
-        // response, and the first ends nearer it.
-        let c = ("client", "10.0.0.1:5000");
-        let s = ("server", "10.0.0.2:80");
-        let messages = vec![
-            msg(1, c, s, 100, 105),
-            msg(2, s, c, 200, 210),
-            msg(3, c, s, 300, 305),
-            msg(4, s, c, 400, 410),
-        ];
-        let calls = vec![call("a", c.1, 110, 1000), call("b", c.1, 310, 1200)];
+        // The server answers each at once and goes on working (as after a quorum
+        // write), so both spans are running at the second response, and the first ends
+        // nearer it.
+        let (messages, calls) = two_calls_in_turn([1000, 1200]);
         let t = truth(&messages, &calls);
         let traces: Vec<&str> = t
             .iter()
