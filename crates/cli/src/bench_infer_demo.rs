@@ -29,8 +29,9 @@ pub struct InferDemoArgs {
     /// Request rates (per second) to run the demo at, one run each.
     #[arg(long, value_delimiter = ',', default_values_t = [10.0, 40.0, 120.0])]
     rates: Vec<f64>,
-    /// How long each run lasts.
-    #[arg(long, default_value = "20s")]
+    /// How long each run lasts (at 10/s, a minute is 600 requests: 1% of them, the
+    /// pattern threshold, is then six, not two odd ones).
+    #[arg(long, default_value = "60s")]
     duration: humantime::Duration,
     /// Keep each run's captures and store under this directory (default: a temporary
     /// directory removed at the end).
