@@ -6,7 +6,7 @@
 
 use foldhash::{HashMap, HashSet};
 
-use crate::reconcile::Message;
+use crate::reconcile::{Message, Name};
 
 /// Requests looked at, latest first, for one still open.
 const OPEN_REQUESTS_SEARCHED: usize = 256;
@@ -58,23 +58,24 @@ pub(crate) struct Connections {
 }
 
 impl Connections {
-    pub(crate) fn of<'m>(
-        messages: &'m [Message],
+    pub(crate) fn of(
+        messages: &[Message],
         src: &[u32],
         dst: &[u32],
-        fixed: &HashSet<(&str, &str)>,
+        fixed: &HashSet<(Name, Name)>,
     ) -> Connections {
         // Endpoints as numbers, and every receipt and send under its connection end,
         // sorted: millions of small per-connection lists cost more than these.
-        let mut numbers: HashMap<&str, u32> = HashMap::default();
-        let mut number = |ep: &'m str| -> u32 {
+        let mut numbers: HashMap<Name, u32> = HashMap::default();
+        let mut number = |ep: Name| -> u32 {
             let next = numbers.len() as u32;
             *numbers.entry(ep).or_insert(next)
         };
         let ends: Vec<(u32, u32)> = messages
             .iter()
-            .map(|m| (number(&m.src_ep), number(&m.dst_ep)))
+            .map(|m| (number(m.src_ep), number(m.dst_ep)))
             .collect();
+        drop(numbers);
         let mut received: Vec<(End, i64, u32)> = Vec::new();
         let mut sent: Vec<(End, i64, u32)> = Vec::new();
         for (i, m) in messages.iter().enumerate() {
@@ -95,7 +96,7 @@ impl Connections {
             .enumerate()
             .map(|(i, m)| {
                 let s = m.send_ns?;
-                if !fixed.contains(&(&*m.src, &*m.src_ep)) {
+                if !fixed.contains(&(m.src, m.src_ep)) {
                     return None;
                 }
                 let (s_ep, d_ep) = ends[i];
@@ -107,7 +108,7 @@ impl Connections {
             .enumerate()
             .map(|(i, m)| {
                 let r = m.recv_ns?;
-                if fixed.contains(&(&*m.dst, &*m.dst_ep)) {
+                if fixed.contains(&(m.dst, m.dst_ep)) {
                     return None;
                 }
                 let (s_ep, d_ep) = ends[i];
@@ -119,7 +120,7 @@ impl Connections {
         let mut is_request = vec![false; messages.len()];
         for (i, m) in messages.iter().enumerate() {
             let Some(r) = m.recv_ns else { continue };
-            if !fixed.contains(&(&*m.dst, &*m.dst_ep)) {
+            if !fixed.contains(&(m.dst, m.dst_ep)) {
                 continue;
             }
             requests.entry(dst[i]).or_default().push((r, i as u32));

@@ -15,6 +15,7 @@ pub mod link;
 pub mod logs;
 pub mod reconcile;
 pub mod roles;
+mod rows;
 pub mod score;
 pub mod traces;
 pub mod truth;

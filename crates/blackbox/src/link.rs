@@ -29,7 +29,8 @@ use foldhash::{HashMap, HashSet};
 use serde::Serialize;
 
 use crate::connections::Connections;
-use crate::reconcile::{Message, MessageId};
+use crate::reconcile::{Message, MessageId, Name};
+use crate::rows::Rows;
 
 /// Rounds of linking again with the causes found before (the connections mode).
 const REFINEMENTS: usize = 2;
@@ -134,54 +135,86 @@ pub struct Linked {
     pub delays: Vec<(String, String, f64)>,
 }
 
-/// A message's candidate parents: (parent index, probability), and being spontaneous.
-#[derive(Clone, Debug, Default)]
-struct Causes {
-    parents: Vec<(u32, f64)>,
-    spontaneous: f64,
+/// Every message's candidate causes: (cause's index, probability) by message, and its
+/// probability of being spontaneous. Probabilities are kept in single precision: millions
+/// of messages have several candidates each.
+struct CauseTable {
+    parents: Rows<(u32, f32)>,
+    spontaneous: Vec<f32>,
 }
 
-impl Causes {
-    fn most_likely(&self) -> Option<u32> {
-        self.parents
+impl CauseTable {
+    fn with_capacity(n: usize) -> CauseTable {
+        CauseTable {
+            parents: Rows::with_capacity(n),
+            spontaneous: Vec::with_capacity(n),
+        }
+    }
+
+    fn push(&mut self, parents: &[(u32, f32)], spontaneous: f32) {
+        self.parents.push_row(parents.iter().copied());
+        self.spontaneous.push(spontaneous);
+    }
+
+    fn parents(&self, i: u32) -> &[(u32, f32)] {
+        self.parents.row(i as usize)
+    }
+
+    fn spontaneous(&self, i: u32) -> f64 {
+        self.spontaneous
+            .get(i as usize)
+            .copied()
+            .map_or(1.0, f64::from)
+    }
+
+    fn most_likely(&self, i: u32) -> Option<u32> {
+        let spontaneous = self.spontaneous.get(i as usize).copied().unwrap_or(1.0);
+        self.parents(i)
             .iter()
-            .filter(|(_, p)| *p > self.spontaneous)
+            .filter(|(_, p)| *p > spontaneous)
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(i, _)| *i)
+    }
+
+    /// Each message's most likely cause.
+    fn most_likely_all(&self) -> Vec<Option<u32>> {
+        (0..self.parents.len() as u32)
+            .map(|i| self.most_likely(i))
+            .collect()
     }
 }
 
 /// The messages' nodes as numbers: each message's sender and receiver, and the names.
-struct Nodes<'a> {
+struct Nodes {
     src: Vec<u32>,
     dst: Vec<u32>,
-    names: Vec<&'a str>,
+    names: Vec<Name>,
 }
 
-impl<'a> Nodes<'a> {
-    fn of(messages: &'a [Message]) -> Nodes<'a> {
-        let mut numbers: HashMap<&str, u32> = HashMap::default();
-        let mut names: Vec<&str> = Vec::new();
-        let mut node = |name: &'a str| -> u32 {
+impl Nodes {
+    fn of(messages: &[Message]) -> Nodes {
+        let mut numbers: HashMap<Name, u32> = HashMap::default();
+        let mut names: Vec<Name> = Vec::new();
+        let mut node = |name: Name| -> u32 {
             *numbers.entry(name).or_insert_with(|| {
                 names.push(name);
                 (names.len() - 1) as u32
             })
         };
-        let src = messages.iter().map(|m| node(&m.src)).collect();
-        let dst = messages.iter().map(|m| node(&m.dst)).collect();
+        let src = messages.iter().map(|m| node(m.src)).collect();
+        let dst = messages.iter().map(|m| node(m.dst)).collect();
         Nodes { src, dst, names }
     }
 
     /// Whether each node is a client (§2.5.1): it never uses a fixed endpoint.
-    fn clients(&self, fixed: &HashSet<(&str, &str)>) -> Vec<bool> {
-        let servers: HashSet<&str> = fixed.iter().map(|(node, _)| *node).collect();
+    fn clients(&self, fixed: &HashSet<(Name, Name)>) -> Vec<bool> {
+        let servers: HashSet<Name> = fixed.iter().map(|(node, _)| *node).collect();
         self.names.iter().map(|n| !servers.contains(n)).collect()
     }
 
     /// The names patterns use: every client node is CLIENT; the unaggregated names stay
     /// in the assignments.
-    fn pattern_names(&self, clients: &[bool]) -> Vec<&'a str> {
+    fn pattern_names(&self, clients: &[bool]) -> Vec<&str> {
         self.names
             .iter()
             .zip(clients)
@@ -312,18 +345,22 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     let connections = Connections::of(messages, src, dst, &fixed);
     let by_connections = mode == Mode::Connections;
     // Per node, the messages into it by receive time, and out of it by send time.
-    let mut into: HashMap<u32, Vec<(i64, u32)>> = HashMap::default();
-    let mut out_of: HashMap<u32, Vec<(i64, u32)>> = HashMap::default();
-    for (i, m) in messages.iter().enumerate() {
-        if let Some(r) = m.recv_ns {
-            into.entry(dst[i]).or_default().push((r, i as u32));
-        }
-        if let Some(s) = m.send_ns {
-            out_of.entry(src[i]).or_default().push((s, i as u32));
-        }
-    }
-    for v in into.values_mut().chain(out_of.values_mut()) {
-        v.sort_unstable();
+    let nodes_count = nodes.names.len();
+    let mut into = Rows::grouped(nodes_count, || {
+        messages
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| Some((dst[i] as usize, (m.recv_ns?, i as u32))))
+    });
+    let mut out_of = Rows::grouped(nodes_count, || {
+        messages
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| Some((src[i] as usize, (m.send_ns?, i as u32))))
+    });
+    for node in 0..nodes_count {
+        into.row_mut(node).sort_unstable();
+        out_of.row_mut(node).sort_unstable();
     }
     // Candidates of message i: (parent, delay), the latest first.
     let candidates = |i: usize, limit_ns: i64, max: usize, found: &mut Vec<(u32, i64)>| {
@@ -331,14 +368,13 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         let m = &messages[i];
         let (list, t, reply) = match (m.send_ns, m.recv_ns) {
             // Into the sender, before the send.
-            (Some(t), _) => (into.get(&src[i]), t, false),
+            (Some(t), _) => (into.row(src[i] as usize), t, false),
             // An uncaptured sender: only a message its receiver sent it on the same
             // connection (endpoints reversed), before the receipt, both on the receiver's
             // clock: A→B→A. A new connection from outside (a client) has no cause.
-            (None, Some(t)) => (out_of.get(&dst[i]), t, true),
+            (None, Some(t)) => (out_of.row(dst[i] as usize), t, true),
             (None, None) => return,
         };
-        let Some(list) = list else { return };
         let end = list.partition_point(|(at, _)| *at <= t);
         for &(at, j) in list[..end].iter().rev() {
             if t - at > limit_ns || found.len() >= max {
@@ -405,78 +441,84 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             (sum / count as f64).max(1_000.0)
         }
     };
-    // Step 2: causes, of those `eligible` (i, j) allows.
     let spontaneous_weight = (-o.spontaneous_factor).exp();
-    let causes_of = |eligible: &dyn Fn(usize, u32) -> bool,
-                     prior: &dyn Fn(usize, u32) -> f64|
-     -> Vec<Causes> {
-        let mut found = Vec::new();
-        (0..n)
-            .map(|i| {
-                if mode == Mode::Greedy {
-                    candidates(i, o.window_ns, 1, &mut found);
-                    let parents: Vec<(u32, f64)> = found.iter().map(|&(j, _)| (j, 1.0)).collect();
-                    let spontaneous = if parents.is_empty() { 1.0 } else { 0.0 };
-                    return Causes {
-                        parents,
-                        spontaneous,
-                    };
+    // Message i's candidate causes weighed into `weighed`; returns the probability
+    // that it is spontaneous.
+    let weigh = |i: usize,
+                 eligible: &dyn Fn(usize, u32) -> bool,
+                 prior: &dyn Fn(usize, u32) -> f64,
+                 found: &mut Vec<(u32, i64)>,
+                 scores: &mut Vec<f64>,
+                 weighed: &mut Vec<(u32, f32)>|
+     -> f32 {
+        weighed.clear();
+        if mode == Mode::Greedy {
+            candidates(i, o.window_ns, 1, found);
+            weighed.extend(found.iter().map(|&(j, _)| (j, 1.0)));
+            return if weighed.is_empty() { 1.0 } else { 0.0 };
+        }
+        if starts_path(i) {
+            return 1.0;
+        }
+        let d = mean(i);
+        // Scores below a thousandth of being spontaneous change nothing: the window
+        // shrinks to where they start.
+        let limit = ((o.spontaneous_factor + 7.0) * d).min(o.window_ns as f64) as i64;
+        candidates(i, limit, o.max_candidates, found);
+        found.retain(|(j, _)| eligible(i, *j));
+        let mut spontaneous_weight = spontaneous_weight;
+        if let (true, Some(sent)) = (by_connections, messages[i].send_ns) {
+            let c = &connections;
+            // A server handling a request does not send on its own: the latest request
+            // still unanswered is a cause however long ago it came.
+            let open = c.open_request(src[i], sent, o.window_ns, |j| {
+                c.allows(messages, i, j) && eligible(i, j as u32)
+            });
+            if let Some((j, arrived)) = open {
+                spontaneous_weight = 0.0;
+                if !found.iter().any(|(k, _)| *k == j) {
+                    found.push((j, sent - arrived));
                 }
-                if starts_path(i) {
-                    return Causes {
-                        parents: Vec::new(),
-                        spontaneous: 1.0,
-                    };
-                }
-                let d = mean(i);
-                // Scores below a thousandth of being spontaneous change nothing: the
-                // window shrinks to where they start.
-                let limit = ((o.spontaneous_factor + 7.0) * d).min(o.window_ns as f64) as i64;
-                candidates(i, limit, o.max_candidates, &mut found);
-                found.retain(|(j, _)| eligible(i, *j));
-                let mut spontaneous_weight = spontaneous_weight;
-                if let (true, Some(sent)) = (by_connections, messages[i].send_ns) {
-                    let c = &connections;
-                    // A server handling a request does not send on its own: the latest
-                    // request still unanswered is a cause however long ago it came.
-                    let open = c.open_request(src[i], sent, o.window_ns, |j| {
-                        c.allows(messages, i, j) && eligible(i, j as u32)
-                    });
-                    if let Some((j, arrived)) = open {
-                        spontaneous_weight = 0.0;
-                        if !found.iter().any(|(k, _)| *k == j) {
-                            found.push((j, sent - arrived));
-                        }
-                    }
-                }
-                // Scores as logarithms, scaled by the best before exponentiating: a
-                // cause long before its effect must not underflow to 0/0.
-                let scores: Vec<f64> = found
-                    .iter()
-                    .map(|(j, delay)| -(*delay as f64) / d + prior(i, *j))
-                    .collect();
-                let spontaneous_score = spontaneous_weight.ln();
-                let top = scores.iter().copied().fold(spontaneous_score, f64::max);
-                if !top.is_finite() {
-                    return Causes {
-                        parents: Vec::new(),
-                        spontaneous: 1.0,
-                    };
-                }
-                let weights: Vec<f64> = scores.iter().map(|x| (x - top).exp()).collect();
-                let spontaneous_weight = (spontaneous_score - top).exp();
-                let total = spontaneous_weight + weights.iter().sum::<f64>();
-                Causes {
-                    parents: found
-                        .iter()
-                        .zip(&weights)
-                        .map(|((j, _), w)| (*j, w / total))
-                        .collect(),
-                    spontaneous: spontaneous_weight / total,
-                }
-            })
-            .collect()
+            }
+        }
+        // Scores as logarithms, scaled by the best before exponentiating: a cause long
+        // before its effect must not underflow to 0/0.
+        scores.clear();
+        scores.extend(
+            found
+                .iter()
+                .map(|(j, delay)| -(*delay as f64) / d + prior(i, *j)),
+        );
+        let spontaneous_score = spontaneous_weight.ln();
+        let top = scores.iter().copied().fold(spontaneous_score, f64::max);
+        if !top.is_finite() {
+            return 1.0;
+        }
+        for x in scores.iter_mut() {
+            *x = (*x - top).exp();
+        }
+        let spontaneous_weight = (spontaneous_score - top).exp();
+        let total = spontaneous_weight + scores.iter().sum::<f64>();
+        weighed.extend(
+            found
+                .iter()
+                .zip(scores.iter())
+                .map(|((j, _), w)| (*j, (w / total) as f32)),
+        );
+        (spontaneous_weight / total) as f32
     };
+    // Step 2: every message's causes, of those `eligible` (i, j) allows.
+    let causes_of =
+        |eligible: &dyn Fn(usize, u32) -> bool, prior: &dyn Fn(usize, u32) -> f64| -> CauseTable {
+            let (mut found, mut scores, mut weighed) = (Vec::new(), Vec::new(), Vec::new());
+            let mut table = CauseTable::with_capacity(n);
+            for i in 0..n {
+                let spontaneous = weigh(i, eligible, prior, &mut found, &mut scores, &mut weighed);
+                table.push(&weighed, spontaneous);
+            }
+            table.parents.shrink_to_fit();
+            table
+        };
     // The connections mode also weighs a cause by how often its kind of message (node
     // pair) causes the effect's kind: a server that has had its answer from `geo` does
     // not call `geo` again for that request; the request that just came in does.
@@ -499,10 +541,10 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         // Again, now that causes are known: a cause must lead back, through the calls
         // its node made, to a request still open, and for an answer to its own request.
         for _ in 0..REFINEMENTS {
-            let known: Vec<Option<u32>> = causes.iter().map(Causes::most_likely).collect();
+            let known = causes.most_likely_all();
             // The old causes go before the new are made: both at once would double the
             // largest table linking keeps.
-            drop(std::mem::take(&mut causes));
+            drop(causes);
             let follows = Follows::of(
                 kind_pairs.len(),
                 known
@@ -516,14 +558,13 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             );
         }
     }
+    // The timelines are done with: their room goes to the tables that follow.
+    drop((into, out_of));
     // The messages each message may have caused.
-    let best_cause: Vec<Option<u32>> = causes.iter().map(Causes::most_likely).collect();
-    let mut children: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (c, cause) in causes.iter().enumerate() {
-        for &(p, _) in &cause.parents {
-            children[p as usize].push(c as u32);
-        }
-    }
+    let best_cause = causes.most_likely_all();
+    let children: Rows<u32> = Rows::grouped(n, || {
+        (0..n as u32).flat_map(|c| causes.parents(c).iter().map(move |&(p, _)| (p as usize, c)))
+    });
     let tree = Tree {
         messages,
         causes: &causes,
@@ -562,20 +603,24 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     // A message no instance took (its causes all left out, or past a tree's budget)
     // joins its most likely cause's instance, in time order so that causes come first;
     // with no likely cause it is a trace of its own.
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&i| messages[i].send_ns.or(messages[i].recv_ns));
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.sort_by_key(|&i| {
+        let m = &messages[i as usize];
+        m.send_ns.or(m.recv_ns)
+    });
     for i in order {
+        let i = i as usize;
         if best[i].is_some() {
             continue;
         }
         let Some(p) = best_cause[i] else {
             continue;
         };
-        let q = causes[i]
-            .parents
+        let q = causes
+            .parents(i as u32)
             .iter()
             .find(|(j, _)| *j == p)
-            .map_or(0.0, |(_, q)| *q);
+            .map_or(0.0, |(_, q)| f64::from(*q));
         if let Some(cause) = best[p as usize] {
             let in_trace = |r: u32| best[r as usize].is_some_and(|s| s.trace == cause.trace);
             let parent = connections.request_served(i, p, in_trace, |answer| {
@@ -604,7 +649,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
                     trace: next_trace - 1,
                     parent: None,
                     cause: None,
-                    probability: causes[i].spontaneous,
+                    probability: causes.spontaneous(i as u32),
                 }
             })
         })
@@ -696,9 +741,9 @@ type Instance = (Vec<(u32, Option<u32>)>, f64);
 /// have caused.
 struct Tree<'a> {
     messages: &'a [Message],
-    causes: &'a [Causes],
+    causes: &'a CauseTable,
     best_cause: &'a [Option<u32>],
-    children: &'a [Vec<u32>],
+    children: &'a Rows<u32>,
 }
 
 /// Messages of one instance: a sorted vector (paths are small, and copied at every
@@ -771,7 +816,7 @@ impl Tree<'_> {
             Choice::Take(parent, _) => {
                 s.members.push((child, Some(parent)));
                 s.taken.insert(child);
-                for &k in &self.children[child as usize] {
+                for &k in self.children.row(child as usize) {
                     s.frontier.push(Reverse((self.time(k), false, k)));
                 }
             }
@@ -789,11 +834,12 @@ impl Tree<'_> {
     fn choices(&self, s: &Partial, child: u32) -> Option<(Choice, Choice)> {
         let best = self.best_cause[child as usize];
         // The causes in the path, likeliest first; of equals, the one `most_likely` picked.
-        let mut in_path: Vec<(u32, f64)> = self.causes[child as usize]
-            .parents
+        let mut in_path: Vec<(u32, f64)> = self
+            .causes
+            .parents(child)
             .iter()
             .filter(|(j, _)| s.taken.contains(*j))
-            .copied()
+            .map(|&(j, q)| (j, f64::from(q)))
             .collect();
         in_path.sort_by(|a, b| {
             b.1.total_cmp(&a.1)
@@ -829,7 +875,7 @@ impl Tree<'_> {
             probability: 1.0,
             budget: o.budget,
         };
-        for &k in &self.children[root as usize] {
+        for &k in self.children.row(root as usize) {
             first.frontier.push(Reverse((self.time(k), false, k)));
         }
         let mut done = Vec::new();
@@ -844,14 +890,16 @@ impl Tree<'_> {
                 let undecided = |j: &u32| {
                     !s.taken.contains(*j)
                         && !s.left_out.contains(*j)
-                        && self.causes[*j as usize]
-                            .parents
+                        && self
+                            .causes
+                            .parents(*j)
                             .iter()
                             .any(|(p, _)| s.taken.contains(*p))
                 };
                 if !deferred {
-                    if let Some(&(j, _)) = self.causes[child as usize]
-                        .parents
+                    if let Some(&(j, _)) = self
+                        .causes
+                        .parents(child)
                         .iter()
                         .find(|(j, _)| undecided(j))
                     {

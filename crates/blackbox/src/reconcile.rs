@@ -57,27 +57,15 @@ impl fmt::Display for Ep {
 impl Ep {
     /// The node an uncaptured end stands for: its host's address (its ports are the
     /// host's many connections), or a Unix socket's path.
-    fn host(&self) -> String {
+    fn host(&self) -> Name {
         match self {
-            Ep::Inet(a) => a.ip().to_string(),
-            other => other.to_string(),
+            Ep::Inet(a) => Name::from(a.ip().to_string().as_str()),
+            other => other.name(),
         }
     }
-}
 
-/// Each distinct name once: messages share them.
-#[derive(Default)]
-pub struct Names(HashMap<Box<str>, Name>);
-
-impl Names {
-    /// The shared name for `text`.
-    pub fn of(&mut self, text: &str) -> Name {
-        if let Some(n) = self.0.get(text) {
-            return n.clone();
-        }
-        let n: Name = text.into();
-        self.0.insert(text.into(), n.clone());
-        n
+    fn name(&self) -> Name {
+        Name::from(self.to_string().as_str())
     }
 }
 
@@ -106,9 +94,10 @@ pub enum MessageId {
     Text(Box<str>),
 }
 
-/// A node's or an endpoint's name, shared by every message that names it (millions of
-/// messages name a few thousand of them).
-pub type Name = std::sync::Arc<str>;
+/// A node's or an endpoint's name, interned: millions of messages name a few million
+/// endpoints and a few thousand nodes, each kept once (for the life of the process),
+/// compared and hashed as a pointer.
+pub type Name = ustr::Ustr;
 
 /// One message, in the reconciled-message format (`causeway infer --messages`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -368,7 +357,6 @@ impl Captured {
         // At most a message per call: reserved, not touched, so it costs no memory
         // (and growing it would copy millions of messages).
         let mut out = Vec::with_capacity(self.ends.iter().map(|e| e.calls.len()).sum());
-        let mut names = Names::default();
         let streams: Vec<usize> = (0..self.ends.len())
             .filter(|i| self.ends[*i].kind == sock::STREAM)
             .collect();
@@ -377,13 +365,13 @@ impl Captured {
         for (a, b) in pairs {
             match b {
                 Some(b) => {
-                    self.stream_messages(a, Some(b), &mut names, &mut out);
-                    self.stream_messages(b, Some(a), &mut names, &mut out);
+                    self.stream_messages(a, Some(b), &mut out);
+                    self.stream_messages(b, Some(a), &mut out);
                 }
-                None => self.stream_messages(a, None, &mut names, &mut out),
+                None => self.stream_messages(a, None, &mut out),
             }
         }
-        self.datagram_messages(&mut names, &mut out);
+        self.datagram_messages(&mut out);
         // The ends are done with: their memory goes before linking needs its own.
         self.ends = Vec::new();
         // In place: a stable sort would want half the messages again.
@@ -449,22 +437,17 @@ impl Captured {
         out
     }
 
-    fn node(&self, end: &End, names: &mut Names) -> Name {
-        names.of(self
-            .processes
-            .get(end.process)
-            .map_or("", |p| p.node.as_str()))
+    fn node(&self, end: &End) -> Name {
+        Name::from(
+            self.processes
+                .get(end.process)
+                .map_or("", |p| p.node.as_str()),
+        )
     }
 
     /// The messages `sender` sent on a stream (or, when `receiver` is `None`, also those
     /// it received from the uncaptured other end).
-    fn stream_messages(
-        &self,
-        sender: usize,
-        receiver: Option<usize>,
-        names: &mut Names,
-        out: &mut Vec<Message>,
-    ) {
+    fn stream_messages(&self, sender: usize, receiver: Option<usize>, out: &mut Vec<Message>) {
         let s = &self.ends[sender];
         let r = receiver.map(|i| &self.ends[i]);
         // Runs of sends with no receive between them.
@@ -484,16 +467,13 @@ impl Captured {
             }
         }
         let (src, dst) = (
-            self.node(s, names),
+            self.node(s),
             match r {
-                Some(r) => self.node(r, names),
-                None => names.of(&s.peer.host()),
+                Some(r) => self.node(r),
+                None => s.peer.host(),
             },
         );
-        let (local, peer) = (
-            names.of(&s.local.to_string()),
-            names.of(&s.peer.to_string()),
-        );
+        let (local, peer) = (s.local.name(), s.peer.name());
         for (start, end, sent) in runs {
             // The read that delivered the message's last byte (not knowable when either end
             // was first seen mid-stream: its offsets are not positions in the stream).
@@ -509,10 +489,10 @@ impl Captured {
             });
             out.push(Message {
                 id: MessageId::Int(0),
-                src: src.clone(),
-                src_ep: local.clone(),
-                dst: dst.clone(),
-                dst_ep: peer.clone(),
+                src,
+                src_ep: local,
+                dst,
+                dst_ep: peer,
                 send_ns: Some(sent as i64),
                 recv_ns: received.map(|t| t as i64),
                 bytes: end - start,
@@ -540,10 +520,10 @@ impl Captured {
             for (bytes, _, received) in runs {
                 out.push(Message {
                     id: MessageId::Int(0),
-                    src: dst.clone(),
-                    src_ep: peer.clone(),
-                    dst: src.clone(),
-                    dst_ep: local.clone(),
+                    src: dst,
+                    src_ep: peer,
+                    dst: src,
+                    dst_ep: local,
                     send_ns: None,
                     recv_ns: Some(received as i64),
                     bytes,
@@ -554,7 +534,7 @@ impl Captured {
 
     /// Datagrams: each send matched to the receipt with its checksum and size, nearest
     /// in time; unmatched sends and receipts are messages with one time.
-    fn datagram_messages(&mut self, names: &mut Names, out: &mut Vec<Message>) {
+    fn datagram_messages(&mut self, out: &mut Vec<Message>) {
         // (checksum, bytes) -> receipts not yet matched: (end, call index).
         let mut receipts: HashMap<(u32, u64), Vec<(usize, usize)>> = HashMap::default();
         for (i, e) in self
@@ -601,21 +581,21 @@ impl Captured {
                     Some((j, k)) => {
                         used[j][k] = true;
                         (
-                            self.node(&self.ends[j], names),
+                            self.node(&self.ends[j]),
                             Some(self.ends[j].calls[k].wall_ns as i64),
                         )
                     }
                     None => {
                         self.counts.datagrams_unmatched += 1;
-                        (names.of(&dst_ep.host()), None)
+                        (dst_ep.host(), None)
                     }
                 };
                 out.push(Message {
                     id: MessageId::Int(0),
-                    src: self.node(e, names),
-                    src_ep: names.of(&e.local.to_string()),
+                    src: self.node(e),
+                    src_ep: e.local.name(),
                     dst,
-                    dst_ep: names.of(&dst_ep.to_string()),
+                    dst_ep: dst_ep.name(),
                     send_ns: Some(c.wall_ns as i64),
                     recv_ns,
                     bytes: c.bytes,
@@ -633,10 +613,10 @@ impl Captured {
                     self.counts.datagrams_unmatched += 1;
                     out.push(Message {
                         id: MessageId::Int(0),
-                        src: names.of(&c.peer().host()),
-                        src_ep: names.of(&c.peer().to_string()),
-                        dst: self.node(e, names),
-                        dst_ep: names.of(&e.local.to_string()),
+                        src: c.peer().host(),
+                        src_ep: c.peer().name(),
+                        dst: self.node(e),
+                        dst_ep: e.local.name(),
                         send_ns: None,
                         recv_ns: Some(c.wall_ns as i64),
                         bytes: c.bytes,

@@ -7,7 +7,7 @@
 use foldhash::{HashMap, HashSet};
 use smallvec::SmallVec;
 
-use crate::reconcile::Message;
+use crate::reconcile::{Message, Name};
 
 /// The name patterns give every client node.
 pub const CLIENT: &str = "CLIENT";
@@ -18,31 +18,34 @@ pub(crate) fn port(endpoint: &str) -> Option<u16> {
 }
 
 /// The endpoints (node, `ip:port`) on fixed ports, given the ports each node listens on.
-pub fn fixed_endpoints<'a>(
-    messages: &'a [Message],
+pub fn fixed_endpoints(
+    messages: &[Message],
     listening: &HashMap<String, HashSet<u16>>,
     min_peers: usize,
-) -> HashSet<(&'a str, &'a str)> {
+) -> HashSet<(Name, Name)> {
     // Each endpoint's distinct peers, counted up to `min_peers` (inline: most endpoints
     // are ephemeral, with one peer).
-    let mut peers: HashMap<&str, SmallVec<[&str; 3]>> = HashMap::default();
+    let mut peers: HashMap<Name, SmallVec<[Name; 3]>> = HashMap::default();
     for m in messages {
-        for (a, b) in [(&*m.src_ep, &*m.dst_ep), (&*m.dst_ep, &*m.src_ep)] {
+        for (a, b) in [(m.src_ep, m.dst_ep), (m.dst_ep, m.src_ep)] {
             let seen = peers.entry(a).or_default();
             if seen.len() < min_peers && !seen.contains(&b) {
                 seen.push(b);
             }
         }
     }
-    let fixed = |node: &str, endpoint: &str| {
-        port(endpoint).is_some_and(|p| listening.get(node).is_some_and(|ports| ports.contains(&p)))
-            || peers.get(endpoint).is_some_and(|p| p.len() >= min_peers)
-    };
     let mut out = HashSet::default();
     for m in messages {
-        for (node, ep) in [(&m.src, &m.src_ep), (&m.dst, &m.dst_ep)] {
-            if fixed(node, ep) {
-                out.insert((&**node, &**ep));
+        for (node, ep) in [(m.src, m.src_ep), (m.dst, m.dst_ep)] {
+            if out.contains(&(node, ep)) {
+                continue;
+            }
+            let fixed = peers.get(&ep).is_some_and(|p| p.len() >= min_peers)
+                || listening
+                    .get(node.as_str())
+                    .is_some_and(|ports| port(&ep).is_some_and(|p| ports.contains(&p)));
+            if fixed {
+                out.insert((node, ep));
             }
         }
     }
@@ -50,11 +53,11 @@ pub fn fixed_endpoints<'a>(
 }
 
 /// The nodes that are servers, given the ports each node listens on.
-pub fn servers<'a>(
-    messages: &'a [Message],
+pub fn servers(
+    messages: &[Message],
     listening: &HashMap<String, HashSet<u16>>,
     min_peers: usize,
-) -> HashSet<&'a str> {
+) -> HashSet<Name> {
     fixed_endpoints(messages, listening, min_peers)
         .into_iter()
         .map(|(node, _)| node)
@@ -95,10 +98,11 @@ mod tests {
         // capture saw the server listen on it.
         messages.push(msg("curl", "10.0.0.5:41000", "web", "10.0.0.6:80"));
         let none = HashMap::default();
-        let s = servers(&messages, &none, 3);
+        let names = |s: HashSet<Name>| -> HashSet<&str> { s.iter().map(|n| n.as_str()).collect() };
+        let s = names(servers(&messages, &none, 3));
         assert!(s.contains("dns") && !s.contains("c0") && !s.contains("web"));
         let listening = HashMap::from_iter([("web".to_string(), HashSet::from_iter([80u16]))]);
-        let s = servers(&messages, &listening, 3);
+        let s = names(servers(&messages, &listening, 3));
         assert!(s.contains("web") && !s.contains("curl"));
     }
 }

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use causeway_blackbox::delays::{delays, Delays};
 use causeway_blackbox::link::{link, LinkOptions, Linked, Mode};
 use causeway_blackbox::logs::log_files;
-use causeway_blackbox::reconcile::{leave_out_ports, Captured, Message, Names};
+use causeway_blackbox::reconcile::{leave_out_ports, Captured, Message};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
@@ -133,21 +133,14 @@ impl Phases {
 pub(crate) fn read_messages(path: &Path, out: &mut Vec<Message>) -> Result<usize> {
     let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut skipped = 0;
-    let mut names = Names::default();
     for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.with_context(|| format!("{}:{}: reading", path.display(), n + 1))?;
         if line.trim().is_empty() {
             continue;
         }
         match serde_json::from_str::<Message>(&line) {
-            // Names shared by every message that gives them, as reconciled ones are.
-            Ok(m) => out.push(Message {
-                src: names.of(&m.src),
-                src_ep: names.of(&m.src_ep),
-                dst: names.of(&m.dst),
-                dst_ep: names.of(&m.dst_ep),
-                ..m
-            }),
+            // Names are interned as they are read, as reconciled ones are.
+            Ok(m) => out.push(m),
             Err(e) => {
                 skipped += 1;
                 eprintln!("warning: {}:{}: skipped: {e}", path.display(), n + 1);
