@@ -6,12 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use foldhash::HashMap;
-
 use serde::Serialize;
 
 use crate::link::Assignment;
-use crate::reconcile::{Message, MessageId};
+use crate::reconcile::{Message, MessageIndex};
 
 /// Histogram bucket bounds: powers of two from 1 µs to about 17 s (upper bounds, ns).
 const BUCKETS: usize = 25;
@@ -70,20 +68,16 @@ fn host(node: &str) -> &str {
 
 /// The delays along the messages' assigned causes.
 pub fn delays(messages: &[Message], assignments: &[Assignment]) -> Delays {
-    let index: HashMap<&MessageId, usize> = messages
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (&m.id, i))
-        .collect();
+    let index = MessageIndex::of(messages);
     let mut nodes: BTreeMap<&str, NodeDelay> = BTreeMap::new();
     for a in assignments {
-        let (Some(&c), Some(p)) = (
+        let (Some(c), Some(p)) = (
             index.get(&a.id),
             a.cause.as_ref().and_then(|p| index.get(p)),
         ) else {
             continue;
         };
-        let (child, parent) = (&messages[c], &messages[*p]);
+        let (child, parent) = (&messages[c], &messages[p]);
         // Both on the node's clock: the cause's receipt and the effect's send there.
         let (Some(sent), Some(received)) = (child.send_ns, parent.recv_ns) else {
             continue;
@@ -156,6 +150,7 @@ pub fn delays(messages: &[Message], assignments: &[Assignment]) -> Delays {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reconcile::MessageId;
 
     fn msg(id: i64, src: &str, dst: &str, send: Option<i64>, recv: Option<i64>) -> Message {
         Message {

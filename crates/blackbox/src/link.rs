@@ -29,7 +29,7 @@ use foldhash::{HashMap, HashSet};
 use serde::Serialize;
 
 use crate::connections::Connections;
-use crate::reconcile::{Message, MessageId, Name};
+use crate::reconcile::{Message, MessageId, MessageIndex, Name};
 use crate::rows::Rows;
 
 /// Rounds of linking again with the causes found before (the connections mode).
@@ -247,28 +247,25 @@ pub fn patterns_of(
     let fixed = crate::roles::fixed_endpoints(messages, &o.listening, o.fixed_port_peers);
     let names = nodes.pattern_names(&nodes.clients(&fixed));
     let connections = Connections::of(messages, &nodes.src, &nodes.dst, &fixed);
-    let index: HashMap<&MessageId, u32> = messages
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (&m.id, i as u32))
-        .collect();
+    let index = MessageIndex::of(messages);
     let mut traces: HashMap<u64, Instance> = HashMap::default();
     let trace_of: HashMap<u32, u64> = assignments
         .iter()
-        .filter_map(|a| Some((*index.get(&a.id)?, a.trace)))
+        .filter_map(|a| Some((index.get(&a.id)? as u32, a.trace)))
         .collect();
     for a in assignments {
-        let Some(&i) = index.get(&a.id) else { continue };
+        let Some(i) = index.get(&a.id) else { continue };
+        let i = i as u32;
         let parent = a
             .parent
             .as_ref()
-            .and_then(|p| index.get(p).copied())
+            .and_then(|p| index.get(p).map(|p| p as u32))
             .filter(|p| trace_of.get(p) == Some(&a.trace));
         let t = traces.entry(a.trace).or_default();
         t.0.push((i, parent));
         t.1 = t.1.max(a.probability);
     }
-    let mut patterns: HashMap<String, Pattern> = HashMap::default();
+    let mut patterns = PatternCounts::default();
     for (members, probability) in traces.into_values() {
         let members = served_tree(&causes_first(&members), messages, &connections);
         let mut roots: Vec<String> = members
@@ -277,11 +274,9 @@ pub fn patterns_of(
             .map(|&(r, _)| shape(&members, r, &nodes.src, &nodes.dst, &names))
             .collect();
         roots.sort();
-        count_instance(&mut patterns, roots.join(" + "), probability);
+        patterns.add(roots.join(" + "), probability);
     }
-    let mut patterns: Vec<Pattern> = patterns.into_values().collect();
-    sort_patterns(&mut patterns);
-    patterns
+    patterns.into_sorted()
 }
 
 /// A trace's messages ordered so that each comes after its parent (those in a cycle,
@@ -303,25 +298,42 @@ fn causes_first(members: &[(u32, Option<u32>)]) -> Vec<(u32, Option<u32>)> {
     ordered
 }
 
-/// Counts one instance of `shape` with its probability.
-fn count_instance(patterns: &mut HashMap<String, Pattern>, shape: String, probability: f64) {
-    let p = patterns.entry(shape).or_insert_with_key(|shape| Pattern {
-        shape: shape.clone(),
-        count: 0,
-        expected: 0.0,
-        max_probability: 0.0,
-    });
-    p.count += 1;
-    p.expected += probability;
-    p.max_probability = p.max_probability.max(probability);
-}
+/// Path instances counted by shape. Each shape is kept once: with thousands of
+/// uncaptured servers (CoDeeN's origins) there are nearly as many shapes as requests.
+#[derive(Default)]
+struct PatternCounts(HashMap<Box<str>, (u64, f64, f64)>);
 
-fn sort_patterns(patterns: &mut [Pattern]) {
-    patterns.sort_by(|a, b| {
-        b.expected
-            .total_cmp(&a.expected)
-            .then(a.shape.cmp(&b.shape))
-    });
+impl PatternCounts {
+    /// Counts one instance of `shape` with its probability.
+    fn add(&mut self, shape: String, probability: f64) {
+        let tally = match self.0.get_mut(shape.as_str()) {
+            Some(tally) => tally,
+            None => self.0.entry(shape.into_boxed_str()).or_default(),
+        };
+        tally.0 += 1;
+        tally.1 += probability;
+        tally.2 = tally.2.max(probability);
+    }
+
+    /// The patterns, the most expected first.
+    fn into_sorted(self) -> Vec<Pattern> {
+        let mut patterns: Vec<Pattern> = self
+            .0
+            .into_iter()
+            .map(|(shape, (count, expected, max_probability))| Pattern {
+                shape: shape.into(),
+                count,
+                expected,
+                max_probability,
+            })
+            .collect();
+        patterns.sort_by(|a, b| {
+            b.expected
+                .total_cmp(&a.expected)
+                .then(a.shape.cmp(&b.shape))
+        });
+        patterns
+    }
 }
 
 /// Links `messages` (in any order).
@@ -574,7 +586,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     let pattern_names = nodes.pattern_names(&clients);
     // Step 3: instances from each root.
     let mut best: Vec<Option<Slot>> = vec![None; n];
-    let mut patterns: HashMap<String, Pattern> = HashMap::default();
+    let mut patterns = PatternCounts::default();
     let mut next_trace = 1u64;
     let roots: Vec<usize> = (0..n).filter(|&i| best_cause[i].is_none()).collect();
     for root in roots {
@@ -586,7 +598,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         for (members, probability) in tree.instances(root as u32, o) {
             let served = served_tree(&members, messages, &connections);
             let shape = shape(&served, root as u32, src, dst, &pattern_names);
-            count_instance(&mut patterns, shape, probability);
+            patterns.add(shape, probability);
             for (&(m, cause), &(_, parent)) in members.iter().zip(&served) {
                 let slot = &mut best[m as usize];
                 if slot.as_ref().is_none_or(|a| a.probability < probability) {
@@ -654,8 +666,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             })
         })
         .collect();
-    drop(children);
-    drop(causes);
+    drop((children, causes, best_cause, connections));
     let id = |m: Option<u32>| m.map(|m| messages[m as usize].id.clone());
     let assignments = best
         .into_iter()
@@ -668,8 +679,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             probability: s.probability,
         })
         .collect();
-    let mut patterns: Vec<Pattern> = patterns.into_values().collect();
-    sort_patterns(&mut patterns);
+    let patterns = patterns.into_sorted();
     let name = |node: u32| {
         nodes
             .names

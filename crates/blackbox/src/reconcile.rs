@@ -86,12 +86,48 @@ pub struct Process {
     pub log: PathBuf,
 }
 
-/// A message's id as the reconciled-message format has it: any JSON number or string.
+/// A message's id as the reconciled-message format has it: any JSON number or string
+/// (interned, so that an id fits in 16 bytes).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum MessageId {
     Int(i64),
-    Text(Box<str>),
+    Text(Name),
+}
+
+/// Messages found by their ids: by position when each id is its message's number (as
+/// reconciliation numbers them: no table for millions of messages), else through a map.
+pub struct MessageIndex<'a> {
+    len: usize,
+    map: Option<HashMap<&'a MessageId, usize>>,
+}
+
+impl<'a> MessageIndex<'a> {
+    pub fn of(messages: &'a [Message]) -> MessageIndex<'a> {
+        let numbered = messages
+            .iter()
+            .enumerate()
+            .all(|(i, m)| m.id == MessageId::Int(i as i64 + 1));
+        MessageIndex {
+            len: messages.len(),
+            map: (!numbered).then(|| {
+                messages
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| (&m.id, i))
+                    .collect()
+            }),
+        }
+    }
+
+    /// The index of the message with `id`.
+    pub fn get(&self, id: &MessageId) -> Option<usize> {
+        match (&self.map, id) {
+            (Some(map), _) => map.get(id).copied(),
+            (None, MessageId::Int(k)) => usize::try_from(k - 1).ok().filter(|&i| i < self.len),
+            (None, MessageId::Text(_)) => None,
+        }
+    }
 }
 
 /// A node's or an endpoint's name, interned: millions of messages name a few million
@@ -641,6 +677,32 @@ fn ports_match(local: &Ep, to: &Ep) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_are_found_by_id_by_position_or_through_a_map() {
+        let m = |id: MessageId| Message {
+            id,
+            src: "a".into(),
+            src_ep: "a:1".into(),
+            dst: "b".into(),
+            dst_ep: "b:2".into(),
+            send_ns: Some(0),
+            recv_ns: None,
+            bytes: 1,
+        };
+        let numbered = [m(MessageId::Int(1)), m(MessageId::Int(2))];
+        let index = MessageIndex::of(&numbered);
+        assert!(index.map.is_none());
+        assert_eq!(index.get(&MessageId::Int(2)), Some(1));
+        assert_eq!(index.get(&MessageId::Int(3)), None);
+        assert_eq!(index.get(&MessageId::Int(0)), None);
+        assert_eq!(index.get(&MessageId::Text("1".into())), None);
+        let given = [m(MessageId::Int(7)), m(MessageId::Text("x".into()))];
+        let index = MessageIndex::of(&given);
+        assert_eq!(index.get(&MessageId::Text("x".into())), Some(1));
+        assert_eq!(index.get(&MessageId::Int(7)), Some(0));
+        assert_eq!(index.get(&MessageId::Int(1)), None);
+    }
 
     #[test]
     fn messages_on_ignored_ports_are_left_out_and_counted() {

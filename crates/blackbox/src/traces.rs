@@ -15,7 +15,7 @@ use std::sync::Arc;
 use causeway_model::{KeyValue, Source, Span, SpanId, SpanKind, TraceId};
 
 use crate::link::Assignment;
-use crate::reconcile::{Message, MessageId};
+use crate::reconcile::{Message, MessageId, MessageIndex};
 
 /// A node name's service, host and pid: `program[pid]@host` as reconciliation names a
 /// captured process, else the name as the service.
@@ -29,19 +29,15 @@ fn parse_node(node: &str) -> (String, String, u32) {
 
 /// The spans of every inferred trace. `salt` keeps ids of separate runs apart.
 pub fn spans(messages: &[Message], assignments: &[Assignment], salt: u64) -> Vec<Span> {
-    let index: HashMap<&MessageId, usize> = messages
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (&m.id, i))
-        .collect();
+    let index = MessageIndex::of(messages);
     let by_id: HashMap<&MessageId, &Assignment> = assignments.iter().map(|a| (&a.id, a)).collect();
     // The latest time each message's children were sent (or, unsent, received).
     let mut last_child: Vec<Option<i64>> = vec![None; messages.len()];
     for a in assignments {
-        let (Some(&child), Some(parent)) = (index.get(&a.id), a.parent.as_ref()) else {
+        let (Some(child), Some(parent)) = (index.get(&a.id), a.parent.as_ref()) else {
             continue;
         };
-        let Some(&p) = index.get(parent) else {
+        let Some(p) = index.get(parent) else {
             continue;
         };
         let m = &messages[child];
@@ -69,7 +65,7 @@ pub fn spans(messages: &[Message], assignments: &[Assignment], salt: u64) -> Vec
             .parent
             .as_ref()
             .and_then(|p| index.get(p))
-            .and_then(|&p| span_id(p));
+            .and_then(span_id);
         let start = m.recv_ns.or(m.send_ns).unwrap_or(0).max(0);
         let end = last_child[i].unwrap_or(start).max(start);
         let (service, host, pid) = parse_node(&m.dst);
@@ -108,7 +104,7 @@ pub fn spans(messages: &[Message], assignments: &[Assignment], salt: u64) -> Vec
                 .push(KeyValue::new("causeway.untraced", true));
         }
         let cause = a.cause.as_ref().and_then(|c| index.get(c));
-        if let Some(cause) = cause.and_then(|&c| span_id(c)) {
+        if let Some(cause) = cause.and_then(span_id) {
             span.attributes
                 .push(KeyValue::new("causeway.cause", cause.to_string()));
         }

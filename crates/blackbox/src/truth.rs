@@ -18,7 +18,7 @@
 use foldhash::{HashMap, HashSet};
 
 use crate::link::Assignment;
-use crate::reconcile::{Message, MessageId};
+use crate::reconcile::{Message, MessageId, MessageIndex};
 use crate::score::Truth;
 
 /// One instrumented server call: its trace, the client end of its connection, its time.
@@ -170,18 +170,13 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
 /// before sending, while handling that request (the request itself, or an answer to a
 /// call it made for it).
 pub fn latest_causes(messages: &[Message], truth: &[Truth]) -> Vec<Truth> {
-    let index: HashMap<&MessageId, usize> = messages
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (&m.id, i))
-        .collect();
+    let index = MessageIndex::of(messages);
     let parent: HashMap<&MessageId, &MessageId> = truth
         .iter()
         .filter_map(|t| Some((&t.id, t.parent.as_ref()?)))
         .collect();
     let is_response = |id: &MessageId| -> bool {
-        let (Some(&m), Some(&p)) = (index.get(id), parent.get(id).and_then(|p| index.get(p)))
-        else {
+        let (Some(m), Some(p)) = (index.get(id), parent.get(id).and_then(|p| index.get(p))) else {
             return false;
         };
         messages[p].src_ep == messages[m].dst_ep && messages[p].dst_ep == messages[m].src_ep
@@ -190,7 +185,7 @@ pub fn latest_causes(messages: &[Message], truth: &[Truth]) -> Vec<Truth> {
     // calls it made.
     let mut handled: HashMap<&MessageId, Vec<(i64, &MessageId)>> = HashMap::default();
     for t in truth {
-        let Some(&i) = index.get(&t.id) else { continue };
+        let Some(i) = index.get(&t.id) else { continue };
         let Some(r) = messages[i].recv_ns else {
             continue;
         };
@@ -211,7 +206,7 @@ pub fn latest_causes(messages: &[Message], truth: &[Truth]) -> Vec<Truth> {
         .iter()
         .map(|t| {
             let cause = (|| {
-                let sent = messages[*index.get(&t.id)?].send_ns?;
+                let sent = messages[index.get(&t.id)?].send_ns?;
                 let list = handled.get(t.parent.as_ref()?)?;
                 let p = list.partition_point(|(r, _)| *r <= sent);
                 p.checked_sub(1).map(|k| list[k].1.clone())

@@ -9,7 +9,7 @@ use causeway_blackbox::link::{link, LinkOptions, Linked, Mode};
 use causeway_blackbox::logs::log_files;
 use causeway_blackbox::reconcile::{leave_out_ports, Captured, Message};
 use clap::{Args, ValueEnum};
-use serde_json::json;
+use serde::Serialize;
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum ModeArg {
@@ -289,24 +289,52 @@ fn report(
         .collect::<std::collections::HashSet<_>>()
         .len();
     if a.json {
-        let patterns: Vec<_> = linked.patterns.iter().take(a.top).collect();
-        outln!(
-            "{}",
-            serde_json::to_string(&json!({
-                "processes": captured.processes,
-                "counts": captured.counts,
-                "messages": messages,
-                "skipped_lines": skipped,
-                "spans_sent": sent.map(|(accepted, _)| accepted),
-                "spans_rejected": sent.map(|(_, rejected)| rejected),
-                "traces": traces,
-                "patterns": patterns,
-                "causal_delays": linked.delays.iter().map(|(s, d, ns)| json!({"src": s, "dst": d, "mean_ns": ns})).collect::<Vec<_>>(),
-                "nodes": delays.nodes,
-                "links": delays.links,
-                "clock_offsets": delays.clock_offsets,
-            }))?
-        );
+        // Written from borrowed fields, not built as a JSON value first: at scale the
+        // causal delays alone are tens of megabytes of JSON.
+        #[derive(Serialize)]
+        struct CausalDelay<'a> {
+            src: &'a str,
+            dst: &'a str,
+            mean_ns: f64,
+        }
+        #[derive(Serialize)]
+        struct Report<'a> {
+            processes: &'a [causeway_blackbox::reconcile::Process],
+            counts: &'a causeway_blackbox::reconcile::Counts,
+            messages: usize,
+            skipped_lines: usize,
+            spans_sent: Option<usize>,
+            spans_rejected: Option<usize>,
+            traces: usize,
+            patterns: &'a [causeway_blackbox::link::Pattern],
+            causal_delays: Vec<CausalDelay<'a>>,
+            nodes: &'a [causeway_blackbox::delays::NodeDelay],
+            links: &'a [causeway_blackbox::delays::LinkDelay],
+            clock_offsets: &'a [causeway_blackbox::delays::ClockOffset],
+        }
+        let report = Report {
+            processes: &captured.processes,
+            counts: &captured.counts,
+            messages,
+            skipped_lines: skipped,
+            spans_sent: sent.map(|(accepted, _)| accepted),
+            spans_rejected: sent.map(|(_, rejected)| rejected),
+            traces,
+            patterns: &linked.patterns[..a.top.min(linked.patterns.len())],
+            causal_delays: linked
+                .delays
+                .iter()
+                .map(|(src, dst, mean_ns)| CausalDelay {
+                    src,
+                    dst,
+                    mean_ns: *mean_ns,
+                })
+                .collect(),
+            nodes: &delays.nodes,
+            links: &delays.links,
+            clock_offsets: &delays.clock_offsets,
+        };
+        outln!("{}", serde_json::to_string(&report)?);
         return Ok(());
     }
     outln!(
