@@ -156,6 +156,12 @@ impl CauseTable {
         self.spontaneous.push(spontaneous);
     }
 
+    /// Appends `other`'s messages after these.
+    fn append(&mut self, other: CauseTable) {
+        self.parents.append(other.parents);
+        self.spontaneous.extend(other.spontaneous);
+    }
+
     fn parents(&self, i: u32) -> &[(u32, f32)] {
         self.parents.row(i as usize)
     }
@@ -457,8 +463,8 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     // Message i's candidate causes weighed into `weighed`; returns the probability
     // that it is spontaneous.
     let weigh = |i: usize,
-                 eligible: &dyn Fn(usize, u32) -> bool,
-                 prior: &dyn Fn(usize, u32) -> f64,
+                 eligible: &Eligible<'_>,
+                 prior: &Prior<'_>,
                  found: &mut Vec<(u32, i64)>,
                  scores: &mut Vec<f64>,
                  weighed: &mut Vec<(u32, f32)>|
@@ -519,18 +525,38 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         );
         (spontaneous_weight / total) as f32
     };
-    // Step 2: every message's causes, of those `eligible` (i, j) allows.
-    let causes_of =
-        |eligible: &dyn Fn(usize, u32) -> bool, prior: &dyn Fn(usize, u32) -> f64| -> CauseTable {
+    // Step 2: every message's causes, of those `eligible` (i, j) allows; messages are
+    // independent, so each thread weighs a range of them.
+    let causes_of = |eligible: &Eligible<'_>, prior: &Prior| -> CauseTable {
+        let weigh_range = |range: std::ops::Range<usize>| {
             let (mut found, mut scores, mut weighed) = (Vec::new(), Vec::new(), Vec::new());
-            let mut table = CauseTable::with_capacity(n);
-            for i in 0..n {
+            let mut table = CauseTable::with_capacity(range.len());
+            for i in range {
                 let spontaneous = weigh(i, eligible, prior, &mut found, &mut scores, &mut weighed);
                 table.push(&weighed, spontaneous);
             }
-            table.parents.shrink_to_fit();
             table
         };
+        let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+        let chunk = n.div_ceil(threads).max(1);
+        let mut parts = std::thread::scope(|scope| {
+            let running: Vec<_> = (0..n)
+                .step_by(chunk)
+                .map(|start| scope.spawn(move || weigh_range(start..(start + chunk).min(n))))
+                .collect();
+            running
+                .into_iter()
+                .map(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect::<Vec<CauseTable>>()
+        })
+        .into_iter();
+        let mut table = parts.next().unwrap_or_else(|| CauseTable::with_capacity(0));
+        for part in parts {
+            table.append(part);
+        }
+        table.parents.shrink_to_fit();
+        table
+    };
     // The connections mode also weighs a cause by how often its kind of message (node
     // pair) causes the effect's kind: a server that has had its answer from `geo` does
     // not call `geo` again for that request; the request that just came in does.
@@ -702,6 +728,12 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         delays,
     }
 }
+
+/// Whether message `j` may be message `i`'s cause (weighed on several threads).
+type Eligible<'a> = dyn Fn(usize, u32) -> bool + Sync + 'a;
+
+/// The log prior of message `j` causing message `i`.
+type Prior<'a> = dyn Fn(usize, u32) -> f64 + Sync + 'a;
 
 /// A kind of message: its sender and receiver (clients as one), numbered.
 type Kind = u32;

@@ -44,6 +44,14 @@ impl<T> Rows<T> {
         self.start.len() - 1
     }
 
+    /// Appends `other`'s rows after these.
+    pub(crate) fn append(&mut self, other: Rows<T>) {
+        let base = self.items.len();
+        self.items.extend(other.items);
+        self.start
+            .extend(other.start.iter().skip(1).map(|s| s + base));
+    }
+
     /// Frees the room reserved and not used.
     pub(crate) fn shrink_to_fit(&mut self) {
         self.start.shrink_to_fit();
@@ -101,5 +109,12 @@ mod tests {
         assert_eq!(grouped.row(0), &[1, 2]);
         assert!(grouped.row(1).is_empty());
         assert_eq!(grouped.row(2), &[20, 21]);
+
+        pushed.append(grouped);
+        assert_eq!(pushed.len(), 6);
+        assert_eq!(pushed.row(2), &[3]);
+        assert_eq!(pushed.row(3), &[1, 2]);
+        assert!(pushed.row(4).is_empty());
+        assert_eq!(pushed.row(5), &[20, 21]);
     }
 }
