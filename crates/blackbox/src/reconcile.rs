@@ -175,6 +175,19 @@ pub struct Counts {
     pub clock_reversals: usize,
 }
 
+impl Counts {
+    fn add(&mut self, other: &Counts) {
+        self.logs += other.logs;
+        self.damaged_logs += other.damaged_logs;
+        self.connections += other.connections;
+        self.connections_paired += other.connections_paired;
+        self.datagrams_sent += other.datagrams_sent;
+        self.datagrams_unmatched += other.datagrams_unmatched;
+        self.mid_stream_connections += other.mid_stream_connections;
+        self.clock_reversals += other.clock_reversals;
+    }
+}
+
 /// One data call on a connection end.
 #[derive(Clone, Debug)]
 struct Call {
@@ -230,6 +243,53 @@ fn program_name(exe: &[u8]) -> String {
 }
 
 impl Captured {
+    /// Reads the logs `files`, several at a time; the result is the same as adding them
+    /// one by one in order.
+    pub fn read(files: &[PathBuf]) -> std::io::Result<Captured> {
+        let read_part = |files: &[PathBuf]| -> std::io::Result<Captured> {
+            let mut part = Captured::default();
+            for file in files {
+                let bytes = std::fs::read(file).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("reading {}: {e}", file.display()))
+                })?;
+                part.add_log(file, &bytes);
+            }
+            Ok(part)
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+        let chunk = files.len().div_ceil(threads).max(1);
+        let parts = std::thread::scope(|scope| {
+            let running: Vec<_> = files
+                .chunks(chunk)
+                .map(|files| scope.spawn(move || read_part(files)))
+                .collect();
+            running
+                .into_iter()
+                .map(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect::<Vec<_>>()
+        });
+        let mut all = Captured::default();
+        for part in parts {
+            all.append(part?);
+        }
+        Ok(all)
+    }
+
+    /// Appends `other`'s logs after these.
+    fn append(&mut self, other: Captured) {
+        let base = self.processes.len();
+        self.processes.extend(other.processes);
+        self.ends.extend(other.ends.into_iter().map(|mut e| {
+            e.process += base;
+            e
+        }));
+        self.counts.add(&other.counts);
+        for (node, ports) in other.listening {
+            self.listening.entry(node).or_default().extend(ports);
+        }
+        self.damage.extend(other.damage);
+    }
+
     /// Adds one log's bytes (`path` names it in reports).
     pub fn add_log(&mut self, path: &Path, log: &[u8]) {
         let mut reader = Reader::new(log);

@@ -243,11 +243,7 @@ fn measure(dir: &Path, rate: f64, a: &InferDemoArgs) -> Result<Vec<serde_json::V
         ports
     };
     let (calls, stored_traces) = server_calls(&dir.join("store"))?;
-    let mut captured = Captured::default();
-    for file in log_files(&dir.join("capture"))? {
-        let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-        captured.add_log(&file, &bytes);
-    }
+    let mut captured = Captured::read(&log_files(&dir.join("capture"))?)?;
     captured.name_nodes(&node_names());
     let mut messages = captured.messages();
     // The span exports are not the shop's requests: left out, as `causeway infer

@@ -183,14 +183,11 @@ pub fn run(a: InferArgs) -> Result<()> {
         on: a.phases,
         at: std::time::Instant::now(),
     };
-    let mut captured = Captured::default();
+    let mut files = Vec::new();
     for dir in &a.dirs {
-        for file in log_files(dir)? {
-            let bytes =
-                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-            captured.add_log(&file, &bytes);
-        }
+        files.extend(log_files(dir)?);
     }
+    let mut captured = Captured::read(&files)?;
     if let Some(path) = &a.names {
         captured.name_nodes(&read_names(path)?);
     }

@@ -5,22 +5,50 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use causeway_blackbox::reconcile::{Captured, Message};
 use common::capture_echo;
 
+fn logs(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("the capture directory")
+        .map(|entry| entry.expect("an entry").path())
+        .collect();
+    files.sort();
+    files
+}
+
 fn reconcile(dir: &Path, keep: impl Fn(&str) -> bool) -> (Captured, Vec<Message>) {
-    let mut captured = Captured::default();
-    for entry in std::fs::read_dir(dir).expect("the capture directory") {
-        let path = entry.expect("an entry").path();
-        if keep(&path.to_string_lossy()) {
-            let bytes = std::fs::read(&path).expect("a log");
-            captured.add_log(&path, &bytes);
-        }
-    }
+    let files: Vec<PathBuf> = logs(dir)
+        .into_iter()
+        .filter(|path| keep(&path.to_string_lossy()))
+        .collect();
+    let mut captured = Captured::read(&files).expect("the logs");
     let messages = captured.messages();
     (captured, messages)
+}
+
+#[test]
+fn logs_read_together_reconcile_as_logs_added_one_by_one() {
+    let (dir, _) = capture_echo(
+        "reconcile-together",
+        "--rounds 10 --size 100 --transport tcp",
+    );
+    let files = logs(&dir);
+    assert!(files.len() >= 2, "{files:?}");
+    let mut one_by_one = Captured::default();
+    for path in &files {
+        one_by_one.add_log(path, &std::fs::read(path).expect("a log"));
+    }
+    let (together, messages) = reconcile(&dir, |_| true);
+    let nodes =
+        |c: &Captured| -> Vec<String> { c.processes.iter().map(|p| p.node.clone()).collect() };
+    assert_eq!(nodes(&together), nodes(&one_by_one));
+    assert_eq!(together.counts.logs, files.len());
+    assert_eq!(messages, one_by_one.messages());
+    assert!(messages.len() >= 20, "{}", messages.len());
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The echo's client and server nodes (the client is the server's fork).
