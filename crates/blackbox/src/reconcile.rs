@@ -463,16 +463,19 @@ impl Captured {
                 Some(b) => {
                     self.stream_messages(a, Some(b), &mut out);
                     self.stream_messages(b, Some(a), &mut out);
+                    self.ends[b].calls = Vec::new();
                 }
                 None => self.stream_messages(a, None, &mut out),
             }
+            // A connection's calls are done with once its messages are made: freed as
+            // they go, they make room for the messages.
+            self.ends[a].calls = Vec::new();
         }
         self.datagram_messages(&mut out);
         // The ends are done with: their memory goes before linking needs its own.
         self.ends = Vec::new();
         // In place: a stable sort would want half the messages again.
         out.sort_unstable_by_key(|m| (m.send_ns.or(m.recv_ns), m.recv_ns, m.bytes));
-        out.shrink_to_fit();
         for (i, m) in out.iter_mut().enumerate() {
             m.id = MessageId::Int(i as i64 + 1);
         }
