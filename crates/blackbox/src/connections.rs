@@ -6,7 +6,8 @@
 
 use foldhash::{HashMap, HashSet};
 
-use crate::reconcile::{Message, Name};
+use crate::numbers::Numbered;
+use crate::reconcile::Message;
 
 /// Requests looked at, latest first, for one still open.
 const OPEN_REQUESTS_SEARCHED: usize = 256;
@@ -60,26 +61,18 @@ pub(crate) struct Connections {
 impl Connections {
     pub(crate) fn of(
         messages: &[Message],
-        src: &[u32],
-        dst: &[u32],
-        fixed: &HashSet<(Name, Name)>,
+        nodes: &Numbered,
+        endpoints: &Numbered,
+        fixed: &HashSet<(u32, u32)>,
     ) -> Connections {
-        // Endpoints as numbers, and every receipt and send under its connection end,
-        // sorted: millions of small per-connection lists cost more than these.
-        let mut numbers: HashMap<Name, u32> = HashMap::default();
-        let mut number = |ep: Name| -> u32 {
-            let next = numbers.len() as u32;
-            *numbers.entry(ep).or_insert(next)
-        };
-        let ends: Vec<(u32, u32)> = messages
-            .iter()
-            .map(|m| (number(m.src_ep), number(m.dst_ep)))
-            .collect();
-        drop(numbers);
+        // Every receipt and send under its connection end, sorted: millions of small
+        // per-connection lists cost more than these.
+        let (src, dst) = (&nodes.src, &nodes.dst);
+        let ends = |i: usize| (endpoints.src[i], endpoints.dst[i]);
         let mut received: Vec<(End, i64, u32)> = Vec::new();
         let mut sent: Vec<(End, i64, u32)> = Vec::new();
         for (i, m) in messages.iter().enumerate() {
-            let (s_ep, d_ep) = ends[i];
+            let (s_ep, d_ep) = ends(i);
             if let Some(r) = m.recv_ns {
                 received.push(((dst[i], d_ep, s_ep), r, i as u32));
             }
@@ -96,10 +89,10 @@ impl Connections {
             .enumerate()
             .map(|(i, m)| {
                 let s = m.send_ns?;
-                if !fixed.contains(&(m.src, m.src_ep)) {
+                if !fixed.contains(&(src[i], endpoints.src[i])) {
                     return None;
                 }
-                let (s_ep, d_ep) = ends[i];
+                let (s_ep, d_ep) = ends(i);
                 received.latest((src[i], s_ep, d_ep), s)
             })
             .collect();
@@ -108,10 +101,10 @@ impl Connections {
             .enumerate()
             .map(|(i, m)| {
                 let r = m.recv_ns?;
-                if fixed.contains(&(m.dst, m.dst_ep)) {
+                if fixed.contains(&(dst[i], endpoints.dst[i])) {
                     return None;
                 }
-                let (s_ep, d_ep) = ends[i];
+                let (s_ep, d_ep) = ends(i);
                 sent.latest((dst[i], d_ep, s_ep), r)
             })
             .collect();
@@ -120,12 +113,12 @@ impl Connections {
         let mut is_request = vec![false; messages.len()];
         for (i, m) in messages.iter().enumerate() {
             let Some(r) = m.recv_ns else { continue };
-            if !fixed.contains(&(m.dst, m.dst_ep)) {
+            if !fixed.contains(&(dst[i], endpoints.dst[i])) {
                 continue;
             }
             requests.entry(dst[i]).or_default().push((r, i as u32));
             is_request[i] = true;
-            let (s_ep, d_ep) = ends[i];
+            let (s_ep, d_ep) = ends(i);
             answered_at[i] = sent.first_from((dst[i], d_ep, s_ep), r);
         }
         for v in requests.values_mut() {

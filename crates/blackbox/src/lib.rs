@@ -13,6 +13,7 @@ pub mod elf;
 pub mod format;
 pub mod link;
 pub mod logs;
+mod numbers;
 pub mod reconcile;
 pub mod roles;
 mod rows;

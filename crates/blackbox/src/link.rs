@@ -29,7 +29,9 @@ use foldhash::{HashMap, HashSet};
 use serde::Serialize;
 
 use crate::connections::Connections;
-use crate::reconcile::{Message, MessageId, MessageIndex, Name};
+use crate::numbers::Numbered;
+use crate::reconcile::{Message, MessageId, MessageIndex};
+use crate::roles::fixed_numbered;
 use crate::rows::Rows;
 
 /// Rounds of linking again with the causes found before (the connections mode).
@@ -190,32 +192,14 @@ impl CauseTable {
     }
 }
 
-/// The messages' nodes as numbers: each message's sender and receiver, and the names.
-struct Nodes {
-    src: Vec<u32>,
-    dst: Vec<u32>,
-    names: Vec<Name>,
-}
-
-impl Nodes {
-    fn of(messages: &[Message]) -> Nodes {
-        let mut numbers: HashMap<Name, u32> = HashMap::default();
-        let mut names: Vec<Name> = Vec::new();
-        let mut node = |name: Name| -> u32 {
-            *numbers.entry(name).or_insert_with(|| {
-                names.push(name);
-                (names.len() - 1) as u32
-            })
-        };
-        let src = messages.iter().map(|m| node(m.src)).collect();
-        let dst = messages.iter().map(|m| node(m.dst)).collect();
-        Nodes { src, dst, names }
-    }
-
+impl Numbered {
     /// Whether each node is a client (§2.5.1): it never uses a fixed endpoint.
-    fn clients(&self, fixed: &HashSet<(Name, Name)>) -> Vec<bool> {
-        let servers: HashSet<Name> = fixed.iter().map(|(node, _)| *node).collect();
-        self.names.iter().map(|n| !servers.contains(n)).collect()
+    fn clients(&self, fixed: &HashSet<(u32, u32)>) -> Vec<bool> {
+        let mut clients = vec![true; self.names.len()];
+        for &(node, _) in fixed {
+            clients[node as usize] = false;
+        }
+        clients
     }
 
     /// The names patterns use: every client node is CLIENT; the unaggregated names stay
@@ -249,10 +233,10 @@ pub fn patterns_of(
     assignments: &[Assignment],
     o: &LinkOptions,
 ) -> Vec<Pattern> {
-    let nodes = Nodes::of(messages);
-    let fixed = crate::roles::fixed_endpoints(messages, &o.listening, o.fixed_port_peers);
+    let (nodes, endpoints) = (Numbered::nodes(messages), Numbered::endpoints(messages));
+    let fixed = fixed_numbered(&nodes, &endpoints, &o.listening, o.fixed_port_peers);
     let names = nodes.pattern_names(&nodes.clients(&fixed));
-    let connections = Connections::of(messages, &nodes.src, &nodes.dst, &fixed);
+    let connections = Connections::of(messages, &nodes, &endpoints, &fixed);
     let index = MessageIndex::of(messages);
     let mut traces: HashMap<u64, Instance> = HashMap::default();
     let trace_of: HashMap<u32, u64> = assignments
@@ -344,10 +328,10 @@ impl PatternCounts {
 
 /// Links `messages` (in any order).
 pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
-    let nodes = Nodes::of(messages);
+    let (nodes, endpoints) = (Numbered::nodes(messages), Numbered::endpoints(messages));
     let (src, dst) = (&nodes.src, &nodes.dst);
     let n = messages.len();
-    let fixed = crate::roles::fixed_endpoints(messages, &o.listening, o.fixed_port_peers);
+    let fixed = fixed_numbered(&nodes, &endpoints, &o.listening, o.fixed_port_peers);
     let clients = nodes.clients(&fixed);
     // A captured client's message to a server (an uncaptured sender's messages are
     // linked A→B→A; between two clients nothing says which one asks).
@@ -360,7 +344,8 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     };
     // Every mode draws patterns with the requests messages were sent for; only the
     // connections mode links with them.
-    let connections = Connections::of(messages, src, dst, &fixed);
+    let connections = Connections::of(messages, &nodes, &endpoints, &fixed);
+    drop((endpoints, fixed));
     let by_connections = mode == Mode::Connections;
     // Per node, the messages into it by receive time, and out of it by send time.
     let nodes_count = nodes.names.len();

@@ -7,6 +7,7 @@
 use foldhash::{HashMap, HashSet};
 use smallvec::SmallVec;
 
+use crate::numbers::Numbered;
 use crate::reconcile::{Message, Name};
 
 /// The name patterns give every client node.
@@ -23,27 +24,47 @@ pub fn fixed_endpoints(
     listening: &HashMap<String, HashSet<u16>>,
     min_peers: usize,
 ) -> HashSet<(Name, Name)> {
+    let (nodes, endpoints) = (Numbered::nodes(messages), Numbered::endpoints(messages));
+    fixed_numbered(&nodes, &endpoints, listening, min_peers)
+        .into_iter()
+        .map(|(node, ep)| (nodes.names[node as usize], endpoints.names[ep as usize]))
+        .collect()
+}
+
+/// [`fixed_endpoints`] by number: (node, endpoint).
+pub(crate) fn fixed_numbered(
+    nodes: &Numbered,
+    endpoints: &Numbered,
+    listening: &HashMap<String, HashSet<u16>>,
+    min_peers: usize,
+) -> HashSet<(u32, u32)> {
     // Each endpoint's distinct peers, counted up to `min_peers` (inline: most endpoints
     // are ephemeral, with one peer).
-    let mut peers: HashMap<Name, SmallVec<[Name; 3]>> = HashMap::default();
-    for m in messages {
-        for (a, b) in [(m.src_ep, m.dst_ep), (m.dst_ep, m.src_ep)] {
-            let seen = peers.entry(a).or_default();
+    let mut peers: Vec<SmallVec<[u32; 3]>> = vec![SmallVec::new(); endpoints.names.len()];
+    for (&a, &b) in endpoints.src.iter().zip(&endpoints.dst) {
+        for (a, b) in [(a, b), (b, a)] {
+            let seen = &mut peers[a as usize];
             if seen.len() < min_peers && !seen.contains(&b) {
                 seen.push(b);
             }
         }
     }
+    let ports: Vec<Option<&HashSet<u16>>> = nodes
+        .names
+        .iter()
+        .map(|node| listening.get(node.as_str()))
+        .collect();
     let mut out = HashSet::default();
-    for m in messages {
-        for (node, ep) in [(m.src, m.src_ep), (m.dst, m.dst_ep)] {
+    let sides = [(&nodes.src, &endpoints.src), (&nodes.dst, &endpoints.dst)];
+    for (node_of, ep_of) in sides {
+        for (&node, &ep) in node_of.iter().zip(ep_of.iter()) {
             if out.contains(&(node, ep)) {
                 continue;
             }
-            let fixed = peers.get(&ep).is_some_and(|p| p.len() >= min_peers)
-                || listening
-                    .get(node.as_str())
-                    .is_some_and(|ports| port(&ep).is_some_and(|p| ports.contains(&p)));
+            let fixed = peers[ep as usize].len() >= min_peers
+                || ports[node as usize].is_some_and(|ports| {
+                    port(&endpoints.names[ep as usize]).is_some_and(|p| ports.contains(&p))
+                });
             if fixed {
                 out.insert((node, ep));
             }
