@@ -458,14 +458,36 @@ impl Captured {
             .collect();
         let pairs = self.pair_streams(&streams);
         self.counts.connections_paired = 2 * pairs.iter().filter(|(_, b)| b.is_some()).count();
+        // Each process's node name interned once, each pair's endpoints once.
+        let nodes: Vec<Name> = self
+            .processes
+            .iter()
+            .map(|p| Name::from(p.node.as_str()))
+            .collect();
+        let node = |e: &End| nodes.get(e.process).copied().unwrap_or_default();
         for (a, b) in pairs {
+            let sa = &self.ends[a];
+            let (local, peer) = (sa.local.name(), sa.peer.name());
             match b {
                 Some(b) => {
-                    self.stream_messages(a, Some(b), &mut out);
-                    self.stream_messages(b, Some(a), &mut out);
+                    let sb = &self.ends[b];
+                    // Mirrored addresses: one end's local is the other's peer.
+                    let mirrored = matches!((&sb.local, &sb.peer), (Ep::Inet(_), Ep::Inet(_)));
+                    let (b_local, b_peer) = if mirrored {
+                        (peer, local)
+                    } else {
+                        (sb.local.name(), sb.peer.name())
+                    };
+                    let names_a = (node(sa), node(sb), local, peer);
+                    let names_b = (node(sb), node(sa), b_local, b_peer);
+                    self.stream_messages(a, Some(b), names_a, &mut out);
+                    self.stream_messages(b, Some(a), names_b, &mut out);
                     self.ends[b].calls = Vec::new();
                 }
-                None => self.stream_messages(a, None, &mut out),
+                None => {
+                    let names = (node(sa), sa.peer.host(), local, peer);
+                    self.stream_messages(a, None, names, &mut out);
+                }
             }
             // A connection's calls are done with once its messages are made: freed as
             // they go, they make room for the messages.
@@ -546,7 +568,14 @@ impl Captured {
 
     /// The messages `sender` sent on a stream (or, when `receiver` is `None`, also those
     /// it received from the uncaptured other end).
-    fn stream_messages(&self, sender: usize, receiver: Option<usize>, out: &mut Vec<Message>) {
+    /// `names`: the sender's and the receiver's nodes and endpoints.
+    fn stream_messages(
+        &self,
+        sender: usize,
+        receiver: Option<usize>,
+        names: (Name, Name, Name, Name),
+        out: &mut Vec<Message>,
+    ) {
         let s = &self.ends[sender];
         let r = receiver.map(|i| &self.ends[i]);
         // Runs of sends with no receive between them.
@@ -565,14 +594,7 @@ impl Captured {
                 Direction::Recv => open = false,
             }
         }
-        let (src, dst) = (
-            self.node(s),
-            match r {
-                Some(r) => self.node(r),
-                None => s.peer.host(),
-            },
-        );
-        let (local, peer) = (s.local.name(), s.peer.name());
+        let (src, dst, local, peer) = names;
         for (start, end, sent) in runs {
             // The read that delivered the message's last byte (not knowable when either end
             // was first seen mid-stream: its offsets are not positions in the stream).
