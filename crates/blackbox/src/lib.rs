@@ -14,6 +14,7 @@ pub mod format;
 pub mod link;
 pub mod logs;
 mod numbers;
+mod parallel;
 pub mod reconcile;
 pub mod roles;
 mod rows;

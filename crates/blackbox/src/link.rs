@@ -522,19 +522,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             }
             table
         };
-        let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
-        let chunk = n.div_ceil(threads).max(1);
-        let mut parts = std::thread::scope(|scope| {
-            let running: Vec<_> = (0..n)
-                .step_by(chunk)
-                .map(|start| scope.spawn(move || weigh_range(start..(start + chunk).min(n))))
-                .collect();
-            running
-                .into_iter()
-                .map(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .collect::<Vec<CauseTable>>()
-        })
-        .into_iter();
+        let mut parts = crate::parallel::map_ranges(n, weigh_range).into_iter();
         let mut table = parts.next().unwrap_or_else(|| CauseTable::with_capacity(0));
         for part in parts {
             table.append(part);
@@ -599,26 +587,50 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     let mut best: Vec<Option<Slot>> = vec![None; n];
     let mut patterns = PatternCounts::default();
     let mut next_trace = 1u64;
-    let roots: Vec<usize> = (0..n).filter(|&i| best_cause[i].is_none()).collect();
-    for root in roots {
-        // A root's instances are alternatives for one request's path: one trace, each
-        // message in it with its parent from its most probable instance. (A trace per
-        // instance would scatter a request over its alternatives.)
-        let trace = next_trace;
-        next_trace += 1;
-        for (members, probability) in tree.instances(root as u32, o) {
-            let served = served_tree(&members, messages, &connections);
-            let shape = shape(&served, root as u32, src, dst, &pattern_names);
-            patterns.add(shape, probability);
-            for (&(m, cause), &(_, parent)) in members.iter().zip(&served) {
-                let slot = &mut best[m as usize];
-                if slot.as_ref().is_none_or(|a| a.probability < probability) {
-                    *slot = Some(Slot {
-                        trace,
-                        parent,
-                        cause,
-                        probability,
-                    });
+    let roots: Vec<u32> = (0..n as u32)
+        .filter(|&i| best_cause[i as usize].is_none())
+        .collect();
+    // A root's instances, each with its shape, its probability, and its messages with
+    // their causes and parents.
+    let instances_of = |root: u32| -> Vec<(String, f64, Vec<Placed>)> {
+        tree.instances(root, o)
+            .into_iter()
+            .map(|(members, probability)| {
+                let served = served_tree(&members, messages, &connections);
+                let shape = shape(&served, root, src, dst, &pattern_names);
+                let placed = members
+                    .iter()
+                    .zip(&served)
+                    .map(|(&(m, cause), &(_, parent))| (m, cause, parent))
+                    .collect();
+                (shape, probability, placed)
+            })
+            .collect()
+    };
+    // Roots are independent: a block of them at a time is split across the cores, and
+    // what they found is applied in root order, as one thread would.
+    for block in roots.chunks(ROOTS_PER_BLOCK) {
+        let found = crate::parallel::map_chunks(block, |roots| {
+            roots.iter().map(|&r| instances_of(r)).collect::<Vec<_>>()
+        });
+        for instances in found.into_iter().flatten() {
+            // A root's instances are alternatives for one request's path: one trace,
+            // each message in it with its parent from its most probable instance. (A
+            // trace per instance would scatter a request over its alternatives.)
+            let trace = next_trace;
+            next_trace += 1;
+            for (shape, probability, placed) in instances {
+                patterns.add(shape, probability);
+                for (m, cause, parent) in placed {
+                    let slot = &mut best[m as usize];
+                    if slot.as_ref().is_none_or(|a| a.probability < probability) {
+                        *slot = Some(Slot {
+                            trace,
+                            parent,
+                            cause,
+                            probability,
+                        });
+                    }
                 }
             }
         }
@@ -719,6 +731,13 @@ type Eligible<'a> = dyn Fn(usize, u32) -> bool + Sync + 'a;
 
 /// The log prior of message `j` causing message `i`.
 type Prior<'a> = dyn Fn(usize, u32) -> f64 + Sync + 'a;
+
+/// Roots whose instances are found at once (on all cores) before they are applied: the
+/// instances wait in memory meanwhile.
+const ROOTS_PER_BLOCK: usize = 1 << 14;
+
+/// A message placed in an instance: (message, cause, parent).
+type Placed = (u32, Option<u32>, Option<u32>);
 
 /// A kind of message: its sender and receiver (clients as one), numbered.
 type Kind = u32;

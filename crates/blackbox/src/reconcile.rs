@@ -256,18 +256,7 @@ impl Captured {
             }
             Ok(part)
         };
-        let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
-        let chunk = files.len().div_ceil(threads).max(1);
-        let parts = std::thread::scope(|scope| {
-            let running: Vec<_> = files
-                .chunks(chunk)
-                .map(|files| scope.spawn(move || read_part(files)))
-                .collect();
-            running
-                .into_iter()
-                .map(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .collect::<Vec<_>>()
-        });
+        let parts = crate::parallel::map_chunks(files, read_part);
         let mut all = Captured::default();
         for part in parts {
             all.append(part?);
