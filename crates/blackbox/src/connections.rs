@@ -7,6 +7,7 @@
 use foldhash::{HashMap, HashSet};
 
 use crate::numbers::Numbered;
+use crate::parallel::join;
 use crate::reconcile::Message;
 
 /// Requests looked at, latest first, for one still open.
@@ -80,34 +81,38 @@ impl Connections {
                 sent.push(((src[i], s_ep, d_ep), s, i as u32));
             }
         }
-        received.sort_unstable();
-        sent.sort_unstable();
+        join(|| received.sort_unstable(), || sent.sort_unstable());
         let received = ByEnd(received);
         let sent = ByEnd(sent);
-        let answers = messages
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let s = m.send_ns?;
-                if !fixed.contains(&(src[i], endpoints.src[i])) {
-                    return None;
-                }
-                let (s_ep, d_ep) = ends(i);
-                received.latest((src[i], s_ep, d_ep), s)
-            })
-            .collect();
-        let asked_by = messages
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let r = m.recv_ns?;
-                if fixed.contains(&(dst[i], endpoints.dst[i])) {
-                    return None;
-                }
-                let (s_ep, d_ep) = ends(i);
-                sent.latest((dst[i], d_ep, s_ep), r)
-            })
-            .collect();
+        let answers = || {
+            messages
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let s = m.send_ns?;
+                    if !fixed.contains(&(src[i], endpoints.src[i])) {
+                        return None;
+                    }
+                    let (s_ep, d_ep) = ends(i);
+                    received.latest((src[i], s_ep, d_ep), s)
+                })
+                .collect()
+        };
+        let asked_by = || {
+            messages
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let r = m.recv_ns?;
+                    if fixed.contains(&(dst[i], endpoints.dst[i])) {
+                        return None;
+                    }
+                    let (s_ep, d_ep) = ends(i);
+                    sent.latest((dst[i], d_ep, s_ep), r)
+                })
+                .collect()
+        };
+        let (answers, asked_by) = join(answers, asked_by);
         let mut requests: HashMap<u32, Vec<(i64, u32)>> = HashMap::default();
         let mut answered_at = vec![None; messages.len()];
         let mut is_request = vec![false; messages.len()];

@@ -233,7 +233,10 @@ pub fn patterns_of(
     assignments: &[Assignment],
     o: &LinkOptions,
 ) -> Vec<Pattern> {
-    let (nodes, endpoints) = (Numbered::nodes(messages), Numbered::endpoints(messages));
+    let (nodes, endpoints) = crate::parallel::join(
+        || Numbered::nodes(messages),
+        || Numbered::endpoints(messages),
+    );
     let fixed = fixed_numbered(&nodes, &endpoints, &o.listening, o.fixed_port_peers);
     let names = nodes.pattern_names(&nodes.clients(&fixed));
     let connections = Connections::of(messages, &nodes, &endpoints, &fixed);
@@ -328,7 +331,10 @@ impl PatternCounts {
 
 /// Links `messages` (in any order).
 pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
-    let (nodes, endpoints) = (Numbered::nodes(messages), Numbered::endpoints(messages));
+    let (nodes, endpoints) = crate::parallel::join(
+        || Numbered::nodes(messages),
+        || Numbered::endpoints(messages),
+    );
     let (src, dst) = (&nodes.src, &nodes.dst);
     let n = messages.len();
     let fixed = fixed_numbered(&nodes, &endpoints, &o.listening, o.fixed_port_peers);
@@ -422,20 +428,28 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     drop(kind_numbers);
     let pair = |i: usize| kinds[i];
     let mut sums: Vec<(f64, u64)> = vec![(0.0, 0); kind_pairs.len()];
-    let mut found = Vec::new();
-    // Each message's latest candidate, for the connections mode's first kinds.
+    // Each message's latest candidate and its delay, found on every core and summed in
+    // message order; the candidates also give the connections mode its first kinds.
+    let latest = crate::parallel::map_ranges(n, |range| {
+        let mut found = Vec::new();
+        range
+            .filter(|&i| !starts_path(i))
+            .filter_map(|i| {
+                candidates(i, o.window_ns, 1, &mut found);
+                found.first().map(|&(j, delay)| (i as u32, j, delay))
+            })
+            .collect::<Vec<_>>()
+    });
     let mut first_candidates: Vec<(u32, u32)> = Vec::new();
-    for i in (0..n).filter(|&i| !starts_path(i)) {
-        candidates(i, o.window_ns, 1, &mut found);
-        if let Some(&(j, delay)) = found.first() {
-            if by_connections {
-                first_candidates.push((i as u32, j));
-            }
-            let e = &mut sums[pair(i) as usize];
-            e.0 += delay as f64;
-            e.1 += 1;
+    for &(i, j, delay) in latest.iter().flatten() {
+        if by_connections {
+            first_candidates.push((i, j));
         }
+        let e = &mut sums[pair(i as usize) as usize];
+        e.0 += delay as f64;
+        e.1 += 1;
     }
+    drop(latest);
     let mean = |i: usize| -> f64 {
         let (sum, count) = sums[pair(i) as usize];
         if count == 0 {

@@ -25,6 +25,21 @@ pub(crate) fn map_chunks<T: Sync, R: Send>(items: &[T], f: impl Fn(&[T]) -> R + 
     map_ranges(items.len(), |range| f(&items[range]))
 }
 
+/// `a` and `b` at once, on two threads.
+pub(crate) fn join<A: Send, B: Send>(
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    std::thread::scope(|scope| {
+        let running = scope.spawn(a);
+        let b = b();
+        let a = running
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (a, b)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,5 +53,6 @@ mod tests {
         }
         let sums = map_chunks(&[1, 2, 3, 4, 5], |c| c.iter().sum::<i32>());
         assert_eq!(sums.iter().sum::<i32>(), 15);
+        assert_eq!(join(|| 1, || "two"), (1, "two"));
     }
 }

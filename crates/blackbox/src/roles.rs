@@ -24,7 +24,10 @@ pub fn fixed_endpoints(
     listening: &HashMap<String, HashSet<u16>>,
     min_peers: usize,
 ) -> HashSet<(Name, Name)> {
-    let (nodes, endpoints) = (Numbered::nodes(messages), Numbered::endpoints(messages));
+    let (nodes, endpoints) = crate::parallel::join(
+        || Numbered::nodes(messages),
+        || Numbered::endpoints(messages),
+    );
     fixed_numbered(&nodes, &endpoints, listening, min_peers)
         .into_iter()
         .map(|(node, ep)| (nodes.names[node as usize], endpoints.names[ep as usize]))
