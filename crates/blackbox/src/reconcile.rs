@@ -69,6 +69,9 @@ impl Ep {
     }
 }
 
+/// Connection pairs whose names are made at once (on every core) before their messages.
+const PAIRS_PER_BLOCK: usize = 1 << 15;
+
 /// What a connection end is found by: its local and peer addresses (a Unix stream's
 /// path and its client's and server's pids).
 type PairKey<'a> = (&'a Ep, &'a Ep, u32, u32);
@@ -454,33 +457,36 @@ impl Captured {
             .map(|p| Name::from(p.node.as_str()))
             .collect();
         let node = |e: &End| nodes.get(e.process).copied().unwrap_or_default();
-        for (a, b) in pairs {
-            let sa = &self.ends[a];
-            let (local, peer) = (sa.local.name(), sa.peer.name());
-            match b {
-                Some(b) => {
-                    let sb = &self.ends[b];
-                    // Mirrored addresses: one end's local is the other's peer.
-                    let mirrored = matches!((&sb.local, &sb.peer), (Ep::Inet(_), Ep::Inet(_)));
-                    let (b_local, b_peer) = if mirrored {
-                        (peer, local)
-                    } else {
-                        (sb.local.name(), sb.peer.name())
-                    };
-                    let names_a = (node(sa), node(sb), local, peer);
-                    let names_b = (node(sb), node(sa), b_local, b_peer);
-                    self.stream_messages(a, Some(b), names_a, &mut out);
-                    self.stream_messages(b, Some(a), names_b, &mut out);
-                    self.ends[b].calls = Vec::new();
+        // Names take longest to make: a block of pairs' at a time on every core.
+        for block in pairs.chunks(PAIRS_PER_BLOCK) {
+            let names = crate::parallel::map_chunks(block, |pairs| {
+                pairs
+                    .iter()
+                    .map(|&(a, b)| self.pair_names(a, b))
+                    .collect::<Vec<_>>()
+            });
+            for (&(a, b), [local, peer, b_local, b_peer]) in
+                block.iter().zip(names.into_iter().flatten())
+            {
+                let sa = &self.ends[a];
+                match b {
+                    Some(b) => {
+                        let sb = &self.ends[b];
+                        let names_a = (node(sa), node(sb), local, peer);
+                        let names_b = (node(sb), node(sa), b_local, b_peer);
+                        self.stream_messages(a, Some(b), names_a, &mut out);
+                        self.stream_messages(b, Some(a), names_b, &mut out);
+                        self.ends[b].calls = Vec::new();
+                    }
+                    None => {
+                        let names = (node(sa), b_local, local, peer);
+                        self.stream_messages(a, None, names, &mut out);
+                    }
                 }
-                None => {
-                    let names = (node(sa), sa.peer.host(), local, peer);
-                    self.stream_messages(a, None, names, &mut out);
-                }
+                // A connection's calls are done with once its messages are made: freed
+                // as they go, they make room for the messages.
+                self.ends[a].calls = Vec::new();
             }
-            // A connection's calls are done with once its messages are made: freed as
-            // they go, they make room for the messages.
-            self.ends[a].calls = Vec::new();
         }
         self.datagram_messages(&mut out);
         // The ends are done with: their memory goes before linking needs its own.
@@ -516,12 +522,24 @@ impl Captured {
     /// Each stream end with its other end when that was captured, in time order per
     /// address pair.
     fn pair_streams(&self, streams: &[usize]) -> Vec<(usize, Option<usize>)> {
-        let mut by_key: HashMap<PairKey, Vec<usize>> = HashMap::default();
-        for &i in streams {
+        // The ends under each key, in index order: the first, and each one's next (a list
+        // per key would be millions of allocations).
+        const END: u32 = u32::MAX;
+        let mut first: HashMap<PairKey, u32> = HashMap::default();
+        let mut next: Vec<u32> = vec![END; self.ends.len()];
+        for &i in streams.iter().rev() {
             if let Some((own, _)) = Self::keys(&self.ends[i]) {
-                by_key.entry(own).or_default().push(i);
+                if let Some(after) = first.insert(own, i as u32) {
+                    next[i] = after;
+                }
             }
         }
+        let under = |key: &PairKey| {
+            std::iter::successors(first.get(key).copied(), |&j| {
+                Some(next[j as usize]).filter(|&k| k != END)
+            })
+            .map(|j| j as usize)
+        };
         let mut paired = vec![false; self.ends.len()];
         let mut out = Vec::new();
         for &i in streams {
@@ -530,13 +548,9 @@ impl Captured {
             }
             let e = &self.ends[i];
             let other = Self::keys(e).and_then(|(_, mirror)| {
-                by_key.get(&mirror).and_then(|candidates| {
-                    candidates
-                        .iter()
-                        .copied()
-                        .filter(|&j| j != i && !paired[j] && self.ends[j].process != e.process)
-                        .min_by_key(|&j| self.ends[j].at_wall.abs_diff(e.at_wall))
-                })
+                under(&mirror)
+                    .filter(|&j| j != i && !paired[j] && self.ends[j].process != e.process)
+                    .min_by_key(|&j| self.ends[j].at_wall.abs_diff(e.at_wall))
             });
             paired[i] = true;
             if let Some(j) = other {
@@ -545,6 +559,23 @@ impl Captured {
             out.push((i, other));
         }
         out
+    }
+
+    /// A pair's endpoint names: the first end's local and peer, then the second end's
+    /// (or, the second end not captured, its host's and nothing).
+    fn pair_names(&self, a: usize, b: Option<usize>) -> [Name; 4] {
+        let sa = &self.ends[a];
+        let (local, peer) = (sa.local.name(), sa.peer.name());
+        let Some(b) = b else {
+            return [local, peer, sa.peer.host(), Name::default()];
+        };
+        let sb = &self.ends[b];
+        // Mirrored addresses: one end's local is the other's peer.
+        if matches!((&sb.local, &sb.peer), (Ep::Inet(_), Ep::Inet(_))) {
+            [local, peer, peer, local]
+        } else {
+            [local, peer, sb.local.name(), sb.peer.name()]
+        }
     }
 
     fn node(&self, end: &End) -> Name {
