@@ -69,14 +69,28 @@ fn host(node: &str) -> &str {
 /// The delays along the messages' assigned causes.
 pub fn delays(messages: &[Message], assignments: &[Assignment]) -> Delays {
     let index = MessageIndex::of(messages);
-    let mut nodes: BTreeMap<&str, NodeDelay> = BTreeMap::new();
+    let mut causes = vec![None; messages.len()];
     for a in assignments {
-        let (Some(c), Some(p)) = (
+        if let (Some(c), Some(p)) = (
             index.get(&a.id),
             a.cause.as_ref().and_then(|p| index.get(p)),
-        ) else {
+        ) {
+            causes[c] = Some(p as u32);
+        }
+    }
+    delays_by_index(messages, &causes)
+}
+
+/// The delays along the messages' causes: `causes[i]` is the index of message `i`'s.
+pub fn delays_by_index(messages: &[Message], causes: &[Option<u32>]) -> Delays {
+    let mut nodes: BTreeMap<&str, NodeDelay> = BTreeMap::new();
+    for (c, cause) in causes.iter().enumerate() {
+        let Some(p) = cause.map(|p| p as usize) else {
             continue;
         };
+        if c >= messages.len() || p >= messages.len() {
+            continue;
+        }
         let (child, parent) = (&messages[c], &messages[p]);
         // Both on the node's clock: the cause's receipt and the effect's send there.
         let (Some(sent), Some(received)) = (child.send_ns, parent.recv_ns) else {

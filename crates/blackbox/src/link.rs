@@ -108,13 +108,18 @@ pub struct Assignment {
     pub probability: f64,
 }
 
-/// A message's place while instances are built: [`Assignment`] by message index.
-#[derive(Clone, Copy, Debug)]
-struct Slot {
-    trace: u64,
-    parent: Option<u32>,
-    cause: Option<u32>,
-    probability: f64,
+/// Where one message ended up, by message index: [`Assignment`] without the ids (at
+/// CoDeeN scale the ids would double the largest table linking leaves).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Placement {
+    /// The inferred trace.
+    pub trace: u64,
+    /// The index of the request it was sent for.
+    pub parent: Option<u32>,
+    /// The index of the message that caused it.
+    pub cause: Option<u32>,
+    /// The instance's probability.
+    pub probability: f64,
 }
 
 /// A path pattern: path instances of one shape.
@@ -131,10 +136,38 @@ pub struct Pattern {
 /// What linking inferred.
 #[derive(Debug, Default)]
 pub struct Linked {
-    pub assignments: Vec<Assignment>,
+    /// Each message's placement, in the order of the messages linked.
+    pub placements: Vec<Placement>,
     pub patterns: Vec<Pattern>,
     /// Mean causal delay per node pair (ns).
     pub delays: Vec<(String, String, f64)>,
+}
+
+impl Linked {
+    /// Message `i`'s assignment, with message ids (as `--assignments` writes it).
+    pub fn assignment(&self, messages: &[Message], i: usize) -> Assignment {
+        let id = |m: Option<u32>| m.map(|m| messages[m as usize].id.clone());
+        let p = &self.placements[i];
+        Assignment {
+            id: messages[i].id.clone(),
+            trace: p.trace,
+            parent: id(p.parent),
+            cause: id(p.cause),
+            probability: p.probability,
+        }
+    }
+
+    /// Every message's assignment.
+    pub fn assignments(&self, messages: &[Message]) -> Vec<Assignment> {
+        (0..self.placements.len())
+            .map(|i| self.assignment(messages, i))
+            .collect()
+    }
+
+    /// Each message's cause, by index.
+    pub fn causes(&self) -> Vec<Option<u32>> {
+        self.placements.iter().map(|p| p.cause).collect()
+    }
 }
 
 /// Every message's candidate causes: (cause's index, probability) by message, and its
@@ -598,7 +631,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     };
     let pattern_names = nodes.pattern_names(&clients);
     // Step 3: instances from each root.
-    let mut best: Vec<Option<Slot>> = vec![None; n];
+    let mut best: Vec<Option<Placement>> = vec![None; n];
     let mut patterns = PatternCounts::default();
     let mut next_trace = 1u64;
     let roots: Vec<u32> = (0..n as u32)
@@ -638,7 +671,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
                 for (m, cause, parent) in placed {
                     let slot = &mut best[m as usize];
                     if slot.as_ref().is_none_or(|a| a.probability < probability) {
-                        *slot = Some(Slot {
+                        *slot = Some(Placement {
                             trace,
                             parent,
                             cause,
@@ -678,7 +711,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
                     .filter(|s| s.trace == cause.trace)
                     .and_then(|s| s.parent)
             });
-            best[i] = Some(Slot {
+            best[i] = Some(Placement {
                 trace: cause.trace,
                 parent: Some(parent),
                 cause: Some(p),
@@ -688,13 +721,14 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     }
     // The rest are traces of their own. Then what linking kept goes before the
     // assignments are made: at scale they are the largest table.
-    let best: Vec<Slot> = best
+    // In place: the placements take the room of the slots.
+    let placements: Vec<Placement> = best
         .into_iter()
         .enumerate()
         .map(|(i, slot)| {
             slot.unwrap_or_else(|| {
                 next_trace += 1;
-                Slot {
+                Placement {
                     trace: next_trace - 1,
                     parent: None,
                     cause: None,
@@ -704,18 +738,6 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         })
         .collect();
     drop((children, causes, best_cause, connections));
-    let id = |m: Option<u32>| m.map(|m| messages[m as usize].id.clone());
-    let assignments = best
-        .into_iter()
-        .enumerate()
-        .map(|(i, s)| Assignment {
-            id: messages[i].id.clone(),
-            trace: s.trace,
-            parent: id(s.parent),
-            cause: id(s.cause),
-            probability: s.probability,
-        })
-        .collect();
     let patterns = patterns.into_sorted();
     let name = |node: u32| {
         nodes
@@ -734,7 +756,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         .collect();
     delays.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
     Linked {
-        assignments,
+        placements,
         patterns,
         delays,
     }
@@ -1170,11 +1192,9 @@ mod tests {
         let messages = two_requests();
         for mode in [Mode::Faithful, Mode::Greedy] {
             let linked = link(&messages, mode, &servers_listening());
-            let by_id: HashMap<MessageId, &Assignment> = linked
-                .assignments
-                .iter()
-                .map(|a| (a.id.clone(), a))
-                .collect();
+            let assignments = linked.assignments(&messages);
+            let by_id: HashMap<MessageId, &Assignment> =
+                assignments.iter().map(|a| (a.id.clone(), a)).collect();
             for k in [0, 10] {
                 let a = |n: i64| by_id[&MessageId::Int(k + n)];
                 assert_eq!(
@@ -1260,7 +1280,7 @@ mod tests {
         let linked = link(&messages, Mode::Faithful, &LinkOptions::default());
         let parent = |id: i64| {
             linked
-                .assignments
+                .assignments(&messages)
                 .iter()
                 .find(|a| a.id == MessageId::Int(id))
                 .and_then(|a| a.parent.clone())
@@ -1269,7 +1289,7 @@ mod tests {
         assert_eq!(parent(4), Some(MessageId::Int(2)));
         let cause = |id: i64| {
             linked
-                .assignments
+                .assignments(&messages)
                 .iter()
                 .find(|a| a.id == MessageId::Int(id))
                 .and_then(|a| a.cause.clone())
@@ -1370,9 +1390,9 @@ mod tests {
         (messages, options)
     }
 
-    fn causes(linked: &Linked) -> Vec<(MessageId, Option<MessageId>)> {
+    fn causes(linked: &Linked, messages: &[Message]) -> Vec<(MessageId, Option<MessageId>)> {
         linked
-            .assignments
+            .assignments(messages)
             .iter()
             .map(|a| (a.id.clone(), a.cause.clone()))
             .collect()
@@ -1384,7 +1404,7 @@ mod tests {
         let linked = link(&messages, Mode::Connections, &options);
         let id = MessageId::Int;
         assert_eq!(
-            causes(&linked),
+            causes(&linked, &messages),
             vec![
                 (id(1), None),
                 (id(2), Some(id(1))),
@@ -1395,13 +1415,13 @@ mod tests {
                 (id(4), Some(id(3))),
             ]
         );
-        let trace = |i: usize| linked.assignments[i].trace;
+        let trace = |i: usize| linked.placements[i].trace;
         assert_eq!([trace(1), trace(2), trace(4)], [trace(0); 3]);
         assert_eq!(trace(5), trace(3));
         assert_ne!(trace(3), trace(0));
         // WAP5's linking takes the latest message for the cause.
         let faithful = link(&messages, Mode::Faithful, &options);
-        assert_eq!(causes(&faithful)[4], (id(6), Some(id(3))));
+        assert_eq!(causes(&faithful, &messages)[4], (id(6), Some(id(3))));
     }
 
     #[test]
@@ -1546,7 +1566,7 @@ mod tests {
         let (messages, options) = search_requests();
         let cause = |linked: &Linked, id: i64| {
             linked
-                .assignments
+                .assignments(&messages)
                 .iter()
                 .find(|a| a.id == MessageId::Int(id))
                 .and_then(|a| a.cause.clone())
@@ -1560,7 +1580,7 @@ mod tests {
         assert_eq!(cause(&linked, 204), Some(MessageId::Int(203)));
         let trace = |id: i64| {
             linked
-                .assignments
+                .assignments(&messages)
                 .iter()
                 .find(|a| a.id == MessageId::Int(id))
                 .map(|a| a.trace)

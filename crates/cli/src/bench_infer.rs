@@ -78,7 +78,7 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
             let start = Instant::now();
             let linked = link(&messages, mode, &LinkOptions::default());
             let ms = start.elapsed().as_secs_f64() * 1e3;
-            let s = score(&truth, &linked.assignments);
+            let s = score(&truth, &linked.assignments(&messages));
             // The expected counts of the commonest true patterns (of those with 1% of
             // the traces, as the pattern recall counts them), against their true
             // counts: the largest error.

@@ -285,20 +285,16 @@ fn measure(dir: &Path, rate: f64, a: &InferDemoArgs) -> Result<Vec<serde_json::V
         let start = Instant::now();
         let linked = link(&messages, mode, &options);
         let link_ms = start.elapsed().as_secs_f64() * 1e3;
-        let s = score(&truth, &linked.assignments);
-        write_lines(
-            &dir.join(format!("assignments-{name}.jsonl")),
-            &linked.assignments,
-        )?;
+        let assignments = linked.assignments(&messages);
+        let s = score(&truth, &assignments);
+        write_lines(&dir.join(format!("assignments-{name}.jsonl")), &assignments)?;
         // Inferred traces holding a message of a real request (not span exports).
-        let request_traces: HashSet<u64> = linked
-            .assignments
+        let request_traces: HashSet<u64> = assignments
             .iter()
             .filter(|x| truth_ids.contains(&x.id))
             .map(|x| x.trace)
             .collect();
-        let request_assigned: Vec<Assignment> = linked
-            .assignments
+        let request_assigned: Vec<Assignment> = assignments
             .iter()
             .filter(|x| request_traces.contains(&x.trace))
             .cloned()
@@ -330,7 +326,7 @@ fn measure(dir: &Path, rate: f64, a: &InferDemoArgs) -> Result<Vec<serde_json::V
             "pattern_recall": pattern_recall,
             "pattern_precision": pattern_precision,
             "common_patterns": true_common.len(),
-            "node_delay_error": node_delay_error(&messages, &truth_assigned, &linked.assignments),
+            "node_delay_error": node_delay_error(&messages, &truth_assigned, &assignments),
             "offset_error_mean_ns": offset_mean_err,
             "offset_error_min_ns": offset_min_err,
             "offset_pairs": offset_pairs,

@@ -4,7 +4,7 @@ use std::io::{BufRead as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use causeway_blackbox::delays::{delays, Delays};
+use causeway_blackbox::delays::{delays_by_index, Delays};
 use causeway_blackbox::link::{link, LinkOptions, Linked, Mode};
 use causeway_blackbox::logs::log_files;
 use causeway_blackbox::reconcile::{leave_out_ports, Captured, Message};
@@ -238,8 +238,8 @@ pub fn run(a: InferArgs) -> Result<()> {
         let mut w = std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
         );
-        for x in &linked.assignments {
-            serde_json::to_writer(&mut w, x)?;
+        for i in 0..linked.placements.len() {
+            serde_json::to_writer(&mut w, &linked.assignment(&messages, i))?;
             w.write_all(b"\n")?;
         }
         w.flush()?;
@@ -250,14 +250,15 @@ pub fn run(a: InferArgs) -> Result<()> {
         let salt = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64 | 1);
-        let spans = causeway_blackbox::traces::spans(&messages, &linked.assignments, salt);
+        let assignments = linked.assignments(&messages);
+        let spans = causeway_blackbox::traces::spans(&messages, &assignments, salt);
         let client = crate::client::Client::new(url, a.token.clone());
         let (accepted, rejected) =
             crate::import::send_spans(&client, &spans, |e| eprintln!("collector: {e}"))
                 .with_context(|| format!("sending the inferred traces to {url}"))?;
         sent = Some((accepted, rejected));
     }
-    let delays = delays(&messages, &linked.assignments);
+    let delays = delays_by_index(&messages, &linked.causes());
     phases.done("delays");
     report(&a, &captured, messages.len(), skipped, sent, linked, delays)?;
     phases.done("reported");
@@ -280,7 +281,7 @@ fn report(
     };
     linked.patterns.sort_by(|x, y| key(y).total_cmp(&key(x)));
     let traces = linked
-        .assignments
+        .placements
         .iter()
         .map(|x| x.trace)
         .collect::<std::collections::HashSet<_>>()
