@@ -73,9 +73,16 @@ fn a_captured_echo_is_one_pattern_of_request_and_reply() {
     assert_eq!(again["messages"], 60);
     let traces = again["traces"].as_u64().expect("a count");
     assert!((1..=30).contains(&traces), "{again}");
-    let renamed = again["patterns"][0]["shape"].as_str().expect("a pattern");
-    assert!(renamed.starts_with("CLIENT>CLIENT["), "{renamed}");
-    assert!(!renamed.contains("causeway["), "{renamed}");
+    // Whether a request and its reply make one instance depends on that timing too (a
+    // chain of all 60 is a few instances, each counted once, the root alone among them):
+    // what is certain is that every node in every pattern is a client.
+    let patterns = again["patterns"].as_array().expect("patterns");
+    assert!(!patterns.is_empty(), "{again}");
+    for p in patterns {
+        let shape = p["shape"].as_str().expect("a pattern");
+        assert!(shape.starts_with("CLIENT>CLIENT"), "{shape}");
+        assert!(!shape.contains("causeway["), "{shape}");
+    }
     // The connections mode and an ignored port: the server's port leaves nothing.
     let exported_lines: Vec<serde_json::Value> = std::fs::read_to_string(&exported)
         .expect("exported messages")
