@@ -462,12 +462,13 @@ impl Captured {
             let names = crate::parallel::map_chunks(block, |pairs| {
                 pairs
                     .iter()
-                    .map(|&(a, b)| self.pair_names(a, b))
+                    .map(|&(a, b)| self.pair_names(a as usize, b.map(|b| b as usize)))
                     .collect::<Vec<_>>()
             });
             for (&(a, b), [local, peer, b_local, b_peer]) in
                 block.iter().zip(names.into_iter().flatten())
             {
+                let (a, b) = (a as usize, b.map(|b| b as usize));
                 let sa = &self.ends[a];
                 match b {
                     Some(b) => {
@@ -521,25 +522,24 @@ impl Captured {
 
     /// Each stream end with its other end when that was captured, in time order per
     /// address pair.
-    fn pair_streams(&self, streams: &[usize]) -> Vec<(usize, Option<usize>)> {
-        // The ends under each key, in index order: the first, and each one's next (a list
-        // per key would be millions of allocations).
+    fn pair_streams(&self, streams: &[usize]) -> Vec<(u32, Option<u32>)> {
+        // The ends under each key's hash, in index order: the first, and each one's next
+        // (a list per key would be millions of allocations; the keys themselves, with
+        // their addresses, three times the room). Ends whose keys only share a hash are
+        // told apart by their keys.
         const END: u32 = u32::MAX;
-        let mut first: HashMap<PairKey, u32> = HashMap::default();
+        let hasher = foldhash::fast::RandomState::default();
+        let hash = |key: &PairKey| std::hash::BuildHasher::hash_one(&hasher, key);
+        let mut first: HashMap<u64, u32> =
+            HashMap::with_capacity_and_hasher(streams.len(), Default::default());
         let mut next: Vec<u32> = vec![END; self.ends.len()];
         for &i in streams.iter().rev() {
             if let Some((own, _)) = Self::keys(&self.ends[i]) {
-                if let Some(after) = first.insert(own, i as u32) {
+                if let Some(after) = first.insert(hash(&own), i as u32) {
                     next[i] = after;
                 }
             }
         }
-        let under = |key: &PairKey| {
-            std::iter::successors(first.get(key).copied(), |&j| {
-                Some(next[j as usize]).filter(|&k| k != END)
-            })
-            .map(|j| j as usize)
-        };
         let mut paired = vec![false; self.ends.len()];
         let mut out = Vec::new();
         for &i in streams {
@@ -548,15 +548,19 @@ impl Captured {
             }
             let e = &self.ends[i];
             let other = Self::keys(e).and_then(|(_, mirror)| {
-                under(&mirror)
-                    .filter(|&j| j != i && !paired[j] && self.ends[j].process != e.process)
-                    .min_by_key(|&j| self.ends[j].at_wall.abs_diff(e.at_wall))
+                std::iter::successors(first.get(&hash(&mirror)).copied(), |&j| {
+                    Some(next[j as usize]).filter(|&k| k != END)
+                })
+                .map(|j| j as usize)
+                .filter(|&j| Self::keys(&self.ends[j]).is_some_and(|(own, _)| own == mirror))
+                .filter(|&j| j != i && !paired[j] && self.ends[j].process != e.process)
+                .min_by_key(|&j| self.ends[j].at_wall.abs_diff(e.at_wall))
             });
             paired[i] = true;
             if let Some(j) = other {
                 paired[j] = true;
             }
-            out.push((i, other));
+            out.push((i as u32, other.map(|j| j as u32)));
         }
         out
     }
