@@ -42,19 +42,48 @@ impl ByEnd {
     }
 }
 
+/// Optional message indices by message, `u32::MAX` for none: half the room of
+/// `Option<u32>`, for millions of messages.
+struct Indices(Vec<u32>);
+
+const NO_INDEX: u32 = u32::MAX;
+
+impl Indices {
+    fn get(&self, i: usize) -> Option<u32> {
+        self.0.get(i).copied().filter(|&x| x != NO_INDEX)
+    }
+}
+
+impl FromIterator<Option<u32>> for Indices {
+    fn from_iter<I: IntoIterator<Item = Option<u32>>>(it: I) -> Indices {
+        Indices(it.into_iter().map(|x| x.unwrap_or(NO_INDEX)).collect())
+    }
+}
+
+/// Optional times by message, `i64::MIN` for none (no clock reads it).
+struct Times(Vec<i64>);
+
+const NO_TIME: i64 = i64::MIN;
+
+impl Times {
+    fn get(&self, i: usize) -> Option<i64> {
+        self.0.get(i).copied().filter(|&t| t != NO_TIME)
+    }
+}
+
 pub(crate) struct Connections {
     /// For a message a server sent on a connection, the latest message it received on
     /// that connection before (the request it answers).
-    answers: Vec<Option<u32>>,
+    answers: Indices,
     /// For a message a client received on a connection, the latest message it sent on
     /// that connection before (the request it answers).
-    asked_by: Vec<Option<u32>>,
+    asked_by: Indices,
     /// Per node, the requests it received on its fixed ports: (receipt, message), by
     /// time.
     requests: HashMap<u32, Vec<(i64, u32)>>,
     /// For each such request, when its receiver first sent on that connection after it
     /// (answered it).
-    answered_at: Vec<Option<i64>>,
+    answered_at: Times,
     /// Whether each message is such a request.
     is_request: Vec<bool>,
 }
@@ -114,7 +143,7 @@ impl Connections {
         };
         let (answers, asked_by) = join(answers, asked_by);
         let mut requests: HashMap<u32, Vec<(i64, u32)>> = HashMap::default();
-        let mut answered_at = vec![None; messages.len()];
+        let mut answered_at = Times(vec![NO_TIME; messages.len()]);
         let mut is_request = vec![false; messages.len()];
         for (i, m) in messages.iter().enumerate() {
             let Some(r) = m.recv_ns else { continue };
@@ -124,7 +153,7 @@ impl Connections {
             requests.entry(dst[i]).or_default().push((r, i as u32));
             is_request[i] = true;
             let (s_ep, d_ep) = ends(i);
-            answered_at[i] = sent.first_from((dst[i], d_ep, s_ep), r);
+            answered_at.0[i] = sent.first_from((dst[i], d_ep, s_ep), r).unwrap_or(NO_TIME);
         }
         for v in requests.values_mut() {
             v.sort_unstable();
@@ -146,7 +175,7 @@ impl Connections {
             if self.is_request[x] {
                 return Some(x);
             }
-            let call = self.asked_by[x]?;
+            let call = self.asked_by.get(x)?;
             x = causes[call as usize]? as usize;
         }
         None
@@ -163,7 +192,7 @@ impl Connections {
         in_path: impl Fn(u32) -> bool,
         served_by_call: impl Fn(u32) -> Option<u32>,
     ) -> u32 {
-        if let Some(r) = self.answers[i].filter(|&r| in_path(r)) {
+        if let Some(r) = self.answers.get(i).filter(|&r| in_path(r)) {
             return r;
         }
         if self.is_request[cause as usize] {
@@ -175,7 +204,7 @@ impl Connections {
     /// For a message a client received, the latest message it sent before on that
     /// connection (the call it answers, on a connection that is not multiplexed).
     pub(crate) fn asked_by(&self, answer: u32) -> Option<u32> {
-        self.asked_by[answer as usize]
+        self.asked_by.get(answer as usize)
     }
 
     /// Whether `j` can have caused `i` given the causes found so far: the request behind
@@ -191,12 +220,12 @@ impl Connections {
         let Some(request) = self.request_behind(causes, j) else {
             return true;
         };
-        if let (Some(answered), Some(sent)) = (self.answered_at[request], messages[i].send_ns) {
+        if let (Some(answered), Some(sent)) = (self.answered_at.get(request), messages[i].send_ns) {
             if answered < sent {
                 return false;
             }
         }
-        self.answers[i].is_none_or(|r| r as usize == request)
+        self.answers.get(i).is_none_or(|r| r as usize == request)
     }
 
     /// The latest request `node` received within `window_ns` before `at` and had not
@@ -216,7 +245,7 @@ impl Connections {
             .take_while(|(r, _)| at - r <= window_ns)
             .take(OPEN_REQUESTS_SEARCHED)
             .find(|&&(_, j)| {
-                self.answered_at[j as usize].is_none_or(|a| a >= at) && eligible(j as usize)
+                self.answered_at.get(j as usize).is_none_or(|a| a >= at) && eligible(j as usize)
             })
             .map(|&(r, j)| (j, r))
     }
@@ -224,12 +253,12 @@ impl Connections {
     /// Whether message `j`, received by `i`'s sender, can have caused `i`.
     pub(crate) fn allows(&self, messages: &[Message], i: usize, j: usize) -> bool {
         // A request its server had answered before is finished.
-        if let (Some(answered), Some(sent)) = (self.answered_at[j], messages[i].send_ns) {
+        if let (Some(answered), Some(sent)) = (self.answered_at.get(j), messages[i].send_ns) {
             if answered < sent {
                 return false;
             }
         }
-        let Some(request) = self.answers[i] else {
+        let Some(request) = self.answers.get(i) else {
             return true;
         };
         let request = request as usize;
@@ -241,7 +270,9 @@ impl Connections {
             return false;
         };
         r > arrived
-            && self.asked_by[j]
+            && self
+                .asked_by
+                .get(j)
                 .and_then(|q| messages[q as usize].send_ns)
                 .is_some_and(|asked| asked >= arrived)
     }
