@@ -113,35 +113,28 @@ impl Connections {
         join(|| received.sort_unstable(), || sent.sort_unstable());
         let received = ByEnd(received);
         let sent = ByEnd(sent);
-        let answers = || {
+        // For each message, the latest message the other way on its connection before it,
+        // seen from one end: a server's answer (sent from a fixed endpoint) after its
+        // request, or a client's answer (received at an ephemeral one) after its call.
+        let latest_before = |at_sender: bool| -> Indices {
             messages
                 .iter()
                 .enumerate()
                 .map(|(i, m)| {
-                    let s = m.send_ns?;
-                    if !fixed.contains(&(src[i], endpoints.src[i])) {
+                    let (s, d) = ends(i);
+                    let (node, own, other, at, table) = if at_sender {
+                        (src[i], s, d, m.send_ns?, &received)
+                    } else {
+                        (dst[i], d, s, m.recv_ns?, &sent)
+                    };
+                    if fixed.contains(&(node, own)) != at_sender {
                         return None;
                     }
-                    let (s_ep, d_ep) = ends(i);
-                    received.latest((src[i], s_ep, d_ep), s)
+                    table.latest((node, own, other), at)
                 })
                 .collect()
         };
-        let asked_by = || {
-            messages
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    let r = m.recv_ns?;
-                    if fixed.contains(&(dst[i], endpoints.dst[i])) {
-                        return None;
-                    }
-                    let (s_ep, d_ep) = ends(i);
-                    sent.latest((dst[i], d_ep, s_ep), r)
-                })
-                .collect()
-        };
-        let (answers, asked_by) = join(answers, asked_by);
+        let (answers, asked_by) = join(|| latest_before(true), || latest_before(false));
         let mut requests: HashMap<u32, Vec<(i64, u32)>> = HashMap::default();
         let mut answered_at = Times(vec![NO_TIME; messages.len()]);
         let mut is_request = vec![false; messages.len()];
