@@ -2,7 +2,8 @@
 //! through `sh`): every process writes its own log, both ends of each connection name
 //! each other, byte offsets run without a gap, datagram checksums pair up, a Unix
 //! socket names its peer process, a process stopped by a signal keeps its buffered
-//! records, and a log cut short is read up to the damage.
+//! records, a process that runs another through `execl` keeps them too, and a log cut
+//! short is read up to the damage.
 
 mod common;
 
@@ -411,4 +412,85 @@ fn a_program_that_puts_its_files_over_the_log_never_gets_records_in_them() {
     assert!(sends > 0, "the threads' sends were captured");
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(victims);
+}
+
+/// A C program that sends on a socket pair, then runs `true` through `execl`, `execlp`
+/// or `execle` (its first argument): glibc builds those calls' argument vectors itself and
+/// calls its own execve, past the library's execve hook.
+const EXECL_PROBE: &str = r#"
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int sv[2];
+    char buf[4];
+    char *env[] = {0};
+    if (argc < 2 || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return 2;
+    if (write(sv[0], "ping", 4) != 4 || read(sv[1], buf, 4) != 4) return 3;
+    if (strcmp(argv[1], "execlp") == 0) execlp("true", "true", (char *)0);
+    else if (strcmp(argv[1], "execle") == 0) execle("/bin/true", "true", (char *)0, env);
+    else execl("/bin/true", "true", (char *)0);
+    return 4;
+}
+"#;
+
+// The execl trampolines are written for x86-64.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_program_that_runs_another_through_execl_keeps_its_records() {
+    let dir = temp("capture-execl");
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let (source, probe) = (dir.join("execl-probe.c"), dir.join("execl-probe"));
+    std::fs::write(&source, EXECL_PROBE).expect("the probe's source");
+    let cc = Command::new("cc")
+        .arg("-o")
+        .arg(&probe)
+        .arg(&source)
+        .output()
+        .expect("cc (the C compiler the Rust toolchain links with)");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    for call in ["execl", "execlp", "execle"] {
+        let out_dir = dir.join(call);
+        let out = Command::new(BIN)
+            .args(["capture", "--out"])
+            .arg(&out_dir)
+            .arg("--")
+            .arg(&probe)
+            .arg(call)
+            .output()
+            .expect("causeway capture execl-probe");
+        // `true` ran: the exec went through with its arguments.
+        assert!(
+            out.status.success(),
+            "{call}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let logs = logs(&out_dir);
+        let log = logs
+            .iter()
+            .find(|l| l.exe.contains("execl-probe"))
+            .unwrap_or_else(|| panic!("{call}: the probe's log"));
+        let records = log.records();
+        // What was buffered before the exec was written out, and the exec recorded.
+        let sent = records.iter().any(|r| {
+            matches!(
+                r,
+                Record::Data {
+                    direction: Direction::Send,
+                    bytes: 4,
+                    ..
+                }
+            )
+        });
+        assert!(sent, "{call}: the send before the exec");
+        let exec = records
+            .iter()
+            .any(|r| matches!(r, Record::Exec { path, .. } if path.ends_with(b"true")));
+        assert!(exec, "{call}: the exec");
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }

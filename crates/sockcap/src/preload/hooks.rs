@@ -1106,6 +1106,60 @@ pub unsafe extern "C" fn fexecve(
     unsafe { real::fexecve(fd, argv, envp) }
 }
 
+// The `execl` family takes its arguments as C varargs, which a Rust function cannot
+// receive or pass on (glibc builds the argument vector itself and calls its own execve,
+// past the hook above). Each is a trampoline instead: it saves the argument registers,
+// records the exec and writes every buffer out (`before_execl`, which returns the real
+// function), restores them, and jumps to the real function with the stack as the
+// program left it, so the arguments reach it untouched.
+#[cfg(target_arch = "x86_64")]
+macro_rules! execl_trampoline {
+    ($name:ident, $before:ident) => {
+        extern "C" fn $before(file: *const c_char) -> usize {
+            before_exec(file, true);
+            real::execl_family(stringify!($name))
+        }
+
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name() {
+            // SAFETY: at entry the stack is 8 bytes off 16-byte alignment (the return
+            // address); seven pushes align it for the call. The pushed registers are the
+            // six integer argument registers and `rax` (a varargs call's count of vector
+            // registers), restored before the jump; `r11` is scratch in the ABI. The
+            // jump leaves the return address in place, so the real function returns to
+            // the program (exec returns only on failure).
+            core::arch::naked_asm!(
+                "push rdi",
+                "push rsi",
+                "push rdx",
+                "push rcx",
+                "push r8",
+                "push r9",
+                "push rax",
+                "call {before}",
+                "mov r11, rax",
+                "pop rax",
+                "pop r9",
+                "pop r8",
+                "pop rcx",
+                "pop rdx",
+                "pop rsi",
+                "pop rdi",
+                "jmp r11",
+                before = sym $before,
+            )
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+execl_trampoline!(execl, before_execl);
+#[cfg(target_arch = "x86_64")]
+execl_trampoline!(execlp, before_execlp);
+#[cfg(target_arch = "x86_64")]
+execl_trampoline!(execle, before_execle);
+
 #[no_mangle]
 pub unsafe extern "C" fn _exit(status: c_int) -> ! {
     super::finish();

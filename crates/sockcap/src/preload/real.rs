@@ -128,6 +128,9 @@ reals! {
     execvpe = "execvpe"(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
 }
 
+static EXECL: Real = Real::new("execl\0");
+static EXECLP: Real = Real::new("execlp\0");
+static EXECLE: Real = Real::new("execle\0");
 static EXIT: Real = Real::new("_exit\0");
 static UPPER: Real = Real::new("_Exit\0");
 static SIGNAL: Real = Real::new("signal\0");
@@ -137,6 +140,7 @@ static CLOSEFROM: Real = Real::new("closefrom\0");
 /// which `_exit` in a signal handler or a fork's child must not).
 pub fn resolve_rest() {
     let _ = (EXIT.get(), UPPER.get(), SIGNAL.get(), CLOSEFROM.get());
+    let _ = (EXECL.get(), EXECLP.get(), EXECLE.get());
 }
 
 /// `_exit` and `_Exit` never return, so they are not in the table above.
@@ -184,4 +188,21 @@ pub unsafe fn closefrom(low: c_int) {
             unsafe { close(fd) };
         }
     }
+}
+
+/// The address of the real `execl`, `execlp` or `execle` (by name), for the hooks'
+/// trampolines to jump to; without one, a function failing with `ENOSYS`.
+pub fn execl_family(name: &str) -> usize {
+    let real = match name {
+        "execlp" => &EXECLP,
+        "execle" => &EXECLE,
+        _ => &EXECL,
+    };
+    real.get().unwrap_or(no_execl as *const () as usize)
+}
+
+/// What an `execl` that libc lacks does.
+extern "C" fn no_execl() -> c_int {
+    super::set_errno(libc::ENOSYS);
+    -1
 }
