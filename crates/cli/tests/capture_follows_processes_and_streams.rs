@@ -375,19 +375,14 @@ fn a_program_that_puts_its_files_over_the_log_never_gets_records_in_them() {
     std::fs::create_dir_all(&victims).expect("a directory");
     // As /proc names the log's file.
     let dir = dir.canonicalize().expect("the capture directory");
-    let out = Command::new(BIN)
-        .args(["capture", "--out"])
-        .arg(&dir)
-        .args(["--", "python3", "-c", DUP2_ONTO_THE_LOG])
-        .arg(&dir)
-        .arg(&victims)
-        .output()
-        .expect("causeway capture python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dup2_command = [
+        "python3".as_ref(),
+        "-c".as_ref(),
+        DUP2_ONTO_THE_LOG.as_ref(),
+        dir.as_os_str(),
+        victims.as_os_str(),
+    ];
+    let out = common::capture_into(&dir, false, &dup2_command);
     let written = String::from_utf8_lossy(&out.stdout);
     assert_eq!(written.trim(), "", "files that got capture records");
     // The log moved each time and is whole, with the threads' sends in it.
@@ -455,20 +450,9 @@ fn a_program_that_runs_another_through_execl_keeps_its_records() {
     );
     for call in ["execl", "execlp", "execle"] {
         let out_dir = dir.join(call);
-        let out = Command::new(BIN)
-            .args(["capture", "--out"])
-            .arg(&out_dir)
-            .arg("--")
-            .arg(&probe)
-            .arg(call)
-            .output()
-            .expect("causeway capture execl-probe");
         // `true` ran: the exec went through with its arguments.
-        assert!(
-            out.status.success(),
-            "{call}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let probe_command = [probe.as_os_str(), std::ffi::OsStr::new(call)];
+        common::capture_into(&out_dir, false, &probe_command);
         let logs = logs(&out_dir);
         let log = logs
             .iter()

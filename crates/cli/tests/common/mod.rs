@@ -92,15 +92,20 @@ pub fn run(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// `causeway capture --json` of `sh -c 'causeway echo-node ARGS'` into a fresh directory:
-/// the directory and the command's JSON summary.
-pub fn capture_echo(name: &str, echo_args: &str) -> (PathBuf, serde_json::Value) {
-    let dir = temp(name);
-    let script = format!("\"$0\" echo-node {echo_args} > /dev/null");
+/// `causeway capture --out DIR -- COMMAND...` (with `--json`, its summary on stdout after
+/// the command's own output), which must succeed; its output.
+pub fn capture_into<S: AsRef<std::ffi::OsStr>>(
+    dir: &Path,
+    json: bool,
+    command: &[S],
+) -> std::process::Output {
     let out = Command::new(BIN)
-        .args(["capture", "--json", "--out"])
-        .arg(&dir)
-        .args(["--", "sh", "-c", &script, BIN])
+        .arg("capture")
+        .args(json.then_some("--json"))
+        .arg("--out")
+        .arg(dir)
+        .arg("--")
+        .args(command)
         .output()
         .expect("running causeway capture");
     assert!(
@@ -108,6 +113,15 @@ pub fn capture_echo(name: &str, echo_args: &str) -> (PathBuf, serde_json::Value)
         "capture failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out
+}
+
+/// `causeway capture --json` of `sh -c 'causeway echo-node ARGS'` into a fresh directory:
+/// the directory and the command's JSON summary.
+pub fn capture_echo(name: &str, echo_args: &str) -> (PathBuf, serde_json::Value) {
+    let dir = temp(name);
+    let script = format!("\"$0\" echo-node {echo_args} > /dev/null");
+    let out = capture_into(&dir, true, &["sh", "-c", &script, BIN]);
     let summary = serde_json::from_slice(&out.stdout).expect("the JSON summary");
     (dir, summary)
 }
