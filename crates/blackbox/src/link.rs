@@ -1278,22 +1278,10 @@ mod tests {
             ),
         ];
         let linked = link(&messages, Mode::Faithful, &LinkOptions::default());
-        let parent = |id: i64| {
-            linked
-                .assignments(&messages)
-                .iter()
-                .find(|a| a.id == MessageId::Int(id))
-                .and_then(|a| a.parent.clone())
-        };
+        let parent = |id: i64| assigned(&linked, &messages, id).parent;
         assert_eq!(parent(3), Some(MessageId::Int(1)));
         assert_eq!(parent(4), Some(MessageId::Int(2)));
-        let cause = |id: i64| {
-            linked
-                .assignments(&messages)
-                .iter()
-                .find(|a| a.id == MessageId::Int(id))
-                .and_then(|a| a.cause.clone())
-        };
+        let cause = |id: i64| assigned(&linked, &messages, id).cause;
         assert_eq!((cause(3), cause(4)), (parent(3), parent(4)));
     }
 
@@ -1388,6 +1376,15 @@ mod tests {
         ];
         let options = listening_on(&[("web", 80), ("db", 5432)]);
         (messages, options)
+    }
+
+    /// The assignment of the message with id `id`.
+    fn assigned(linked: &Linked, messages: &[Message], id: i64) -> Assignment {
+        let i = messages
+            .iter()
+            .position(|m| m.id == MessageId::Int(id))
+            .expect("a message with that id");
+        linked.assignment(messages, i)
     }
 
     fn causes(linked: &Linked, messages: &[Message]) -> Vec<(MessageId, Option<MessageId>)> {
@@ -1564,13 +1561,7 @@ mod tests {
     #[test]
     fn kinds_of_causes_tell_a_new_request_from_an_answer_for_another() {
         let (messages, options) = search_requests();
-        let cause = |linked: &Linked, id: i64| {
-            linked
-                .assignments(&messages)
-                .iter()
-                .find(|a| a.id == MessageId::Int(id))
-                .and_then(|a| a.cause.clone())
-        };
+        let cause = |linked: &Linked, id: i64| assigned(linked, &messages, id).cause;
         // B's call to geo (212): A's answer from geo (203) came later than B's request
         // (211), so WAP5's delays favour it; but an answer from geo never led to a call
         // to geo.
@@ -1578,13 +1569,7 @@ mod tests {
         assert_eq!(cause(&linked, 212), Some(MessageId::Int(211)));
         // And A's call to rate is still caused by A's answer from geo.
         assert_eq!(cause(&linked, 204), Some(MessageId::Int(203)));
-        let trace = |id: i64| {
-            linked
-                .assignments(&messages)
-                .iter()
-                .find(|a| a.id == MessageId::Int(id))
-                .map(|a| a.trace)
-        };
+        let trace = |id: i64| assigned(&linked, &messages, id).trace;
         for request in [200, 210] {
             assert!(
                 (1..=6).all(|n| trace(request + n) == trace(request + 1)),
