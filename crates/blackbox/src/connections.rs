@@ -9,6 +9,7 @@ use foldhash::{HashMap, HashSet};
 use crate::numbers::Numbered;
 use crate::parallel::join;
 use crate::reconcile::Message;
+use crate::rows::Indices;
 
 /// Requests looked at, latest first, for one still open.
 const OPEN_REQUESTS_SEARCHED: usize = 256;
@@ -39,24 +40,6 @@ impl ByEnd {
             .get(p)
             .filter(|(e, _, _)| *e == end)
             .map(|(_, at, _)| *at)
-    }
-}
-
-/// Optional message indices by message, `u32::MAX` for none: half the room of
-/// `Option<u32>`, for millions of messages.
-struct Indices(Vec<u32>);
-
-const NO_INDEX: u32 = u32::MAX;
-
-impl Indices {
-    fn get(&self, i: usize) -> Option<u32> {
-        self.0.get(i).copied().filter(|&x| x != NO_INDEX)
-    }
-}
-
-impl FromIterator<Option<u32>> for Indices {
-    fn from_iter<I: IntoIterator<Item = Option<u32>>>(it: I) -> Indices {
-        Indices(it.into_iter().map(|x| x.unwrap_or(NO_INDEX)).collect())
     }
 }
 
@@ -162,14 +145,14 @@ impl Connections {
 
     /// The request whose handling message `j` (received by a server) belongs to, by
     /// `causes`: `j` itself, or for an answer to a call, the request behind the call.
-    fn request_behind(&self, causes: &[Option<u32>], j: usize) -> Option<usize> {
+    fn request_behind(&self, causes: &Indices, j: usize) -> Option<usize> {
         let mut x = j;
         for _ in 0..CALLS_FOLLOWED {
             if self.is_request[x] {
                 return Some(x);
             }
             let call = self.asked_by.get(x)?;
-            x = causes[call as usize]? as usize;
+            x = causes.get(call as usize)? as usize;
         }
         None
     }
@@ -206,7 +189,7 @@ impl Connections {
     pub(crate) fn consistent(
         &self,
         messages: &[Message],
-        causes: &[Option<u32>],
+        causes: &Indices,
         i: usize,
         j: usize,
     ) -> bool {

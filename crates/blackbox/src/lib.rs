@@ -19,5 +19,6 @@ pub mod reconcile;
 pub mod roles;
 mod rows;
 pub mod score;
+mod shapes;
 pub mod traces;
 pub mod truth;

@@ -32,7 +32,8 @@ use crate::connections::Connections;
 use crate::numbers::Numbered;
 use crate::reconcile::{Message, MessageId, MessageIndex};
 use crate::roles::fixed_numbered;
-use crate::rows::Rows;
+use crate::rows::{Indices, Rows};
+use crate::shapes::{PatternCounts, ShapeNames};
 
 /// Rounds of linking again with the causes found before (the connections mode).
 const REFINEMENTS: usize = 2;
@@ -218,7 +219,7 @@ impl CauseTable {
     }
 
     /// Each message's most likely cause.
-    fn most_likely_all(&self) -> Vec<Option<u32>> {
+    fn most_likely_all(&self) -> Indices {
         (0..self.parents.len() as u32)
             .map(|i| self.most_likely(i))
             .collect()
@@ -272,6 +273,7 @@ pub fn patterns_of(
     );
     let fixed = fixed_numbered(&nodes, &endpoints, &o.listening, o.fixed_port_peers);
     let names = nodes.pattern_names(&nodes.clients(&fixed));
+    let names = ShapeNames::of(&names);
     let connections = Connections::of(messages, &nodes, &endpoints, &fixed);
     let index = MessageIndex::of(messages);
     let mut traces: HashMap<u64, Instance> = HashMap::default();
@@ -294,15 +296,14 @@ pub fn patterns_of(
     let mut patterns = PatternCounts::default();
     for (members, probability) in traces.into_values() {
         let members = served_tree(&causes_first(&members), messages, &connections);
-        let mut roots: Vec<String> = members
+        let roots: Vec<Vec<u32>> = members
             .iter()
             .filter(|(_, p)| p.is_none())
-            .map(|&(r, _)| shape(&members, r, &nodes.src, &nodes.dst, &names))
+            .map(|&(r, _)| names.shape(&members, r, &nodes.src, &nodes.dst))
             .collect();
-        roots.sort();
-        patterns.add(roots.join(" + "), probability);
+        patterns.add(&ShapeNames::joined(roots), probability);
     }
-    patterns.into_sorted()
+    patterns.into_sorted(&names)
 }
 
 /// A trace's messages ordered so that each comes after its parent (those in a cycle,
@@ -322,44 +323,6 @@ fn causes_first(members: &[(u32, Option<u32>)]) -> Vec<(u32, Option<u32>)> {
         next += 1;
     }
     ordered
-}
-
-/// Path instances counted by shape. Each shape is kept once: with thousands of
-/// uncaptured servers (CoDeeN's origins) there are nearly as many shapes as requests.
-#[derive(Default)]
-struct PatternCounts(HashMap<Box<str>, (u64, f64, f64)>);
-
-impl PatternCounts {
-    /// Counts one instance of `shape` with its probability.
-    fn add(&mut self, shape: String, probability: f64) {
-        let tally = match self.0.get_mut(shape.as_str()) {
-            Some(tally) => tally,
-            None => self.0.entry(shape.into_boxed_str()).or_default(),
-        };
-        tally.0 += 1;
-        tally.1 += probability;
-        tally.2 = tally.2.max(probability);
-    }
-
-    /// The patterns, the most expected first.
-    fn into_sorted(self) -> Vec<Pattern> {
-        let mut patterns: Vec<Pattern> = self
-            .0
-            .into_iter()
-            .map(|(shape, (count, expected, max_probability))| Pattern {
-                shape: shape.into(),
-                count,
-                expected,
-                max_probability,
-            })
-            .collect();
-        patterns.sort_by(|a, b| {
-            b.expected
-                .total_cmp(&a.expected)
-                .then(a.shape.cmp(&b.shape))
-        });
-        patterns
-    }
 }
 
 /// Links `messages` (in any order).
@@ -605,10 +568,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             drop(causes);
             let follows = Follows::of(
                 kind_pairs.len(),
-                known
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, j)| Some((pair((*j)? as usize), pair(i)))),
+                (0..n).filter_map(|i| Some((pair(known.get(i)? as usize), pair(i)))),
             );
             causes = causes_of(
                 &|i, j| c.consistent(messages, &known, i, j as usize),
@@ -630,21 +590,22 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         children: &children,
     };
     let pattern_names = nodes.pattern_names(&clients);
+    let shape_names = ShapeNames::of(&pattern_names);
     // Step 3: instances from each root.
-    let mut best: Vec<Option<Placement>> = vec![None; n];
+    let mut best: Vec<Slot> = vec![Slot::EMPTY; n];
     let mut patterns = PatternCounts::default();
     let mut next_trace = 1u64;
     let roots: Vec<u32> = (0..n as u32)
-        .filter(|&i| best_cause[i as usize].is_none())
+        .filter(|&i| best_cause.get(i as usize).is_none())
         .collect();
     // A root's instances, each with its shape, its probability, and its messages with
     // their causes and parents.
-    let instances_of = |root: u32| -> Vec<(String, f64, Vec<Placed>)> {
+    let instances_of = |root: u32| -> Vec<(Vec<u32>, f64, Vec<Placed>)> {
         tree.instances(root, o)
             .into_iter()
             .map(|(members, probability)| {
                 let served = served_tree(&members, messages, &connections);
-                let shape = shape(&served, root, src, dst, &pattern_names);
+                let shape = shape_names.shape(&served, root, src, dst);
                 let placed = members
                     .iter()
                     .zip(&served)
@@ -667,16 +628,12 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             let trace = next_trace;
             next_trace += 1;
             for (shape, probability, placed) in instances {
-                patterns.add(shape, probability);
+                patterns.add(&shape, probability);
+                let placed_at = Slot::of(trace, probability);
                 for (m, cause, parent) in placed {
                     let slot = &mut best[m as usize];
-                    if slot.as_ref().is_none_or(|a| a.probability < probability) {
-                        *slot = Some(Placement {
-                            trace,
-                            parent,
-                            cause,
-                            probability,
-                        });
+                    if slot.is_empty() || slot.probability < placed_at.probability {
+                        *slot = placed_at.with(parent, cause);
                     }
                 }
             }
@@ -692,10 +649,10 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     });
     for i in order {
         let i = i as usize;
-        if best[i].is_some() {
+        if !best[i].is_empty() {
             continue;
         }
-        let Some(p) = best_cause[i] else {
+        let Some(p) = best_cause.get(i) else {
             continue;
         };
         let q = causes
@@ -703,42 +660,31 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             .iter()
             .find(|(j, _)| *j == p)
             .map_or(0.0, |(_, q)| f64::from(*q));
-        if let Some(cause) = best[p as usize] {
-            let in_trace = |r: u32| best[r as usize].is_some_and(|s| s.trace == cause.trace);
+        let cause = best[p as usize];
+        if !cause.is_empty() {
+            let in_trace = |r: u32| best[r as usize].trace == cause.trace;
             let parent = connections.request_served(i, p, in_trace, |answer| {
                 let call = connections.asked_by(answer)?;
-                best[call as usize]
+                Some(best[call as usize])
                     .filter(|s| s.trace == cause.trace)
-                    .and_then(|s| s.parent)
+                    .and_then(|s| s.parent())
             });
-            best[i] = Some(Placement {
-                trace: cause.trace,
-                parent: Some(parent),
-                cause: Some(p),
-                probability: cause.probability * q,
-            });
+            best[i] =
+                Slot::of(u64::from(cause.trace), cause.probability * q).with(Some(parent), Some(p));
         }
     }
     // The rest are traces of their own. Then what linking kept goes before the
-    // assignments are made: at scale they are the largest table.
-    // In place: the placements take the room of the slots.
-    let placements: Vec<Placement> = best
-        .into_iter()
-        .enumerate()
-        .map(|(i, slot)| {
-            slot.unwrap_or_else(|| {
-                next_trace += 1;
-                Placement {
-                    trace: next_trace - 1,
-                    parent: None,
-                    cause: None,
-                    probability: causes.spontaneous(i as u32),
-                }
-            })
-        })
-        .collect();
+    // placements are made: at scale they are the largest table.
+    for (i, slot) in best.iter_mut().enumerate() {
+        if slot.is_empty() {
+            *slot = Slot::of(next_trace, causes.spontaneous(i as u32));
+            next_trace += 1;
+        }
+    }
     drop((children, causes, best_cause, connections));
-    let patterns = patterns.into_sorted();
+    let placements: Vec<Placement> = best.iter().map(|s| s.placement()).collect();
+    drop(best);
+    let patterns = patterns.into_sorted(&shape_names);
     let name = |node: u32| {
         nodes
             .names
@@ -774,6 +720,62 @@ const ROOTS_PER_BLOCK: usize = 1 << 14;
 
 /// A message placed in an instance: (message, cause, parent).
 type Placed = (u32, Option<u32>, Option<u32>);
+
+/// A message's placement while instances are found: three quarters of a [`Placement`],
+/// as millions of them are alive beside linking's largest tables. Trace 0 is none yet.
+/// (The probability stays in double precision: instances of one request differ in the
+/// last digits, and single precision made ties of them.)
+#[derive(Clone, Copy)]
+struct Slot {
+    trace: u32,
+    parent: u32,
+    cause: u32,
+    probability: f64,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot {
+        trace: 0,
+        parent: u32::MAX,
+        cause: u32::MAX,
+        probability: 0.0,
+    };
+
+    /// In trace `trace` (numbered from 1, one per root: fewer than messages) with
+    /// `probability`, no parent or cause yet.
+    fn of(trace: u64, probability: f64) -> Slot {
+        Slot {
+            trace: u32::try_from(trace).unwrap_or(u32::MAX),
+            probability,
+            ..Slot::EMPTY
+        }
+    }
+
+    fn with(self, parent: Option<u32>, cause: Option<u32>) -> Slot {
+        Slot {
+            parent: parent.unwrap_or(u32::MAX),
+            cause: cause.unwrap_or(u32::MAX),
+            ..self
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.trace == 0
+    }
+
+    fn parent(&self) -> Option<u32> {
+        (self.parent != u32::MAX).then_some(self.parent)
+    }
+
+    fn placement(&self) -> Placement {
+        Placement {
+            trace: u64::from(self.trace),
+            parent: self.parent(),
+            cause: (self.cause != u32::MAX).then_some(self.cause),
+            probability: self.probability,
+        }
+    }
+}
 
 /// A kind of message: its sender and receiver (clients as one), numbered.
 type Kind = u32;
@@ -824,7 +826,7 @@ type Instance = (Vec<(u32, Option<u32>)>, f64);
 struct Tree<'a> {
     messages: &'a [Message],
     causes: &'a CauseTable,
-    best_cause: &'a [Option<u32>],
+    best_cause: &'a Indices,
     children: &'a Rows<u32>,
 }
 
@@ -914,7 +916,7 @@ impl Tree<'_> {
     /// of its own and makes the expected counts of patterns add up to more than the
     /// requests).
     fn choices(&self, s: &Partial, child: u32) -> Option<(Choice, Choice)> {
-        let best = self.best_cause[child as usize];
+        let best = self.best_cause.get(child as usize);
         // The causes in the path, likeliest first; of equals, the one `most_likely` picked.
         let mut in_path: Vec<(u32, f64)> = self
             .causes
@@ -1053,50 +1055,6 @@ fn served_tree(
         out.push((m, parent));
     }
     out
-}
-
-/// The instance's shape: each message as `src>dst`, its children sorted in brackets.
-fn shape(
-    members: &[(u32, Option<u32>)],
-    root: u32,
-    src: &[u32],
-    dst: &[u32],
-    names: &[&str],
-) -> String {
-    let mut kids: HashMap<u32, Vec<u32>> = HashMap::default();
-    for &(m, p) in members {
-        if let Some(p) = p {
-            kids.entry(p).or_default().push(m);
-        }
-    }
-    fn render(
-        m: u32,
-        kids: &HashMap<u32, Vec<u32>>,
-        src: &[u32],
-        dst: &[u32],
-        names: &[&str],
-        depth: usize,
-    ) -> String {
-        let mut s = format!(
-            "{}>{}",
-            names[src[m as usize] as usize], names[dst[m as usize] as usize]
-        );
-        if depth > 64 {
-            return s + "[...]";
-        }
-        if let Some(k) = kids.get(&m) {
-            let mut parts: Vec<String> = k
-                .iter()
-                .map(|c| render(*c, kids, src, dst, names, depth + 1))
-                .collect();
-            parts.sort();
-            s.push('[');
-            s.push_str(&parts.join(","));
-            s.push(']');
-        }
-        s
-    }
-    render(root, &kids, src, dst, names, 0)
 }
 
 #[cfg(test)]

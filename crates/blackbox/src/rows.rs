@@ -3,9 +3,15 @@
 //! of small `Vec`s cost a header and an allocation each, these an offset per row.
 
 pub(crate) struct Rows<T> {
-    /// Row `i` is `items[start[i]..start[i + 1]]`.
-    start: Vec<usize>,
+    /// Row `i` is `items[start[i]..start[i + 1]]`. Offsets are 32-bit, as message
+    /// indices are: half the room for millions of rows.
+    start: Vec<u32>,
     items: Vec<T>,
+}
+
+/// An offset into a table's items.
+fn offset(items: usize) -> u32 {
+    u32::try_from(items).expect("a table of rows holds fewer than 2^32 items")
 }
 
 impl<T> Rows<T> {
@@ -22,20 +28,20 @@ impl<T> Rows<T> {
     /// Appends a row.
     pub(crate) fn push_row(&mut self, row: impl IntoIterator<Item = T>) {
         self.items.extend(row);
-        self.start.push(self.items.len());
+        self.start.push(offset(self.items.len()));
     }
 
     /// Row `i` (empty past the last row).
     pub(crate) fn row(&self, i: usize) -> &[T] {
         match (self.start.get(i), self.start.get(i + 1)) {
-            (Some(&a), Some(&b)) => &self.items[a..b],
+            (Some(&a), Some(&b)) => &self.items[a as usize..b as usize],
             _ => &[],
         }
     }
 
     pub(crate) fn row_mut(&mut self, i: usize) -> &mut [T] {
         match (self.start.get(i), self.start.get(i + 1)) {
-            (Some(&a), Some(&b)) => &mut self.items[a..b],
+            (Some(&a), Some(&b)) => &mut self.items[a as usize..b as usize],
             _ => &mut [],
         }
     }
@@ -46,7 +52,7 @@ impl<T> Rows<T> {
 
     /// Appends `other`'s rows after these.
     pub(crate) fn append(&mut self, other: Rows<T>) {
-        let base = self.items.len();
+        let base = offset(self.items.len());
         self.items.extend(other.items);
         self.start
             .extend(other.start.iter().skip(1).map(|s| s + base));
@@ -66,7 +72,7 @@ impl<T: Copy + Default> Rows<T> {
     where
         I: Iterator<Item = (usize, T)>,
     {
-        let mut start = vec![0usize; rows + 1];
+        let mut start = vec![0u32; rows + 1];
         for (r, _) in pairs() {
             if r < rows {
                 start[r + 1] += 1;
@@ -75,15 +81,33 @@ impl<T: Copy + Default> Rows<T> {
         for r in 0..rows {
             start[r + 1] += start[r];
         }
-        let mut items = vec![T::default(); start[rows]];
+        let mut items = vec![T::default(); start[rows] as usize];
         let mut next = start.clone();
         for (r, item) in pairs() {
             if r < rows {
-                items[next[r]] = item;
+                items[next[r] as usize] = item;
                 next[r] += 1;
             }
         }
         Rows { start, items }
+    }
+}
+
+/// Optional message indices by message, `u32::MAX` for none: half the room of
+/// `Option<u32>`, for millions of messages.
+pub(crate) struct Indices(Vec<u32>);
+
+const NO_INDEX: u32 = u32::MAX;
+
+impl Indices {
+    pub(crate) fn get(&self, i: usize) -> Option<u32> {
+        self.0.get(i).copied().filter(|&x| x != NO_INDEX)
+    }
+}
+
+impl FromIterator<Option<u32>> for Indices {
+    fn from_iter<I: IntoIterator<Item = Option<u32>>>(it: I) -> Indices {
+        Indices(it.into_iter().map(|x| x.unwrap_or(NO_INDEX)).collect())
     }
 }
 
