@@ -138,6 +138,15 @@ impl<'a> MessageIndex<'a> {
 /// compared and hashed as a pointer.
 pub type Name = ustr::Ustr;
 
+/// How many names are interned, and the bytes their strings take (reserved, used).
+pub fn names_interned() -> (usize, usize, usize) {
+    (
+        ustr::num_entries(),
+        ustr::total_capacity(),
+        ustr::total_allocated(),
+    )
+}
+
 /// One message, in the reconciled-message format (`causeway infer --messages`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Message {

@@ -119,11 +119,14 @@ impl Phases {
                 .map_or("?", str::trim)
                 .to_string()
         };
+        let (names, reserved, used) = causeway_blackbox::reconcile::names_interned();
         eprintln!(
-            "{what}: {:.2} s, resident {}, peak {}",
+            "{what}: {:.2} s, resident {}, peak {}, {names} names in {} of {} MB",
             self.at.elapsed().as_secs_f64(),
             field("VmRSS:"),
-            field("VmHWM:")
+            field("VmHWM:"),
+            used >> 20,
+            reserved >> 20,
         );
         self.at = std::time::Instant::now();
     }
@@ -175,7 +178,22 @@ fn read_names(path: &Path) -> Result<Vec<(String, String)>> {
     Ok(rules)
 }
 
+/// mimalloc's option `mi_option_purge_delay` (its place in `mi_option_e`, v2 and v3; the
+/// crate names no constant for it).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Has memory freed go back to the system at once. mimalloc keeps it a second by default
+/// (ten in its arenas) for reuse; inference frees gigabytes between its steps and
+/// allocates differently shaped tables in the next, so what it kept added 0.2 GB to the
+/// peak at CoDeeN scale (BENCHMARKS.md).
+fn return_freed_memory_at_once() {
+    // SAFETY: sets one of mimalloc's integer options; mimalloc reads it when it next
+    // purges, from any thread, and every value is valid (0: purge at once).
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
+}
+
 pub fn run(a: InferArgs) -> Result<()> {
+    return_freed_memory_at_once();
     if a.dirs.is_empty() && a.messages.is_none() {
         bail!("nothing to infer from: give capture directories, --messages FILE, or both");
     }
