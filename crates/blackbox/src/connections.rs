@@ -143,6 +143,15 @@ impl Connections {
         }
     }
 
+    /// Frees what only weighing causes reads (the requests still open, when each was
+    /// answered): at scale it is a sixth of linking's tables, and the instances that
+    /// follow do not read it. `allows`, `consistent` and `open_request` know nothing
+    /// after.
+    pub(crate) fn causes_weighed(&mut self) {
+        self.requests = HashMap::default();
+        self.answered_at = Times(Vec::new());
+    }
+
     /// The request whose handling message `j` (received by a server) belongs to, by
     /// `causes`: `j` itself, or for an answer to a call, the request behind the call.
     fn request_behind(&self, causes: &Indices, j: usize) -> Option<usize> {

@@ -576,8 +576,11 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             );
         }
     }
-    // The timelines are done with: their room goes to the tables that follow.
-    drop((into, out_of));
+    // The timelines, the kinds and what weighing alone read are done with: their room
+    // goes to the tables that follow.
+    drop((into, out_of, kinds));
+    let mut connections = connections;
+    connections.causes_weighed();
     // The messages each message may have caused.
     let best_cause = causes.most_likely_all();
     let children: Rows<u32> = Rows::grouped(n, || {
