@@ -86,10 +86,10 @@ impl Connections {
         let mut sent: Vec<(End, i64, u32)> = Vec::new();
         for (i, m) in messages.iter().enumerate() {
             let (s_ep, d_ep) = ends(i);
-            if let Some(r) = m.recv_ns {
+            if let Some(r) = m.recv_ns.get() {
                 received.push(((dst[i], d_ep, s_ep), r, i as u32));
             }
-            if let Some(s) = m.send_ns {
+            if let Some(s) = m.send_ns.get() {
                 sent.push(((src[i], s_ep, d_ep), s, i as u32));
             }
         }
@@ -106,9 +106,9 @@ impl Connections {
                 .map(|(i, m)| {
                     let (s, d) = ends(i);
                     let (node, own, other, at, table) = if at_sender {
-                        (src[i], s, d, m.send_ns?, &received)
+                        (src[i], s, d, m.send_ns.get()?, &received)
                     } else {
-                        (dst[i], d, s, m.recv_ns?, &sent)
+                        (dst[i], d, s, m.recv_ns.get()?, &sent)
                     };
                     if fixed.contains(&(node, own)) != at_sender {
                         return None;
@@ -122,7 +122,7 @@ impl Connections {
         let mut answered_at = Times(vec![NO_TIME; messages.len()]);
         let mut is_request = vec![false; messages.len()];
         for (i, m) in messages.iter().enumerate() {
-            let Some(r) = m.recv_ns else { continue };
+            let Some(r) = m.recv_ns.get() else { continue };
             if !fixed.contains(&(dst[i], endpoints.dst[i])) {
                 continue;
             }
@@ -205,7 +205,9 @@ impl Connections {
         let Some(request) = self.request_behind(causes, j) else {
             return true;
         };
-        if let (Some(answered), Some(sent)) = (self.answered_at.get(request), messages[i].send_ns) {
+        if let (Some(answered), Some(sent)) =
+            (self.answered_at.get(request), messages[i].send_ns.get())
+        {
             if answered < sent {
                 return false;
             }
@@ -238,7 +240,7 @@ impl Connections {
     /// Whether message `j`, received by `i`'s sender, can have caused `i`.
     pub(crate) fn allows(&self, messages: &[Message], i: usize, j: usize) -> bool {
         // A request its server had answered before is finished.
-        if let (Some(answered), Some(sent)) = (self.answered_at.get(j), messages[i].send_ns) {
+        if let (Some(answered), Some(sent)) = (self.answered_at.get(j), messages[i].send_ns.get()) {
             if answered < sent {
                 return false;
             }
@@ -251,14 +253,15 @@ impl Connections {
             return true;
         }
         // An answer to a call made after the request arrived.
-        let (Some(arrived), Some(r)) = (messages[request].recv_ns, messages[j].recv_ns) else {
+        let (Some(arrived), Some(r)) = (messages[request].recv_ns.get(), messages[j].recv_ns.get())
+        else {
             return false;
         };
         r > arrived
             && self
                 .asked_by
                 .get(j)
-                .and_then(|q| messages[q as usize].send_ns)
+                .and_then(|q| messages[q as usize].send_ns.get())
                 .is_some_and(|asked| asked >= arrived)
     }
 }

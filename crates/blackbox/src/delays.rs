@@ -93,7 +93,7 @@ pub fn delays_by_index(messages: &[Message], causes: &[Option<u32>]) -> Delays {
         }
         let (child, parent) = (&messages[c], &messages[p]);
         // Both on the node's clock: the cause's receipt and the effect's send there.
-        let (Some(sent), Some(received)) = (child.send_ns, parent.recv_ns) else {
+        let (Some(sent), Some(received)) = (child.send_ns.get(), parent.recv_ns.get()) else {
             continue;
         };
         if child.src != parent.dst {
@@ -111,7 +111,7 @@ pub fn delays_by_index(messages: &[Message], causes: &[Option<u32>]) -> Delays {
     }
     let mut links: BTreeMap<(&str, &str), LinkDelay> = BTreeMap::new();
     for m in messages {
-        let (Some(sent), Some(received)) = (m.send_ns, m.recv_ns) else {
+        let (Some(sent), Some(received)) = (m.send_ns.get(), m.recv_ns.get()) else {
             continue;
         };
         let l = links.entry((&m.src, &m.dst)).or_insert_with(|| LinkDelay {
@@ -173,8 +173,8 @@ mod tests {
             src_ep: "".into(),
             dst: dst.into(),
             dst_ep: "".into(),
-            send_ns: send,
-            recv_ns: recv,
+            send_ns: send.into(),
+            recv_ns: recv.into(),
             bytes: 1,
         }
     }

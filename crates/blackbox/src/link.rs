@@ -342,7 +342,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
             && o.clients_start_paths
             && clients[src[i] as usize]
             && !clients[dst[i] as usize]
-            && messages[i].send_ns.is_some()
+            && messages[i].send_ns.get().is_some()
     };
     // Every mode draws patterns with the requests messages were sent for; only the
     // connections mode links with them.
@@ -355,13 +355,13 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         messages
             .iter()
             .enumerate()
-            .filter_map(|(i, m)| Some((dst[i] as usize, (m.recv_ns?, i as u32))))
+            .filter_map(|(i, m)| Some((dst[i] as usize, (m.recv_ns.get()?, i as u32))))
     });
     let mut out_of = Rows::grouped(nodes_count, || {
         messages
             .iter()
             .enumerate()
-            .filter_map(|(i, m)| Some((src[i] as usize, (m.send_ns?, i as u32))))
+            .filter_map(|(i, m)| Some((src[i] as usize, (m.send_ns.get()?, i as u32))))
     });
     for node in 0..nodes_count {
         into.row_mut(node).sort_unstable();
@@ -371,7 +371,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     let candidates = |i: usize, limit_ns: i64, max: usize, found: &mut Vec<(u32, i64)>| {
         found.clear();
         let m = &messages[i];
-        let (list, t, reply) = match (m.send_ns, m.recv_ns) {
+        let (list, t, reply) = match (m.send_ns.get(), m.recv_ns.get()) {
             // Into the sender, before the send.
             (Some(t), _) => (into.row(src[i] as usize), t, false),
             // An uncaptured sender: only a message its receiver sent it on the same
@@ -480,7 +480,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         candidates(i, limit, o.max_candidates, found);
         found.retain(|(j, _)| eligible(i, *j));
         let mut spontaneous_weight = spontaneous_weight;
-        if let (true, Some(sent)) = (by_connections, messages[i].send_ns) {
+        if let (true, Some(sent)) = (by_connections, messages[i].send_ns.get()) {
             let c = &connections;
             // A server handling a request does not send on its own: the latest request
             // still unanswered is a cause however long ago it came.
@@ -648,7 +648,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     let mut order: Vec<u32> = (0..n as u32).collect();
     order.sort_by_key(|&i| {
         let m = &messages[i as usize];
-        m.send_ns.or(m.recv_ns)
+        m.send_ns.get().or(m.recv_ns.get())
     });
     for i in order {
         let i = i as usize;
@@ -892,8 +892,8 @@ impl Tree<'_> {
     fn time(&self, m: u32) -> (i64, i64) {
         let m = &self.messages[m as usize];
         (
-            m.send_ns.or(m.recv_ns).unwrap_or(0),
-            m.recv_ns.unwrap_or(i64::MAX),
+            m.send_ns.get().or(m.recv_ns.get()).unwrap_or(0),
+            m.recv_ns.get().unwrap_or(i64::MAX),
         )
     }
 
@@ -1031,19 +1031,23 @@ fn served_tree(
     for &(m, cause) in members {
         let call_of = |answer: u32| -> Option<u32> {
             let a = &messages[answer as usize];
-            let received = a.recv_ns.or(a.send_ns)?;
+            let received = a.recv_ns.get().or(a.send_ns.get())?;
             out.iter()
                 .map(|&(k, _)| k)
                 .filter(|&k| {
                     let q = &messages[k as usize];
                     q.src_ep == a.dst_ep
                         && q.dst_ep == a.src_ep
-                        && q.send_ns.or(q.recv_ns).is_some_and(|t| t <= received)
+                        && q.send_ns
+                            .get()
+                            .or(q.recv_ns.get())
+                            .is_some_and(|t| t <= received)
                 })
                 .max_by_key(|&k| {
                     messages[k as usize]
                         .send_ns
-                        .or(messages[k as usize].recv_ns)
+                        .get()
+                        .or(messages[k as usize].recv_ns.get())
                 })
         };
         let parent = cause.map(|j| {
@@ -1079,8 +1083,8 @@ mod tests {
             src_ep: src_ep.into(),
             dst: dst.into(),
             dst_ep: dst_ep.into(),
-            send_ns: send,
-            recv_ns: recv,
+            send_ns: send.into(),
+            recv_ns: recv.into(),
             bytes: 100,
         }
     }

@@ -100,8 +100,8 @@ mod tests {
             src_ep: src_ep.into(),
             dst: dst.into(),
             dst_ep: dst_ep.into(),
-            send_ns: Some(0),
-            recv_ns: Some(0),
+            send_ns: Some(0).into(),
+            recv_ns: Some(0).into(),
             bytes: 1,
         }
     }

@@ -41,11 +41,11 @@ pub fn spans(messages: &[Message], assignments: &[Assignment], salt: u64) -> Vec
             continue;
         };
         let m = &messages[child];
-        let at = if messages[p].recv_ns.is_some() {
-            m.send_ns.or(m.recv_ns)
+        let at = if messages[p].recv_ns.get().is_some() {
+            m.send_ns.get().or(m.recv_ns.get())
         } else {
             // An uncaptured receiver's span ends when its reply arrived.
-            m.recv_ns.or(m.send_ns)
+            m.recv_ns.get().or(m.send_ns.get())
         };
         last_child[p] = last_child[p].max(at);
     }
@@ -66,7 +66,7 @@ pub fn spans(messages: &[Message], assignments: &[Assignment], salt: u64) -> Vec
             .as_ref()
             .and_then(|p| index.get(p))
             .and_then(span_id);
-        let start = m.recv_ns.or(m.send_ns).unwrap_or(0).max(0);
+        let start = m.recv_ns.get().or(m.send_ns.get()).unwrap_or(0).max(0);
         let end = last_child[i].unwrap_or(start).max(start);
         let (service, host, pid) = parse_node(&m.dst);
         let mut span = Span::new(
@@ -96,10 +96,10 @@ pub fn spans(messages: &[Message], assignments: &[Assignment], salt: u64) -> Vec
             .push(KeyValue::new("net.sock.host.addr", &*m.dst_ep));
         span.attributes
             .push(KeyValue::new("message.bytes", m.bytes as i64));
-        if let Some(sent) = m.send_ns {
+        if let Some(sent) = m.send_ns.get() {
             span.attributes.push(KeyValue::new("message.send_ns", sent));
         }
-        if m.recv_ns.is_none() {
+        if m.recv_ns.get().is_none() {
             span.attributes
                 .push(KeyValue::new("causeway.untraced", true));
         }
@@ -116,6 +116,7 @@ pub fn spans(messages: &[Message], assignments: &[Assignment], salt: u64) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reconcile::MaybeNs;
 
     #[test]
     fn a_request_through_two_nodes_is_a_parent_and_a_child_span() {
@@ -126,8 +127,8 @@ mod tests {
                 src_ep: "1.1.1.1:4000".into(),
                 dst: "web[10]@h1".into(),
                 dst_ep: "2.2.2.2:80".into(),
-                send_ns: None,
-                recv_ns: Some(1_000),
+                send_ns: MaybeNs::NONE,
+                recv_ns: Some(1_000).into(),
                 bytes: 10,
             },
             Message {
@@ -136,8 +137,8 @@ mod tests {
                 src_ep: "2.2.2.2:5000".into(),
                 dst: "db".into(),
                 dst_ep: "3.3.3.3:5432".into(),
-                send_ns: Some(2_000),
-                recv_ns: None,
+                send_ns: Some(2_000).into(),
+                recv_ns: MaybeNs::NONE,
                 bytes: 20,
             },
             Message {
@@ -146,8 +147,8 @@ mod tests {
                 src_ep: "3.3.3.3:5432".into(),
                 dst: "web[10]@h1".into(),
                 dst_ep: "2.2.2.2:5000".into(),
-                send_ns: None,
-                recv_ns: Some(5_000),
+                send_ns: MaybeNs::NONE,
+                recv_ns: Some(5_000).into(),
                 bytes: 30,
             },
             Message {
@@ -156,8 +157,8 @@ mod tests {
                 src_ep: "2.2.2.2:80".into(),
                 dst: "CLIENT".into(),
                 dst_ep: "1.1.1.1:4000".into(),
-                send_ns: Some(6_000),
-                recv_ns: None,
+                send_ns: Some(6_000).into(),
+                recv_ns: MaybeNs::NONE,
                 bytes: 40,
             },
         ];

@@ -50,7 +50,10 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
     }
     // A request's call: the one started nearest its receipt and still running.
     let request_call = |m: &Message| -> Option<&ServerCall> {
-        let (list, t) = (by_peer.get(&*m.src_ep)?, m.recv_ns.or(m.send_ns)?);
+        let (list, t) = (
+            by_peer.get(&*m.src_ep)?,
+            m.recv_ns.get().or(m.send_ns.get())?,
+        );
         let p = list.partition_point(|c| c.start_ns < t);
         let lo = p.saturating_sub(NEIGHBOURS);
         list[lo..(p + NEIGHBOURS).min(list.len())]
@@ -71,7 +74,7 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
         .iter()
         .enumerate()
         .filter(|(i, m)| calls[*i].is_none() && by_peer.contains_key(&*m.dst_ep))
-        .filter_map(|(i, m)| Some((&*m.dst_ep, m.send_ns.or(m.recv_ns)?, i)))
+        .filter_map(|(i, m)| Some((&*m.dst_ep, m.send_ns.get().or(m.recv_ns.get())?, i)))
         .collect();
     responses.sort_unstable();
     let mut answered: HashSet<u64> = HashSet::default();
@@ -102,14 +105,14 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
             continue;
         };
         let handler = if request { Some(call.id) } else { call.caller };
-        if let (Some(h), Some(r)) = (handler, m.recv_ns) {
+        if let (Some(h), Some(r)) = (handler, m.recv_ns.get()) {
             received.entry(h).or_default().push((r, i));
         }
     }
     // Per connection end (receiver's endpoint, sender's endpoint), the receipts by time.
     let mut on_connection: HashMap<(&str, &str), Vec<(i64, usize)>> = HashMap::default();
     for (i, m) in messages.iter().enumerate() {
-        if let Some(r) = m.recv_ns {
+        if let Some(r) = m.recv_ns.get() {
             on_connection
                 .entry((&*m.dst_ep, &*m.src_ep))
                 .or_default()
@@ -127,7 +130,7 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
     // Each call's request: the first message that carried it.
     let mut request_of: HashMap<u64, (i64, usize)> = HashMap::default();
     for (i, m) in messages.iter().enumerate() {
-        if let (Some((call, true)), Some(r)) = (calls[i], m.recv_ns) {
+        if let (Some((call, true)), Some(r)) = (calls[i], m.recv_ns.get()) {
             let e = request_of.entry(call.id).or_insert((r, i));
             *e = (*e).min((r, i));
         }
@@ -138,7 +141,7 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
         .filter_map(|(m, call)| {
             let (call, request) = (*call)?;
             let handler = if request { call.caller } else { Some(call.id) };
-            let cause = m.send_ns.and_then(|s| {
+            let cause = m.send_ns.get().and_then(|s| {
                 latest(handler.and_then(|h| received.get(&h)), s).or_else(|| {
                     // A response whose request came in one message with another call's
                     // (two requests written at once on a multiplexed connection) was
@@ -186,7 +189,7 @@ pub fn latest_causes(messages: &[Message], truth: &[Truth]) -> Vec<Truth> {
     let mut handled: HashMap<&MessageId, Vec<(i64, &MessageId)>> = HashMap::default();
     for t in truth {
         let Some(i) = index.get(&t.id) else { continue };
-        let Some(r) = messages[i].recv_ns else {
+        let Some(r) = messages[i].recv_ns.get() else {
             continue;
         };
         if is_response(&t.id) {
@@ -206,7 +209,7 @@ pub fn latest_causes(messages: &[Message], truth: &[Truth]) -> Vec<Truth> {
         .iter()
         .map(|t| {
             let cause = (|| {
-                let sent = messages[index.get(&t.id)?].send_ns?;
+                let sent = messages[index.get(&t.id)?].send_ns.get()?;
                 let list = handled.get(t.parent.as_ref()?)?;
                 let p = list.partition_point(|(r, _)| *r <= sent);
                 p.checked_sub(1).map(|k| list[k].1.clone())
@@ -251,8 +254,8 @@ mod tests {
             src_ep: src.1.into(),
             dst: dst.0.into(),
             dst_ep: dst.1.into(),
-            send_ns: Some(send),
-            recv_ns: Some(recv),
+            send_ns: Some(send).into(),
+            recv_ns: Some(recv).into(),
             bytes: 100,
         }
     }

@@ -168,12 +168,8 @@ fn server_calls(store_dir: &Path) -> Result<(Vec<ServerCall>, usize)> {
 /// receipts on the receiver's.
 fn inject_offsets(messages: &mut [Message]) {
     for m in messages {
-        if let Some(s) = &mut m.send_ns {
-            *s += injected_offset(&m.src);
-        }
-        if let Some(r) = &mut m.recv_ns {
-            *r += injected_offset(&m.dst);
-        }
+        m.send_ns = m.send_ns.get().map(|s| s + injected_offset(&m.src)).into();
+        m.recv_ns = m.recv_ns.get().map(|r| r + injected_offset(&m.dst)).into();
     }
 }
 

@@ -81,7 +81,10 @@ fn each_request_and_reply_of_a_tcp_echo_is_one_message_with_both_times() {
     assert_eq!(requests.len(), 50, "one message per request");
     for m in &requests {
         assert_eq!(m.bytes, 3000);
-        let (sent, received) = (m.send_ns.expect("sent"), m.recv_ns.expect("received"));
+        let (sent, received) = (
+            m.send_ns.get().expect("sent"),
+            m.recv_ns.get().expect("received"),
+        );
         assert!(
             sent <= received,
             "one host's clock: sent before received ({m:?})"
@@ -91,7 +94,7 @@ fn each_request_and_reply_of_a_tcp_echo_is_one_message_with_both_times() {
     assert_eq!(replies.iter().map(|m| m.bytes).sum::<u64>(), 50 * 3000);
     assert!(replies
         .iter()
-        .all(|m| m.send_ns <= m.recv_ns && m.recv_ns.is_some()));
+        .all(|m| m.send_ns.get() <= m.recv_ns.get() && m.recv_ns.get().is_some()));
     let ids: std::collections::HashSet<_> = messages.iter().map(|m| m.id.clone()).collect();
     assert_eq!(ids.len(), messages.len(), "ids are unique");
     let _ = std::fs::remove_dir_all(dir);
@@ -134,8 +137,14 @@ fn a_side_not_captured_leaves_one_time_per_message() {
     let (c, messages) = reconcile(&dir, |p| Path::new(p) == client_log);
     assert_eq!(c.processes.len(), 1);
     assert_eq!(c.counts.connections_paired, 0);
-    let sent: Vec<_> = messages.iter().filter(|m| m.recv_ns.is_none()).collect();
-    let received: Vec<_> = messages.iter().filter(|m| m.send_ns.is_none()).collect();
+    let sent: Vec<_> = messages
+        .iter()
+        .filter(|m| m.recv_ns.get().is_none())
+        .collect();
+    let received: Vec<_> = messages
+        .iter()
+        .filter(|m| m.send_ns.get().is_none())
+        .collect();
     assert_eq!(
         sent.len(),
         20,
