@@ -739,10 +739,9 @@ impl Captured {
                 }
             }
         }
-        let mut used = vec![Vec::new(); self.ends.len()];
-        for (i, e) in self.ends.iter().enumerate() {
-            used[i] = vec![false; e.calls.len()];
-        }
+        // Receipts matched (end, call): a set, not a flag per call of every end (streams'
+        // ends are millions).
+        let mut used: HashSet<(usize, usize)> = HashSet::default();
         for (i, e) in self
             .ends
             .iter()
@@ -760,13 +759,13 @@ impl Captured {
                         .copied()
                         .filter(|&(j, k)| {
                             let r = &self.ends[j];
-                            !used[j][k] && j != i && ports_match(&r.local, &dst_ep)
+                            !used.contains(&(j, k)) && j != i && ports_match(&r.local, &dst_ep)
                         })
                         .min_by_key(|&(j, k)| self.ends[j].calls[k].wall_ns.abs_diff(c.wall_ns))
                 });
                 let (dst, recv_ns) = match found {
                     Some((j, k)) => {
-                        used[j][k] = true;
+                        used.insert((j, k));
                         (
                             self.node(&self.ends[j]),
                             Some(self.ends[j].calls[k].wall_ns as i64),
@@ -796,7 +795,7 @@ impl Captured {
             .filter(|(_, e)| e.kind != sock::STREAM)
         {
             for (k, c) in e.calls.iter().enumerate() {
-                if c.direction == Direction::Recv && !used[j][k] {
+                if c.direction == Direction::Recv && !used.contains(&(j, k)) {
                     self.counts.datagrams_unmatched += 1;
                     out.push(Message {
                         id: MessageId::Int(0),
