@@ -166,15 +166,17 @@ struct Tally {
     max_probability: f64,
 }
 
-/// Path instances counted by shape, each shape's tokens kept once in one arena.
+/// Path instances counted by shape, each shape's tokens kept once in one arena (of
+/// fewer than 2^32 tokens, as there are fewer than 2^32 messages).
 #[derive(Default)]
 pub(crate) struct PatternCounts {
     tokens: Vec<u32>,
     /// Each shape's tokens: (start, length) in `tokens`.
-    shapes: Vec<(usize, u32)>,
+    shapes: Vec<(u32, u32)>,
     tallies: Vec<Tally>,
-    /// The first shape of each hash; shapes whose hashes collide are chained in `next`.
-    by_hash: HashMap<u64, u32>,
+    /// The first shape of each hash (its low 32 bits: the chains tell shapes apart);
+    /// shapes whose hashes collide are chained in `next`.
+    by_hash: HashMap<u32, u32>,
     next: Vec<u32>,
     hasher: foldhash::fast::FixedState,
 }
@@ -185,12 +187,12 @@ const NO_SHAPE: u32 = u32::MAX;
 impl PatternCounts {
     fn tokens_of(&self, shape: u32) -> &[u32] {
         let (start, len) = self.shapes[shape as usize];
-        &self.tokens[start..start + len as usize]
+        &self.tokens[start as usize..(start + len) as usize]
     }
 
     /// Counts one instance of `shape` with its probability.
     pub(crate) fn add(&mut self, shape: &[u32], probability: f64) {
-        let hash = self.hasher.hash_one(shape);
+        let hash = self.hasher.hash_one(shape) as u32;
         let mut at = self.by_hash.get(&hash).copied().unwrap_or(NO_SHAPE);
         while at != NO_SHAPE && self.tokens_of(at) != shape {
             at = self.next[at as usize];
@@ -198,7 +200,7 @@ impl PatternCounts {
         if at == NO_SHAPE {
             at = self.shapes.len() as u32;
             self.shapes
-                .push((self.tokens.len(), u32::try_from(shape.len()).unwrap_or(0)));
+                .push((self.tokens.len() as u32, shape.len() as u32));
             self.tokens.extend_from_slice(shape);
             self.tallies.push(Tally::default());
             // The new shape heads its hash's chain.
@@ -298,8 +300,8 @@ mod tests {
         counts.add(&ac, 1.0);
         counts.add(&ab, 0.25);
         // A collision: `ac` filed under `ab`'s hash is still told apart.
-        let hash = counts.hasher.hash_one(&ab[..]);
-        let ac_shape = counts.by_hash[&counts.hasher.hash_one(&ac[..])];
+        let hash = counts.hasher.hash_one(&ab[..]) as u32;
+        let ac_shape = counts.by_hash[&(counts.hasher.hash_one(&ac[..]) as u32)];
         counts.next[ac_shape as usize] = counts.by_hash[&hash];
         counts.by_hash.insert(hash, ac_shape);
         counts.add(&ab, 0.25);
