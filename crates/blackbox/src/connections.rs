@@ -186,6 +186,12 @@ impl Connections {
         served_by_call(cause).unwrap_or(cause)
     }
 
+    /// For a message a server sent on a connection, the latest message it received on that
+    /// connection before (the request it answers).
+    pub(crate) fn answers(&self, answer: u32) -> Option<u32> {
+        self.answers.get(answer as usize)
+    }
+
     /// For a message a client received, the latest message it sent before on that
     /// connection (the call it answers, on a connection that is not multiplexed).
     pub(crate) fn asked_by(&self, answer: u32) -> Option<u32> {

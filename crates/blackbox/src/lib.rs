@@ -20,5 +20,6 @@ pub mod roles;
 mod rows;
 pub mod score;
 mod shapes;
+mod slots;
 pub mod traces;
 pub mod truth;

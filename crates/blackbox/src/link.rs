@@ -34,6 +34,7 @@ use crate::reconcile::{Message, MessageId, MessageIndex};
 use crate::roles::fixed_numbered;
 use crate::rows::{Indices, Rows};
 use crate::shapes::{PatternCounts, ShapeNames};
+use crate::slots::{KindPair, Slots};
 
 /// Rounds of linking again with the causes found before (the connections mode).
 const REFINEMENTS: usize = 2;
@@ -60,6 +61,14 @@ pub struct LinkOptions {
     /// to an earlier request, not the cause of its next one. WAP5's clients were not
     /// captured, which has the same effect; the greedy baseline ignores this.
     pub clients_start_paths: bool,
+    /// In the connections mode, which kinds of message cause at most one message of
+    /// another kind (a server that got its search service's answer calls reservation
+    /// once), and which nearly always one, learned from the most likely causes, hold in
+    /// every path instance: an instance whose request's one call went to another path
+    /// has the other path's. Instances of one request then differ in which messages they
+    /// hold more than in their shapes, so that expected counts of patterns are not
+    /// spread over shapes with a call twice or not at all.
+    pub learn_slots: bool,
 }
 
 impl Default for LinkOptions {
@@ -73,6 +82,7 @@ impl Default for LinkOptions {
             listening: HashMap::default(),
             fixed_port_peers: 3,
             clients_start_paths: true,
+            learn_slots: true,
         }
     }
 }
@@ -578,11 +588,17 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     }
     // The timelines, the kinds and what weighing alone read are done with: their room
     // goes to the tables that follow.
-    drop((into, out_of, kinds));
+    drop((into, out_of));
+    let best_cause = causes.most_likely_all();
+    let slots = if by_connections && o.learn_slots {
+        Slots::learn(&best_cause, &kinds, &kind_pairs)
+    } else {
+        Slots::default()
+    };
+    drop(kinds);
     let mut connections = connections;
     connections.causes_weighed();
     // The messages each message may have caused.
-    let best_cause = causes.most_likely_all();
     let children: Rows<u32> = Rows::grouped(n, || {
         (0..n as u32).flat_map(|c| causes.parents(c).iter().map(move |&(p, _)| (p as usize, c)))
     });
@@ -591,6 +607,9 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         causes: &causes,
         best_cause: &best_cause,
         children: &children,
+        kind: &|m: u32| (aggregate(src[m as usize]), aggregate(dst[m as usize])),
+        slots: &slots,
+        answers: by_connections.then_some(&connections),
     };
     let pattern_names = nodes.pattern_names(&clients);
     let shape_names = ShapeNames::of(&pattern_names);
@@ -833,6 +852,12 @@ struct Tree<'a> {
     causes: &'a CauseTable,
     best_cause: &'a Indices,
     children: &'a Rows<u32>,
+    /// A message's kind: its sender and receiver, clients as one.
+    kind: &'a (dyn Fn(u32) -> KindPair + Sync),
+    slots: &'a Slots,
+    /// In the connections mode, the requests answers answer: an answer is in its
+    /// request's path.
+    answers: Option<&'a Connections>,
 }
 
 /// Messages of one instance: a sorted vector (paths are small, and copied at every
@@ -868,6 +893,11 @@ struct Partial {
     frontier: BinaryHeap<Reverse<Undecided>>,
     probability: f64,
     budget: u32,
+    /// Members whose one effect of a kind is in the path: (member, effect kind).
+    filled: Vec<(u32, KindPair)>,
+    /// Members that left an effect of a kind they have exactly one of to another path:
+    /// the next such effect they may have caused is theirs.
+    owed: Vec<(u32, KindPair)>,
 }
 
 /// What becomes of a message in an instance.
@@ -901,6 +931,7 @@ impl Tree<'_> {
 
     fn apply(&self, s: &mut Partial, child: u32, choice: Choice) {
         s.probability *= choice.probability();
+        let kind = (self.kind)(child);
         match choice {
             Choice::Take(parent, _) => {
                 s.members.push((child, Some(parent)));
@@ -908,11 +939,49 @@ impl Tree<'_> {
                 for &k in self.children.row(child as usize) {
                     s.frontier.push(Reverse((self.time(k), false, k)));
                 }
+                if self
+                    .slots
+                    .at_most_one
+                    .contains(&((self.kind)(parent), kind))
+                {
+                    s.filled.push((parent, kind));
+                    s.owed.retain(|&o| o != (parent, kind));
+                }
             }
             Choice::Leave(_) => {
                 s.left_out.insert(child);
+                let open = self.in_path(s, child).first().map(|&(j, _)| j);
+                if let Some(j) = open.filter(|&j| {
+                    self.slots.exactly_one.contains(&((self.kind)(j), kind))
+                        && !s.owed.contains(&(j, kind))
+                }) {
+                    s.owed.push((j, kind));
+                }
             }
         }
+    }
+
+    /// The causes of `child` in the path whose slot for it is open, likeliest first; of
+    /// equals, the one `most_likely` picked.
+    fn in_path(&self, s: &Partial, child: u32) -> Vec<(u32, f64)> {
+        let best = self.best_cause.get(child as usize);
+        let kind = (self.kind)(child);
+        let filled = |j: u32| {
+            s.filled.contains(&(j, kind))
+                && self.slots.at_most_one.contains(&((self.kind)(j), kind))
+        };
+        let mut in_path: Vec<(u32, f64)> = self
+            .causes
+            .parents(child)
+            .iter()
+            .filter(|(j, _)| s.taken.contains(*j) && !filled(*j))
+            .map(|&(j, q)| (j, f64::from(q)))
+            .collect();
+        in_path.sort_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then((Some(b.0) == best).cmp(&(Some(a.0) == best)))
+        });
+        in_path
     }
 
     /// The likelier way for `child`, and the other one worth trying: a message has one
@@ -921,19 +990,18 @@ impl Tree<'_> {
     /// of its own and makes the expected counts of patterns add up to more than the
     /// requests).
     fn choices(&self, s: &Partial, child: u32) -> Option<(Choice, Choice)> {
+        // An answer on a connection is in the path of the request it answers.
+        if let Some(r) = self.answers.and_then(|c| c.answers(child)) {
+            if !s.taken.contains(r) {
+                return None;
+            }
+        }
         let best = self.best_cause.get(child as usize);
-        // The causes in the path, likeliest first; of equals, the one `most_likely` picked.
-        let mut in_path: Vec<(u32, f64)> = self
-            .causes
-            .parents(child)
-            .iter()
-            .filter(|(j, _)| s.taken.contains(*j))
-            .map(|&(j, q)| (j, f64::from(q)))
-            .collect();
-        in_path.sort_by(|a, b| {
-            b.1.total_cmp(&a.1)
-                .then((Some(b.0) == best).cmp(&(Some(a.0) == best)))
-        });
+        let in_path = self.in_path(s, child);
+        let kind = (self.kind)(child);
+        if let Some(&(j, _)) = in_path.iter().find(|(j, _)| s.owed.contains(&(*j, kind))) {
+            return Some((Choice::Take(j, 1.0), Choice::Leave(0.0)));
+        }
         let total: f64 = in_path.iter().map(|(_, q)| q).sum();
         let (j, q) = *in_path.first()?;
         let second = in_path.get(1).copied();
@@ -963,6 +1031,8 @@ impl Tree<'_> {
             frontier: BinaryHeap::new(),
             probability: 1.0,
             budget: o.budget,
+            filled: Vec::new(),
+            owed: Vec::new(),
         };
         for &k in self.children.row(root as usize) {
             first.frontier.push(Reverse((self.time(k), false, k)));
@@ -1386,6 +1456,80 @@ mod tests {
         // WAP5's linking takes the latest message for the cause.
         let faithful = link(&messages, Mode::Faithful, &options);
         assert_eq!(causes(&faithful, &messages)[4], (id(6), Some(id(3))));
+    }
+
+    /// Requests from load to web, each making one call to db, answered, then answered
+    /// to load: 100 one after another, then 3 pairs that arrive 50 µs apart, where which
+    /// request made which call is a coin toss.
+    fn one_call_per_request() -> (Vec<Message>, LinkOptions) {
+        let us = 1_000;
+        let mut starts: Vec<i64> = (0..100).map(|k| k * 10_000 * us).collect();
+        for pair in 0..3 {
+            let t = 2_000_000 * us + pair * 10_000 * us;
+            starts.extend([t, t + 50 * us]);
+        }
+        let mut messages = Vec::new();
+        for (k, &t) in starts.iter().enumerate() {
+            let client = format!("10.0.0.1:{}", 5000 + k);
+            let own = format!("10.0.0.2:{}", 6000 + k);
+            let hop = |at: i64| (Some(t + at * us), Some(t + at * us + 100 * us));
+            for (src, src_ep, dst, dst_ep, (send, recv)) in [
+                ("load", client.as_str(), "web", "10.0.0.2:80", hop(0)),
+                ("web", own.as_str(), "db", "10.0.0.3:5432", hop(1000)),
+                ("db", "10.0.0.3:5432", "web", own.as_str(), hop(2000)),
+                ("web", "10.0.0.2:80", "load", client.as_str(), hop(3000)),
+            ] {
+                let id = messages.len() as i64 + 1;
+                messages.push(msg(id, src, src_ep, dst, dst_ep, send, recv));
+            }
+        }
+        (messages, listening_on(&[("web", 80), ("db", 5432)]))
+    }
+
+    #[test]
+    fn learned_slots_keep_one_call_per_request_in_every_instance() {
+        let (messages, options) = one_call_per_request();
+        let shape = "CLIENT>web[web>CLIENT,web>db[db>web]]";
+        let twice = |linked: &Linked| {
+            linked
+                .patterns
+                .iter()
+                .filter(|p| p.shape.matches("web>db").count() > 1)
+                .map(|p| p.expected)
+                .sum::<f64>()
+        };
+        let expected = |linked: &Linked| {
+            linked
+                .patterns
+                .iter()
+                .find(|p| p.shape == shape)
+                .map_or(0.0, |p| p.expected)
+        };
+        let linked = link(&messages, Mode::Connections, &options);
+        // A request's alternatives differ in which call they hold, not in how many.
+        assert_eq!(twice(&linked), 0.0);
+        let requests = messages.len() as f64 / 4.0;
+        assert!(expected(&linked) > 0.98 * requests, "{:?}", linked.patterns);
+        // Each message on its own: the ambiguous pairs' instances take both calls or none.
+        let independent = LinkOptions {
+            learn_slots: false,
+            ..options
+        };
+        let unlearned = link(&messages, Mode::Connections, &independent);
+        assert!(twice(&unlearned) > 0.5, "{:?}", unlearned.patterns);
+        assert!(
+            expected(&unlearned) < 0.98 * requests,
+            "{:?}",
+            unlearned.patterns
+        );
+        // Every answer to load is in the trace of the request it answers.
+        for linked in [&linked, &unlearned] {
+            for (k, request) in messages.iter().enumerate().step_by(4) {
+                let answer = &messages[k + 3];
+                assert_eq!(answer.dst_ep, request.src_ep);
+                assert_eq!(linked.placements[k + 3].trace, linked.placements[k].trace);
+            }
+        }
     }
 
     #[test]

@@ -86,6 +86,10 @@ pub struct InferArgs {
     /// captured process listened on are fixed in any case.
     #[arg(long, default_value_t = LinkOptions::default().fixed_port_peers)]
     fixed_port_peers: usize,
+    /// In the connections mode, link each message on its own in path instances, without
+    /// the kinds of message learned to be caused at most (or exactly) once per cause.
+    #[arg(long)]
+    no_slots: bool,
     /// Patterns shown.
     #[arg(long, default_value_t = 20)]
     top: usize,
@@ -243,6 +247,7 @@ pub fn run(a: InferArgs) -> Result<()> {
         budget: a.budget.min(20),
         listening: captured.listening.clone(),
         fixed_port_peers: a.fixed_port_peers,
+        learn_slots: !a.no_slots,
         ..LinkOptions::default()
     };
     let mode = match a.mode {
