@@ -1,0 +1,336 @@
+//! Log points as templates, mined as Drain does (He et al., ICWS 2017): a line's tokens
+//! go down a tree of fixed depth, first by their count, then by the first few tokens
+//! (a value goes to the `<*>` child), to a leaf holding a few templates; the line joins
+//! the most similar template if at least `similarity` of its tokens agree, generalising
+//! the positions that differ into parameters, else it starts a template of its own.
+//!
+//! Values typed by `tokens` are parameters from the start (`<UUID>`, `<NUM>`), as
+//! Drain3's masks make them. Templates change as lines come, so a line's parameter
+//! values are read with [`Miner::parameters`] once every line has been added.
+
+use foldhash::HashMap;
+
+use crate::tokens::{Kind, Mask, Token};
+
+/// Drain's defaults (`logpai/logparser`, Drain.py): tree depth 4 (two tokens of
+/// prefix), similarity 0.4, 100 children a node.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub depth: usize,
+    pub similarity: f64,
+    pub max_children: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            depth: 4,
+            similarity: 0.4,
+            max_children: 100,
+        }
+    }
+}
+
+/// A template's position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// The log point's own text.
+    Text(Box<str>),
+    /// A parameter: a value of one kind, or of any (`None`).
+    Param(Option<Mask>),
+}
+
+/// A log point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Template {
+    pub slots: Vec<Slot>,
+    /// Lines it took.
+    pub count: u64,
+}
+
+impl Template {
+    /// The template as text: its tokens separated by spaces, parameters as `<*>` or a
+    /// typed placeholder.
+    pub fn text(&self) -> String {
+        let parts: Vec<&str> = self
+            .slots
+            .iter()
+            .map(|s| match s {
+                Slot::Text(t) => t,
+                Slot::Param(None) => "<*>",
+                Slot::Param(Some(m)) => m.placeholder(),
+            })
+            .collect();
+        parts.join(" ")
+    }
+
+    /// How many of `tokens` agree with this template, and how many parameters it has.
+    fn agreement(&self, tokens: &[Token<'_>]) -> (usize, usize) {
+        let mut same = 0;
+        let mut params = 0;
+        for (slot, t) in self.slots.iter().zip(tokens) {
+            match (slot, t.kind) {
+                (Slot::Param(Some(m)), Kind::Value(v)) if *m == v => same += 1,
+                (Slot::Param(_), _) => params += 1,
+                (Slot::Text(text), _) if **text == *t.text => same += 1,
+                (Slot::Text(_), _) => {}
+            }
+        }
+        (same, params)
+    }
+
+    /// Generalises the positions where `tokens` differ into parameters.
+    fn absorb(&mut self, tokens: &[Token<'_>]) {
+        for (slot, t) in self.slots.iter_mut().zip(tokens) {
+            let keep = match (&*slot, t.kind) {
+                (Slot::Param(None), _) => true,
+                (Slot::Param(Some(m)), Kind::Value(v)) => *m == v,
+                (Slot::Text(text), _) => **text == *t.text,
+                (Slot::Param(Some(_)), _) => false,
+            };
+            if !keep {
+                *slot = Slot::Param(None);
+            }
+        }
+        self.count += 1;
+    }
+}
+
+fn slot_of(t: &Token<'_>) -> Slot {
+    match t.kind {
+        Kind::Value(m) => Slot::Param(Some(m)),
+        _ => Slot::Text(t.text.into()),
+    }
+}
+
+/// The child a variable token goes to.
+const ANY: &str = "<*>";
+
+#[derive(Default)]
+struct Node {
+    children: HashMap<Box<str>, Node>,
+    templates: Vec<u32>,
+}
+
+/// A template's number, in the order templates were made.
+pub type TemplateId = u32;
+
+/// The template miner.
+pub struct Miner {
+    options: Options,
+    by_length: HashMap<usize, Node>,
+    templates: Vec<Template>,
+}
+
+impl Miner {
+    pub fn new(options: Options) -> Miner {
+        Miner {
+            options,
+            by_length: HashMap::default(),
+            templates: Vec::new(),
+        }
+    }
+
+    pub fn templates(&self) -> &[Template] {
+        &self.templates
+    }
+
+    /// The tokens the tree branches on: the first `depth - 2`.
+    fn prefix_len(&self, tokens: usize) -> usize {
+        self.options.depth.saturating_sub(2).min(tokens)
+    }
+
+    /// Adds a line's tokens; returns the template it joined or started.
+    pub fn add(&mut self, tokens: &[Token<'_>]) -> TemplateId {
+        let prefix = self.prefix_len(tokens.len());
+        let max_children = self.options.max_children;
+        let mut node = self.by_length.entry(tokens.len()).or_default();
+        for t in &tokens[..prefix] {
+            let key = if t.kind.is_variable() { ANY } else { t.text };
+            // A full node sends new keys to its `<*>` child (made even when full).
+            let key = if node.children.contains_key(key) || node.children.len() < max_children {
+                key
+            } else {
+                ANY
+            };
+            node = node.children.entry(key.into()).or_default();
+        }
+        match best(
+            &self.templates,
+            &node.templates,
+            tokens,
+            self.options.similarity,
+        ) {
+            Some(id) => {
+                self.templates[id as usize].absorb(tokens);
+                id
+            }
+            None => {
+                let id = self.templates.len() as TemplateId;
+                self.templates.push(Template {
+                    slots: tokens.iter().map(slot_of).collect(),
+                    count: 1,
+                });
+                node.templates.push(id);
+                id
+            }
+        }
+    }
+
+    /// The template a line's tokens match now (without changing any).
+    pub fn find(&self, tokens: &[Token<'_>]) -> Option<TemplateId> {
+        let mut node = self.by_length.get(&tokens.len())?;
+        for t in &tokens[..self.prefix_len(tokens.len())] {
+            let key = if t.kind.is_variable() { ANY } else { t.text };
+            node = node.children.get(key).or_else(|| node.children.get(ANY))?;
+        }
+        best(
+            &self.templates,
+            &node.templates,
+            tokens,
+            self.options.similarity,
+        )
+    }
+
+    /// The template a line's tokens match and the values at its parameters, in order.
+    pub fn parameters<'a>(&self, tokens: &[Token<'a>]) -> Option<(TemplateId, Vec<&'a str>)> {
+        let id = self.find(tokens)?;
+        let values = self.templates[id as usize]
+            .slots
+            .iter()
+            .zip(tokens)
+            .filter(|(s, _)| matches!(s, Slot::Param(_)))
+            .map(|(_, t)| t.text)
+            .collect();
+        Some((id, values))
+    }
+}
+
+/// Of `candidates`, the template most like `tokens` (more parameters break ties), if
+/// at least `similarity` of the tokens agree.
+fn best(
+    templates: &[Template],
+    candidates: &[u32],
+    tokens: &[Token<'_>],
+    similarity: f64,
+) -> Option<TemplateId> {
+    let mut found: Option<(usize, usize, TemplateId)> = None;
+    for &id in candidates {
+        let (same, params) = templates[id as usize].agreement(tokens);
+        if found.is_none_or(|(s, p, _)| (same, params) > (s, p)) {
+            found = Some((same, params, id));
+        }
+    }
+    let (same, _, id) = found?;
+    // An empty line agrees with the empty template.
+    let enough = tokens.is_empty() || same as f64 >= similarity * tokens.len() as f64;
+    enough.then_some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::tokenize;
+    use proptest::prelude::*;
+
+    fn mine(lines: &[&str]) -> (Miner, Vec<TemplateId>) {
+        let mut miner = Miner::new(Options::default());
+        let mut tokens = Vec::new();
+        let ids = lines
+            .iter()
+            .map(|l| {
+                tokenize(l, &mut tokens);
+                miner.add(&tokens)
+            })
+            .collect();
+        (miner, ids)
+    }
+
+    #[test]
+    fn lines_of_one_log_point_share_a_template_with_their_values_as_parameters() {
+        let lines = [
+            "Receiving block blk_1 src: /10.0.0.1:50010 dest: /10.0.0.2:50010",
+            "[checkSecurityAboutOrder][Security Info Get][AccountId:4d2a46c7-71cb-4cf1-b5bb-b68406d9da6f]",
+            "Receiving block blk_2 src: /10.0.0.3:50010 dest: /10.0.0.4:50010",
+            "[checkSecurityAboutOrder][Security Info Get][AccountId:5e3b57d8-82dc-4cf1-b5bb-b68406d9da70]",
+            "Verification succeeded for blk_2",
+        ];
+        let (miner, ids) = mine(&lines);
+        assert_eq!(ids, vec![0, 1, 0, 1, 2]);
+        assert_eq!(miner.templates().len(), 3);
+        assert_eq!(
+            miner.templates()[0].text(),
+            "Receiving block <*> src : <PATH> : <NUM> dest : <PATH> : <NUM>"
+        );
+        assert_eq!(miner.templates()[0].count, 2);
+        assert_eq!(
+            miner.templates()[1].text(),
+            "[ checkSecurityAboutOrder ][ Security Info Get ][ AccountId : <UUID> ]"
+        );
+        let mut tokens = Vec::new();
+        tokenize(lines[3], &mut tokens);
+        assert_eq!(
+            miner.parameters(&tokens),
+            Some((1, vec!["5e3b57d8-82dc-4cf1-b5bb-b68406d9da70"]))
+        );
+        tokenize(lines[0], &mut tokens);
+        assert_eq!(
+            miner.parameters(&tokens),
+            Some((0, vec!["blk_1", "/10.0.0.1", "50010", "/10.0.0.2", "50010"]))
+        );
+    }
+
+    #[test]
+    fn too_different_lines_of_one_length_make_templates_of_their_own() {
+        // Two of six tokens agree: under Drain's 0.4.
+        let (miner, ids) = mine(&["a b c d e f", "a b x y z w", "a b c d e q"]);
+        assert_eq!(ids, vec![0, 1, 0]);
+        assert_eq!(miner.templates()[0].text(), "a b c d e <*>");
+    }
+
+    #[test]
+    fn a_full_node_sends_new_prefixes_to_its_wildcard_child() {
+        let mut miner = Miner::new(Options {
+            max_children: 2,
+            ..Options::default()
+        });
+        let lines: Vec<String> = ["alpha", "beta", "gamma", "delta"]
+            .iter()
+            .map(|first| format!("{first} started work"))
+            .collect();
+        let mut tokens = Vec::new();
+        for line in &lines {
+            tokenize(line, &mut tokens);
+            miner.add(&tokens);
+        }
+        // gamma and delta share the wildcard child, and agree on two of three tokens.
+        assert_eq!(miner.templates().len(), 3);
+        assert_eq!(miner.templates()[2].text(), "<*> started work");
+        tokenize("omega started work", &mut tokens);
+        assert_eq!(miner.find(&tokens), Some(2));
+    }
+
+    proptest! {
+        #[test]
+        fn every_line_added_is_found_again_in_a_template_like_it(
+            lines in proptest::collection::vec("[a-c0-9 :\\[\\]=.-]{0,30}", 1..40)
+        ) {
+            let (miner, _) = mine(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+            let mut tokens = Vec::new();
+            for line in &lines {
+                tokenize(line, &mut tokens);
+                let (id, values) = miner.parameters(&tokens).expect("a template");
+                let template = &miner.templates()[id as usize];
+                prop_assert_eq!(template.slots.len(), tokens.len());
+                // Templates only generalise, so the one a line joined may lose to another
+                // of its leaf later; whichever it finds agrees on enough of it.
+                let (same, _) = template.agreement(&tokens);
+                prop_assert!(tokens.is_empty() || same as f64 >= 0.4 * tokens.len() as f64);
+                let params = template.slots.iter().filter(|s| matches!(s, Slot::Param(_))).count();
+                prop_assert_eq!(values.len(), params);
+            }
+            let total: u64 = miner.templates().iter().map(|t| t.count).sum();
+            prop_assert_eq!(total, lines.len() as u64);
+        }
+    }
+}

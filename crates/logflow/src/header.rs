@@ -1,0 +1,326 @@
+//! The usual prefix of a log line, told from its message: timestamps (ISO 8601, `date
+//! time` with `,` or `.` before the fraction, syslog's `Jan 29 08:42:09`, a time of day
+//! alone), a level, a thread (`[main]`, `ThreadId(02)`) and a logger (`t.c.Travel#122`,
+//! `demo::cart:`). What is not recognised stays in the message: a line with no prefix
+//! is all message.
+
+/// A line's severity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+    Fatal,
+}
+
+impl Level {
+    fn parse(word: &str) -> Option<Level> {
+        const NAMES: [(&str, Level); 18] = [
+            ("TRACE", Level::Trace),
+            ("FINEST", Level::Trace),
+            ("FINER", Level::Trace),
+            ("DEBUG", Level::Debug),
+            ("FINE", Level::Debug),
+            ("INFO", Level::Info),
+            ("NOTICE", Level::Info),
+            ("WARN", Level::Warn),
+            ("WARNING", Level::Warn),
+            ("ERROR", Level::Error),
+            ("ERR", Level::Error),
+            ("SEVERE", Level::Error),
+            ("FATAL", Level::Fatal),
+            ("CRITICAL", Level::Fatal),
+            ("CRIT", Level::Fatal),
+            ("PANIC", Level::Fatal),
+            ("EMERG", Level::Fatal),
+            ("ALERT", Level::Fatal),
+        ];
+        let word = word.trim_start_matches('[').trim_end_matches([']', ':']);
+        NAMES
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(word))
+            .map(|(_, level)| *level)
+    }
+}
+
+/// A line's prefix and message.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Header<'a> {
+    /// The first full timestamp, in nanoseconds since the Unix epoch (UTC, or the
+    /// offset the line gives); syslog's, with no year, in 1970.
+    pub time_ns: Option<i64>,
+    /// A time of day with no date (nanoseconds since midnight), when that is all the
+    /// line has.
+    pub time_of_day_ns: Option<i64>,
+    pub level: Option<Level>,
+    pub thread: Option<&'a str>,
+    pub logger: Option<&'a str>,
+    pub message: &'a str,
+}
+
+/// Splits `line` into its prefix and message.
+pub fn parse(line: &str) -> Header<'_> {
+    let mut h = Header {
+        message: line,
+        ..Header::default()
+    };
+    let mut rest = line.trim_start();
+    // Timestamps first (a collector's and the program's own may both be there).
+    loop {
+        if let Some((ns, after)) = datetime(rest) {
+            h.time_ns.get_or_insert(ns);
+            rest = after.trim_start();
+        } else if let Some((ns, after)) = syslog_time(rest) {
+            h.time_ns.get_or_insert(ns);
+            rest = after.trim_start();
+        } else if let Some((ns, after)) = time_of_day(rest) {
+            h.time_of_day_ns.get_or_insert(ns);
+            rest = after.trim_start();
+        } else {
+            break;
+        }
+    }
+    let (word, after) = split_word(rest);
+    if let Some(level) = Level::parse(word) {
+        h.level = Some(level);
+        rest = after.trim_start();
+    }
+    // A thread in brackets, or tracing's ThreadId(N).
+    let (word, after) = split_word(rest);
+    if word.starts_with('[') && word.ends_with(']') && word.len() > 2 && !word[1..].contains('[') {
+        h.thread = Some(&word[1..word.len() - 1]);
+        rest = after.trim_start();
+    } else if word.starts_with("ThreadId(") && word.ends_with(')') {
+        h.thread = Some(word);
+        rest = after.trim_start();
+    }
+    // A logger: a dotted or `::` path, with `#line` or a trailing `:`, or followed by `-`.
+    let (word, after) = split_word(rest);
+    let path = word.trim_end_matches(':');
+    let looks_like_logger = !path.is_empty()
+        && (path.contains('.') || path.contains("::"))
+        && path
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b':' | b'_' | b'#' | b'$'))
+        && path.bytes().next().is_some_and(|b| b.is_ascii_alphabetic());
+    if looks_like_logger
+        && (word.ends_with(':') || word.contains('#') || after.trim_start().starts_with("- "))
+    {
+        h.logger = Some(path);
+        rest = after.trim_start();
+        if let Some(r) = rest.strip_prefix("- ") {
+            rest = r;
+        }
+    }
+    h.message = rest;
+    h
+}
+
+/// The first whitespace-separated word and what follows it.
+fn split_word(s: &str) -> (&str, &str) {
+    let end = s.find(|c: char| c.is_ascii_whitespace()).unwrap_or(s.len());
+    (&s[..end], &s[end..])
+}
+
+/// `n` ASCII digits at the start of `s`, as a number, and the rest.
+fn digits(s: &str, n: usize) -> Option<(i64, &str)> {
+    let b = s.as_bytes();
+    if b.len() < n || !b[..n].iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let v = b[..n]
+        .iter()
+        .fold(0i64, |v, d| v * 10 + i64::from(d - b'0'));
+    Some((v, &s[n..]))
+}
+
+/// `HH:MM:SS` with an optional `.fraction` or `,fraction`: nanoseconds since midnight.
+fn clock(s: &str) -> Option<(i64, &str)> {
+    let (h, s) = digits(s, 2)?;
+    let s = s.strip_prefix(':')?;
+    let (m, s) = digits(s, 2)?;
+    let s = s.strip_prefix(':')?;
+    let (sec, mut s) = digits(s, 2)?;
+    if h > 23 || m > 59 || sec > 60 {
+        return None;
+    }
+    let mut frac = 0i64;
+    if let Some(f) = s.strip_prefix('.').or_else(|| s.strip_prefix(',')) {
+        let n = f.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return None;
+        }
+        let (v, _) = digits(f, n.min(9))?;
+        frac = v * 10i64.pow(9 - n.min(9) as u32);
+        s = &f[n..];
+    }
+    Some((((h * 60 + m) * 60 + sec) * 1_000_000_000 + frac, s))
+}
+
+/// Days from 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `YYYY-MM-DD[T ]HH:MM:SS[.frac][Z|±HH:MM]` followed by a space or the end.
+fn datetime(s: &str) -> Option<(i64, &str)> {
+    let (y, s) = digits(s, 4)?;
+    let s = s.strip_prefix('-')?;
+    let (mo, s) = digits(s, 2)?;
+    let s = s.strip_prefix('-')?;
+    let (d, s) = digits(s, 2)?;
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
+        return None;
+    }
+    let s = s.strip_prefix('T').or_else(|| s.strip_prefix(' '))?;
+    let (tod, mut s) = clock(s)?;
+    let mut offset = 0i64;
+    if let Some(r) = s.strip_prefix('Z') {
+        s = r;
+    } else if let Some(sign) = s
+        .strip_prefix('+')
+        .map(|r| (1, r))
+        .or_else(|| s.strip_prefix('-').map(|r| (-1, r)))
+    {
+        let (hh, r) = digits(sign.1, 2)?;
+        let r = r.strip_prefix(':').unwrap_or(r);
+        let (mm, r) = digits(r, 2)?;
+        offset = sign.0 * (hh * 60 + mm) * 60 * 1_000_000_000;
+        s = r;
+    }
+    if !s.is_empty() && !s.starts_with(|c: char| c.is_ascii_whitespace()) {
+        return None;
+    }
+    let ns = days_from_civil(y, mo, d) * 86_400 * 1_000_000_000 + tod - offset;
+    Some((ns, s))
+}
+
+/// syslog's `Mmm dd HH:MM:SS` (no year: placed in 1970).
+fn syslog_time(s: &str) -> Option<(i64, &str)> {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|m| s.starts_with(m))? as i64 + 1;
+    let s = s.get(3..)?.strip_prefix(' ')?;
+    let s = s.strip_prefix(' ').unwrap_or(s);
+    let n = s.bytes().take_while(u8::is_ascii_digit).count();
+    if n == 0 || n > 2 {
+        return None;
+    }
+    let (d, s) = digits(s, n)?;
+    let s = s.strip_prefix(' ')?;
+    let (tod, s) = clock(s)?;
+    Some((
+        days_from_civil(1970, month, d) * 86_400 * 1_000_000_000 + tod,
+        s,
+    ))
+}
+
+/// A time of day alone, followed by a space or the end.
+fn time_of_day(s: &str) -> Option<(i64, &str)> {
+    let (tod, rest) = clock(s)?;
+    (rest.is_empty() || rest.starts_with(|c: char| c.is_ascii_whitespace())).then_some((tod, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn a_collector_timestamp_then_the_programs_own_prefix() {
+        let h = parse(
+            "2023-01-29T08:42:09.939519801Z 16:42:09.939 INFO  t.c.TravelController#122 [query][Query TripResponse]",
+        );
+        assert_eq!(h.time_ns, Some(1_674_981_729 * S + 939_519_801));
+        assert_eq!(
+            h.time_of_day_ns,
+            Some((16 * 3600 + 42 * 60 + 9) * S + 939_000_000)
+        );
+        assert_eq!(h.level, Some(Level::Info));
+        assert_eq!(h.logger, Some("t.c.TravelController#122"));
+        assert_eq!(h.message, "[query][Query TripResponse]");
+    }
+
+    #[test]
+    fn tracing_log4j_and_syslog_prefixes() {
+        let h = parse("2026-11-26T06:51:24.123456Z  WARN ThreadId(02) demo::cart: reserved item=3");
+        assert_eq!(h.level, Some(Level::Warn));
+        assert_eq!(h.thread, Some("ThreadId(02)"));
+        assert_eq!(h.logger, Some("demo::cart"));
+        assert_eq!(h.message, "reserved item=3");
+        assert_eq!(h.time_ns.map(|t| t % S), Some(123_456_000));
+
+        let h = parse("2023-01-29 08:42:09,939 ERROR [http-nio-8080-exec-1] com.x.OrderService - order 7 failed");
+        assert_eq!(h.time_ns, Some(1_674_981_729 * S + 939_000_000));
+        assert_eq!(h.level, Some(Level::Error));
+        assert_eq!(h.thread, Some("http-nio-8080-exec-1"));
+        assert_eq!(h.logger, Some("com.x.OrderService"));
+        assert_eq!(h.message, "order 7 failed");
+
+        let h = parse("2023-01-29T10:42:09+02:00 db started");
+        assert_eq!(h.time_ns, Some(1_674_981_729 * S));
+        assert_eq!(h.message, "db started");
+
+        let h = parse("Jan 29 08:42:09 host sshd[42]: Accepted key");
+        assert_eq!(h.time_ns, Some((28 * 86_400 + 8 * 3600 + 42 * 60 + 9) * S));
+        assert_eq!(h.message, "host sshd[42]: Accepted key");
+    }
+
+    #[test]
+    fn a_line_with_no_prefix_is_all_message() {
+        let line = "    at org.x.Y.z(Y.java:42)";
+        let h = parse(line);
+        assert_eq!(
+            h,
+            Header {
+                message: line.trim_start(),
+                ..Header::default()
+            }
+        );
+        // Not a date: month 13; not a time: minute 61.
+        assert_eq!(parse("2023-13-01 00:00:00 x").time_ns, None);
+        assert_eq!(parse("12:61:00 x").time_of_day_ns, None);
+    }
+
+    proptest! {
+        #[test]
+        fn iso_timestamps_read_back_as_the_instant_they_print(secs in 0i64..4_000_000_000, nanos in 0i64..1_000_000_000) {
+            let days = secs / 86_400;
+            // Civil date from days (the inverse of days_from_civil).
+            let z = days + 719_468;
+            let era = z.div_euclid(146_097);
+            let doe = z - era * 146_097;
+            let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+            let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+            let mp = (5 * doy + 2) / 153;
+            let d = doy - (153 * mp + 2) / 5 + 1;
+            let m = if mp < 10 { mp + 3 } else { mp - 9 };
+            let y = yoe + era * 400 + i64::from(m <= 2);
+            let tod = secs % 86_400;
+            let line = format!(
+                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z message",
+                tod / 3600, tod / 60 % 60, tod % 60
+            );
+            let h = parse(&line);
+            prop_assert_eq!(h.time_ns, Some(secs * S + nanos));
+            prop_assert_eq!(h.message, "message");
+        }
+
+        #[test]
+        fn any_line_parses_and_its_message_is_a_suffix(line in "\\PC{0,60}") {
+            let h = parse(&line);
+            prop_assert!(line.ends_with(h.message));
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! A log message split into tokens: words, and the runs of punctuation between them
+//! (whitespace separates and is dropped). A word that is a value is typed: a number, hex,
+//! a UUID, an IPv4 address, a path; a word that holds a digit and is none of these is
+//! still likely a value (`G1234`, `09.939s`), which the template tree treats as one.
+//!
+//! Punctuation splits words so that a value inside brackets or after `key=` or `key:`
+//! is a word of its own: `[AccountId:4d2a46c7-71cb-4cf1-b5bb-b68406d9da6f]` is `[`,
+//! `AccountId`, `:`, the UUID, `]`. Every delimiter is ASCII, so tokens are whole UTF-8.
+
+/// The kind of value a word is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mask {
+    Num,
+    Hex,
+    Uuid,
+    Ip,
+    Path,
+}
+
+impl Mask {
+    /// How a template shows a parameter of this kind.
+    pub fn placeholder(self) -> &'static str {
+        match self {
+            Mask::Num => "<NUM>",
+            Mask::Hex => "<HEX>",
+            Mask::Uuid => "<UUID>",
+            Mask::Ip => "<IP>",
+            Mask::Path => "<PATH>",
+        }
+    }
+}
+
+/// What a token is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A word with no digit: likely the log point's own text.
+    Word,
+    /// A run of punctuation.
+    Punct,
+    /// A typed value.
+    Value(Mask),
+    /// A word with a digit that is not a typed value.
+    Digits,
+}
+
+impl Kind {
+    /// Whether the token is probably a value (and so not a key in the template tree).
+    pub fn is_variable(self) -> bool {
+        matches!(self, Kind::Value(_) | Kind::Digits)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Token<'a> {
+    pub text: &'a str,
+    pub kind: Kind,
+}
+
+fn is_punct(b: u8) -> bool {
+    matches!(
+        b,
+        b'[' | b']'
+            | b'('
+            | b')'
+            | b'{'
+            | b'}'
+            | b'<'
+            | b'>'
+            | b','
+            | b';'
+            | b'='
+            | b':'
+            | b'"'
+            | b'\''
+            | b'|'
+    )
+}
+
+/// The tokens of `message`, into `out` (cleared first).
+pub fn tokenize<'a>(message: &'a str, out: &mut Vec<Token<'a>>) {
+    out.clear();
+    let bytes = message.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let punct = is_punct(b);
+        while i < bytes.len() && !bytes[i].is_ascii_whitespace() && is_punct(bytes[i]) == punct {
+            i += 1;
+        }
+        // Both ends are at ASCII bytes (or the ends of the string): char boundaries.
+        let text = &message[start..i];
+        let kind = if punct { Kind::Punct } else { classify(text) };
+        out.push(Token { text, kind });
+    }
+}
+
+/// What kind of word `word` is.
+pub fn classify(word: &str) -> Kind {
+    let b = word.as_bytes();
+    if is_uuid(b) {
+        Kind::Value(Mask::Uuid)
+    } else if is_ipv4(b) {
+        Kind::Value(Mask::Ip)
+    } else if is_number(b) {
+        Kind::Value(Mask::Num)
+    } else if is_hex(b) {
+        Kind::Value(Mask::Hex)
+    } else if b.len() > 1 && b[0] == b'/' && b[1] != b'/' {
+        Kind::Value(Mask::Path)
+    } else if b.iter().any(u8::is_ascii_digit) {
+        Kind::Digits
+    } else {
+        Kind::Word
+    }
+}
+
+fn is_uuid(b: &[u8]) -> bool {
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+fn is_ipv4(b: &[u8]) -> bool {
+    let mut parts = 0;
+    for part in b.split(|c| *c == b'.') {
+        parts += 1;
+        if part.is_empty() || part.len() > 3 || !part.iter().all(u8::is_ascii_digit) {
+            return false;
+        }
+    }
+    parts == 4
+}
+
+/// `-12`, `3.5`, `42`: digits with an optional sign and one decimal point.
+fn is_number(b: &[u8]) -> bool {
+    let digits = b.strip_prefix(b"-").unwrap_or(b);
+    let mut dot = false;
+    !digits.is_empty()
+        && digits[0].is_ascii_digit()
+        && digits.iter().all(|c| match c {
+            b'.' if !dot => {
+                dot = true;
+                true
+            }
+            c => c.is_ascii_digit(),
+        })
+        && digits.last().is_some_and(u8::is_ascii_digit)
+}
+
+/// `0x1f`, or eight or more hex digits with a letter among them (ids, hashes).
+fn is_hex(b: &[u8]) -> bool {
+    if let Some(rest) = b.strip_prefix(b"0x").or_else(|| b.strip_prefix(b"0X")) {
+        return !rest.is_empty() && rest.iter().all(u8::is_ascii_hexdigit);
+    }
+    b.len() >= 8
+        && b.iter().all(u8::is_ascii_hexdigit)
+        && b.iter().any(u8::is_ascii_digit)
+        && b.iter().any(u8::is_ascii_alphabetic)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn kinds(message: &str) -> Vec<(&str, Kind)> {
+        let mut out = Vec::new();
+        tokenize(message, &mut out);
+        out.into_iter().map(|t| (t.text, t.kind)).collect()
+    }
+
+    #[test]
+    fn words_values_and_punctuation_are_told_apart() {
+        use Kind::*;
+        assert_eq!(
+            kinds("[Security Info Get][AccountId:4d2a46c7-71cb-4cf1-b5bb-b68406d9da6f]"),
+            vec![
+                ("[", Punct),
+                ("Security", Word),
+                ("Info", Word),
+                ("Get", Word),
+                ("][", Punct),
+                ("AccountId", Word),
+                (":", Punct),
+                ("4d2a46c7-71cb-4cf1-b5bb-b68406d9da6f", Value(Mask::Uuid)),
+                ("]", Punct),
+            ]
+        );
+        assert_eq!(
+            kinds("from 10.0.0.12:8080 took -3.5 ms, trip=G1234 id 0x1F trace 93bead877ae15b6d /api/v1/x"),
+            vec![
+                ("from", Word),
+                ("10.0.0.12", Value(Mask::Ip)),
+                (":", Punct),
+                ("8080", Value(Mask::Num)),
+                ("took", Word),
+                ("-3.5", Value(Mask::Num)),
+                ("ms", Word),
+                (",", Punct),
+                ("trip", Word),
+                ("=", Punct),
+                ("G1234", Digits),
+                ("id", Word),
+                ("0x1F", Value(Mask::Hex)),
+                ("trace", Word),
+                ("93bead877ae15b6d", Value(Mask::Hex)),
+                ("/api/v1/x", Value(Mask::Path)),
+            ]
+        );
+        // Not values: a version-like word, a word of hex letters only, a URL's slashes.
+        assert_eq!(classify("1.2.3"), Digits);
+        assert_eq!(classify("deadbeef"), Word);
+        assert_eq!(classify("//host"), Word);
+        assert_eq!(classify("1.2.3.4.5"), Digits);
+    }
+
+    proptest! {
+        #[test]
+        fn tokens_cover_every_non_space_byte_in_order(message in "\\PC{0,80}") {
+            let mut out = Vec::new();
+            tokenize(&message, &mut out);
+            let joined: String = out.iter().map(|t| t.text).collect();
+            let kept: String = message.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+            prop_assert_eq!(joined, kept);
+            for t in &out {
+                prop_assert!(!t.text.is_empty());
+            }
+        }
+    }
+}
