@@ -2,12 +2,19 @@
 //! Java bytecode to find log points, request identifiers and their order; here the same
 //! facts are learned from the logs themselves.
 //!
+//! - `corpus`: files read into lines, each with its log point and parameter values.
+//! - `ids`: (template, parameter) variables ranked by the evidence that they identify
+//!   requests.
+//! - `stitch`: lines joined into requests by identifier values and by neighbours.
 //! - `header`: a line's timestamp, level, thread and logger, told from its message.
 //! - `tokens`: a message split into words and punctuation, values typed (numbers, hex,
 //!   UUIDs, IP addresses, paths).
 //! - `drain`: log points as templates, mined with a Drain-style fixed-depth tree, each
 //!   line's parameter values kept.
 
+pub mod corpus;
 pub mod drain;
 pub mod header;
+pub mod ids;
+pub mod stitch;
 pub mod tokens;

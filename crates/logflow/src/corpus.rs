@@ -1,0 +1,170 @@
+//! Log files read into lines: each line's file, number, time, thread, log point and
+//! parameter values. Templates are mined over every line first, then each line's values
+//! are read against the final templates (they generalise as lines come).
+
+use crate::drain::{Miner, Options, TemplateId};
+use crate::header;
+use crate::tokens::tokenize;
+
+/// Lines longer than this are cut (and counted).
+pub const MAX_LINE: usize = 16 * 1024;
+
+/// One log line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Line {
+    /// Index into [`Corpus::files`].
+    pub file: u32,
+    /// 1-based.
+    pub number: u32,
+    /// Nanoseconds: the line's full timestamp, else its time of day, else none.
+    pub time_ns: Option<i64>,
+    pub thread: Option<Box<str>>,
+    pub template: TemplateId,
+    /// The values at the template's parameters, in order.
+    pub values: Vec<Box<str>>,
+}
+
+/// What reading found that it could not use as is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadCounts {
+    pub lines: usize,
+    /// Lines cut at [`MAX_LINE`].
+    pub cut: usize,
+    /// Lines with no timestamp attached to the line before (a stack trace's frames).
+    pub continuations: usize,
+    /// Lines that are not valid UTF-8, read lossily.
+    pub lossy: usize,
+}
+
+/// Lines of several files, with their log points.
+pub struct Corpus {
+    /// Each file's name as reported.
+    pub files: Vec<String>,
+    pub lines: Vec<Line>,
+    pub miner: Miner,
+    pub counts: ReadCounts,
+}
+
+/// A line's text while reading: (file, number, text).
+struct Raw {
+    file: u32,
+    number: u32,
+    text: String,
+}
+
+impl Corpus {
+    /// Reads `(name, bytes)` of each file. A line without a timestamp after one with
+    /// a timestamp continues it (its text is appended), as a stack trace's frames do.
+    pub fn read(files: &[(String, Vec<u8>)], options: Options) -> Corpus {
+        let mut counts = ReadCounts::default();
+        let mut raws: Vec<Raw> = Vec::new();
+        for (f, (_, bytes)) in files.iter().enumerate() {
+            let mut had_time = false;
+            for (n, line) in bytes.split(|b| *b == b'\n').enumerate() {
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                if line.is_empty() {
+                    continue;
+                }
+                counts.lines += 1;
+                let line = if line.len() > MAX_LINE {
+                    counts.cut += 1;
+                    &line[..MAX_LINE]
+                } else {
+                    line
+                };
+                let text = match std::str::from_utf8(line) {
+                    Ok(t) => t.to_string(),
+                    Err(_) => {
+                        counts.lossy += 1;
+                        String::from_utf8_lossy(line).into_owned()
+                    }
+                };
+                let h = header::parse(&text);
+                let timed = h.time_ns.is_some() || h.time_of_day_ns.is_some();
+                if !timed && had_time {
+                    if let Some(last) = raws.last_mut().filter(|r| r.file == f as u32) {
+                        counts.continuations += 1;
+                        last.text.push('\n');
+                        last.text.push_str(&text);
+                        continue;
+                    }
+                }
+                had_time |= timed;
+                raws.push(Raw {
+                    file: f as u32,
+                    number: n as u32 + 1,
+                    text,
+                });
+            }
+        }
+        let mut miner = Miner::new(options);
+        let mut tokens = Vec::new();
+        for raw in &raws {
+            let first = raw.text.split('\n').next().unwrap_or_default();
+            tokenize(header::parse(first).message, &mut tokens);
+            miner.add(&tokens);
+        }
+        let lines = raws
+            .iter()
+            .map(|raw| {
+                let first = raw.text.split('\n').next().unwrap_or_default();
+                let h = header::parse(first);
+                tokenize(h.message, &mut tokens);
+                let (template, values) = miner.parameters(&tokens).unwrap_or((0, Vec::new()));
+                Line {
+                    file: raw.file,
+                    number: raw.number,
+                    time_ns: h.time_ns.or(h.time_of_day_ns),
+                    thread: h.thread.map(Into::into),
+                    template,
+                    values: values.into_iter().map(Into::into).collect(),
+                }
+            })
+            .collect();
+        Corpus {
+            files: files.iter().map(|(name, _)| name.clone()).collect(),
+            lines,
+            miner,
+            counts,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_get_their_log_point_values_and_frames_join_their_line() {
+        let a = "2023-01-29T08:42:09.100Z INFO [main] order 7 placed by ann\n\
+                 2023-01-29T08:42:09.200Z ERROR [main] order 8 failed\n\
+                 \tat x.Y.z(Y.java:1)\n\
+                 \n\
+                 2023-01-29T08:42:09.300Z INFO [io] order 9 placed by bob\n";
+        let b = b"08:42:09.150 INFO order 7 paid \xff\n".to_vec();
+        let corpus = Corpus::read(
+            &[("a.log".into(), a.as_bytes().to_vec()), ("b.log".into(), b)],
+            Options::default(),
+        );
+        assert_eq!(corpus.counts.lines, 5);
+        assert_eq!(corpus.counts.continuations, 1);
+        assert_eq!(corpus.counts.lossy, 1);
+        let numbers: Vec<(u32, u32)> = corpus.lines.iter().map(|l| (l.file, l.number)).collect();
+        assert_eq!(numbers, vec![(0, 1), (0, 2), (0, 5), (1, 1)]);
+        let placed = &corpus.lines[0];
+        assert_eq!(placed.template, corpus.lines[2].template);
+        assert_eq!(
+            placed.values,
+            vec!["7".into(), "ann".into()] as Vec<Box<str>>
+        );
+        assert_eq!(placed.thread.as_deref(), Some("main"));
+        assert_eq!(
+            corpus.lines[2].values,
+            vec!["9".into(), "bob".into()] as Vec<Box<str>>
+        );
+        assert_eq!(
+            corpus.lines[3].time_ns,
+            Some(((8 * 60 + 42) * 60 + 9) * 1_000_000_000 + 150_000_000)
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! Which logged values identify requests. lprof took a variable that a request's code
+//! prints and never modifies; from text, a (template, parameter) variable is ranked by
+//! the evidence the issue lists: its values recur at other log points (the same id
+//! printed along the request's way), each value lives briefly, it has many distinct
+//! values, and its values are seen on several nodes. A value that comes back in
+//! separate bursts across the log (a train number, a user id) names an entity that many
+//! requests touch, not a request.
+
+use foldhash::{HashMap, HashSet};
+
+use crate::corpus::Corpus;
+use crate::drain::TemplateId;
+
+/// A variable: a template's parameter.
+pub type Variable = (TemplateId, u32);
+
+/// Occurrences of one value further apart than this are separate bursts.
+const BURST_GAP_NS: i64 = 2_000_000_000;
+
+/// The evidence for one variable.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evidence {
+    pub variable: Variable,
+    pub lines: usize,
+    pub distinct: usize,
+    /// Share of its values also printed at another log point.
+    pub shared: f64,
+    /// Share of its values seen in more than one file.
+    pub on_several_nodes: f64,
+    /// Mean number of separate bursts a value occurs in (1 for a request id).
+    pub bursts: f64,
+    /// Median time from a value's first occurrence to its last (ns).
+    pub lifetime_ns: i64,
+    /// The score the ranking sorts by, 0..=1.
+    pub score: f64,
+    /// A few of its values.
+    pub examples: Vec<String>,
+}
+
+/// Every variable with at least two distinct values, the likeliest request identifier
+/// first.
+pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
+    // Each value's occurrences: (time, file, variable).
+    let mut occurrences: HashMap<&str, Vec<(i64, u32, Variable)>> = HashMap::default();
+    for (i, line) in corpus.lines.iter().enumerate() {
+        let t = line.time_ns.unwrap_or(i as i64);
+        for (slot, value) in line.values.iter().enumerate() {
+            occurrences.entry(value).or_default().push((
+                t,
+                line.file,
+                (line.template, slot as u32),
+            ));
+        }
+    }
+    struct ValueFacts {
+        variables: usize,
+        files: usize,
+        bursts: usize,
+        lifetime: i64,
+    }
+    let facts: HashMap<&str, ValueFacts> = occurrences
+        .iter_mut()
+        .map(|(value, occ)| {
+            occ.sort_unstable();
+            let variables: HashSet<Variable> = occ.iter().map(|o| o.2).collect();
+            let files: HashSet<u32> = occ.iter().map(|o| o.1).collect();
+            let bursts = 1 + occ
+                .windows(2)
+                .filter(|w| w[1].0 - w[0].0 > BURST_GAP_NS)
+                .count();
+            let lifetime = occ.last().map_or(0, |l| l.0) - occ.first().map_or(0, |f| f.0);
+            (
+                *value,
+                ValueFacts {
+                    variables: variables.len(),
+                    files: files.len(),
+                    bursts,
+                    lifetime,
+                },
+            )
+        })
+        .collect();
+    let mut values_of: HashMap<Variable, (usize, HashSet<&str>)> = HashMap::default();
+    for line in &corpus.lines {
+        for (slot, value) in line.values.iter().enumerate() {
+            let e = values_of.entry((line.template, slot as u32)).or_default();
+            e.0 += 1;
+            e.1.insert(value);
+        }
+    }
+    let mut ranked: Vec<Evidence> = values_of
+        .into_iter()
+        .filter(|(_, (_, values))| values.len() >= 2)
+        .map(|(variable, (lines, values))| {
+            let n = values.len() as f64;
+            let of = |v: &&str| &facts[*v];
+            let shared = values.iter().filter(|v| of(v).variables > 1).count() as f64 / n;
+            let several = values.iter().filter(|v| of(v).files > 1).count() as f64 / n;
+            let bursts = values.iter().map(|v| of(v).bursts as f64).sum::<f64>() / n;
+            let mut lifetimes: Vec<i64> = values.iter().map(|v| of(v).lifetime).collect();
+            lifetimes.sort_unstable();
+            let lifetime_ns = lifetimes[lifetimes.len() / 2];
+            let distinct_share = n / lines as f64;
+            let score = shared * distinct_share / bursts;
+            let mut examples: Vec<String> = values.iter().take(3).map(|v| v.to_string()).collect();
+            examples.sort();
+            Evidence {
+                variable,
+                lines,
+                distinct: values.len(),
+                shared,
+                on_several_nodes: several,
+                bursts,
+                lifetime_ns,
+                score,
+                examples,
+            }
+        })
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(a.variable.cmp(&b.variable))
+    });
+    ranked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drain::Options;
+
+    #[test]
+    fn a_request_id_outranks_an_entity_id_and_a_counter() {
+        // Each request: "start <req> for train <train>", "seat <n> held", "done <req>".
+        // Trains recur across requests minutes apart; seat numbers are printed once.
+        let mut log = String::new();
+        for r in 0..30 {
+            let t = r * 10; // seconds
+            let train = ["G1234", "D77"][r as usize % 2];
+            let req = format!("{:08x}{:08x}", r * 7919 + 1, r * 104_729 + 3);
+            log += &format!(
+                "1970-01-01T00:{:02}:{:02}.000Z start {req} for train {train}\n",
+                t / 60,
+                t % 60
+            );
+            log += &format!(
+                "1970-01-01T00:{:02}:{:02}.100Z seat {} held\n",
+                t / 60,
+                t % 60,
+                r * 3 + 1
+            );
+            log += &format!(
+                "1970-01-01T00:{:02}:{:02}.200Z done {req} on {train}\n",
+                t / 60,
+                t % 60
+            );
+        }
+        let corpus = Corpus::read(&[("a.log".into(), log.into_bytes())], Options::default());
+        let ranked = rank(&corpus);
+        let start = corpus.lines[0].template;
+        let top = &ranked[0];
+        assert_eq!(top.variable.0, start, "{ranked:#?}");
+        assert_eq!(top.distinct, 30);
+        assert_eq!(top.shared, 1.0);
+        assert_eq!(top.bursts, 1.0);
+        let train = ranked
+            .iter()
+            .find(|e| e.variable == (start, 1))
+            .expect("the train variable");
+        assert!(train.bursts > 10.0);
+        assert!(train.score < 0.01);
+        let seat = ranked
+            .iter()
+            .find(|e| e.variable.0 == corpus.lines[1].template)
+            .expect("the seat variable");
+        assert_eq!(seat.shared, 0.0);
+    }
+}

@@ -1,0 +1,151 @@
+//! Lines stitched into requests: lines that print one value of a request identifier
+//! within a window of each other are one request, on any node; lines of one file (and
+//! thread, when the prefix names it) that follow each other closely are one request.
+//! This is the first stitching: the precedence between log points (lprof's step 3) and
+//! the log-point pairs that follow each other across nodes are still to come.
+
+use foldhash::HashMap;
+
+use crate::corpus::Corpus;
+use crate::ids::{Evidence, Variable};
+
+#[derive(Clone, Debug)]
+pub struct StitchOptions {
+    /// Variables scoring at least this are request identifiers.
+    pub min_score: f64,
+    /// Occurrences of an identifier's value at most this far apart join.
+    pub id_window_ns: i64,
+    /// Consecutive lines of one file and thread at most this far apart join.
+    pub local_gap_ns: i64,
+}
+
+impl Default for StitchOptions {
+    fn default() -> Self {
+        StitchOptions {
+            min_score: 0.2,
+            id_window_ns: 2_000_000_000,
+            local_gap_ns: 10_000_000,
+        }
+    }
+}
+
+/// Union-find over lines.
+struct Sets(Vec<u32>);
+
+impl Sets {
+    fn find(&mut self, mut x: u32) -> u32 {
+        while self.0[x as usize] != x {
+            let parent = self.0[x as usize];
+            self.0[x as usize] = self.0[parent as usize];
+            x = parent;
+        }
+        x
+    }
+
+    fn union(&mut self, a: u32, b: u32) {
+        let (a, b) = (self.find(a), self.find(b));
+        if a != b {
+            // The earlier line names the set.
+            let (keep, join) = if a < b { (a, b) } else { (b, a) };
+            self.0[join as usize] = keep;
+        }
+    }
+}
+
+/// Each line's request, numbered from 0 in order of each request's first line.
+pub fn stitch(corpus: &Corpus, ranked: &[Evidence], o: &StitchOptions) -> Vec<u32> {
+    let n = corpus.lines.len();
+    let mut sets = Sets((0..n as u32).collect());
+    let ids: foldhash::HashSet<Variable> = ranked
+        .iter()
+        .filter(|e| e.score >= o.min_score)
+        .map(|e| e.variable)
+        .collect();
+    let time = |i: usize| corpus.lines[i].time_ns.unwrap_or(i as i64);
+    // Lines by identifier value, in time order.
+    let mut by_value: HashMap<&str, Vec<(i64, u32)>> = HashMap::default();
+    for (i, line) in corpus.lines.iter().enumerate() {
+        for (slot, value) in line.values.iter().enumerate() {
+            if ids.contains(&(line.template, slot as u32)) {
+                by_value.entry(value).or_default().push((time(i), i as u32));
+            }
+        }
+    }
+    for lines in by_value.values_mut() {
+        lines.sort_unstable();
+        for w in lines.windows(2) {
+            if w[1].0 - w[0].0 <= o.id_window_ns {
+                sets.union(w[0].1, w[1].1);
+            }
+        }
+    }
+    // Neighbours in one file and thread.
+    let mut last: HashMap<(u32, Option<&str>), usize> = HashMap::default();
+    for (i, line) in corpus.lines.iter().enumerate() {
+        let key = (line.file, line.thread.as_deref());
+        if let Some(&j) = last.get(&key) {
+            if (time(i) - time(j)).abs() <= o.local_gap_ns {
+                sets.union(j as u32, i as u32);
+            }
+        }
+        last.insert(key, i);
+    }
+    let mut numbers: HashMap<u32, u32> = HashMap::default();
+    (0..n as u32)
+        .map(|i| {
+            let root = sets.find(i);
+            let next = numbers.len() as u32;
+            *numbers.entry(root).or_insert(next)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drain::Options;
+    use crate::ids::rank;
+
+    #[test]
+    fn lines_sharing_a_request_id_join_across_files_and_neighbours_join_in_a_file() {
+        // Two files (nodes); requests a1 and b2 interleave; "cache warm" lines carry no
+        // id and follow their request's line within a millisecond.
+        let mut front = String::new();
+        let mut back = String::new();
+        for (k, id) in ["a1b2c3d4e5", "f6a7b8c9d0", "0a9b8c7d6e", "1f2e3d4c5b"]
+            .iter()
+            .enumerate()
+        {
+            let s = k as i64 * 3;
+            front += &format!("1970-01-01T00:00:{s:02}.000Z [main] got request {id}\n");
+            front += &format!("1970-01-01T00:00:{s:02}.001Z [main] cache warm\n");
+            back += &format!("1970-01-01T00:00:{s:02}.050Z [pool] serving {id}\n");
+            front += &format!("1970-01-01T00:00:{:02}.100Z [main] answered {id}\n", s + 1);
+        }
+        let corpus = Corpus::read(
+            &[
+                ("front.log".into(), front.into_bytes()),
+                ("back.log".into(), back.into_bytes()),
+            ],
+            Options::default(),
+        );
+        let ranked = rank(&corpus);
+        let requests = stitch(&corpus, &ranked, &StitchOptions::default());
+        // Front's lines come first (file order): got, warm, answered per request; then back's.
+        let request_of = |file: u32, number: u32| {
+            let i = corpus
+                .lines
+                .iter()
+                .position(|l| l.file == file && l.number == number)
+                .expect("the line");
+            requests[i]
+        };
+        for k in 0..4u32 {
+            let r = request_of(0, 3 * k + 1);
+            assert_eq!(request_of(0, 3 * k + 2), r, "cache warm of request {k}");
+            assert_eq!(request_of(0, 3 * k + 3), r, "answer of request {k}");
+            assert_eq!(request_of(1, k + 1), r, "back end of request {k}");
+            assert_eq!(r, k);
+        }
+    }
+}
