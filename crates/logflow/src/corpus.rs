@@ -99,18 +99,25 @@ impl Corpus {
         }
         let mut miner = Miner::new(options);
         let mut tokens = Vec::new();
-        for raw in &raws {
-            let first = raw.text.split('\n').next().unwrap_or_default();
-            tokenize(header::parse(first).message, &mut tokens);
-            miner.add(&tokens);
-        }
-        let lines = raws
+        let joined: Vec<TemplateId> = raws
             .iter()
             .map(|raw| {
                 let first = raw.text.split('\n').next().unwrap_or_default();
+                tokenize(header::parse(first).message, &mut tokens);
+                miner.add(&tokens)
+            })
+            .collect();
+        let lines = raws
+            .iter()
+            .zip(joined)
+            .map(|(raw, joined)| {
+                let first = raw.text.split('\n').next().unwrap_or_default();
                 let h = header::parse(first);
                 tokenize(h.message, &mut tokens);
-                let (template, values) = miner.parameters(&tokens).unwrap_or((0, Vec::new()));
+                // The template it matches now; else (templates generalised past it) the
+                // one it joined.
+                let template = miner.find(&tokens).unwrap_or(joined);
+                let values = miner.values(template, &tokens);
                 Line {
                     file: raw.file,
                     number: raw.number,

@@ -195,14 +195,19 @@ impl Miner {
     /// The template a line's tokens match and the values at its parameters, in order.
     pub fn parameters<'a>(&self, tokens: &[Token<'a>]) -> Option<(TemplateId, Vec<&'a str>)> {
         let id = self.find(tokens)?;
-        let values = self.templates[id as usize]
-            .slots
+        Some((id, self.values(id, tokens)))
+    }
+
+    /// The values of `tokens` at template `id`'s parameters, in order.
+    pub fn values<'a>(&self, id: TemplateId, tokens: &[Token<'a>]) -> Vec<&'a str> {
+        self.templates
+            .get(id as usize)
+            .map_or(&[][..], |t| &t.slots[..])
             .iter()
             .zip(tokens)
             .filter(|(s, _)| matches!(s, Slot::Param(_)))
             .map(|(_, t)| t.text)
-            .collect();
-        Some((id, values))
+            .collect()
     }
 }
 

@@ -1,0 +1,27 @@
+//! Log files of any bytes are read, their log points mined, their identifiers ranked and
+//! their lines stitched without a panic; every line read gets a request.
+#![no_main]
+
+use causeway_logflow::corpus::Corpus;
+use causeway_logflow::drain::Options;
+use causeway_logflow::{ids, stitch};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    // The first byte splits the rest into two files (two nodes).
+    let (split, rest) = data.split_first().unwrap_or((&0, &[]));
+    let at = (*split as usize * rest.len()) / 256;
+    let files = [
+        ("a.log".to_string(), rest[..at].to_vec()),
+        ("b.log".to_string(), rest[at..].to_vec()),
+    ];
+    let corpus = Corpus::read(&files, Options::default());
+    let ranked = ids::rank(&corpus);
+    let requests = stitch::stitch(&corpus, &ranked, &stitch::StitchOptions::default());
+    assert_eq!(requests.len(), corpus.lines.len());
+    assert!(requests.iter().all(|&r| (r as usize) < corpus.lines.len()));
+    for line in &corpus.lines {
+        let template = &corpus.miner.templates()[line.template as usize];
+        let _ = template.text();
+    }
+});
