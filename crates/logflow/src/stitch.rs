@@ -1,8 +1,11 @@
 //! Lines stitched into requests: lines that print one value of a request identifier
 //! within a window of each other are one request, on any node; lines of one file (and
-//! thread, when the prefix names it) that follow each other closely are one request.
-//! This is the first stitching: the precedence between log points (lprof's step 3) and
-//! the log-point pairs that follow each other across nodes are still to come.
+//! thread, when the prefix names it) that follow each other closely are a segment of one
+//! request, and segments of different nodes that overlap in time, or follow closely,
+//! are one request. This is the first stitching, by time and identifiers: the precedence
+//! between log points (lprof's step 3) and the log-point pairs that follow each other
+//! across nodes with a steady lag are still to come; under concurrency, time alone joins
+//! requests that overlap.
 
 use foldhash::HashMap;
 
@@ -17,6 +20,9 @@ pub struct StitchOptions {
     pub id_window_ns: i64,
     /// Consecutive lines of one file and thread at most this far apart join.
     pub local_gap_ns: i64,
+    /// Runs of lines on different nodes that overlap, or follow each other within this,
+    /// join.
+    pub cross_gap_ns: i64,
 }
 
 impl Default for StitchOptions {
@@ -24,7 +30,8 @@ impl Default for StitchOptions {
         StitchOptions {
             min_score: 0.2,
             id_window_ns: 2_000_000_000,
-            local_gap_ns: 10_000_000,
+            local_gap_ns: 50_000_000,
+            cross_gap_ns: 30_000_000,
         }
     }
 }
@@ -79,16 +86,35 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], o: &StitchOptions) -> Vec<u3
             }
         }
     }
-    // Neighbours in one file and thread.
-    let mut last: HashMap<(u32, Option<&str>), usize> = HashMap::default();
+    // Runs of one file and thread whose lines follow within `local_gap_ns`: segments,
+    // each (start, end, first line).
+    let mut open: HashMap<(u32, Option<&str>), usize> = HashMap::default();
+    let mut segments: Vec<(i64, i64, u32)> = Vec::new();
     for (i, line) in corpus.lines.iter().enumerate() {
         let key = (line.file, line.thread.as_deref());
-        if let Some(&j) = last.get(&key) {
-            if (time(i) - time(j)).abs() <= o.local_gap_ns {
-                sets.union(j as u32, i as u32);
+        let t = time(i);
+        match open.get(&key).copied() {
+            Some(k) if t - segments[k].1 <= o.local_gap_ns && t >= segments[k].0 => {
+                sets.union(segments[k].2, i as u32);
+                segments[k].1 = segments[k].1.max(t);
+            }
+            _ => {
+                open.insert(key, segments.len());
+                segments.push((t, t, i as u32));
             }
         }
-        last.insert(key, i);
+    }
+    // Segments of any node that overlap in time, or follow within `cross_gap_ns`.
+    segments.sort_unstable();
+    let mut current: Option<(i64, u32)> = None;
+    for &(start, end, first) in &segments {
+        match current {
+            Some((until, line)) if start - until <= o.cross_gap_ns => {
+                sets.union(line, first);
+                current = Some((until.max(end), line));
+            }
+            _ => current = Some((end, first)),
+        }
     }
     let mut numbers: HashMap<u32, u32> = HashMap::default();
     (0..n as u32)
@@ -147,5 +173,27 @@ mod tests {
             assert_eq!(request_of(1, k + 1), r, "back end of request {k}");
             assert_eq!(r, k);
         }
+    }
+
+    #[test]
+    fn runs_on_different_nodes_join_when_they_overlap_and_not_across_a_pause() {
+        // No identifiers: web logs a request's start and end 40 ms apart, db logs a query
+        // between them; the next request comes a second later.
+        let mut web = String::new();
+        let mut db = String::new();
+        for k in 0..3 {
+            web += &format!("1970-01-01T00:00:0{k}.000Z begin\n1970-01-01T00:00:0{k}.040Z end\n");
+            db += &format!("1970-01-01T00:00:0{k}.020Z query\n");
+        }
+        let corpus = Corpus::read(
+            &[
+                ("web.log".into(), web.into_bytes()),
+                ("db.log".into(), db.into_bytes()),
+            ],
+            Options::default(),
+        );
+        let requests = stitch(&corpus, &rank(&corpus), &StitchOptions::default());
+        // web: begin, end per request; then db: one query per request.
+        assert_eq!(requests, vec![0, 0, 1, 1, 2, 2, 0, 1, 2]);
     }
 }
