@@ -21,6 +21,7 @@ mod echo;
 mod expect;
 mod import;
 mod infer;
+mod logs;
 mod pivot;
 mod print;
 mod replicas;
@@ -113,6 +114,9 @@ enum Command {
     CaptureLog(capture::CaptureLogArgs),
     /// Infer causal paths from captured socket calls or reconciled messages (WAP5).
     Infer(infer::InferArgs),
+    /// Stitch request flows from the logs systems already write (lprof): log points,
+    /// request identifiers, requests per log-point sequence.
+    Logs(logs::LogsArgs),
     /// A loopback echo pair in two processes (measured by `causeway bench capture`).
     #[command(hide = true)]
     EchoNode(echo::EchoArgs),
@@ -404,6 +408,7 @@ fn main() {
         Command::Capture(a) => capture::capture(a),
         Command::CaptureLog(a) => capture::capture_log(a),
         Command::Infer(a) => infer::run(a),
+        Command::Logs(a) => logs::run(a),
         Command::EchoNode(a) => echo::run(a),
     };
     if let Err(e) = result {

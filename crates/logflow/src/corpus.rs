@@ -19,6 +19,9 @@ pub struct Line {
     /// Nanoseconds: the line's full timestamp, else its time of day, else none.
     pub time_ns: Option<i64>,
     pub thread: Option<Box<str>>,
+    /// The numbers of the lines with no timestamp that followed it (a stack trace's
+    /// frames), part of it.
+    pub continued: Vec<u32>,
     pub template: TemplateId,
     /// The values at the template's parameters, in order.
     pub values: Vec<Box<str>>,
@@ -50,6 +53,7 @@ struct Raw {
     file: u32,
     number: u32,
     text: String,
+    continued: Vec<u32>,
 }
 
 impl Corpus {
@@ -84,8 +88,7 @@ impl Corpus {
                 if !timed && had_time {
                     if let Some(last) = raws.last_mut().filter(|r| r.file == f as u32) {
                         counts.continuations += 1;
-                        last.text.push('\n');
-                        last.text.push_str(&text);
+                        last.continued.push(n as u32 + 1);
                         continue;
                     }
                 }
@@ -94,6 +97,7 @@ impl Corpus {
                     file: f as u32,
                     number: n as u32 + 1,
                     text,
+                    continued: Vec::new(),
                 });
             }
         }
@@ -102,8 +106,7 @@ impl Corpus {
         let joined: Vec<TemplateId> = raws
             .iter()
             .map(|raw| {
-                let first = raw.text.split('\n').next().unwrap_or_default();
-                tokenize(header::parse(first).message, &mut tokens);
+                tokenize(header::parse(&raw.text).message, &mut tokens);
                 miner.add(&tokens)
             })
             .collect();
@@ -111,8 +114,7 @@ impl Corpus {
             .iter()
             .zip(joined)
             .map(|(raw, joined)| {
-                let first = raw.text.split('\n').next().unwrap_or_default();
-                let h = header::parse(first);
+                let h = header::parse(&raw.text);
                 tokenize(h.message, &mut tokens);
                 // The template it matches now; else (templates generalised past it) the
                 // one it joined.
@@ -123,6 +125,7 @@ impl Corpus {
                     number: raw.number,
                     time_ns: h.time_ns.or(h.time_of_day_ns),
                     thread: h.thread.map(Into::into),
+                    continued: raw.continued.clone(),
                     template,
                     values: values.into_iter().map(Into::into).collect(),
                 }
@@ -158,6 +161,7 @@ mod tests {
         assert_eq!(corpus.counts.lossy, 1);
         let numbers: Vec<(u32, u32)> = corpus.lines.iter().map(|l| (l.file, l.number)).collect();
         assert_eq!(numbers, vec![(0, 1), (0, 2), (0, 5), (1, 1)]);
+        assert_eq!(corpus.lines[1].continued, vec![3]);
         let placed = &corpus.lines[0];
         assert_eq!(placed.template, corpus.lines[2].template);
         assert_eq!(

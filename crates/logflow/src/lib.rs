@@ -6,6 +6,8 @@
 //! - `ids`: (template, parameter) variables ranked by the evidence that they identify
 //!   requests.
 //! - `stitch`: lines joined into requests by identifier values and by neighbours.
+//! - `sequences`: requests counted by their log-point sequence, with their latency
+//!   (lprof's table).
 //! - `header`: a line's timestamp, level, thread and logger, told from its message.
 //! - `tokens`: a message split into words and punctuation, values typed (numbers, hex,
 //!   UUIDs, IP addresses, paths).
@@ -16,5 +18,6 @@ pub mod corpus;
 pub mod drain;
 pub mod header;
 pub mod ids;
+pub mod sequences;
 pub mod stitch;
 pub mod tokens;

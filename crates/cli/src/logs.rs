@@ -1,0 +1,218 @@
+//! `causeway logs`: request flows stitched from the logs systems already write (lprof).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use causeway_logflow::corpus::Corpus;
+use causeway_logflow::drain::Options;
+use causeway_logflow::ids::{rank, Evidence};
+use causeway_logflow::sequences::{sequences, Sequence};
+use causeway_logflow::stitch::{stitch, StitchOptions};
+use clap::Args;
+use serde_json::json;
+
+#[derive(Args)]
+pub struct LogsArgs {
+    /// Log files, or directories of them (read recursively; a file is a node).
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Write one line per input line: `{"file", "line", "request"}` (the file as given,
+    /// relative to the directory argument when one was given).
+    #[arg(long)]
+    assignments: Option<PathBuf>,
+    /// Print the templates, the identifier ranking and the requests per log-point
+    /// sequence as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Rows of each table printed.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+}
+
+/// Bytes looked at to tell a binary file from a log.
+const SNIFF: usize = 8192;
+
+/// The files `paths` name, each with the name reported for it.
+fn files(paths: &[PathBuf]) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found = Vec::new();
+            walk(path, &mut found)?;
+            found.sort();
+            for f in found {
+                let name = f
+                    .strip_prefix(path)
+                    .unwrap_or(&f)
+                    .to_string_lossy()
+                    .into_owned();
+                out.push((name, f));
+            }
+        } else if path.is_file() {
+            out.push((path.to_string_lossy().into_owned(), path.clone()));
+        } else {
+            bail!("{}: no such file or directory", path.display());
+        }
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            walk(&path, out)?;
+        } else if path.is_file() {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+pub fn run(a: LogsArgs) -> Result<()> {
+    let mut read = Vec::new();
+    let mut skipped = Vec::new();
+    for (name, path) in files(&a.paths)? {
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        if bytes[..bytes.len().min(SNIFF)].contains(&0) {
+            eprintln!("warning: {name}: not a log (binary), skipped");
+            skipped.push(name);
+            continue;
+        }
+        read.push((name, bytes));
+    }
+    let corpus = Corpus::read(&read, Options::default());
+    let untimed = corpus.lines.iter().filter(|l| l.time_ns.is_none()).count();
+    if untimed > 0 {
+        eprintln!("warning: {untimed} lines with no timestamp recognised: placed in file order");
+    }
+    let ranked = rank(&corpus);
+    let requests = stitch(&corpus, &ranked, &StitchOptions::default());
+    if let Some(path) = &a.assignments {
+        let mut w = std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        for (line, request) in corpus.lines.iter().zip(&requests) {
+            let file = &corpus.files[line.file as usize];
+            for number in std::iter::once(line.number).chain(line.continued.iter().copied()) {
+                serde_json::to_writer(
+                    &mut w,
+                    &json!({"file": file, "line": number, "request": request}),
+                )?;
+                w.write_all(b"\n")?;
+            }
+        }
+        w.flush()?;
+    }
+    let found = sequences(&corpus, &requests);
+    let count = requests.iter().max().map_or(0, |m| m + 1);
+    if a.json {
+        outln!("{}", report_json(&corpus, &ranked, &found, count, &skipped));
+        return Ok(());
+    }
+    let c = &corpus.counts;
+    outln!(
+        "{} files ({} skipped), {} lines ({} cut, {} continuing the line before), {} log points, {} requests",
+        corpus.files.len(),
+        skipped.len(),
+        c.lines,
+        c.cut,
+        c.continuations,
+        corpus.miner.templates().len(),
+        count
+    );
+    outln!();
+    outln!(
+        "request identifiers, likeliest first (score, values, lines, shared, bursts: log point)"
+    );
+    for e in ranked.iter().take(a.top) {
+        outln!(
+            "{:>6.3} {:>7} {:>7} {:>6.2} {:>6.1}  {}  e.g. {}",
+            e.score,
+            e.distinct,
+            e.lines,
+            e.shared,
+            e.bursts,
+            template_text(&corpus, e),
+            e.examples.first().map_or("", String::as_str)
+        );
+    }
+    outln!();
+    outln!("requests per log-point sequence (count, latency p50 and p90 ms: first log points)");
+    for s in found.iter().take(a.top) {
+        outln!(
+            "{:>7} {:>9.1} {:>9.1}  {}",
+            s.count,
+            s.latency_ns(0.5) as f64 / 1e6,
+            s.latency_ns(0.9) as f64 / 1e6,
+            sequence_text(&corpus, s)
+        );
+    }
+    Ok(())
+}
+
+fn template_text(corpus: &Corpus, e: &Evidence) -> String {
+    let text = corpus.miner.templates()[e.variable.0 as usize].text();
+    format!("#{} of {}", e.variable.1, shorten(&text, 80))
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+fn sequence_text(corpus: &Corpus, s: &Sequence) -> String {
+    let first: Vec<String> = s
+        .segments
+        .iter()
+        .filter_map(|seg| seg.first())
+        .map(|&t| shorten(&corpus.miner.templates()[t as usize].text(), 40))
+        .collect();
+    format!("{} segments: {}", s.segments.len(), first.join(" | "))
+}
+
+fn report_json(
+    corpus: &Corpus,
+    ranked: &[Evidence],
+    found: &[Sequence],
+    requests: u32,
+    skipped: &[String],
+) -> serde_json::Value {
+    let c = &corpus.counts;
+    json!({
+        "files": corpus.files,
+        "skipped_files": skipped,
+        "lines": c.lines,
+        "lines_cut": c.cut,
+        "continuation_lines": c.continuations,
+        "lossy_lines": c.lossy,
+        "requests": requests,
+        "templates": corpus.miner.templates().iter().enumerate().map(|(id, t)| json!({
+            "id": id, "text": t.text(), "count": t.count,
+        })).collect::<Vec<_>>(),
+        "identifiers": ranked.iter().map(|e| json!({
+            "template": e.variable.0,
+            "parameter": e.variable.1,
+            "score": e.score,
+            "lines": e.lines,
+            "distinct": e.distinct,
+            "shared": e.shared,
+            "on_several_nodes": e.on_several_nodes,
+            "bursts": e.bursts,
+            "lifetime_ms": e.lifetime_ns as f64 / 1e6,
+            "examples": e.examples,
+        })).collect::<Vec<_>>(),
+        "sequences": found.iter().map(|s| json!({
+            "count": s.count,
+            "segments": s.segments,
+            "latency_ms": {
+                "p50": s.latency_ns(0.5) as f64 / 1e6,
+                "p90": s.latency_ns(0.9) as f64 / 1e6,
+                "max": s.latency_ns(1.0) as f64 / 1e6,
+            },
+        })).collect::<Vec<_>>(),
+    })
+}

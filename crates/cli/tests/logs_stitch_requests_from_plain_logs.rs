@@ -1,0 +1,86 @@
+//! `causeway logs` on a directory of two services' plain logs: one assignment per input
+//! line (stack frames included), requests joined across the two by their order id and
+//! their timing, a binary file reported and skipped, and the JSON tables.
+
+mod common;
+
+use std::process::Command;
+
+use common::{temp, BIN};
+
+#[test]
+fn logs_become_requests_with_one_assignment_per_line() {
+    let dir = temp("logs");
+    std::fs::create_dir_all(dir.join("shop")).expect("dirs");
+    let mut front = String::new();
+    let mut back = String::new();
+    let orders = [
+        "4d2a46c7-71cb-4cf1-b5bb-b68406d9da6f",
+        "5e3b57d8-82dc-4cf1-b5bb-b68406d9da70",
+    ];
+    for (k, order) in orders.iter().enumerate() {
+        let s = 10 * k;
+        front += &format!("2023-01-29T08:42:{s:02}.000Z INFO  o.c.OrderController#39 [create][order {order} received]\n");
+        back += &format!(
+            "2023-01-29T08:42:{s:02}.020Z INFO  p.s.PayService#12 [pay][paying {order}]\n"
+        );
+        back += &format!("2023-01-29T08:42:{s:02}.030Z ERROR p.s.PayService#40 [pay][declined]\n");
+        back += "\tat p.s.PayService.pay(PayService.java:40)\n";
+        front += &format!("2023-01-29T08:42:{:02}.500Z INFO  o.c.OrderController#60 [create][order {order} done]\n", s + 1);
+    }
+    std::fs::write(dir.join("front.log"), front).expect("front");
+    std::fs::write(dir.join("shop/pay.log"), back).expect("back");
+    std::fs::write(dir.join("core.bin"), [0u8, 1, 2, 3]).expect("binary");
+    let assignments = dir.join("a.jsonl");
+    let out = Command::new(BIN)
+        .arg("logs")
+        .arg(&dir)
+        .arg("--assignments")
+        .arg(&assignments)
+        .arg("--json")
+        .output()
+        .expect("causeway logs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("core.bin: not a log (binary), skipped"));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["requests"], 2);
+    assert_eq!(report["lines"], 10);
+    assert_eq!(report["continuation_lines"], 2);
+    assert_eq!(report["skipped_files"][0], "core.bin");
+    // The order id is the likeliest request identifier.
+    let top = &report["identifiers"][0];
+    assert_eq!(top["shared"], 1.0);
+    assert!(orders.contains(&top["examples"][0].as_str().expect("an example")));
+    assert_eq!(report["sequences"][0]["count"], 2);
+
+    let text = std::fs::read_to_string(&assignments).expect("assignments");
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(rows.len(), 10, "one per input line");
+    let request = |file: &str, line: u64| {
+        rows.iter()
+            .find(|r| r["file"] == file && r["line"] == line)
+            .unwrap_or_else(|| panic!("{file}:{line} assigned"))["request"]
+            .clone()
+    };
+    for (k, first) in [(0u64, 1u64), (1, 3)] {
+        let r = request("front.log", first);
+        assert_eq!(request("front.log", first + 1), r, "order {k} done");
+        let pay = 1 + 3 * k;
+        assert_eq!(request("shop/pay.log", pay), r, "order {k} paid");
+        assert_eq!(request("shop/pay.log", pay + 1), r, "order {k} declined");
+        assert_eq!(
+            request("shop/pay.log", pay + 2),
+            r,
+            "order {k}'s stack frame"
+        );
+    }
+    assert_ne!(request("front.log", 1), request("front.log", 3));
+    let _ = std::fs::remove_dir_all(&dir);
+}
