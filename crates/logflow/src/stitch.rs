@@ -1,15 +1,24 @@
-//! Lines stitched into requests: lines that print one value of a request identifier
-//! within a window of each other are one request, on any node; lines of one file (and
-//! thread, when the prefix names it) that follow each other closely are a segment of one
-//! request, and segments of different nodes that overlap in time, or follow closely,
-//! are one request. This is the first stitching, by time and identifiers: the precedence
-//! between log points (lprof's step 3) and the log-point pairs that follow each other
-//! across nodes with a steady lag are still to come; under concurrency, time alone joins
-//! requests that overlap.
+//! Lines stitched into requests, in two passes.
+//!
+//! The first, by identifiers and time: lines that print one value of a request
+//! identifier within a window of each other are one request, on any node; lines of one
+//! file (and thread, when the prefix names it) that follow each other closely are a run,
+//! and runs of different nodes that overlap in time, or follow closely, are one request.
+//! It splits a request where it pauses (a call that logs nothing).
+//!
+//! The second, by where requests start (lprof's top-level methods, learned): a log point
+//! of a node that is mostly the first line of its request in the first pass starts
+//! requests; every other line, in time order, belongs to the request of an identifier
+//! value it prints (seen within the window), else to the line before it, unless the log
+//! falls quiet for longer than `bridge_ns`. The log-point order within requests
+//! (lprof's step 3) and the log-point pairs that follow each other across nodes with a
+//! steady lag are still to come; under concurrency, the second pass joins a line to the
+//! latest request started, unless it prints an identifier value of another.
 
-use foldhash::HashMap;
+use foldhash::{HashMap, HashSet};
 
 use crate::corpus::Corpus;
+use crate::drain::TemplateId;
 use crate::ids::{Evidence, Variable};
 
 #[derive(Clone, Debug)]
@@ -23,6 +32,13 @@ pub struct StitchOptions {
     /// Runs of lines on different nodes that overlap, or follow each other within this,
     /// join.
     pub cross_gap_ns: i64,
+    /// A node's log point starts requests when at least this share of its lines are the
+    /// first of their request in the first pass ...
+    pub start_share: f64,
+    /// ... and it was seen at least this often.
+    pub start_evidence: usize,
+    /// A pause of the whole log longer than this ends a request.
+    pub bridge_ns: i64,
 }
 
 impl Default for StitchOptions {
@@ -32,6 +48,9 @@ impl Default for StitchOptions {
             id_window_ns: 2_000_000_000,
             local_gap_ns: 50_000_000,
             cross_gap_ns: 30_000_000,
+            start_share: 0.7,
+            start_evidence: 5,
+            bridge_ns: 500_000_000,
         }
     }
 }
@@ -61,13 +80,110 @@ impl Sets {
 
 /// Each line's request, numbered from 0 in order of each request's first line.
 pub fn stitch(corpus: &Corpus, ranked: &[Evidence], o: &StitchOptions) -> Vec<u32> {
-    let n = corpus.lines.len();
-    let mut sets = Sets((0..n as u32).collect());
-    let ids: foldhash::HashSet<Variable> = ranked
+    let first = by_identifiers_and_time(corpus, ranked, o);
+    let starts = starts(corpus, &first, o);
+    let ids = identifiers(ranked, o);
+    let time = |i: usize| corpus.lines[i].time_ns.unwrap_or(i as i64);
+    let mut order: Vec<usize> = (0..corpus.lines.len()).collect();
+    order.sort_by_key(|&i| (time(i), i));
+    let mut requests = vec![0u32; corpus.lines.len()];
+    let mut current: Option<(u32, i64)> = None;
+    // The request each identifier value was last seen in, and when.
+    let mut by_value: HashMap<&str, (u32, i64)> = HashMap::default();
+    let mut next = 0;
+    for i in order {
+        let line = &corpus.lines[i];
+        let t = time(i);
+        let values = || {
+            line.values
+                .iter()
+                .enumerate()
+                .filter(|(slot, _)| ids.contains(&(line.template, *slot as u32)))
+                .map(|(_, v)| &**v)
+        };
+        let known = values()
+            .filter_map(|v| by_value.get(v))
+            .find(|(_, seen)| t - seen <= o.id_window_ns)
+            .map(|(r, _)| *r);
+        let request = match (known, current) {
+            (Some(r), _) => r,
+            (None, Some((r, last)))
+                if t - last <= o.bridge_ns && !starts.contains(&(line.file, line.template)) =>
+            {
+                r
+            }
+            _ => {
+                next += 1;
+                next - 1
+            }
+        };
+        for v in values() {
+            by_value.insert(v, (request, t));
+        }
+        requests[i] = request;
+        current = Some((request, t));
+    }
+    numbered(&requests)
+}
+
+/// The (file, log point) pairs that start requests: mostly first in their request.
+fn starts(corpus: &Corpus, requests: &[u32], o: &StitchOptions) -> HashSet<(u32, TemplateId)> {
+    let time = |i: usize| corpus.lines[i].time_ns.unwrap_or(i as i64);
+    let mut first_of: HashMap<u32, usize> = HashMap::default();
+    for (i, &r) in requests.iter().enumerate() {
+        let e = first_of.entry(r).or_insert(i);
+        if (time(i), i) < (time(*e), *e) {
+            *e = i;
+        }
+    }
+    let mut seen: HashMap<(u32, TemplateId), (usize, usize)> = HashMap::default();
+    for line in &corpus.lines {
+        seen.entry((line.file, line.template)).or_default().0 += 1;
+    }
+    for &i in first_of.values() {
+        let line = &corpus.lines[i];
+        if let Some(e) = seen.get_mut(&(line.file, line.template)) {
+            e.1 += 1;
+        }
+    }
+    seen.into_iter()
+        .filter(|(_, (n, first))| {
+            *n >= o.start_evidence && *first as f64 >= o.start_share * *n as f64
+        })
+        .map(|(key, _)| key)
+        .collect()
+}
+
+/// The variables taken for request identifiers.
+fn identifiers(ranked: &[Evidence], o: &StitchOptions) -> HashSet<Variable> {
+    ranked
         .iter()
         .filter(|e| e.score >= o.min_score)
         .map(|e| e.variable)
-        .collect();
+        .collect()
+}
+
+/// Requests renumbered from 0 in order of their first line.
+fn numbered(requests: &[u32]) -> Vec<u32> {
+    let mut numbers: HashMap<u32, u32> = HashMap::default();
+    requests
+        .iter()
+        .map(|&r| {
+            let next = numbers.len() as u32;
+            *numbers.entry(r).or_insert(next)
+        })
+        .collect()
+}
+
+/// The first pass: identifiers, runs of a node, runs that overlap.
+pub fn by_identifiers_and_time(
+    corpus: &Corpus,
+    ranked: &[Evidence],
+    o: &StitchOptions,
+) -> Vec<u32> {
+    let n = corpus.lines.len();
+    let mut sets = Sets((0..n as u32).collect());
+    let ids = identifiers(ranked, o);
     let time = |i: usize| corpus.lines[i].time_ns.unwrap_or(i as i64);
     // Lines by identifier value, in time order.
     let mut by_value: HashMap<&str, Vec<(i64, u32)>> = HashMap::default();
@@ -116,14 +232,8 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], o: &StitchOptions) -> Vec<u3
             _ => current = Some((end, first)),
         }
     }
-    let mut numbers: HashMap<u32, u32> = HashMap::default();
-    (0..n as u32)
-        .map(|i| {
-            let root = sets.find(i);
-            let next = numbers.len() as u32;
-            *numbers.entry(root).or_insert(next)
-        })
-        .collect()
+    let roots: Vec<u32> = (0..n as u32).map(|i| sets.find(i)).collect();
+    numbered(&roots)
 }
 
 #[cfg(test)]
@@ -156,7 +266,7 @@ mod tests {
             Options::default(),
         );
         let ranked = rank(&corpus);
-        let requests = stitch(&corpus, &ranked, &StitchOptions::default());
+        let requests = by_identifiers_and_time(&corpus, &ranked, &StitchOptions::default());
         // Front's lines come first (file order): got, warm, answered per request; then back's.
         let request_of = |file: u32, number: u32| {
             let i = corpus
@@ -192,8 +302,50 @@ mod tests {
             ],
             Options::default(),
         );
-        let requests = stitch(&corpus, &rank(&corpus), &StitchOptions::default());
+        let requests = by_identifiers_and_time(&corpus, &rank(&corpus), &StitchOptions::default());
         // web: begin, end per request; then db: one query per request.
         assert_eq!(requests, vec![0, 0, 1, 1, 2, 2, 0, 1, 2]);
+    }
+
+    #[test]
+    fn a_log_point_that_starts_requests_splits_them_and_pauses_within_one_do_not() {
+        // Requests 400 ms apart: web logs "handle request", a step, a pause of 300 ms
+        // (a call that logs nothing), the step again and the reply; db logs its query.
+        let mut web = String::new();
+        let mut db = String::new();
+        let at = |k: u32, ms: u32| {
+            let t = k * 400 + ms;
+            format!("1970-01-01T00:00:{:02}.{:03}Z", t / 1000, t % 1000)
+        };
+        for k in 0..8 {
+            web += &format!("{} handle request\n", at(k, 0));
+            web += &format!("{} step one\n", at(k, 10));
+            web += &format!("{} step one\n", at(k, 310));
+            db += &format!("{} query done\n", at(k, 320));
+            web += &format!("{} reply sent\n", at(k, 330));
+        }
+        let corpus = Corpus::read(
+            &[
+                ("web.log".into(), web.into_bytes()),
+                ("db.log".into(), db.into_bytes()),
+            ],
+            Options::default(),
+        );
+        let ranked = rank(&corpus);
+        let o = StitchOptions::default();
+        // The first pass splits each request at its pause.
+        let first = by_identifiers_and_time(&corpus, &ranked, &o);
+        assert_ne!(first[0], first[2]);
+        let requests = stitch(&corpus, &ranked, &o);
+        for k in 0..8usize {
+            let r = requests[4 * k];
+            assert_eq!(
+                &requests[4 * k..4 * k + 4],
+                &[r; 4],
+                "web lines of request {k}"
+            );
+            assert_eq!(requests[32 + k], r, "db line of request {k}");
+            assert_eq!(r, k as u32);
+        }
     }
 }
