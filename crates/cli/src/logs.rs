@@ -28,6 +28,14 @@ pub struct LogsArgs {
     /// Rows of each table printed.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// Send the requests as traces to this collector (the ingest address, as for
+    /// `causeway agent --collector`, e.g. `http://127.0.0.1:4318`): a span per node (or
+    /// thread) segment, an event per line, marked as stitched from logs.
+    #[arg(long)]
+    collector: Option<String>,
+    /// Access token, if the collector requires one.
+    #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 /// Bytes looked at to tell a binary file from a log.
@@ -104,6 +112,18 @@ pub fn run(a: LogsArgs) -> Result<()> {
             }
         }
         w.flush()?;
+    }
+    if let Some(url) = &a.collector {
+        // Ids differ between runs, so stitching twice does not merge two runs' traces.
+        let salt = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64 | 1);
+        let spans = causeway_logflow::traces::spans(&corpus, &requests, salt);
+        let client = crate::client::Client::new(url, a.token.clone());
+        let (accepted, rejected) =
+            crate::import::send_spans(&client, &spans, |e| eprintln!("collector: {e}"))
+                .with_context(|| format!("sending the stitched requests to {url}"))?;
+        eprintln!("sent {accepted} spans to {url} ({rejected} refused)");
     }
     let found = sequences(&corpus, &requests);
     let count = requests.iter().max().map_or(0, |m| m + 1);

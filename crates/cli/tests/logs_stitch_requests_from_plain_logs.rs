@@ -84,3 +84,68 @@ fn logs_become_requests_with_one_assignment_per_line() {
     assert_ne!(request("front.log", 1), request("front.log", 3));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn stitched_requests_reach_the_store_as_traces_from_logs() {
+    let data = temp("logs-collector-data");
+    let serve = common::Serve::start(&data, &[]);
+    let dir = temp("logs-collector");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let now = std::time::SystemTime::now();
+    let at = |ms: u64| humantime::format_rfc3339_millis(now + std::time::Duration::from_millis(ms));
+    let web = format!(
+        "{} INFO [main] order 7 received\n{} INFO [main] order 7 done\n",
+        at(0),
+        at(300)
+    );
+    let db = format!("{} INFO [pool] wrote order 7\n", at(100));
+    std::fs::write(dir.join("web.log"), web).expect("web");
+    std::fs::write(dir.join("db.log"), db).expect("db");
+    let out = Command::new(BIN)
+        .arg("logs")
+        .arg(&dir)
+        .args(["--collector", &serve.ingest])
+        .output()
+        .expect("causeway logs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("sent 2 spans"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let found = loop {
+        let body: serde_json::Value =
+            ureq::get(&format!("{}/api/search?service=web&limit=50", serve.api))
+                .call()
+                .expect("search")
+                .body_mut()
+                .read_json()
+                .expect("JSON");
+        let traces = body["traces"].as_array().cloned().unwrap_or_default();
+        if !traces.is_empty() || std::time::Instant::now() > deadline {
+            break traces;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(found.len(), 1, "one request");
+    let id = found[0]["traceId"].as_str().expect("an id");
+    let trace: serde_json::Value = ureq::get(&format!("{}/api/traces/{id}", serve.api))
+        .call()
+        .expect("the trace")
+        .body_mut()
+        .read_json()
+        .expect("JSON");
+    let spans = trace["spans"].as_array().expect("spans");
+    assert_eq!(spans.len(), 2);
+    for s in spans {
+        assert_eq!(s["source"]["type"], "logs", "{s}");
+    }
+    drop(serve);
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(data);
+}

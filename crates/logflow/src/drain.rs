@@ -64,6 +64,21 @@ impl Template {
         parts.join(" ")
     }
 
+    /// The template with `values` at its parameters, in order (`<*>` where one is
+    /// missing): a line as its log point printed it, spaced as tokens.
+    pub fn render(&self, values: &[Box<str>]) -> String {
+        let mut values = values.iter();
+        let parts: Vec<&str> = self
+            .slots
+            .iter()
+            .map(|s| match s {
+                Slot::Text(t) => &**t,
+                Slot::Param(_) => values.next().map_or("<*>", |v| &**v),
+            })
+            .collect();
+        parts.join(" ")
+    }
+
     /// How many of `tokens` agree with this template, and how many parameters it has.
     fn agreement(&self, tokens: &[Token<'_>]) -> (usize, usize) {
         let mut same = 0;

@@ -8,6 +8,8 @@
 //! - `stitch`: lines joined into requests by identifier values and by neighbours.
 //! - `sequences`: requests counted by their log-point sequence, with their latency
 //!   (lprof's table).
+//! - `traces`: stitched requests as traces (a span per node or thread segment, an event
+//!   per line).
 //! - `header`: a line's timestamp, level, thread and logger, told from its message.
 //! - `tokens`: a message split into words and punctuation, values typed (numbers, hex,
 //!   UUIDs, IP addresses, paths).
@@ -21,3 +23,4 @@ pub mod ids;
 pub mod sequences;
 pub mod stitch;
 pub mod tokens;
+pub mod traces;

@@ -1,0 +1,144 @@
+//! Stitched requests as traces (source: logs): a span per segment (a node's, or a
+//! thread's, lines of one request), from its first line to its last, with an event per
+//! line; the request's first segment is the root and the others hang under it.
+
+use std::sync::Arc;
+
+use causeway_model::{Event, KeyValue, Source, Span, SpanId, SpanKind, TraceId};
+use foldhash::HashMap;
+
+use crate::corpus::Corpus;
+
+/// Characters of a log point's text kept as a span's name.
+const NAME_CHARS: usize = 80;
+
+/// A file's service name: its file name without directories and extension.
+fn service(file: &str) -> &str {
+    let name = file.rsplit('/').next().unwrap_or(file);
+    name.split_once('.').map_or(name, |(stem, _)| stem)
+}
+
+/// The spans of `requests` (each line's request); ids are salted with `salt`, so that
+/// two runs over the same logs make distinct traces. Lines with no time are left out.
+pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
+    // Segments: (request, file, thread) -> lines, in time order.
+    type Key<'a> = (u32, u32, Option<&'a str>);
+    let mut segments: HashMap<Key<'_>, Vec<usize>> = HashMap::default();
+    for (i, (line, &r)) in corpus.lines.iter().zip(requests).enumerate() {
+        if line.time_ns.is_some() {
+            segments
+                .entry((r, line.file, line.thread.as_deref()))
+                .or_default()
+                .push(i);
+        }
+    }
+    let time = |i: usize| corpus.lines[i].time_ns.unwrap_or(0).max(0) as u64;
+    let mut keys: Vec<(Key<'_>, u64)> = segments
+        .iter()
+        .map(|(k, lines)| (*k, lines.iter().map(|&i| time(i)).min().unwrap_or(0)))
+        .collect();
+    keys.sort_by_key(|&((r, f, t), start)| (r, start, f, t));
+    let mut roots: HashMap<u32, SpanId> = HashMap::default();
+    let mut out = Vec::with_capacity(keys.len());
+    for (n, ((request, file, thread), _)) in keys.into_iter().enumerate() {
+        let (Some(trace_id), Some(span_id)) = (
+            TraceId::new((u128::from(salt) << 64) | (u128::from(request) + 1)),
+            SpanId::new(salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (n as u64 + 1)),
+        ) else {
+            continue;
+        };
+        let mut lines = segments
+            .remove(&(request, file, thread))
+            .unwrap_or_default();
+        lines.sort_by_key(|&i| (time(i), i));
+        let (Some(&first), Some(&last)) = (lines.first(), lines.last()) else {
+            continue;
+        };
+        let parent = roots.get(&request).copied();
+        if parent.is_none() {
+            roots.insert(request, span_id);
+        }
+        let templates = corpus.miner.templates();
+        let text = |i: usize| {
+            let line = &corpus.lines[i];
+            templates
+                .get(line.template as usize)
+                .map_or_else(String::new, |t| t.render(&line.values))
+        };
+        let name: String = text(first).chars().take(NAME_CHARS).collect();
+        let file_name = &corpus.files[file as usize];
+        let mut span = Span::new(
+            trace_id,
+            span_id,
+            parent,
+            name,
+            service(file_name),
+            time(first),
+            time(last),
+        );
+        span.kind = if parent.is_none() {
+            SpanKind::Server
+        } else {
+            SpanKind::Internal
+        };
+        span.source = Source::Logs;
+        span.attributes
+            .push(KeyValue::new("log.file", file_name.as_str()));
+        if let Some(thread) = thread {
+            span.attributes.push(KeyValue::new("thread.name", thread));
+        }
+        span.host = Arc::from("");
+        span.events = lines
+            .iter()
+            .map(|&i| Event {
+                time: time(i),
+                name: text(i),
+                attributes: vec![
+                    KeyValue::new("log.line", i64::from(corpus.lines[i].number)),
+                    KeyValue::new("log.template", i64::from(corpus.lines[i].template)),
+                ],
+            })
+            .collect();
+        out.push(span);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drain::Options;
+
+    #[test]
+    fn a_request_is_a_trace_with_a_span_per_node_and_an_event_per_line() {
+        let web = "1970-01-01T00:00:01.000Z INFO [main] order 7 received\n\
+                   1970-01-01T00:00:01.300Z INFO [main] order 7 done\n";
+        let db = "1970-01-01T00:00:01.100Z INFO [pool] wrote order 7\n";
+        let corpus = Corpus::read(
+            &[
+                ("logs/web.log".into(), web.as_bytes().to_vec()),
+                ("logs/db.log".into(), db.as_bytes().to_vec()),
+            ],
+            Options::default(),
+        );
+        let spans = spans(&corpus, &[0, 0, 0], 5);
+        assert_eq!(spans.len(), 2);
+        let (root, child) = (&spans[0], &spans[1]);
+        assert_eq!(root.trace_id, child.trace_id);
+        assert_eq!(child.parent_id, Some(root.span_id));
+        assert_eq!(root.parent_id, None);
+        assert_eq!(&*root.service, "web");
+        assert_eq!(&*child.service, "db");
+        assert_eq!(root.source, Source::Logs);
+        assert_eq!((root.start, root.end), (1_000_000_000, 1_300_000_000));
+        assert_eq!(root.name, "order 7 received");
+        let events: Vec<&str> = root.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(events, ["order 7 received", "order 7 done"]);
+        assert_eq!(child.events[0].name, "wrote order 7");
+        // Another salt, another trace.
+        assert_ne!(
+            super::spans(&corpus, &[0, 0, 0], 6)[0].trace_id,
+            root.trace_id
+        );
+    }
+}
