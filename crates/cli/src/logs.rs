@@ -1,12 +1,13 @@
 //! `causeway logs`: request flows stitched from the logs systems already write (lprof).
 
+use std::collections::HashSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use causeway_logflow::corpus::Corpus;
 use causeway_logflow::drain::Options;
-use causeway_logflow::ids::{rank, Evidence};
+use causeway_logflow::ids::{rank, Evidence, Variable};
 use causeway_logflow::sequences::{sequences, Sequence};
 use causeway_logflow::stitch::{stitch, StitchOptions};
 use clap::Args;
@@ -33,6 +34,13 @@ pub struct LogsArgs {
     /// thread) segment, an event per line, marked as stitched from logs.
     #[arg(long)]
     collector: Option<String>,
+    /// Take variables of this name (the word before the value in its log point, as the
+    /// ranking shows it) for request identifiers, whatever their score; repeatable.
+    #[arg(long = "id", value_name = "NAME")]
+    ids: Vec<String>,
+    /// Never take variables of this name for request identifiers; repeatable.
+    #[arg(long = "not-id", value_name = "NAME")]
+    not_ids: Vec<String>,
     /// Access token, if the collector requires one.
     #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -96,7 +104,15 @@ pub fn run(a: LogsArgs) -> Result<()> {
         eprintln!("warning: {untimed} lines with no timestamp recognised: placed in file order");
     }
     let ranked = rank(&corpus);
-    let requests = stitch(&corpus, &ranked, &StitchOptions::default());
+    let options = StitchOptions {
+        pinned: a.ids.clone(),
+        excluded: a.not_ids.clone(),
+        ..StitchOptions::default()
+    };
+    let taken: HashSet<Variable> = causeway_logflow::stitch::identifiers(&ranked, &options)
+        .into_iter()
+        .collect();
+    let requests = stitch(&corpus, &ranked, &options);
     if let Some(path) = &a.assignments {
         let mut w = std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
@@ -128,7 +144,10 @@ pub fn run(a: LogsArgs) -> Result<()> {
     let found = sequences(&corpus, &requests);
     let count = requests.iter().max().map_or(0, |m| m + 1);
     if a.json {
-        outln!("{}", report_json(&corpus, &ranked, &found, count, &skipped));
+        outln!(
+            "{}",
+            report_json(&corpus, &ranked, &taken, &found, count, &skipped)
+        );
         return Ok(());
     }
     let c = &corpus.counts;
@@ -144,16 +163,22 @@ pub fn run(a: LogsArgs) -> Result<()> {
     );
     outln!();
     outln!(
-        "request identifiers, likeliest first (score, values, lines, shared, bursts: log point)"
+        "request identifiers, likeliest first (* taken; score, values, lines, shared, bursts: name, log point)"
     );
     for e in ranked.iter().take(a.top) {
         outln!(
-            "{:>6.3} {:>7} {:>7} {:>6.2} {:>6.1}  {}  e.g. {}",
+            "{}{:>6.3} {:>7} {:>7} {:>6.2} {:>6.1}  {}: {}  e.g. {}",
+            if taken.contains(&e.variable) {
+                '*'
+            } else {
+                ' '
+            },
             e.score,
             e.distinct,
             e.lines,
             e.shared,
             e.bursts,
+            e.name,
             template_text(&corpus, e),
             e.examples.first().map_or("", String::as_str)
         );
@@ -197,6 +222,7 @@ fn sequence_text(corpus: &Corpus, s: &Sequence) -> String {
 fn report_json(
     corpus: &Corpus,
     ranked: &[Evidence],
+    taken: &HashSet<Variable>,
     found: &[Sequence],
     requests: u32,
     skipped: &[String],
@@ -216,6 +242,8 @@ fn report_json(
         "identifiers": ranked.iter().map(|e| json!({
             "template": e.variable.0,
             "parameter": e.variable.1,
+            "name": e.name,
+            "taken": taken.contains(&e.variable),
             "score": e.score,
             "lines": e.lines,
             "distinct": e.distinct,

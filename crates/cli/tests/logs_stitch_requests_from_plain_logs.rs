@@ -82,6 +82,27 @@ fn logs_become_requests_with_one_assignment_per_line() {
         );
     }
     assert_ne!(request("front.log", 1), request("front.log", 3));
+    assert_eq!(top["name"], "paying");
+    assert_eq!(top["taken"], true);
+
+    // Excluded by name, the order ids are not taken.
+    let out = Command::new(BIN)
+        .arg("logs")
+        .arg(&dir)
+        .args(["--json", "--not-id", "order", "--not-id", "paying"])
+        .output()
+        .expect("causeway logs --not-id");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let identifiers = report["identifiers"].as_array().expect("identifiers");
+    assert!(
+        identifiers.iter().all(|e| e["taken"] == false),
+        "{identifiers:#?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

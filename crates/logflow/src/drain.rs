@@ -64,6 +64,21 @@ impl Template {
         parts.join(" ")
     }
 
+    /// Each parameter's name: the last word of the log point's text before it (`orderId`
+    /// in `orderId : <UUID>`), empty when none comes before.
+    pub fn parameter_names(&self) -> Vec<&str> {
+        let mut last_word = "";
+        let mut names = Vec::new();
+        for slot in &self.slots {
+            match slot {
+                Slot::Text(t) if t.chars().any(char::is_alphanumeric) => last_word = t,
+                Slot::Text(_) => {}
+                Slot::Param(_) => names.push(last_word),
+            }
+        }
+        names
+    }
+
     /// The template with `values` at its parameters, in order (`<*>` where one is
     /// missing): a line as its log point printed it, spaced as tokens.
     pub fn render(&self, values: &[Box<str>]) -> String {

@@ -21,6 +21,8 @@ const BURST_GAP_NS: i64 = 2_000_000_000;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Evidence {
     pub variable: Variable,
+    /// The word before it in its log point (`orderId`): what `--id` and `--not-id` name.
+    pub name: String,
     pub lines: usize,
     pub distinct: usize,
     /// Share of its values also printed at another log point.
@@ -104,8 +106,19 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
             let score = shared * distinct_share / bursts;
             let mut examples: Vec<String> = values.iter().take(3).map(|v| v.to_string()).collect();
             examples.sort();
+            let name = corpus
+                .miner
+                .templates()
+                .get(variable.0 as usize)
+                .and_then(|t| {
+                    t.parameter_names()
+                        .get(variable.1 as usize)
+                        .map(|n| n.to_string())
+                })
+                .unwrap_or_default();
             Evidence {
                 variable,
+                name,
                 lines,
                 distinct: values.len(),
                 shared,
@@ -161,6 +174,7 @@ mod tests {
         let start = corpus.lines[0].template;
         let top = &ranked[0];
         assert_eq!(top.variable.0, start, "{ranked:#?}");
+        assert_eq!(top.name, "start");
         assert_eq!(top.distinct, 30);
         assert_eq!(top.shared, 1.0);
         assert_eq!(top.bursts, 1.0);
@@ -169,6 +183,7 @@ mod tests {
             .find(|e| e.variable == (start, 1))
             .expect("the train variable");
         assert!(train.bursts > 10.0);
+        assert_eq!(train.name, "train");
         assert!(train.score < 0.01);
         let seat = ranked
             .iter()

@@ -39,6 +39,10 @@ pub struct StitchOptions {
     pub start_evidence: usize,
     /// A pause of the whole log longer than this ends a request.
     pub bridge_ns: i64,
+    /// Variables of these names are request identifiers whatever their score ...
+    pub pinned: Vec<String>,
+    /// ... and of these names are not.
+    pub excluded: Vec<String>,
 }
 
 impl Default for StitchOptions {
@@ -51,6 +55,8 @@ impl Default for StitchOptions {
             start_share: 0.7,
             start_evidence: 5,
             bridge_ns: 500_000_000,
+            pinned: Vec::new(),
+            excluded: Vec::new(),
         }
     }
 }
@@ -155,10 +161,12 @@ fn starts(corpus: &Corpus, requests: &[u32], o: &StitchOptions) -> HashSet<(u32,
 }
 
 /// The variables taken for request identifiers.
-fn identifiers(ranked: &[Evidence], o: &StitchOptions) -> HashSet<Variable> {
+pub fn identifiers(ranked: &[Evidence], o: &StitchOptions) -> HashSet<Variable> {
     ranked
         .iter()
-        .filter(|e| e.score >= o.min_score)
+        .filter(|e| {
+            o.pinned.contains(&e.name) || (e.score >= o.min_score && !o.excluded.contains(&e.name))
+        })
         .map(|e| e.variable)
         .collect()
 }
@@ -347,5 +355,51 @@ mod tests {
             assert_eq!(requests[32 + k], r, "db line of request {k}");
             assert_eq!(r, k as u32);
         }
+    }
+
+    #[test]
+    fn identifiers_are_pinned_and_excluded_by_name() {
+        // "user" recurs across requests (an entity); "order" is printed once per line,
+        // at one log point (so nothing says it identifies requests).
+        let mut log = String::new();
+        for k in 0..30 {
+            // Half a second apart: one user's lines 1.5 s apart, within the id window.
+            log += &format!(
+                "1970-01-01T00:00:{:02}.{:03}Z order {} by user {}\n",
+                k / 2,
+                k % 2 * 500,
+                1000 + k,
+                k % 3
+            );
+        }
+        let corpus = Corpus::read(&[("a.log".into(), log.into_bytes())], Options::default());
+        let ranked = rank(&corpus);
+        let names = |o: &StitchOptions| {
+            let ids = identifiers(&ranked, o);
+            let mut names: Vec<&str> = ranked
+                .iter()
+                .filter(|e| ids.contains(&e.variable))
+                .map(|e| e.name.as_str())
+                .collect();
+            names.sort();
+            names
+        };
+        let o = StitchOptions::default();
+        assert!(names(&o).is_empty(), "{ranked:#?}");
+        let pinned = StitchOptions {
+            pinned: vec!["user".into()],
+            ..StitchOptions::default()
+        };
+        assert_eq!(names(&pinned), ["user"]);
+        // Lines of one user a second apart join once it is an identifier.
+        let requests = by_identifiers_and_time(&corpus, &ranked, &pinned);
+        assert_eq!(requests[0], requests[3]);
+        assert_ne!(requests[0], requests[1]);
+        let excluded = StitchOptions {
+            pinned: vec!["user".into()],
+            excluded: vec!["user".into()],
+            ..StitchOptions::default()
+        };
+        assert_eq!(names(&excluded), ["user"], "pinning wins");
     }
 }
