@@ -44,6 +44,9 @@ enum What {
     /// Accuracy of black-box linking against ground truth (B-cubed F1, exact traces,
     /// right parents), WAP5's and the greedy baseline's, and their time.
     Infer(crate::bench_infer::InferBenchArgs),
+    /// Request flows stitched from logs (`causeway logs`), scored against ground truth
+    /// (the Nezha TrainTicket logs by default), and their speed.
+    Logs(crate::bench_logs::LogsBenchArgs),
     /// Black-box inference on the demo run under capture with its instrumentation on
     /// (the ground truth), at several loads: grouping, parents, patterns, node delays,
     /// injected clock offsets; WAP5's linking and the greedy baseline.
@@ -141,6 +144,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         What::Pivot(a) => crate::bench_pivot::run(a),
         What::Capture(a) => crate::bench_capture::run(a),
         What::Infer(a) => crate::bench_infer::run(a),
+        What::Logs(a) => crate::bench_logs::run(a),
         What::InferDemo(a) => crate::bench_infer_demo::run(a),
         What::InferScale(a) => crate::bench_infer_scale::run(a),
     }

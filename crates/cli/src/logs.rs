@@ -86,10 +86,14 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-pub fn run(a: LogsArgs) -> Result<()> {
+/// A log file read: the name reported for it, and its bytes.
+pub(crate) type LogFile = (String, Vec<u8>);
+
+/// The logs at `paths` read, and the names of binary files skipped (with a warning).
+pub(crate) fn read_paths(paths: &[PathBuf]) -> Result<(Vec<LogFile>, Vec<String>)> {
     let mut read = Vec::new();
     let mut skipped = Vec::new();
-    for (name, path) in files(&a.paths)? {
+    for (name, path) in files(paths)? {
         let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
         if bytes[..bytes.len().min(SNIFF)].contains(&0) {
             eprintln!("warning: {name}: not a log (binary), skipped");
@@ -98,6 +102,11 @@ pub fn run(a: LogsArgs) -> Result<()> {
         }
         read.push((name, bytes));
     }
+    Ok((read, skipped))
+}
+
+pub fn run(a: LogsArgs) -> Result<()> {
+    let (read, skipped) = read_paths(&a.paths)?;
     let corpus = Corpus::read(&read, Options::default());
     let untimed = corpus.lines.iter().filter(|l| l.time_ns.is_none()).count();
     if untimed > 0 {

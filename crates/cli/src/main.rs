@@ -13,6 +13,7 @@ mod bench_capture;
 mod bench_infer;
 mod bench_infer_demo;
 mod bench_infer_scale;
+mod bench_logs;
 mod bench_pivot;
 mod capture;
 mod client;

@@ -10,6 +10,7 @@
 //!   (lprof's table).
 //! - `traces`: stitched requests as traces (a span per node or thread segment, an event
 //!   per line).
+//! - `score`: B-cubed precision, recall and F1 of lines grouped into requests.
 //! - `header`: a line's timestamp, level, thread and logger, told from its message.
 //! - `tokens`: a message split into words and punctuation, values typed (numbers, hex,
 //!   UUIDs, IP addresses, paths).
@@ -20,6 +21,7 @@ pub mod corpus;
 pub mod drain;
 pub mod header;
 pub mod ids;
+pub mod score;
 pub mod sequences;
 pub mod stitch;
 pub mod tokens;
