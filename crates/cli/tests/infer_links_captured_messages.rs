@@ -154,32 +154,9 @@ fn inferred_traces_reach_the_store_marked_inferred() {
     let (summary, _) = infer(&[dir.to_str().expect("utf-8"), "--collector", &serve.ingest]);
     assert_eq!(summary["spans_sent"], 10, "{summary}");
     assert_eq!(summary["spans_rejected"], 0);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let found = loop {
-        let body: serde_json::Value = ureq::get(&format!(
-            "{}/api/search?service=causeway&limit=50",
-            serve.api
-        ))
-        .call()
-        .expect("search")
-        .body_mut()
-        .read_json()
-        .expect("JSON");
-        let traces = body["traces"].as_array().cloned().unwrap_or_default();
-        if !traces.is_empty() || std::time::Instant::now() > deadline {
-            break traces;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+    let found = serve.search_service("causeway");
     assert!(!found.is_empty(), "the inferred traces are searchable");
-    let id = found[0]["traceId"].as_str().expect("an id");
-    let trace: serde_json::Value = ureq::get(&format!("{}/api/traces/{id}", serve.api))
-        .call()
-        .expect("the trace")
-        .body_mut()
-        .read_json()
-        .expect("JSON");
-    let spans = trace["spans"].as_array().expect("spans");
+    let spans = serve.trace_spans(found[0]["traceId"].as_str().expect("an id"));
     assert!(!spans.is_empty());
     for s in spans {
         assert_eq!(s["source"]["type"], "inferred", "{s}");

@@ -4,9 +4,26 @@
 
 mod common;
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
 
 use common::{temp, BIN};
+
+/// `causeway logs DIR ARGS...`, which must succeed.
+fn logs(dir: &Path, args: &[&str]) -> Output {
+    let out = Command::new(BIN)
+        .arg("logs")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("causeway logs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
 
 #[test]
 fn logs_become_requests_with_one_assignment_per_line() {
@@ -32,19 +49,8 @@ fn logs_become_requests_with_one_assignment_per_line() {
     std::fs::write(dir.join("shop/pay.log"), back).expect("back");
     std::fs::write(dir.join("core.bin"), [0u8, 1, 2, 3]).expect("binary");
     let assignments = dir.join("a.jsonl");
-    let out = Command::new(BIN)
-        .arg("logs")
-        .arg(&dir)
-        .arg("--assignments")
-        .arg(&assignments)
-        .arg("--json")
-        .output()
-        .expect("causeway logs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let assignments_arg = assignments.to_str().expect("utf-8");
+    let out = logs(&dir, &["--assignments", assignments_arg, "--json"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("core.bin: not a log (binary), skipped"));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(report["requests"], 2);
@@ -86,17 +92,7 @@ fn logs_become_requests_with_one_assignment_per_line() {
     assert_eq!(top["taken"], true);
 
     // Excluded by name, the order ids are not taken.
-    let out = Command::new(BIN)
-        .arg("logs")
-        .arg(&dir)
-        .args(["--json", "--not-id", "order", "--not-id", "paying"])
-        .output()
-        .expect("causeway logs --not-id");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = logs(&dir, &["--json", "--not-id", "order", "--not-id", "paying"]);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let identifiers = report["identifiers"].as_array().expect("identifiers");
     assert!(
@@ -122,46 +118,15 @@ fn stitched_requests_reach_the_store_as_traces_from_logs() {
     let db = format!("{} INFO [pool] wrote order 7\n", at(100));
     std::fs::write(dir.join("web.log"), web).expect("web");
     std::fs::write(dir.join("db.log"), db).expect("db");
-    let out = Command::new(BIN)
-        .arg("logs")
-        .arg(&dir)
-        .args(["--collector", &serve.ingest])
-        .output()
-        .expect("causeway logs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = logs(&dir, &["--collector", &serve.ingest]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("sent 2 spans"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let found = loop {
-        let body: serde_json::Value =
-            ureq::get(&format!("{}/api/search?service=web&limit=50", serve.api))
-                .call()
-                .expect("search")
-                .body_mut()
-                .read_json()
-                .expect("JSON");
-        let traces = body["traces"].as_array().cloned().unwrap_or_default();
-        if !traces.is_empty() || std::time::Instant::now() > deadline {
-            break traces;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+    let found = serve.search_service("web");
     assert_eq!(found.len(), 1, "one request");
-    let id = found[0]["traceId"].as_str().expect("an id");
-    let trace: serde_json::Value = ureq::get(&format!("{}/api/traces/{id}", serve.api))
-        .call()
-        .expect("the trace")
-        .body_mut()
-        .read_json()
-        .expect("JSON");
-    let spans = trace["spans"].as_array().expect("spans");
+    let spans = serve.trace_spans(found[0]["traceId"].as_str().expect("an id"));
     assert_eq!(spans.len(), 2);
     for s in spans {
         assert_eq!(s["source"]["type"], "logs", "{s}");

@@ -68,6 +68,39 @@ impl Serve {
         }
     }
 
+    /// The traces search finds for `service`, waiting up to 20 s for any to be
+    /// searchable (the store indexes what it ingests in the background).
+    pub fn search_service(&self, service: &str) -> Vec<serde_json::Value> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let body: serde_json::Value = ureq::get(&format!(
+                "{}/api/search?service={service}&limit=50",
+                self.api
+            ))
+            .call()
+            .expect("search")
+            .body_mut()
+            .read_json()
+            .expect("JSON");
+            let traces = body["traces"].as_array().cloned().unwrap_or_default();
+            if !traces.is_empty() || std::time::Instant::now() > deadline {
+                return traces;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
+    /// The spans of the trace `id` (hex), from the query API.
+    pub fn trace_spans(&self, id: &str) -> Vec<serde_json::Value> {
+        let trace: serde_json::Value = ureq::get(&format!("{}/api/traces/{id}", self.api))
+            .call()
+            .expect("the trace")
+            .body_mut()
+            .read_json()
+            .expect("JSON");
+        trace["spans"].as_array().cloned().expect("spans")
+    }
+
     /// SIGKILL, no chance to clean up.
     pub fn kill(mut self) {
         self.child.kill().unwrap();
