@@ -1,7 +1,7 @@
 //! `causeway logs`: request flows stitched from the logs systems already write (lprof).
 
 use std::collections::HashSet;
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -15,7 +15,8 @@ use serde_json::json;
 
 #[derive(Args)]
 pub struct LogsArgs {
-    /// Log files, or directories of them (read recursively; a file is a node).
+    /// Log files, or directories of them (read recursively; a file is a node); gzip
+    /// files are read decompressed.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Write one line per input line: `{"file", "line", "request"}` (the file as given,
@@ -48,6 +49,9 @@ pub struct LogsArgs {
 
 /// Bytes looked at to tell a binary file from a log.
 const SNIFF: usize = 8192;
+
+/// How a gzip file starts (it is read decompressed, whatever its name).
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// The files `paths` name, each with the name reported for it.
 fn files(paths: &[PathBuf]) -> Result<Vec<(String, PathBuf)>> {
@@ -94,7 +98,17 @@ pub(crate) fn read_paths(paths: &[PathBuf]) -> Result<(Vec<LogFile>, Vec<String>
     let mut read = Vec::new();
     let mut skipped = Vec::new();
     for (name, path) in files(paths)? {
-        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let mut bytes =
+            std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        if bytes.starts_with(&GZIP_MAGIC) {
+            let mut plain = Vec::new();
+            if let Err(e) = flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_end(&mut plain) {
+                eprintln!(
+                    "warning: {name}: gzip data cut short or corrupt ({e}): read up to the damage"
+                );
+            }
+            bytes = plain;
+        }
         if bytes[..bytes.len().min(SNIFF)].contains(&0) {
             eprintln!("warning: {name}: not a log (binary), skipped");
             skipped.push(name);

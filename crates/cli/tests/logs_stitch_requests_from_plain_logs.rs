@@ -135,3 +135,37 @@ fn stitched_requests_reach_the_store_as_traces_from_logs() {
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(data);
 }
+
+#[test]
+fn gzipped_logs_are_read_and_a_cut_one_up_to_the_damage() {
+    use std::io::Write as _;
+    let dir = temp("logs-gzip");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let mut text = String::new();
+    for k in 0..200 {
+        text += &format!(
+            "2023-01-29T08:42:{:02}.{:03}Z INFO request {k} served\n",
+            k / 10,
+            k % 10 * 100
+        );
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(text.as_bytes()).expect("gzip");
+    let gz = gz.finish().expect("gzip");
+    std::fs::write(dir.join("web.log.gz"), &gz).expect("whole");
+    let out = logs(&dir.join("web.log.gz"), &["--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["lines"], 200);
+
+    std::fs::write(dir.join("cut.log.gz"), &gz[..gz.len() / 2]).expect("cut");
+    let out = logs(&dir.join("cut.log.gz"), &["--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cut.log.gz: gzip data cut short or corrupt"),
+        "{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let lines = report["lines"].as_u64().expect("lines");
+    assert!(lines > 0 && lines < 200, "{lines}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2,6 +2,8 @@
 //! parameter values. Templates are mined over every line first, then each line's values
 //! are read against the final templates (they generalise as lines come).
 
+use std::borrow::Cow;
+
 use crate::drain::{Miner, Options, TemplateId};
 use crate::header;
 use crate::tokens::tokenize;
@@ -48,20 +50,31 @@ pub struct Corpus {
     pub counts: ReadCounts,
 }
 
-/// A line's text while reading: (file, number, text).
-struct Raw {
+/// A line while reading: its text (borrowed from the file unless it was not UTF-8), where
+/// its message starts, and what its prefix said.
+struct Raw<'a> {
     file: u32,
     number: u32,
-    text: String,
+    text: Cow<'a, str>,
+    message_at: usize,
+    time_ns: Option<i64>,
+    thread: Option<Box<str>>,
     continued: Vec<u32>,
+}
+
+impl Raw<'_> {
+    fn message(&self) -> &str {
+        self.text.get(self.message_at..).unwrap_or_default()
+    }
 }
 
 impl Corpus {
     /// Reads `(name, bytes)` of each file. A line without a timestamp after one with
-    /// a timestamp continues it (its text is appended), as a stack trace's frames do.
+    /// a timestamp continues it (its line number is kept with it), as a stack trace's
+    /// frames do.
     pub fn read(files: &[(String, Vec<u8>)], options: Options) -> Corpus {
         let mut counts = ReadCounts::default();
-        let mut raws: Vec<Raw> = Vec::new();
+        let mut raws: Vec<Raw<'_>> = Vec::new();
         for (f, (_, bytes)) in files.iter().enumerate() {
             let mut had_time = false;
             for (n, line) in bytes.split(|b| *b == b'\n').enumerate() {
@@ -77,25 +90,30 @@ impl Corpus {
                     line
                 };
                 let text = match std::str::from_utf8(line) {
-                    Ok(t) => t.to_string(),
+                    Ok(t) => Cow::Borrowed(t),
                     Err(_) => {
                         counts.lossy += 1;
-                        String::from_utf8_lossy(line).into_owned()
+                        String::from_utf8_lossy(line)
                     }
                 };
                 let h = header::parse(&text);
-                let timed = h.time_ns.is_some() || h.time_of_day_ns.is_some();
-                if !timed && had_time {
+                let time_ns = h.time_ns.or(h.time_of_day_ns);
+                if time_ns.is_none() && had_time {
                     if let Some(last) = raws.last_mut().filter(|r| r.file == f as u32) {
                         counts.continuations += 1;
                         last.continued.push(n as u32 + 1);
                         continue;
                     }
                 }
-                had_time |= timed;
+                had_time |= time_ns.is_some();
+                let message_at = text.len() - h.message.len();
+                let thread = h.thread.map(Into::into);
                 raws.push(Raw {
                     file: f as u32,
                     number: n as u32 + 1,
+                    message_at,
+                    time_ns,
+                    thread,
                     text,
                     continued: Vec::new(),
                 });
@@ -106,16 +124,19 @@ impl Corpus {
         let joined: Vec<TemplateId> = raws
             .iter()
             .map(|raw| {
-                tokenize(header::parse(&raw.text).message, &mut tokens);
+                tokenize(raw.message(), &mut tokens);
                 miner.add(&tokens)
             })
             .collect();
+        let mut tokens = Vec::new();
         let lines = raws
-            .iter()
+            .iter_mut()
             .zip(joined)
             .map(|(raw, joined)| {
-                let h = header::parse(&raw.text);
-                tokenize(h.message, &mut tokens);
+                tokenize(
+                    raw.text.get(raw.message_at..).unwrap_or_default(),
+                    &mut tokens,
+                );
                 // The template it matches now; else (templates generalised past it) the
                 // one it joined.
                 let template = miner.find(&tokens).unwrap_or(joined);
@@ -123,11 +144,11 @@ impl Corpus {
                 Line {
                     file: raw.file,
                     number: raw.number,
-                    time_ns: h.time_ns.or(h.time_of_day_ns),
-                    thread: h.thread.map(Into::into),
-                    continued: raw.continued.clone(),
+                    time_ns: raw.time_ns,
+                    continued: std::mem::take(&mut raw.continued),
                     template,
                     values: values.into_iter().map(Into::into).collect(),
+                    thread: raw.thread.take(),
                 }
             })
             .collect();

@@ -183,7 +183,14 @@ impl Miner {
             } else {
                 ANY
             };
-            node = node.children.entry(key.into()).or_default();
+            // Looked up before inserting: the key is boxed only for a new child.
+            if !node.children.contains_key(key) {
+                node.children.insert(key.into(), Node::default());
+            }
+            node = node
+                .children
+                .get_mut(key)
+                .expect("the child was inserted above");
         }
         match best(
             &self.templates,
