@@ -119,36 +119,44 @@ impl Corpus {
                 });
             }
         }
-        let mut miner = Miner::new(options);
-        let mut tokens = Vec::new();
-        let joined: Vec<TemplateId> = raws
-            .iter()
-            .map(|raw| {
-                tokenize(raw.message(), &mut tokens);
-                miner.add(&tokens)
-            })
-            .collect();
-        let mut tokens = Vec::new();
-        let lines = raws
+        // What lines carry besides their text, taken out so that tokens may borrow it.
+        let extras: Vec<(Vec<u32>, Option<Box<str>>)> = raws
             .iter_mut()
+            .map(|r| (std::mem::take(&mut r.continued), r.thread.take()))
+            .collect();
+        // Each line's tokens, kept from the first pass for the second: one flat vector.
+        let mut tokens = Vec::new();
+        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(raws.len());
+        let mut line_tokens = Vec::new();
+        for raw in &raws {
+            tokenize(raw.message(), &mut line_tokens);
+            spans.push((tokens.len(), line_tokens.len()));
+            tokens.extend_from_slice(&line_tokens);
+        }
+        let mut miner = Miner::new(options);
+        let joined: Vec<TemplateId> = spans
+            .iter()
+            .map(|&(at, n)| miner.add(&tokens[at..at + n]))
+            .collect();
+        let lines = raws
+            .iter()
+            .zip(extras)
             .zip(joined)
-            .map(|(raw, joined)| {
-                tokenize(
-                    raw.text.get(raw.message_at..).unwrap_or_default(),
-                    &mut tokens,
-                );
+            .zip(&spans)
+            .map(|(((raw, (continued, thread)), joined), &(at, n))| {
+                let line_tokens = &tokens[at..at + n];
                 // The template it matches now; else (templates generalised past it) the
                 // one it joined.
-                let template = miner.find(&tokens).unwrap_or(joined);
-                let values = miner.values(template, &tokens);
+                let template = miner.find(line_tokens).unwrap_or(joined);
+                let values = miner.values(template, line_tokens);
                 Line {
                     file: raw.file,
                     number: raw.number,
                     time_ns: raw.time_ns,
-                    continued: std::mem::take(&mut raw.continued),
+                    continued,
                     template,
                     values: values.into_iter().map(Into::into).collect(),
-                    thread: raw.thread.take(),
+                    thread,
                 }
             })
             .collect();
