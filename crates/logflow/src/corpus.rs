@@ -96,8 +96,21 @@ impl Corpus {
                         String::from_utf8_lossy(line)
                     }
                 };
-                let h = header::parse(&text);
-                let time_ns = h.time_ns.or(h.time_of_day_ns);
+                let (text, message_at, time_ns, thread) = match header::parse_json(&text) {
+                    Some(j) => (
+                        Cow::Owned(j.message),
+                        0,
+                        j.time_ns,
+                        j.thread.map(Into::into),
+                    ),
+                    None => {
+                        let h = header::parse(&text);
+                        let at = text.len() - h.message.len();
+                        let thread: Option<Box<str>> = h.thread.map(Into::into);
+                        let time_ns = h.time_ns.or(h.time_of_day_ns);
+                        (text, at, time_ns, thread)
+                    }
+                };
                 if time_ns.is_none() && had_time {
                     if let Some(last) = raws.last_mut().filter(|r| r.file == f as u32) {
                         counts.continuations += 1;
@@ -106,8 +119,6 @@ impl Corpus {
                     }
                 }
                 had_time |= time_ns.is_some();
-                let message_at = text.len() - h.message.len();
-                let thread = h.thread.map(Into::into);
                 raws.push(Raw {
                     file: f as u32,
                     number: n as u32 + 1,

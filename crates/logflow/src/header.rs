@@ -118,6 +118,95 @@ pub fn parse(line: &str) -> Header<'_> {
     h
 }
 
+/// A JSON log line (an object per line, as JSON formatters of `tracing`, logback and
+/// others write): its time, level, thread and logger from the usual fields, and its
+/// message; every other field that holds a string, number or boolean is appended to the
+/// message as `key=value`, so that a request id logged as a field is a value too.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JsonLine {
+    pub time_ns: Option<i64>,
+    pub level: Option<Level>,
+    pub thread: Option<String>,
+    pub logger: Option<String>,
+    pub message: String,
+}
+
+const TIME_FIELDS: [&str; 5] = ["timestamp", "time", "ts", "@timestamp", "datetime"];
+const LEVEL_FIELDS: [&str; 4] = ["level", "severity", "lvl", "log.level"];
+const THREAD_FIELDS: [&str; 4] = ["thread", "threadName", "thread_name", "threadId"];
+const LOGGER_FIELDS: [&str; 4] = ["logger", "logger_name", "loggerName", "target"];
+const MESSAGE_FIELDS: [&str; 3] = ["message", "msg", "@message"];
+
+/// Reads a JSON object line; `None` when the line is not one.
+pub fn parse_json(line: &str) -> Option<JsonLine> {
+    let line = line.trim();
+    if !line.starts_with('{') {
+        return None;
+    }
+    let serde_json::Value::Object(mut fields) = serde_json::from_str(line).ok()? else {
+        return None;
+    };
+    // tracing's JSON puts the message and the event's fields under "fields".
+    if let Some(serde_json::Value::Object(inner)) = fields.remove("fields") {
+        for (k, v) in inner {
+            fields.entry(k).or_insert(v);
+        }
+    }
+    let mut take = |names: &[&str]| -> Option<serde_json::Value> {
+        names.iter().find_map(|n| fields.remove(*n))
+    };
+    let text = |v: serde_json::Value| match v {
+        serde_json::Value::String(s) => s,
+        other => other.to_string(),
+    };
+    let time_ns = take(&TIME_FIELDS).and_then(|v| match v {
+        serde_json::Value::String(s) => datetime(&s).map(|(ns, _)| ns),
+        serde_json::Value::Number(n) => n.as_f64().map(epoch_ns),
+        _ => None,
+    });
+    let level = take(&LEVEL_FIELDS).and_then(|v| Level::parse(&text(v)));
+    let thread = take(&THREAD_FIELDS).map(text);
+    let logger = take(&LOGGER_FIELDS).map(text);
+    let mut message = take(&MESSAGE_FIELDS).map(text).unwrap_or_default();
+    let mut rest: Vec<(String, serde_json::Value)> = fields.into_iter().collect();
+    rest.sort_by(|a, b| a.0.cmp(&b.0));
+    for (k, v) in rest {
+        if matches!(
+            v,
+            serde_json::Value::String(_)
+                | serde_json::Value::Number(_)
+                | serde_json::Value::Bool(_)
+        ) {
+            message.push(' ');
+            message.push_str(&k);
+            message.push('=');
+            message.push_str(&text(v));
+        }
+    }
+    Some(JsonLine {
+        time_ns,
+        level,
+        thread,
+        logger,
+        message,
+    })
+}
+
+/// An epoch timestamp in seconds, milliseconds, microseconds or nanoseconds (told by
+/// its size), in nanoseconds.
+fn epoch_ns(t: f64) -> i64 {
+    let scale = if t.abs() < 1e11 {
+        1e9
+    } else if t.abs() < 1e14 {
+        1e6
+    } else if t.abs() < 1e17 {
+        1e3
+    } else {
+        1.0
+    };
+    (t * scale) as i64
+}
+
 /// The first whitespace-separated word and what follows it.
 fn split_word(s: &str) -> (&str, &str) {
     let end = s.find(|c: char| c.is_ascii_whitespace()).unwrap_or(s.len());
@@ -291,6 +380,28 @@ mod tests {
         // Not a date: month 13; not a time: minute 61.
         assert_eq!(parse("2023-13-01 00:00:00 x").time_ns, None);
         assert_eq!(parse("12:61:00 x").time_of_day_ns, None);
+    }
+
+    #[test]
+    fn json_lines_give_their_fields_and_the_rest_as_key_values() {
+        let tracing = r#"{"timestamp":"2023-01-29T08:42:09.939Z","level":"INFO","fields":{"message":"order placed","order_id":"4d2a46c7","items":3},"target":"shop::orders","threadName":"tokio-1"}"#;
+        let j = parse_json(tracing).expect("a JSON line");
+        assert_eq!(j.time_ns, Some(1_674_981_729 * S + 939_000_000));
+        assert_eq!(j.level, Some(Level::Info));
+        assert_eq!(j.thread.as_deref(), Some("tokio-1"));
+        assert_eq!(j.logger.as_deref(), Some("shop::orders"));
+        assert_eq!(j.message, "order placed items=3 order_id=4d2a46c7");
+        let epoch =
+            parse_json(r#"{"ts": 1674981729.5, "msg": "x", "nested": {"a": 1}}"#).expect("JSON");
+        assert_eq!(epoch.time_ns, Some(1_674_981_729 * S + 500_000_000));
+        assert_eq!(epoch.message, "x");
+        assert_eq!(
+            parse_json(r#"{"ts": 1674981729500}"#).and_then(|j| j.time_ns),
+            Some(1_674_981_729 * S + 500_000_000)
+        );
+        assert_eq!(parse_json("[1, 2]"), None);
+        assert_eq!(parse_json("{not json"), None);
+        assert_eq!(parse_json("plain text"), None);
     }
 
     proptest! {
