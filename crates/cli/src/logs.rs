@@ -95,28 +95,73 @@ pub(crate) type LogFile = (String, Vec<u8>);
 
 /// The logs at `paths` read, and the names of binary files skipped (with a warning).
 pub(crate) fn read_paths(paths: &[PathBuf]) -> Result<(Vec<LogFile>, Vec<String>)> {
-    let mut read = Vec::new();
-    let mut skipped = Vec::new();
-    for (name, path) in files(paths)? {
-        let mut bytes =
-            std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        if bytes.starts_with(&GZIP_MAGIC) {
-            let mut plain = Vec::new();
-            if let Err(e) = flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_end(&mut plain) {
-                eprintln!(
-                    "warning: {name}: gzip data cut short or corrupt ({e}): read up to the damage"
-                );
+    let files = files(paths)?;
+    let progress = crate::bench::bar(files.len() as u64, "files read");
+    // Files are read (and decompressed) on every core, a file at a time; the results and
+    // warnings come out in file order.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(files.len().max(1));
+    let mut read: Vec<Option<Result<(Option<Vec<u8>>, Vec<String>)>>> =
+        (0..files.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((name, path)) = files.get(i) else {
+                            break;
+                        };
+                        done.push((i, read_one(name, path)));
+                        progress.inc(1);
+                    }
+                    done
+                })
+            })
+            .collect();
+        for h in handles {
+            for (i, r) in h.join().unwrap_or_default() {
+                read[i] = Some(r);
             }
-            bytes = plain;
         }
-        if bytes[..bytes.len().min(SNIFF)].contains(&0) {
-            eprintln!("warning: {name}: not a log (binary), skipped");
-            skipped.push(name);
-            continue;
+    });
+    progress.finish_and_clear();
+    let mut logs = Vec::new();
+    let mut skipped = Vec::new();
+    for ((name, _), r) in files.into_iter().zip(read) {
+        let (bytes, warnings) = r.context("a file was not read")??;
+        for w in warnings {
+            eprintln!("warning: {name}: {w}");
         }
-        read.push((name, bytes));
+        match bytes {
+            Some(bytes) => logs.push((name, bytes)),
+            None => skipped.push(name),
+        }
     }
-    Ok((read, skipped))
+    Ok((logs, skipped))
+}
+
+/// One file's bytes (decompressed), or none for a binary file, and what to warn of.
+fn read_one(name: &str, path: &Path) -> Result<(Option<Vec<u8>>, Vec<String>)> {
+    let mut warnings = Vec::new();
+    let mut bytes = std::fs::read(path).with_context(|| format!("reading {name}"))?;
+    if bytes.starts_with(&GZIP_MAGIC) {
+        let mut plain = Vec::new();
+        if let Err(e) = flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_end(&mut plain) {
+            warnings.push(format!(
+                "gzip data cut short or corrupt ({e}): read up to the damage"
+            ));
+        }
+        bytes = plain;
+    }
+    if bytes[..bytes.len().min(SNIFF)].contains(&0) {
+        warnings.push("not a log (binary), skipped".to_string());
+        return Ok((None, warnings));
+    }
+    Ok((Some(bytes), warnings))
 }
 
 pub fn run(a: LogsArgs) -> Result<()> {
