@@ -103,8 +103,7 @@ pub(crate) fn read_paths(paths: &[PathBuf]) -> Result<(Vec<LogFile>, Vec<String>
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(files.len().max(1));
-    let mut read: Vec<Option<Result<(Option<Vec<u8>>, Vec<String>)>>> =
-        (0..files.len()).map(|_| None).collect();
+    let mut read: Vec<Option<Result<FileRead>>> = (0..files.len()).map(|_| None).collect();
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
@@ -145,7 +144,9 @@ pub(crate) fn read_paths(paths: &[PathBuf]) -> Result<(Vec<LogFile>, Vec<String>
 }
 
 /// One file's bytes (decompressed), or none for a binary file, and what to warn of.
-fn read_one(name: &str, path: &Path) -> Result<(Option<Vec<u8>>, Vec<String>)> {
+type FileRead = (Option<Vec<u8>>, Vec<String>);
+
+fn read_one(name: &str, path: &Path) -> Result<FileRead> {
     let mut warnings = Vec::new();
     let mut bytes = std::fs::read(path).with_context(|| format!("reading {name}"))?;
     if bytes.starts_with(&GZIP_MAGIC) {
