@@ -69,6 +69,14 @@ impl Raw<'_> {
 }
 
 impl Corpus {
+    /// Line `i`'s time, or, for a line with none, its index (file order) to order by.
+    pub fn time(&self, i: usize) -> i64 {
+        self.lines
+            .get(i)
+            .and_then(|l| l.time_ns)
+            .unwrap_or(i as i64)
+    }
+
     /// Reads `(name, bytes)` of each file. A line without a timestamp after one with
     /// a timestamp continues it (its line number is kept with it), as a stack trace's
     /// frames do.

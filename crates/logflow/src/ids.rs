@@ -45,7 +45,7 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
     // Each value's occurrences: (time, file, variable).
     let mut occurrences: HashMap<&str, Vec<(i64, u32, Variable)>> = HashMap::default();
     for (i, line) in corpus.lines.iter().enumerate() {
-        let t = line.time_ns.unwrap_or(i as i64);
+        let t = corpus.time(i);
         for (slot, value) in line.values.iter().enumerate() {
             occurrences.entry(value).or_default().push((
                 t,

@@ -36,7 +36,7 @@ pub fn sequences(corpus: &Corpus, requests: &[u32]) -> Vec<Sequence> {
     type Key<'a> = (u32, Option<&'a str>);
     let mut lines_of: HashMap<u32, Vec<(Key<'_>, i64, TemplateId)>> = HashMap::default();
     for (i, (line, &r)) in corpus.lines.iter().zip(requests).enumerate() {
-        let t = line.time_ns.unwrap_or(i as i64);
+        let t = corpus.time(i);
         lines_of.entry(r).or_default().push((
             (line.file, line.thread.as_deref()),
             t,

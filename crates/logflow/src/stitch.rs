@@ -89,9 +89,8 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], o: &StitchOptions) -> Vec<u3
     let first = by_identifiers_and_time(corpus, ranked, o);
     let starts = starts(corpus, &first, o);
     let ids = identifiers(ranked, o);
-    let time = |i: usize| corpus.lines[i].time_ns.unwrap_or(i as i64);
     let mut order: Vec<usize> = (0..corpus.lines.len()).collect();
-    order.sort_by_key(|&i| (time(i), i));
+    order.sort_by_key(|&i| (corpus.time(i), i));
     let mut requests = vec![0u32; corpus.lines.len()];
     let mut current: Option<(u32, i64)> = None;
     // The request each identifier value was last seen in, and when.
@@ -99,7 +98,7 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], o: &StitchOptions) -> Vec<u3
     let mut next = 0;
     for i in order {
         let line = &corpus.lines[i];
-        let t = time(i);
+        let t = corpus.time(i);
         let values = || {
             line.values
                 .iter()
@@ -134,11 +133,10 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], o: &StitchOptions) -> Vec<u3
 
 /// The (file, log point) pairs that start requests: mostly first in their request.
 fn starts(corpus: &Corpus, requests: &[u32], o: &StitchOptions) -> HashSet<(u32, TemplateId)> {
-    let time = |i: usize| corpus.lines[i].time_ns.unwrap_or(i as i64);
     let mut first_of: HashMap<u32, usize> = HashMap::default();
     for (i, &r) in requests.iter().enumerate() {
         let e = first_of.entry(r).or_insert(i);
-        if (time(i), i) < (time(*e), *e) {
+        if (corpus.time(i), i) < (corpus.time(*e), *e) {
             *e = i;
         }
     }
@@ -192,13 +190,15 @@ pub fn by_identifiers_and_time(
     let n = corpus.lines.len();
     let mut sets = Sets((0..n as u32).collect());
     let ids = identifiers(ranked, o);
-    let time = |i: usize| corpus.lines[i].time_ns.unwrap_or(i as i64);
     // Lines by identifier value, in time order.
     let mut by_value: HashMap<&str, Vec<(i64, u32)>> = HashMap::default();
     for (i, line) in corpus.lines.iter().enumerate() {
         for (slot, value) in line.values.iter().enumerate() {
             if ids.contains(&(line.template, slot as u32)) {
-                by_value.entry(value).or_default().push((time(i), i as u32));
+                by_value
+                    .entry(value)
+                    .or_default()
+                    .push((corpus.time(i), i as u32));
             }
         }
     }
@@ -216,7 +216,7 @@ pub fn by_identifiers_and_time(
     let mut segments: Vec<(i64, i64, u32)> = Vec::new();
     for (i, line) in corpus.lines.iter().enumerate() {
         let key = (line.file, line.thread.as_deref());
-        let t = time(i);
+        let t = corpus.time(i);
         match open.get(&key).copied() {
             Some(k) if t - segments[k].1 <= o.local_gap_ns && t >= segments[k].0 => {
                 sets.union(segments[k].2, i as u32);

@@ -2,8 +2,6 @@
 //! thread's, lines of one request), from its first line to its last, with an event per
 //! line; the request's first segment is the root and the others hang under it.
 
-use std::sync::Arc;
-
 use causeway_model::{Event, KeyValue, Source, Span, SpanId, SpanKind, TraceId};
 use foldhash::HashMap;
 
@@ -87,7 +85,6 @@ pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
         if let Some(thread) = thread {
             span.attributes.push(KeyValue::new("thread.name", thread));
         }
-        span.host = Arc::from("");
         span.events = lines
             .iter()
             .map(|&i| Event {
