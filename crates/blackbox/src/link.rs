@@ -906,14 +906,14 @@ enum Choice {
     /// In the path, caused by this member, with this probability.
     Take(u32, f64),
     /// In another path (its cause is elsewhere, or it is spontaneous), with this
-    /// probability.
-    Leave(f64),
+    /// probability; the member that was its likeliest cause here.
+    Leave(u32, f64),
 }
 
 impl Choice {
     fn probability(self) -> f64 {
         match self {
-            Choice::Take(_, q) | Choice::Leave(q) => q,
+            Choice::Take(_, q) | Choice::Leave(_, q) => q,
         }
     }
 }
@@ -948,13 +948,11 @@ impl Tree<'_> {
                     s.owed.retain(|&o| o != (parent, kind));
                 }
             }
-            Choice::Leave(_) => {
+            Choice::Leave(j, _) => {
                 s.left_out.insert(child);
-                let open = self.in_path(s, child).first().map(|&(j, _)| j);
-                if let Some(j) = open.filter(|&j| {
-                    self.slots.exactly_one.contains(&((self.kind)(j), kind))
-                        && !s.owed.contains(&(j, kind))
-                }) {
+                if self.slots.exactly_one.contains(&((self.kind)(j), kind))
+                    && !s.owed.contains(&(j, kind))
+                {
                     s.owed.push((j, kind));
                 }
             }
@@ -998,14 +996,14 @@ impl Tree<'_> {
         }
         let best = self.best_cause.get(child as usize);
         let in_path = self.in_path(s, child);
+        let (j, q) = *in_path.first()?;
         let kind = (self.kind)(child);
-        if let Some(&(j, _)) = in_path.iter().find(|(j, _)| s.owed.contains(&(*j, kind))) {
-            return Some((Choice::Take(j, 1.0), Choice::Leave(0.0)));
+        if let Some(&(owed, _)) = in_path.iter().find(|(k, _)| s.owed.contains(&(*k, kind))) {
+            return Some((Choice::Take(owed, 1.0), Choice::Leave(j, 0.0)));
         }
         let total: f64 = in_path.iter().map(|(_, q)| q).sum();
-        let (j, q) = *in_path.first()?;
         let second = in_path.get(1).copied();
-        let leave = Choice::Leave((1.0 - total).max(0.0));
+        let leave = Choice::Leave(j, (1.0 - total).max(0.0));
         // The most likely cause of its child is taken even when unlikely, so that every
         // message keeps a cause (the paper's rule); so is a cause likelier than all else.
         if q > 0.5 || q >= leave.probability() || best == Some(j) {
