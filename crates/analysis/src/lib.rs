@@ -8,6 +8,8 @@
 //! - [`patterns`]: execution patterns: traces grouped by shape, with latency distributions.
 //! - [`compare`]: two traces or two patterns side by side.
 //! - [`inferred`]: paths inferred from black-box messages as WAP5 draws them.
+//! - [`grouping`]: B-cubed scores of items grouped (messages into traces, lines into
+//!   requests) against ground truth.
 //!
 //! Per-trace analyses are plain functions of a [`Trace`](causeway_model::Trace); analyses
 //! over many traces are accumulators (`add` one trace, `merge` two) that a bulk scan feeds
@@ -17,6 +19,7 @@
 pub mod compare;
 pub mod critical;
 pub mod deps;
+pub mod grouping;
 pub mod histogram;
 pub mod inferred;
 pub mod patterns;

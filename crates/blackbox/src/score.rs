@@ -4,7 +4,7 @@
 //! true cause (WAP5's: the message after which they were sent). A message with no
 //! assignment counts as a trace of its own with no parent.
 
-use foldhash::{HashMap, HashSet};
+use foldhash::HashMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -43,55 +43,26 @@ pub fn score(truth: &[Truth], assignments: &[Assignment]) -> Score {
         Some(a) => format!("t{}", a.trace),
         None => format!("alone {:?}", t.id),
     };
-    let mut true_groups: HashMap<String, HashSet<usize>> = HashMap::default();
-    let mut pred_groups: HashMap<String, HashSet<usize>> = HashMap::default();
-    for (i, t) in truth.iter().enumerate() {
-        true_groups.entry(true_key(t)).or_default().insert(i);
-        pred_groups.entry(pred_key(t)).or_default().insert(i);
-    }
     let n = truth.len();
     if n == 0 {
         return Score::default();
     }
-    let (mut p, mut r, mut parents, mut causes) = (0.0, 0.0, 0usize, 0usize);
+    let true_keys: Vec<String> = truth.iter().map(true_key).collect();
+    let pred_keys: Vec<String> = truth.iter().map(pred_key).collect();
+    let g = causeway_analysis::grouping::bcubed(&true_keys, &pred_keys);
+    let (mut parents, mut causes) = (0usize, 0usize);
     for t in truth {
-        let a = &true_groups[&true_key(t)];
-        let b = &pred_groups[&pred_key(t)];
-        let k = a.intersection(b).count() as f64;
-        p += k / b.len() as f64;
-        r += k / a.len() as f64;
         let parent = predicted.get(&t.id).and_then(|a| a.parent.as_ref());
         parents += usize::from(parent == t.parent.as_ref());
         let cause = predicted.get(&t.id).and_then(|a| a.cause.as_ref());
         causes += usize::from(cause == t.cause.as_ref());
     }
-    let (p, r) = (p / n as f64, r / n as f64);
-    let pred_sets: HashSet<Vec<usize>> = pred_groups
-        .values()
-        .map(|s| {
-            let mut v: Vec<usize> = s.iter().copied().collect();
-            v.sort_unstable();
-            v
-        })
-        .collect();
-    let exact = true_groups
-        .values()
-        .filter(|s| {
-            let mut v: Vec<usize> = s.iter().copied().collect();
-            v.sort_unstable();
-            pred_sets.contains(&v)
-        })
-        .count();
     Score {
         messages: n,
-        precision: p,
-        recall: r,
-        f1: if p + r > 0.0 {
-            2.0 * p * r / (p + r)
-        } else {
-            0.0
-        },
-        exact_traces: exact as f64 / true_groups.len() as f64,
+        precision: g.precision,
+        recall: g.recall,
+        f1: g.f1,
+        exact_traces: g.exact_groups,
         right_parents: parents as f64 / n as f64,
         right_causes: causes as f64 / n as f64,
     }
