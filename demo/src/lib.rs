@@ -18,6 +18,7 @@
 //! [`run_node`] runs one process's role; `causeway demo` starts one process per role.
 
 mod load;
+pub mod logs;
 mod metadata;
 mod peers;
 pub mod replicas;
@@ -59,7 +60,10 @@ pub fn run_node(role: Role, topology: Topology, otlp_endpoint: &str) -> Result<(
             .with_target("causeway_demo", tracing::Level::TRACE)
             .with_target("causeway", tracing::Level::TRACE),
     );
-    let guard = causeway::init(config)?;
+    let guard = match std::env::var_os(logs::LOGS_VAR) {
+        Some(dir) => logs::init_with_log(config, std::path::Path::new(&dir), role.service())?,
+        None => causeway::init(config)?,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -57,7 +57,8 @@ impl tonic::server::UnaryService<LocateRequest> for Locate {
             let replicas = [Role::Storage(1), Role::Storage(2), Role::Storage(3)]
                 .iter()
                 .map(|r| r.service().to_owned())
-                .collect();
+                .collect::<Vec<String>>();
+            tracing::info!(block, ?replicas, "block located");
             Ok(tonic::Response::new(LocateReply { replicas }))
         })
     }

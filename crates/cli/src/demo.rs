@@ -2,7 +2,7 @@
 //! role, each this binary re-run as `causeway demo-node ROLE`) and a load generator.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -28,6 +28,10 @@ pub struct DemoArgs {
     /// Stop after this long (e.g. `30s`, `10m`); default: run until Ctrl-C.
     #[arg(long)]
     duration: Option<humantime::Duration>,
+    /// Have each process also write an ordinary log (`tracing`'s fmt output, each line
+    /// ending with its trace id) to DIR/<service>.log, for `causeway logs`.
+    #[arg(long, value_name = "DIR")]
+    logs: Option<PathBuf>,
 }
 
 #[derive(clap::Subcommand)]
@@ -55,14 +59,19 @@ fn free_ports() -> Result<Topology> {
     Ok(topology)
 }
 
-fn spawn_nodes(topology: &Topology, otlp: &str) -> Result<Vec<Node>> {
+fn spawn_nodes(topology: &Topology, otlp: &str, logs: Option<&Path>) -> Result<Vec<Node>> {
     let exe = std::env::current_exe().context("finding the causeway executable")?;
     let mut nodes = Vec::new();
     for (role, _) in topology.iter() {
-        let child = Command::new(&exe)
+        let mut command = Command::new(&exe);
+        command
             .args(["demo-node", role.service()])
             .env(TOPOLOGY_VAR, topology.to_string())
-            .env("CAUSEWAY_OTLP_ENDPOINT", otlp)
+            .env("CAUSEWAY_OTLP_ENDPOINT", otlp);
+        if let Some(dir) = logs {
+            command.env(causeway_demo::logs::LOGS_VAR, dir);
+        }
+        let child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
@@ -172,7 +181,11 @@ pub fn run(a: DemoArgs) -> Result<()> {
         let server = causeway_server::start(config).await?;
         let topology = free_ports()?;
         let otlp = format!("http://{}/v1/traces", loopback(server.ingest_addr));
-        let mut nodes = spawn_nodes(&topology, &otlp)?;
+        if let Some(dir) = &a.logs {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating the log directory {}", dir.display()))?;
+        }
+        let mut nodes = spawn_nodes(&topology, &otlp, a.logs.as_deref())?;
         let ready = tokio::task::block_in_place(|| {
             wait_ready(&topology, &mut nodes, Duration::from_secs(20))
         });
@@ -187,6 +200,9 @@ pub fn run(a: DemoArgs) -> Result<()> {
             statusln!("  {:<10} {addr}", role.service());
         }
         statusln!("  OTLP/HTTP  {otlp}");
+        if let Some(dir) = &a.logs {
+            statusln!("  logs       {}", dir.display());
+        }
         statusln!("open the UI: {ui}");
         let until = match a.duration {
             Some(d) => format!("for {d}"),

@@ -53,6 +53,7 @@ pub(crate) async fn serve(
         Role::Metadata => unreachable!("served over gRPC above"),
     };
     let router = router
+        .layer(axum::middleware::from_fn(access_log))
         .layer(peer_addr::PeerAddrLayer)
         .layer(TraceLayer::new());
     axum::serve(
@@ -62,6 +63,20 @@ pub(crate) async fn serve(
     .with_graceful_shutdown(stop)
     .await?;
     Ok(())
+}
+
+/// The access log lines a web framework's tracing middleware writes, inside the request's
+/// span.
+async fn access_log(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let started = std::time::Instant::now();
+    tracing::info!(method = %request.method(), uri = %request.uri(), "started processing request");
+    let response = next.run(request).await;
+    tracing::info!(
+        status = response.status().as_u16(),
+        latency_ms = started.elapsed().as_millis() as u64,
+        "finished processing request"
+    );
+    response
 }
 
 /// Work that takes `time` inside its own span.

@@ -1,7 +1,7 @@
 //! The queue: accepts messages at once and has its worker process them later, each in a
 //! consumer span that joins the sender's trace through the message token.
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::routing::post;
 use axum::Router;
 use causeway::message::MessageToken;
@@ -16,6 +16,14 @@ use crate::{chance, millis};
 
 const BACKLOG: usize = 10_000;
 
+/// A message: its trace token and the order it announces.
+type Message = (Option<MessageToken>, u64);
+
+#[derive(serde::Deserialize)]
+struct Published {
+    order: u64,
+}
+
 pub(super) fn router() -> Router {
     let (tx, rx) = mpsc::channel(BACKLOG);
     tokio::spawn(consume(rx));
@@ -25,21 +33,25 @@ pub(super) fn router() -> Router {
 }
 
 async fn publish(
-    State(tx): State<mpsc::Sender<Option<MessageToken>>>,
+    State(tx): State<mpsc::Sender<Message>>,
+    Query(p): Query<Published>,
     headers: HeaderMap,
 ) -> StatusCode {
     let token = headers
         .get(MESSAGE_HEADER)
         .and_then(|v| v.to_str().ok())
         .and_then(MessageToken::decode);
-    match tx.try_send(token) {
+    match tx.try_send((token, p.order)) {
         Ok(()) => StatusCode::ACCEPTED,
-        Err(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Err(_) => {
+            tracing::warn!(order = p.order, "backlog full, message refused");
+            StatusCode::SERVICE_UNAVAILABLE
+        }
     }
 }
 
-async fn consume(mut rx: mpsc::Receiver<Option<MessageToken>>) {
-    while let Some(token) = rx.recv().await {
+async fn consume(mut rx: mpsc::Receiver<Message>) {
+    while let Some((token, order)) = rx.recv().await {
         tokio::time::sleep(millis(5.0, 40.0)).await;
         let span = tracing::info_span!(
             parent: None,
@@ -52,13 +64,17 @@ async fn consume(mut rx: mpsc::Receiver<Option<MessageToken>>) {
             causeway::message::receive(&span, token, Some("orders"), Some(8));
         }
         async {
+            tracing::info!(order, "processing order-placed");
             work(
                 tracing::info_span!("send confirmation email"),
                 millis(3.0, 10.0),
             )
             .await;
             if chance(0.02) {
+                tracing::error!(order, "mail server refused the message");
                 tracing::Span::current().set_error("mail server refused the message");
+            } else {
+                tracing::info!(order, "confirmation email sent");
             }
         }
         .instrument(span)

@@ -1,0 +1,71 @@
+//! Ordinary logs, as real services write them: `tracing`'s fmt output, one file per
+//! process, beside the traces. Each line ends with the trace id of the request it was
+//! written for (the log correlation OpenTelemetry's SDKs add), which `causeway bench
+//! logs-demo` strips before stitching and keeps as the ground truth.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Mutex;
+
+use tracing::{Event, Subscriber};
+use tracing_subscriber::fmt::format::{Format, Full, Writer};
+use tracing_subscriber::fmt::time::SystemTime;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::{Layer as _, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::BoxError;
+
+/// The environment variable naming the directory each demo process writes its log to.
+pub const LOGS_VAR: &str = "CAUSEWAY_DEMO_LOGS";
+
+/// The key of the trace id each line ends with.
+pub const TRACE_ID_KEY: &str = "trace_id=";
+
+/// Installs Causeway with a fmt log beside it, written to `dir/<file_name>.log`.
+pub(crate) fn init_with_log(
+    config: causeway::Config,
+    dir: &Path,
+    file_name: &str,
+) -> Result<causeway::Guard, BoxError> {
+    std::fs::create_dir_all(dir)?;
+    let file = File::create(dir.join(format!("{file_name}.log")))?;
+    let (subscriber, guard) = causeway::subscriber(config)?;
+    let log = tracing_subscriber::fmt::layer()
+        .with_ansi(false)
+        .with_thread_names(true)
+        .with_writer(Mutex::new(file))
+        .event_format(WithTraceId(Format::default().with_thread_names(true)));
+    // What a service logs by default: its own lines at info and above.
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_target("causeway_demo", tracing::Level::INFO);
+    let logs = tracing_subscriber::registry().with(log.with_filter(filter));
+    tracing::subscriber::set_global_default(subscriber.with_inner(logs))?;
+    Ok(guard)
+}
+
+/// The fmt layer's full format, with the current trace id at the end of the line.
+struct WithTraceId(Format<Full, SystemTime>);
+
+impl<S, N> FormatEvent<S, N> for WithTraceId
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
+        let mut line = String::new();
+        self.0.format_event(ctx, Writer::new(&mut line), event)?;
+        let line = line.trim_end_matches('\n');
+        // The global dispatcher is not re-entered here (no scoped dispatchers), so the
+        // current span is the one this event was written in.
+        match causeway::current_context() {
+            Some(context) => writeln!(writer, "{line} {TRACE_ID_KEY}{}", context.trace_id),
+            None => writeln!(writer, "{line}"),
+        }
+    }
+}
