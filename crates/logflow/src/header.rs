@@ -113,9 +113,93 @@ pub fn parse(line: &str) -> Header<'_> {
         if let Some(r) = rest.strip_prefix("- ") {
             rest = r;
         }
+    } else if let Some(layout) = tracing_layout(rest) {
+        h.thread = h.thread.or(layout.thread);
+        h.logger = Some(layout.target);
+        rest = layout.message;
     }
     h.message = rest;
     h
+}
+
+/// What follows the level in `tracing`'s fmt output.
+struct TracingLayout<'a> {
+    thread: Option<&'a str>,
+    target: &'a str,
+    /// From the span scope (`read block{block=19}:`) when there is one, which names the
+    /// request's context (and so stays, target and all), else from after the target.
+    message: &'a str,
+}
+
+/// `[thread-name] [ThreadId(N)] [span{fields}:...] target: message`: the target is the
+/// first `::` path followed by `: ` outside the spans' braces.
+fn tracing_layout(rest: &str) -> Option<TracingLayout<'_>> {
+    let b = rest.as_bytes();
+    let is_path_byte = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b':';
+    let mut depth = 0usize;
+    // Prefixes are short: a target further in is not one.
+    for i in 0..b.len().min(512) {
+        match b[i] {
+            b'{' => depth += 1,
+            b'}' => depth = depth.saturating_sub(1),
+            b':' if depth == 0
+                && b.get(i + 1).is_none_or(|&c| c == b' ')
+                && i > 0
+                && b[i - 1] != b':' =>
+            {
+                let start = (0..i)
+                    .rev()
+                    .find(|&j| !is_path_byte(b[j]))
+                    .map_or(0, |j| j + 1);
+                if start > 0 && b[start - 1] != b' ' {
+                    continue;
+                }
+                let target = &rest[start..i];
+                let valid = target.contains("::")
+                    && target.split("::").all(|seg| {
+                        seg.bytes()
+                            .next()
+                            .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+                            && !seg.contains(':')
+                    });
+                if !valid {
+                    continue;
+                }
+                let after = rest[i + 1..].trim_start();
+                let mut prefix = rest[..start].trim_end();
+                let mut thread = None;
+                let (first, more) = split_word(prefix);
+                let is_name = !first.is_empty()
+                    && !first.contains(['{', '}', ':', '='])
+                    && (more.trim().is_empty()
+                        || first == "main"
+                        || first.contains(['-', '_'])
+                        || first.bytes().any(|c| c.is_ascii_digit()));
+                if is_name {
+                    thread = Some(first);
+                    prefix = more.trim_start();
+                }
+                let (id, more) = split_word(prefix);
+                if id.starts_with("ThreadId(") && id.ends_with(')') {
+                    thread = thread.or(Some(id));
+                    prefix = more.trim_start();
+                }
+                let message = if prefix.is_empty() {
+                    after
+                } else {
+                    // The scope to the end of the line (`prefix` is a slice of `rest`).
+                    &rest[prefix.as_ptr() as usize - rest.as_ptr() as usize..]
+                };
+                return Some(TracingLayout {
+                    thread,
+                    target,
+                    message,
+                });
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// A JSON log line (an object per line, as JSON formatters of `tracing`, logback and
@@ -350,6 +434,25 @@ mod tests {
         assert_eq!(h.message, "reserved item=3");
         assert_eq!(h.time_ns.map(|t| t % S), Some(123_456_000));
 
+        let h = parse(
+            "2026-11-26T09:53:08.878475Z  INFO tokio-rt-worker read block{block=2}: demo::catalog: reading block=2",
+        );
+        assert_eq!(h.thread, Some("tokio-rt-worker"));
+        assert_eq!(h.logger, Some("demo::catalog"));
+        assert_eq!(
+            h.message,
+            "read block{block=2}: demo::catalog: reading block=2"
+        );
+        let h = parse("2026-11-26T09:53:08Z  INFO main ThreadId(01) demo::cart: item: 3");
+        assert_eq!(
+            (h.thread, h.logger, h.message),
+            (Some("main"), Some("demo::cart"), "item: 3")
+        );
+        let h = parse("2026-11-26T09:53:08Z  INFO tokio-rt-worker a::b: x");
+        assert_eq!(
+            (h.thread, h.logger, h.message),
+            (Some("tokio-rt-worker"), Some("a::b"), "x")
+        );
         let h = parse("2023-01-29 08:42:09,939 ERROR [http-nio-8080-exec-1] com.x.OrderService - order 7 failed");
         assert_eq!(h.time_ns, Some(1_674_981_729 * S + 939_000_000));
         assert_eq!(h.level, Some(Level::Error));

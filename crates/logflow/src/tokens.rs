@@ -3,8 +3,8 @@
 //! a UUID, an IPv4 address, a path; a word that holds a digit and is none of these is
 //! still likely a value (`G1234`, `09.939s`), which the template tree treats as one.
 //!
-//! Punctuation splits words so that a value inside brackets or after `key=` or `key:`
-//! is a word of its own: `[AccountId:4d2a46c7-71cb-4cf1-b5bb-b68406d9da6f]` is `[`,
+//! Punctuation splits words so that a value inside brackets, after `key=` or `key:`, or
+//! in a query string (`?`, `&`) is a word of its own: `[AccountId:4d2a46c7-71cb-4cf1-b5bb-b68406d9da6f]` is `[`,
 //! `AccountId`, `:`, the UUID, `]`. Every delimiter is ASCII, so tokens are whole UTF-8.
 
 /// The kind of value a word is.
@@ -73,6 +73,9 @@ fn is_punct(b: u8) -> bool {
             | b'"'
             | b'\''
             | b'|'
+            | b'&'
+            | b'?'
+            | b'@'
     )
 }
 
