@@ -4,7 +4,7 @@
 
 use causeway_logflow::corpus::Corpus;
 use causeway_logflow::drain::Options;
-use causeway_logflow::{ids, stitch};
+use causeway_logflow::{ids, links, stitch};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -17,7 +17,8 @@ fuzz_target!(|data: &[u8]| {
     ];
     let corpus = Corpus::read(&files, Options::default());
     let ranked = ids::rank(&corpus);
-    let requests = stitch::stitch(&corpus, &ranked, &stitch::StitchOptions::default());
+    let links = links::learn(&corpus, &links::LinkOptions::default());
+    let requests = stitch::stitch(&corpus, &ranked, &links, &stitch::StitchOptions::default());
     assert_eq!(requests.len(), corpus.lines.len());
     assert!(requests.iter().all(|&r| (r as usize) < corpus.lines.len()));
     for line in &corpus.lines {

@@ -47,6 +47,9 @@ enum What {
     /// Request flows stitched from logs (`causeway logs`), scored against ground truth
     /// (the Nezha TrainTicket logs by default), and their speed.
     Logs(crate::bench_logs::LogsBenchArgs),
+    /// Request flows stitched from the demo's own logs (trace ids stripped, kept as the
+    /// ground truth), at several loads.
+    LogsDemo(crate::bench_logs_demo::LogsDemoArgs),
     /// Black-box inference on the demo run under capture with its instrumentation on
     /// (the ground truth), at several loads: grouping, parents, patterns, node delays,
     /// injected clock offsets; WAP5's linking and the greedy baseline.
@@ -145,6 +148,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         What::Capture(a) => crate::bench_capture::run(a),
         What::Infer(a) => crate::bench_infer::run(a),
         What::Logs(a) => crate::bench_logs::run(a),
+        What::LogsDemo(a) => crate::bench_logs_demo::run(a),
         What::InferDemo(a) => crate::bench_infer_demo::run(a),
         What::InferScale(a) => crate::bench_infer_scale::run(a),
     }

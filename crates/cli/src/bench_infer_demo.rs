@@ -81,29 +81,44 @@ fn free_port() -> Result<u16> {
         .port())
 }
 
+/// The arguments that run `causeway demo` at `rate` for `duration` with its store in
+/// `store`, its collector on free loopback ports (returned: gRPC, ingest, HTTP).
+pub(crate) fn demo_args(
+    store: &Path,
+    rate: f64,
+    duration: humantime::Duration,
+) -> Result<(Vec<std::ffi::OsString>, [u16; 3])> {
+    let (grpc, ingest, http) = (free_port()?, free_port()?, free_port()?);
+    let args = [
+        "demo".into(),
+        "--data".into(),
+        store.as_os_str().to_owned(),
+        "--rate".into(),
+        rate.to_string().into(),
+        "--duration".into(),
+        duration.to_string().into(),
+        "--grpc".into(),
+        format!("127.0.0.1:{grpc}").into(),
+        "--ingest".into(),
+        format!("127.0.0.1:{ingest}").into(),
+        "--http".into(),
+        format!("127.0.0.1:{http}").into(),
+    ];
+    Ok((args.to_vec(), [grpc, ingest, http]))
+}
+
 /// Runs the demo at `rate` under capture, into `dir/capture` and `dir/store`; returns
 /// the collector's ports.
 fn run_demo(dir: &Path, rate: f64, duration: humantime::Duration) -> Result<[u16; 3]> {
     let exe = std::env::current_exe().context("finding the causeway executable")?;
-    let (grpc, ingest, http) = (free_port()?, free_port()?, free_port()?);
+    let (args, ports) = demo_args(&dir.join("store"), rate, duration)?;
     let status = Command::new(&exe)
         .arg("capture")
         .arg("--out")
         .arg(dir.join("capture"))
         .arg("--")
         .arg(&exe)
-        .arg("demo")
-        .arg("--data")
-        .arg(dir.join("store"))
-        .args([
-            "--rate",
-            &rate.to_string(),
-            "--duration",
-            &duration.to_string(),
-        ])
-        .args(["--grpc", &format!("127.0.0.1:{grpc}")])
-        .args(["--ingest", &format!("127.0.0.1:{ingest}")])
-        .args(["--http", &format!("127.0.0.1:{http}")])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .status()
@@ -111,7 +126,7 @@ fn run_demo(dir: &Path, rate: f64, duration: humantime::Duration) -> Result<[u16
     if !status.success() {
         bail!("the demo under capture ended with {status}");
     }
-    Ok([grpc, ingest, http])
+    Ok(ports)
 }
 
 /// The server calls the demo stored: trace, client endpoint, time.

@@ -1,13 +1,14 @@
 //! `causeway bench logs`: request flows stitched from logs, scored against ground truth,
 //! and how fast (issue 19).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use causeway_logflow::corpus::Corpus;
 use causeway_logflow::drain::Options;
 use causeway_logflow::ids::rank;
+use causeway_logflow::links::{learn, LinkOptions};
 use causeway_logflow::score::bcubed;
 use causeway_logflow::stitch::{stitch, StitchOptions};
 use clap::Args;
@@ -38,64 +39,109 @@ pub fn run(a: LogsBenchArgs) -> Result<()> {
     } else {
         a.sets.clone()
     };
-    let mut rows = Vec::new();
-    for set in &sets {
-        let (files, _) = crate::logs::read_paths(&[set.join("logs")])?;
-        let bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
-        let truth_path = set.join("truth.jsonl");
-        let text = std::fs::read_to_string(&truth_path)
-            .with_context(|| format!("reading {}", truth_path.display()))?;
-        let truth: Vec<((String, u32), String)> = text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(n, l)| {
-                let t: TruthLine = serde_json::from_str(l)
-                    .with_context(|| format!("{}:{}", truth_path.display(), n + 1))?;
-                Ok(((t.file, t.line), t.trace))
-            })
-            .collect::<Result<_>>()?;
-        let start = Instant::now();
-        let corpus = Corpus::read(&files, Options::default());
-        let mined = start.elapsed();
-        let ranked = rank(&corpus);
-        let requests = stitch(&corpus, &ranked, &StitchOptions::default());
-        let took = start.elapsed();
-        let found: foldhash::HashMap<(String, u32), u32> = corpus
-            .lines
-            .iter()
-            .zip(&requests)
-            .flat_map(|(line, &r)| {
-                let file = corpus.files[line.file as usize].clone();
-                std::iter::once(line.number)
-                    .chain(line.continued.iter().copied())
-                    .map(move |n| ((file.clone(), n), r))
-            })
-            .collect();
-        let s = bcubed(&truth, &found);
-        rows.push(json!({
-            "set": set.file_name().map(|f| f.to_string_lossy().into_owned()),
-            "files": files.len(),
-            "lines": s.items,
-            "bytes": bytes,
-            "templates": corpus.miner.templates().len(),
-            "requests": requests.iter().max().map_or(0, |m| m + 1),
-            "precision": s.precision,
-            "recall": s.recall,
-            "f1": s.f1,
-            "exact": s.exact_items,
-            "read_and_mined_s": mined.as_secs_f64(),
-            "total_s": took.as_secs_f64(),
-            "mb_per_s": bytes as f64 / 1e6 / took.as_secs_f64(),
-        }));
+    let rows = sets
+        .iter()
+        .map(|s| score_set(s))
+        .collect::<Result<Vec<_>>>()?;
+    print_rows(&rows, a.json)
+}
+
+/// Stitches the logs of `set` (`logs/`, `truth.jsonl`) and scores them against the truth.
+pub(crate) fn score_set(set: &Path) -> Result<serde_json::Value> {
+    let (files, _) = crate::logs::read_paths(&[set.join("logs")])?;
+    let bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
+    let truth_path = set.join("truth.jsonl");
+    let text = std::fs::read_to_string(&truth_path)
+        .with_context(|| format!("reading {}", truth_path.display()))?;
+    let truth: Vec<((String, u32), String)> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, l)| {
+            let t: TruthLine = serde_json::from_str(l)
+                .with_context(|| format!("{}:{}", truth_path.display(), n + 1))?;
+            Ok(((t.file, t.line), t.trace))
+        })
+        .collect::<Result<_>>()?;
+    let true_requests = truth
+        .iter()
+        .map(|(_, t)| t.as_str())
+        .collect::<foldhash::HashSet<_>>()
+        .len();
+    let start = Instant::now();
+    let corpus = Corpus::read(&files, Options::default());
+    let mined = start.elapsed();
+    let ranked = rank(&corpus);
+    let links = learn(&corpus, &LinkOptions::default());
+    let requests = stitch(&corpus, &ranked, &links, &StitchOptions::default());
+    let took = start.elapsed();
+    let found: foldhash::HashMap<(String, u32), u32> = corpus
+        .lines
+        .iter()
+        .zip(&requests)
+        .flat_map(|(line, &r)| {
+            let file = corpus.files[line.file as usize].clone();
+            std::iter::once(line.number)
+                .chain(line.continued.iter().copied())
+                .map(move |n| ((file.clone(), n), r))
+        })
+        .collect();
+    let s = bcubed(&truth, &found);
+    Ok(json!({
+        "concurrency": concurrency(&corpus, &truth),
+        "set": set.file_name().map(|f| f.to_string_lossy().into_owned()),
+        "files": files.len(),
+        "lines": s.items,
+        "bytes": bytes,
+        "templates": corpus.miner.templates().len(),
+        "requests": requests.iter().max().map_or(0, |m| m + 1),
+        "true_requests": true_requests,
+        "precision": s.precision,
+        "recall": s.recall,
+        "f1": s.f1,
+        "exact": s.exact_items,
+        "read_and_mined_s": mined.as_secs_f64(),
+        "total_s": took.as_secs_f64(),
+        "mb_per_s": bytes as f64 / 1e6 / took.as_secs_f64(),
+    }))
+}
+
+/// The mean number of true requests open at once: their time from first to last line,
+/// summed, over the time the logs span.
+fn concurrency(corpus: &Corpus, truth: &[((String, u32), String)]) -> f64 {
+    let trace_of: foldhash::HashMap<(&str, u32), &str> = truth
+        .iter()
+        .map(|((f, n), t)| ((f.as_str(), *n), t.as_str()))
+        .collect();
+    let mut spans: foldhash::HashMap<&str, (i64, i64)> = Default::default();
+    let (mut first, mut last) = (i64::MAX, i64::MIN);
+    for line in &corpus.lines {
+        let Some(t) = line.time_ns else { continue };
+        (first, last) = (first.min(t), last.max(t));
+        let file = corpus.files[line.file as usize].as_str();
+        if let Some(trace) = trace_of.get(&(file, line.number)) {
+            let e = spans.entry(trace).or_insert((t, t));
+            *e = (e.0.min(t), e.1.max(t));
+        }
     }
-    if a.json {
-        outln!("{}", serde_json::to_string(&rows)?);
+    let open: i64 = spans.values().map(|(a, b)| b - a).sum();
+    if last > first {
+        open as f64 / (last - first) as f64
+    } else {
+        0.0
+    }
+}
+
+/// Prints scored sets as a table, or as JSON.
+pub(crate) fn print_rows(rows: &[serde_json::Value], json_out: bool) -> Result<()> {
+    if json_out {
+        outln!("{}", serde_json::to_string(rows)?);
         return Ok(());
     }
     outln!(
-        "{:<10} {:>7} {:>6} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}",
+        "{:<12} {:>6} {:>7} {:>6} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8}",
         "set",
+        "conc",
         "lines",
         "MB",
         "precision",
@@ -103,20 +149,23 @@ pub fn run(a: LogsBenchArgs) -> Result<()> {
         "F1",
         "exact",
         "requests",
+        "true",
         "MB/s"
     );
-    for r in &rows {
+    for r in rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
         outln!(
-            "{:<10} {:>7} {:>6.1} {:>9.3} {:>9.3} {:>7.3} {:>7.3} {:>8} {:>8.1}",
+            "{:<12} {:>6.1} {:>7} {:>6.1} {:>9.3} {:>9.3} {:>7.3} {:>7.3} {:>8} {:>8} {:>8.1}",
             r["set"].as_str().unwrap_or(""),
-            r["lines"],
+            f("concurrency"),
+            f("lines"),
             f("bytes") / 1e6,
             f("precision"),
             f("recall"),
             f("f1"),
             f("exact"),
-            r["requests"],
+            f("requests"),
+            f("true_requests"),
             f("mb_per_s"),
         );
     }

@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use causeway_logflow::corpus::Corpus;
 use causeway_logflow::drain::Options;
 use causeway_logflow::ids::{rank, Evidence, Variable};
+use causeway_logflow::links::{learn, LinkOptions, Links};
 use causeway_logflow::sequences::{sequences, Sequence};
 use causeway_logflow::stitch::{stitch, StitchOptions};
 use clap::Args;
@@ -181,7 +182,8 @@ pub fn run(a: LogsArgs) -> Result<()> {
     let taken: HashSet<Variable> = causeway_logflow::stitch::identifiers(&ranked, &options)
         .into_iter()
         .collect();
-    let requests = stitch(&corpus, &ranked, &options);
+    let links = learn(&corpus, &LinkOptions::default());
+    let requests = stitch(&corpus, &ranked, &links, &options);
     if let Some(path) = &a.assignments {
         let mut w = std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
@@ -215,7 +217,7 @@ pub fn run(a: LogsArgs) -> Result<()> {
     if a.json {
         outln!(
             "{}",
-            report_json(&corpus, &ranked, &taken, &found, count, &skipped)
+            report_json(&corpus, &ranked, &links, &taken, &found, count, &skipped)
         );
         return Ok(());
     }
@@ -250,6 +252,26 @@ pub fn run(a: LogsArgs) -> Result<()> {
             e.name,
             template_text(&corpus, e),
             e.examples.first().map_or("", String::as_str)
+        );
+    }
+    outln!();
+    outln!("links between log points (precision, matches, window: from -> to)");
+    for l in links.all().into_iter().take(a.top) {
+        let point = |v: causeway_logflow::links::Variable| {
+            format!(
+                "{}:#{} of {}",
+                corpus.files[v.0 as usize],
+                v.2,
+                shorten(&corpus.miner.templates()[v.1 as usize].text(), 50)
+            )
+        };
+        outln!(
+            "{:>6.3} {:>7} {:>6}ms  {} -> {}",
+            l.precision,
+            l.matches,
+            l.window_ns / 1_000_000,
+            point(l.from),
+            point(l.to)
         );
     }
     outln!();
@@ -291,6 +313,7 @@ fn sequence_text(corpus: &Corpus, s: &Sequence) -> String {
 fn report_json(
     corpus: &Corpus,
     ranked: &[Evidence],
+    links: &Links,
     taken: &HashSet<Variable>,
     found: &[Sequence],
     requests: u32,
@@ -321,6 +344,13 @@ fn report_json(
             "bursts": e.bursts,
             "lifetime_ms": e.lifetime_ns as f64 / 1e6,
             "examples": e.examples,
+        })).collect::<Vec<_>>(),
+        "links": links.all().into_iter().map(|l| json!({
+            "from": {"file": corpus.files[l.from.0 as usize], "template": l.from.1, "parameter": l.from.2},
+            "to": {"file": corpus.files[l.to.0 as usize], "template": l.to.1, "parameter": l.to.2},
+            "window_ms": l.window_ns as f64 / 1e6,
+            "precision": l.precision,
+            "matches": l.matches,
         })).collect::<Vec<_>>(),
         "sequences": found.iter().map(|s| json!({
             "count": s.count,

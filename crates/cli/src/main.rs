@@ -14,6 +14,7 @@ mod bench_infer;
 mod bench_infer_demo;
 mod bench_infer_scale;
 mod bench_logs;
+mod bench_logs_demo;
 mod bench_pivot;
 mod capture;
 mod client;

@@ -77,6 +77,13 @@ impl Corpus {
             .unwrap_or(i as i64)
     }
 
+    /// Line indices in time order (file order among equal times).
+    pub fn time_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.lines.len()).collect();
+        order.sort_by_key(|&i| (self.time(i), i));
+        order
+    }
+
     /// Reads `(name, bytes)` of each file. A line without a timestamp after one with
     /// a timestamp continues it (its line number is kept with it), as a stack trace's
     /// frames do.

@@ -5,7 +5,10 @@
 //! - `corpus`: files read into lines, each with its log point and parameter values.
 //! - `ids`: (template, parameter) variables ranked by the evidence that they identify
 //!   requests.
-//! - `stitch`: lines joined into requests by identifier values and by neighbours.
+//! - `links`: which log points' values link the lines of one request (a request id over
+//!   seconds, an entity id such as a user within milliseconds), learned against chance.
+//! - `stitch`: lines joined into requests by links, learned start log points and the
+//!   log points each one follows (lprof's order between log points).
 //! - `sequences`: requests counted by their log-point sequence, with their latency
 //!   (lprof's table).
 //! - `traces`: stitched requests as traces (a span per node or thread segment, an event
@@ -21,6 +24,7 @@ pub mod corpus;
 pub mod drain;
 pub mod header;
 pub mod ids;
+pub mod links;
 pub mod score;
 pub mod sequences;
 pub mod stitch;

@@ -1,30 +1,40 @@
-//! Lines stitched into requests, in two passes.
+//! Lines stitched into requests.
 //!
-//! The first, by identifiers and time: lines that print one value of a request
-//! identifier within a window of each other are one request, on any node; lines of one
-//! file (and thread, when the prefix names it) that follow each other closely are a run,
-//! and runs of different nodes that overlap in time, or follow closely, are one request.
-//! It splits a request where it pauses (a call that logs nothing).
+//! A first pass, by identifiers and time, finds where requests start when they rarely
+//! overlap: lines that print one value of a ranked request identifier within a window
+//! of each other are one request, on any node; lines of one file (and thread) that
+//! follow each other closely are a run, and runs of different nodes that overlap in
+//! time, or follow closely, are one request. A log point of a node that is mostly the
+//! first line of its request there starts requests (lprof's top-level methods).
 //!
-//! The second, by where requests start (lprof's top-level methods, learned): a log point
-//! of a node that is mostly the first line of its request in the first pass starts
-//! requests; every other line, in time order, belongs to the request of an identifier
-//! value it prints (seen within the window), else to the line before it, unless the log
-//! falls quiet for longer than `bridge_ns`. The log-point order within requests
-//! (lprof's step 3) and the log-point pairs that follow each other across nodes with a
-//! steady lag are still to come; under concurrency, the second pass joins a line to the
-//! latest request started, unless it prints an identifier value of another.
+//! The walk then takes every line in time order. A line joins, in this order:
+//! 1. the request of the line a learned link ties it to (`links`: a value printed by
+//!    one log point and soon after by another), the strongest link first, then the
+//!    latest line; but a link to a request that has been quiet for longer than
+//!    `quiet_ns` yields to the line's other tie when that request began since (an id
+//!    that one request passes to the next, as an order that is paid after it is made);
+//! 2. a new request, if its log point starts requests: learned by the first pass, or
+//!    because it passes values on by links and is never linked to;
+//! 3. the request that printed one of its log point's learned predecessors last, within
+//!    the predecessor's lag (lprof's order between log points, across nodes too: the
+//!    log points a line most often comes right after, with a steady lag);
+//! 4. the request of the line before it, on any node, unless the log fell quiet for
+//!    longer than `bridge_ns`;
+//! 5. a new request.
 
 use foldhash::{HashMap, HashSet};
 
-use crate::corpus::Corpus;
+use crate::corpus::{Corpus, Line};
 use crate::drain::TemplateId;
 use crate::ids::{Evidence, Variable};
+use crate::links::{self, Links};
 
 #[derive(Clone, Debug)]
 pub struct StitchOptions {
-    /// Variables scoring at least this are request identifiers.
+    /// Variables scoring at least this are request identifiers (in the first pass).
     pub min_score: f64,
+    /// Variables scoring at least this are request identifiers in the walk too.
+    pub sure_score: f64,
     /// Occurrences of an identifier's value at most this far apart join.
     pub id_window_ns: i64,
     /// Consecutive lines of one file and thread at most this far apart join.
@@ -39,6 +49,11 @@ pub struct StitchOptions {
     pub start_evidence: usize,
     /// A pause of the whole log longer than this ends a request.
     pub bridge_ns: i64,
+    /// A log point follows those its lines come right after at least this share of the
+    /// time, soon.
+    pub predecessor_share: f64,
+    /// A link to a request quiet for longer than this yields to a request begun since.
+    pub quiet_ns: i64,
     /// Variables of these names are request identifiers whatever their score ...
     pub pinned: Vec<String>,
     /// ... and of these names are not.
@@ -49,12 +64,15 @@ impl Default for StitchOptions {
     fn default() -> Self {
         StitchOptions {
             min_score: 0.2,
+            sure_score: 0.9,
             id_window_ns: 2_000_000_000,
             local_gap_ns: 50_000_000,
             cross_gap_ns: 30_000_000,
             start_share: 0.7,
             start_evidence: 5,
             bridge_ns: 500_000_000,
+            quiet_ns: 50_000_000,
+            predecessor_share: 0.2,
             pinned: Vec::new(),
             excluded: Vec::new(),
         }
@@ -85,54 +103,215 @@ impl Sets {
 }
 
 /// Each line's request, numbered from 0 in order of each request's first line.
-pub fn stitch(corpus: &Corpus, ranked: &[Evidence], o: &StitchOptions) -> Vec<u32> {
-    let first = by_identifiers_and_time(corpus, ranked, o);
-    let starts = starts(corpus, &first, o);
-    let ids = identifiers(ranked, o);
-    let mut order: Vec<usize> = (0..corpus.lines.len()).collect();
-    order.sort_by_key(|&i| (corpus.time(i), i));
+pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOptions) -> Vec<u32> {
+    // Pinned identifiers, and those with every mark of one, join by value on their own
+    // (links need a few requests to be learned); links carry the rest.
+    let pinned = identifiers(
+        ranked,
+        &StitchOptions {
+            min_score: o.sure_score,
+            ..o.clone()
+        },
+    );
+    let excluded: HashSet<Variable> = ranked
+        .iter()
+        .filter(|e| o.excluded.contains(&e.name))
+        .map(|e| e.variable)
+        .collect();
+    let mut starts = link_starts(corpus, links);
+    starts.extend(first_pass_starts(
+        corpus,
+        &by_identifiers_and_time(corpus, ranked, o),
+        o,
+    ));
+    let predecessors = predecessors(corpus, o);
     let mut requests = vec![0u32; corpus.lines.len()];
-    let mut current: Option<(u32, i64)> = None;
-    // The request each identifier value was last seen in, and when.
-    let mut by_value: HashMap<&str, (u32, i64)> = HashMap::default();
+    let mut by_link: HashMap<(links::Variable, &str), (u32, i64)> = HashMap::default();
+    let mut by_id: HashMap<&str, (u32, i64)> = HashMap::default();
+    // Each request's first and latest line's time.
+    let mut active: HashMap<u32, (i64, i64)> = HashMap::default();
+    let mut last_of_point: HashMap<Point, (u32, i64)> = HashMap::default();
+    let mut previous: Option<(u32, i64)> = None;
     let mut next = 0;
-    for i in order {
+    for i in corpus.time_order() {
         let line = &corpus.lines[i];
         let t = corpus.time(i);
-        let values = || {
-            line.values
-                .iter()
-                .enumerate()
-                .filter(|(slot, _)| ids.contains(&(line.template, *slot as u32)))
-                .map(|(_, v)| &**v)
-        };
-        let known = values()
-            .filter_map(|v| by_value.get(v))
-            .find(|(_, seen)| t - seen <= o.id_window_ns)
-            .map(|(r, _)| *r);
-        let request = match (known, current) {
-            (Some(r), _) => r,
-            (None, Some((r, last)))
-                if t - last <= o.bridge_ns && !starts.contains(&(line.file, line.template)) =>
-            {
-                r
+        // The strongest tie: (strength, when the tied line was, its request).
+        let mut best: Option<(f64, i64, u32)> = None;
+        let mut consider = |strength: f64, at: i64, r: u32| {
+            if best.is_none_or(|b| (strength, at) > (b.0, b.1)) {
+                best = Some((strength, at, r));
             }
-            _ => {
+        };
+        for (slot, value) in line.values.iter().enumerate() {
+            let variable = (line.template, slot as u32);
+            if excluded.contains(&variable) {
+                continue;
+            }
+            // A value an identifier printed, printed again by any log point.
+            if let Some(&(r, at)) = by_id.get(&**value) {
+                if t - at <= o.id_window_ns {
+                    consider(1.0, at, r);
+                }
+            }
+            for link in links.into((line.file, line.template, slot as u32)) {
+                if excluded.contains(&(link.from.1, link.from.2)) {
+                    continue;
+                }
+                for key in links::keys(value) {
+                    if let Some(&(r, at)) = by_link.get(&(link.from, key)) {
+                        if t - at <= link.window_ns {
+                            consider(link.precision, at, r);
+                        }
+                    }
+                }
+            }
+        }
+        let follows = || {
+            followed(&predecessors, &last_of_point, line, t).or_else(|| {
+                previous
+                    .filter(|(_, at)| t - at <= o.bridge_ns)
+                    .map(|(r, _)| r)
+            })
+        };
+        let request = match best {
+            Some((_, _, r)) => {
+                let quiet_since = active.get(&r).map_or(i64::MIN, |a| a.1);
+                match follows() {
+                    Some(c)
+                        if c != r
+                            && t - quiet_since > o.quiet_ns
+                            && active.get(&c).is_some_and(|a| a.0 > quiet_since) =>
+                    {
+                        c
+                    }
+                    _ => r,
+                }
+            }
+            None if starts.contains(&(line.file, line.template)) => {
                 next += 1;
                 next - 1
             }
+            None => follows().unwrap_or_else(|| {
+                next += 1;
+                next - 1
+            }),
         };
-        for v in values() {
-            by_value.insert(v, (request, t));
+        for (slot, value) in line.values.iter().enumerate() {
+            let variable = (line.file, line.template, slot as u32);
+            if links.is_source(variable) {
+                for key in links::keys(value) {
+                    by_link.insert((variable, key), (request, t));
+                }
+            }
+            if pinned.contains(&(line.template, slot as u32)) {
+                by_id.insert(value, (request, t));
+            }
         }
+        active.entry(request).or_insert((t, t)).1 = t;
+        last_of_point.insert((line.file, line.template), (request, t));
+        previous = Some((request, t));
         requests[i] = request;
-        current = Some((request, t));
     }
     numbered(&requests)
 }
 
+type Point = (u32, TemplateId);
+
+/// The request of the latest line at one of `line`'s learned predecessors, within the
+/// predecessor's lag.
+fn followed(
+    predecessors: &HashMap<Point, Vec<(Point, i64)>>,
+    last_of_point: &HashMap<Point, (u32, i64)>,
+    line: &Line,
+    t: i64,
+) -> Option<u32> {
+    predecessors
+        .get(&(line.file, line.template))?
+        .iter()
+        .filter_map(|(a, window)| last_of_point.get(a).filter(|(_, at)| t - at <= *window))
+        .max_by_key(|(_, at)| *at)
+        .map(|(r, _)| *r)
+}
+
+/// For each (file, log point), the ones its lines often come right after (on any node),
+/// soon: each with the lag within which it does.
+fn predecessors(corpus: &Corpus, o: &StitchOptions) -> HashMap<Point, Vec<(Point, i64)>> {
+    const WINDOWS_NS: [i64; 6] = [
+        100_000, 300_000, 1_000_000, 3_000_000, 10_000_000, 30_000_000,
+    ];
+    let order = corpus.time_order();
+    let mut seen: HashMap<Point, usize> = HashMap::default();
+    let mut after: HashMap<(Point, Point), [usize; WINDOWS_NS.len() + 1]> = HashMap::default();
+    // Each line against the few lines before it (a fan-out's calls interleave), each
+    // earlier log point once, at its latest.
+    const LOOK_BACK: usize = 4;
+    let mut counted: Vec<Point> = Vec::with_capacity(LOOK_BACK);
+    for (k, &i) in order.iter().enumerate() {
+        let b = &corpus.lines[i];
+        let pb = (b.file, b.template);
+        *seen.entry(pb).or_default() += 1;
+        counted.clear();
+        for &j in order[k.saturating_sub(LOOK_BACK)..k].iter().rev() {
+            let a = &corpus.lines[j];
+            let pa = (a.file, a.template);
+            if pa == pb || counted.contains(&pa) {
+                continue;
+            }
+            counted.push(pa);
+            let lag = corpus.time(i) - corpus.time(j);
+            let bucket = WINDOWS_NS
+                .iter()
+                .position(|&x| lag <= x)
+                .unwrap_or(WINDOWS_NS.len());
+            after.entry((pa, pb)).or_default()[bucket] += 1;
+        }
+    }
+    let mut found: HashMap<Point, Vec<(Point, i64)>> = HashMap::default();
+    for ((pa, pb), lags) in after {
+        let n = seen[&pb];
+        // The smallest window holding 90% of the pair's lags.
+        let total: usize = lags.iter().sum();
+        let mut within = 0;
+        let Some(window) = WINDOWS_NS.iter().enumerate().find_map(|(i, &w)| {
+            within += lags[i];
+            (within * 10 >= total * 9).then_some(w)
+        }) else {
+            continue;
+        };
+        if n >= o.start_evidence && within as f64 >= o.predecessor_share * n as f64 {
+            found.entry(pb).or_default().push((pa, window));
+        }
+    }
+    found
+}
+
+/// The (file, log point) pairs that start requests: most of their lines pass a value on
+/// by a link, and none is linked to.
+fn link_starts(corpus: &Corpus, links: &Links) -> HashSet<(u32, TemplateId)> {
+    let mut points: HashMap<(u32, TemplateId), (usize, usize)> = HashMap::default();
+    for line in &corpus.lines {
+        let e = points.entry((line.file, line.template)).or_default();
+        e.0 = line.values.len();
+        e.1 += 1;
+    }
+    points
+        .into_iter()
+        .filter(|&((file, template), (slots, lines))| {
+            let vars = || (0..slots as u32).map(move |slot| (file, template, slot));
+            let passed_on = vars().map(|v| links.matches_from(v)).max().unwrap_or(0);
+            2 * passed_on >= lines && !vars().any(|v| links.is_target(v))
+        })
+        .map(|(point, _)| point)
+        .collect()
+}
+
 /// The (file, log point) pairs that start requests: mostly first in their request.
-fn starts(corpus: &Corpus, requests: &[u32], o: &StitchOptions) -> HashSet<(u32, TemplateId)> {
+fn first_pass_starts(
+    corpus: &Corpus,
+    requests: &[u32],
+    o: &StitchOptions,
+) -> HashSet<(u32, TemplateId)> {
     let mut first_of: HashMap<u32, usize> = HashMap::default();
     for (i, &r) in requests.iter().enumerate() {
         let e = first_of.entry(r).or_insert(i);
@@ -344,7 +523,8 @@ mod tests {
         // The first pass splits each request at its pause.
         let first = by_identifiers_and_time(&corpus, &ranked, &o);
         assert_ne!(first[0], first[2]);
-        let requests = stitch(&corpus, &ranked, &o);
+        let links = links::learn(&corpus, &links::LinkOptions::default());
+        let requests = stitch(&corpus, &ranked, &links, &o);
         for k in 0..8usize {
             let r = requests[4 * k];
             assert_eq!(
@@ -355,6 +535,61 @@ mod tests {
             assert_eq!(requests[32 + k], r, "db line of request {k}");
             assert_eq!(r, k as u32);
         }
+    }
+
+    /// Overlapping requests 10 ms apart, each 25 ms long, on two nodes. A request prints
+    /// its user (one of 13: an entity, not a request id) on both; the lines with no value
+    /// come right after a log point of their own request.
+    fn overlapping_requests() -> (Corpus, Vec<u32>) {
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        let mut truth = Vec::new();
+        let at = |us: u64| {
+            format!(
+                "1970-01-01T00:00:{:02}.{:06}Z",
+                us / 1_000_000,
+                us % 1_000_000
+            )
+        };
+        for k in 0..120u64 {
+            let (t, user) = (k * 10_000, k % 13);
+            front.push((t, format!("{} serving user={user}", at(t)), k));
+            back.push((
+                t + 2_000,
+                format!("{} loading profile of user {user}", at(t + 2_000)),
+                k,
+            ));
+            back.push((t + 3_000, format!("{} profile loaded", at(t + 3_000)), k));
+            front.push((
+                t + 25_000,
+                format!("{} rendered page for user {user}", at(t + 25_000)),
+                k,
+            ));
+            front.push((t + 25_100, format!("{} reply sent", at(t + 25_100)), k));
+        }
+        let mut files = Vec::new();
+        for (name, mut lines) in [("front.log", front), ("back.log", back)] {
+            lines.sort();
+            truth.extend(lines.iter().map(|l| l.2 as u32));
+            let text: String = lines.iter().map(|l| format!("{}\n", l.1)).collect();
+            files.push((name.to_string(), text.into_bytes()));
+        }
+        (Corpus::read(&files, Options::default()), truth)
+    }
+
+    #[test]
+    fn overlapping_requests_are_told_apart_by_links_and_the_order_of_log_points() {
+        let (corpus, truth) = overlapping_requests();
+        let links = links::learn(&corpus, &links::LinkOptions::default());
+        let requests = stitch(&corpus, &rank(&corpus), &links, &StitchOptions::default());
+        // Requests are numbered in order of their first lines, as the truth is.
+        let lines: Vec<(u32, u32, u32)> = corpus
+            .lines
+            .iter()
+            .zip(requests.iter().zip(&truth))
+            .filter(|(_, (r, t))| r != t)
+            .map(|(l, (r, t))| (l.number, *r, *t))
+            .collect();
+        assert!(lines.is_empty(), "(line, request, true request): {lines:?}");
     }
 
     #[test]

@@ -1,0 +1,132 @@
+//! `causeway bench logs-demo`: request flows stitched from the demo's own logs, at
+//! several loads. The demo writes `tracing` fmt logs with each line's trace id at its
+//! end; the ids are stripped before stitching and kept as the ground truth.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+use causeway_demo::logs::TRACE_ID_KEY;
+use clap::Args;
+use serde_json::json;
+
+#[derive(Args)]
+pub struct LogsDemoArgs {
+    /// Request rates (per second) to run the demo at, one run each.
+    #[arg(long, value_delimiter = ',', default_values_t = [10.0, 40.0, 120.0])]
+    rates: Vec<f64>,
+    /// How long each run lasts.
+    #[arg(long, default_value = "60s")]
+    duration: humantime::Duration,
+    /// Keep each run's logs, truth and store under this directory (default: a temporary
+    /// directory removed at the end).
+    #[arg(long)]
+    keep: Option<PathBuf>,
+    /// Score the runs kept under `--keep` again instead of running the demo.
+    #[arg(long, requires = "keep")]
+    reuse: bool,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs the demo at `rate`, its logs in `dir/raw`.
+fn run_demo(dir: &Path, rate: f64, duration: humantime::Duration) -> Result<()> {
+    let exe = std::env::current_exe().context("finding the causeway executable")?;
+    let (args, _) = crate::bench_infer_demo::demo_args(&dir.join("store"), rate, duration)?;
+    let status = Command::new(&exe)
+        .args(args)
+        .arg("--logs")
+        .arg(dir.join("raw"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .context("running the demo")?;
+    if !status.success() {
+        bail!("the demo ended with {status}");
+    }
+    Ok(())
+}
+
+/// The line without its trace id, and the id (None when the line has none).
+fn strip_trace_id(line: &str) -> (&str, Option<&str>) {
+    let Some(at) = line.rfind(TRACE_ID_KEY) else {
+        return (line, None);
+    };
+    let id = &line[at + TRACE_ID_KEY.len()..];
+    if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        (line[..at].trim_end(), Some(id))
+    } else {
+        (line, None)
+    }
+}
+
+/// Writes `dir/raw`'s logs without their trace ids to `dir/logs`, and the ids to
+/// `dir/truth.jsonl` (a line with none is a request of its own).
+fn strip(dir: &Path) -> Result<()> {
+    let (raw, logs) = (dir.join("raw"), dir.join("logs"));
+    std::fs::create_dir_all(&logs)?;
+    let mut names: Vec<_> = std::fs::read_dir(&raw)
+        .with_context(|| format!("reading {}", raw.display()))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .collect();
+    names.sort();
+    let mut truth = std::io::BufWriter::new(std::fs::File::create(dir.join("truth.jsonl"))?);
+    for name in names {
+        let text = std::fs::read_to_string(raw.join(&name))
+            .with_context(|| format!("reading {}", raw.join(&name).display()))?;
+        let file = name.to_string_lossy();
+        let mut out = std::io::BufWriter::new(std::fs::File::create(logs.join(&name))?);
+        for (n, line) in text.lines().enumerate() {
+            let (stripped, trace) = strip_trace_id(line);
+            writeln!(out, "{stripped}")?;
+            let trace = trace.map_or_else(|| format!("-{file}:{}", n + 1), str::to_owned);
+            let row = json!({"file": file, "line": n + 1, "trace": trace});
+            writeln!(truth, "{row}")?;
+        }
+        out.flush()?;
+    }
+    Ok(truth.flush()?)
+}
+
+pub fn run(a: LogsDemoArgs) -> Result<()> {
+    let root = crate::bench::TempDir::new(a.keep.clone(), "logs-demo");
+    let mut rows = Vec::new();
+    for &rate in &a.rates {
+        let dir = root.0.join(format!("rate-{rate}"));
+        if !a.reuse {
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .with_context(|| format!("clearing {}", dir.display()))?;
+            }
+            eprintln!("running the demo at {rate}/s for {}", a.duration);
+            run_demo(&dir, rate, a.duration)?;
+            strip(&dir)?;
+        }
+        let mut row = crate::bench_logs::score_set(&dir)?;
+        row["set"] = json!(format!("demo {rate}/s"));
+        row["rate"] = json!(rate);
+        rows.push(row);
+    }
+    crate::bench_logs::print_rows(&rows, a.json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trailing_trace_id_is_cut_off_and_returned() {
+        let id = "a2cd7f8497f529f3ae8ebcab0f2ac4a1";
+        let line = format!("2026-11-26T09:53:08Z  INFO x: lookup key=rec-27 trace_id={id}");
+        assert_eq!(
+            strip_trace_id(&line),
+            ("2026-11-26T09:53:08Z  INFO x: lookup key=rec-27", Some(id))
+        );
+        let short = "INFO x: note trace_id=abc";
+        assert_eq!(strip_trace_id(short), (short, None));
+        assert_eq!(strip_trace_id("no id here"), ("no id here", None));
+    }
+}

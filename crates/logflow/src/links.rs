@@ -1,0 +1,318 @@
+//! Which variables' values link the lines of one request, learned from the logs.
+//!
+//! A value printed by variable A and soon after by variable B (another log point, or
+//! another node) links the two lines when that happens more often than chance would
+//! make it. A request id links over seconds; an entity id (a user, a product) recurs
+//! across requests, but a catalog that prints `user=27` a millisecond after the frontend
+//! did is serving that user's request: such a link holds only within a short window.
+//! For each pair (A, B), each window from 1 ms to 3 s is tried: the matches seen
+//! (B's value last printed by A at most that long before) against the matches chance
+//! gives (each value's rate at A over the log's span). The window with the most matches
+//! above chance is the link's, and the share of its matches above chance its precision.
+//!
+//! A value such as `product-43` also matches `43`: services often print an id with a
+//! prefix on one side and bare on the other.
+
+use foldhash::{HashMap, HashSet};
+
+use crate::corpus::Corpus;
+use crate::drain::TemplateId;
+
+/// A variable of one node: a (file, template, parameter). The same log point printed on
+/// two nodes is two variables, so that a value passed from one to the other links.
+pub type Variable = (u32, TemplateId, u32);
+
+/// The windows tried, in nanoseconds.
+const WINDOWS_NS: [i64; 8] = [
+    1_000_000,
+    3_000_000,
+    10_000_000,
+    30_000_000,
+    100_000_000,
+    300_000_000,
+    1_000_000_000,
+    3_000_000_000,
+];
+
+/// A learned link: a value printed by `from` is printed again by `to` in the same
+/// request, within `window_ns`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    pub from: Variable,
+    pub to: Variable,
+    pub window_ns: i64,
+    /// The share of matches within the window that chance does not explain.
+    pub precision: f64,
+    /// Matches within the window.
+    pub matches: usize,
+}
+
+/// What decides which pairs link.
+#[derive(Clone, Debug)]
+pub struct LinkOptions {
+    /// A link needs at least this many matches ...
+    pub min_matches: usize,
+    /// ... at least this share of them above chance ...
+    pub min_precision: f64,
+    /// ... and matches above chance for at least this share of the target's lines.
+    pub min_coverage: f64,
+    /// Variables with fewer distinct values than this (a status, a method, a flag)
+    /// link nothing.
+    pub min_distinct: usize,
+}
+
+impl Default for LinkOptions {
+    fn default() -> Self {
+        LinkOptions {
+            min_matches: 5,
+            min_precision: 0.6,
+            min_coverage: 0.02,
+            min_distinct: 8,
+        }
+    }
+}
+
+/// The links learned, by target variable.
+#[derive(Clone, Debug, Default)]
+pub struct Links {
+    into: HashMap<Variable, Vec<Link>>,
+    sources: HashSet<Variable>,
+}
+
+impl Links {
+    /// The links into `to`.
+    pub fn into(&self, to: Variable) -> &[Link] {
+        self.into.get(&to).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether some link starts at `from`.
+    pub fn is_source(&self, from: Variable) -> bool {
+        self.sources.contains(&from)
+    }
+
+    /// The most matches of any link from `from`.
+    pub fn matches_from(&self, from: Variable) -> usize {
+        self.into
+            .values()
+            .flatten()
+            .filter(|l| l.from == from)
+            .map(|l| l.matches)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether some link ends at `to`.
+    pub fn is_target(&self, to: Variable) -> bool {
+        self.into.contains_key(&to)
+    }
+
+    /// Every link, strongest first.
+    pub fn all(&self) -> Vec<&Link> {
+        let mut all: Vec<&Link> = self.into.values().flatten().collect();
+        all.sort_by(|a, b| {
+            b.precision
+                .total_cmp(&a.precision)
+                .then(b.matches.cmp(&a.matches))
+                .then((a.from, a.to).cmp(&(b.from, b.to)))
+        });
+        all
+    }
+
+    /// Links of one's own, as from `learn`.
+    pub fn from_links(links: impl IntoIterator<Item = Link>) -> Links {
+        let mut l = Links::default();
+        for link in links {
+            l.sources.insert(link.from);
+            l.into.entry(link.to).or_default().push(link);
+        }
+        l
+    }
+}
+
+/// The keys a value matches by: itself, and the number at its end after a `-` or `_`
+/// when the rest holds a letter (`product-43` also as `43`).
+pub fn keys(value: &str) -> impl Iterator<Item = &str> {
+    let suffix = value.rfind(['-', '_']).and_then(|at| {
+        let (head, tail) = (&value[..at], &value[at + 1..]);
+        (!tail.is_empty()
+            && tail.bytes().all(|b| b.is_ascii_digit())
+            && head.bytes().any(|b| b.is_ascii_alphabetic()))
+        .then_some(tail)
+    });
+    std::iter::once(value).chain(suffix)
+}
+
+/// Learns the links between the corpus's variables.
+pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
+    let order = corpus.time_order();
+    let span_ns = match (order.first(), order.last()) {
+        (Some(&a), Some(&b)) => (corpus.time(b) - corpus.time(a)).max(1_000_000_000),
+        _ => return Links::default(),
+    };
+    // How often each variable prints each key, and how many lines each variable has.
+    let mut printed: HashMap<(Variable, &str), u32> = HashMap::default();
+    let mut lines_of: HashMap<Variable, u32> = HashMap::default();
+    for line in &corpus.lines {
+        for (slot, value) in line.values.iter().enumerate() {
+            let var = (line.file, line.template, slot as u32);
+            *lines_of.entry(var).or_default() += 1;
+            for key in keys(value) {
+                *printed.entry((var, key)).or_default() += 1;
+            }
+        }
+    }
+    struct Pair {
+        /// Matches by the smallest window that holds their lag.
+        matched: [u32; WINDOWS_NS.len()],
+        /// Matches chance gives, per window.
+        chance: [f64; WINDOWS_NS.len()],
+    }
+    let mut distinct: HashMap<Variable, usize> = HashMap::default();
+    for &(var, _) in printed.keys() {
+        *distinct.entry(var).or_default() += 1;
+    }
+    let linkable = |v: &Variable| distinct.get(v).is_some_and(|&n| n >= o.min_distinct);
+    let mut pairs: HashMap<(Variable, Variable), Pair> = HashMap::default();
+    // The variables that printed each key, and when they last did.
+    let mut last: HashMap<&str, Vec<(Variable, i64)>> = HashMap::default();
+    for &i in &order {
+        let line = &corpus.lines[i];
+        let t = corpus.time(i);
+        for (slot, value) in line.values.iter().enumerate() {
+            let to = (line.file, line.template, slot as u32);
+            if !linkable(&to) {
+                continue;
+            }
+            for key in keys(value) {
+                let seen = last.entry(key).or_default();
+                for &(from, at) in seen.iter() {
+                    if from == to {
+                        continue;
+                    }
+                    let pair = pairs.entry((from, to)).or_insert(Pair {
+                        matched: [0; WINDOWS_NS.len()],
+                        chance: [0.0; WINDOWS_NS.len()],
+                    });
+                    let lag = t - at;
+                    if let Some(w) = WINDOWS_NS.iter().position(|&w| lag <= w) {
+                        pair.matched[w] += 1;
+                    }
+                    let rate = f64::from(printed[&(from, key)]) / span_ns as f64;
+                    for (w, &window) in WINDOWS_NS.iter().enumerate() {
+                        pair.chance[w] += 1.0 - (-rate * window as f64).exp();
+                    }
+                }
+                match seen.iter_mut().find(|(v, _)| *v == to) {
+                    Some(entry) => entry.1 = t,
+                    None => seen.push((to, t)),
+                }
+            }
+        }
+    }
+    let mut links = Vec::new();
+    for ((from, to), pair) in pairs {
+        let lines = f64::from(lines_of.get(&to).copied().unwrap_or(0));
+        let mut best: Option<Link> = None;
+        let mut best_excess = 0.0;
+        let mut matched = 0u32;
+        for (w, &window) in WINDOWS_NS.iter().enumerate() {
+            matched += pair.matched[w];
+            let excess = f64::from(matched) - pair.chance[w];
+            if excess > best_excess {
+                best_excess = excess;
+                best = Some(Link {
+                    from,
+                    to,
+                    window_ns: window,
+                    precision: excess / f64::from(matched),
+                    matches: matched as usize,
+                });
+            }
+        }
+        if let Some(link) = best {
+            if link.matches >= o.min_matches
+                && link.precision >= o.min_precision
+                && best_excess >= o.min_coverage * lines
+            {
+                links.push(link);
+            }
+        }
+    }
+    Links::from_links(links)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drain::Options;
+
+    #[test]
+    fn a_value_matches_by_itself_and_by_its_numbered_suffix() {
+        assert_eq!(keys("product-43").collect::<Vec<_>>(), ["product-43", "43"]);
+        assert_eq!(keys("rec_7").collect::<Vec<_>>(), ["rec_7", "7"]);
+        assert_eq!(keys("43").collect::<Vec<_>>(), ["43"]);
+        assert_eq!(keys("12-34").collect::<Vec<_>>(), ["12-34"]);
+        assert_eq!(keys("x-").collect::<Vec<_>>(), ["x-"]);
+    }
+
+    /// Requests a second apart; each prints a user (one of ten) on the frontend, and
+    /// the backend prints it 2 ms later. A third log point prints a user at random.
+    fn corpus() -> Corpus {
+        let noise = |r: i64| (r.wrapping_mul(2_654_435_761) >> 7) % 10;
+        let (mut front, mut back) = (String::new(), String::new());
+        for r in 0..60i64 {
+            let user = r % 10;
+            let ms = r * 1000;
+            let t = |ms: i64| {
+                format!(
+                    "1970-01-01T00:{:02}:{:02}.{:03}Z",
+                    ms / 60_000,
+                    ms / 1000 % 60,
+                    ms % 1000
+                )
+            };
+            front.push_str(&format!("{} INFO serving user={user}\n", t(ms)));
+            back.push_str(&format!(
+                "{} INFO loading profile of user {user}\n",
+                t(ms + 2)
+            ));
+            back.push_str(&format!(
+                "{} INFO cache sweep found {} stale\n",
+                t(ms + 500),
+                noise(r)
+            ));
+        }
+        Corpus::read(
+            &[
+                ("front.log".into(), front.into_bytes()),
+                ("back.log".into(), back.into_bytes()),
+            ],
+            Options::default(),
+        )
+    }
+
+    #[test]
+    fn a_value_printed_again_soon_after_links_and_chance_recurrence_does_not() {
+        let c = corpus();
+        let links = learn(&c, &LinkOptions::default());
+        let named = |l: &Link| {
+            let name = |v: Variable| c.miner.templates()[v.1 as usize].text();
+            (name(l.from), name(l.to))
+        };
+        let all: Vec<_> = links
+            .all()
+            .into_iter()
+            .map(|l| (named(l), l.window_ns))
+            .collect();
+        assert_eq!(
+            all,
+            [(
+                (
+                    "serving user = <NUM>".to_string(),
+                    "loading profile of user <NUM>".to_string()
+                ),
+                3_000_000
+            )],
+        );
+    }
+}
