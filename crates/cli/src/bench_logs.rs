@@ -24,6 +24,9 @@ pub struct LogsBenchArgs {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+    /// As `causeway logs --quiet-ms`.
+    #[arg(long, value_name = "MS", default_value_t = 50)]
+    quiet_ms: u64,
 }
 
 #[derive(Deserialize)]
@@ -41,13 +44,13 @@ pub fn run(a: LogsBenchArgs) -> Result<()> {
     };
     let rows = sets
         .iter()
-        .map(|s| score_set(s))
+        .map(|s| score_set(s, &crate::logs::stitch_options(a.quiet_ms)))
         .collect::<Result<Vec<_>>>()?;
     print_rows(&rows, a.json)
 }
 
 /// Stitches the logs of `set` (`logs/`, `truth.jsonl`) and scores them against the truth.
-pub(crate) fn score_set(set: &Path) -> Result<serde_json::Value> {
+pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_json::Value> {
     let (files, _) = crate::logs::read_paths(&[set.join("logs")])?;
     let bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
     let truth_path = set.join("truth.jsonl");
@@ -73,7 +76,7 @@ pub(crate) fn score_set(set: &Path) -> Result<serde_json::Value> {
     let mined = start.elapsed();
     let ranked = rank(&corpus);
     let links = learn(&corpus, &LinkOptions::default());
-    let requests = stitch(&corpus, &ranked, &links, &StitchOptions::default());
+    let requests = stitch(&corpus, &ranked, &links, options);
     let took = start.elapsed();
     let found: foldhash::HashMap<(String, u32), u32> = corpus
         .lines

@@ -29,6 +29,9 @@ pub struct LogsDemoArgs {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+    /// As `causeway logs --quiet-ms`.
+    #[arg(long, value_name = "MS", default_value_t = 50)]
+    quiet_ms: u64,
 }
 
 /// Runs the demo at `rate`, its logs in `dir/raw`.
@@ -105,7 +108,7 @@ pub fn run(a: LogsDemoArgs) -> Result<()> {
             run_demo(&dir, rate, a.duration)?;
             strip(&dir)?;
         }
-        let mut row = crate::bench_logs::score_set(&dir)?;
+        let mut row = crate::bench_logs::score_set(&dir, &crate::logs::stitch_options(a.quiet_ms))?;
         row["set"] = json!(format!("demo {rate}/s"));
         row["rate"] = json!(rate);
         rows.push(row);

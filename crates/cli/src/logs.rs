@@ -43,6 +43,11 @@ pub struct LogsArgs {
     /// Never take variables of this name for request identifiers; repeatable.
     #[arg(long = "not-id", value_name = "NAME")]
     not_ids: Vec<String>,
+    /// A value links a line to a request that has logged nothing for longer than this
+    /// only if no request begun since precedes the line; raise it for requests that
+    /// wait long in queues.
+    #[arg(long, value_name = "MS", default_value_t = 50)]
+    quiet_ms: u64,
     /// Access token, if the collector requires one.
     #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -166,6 +171,14 @@ fn read_one(name: &str, path: &Path) -> Result<FileRead> {
     Ok((Some(bytes), warnings))
 }
 
+/// The default stitching options with `--quiet-ms`.
+pub(crate) fn stitch_options(quiet_ms: u64) -> StitchOptions {
+    StitchOptions {
+        quiet_ns: i64::try_from(quiet_ms.saturating_mul(1_000_000)).unwrap_or(i64::MAX),
+        ..StitchOptions::default()
+    }
+}
+
 pub fn run(a: LogsArgs) -> Result<()> {
     let (read, skipped) = read_paths(&a.paths)?;
     let corpus = Corpus::read(&read, Options::default());
@@ -177,7 +190,7 @@ pub fn run(a: LogsArgs) -> Result<()> {
     let options = StitchOptions {
         pinned: a.ids.clone(),
         excluded: a.not_ids.clone(),
-        ..StitchOptions::default()
+        ..stitch_options(a.quiet_ms)
     };
     let taken: HashSet<Variable> = causeway_logflow::stitch::identifiers(&ranked, &options)
         .into_iter()

@@ -11,8 +11,9 @@
 //! 1. the request of the line a learned link ties it to (`links`: a value printed by
 //!    one log point and soon after by another), the strongest link first, then the
 //!    latest line; but a link to a request that has been quiet for longer than
-//!    `quiet_ns` yields to the line's other tie when that request began since (an id
-//!    that one request passes to the next, as an order that is paid after it is made);
+//!    `quiet_ns` yields to the request of the line's learned predecessor (3.) when that
+//!    request began since (an id that one request passes to the next, as an order that
+//!    is paid after it is made);
 //! 2. a new request, if its log point starts requests: learned by the first pass, or
 //!    because it passes values on by links and is never linked to;
 //! 3. the request that printed one of its log point's learned predecessors last, within
@@ -24,7 +25,7 @@
 
 use foldhash::{HashMap, HashSet};
 
-use crate::corpus::{Corpus, Line};
+use crate::corpus::Corpus;
 use crate::drain::TemplateId;
 use crate::ids::{Evidence, Variable};
 use crate::links::{self, Links};
@@ -130,7 +131,7 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
     let mut by_id: HashMap<&str, (u32, i64)> = HashMap::default();
     // Each request's first and latest line's time.
     let mut active: HashMap<u32, (i64, i64)> = HashMap::default();
-    let mut last_of_point: HashMap<Point, (u32, i64)> = HashMap::default();
+    let mut recent = Recent::default();
     let mut previous: Option<(u32, i64)> = None;
     let mut next = 0;
     for i in corpus.time_order() {
@@ -167,17 +168,13 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
                 }
             }
         }
-        let follows = || {
-            followed(&predecessors, &last_of_point, line, t).or_else(|| {
-                previous
-                    .filter(|(_, at)| t - at <= o.bridge_ns)
-                    .map(|(r, _)| r)
-            })
-        };
+        let point = (line.file, line.template);
+        let before = predecessors.get(&point).map_or(&[][..], Vec::as_slice);
+        let after_predecessor = recent.followed(before, point, t);
         let request = match best {
             Some((_, _, r)) => {
                 let quiet_since = active.get(&r).map_or(i64::MIN, |a| a.1);
-                match follows() {
+                match after_predecessor {
                     Some(c)
                         if c != r
                             && t - quiet_since > o.quiet_ns
@@ -192,10 +189,16 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
                 next += 1;
                 next - 1
             }
-            None => follows().unwrap_or_else(|| {
-                next += 1;
-                next - 1
-            }),
+            None => after_predecessor
+                .or_else(|| {
+                    previous
+                        .filter(|(_, at)| t - at <= o.bridge_ns)
+                        .map(|(r, _)| r)
+                })
+                .unwrap_or_else(|| {
+                    next += 1;
+                    next - 1
+                }),
         };
         for (slot, value) in line.values.iter().enumerate() {
             let variable = (line.file, line.template, slot as u32);
@@ -209,7 +212,8 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
             }
         }
         active.entry(request).or_insert((t, t)).1 = t;
-        last_of_point.insert((line.file, line.template), (request, t));
+        recent.follow(before, point, request);
+        recent.add(point, request, t);
         previous = Some((request, t));
         requests[i] = request;
     }
@@ -218,20 +222,66 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
 
 type Point = (u32, TemplateId);
 
-/// The request of the latest line at one of `line`'s learned predecessors, within the
-/// predecessor's lag.
-fn followed(
-    predecessors: &HashMap<Point, Vec<(Point, i64)>>,
-    last_of_point: &HashMap<Point, (u32, i64)>,
-    line: &Line,
-    t: i64,
-) -> Option<u32> {
-    predecessors
-        .get(&(line.file, line.template))?
-        .iter()
-        .filter_map(|(a, window)| last_of_point.get(a).filter(|(_, at)| t - at <= *window))
-        .max_by_key(|(_, at)| *at)
-        .map(|(r, _)| *r)
+/// A line at a log point, while a line that follows it may still come: its request,
+/// its time, and the log points whose lines have followed it already.
+struct Printed {
+    request: u32,
+    at: i64,
+    followed_by: Vec<Point>,
+}
+
+/// The recent lines of each log point, latest last.
+#[derive(Default)]
+struct Recent(HashMap<Point, Vec<Printed>>);
+
+impl Recent {
+    /// The longest lag a predecessor is learned with.
+    const KEPT_NS: i64 = 30_000_000;
+    const KEPT_LINES: usize = 64;
+
+    fn add(&mut self, point: Point, request: u32, at: i64) {
+        let lines = self.0.entry(point).or_default();
+        lines.retain(|p| at - p.at <= Self::KEPT_NS);
+        if lines.len() == Self::KEPT_LINES {
+            lines.remove(0);
+        }
+        lines.push(Printed {
+            request,
+            at,
+            followed_by: Vec::new(),
+        });
+    }
+
+    /// The request of the latest line at one of `point`'s predecessors, within the
+    /// predecessor's lag, that no line of `point` has followed yet (each line at a log
+    /// point is followed once by the next in its request: lprof's order).
+    fn followed(&self, predecessors: &[(Point, i64)], point: Point, t: i64) -> Option<u32> {
+        predecessors
+            .iter()
+            .filter_map(|(a, window)| {
+                self.0
+                    .get(a)?
+                    .iter()
+                    .rev()
+                    .find(|p| t - p.at <= *window && !p.followed_by.contains(&point))
+            })
+            .max_by_key(|p| p.at)
+            .map(|p| p.request)
+    }
+
+    /// Marks the latest line of `request` at each of `point`'s predecessors as followed.
+    fn follow(&mut self, predecessors: &[(Point, i64)], point: Point, request: u32) {
+        for (a, _) in predecessors {
+            if let Some(p) = self.0.get_mut(a).and_then(|lines| {
+                lines
+                    .iter_mut()
+                    .rev()
+                    .find(|p| p.request == request && !p.followed_by.contains(&point))
+            }) {
+                p.followed_by.push(point);
+            }
+        }
+    }
 }
 
 /// For each (file, log point), the ones its lines often come right after (on any node),
