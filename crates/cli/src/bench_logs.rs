@@ -75,7 +75,9 @@ pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_jso
     let corpus = Corpus::read(&files, Options::default());
     let mined = start.elapsed();
     let ranked = rank(&corpus);
+    let ranked_at = start.elapsed();
     let links = learn(&corpus, &LinkOptions::default());
+    let learned_at = start.elapsed();
     let requests = stitch(&corpus, &ranked, &links, options);
     let took = start.elapsed();
     let found: foldhash::HashMap<(String, u32), u32> = corpus
@@ -104,6 +106,9 @@ pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_jso
         "f1": s.f1,
         "exact": s.exact_items,
         "read_and_mined_s": mined.as_secs_f64(),
+        "ranked_s": (ranked_at - mined).as_secs_f64(),
+        "links_s": (learned_at - ranked_at).as_secs_f64(),
+        "stitched_s": (took - learned_at).as_secs_f64(),
         "total_s": took.as_secs_f64(),
         "mb_per_s": bytes as f64 / 1e6 / took.as_secs_f64(),
     }))

@@ -150,31 +150,27 @@ impl Corpus {
             .iter_mut()
             .map(|r| (std::mem::take(&mut r.continued), r.thread.take()))
             .collect();
-        // Each line's tokens, kept from the first pass for the second: one flat vector.
-        let mut tokens = Vec::new();
-        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(raws.len());
-        let mut line_tokens = Vec::new();
-        for raw in &raws {
-            tokenize(raw.message(), &mut line_tokens);
-            spans.push((tokens.len(), line_tokens.len()));
-            tokens.extend_from_slice(&line_tokens);
-        }
+        // Tokens are made again in the second pass rather than kept: a log's tokens take
+        // several times its bytes, and the memory costs more than the tokenizing.
         let mut miner = Miner::new(options);
-        let joined: Vec<TemplateId> = spans
+        let mut line_tokens = Vec::new();
+        let joined: Vec<TemplateId> = raws
             .iter()
-            .map(|&(at, n)| miner.add(&tokens[at..at + n]))
+            .map(|raw| {
+                tokenize(raw.message(), &mut line_tokens);
+                miner.add(&line_tokens)
+            })
             .collect();
         let lines = raws
             .iter()
             .zip(extras)
             .zip(joined)
-            .zip(&spans)
-            .map(|(((raw, (continued, thread)), joined), &(at, n))| {
-                let line_tokens = &tokens[at..at + n];
+            .map(|((raw, (continued, thread)), joined)| {
+                tokenize(raw.message(), &mut line_tokens);
                 // The template it matches now; else (templates generalised past it) the
                 // one it joined.
-                let template = miner.find(line_tokens).unwrap_or(joined);
-                let values = miner.values(template, line_tokens);
+                let template = miner.find(&line_tokens).unwrap_or(joined);
+                let values = miner.values(template, &line_tokens);
                 Line {
                     file: raw.file,
                     number: raw.number,

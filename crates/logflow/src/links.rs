@@ -77,12 +77,20 @@ impl Default for LinkOptions {
 pub struct Links {
     into: HashMap<Variable, Vec<Link>>,
     sources: HashSet<Variable>,
+    /// Index into `into[to]` of the link from `from`.
+    between: HashMap<(Variable, Variable), usize>,
 }
 
 impl Links {
     /// The links into `to`.
     pub fn into(&self, to: Variable) -> &[Link] {
         self.into.get(&to).map_or(&[], Vec::as_slice)
+    }
+
+    /// The link from `from` to `to`, if there is one.
+    pub fn between(&self, from: Variable, to: Variable) -> Option<&Link> {
+        let at = *self.between.get(&(from, to))?;
+        self.into.get(&to)?.get(at)
     }
 
     /// Whether some link starts at `from`.
@@ -123,7 +131,9 @@ impl Links {
         let mut l = Links::default();
         for link in links {
             l.sources.insert(link.from);
-            l.into.entry(link.to).or_default().push(link);
+            let into = l.into.entry(link.to).or_default();
+            l.between.insert((link.from, link.to), into.len());
+            into.push(link);
         }
         l
     }
@@ -140,6 +150,25 @@ pub fn keys(value: &str) -> impl Iterator<Item = &str> {
         .then_some(tail)
     });
     std::iter::once(value).chain(suffix)
+}
+
+/// The chance of no print within each of [`WINDOWS_NS`], from the chance of none
+/// within a millisecond: powers of it (the windows are 1, 3, 10, ... ms).
+fn quiet_within_windows(quiet_ms: f64) -> [f64; WINDOWS_NS.len()] {
+    let q3 = quiet_ms.powi(3);
+    let q10 = q3 * q3 * q3 * quiet_ms;
+    let q100 = q10.powi(10);
+    let q1000 = q100.powi(10);
+    [
+        quiet_ms,
+        q3,
+        q10,
+        q10.powi(3),
+        q100,
+        q100.powi(3),
+        q1000,
+        q1000.powi(3),
+    ]
 }
 
 /// Learns the links between the corpus's variables.
@@ -174,7 +203,9 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
     let linkable = |v: &Variable| distinct.get(v).is_some_and(|&n| n >= o.min_distinct);
     let mut pairs: HashMap<(Variable, Variable), Pair> = HashMap::default();
     // The variables that printed each key, and when they last did.
-    let mut last: HashMap<&str, Vec<(Variable, i64)>> = HashMap::default();
+    // The variables that printed each key, when they last did, and the chance that they
+    // do not print it within a millisecond (from the key's rate at the variable).
+    let mut last: HashMap<&str, Vec<(Variable, i64, f64)>> = HashMap::default();
     for &i in &order {
         let line = &corpus.lines[i];
         let t = corpus.time(i);
@@ -185,7 +216,7 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
             }
             for key in keys(value) {
                 let seen = last.entry(key).or_default();
-                for &(from, at) in seen.iter() {
+                for &(from, at, quiet_ms) in seen.iter() {
                     if from == to {
                         continue;
                     }
@@ -197,14 +228,16 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
                     if let Some(w) = WINDOWS_NS.iter().position(|&w| lag <= w) {
                         pair.matched[w] += 1;
                     }
-                    let rate = f64::from(printed[&(from, key)]) / span_ns as f64;
-                    for (w, &window) in WINDOWS_NS.iter().enumerate() {
-                        pair.chance[w] += 1.0 - (-rate * window as f64).exp();
+                    for (w, quiet) in quiet_within_windows(quiet_ms).into_iter().enumerate() {
+                        pair.chance[w] += 1.0 - quiet;
                     }
                 }
-                match seen.iter_mut().find(|(v, _)| *v == to) {
+                match seen.iter_mut().find(|(v, ..)| *v == to) {
                     Some(entry) => entry.1 = t,
-                    None => seen.push((to, t)),
+                    None => {
+                        let rate_per_ms = f64::from(printed[&(to, key)]) * 1e6 / span_ns as f64;
+                        seen.push((to, t, (-rate_per_ms).exp()));
+                    }
                 }
             }
         }
@@ -245,6 +278,20 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
 mod tests {
     use super::*;
     use crate::drain::Options;
+
+    #[test]
+    fn chance_within_each_window_is_the_power_of_chance_within_a_millisecond() {
+        let rate_per_ms = 0.0123f64;
+        let got = quiet_within_windows((-rate_per_ms).exp());
+        for (w, window) in WINDOWS_NS.iter().enumerate() {
+            let want = (-rate_per_ms * (*window as f64 / 1e6)).exp();
+            assert!(
+                (got[w] - want).abs() < 1e-12,
+                "{window} ns: {} against {want}",
+                got[w]
+            );
+        }
+    }
 
     #[test]
     fn a_value_matches_by_itself_and_by_its_numbered_suffix() {

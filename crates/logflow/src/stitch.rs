@@ -23,6 +23,8 @@
 //!    longer than `bridge_ns`;
 //! 5. a new request.
 
+use std::collections::VecDeque;
+
 use foldhash::{HashMap, HashSet};
 
 use crate::corpus::Corpus;
@@ -127,7 +129,8 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
     ));
     let predecessors = predecessors(corpus, o);
     let mut requests = vec![0u32; corpus.lines.len()];
-    let mut by_link: HashMap<(links::Variable, &str), (u32, i64)> = HashMap::default();
+    // Each key's latest print by each linking variable: (variable, request, time).
+    let mut by_key: HashMap<&str, Vec<(links::Variable, u32, i64)>> = HashMap::default();
     let mut by_id: HashMap<&str, (u32, i64)> = HashMap::default();
     // Each request's first and latest line's time.
     let mut active: HashMap<u32, (i64, i64)> = HashMap::default();
@@ -155,15 +158,20 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
                     consider(1.0, at, r);
                 }
             }
-            for link in links.into((line.file, line.template, slot as u32)) {
-                if excluded.contains(&(link.from.1, link.from.2)) {
-                    continue;
-                }
-                for key in links::keys(value) {
-                    if let Some(&(r, at)) = by_link.get(&(link.from, key)) {
-                        if t - at <= link.window_ns {
+            let to = (line.file, line.template, slot as u32);
+            if !links.is_target(to) {
+                continue;
+            }
+            for key in links::keys(value) {
+                for &(from, r, at) in by_key.get(key).map_or(&[][..], Vec::as_slice) {
+                    match links.between(from, to) {
+                        Some(link)
+                            if t - at <= link.window_ns
+                                && !excluded.contains(&(from.1, from.2)) =>
+                        {
                             consider(link.precision, at, r);
                         }
+                        _ => {}
                     }
                 }
             }
@@ -204,7 +212,11 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
             let variable = (line.file, line.template, slot as u32);
             if links.is_source(variable) {
                 for key in links::keys(value) {
-                    by_link.insert((variable, key), (request, t));
+                    let printed = by_key.entry(key).or_default();
+                    match printed.iter_mut().find(|p| p.0 == variable) {
+                        Some(p) => (p.1, p.2) = (request, t),
+                        None => printed.push((variable, request, t)),
+                    }
                 }
             }
             if pinned.contains(&(line.template, slot as u32)) {
@@ -232,7 +244,7 @@ struct Printed {
 
 /// The recent lines of each log point, latest last.
 #[derive(Default)]
-struct Recent(HashMap<Point, Vec<Printed>>);
+struct Recent(HashMap<Point, VecDeque<Printed>>);
 
 impl Recent {
     /// The longest lag a predecessor is learned with.
@@ -241,11 +253,13 @@ impl Recent {
 
     fn add(&mut self, point: Point, request: u32, at: i64) {
         let lines = self.0.entry(point).or_default();
-        lines.retain(|p| at - p.at <= Self::KEPT_NS);
-        if lines.len() == Self::KEPT_LINES {
-            lines.remove(0);
+        while lines
+            .front()
+            .is_some_and(|p| at - p.at > Self::KEPT_NS || lines.len() == Self::KEPT_LINES)
+        {
+            lines.pop_front();
         }
-        lines.push(Printed {
+        lines.push_back(Printed {
             request,
             at,
             followed_by: Vec::new(),
