@@ -9,9 +9,10 @@ import * as compare from "./compare.js";
 import * as expect from "./expect.js";
 import * as pivot from "./pivot.js";
 import * as inferred from "./inferred.js";
+import * as logs from "./logs.js";
 import { state } from "./format.js";
 
-const VIEWS = { search, pattern, trace, dependencies, compare, expect, pivot, inferred };
+const VIEWS = { search, pattern, trace, dependencies, compare, expect, pivot, inferred, logs };
 
 const main = document.getElementById("view");
 let current = null; // { name, id }

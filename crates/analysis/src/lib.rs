@@ -8,6 +8,7 @@
 //! - [`patterns`]: execution patterns: traces grouped by shape, with latency distributions.
 //! - [`compare`]: two traces or two patterns side by side.
 //! - [`inferred`]: paths inferred from black-box messages as WAP5 draws them.
+//! - [`logflows`]: requests stitched from logs, by log-point sequence (lprof's table).
 //! - [`grouping`]: B-cubed scores of items grouped (messages into traces, lines into
 //!   requests) against ground truth.
 //!
@@ -22,6 +23,7 @@ pub mod deps;
 pub mod grouping;
 pub mod histogram;
 pub mod inferred;
+pub mod logflows;
 pub mod patterns;
 mod sharded;
 pub mod skew;

@@ -224,6 +224,19 @@ pub fn run(a: LogsArgs) -> Result<()> {
             crate::import::send_spans(&client, &spans, |e| eprintln!("collector: {e}"))
                 .with_context(|| format!("sending the stitched requests to {url}"))?;
         eprintln!("sent {accepted} spans to {url} ({rejected} refused)");
+        // What the Logs page shows beside the requests: why they were stitched so.
+        const SHOWN: usize = 50;
+        let report = json!({
+            "run": format!("{salt:016x}"),
+            "files": corpus.files.len(),
+            "lines": corpus.counts.lines,
+            "requests": requests.iter().max().map_or(0, |m| m + 1),
+            "identifiers": identifiers_json(&corpus, &ranked, &taken, SHOWN),
+            "links": links_json(&corpus, &links, SHOWN),
+        });
+        client
+            .post_json("/v1/logflow/report", &report)
+            .with_context(|| format!("sending the stitching report to {url}"))?;
     }
     let found = sequences(&corpus, &requests);
     let count = requests.iter().max().map_or(0, |m| m + 1);
@@ -323,6 +336,64 @@ fn sequence_text(corpus: &Corpus, s: &Sequence) -> String {
     format!("{} segments: {}", s.segments.len(), first.join(" | "))
 }
 
+/// The identifier ranking as JSON, the first `limit`.
+fn identifiers_json(
+    corpus: &Corpus,
+    ranked: &[Evidence],
+    taken: &HashSet<Variable>,
+    limit: usize,
+) -> Vec<serde_json::Value> {
+    let templates = corpus.miner.templates();
+    ranked
+        .iter()
+        .take(limit)
+        .map(|e| {
+            json!({
+                "template": e.variable.0,
+                "parameter": e.variable.1,
+                "log_point": templates.get(e.variable.0 as usize).map(|t| t.text()),
+                "name": e.name,
+                "taken": taken.contains(&e.variable),
+                "score": e.score,
+                "lines": e.lines,
+                "distinct": e.distinct,
+                "shared": e.shared,
+                "on_several_nodes": e.on_several_nodes,
+                "bursts": e.bursts,
+                "lifetime_ms": e.lifetime_ns as f64 / 1e6,
+                "examples": e.examples,
+            })
+        })
+        .collect()
+}
+
+/// The learned links as JSON, strongest first, the first `limit`.
+fn links_json(corpus: &Corpus, links: &Links, limit: usize) -> Vec<serde_json::Value> {
+    let templates = corpus.miner.templates();
+    let end = |v: causeway_logflow::links::Variable| {
+        json!({
+            "file": corpus.files[v.0 as usize],
+            "template": v.1,
+            "parameter": v.2,
+            "log_point": templates.get(v.1 as usize).map(|t| t.text()),
+        })
+    };
+    links
+        .all()
+        .into_iter()
+        .take(limit)
+        .map(|l| {
+            json!({
+                "from": end(l.from),
+                "to": end(l.to),
+                "window_ms": l.window_ns as f64 / 1e6,
+                "precision": l.precision,
+                "matches": l.matches,
+            })
+        })
+        .collect()
+}
+
 fn report_json(
     corpus: &Corpus,
     ranked: &[Evidence],
@@ -344,27 +415,8 @@ fn report_json(
         "templates": corpus.miner.templates().iter().enumerate().map(|(id, t)| json!({
             "id": id, "text": t.text(), "count": t.count,
         })).collect::<Vec<_>>(),
-        "identifiers": ranked.iter().map(|e| json!({
-            "template": e.variable.0,
-            "parameter": e.variable.1,
-            "name": e.name,
-            "taken": taken.contains(&e.variable),
-            "score": e.score,
-            "lines": e.lines,
-            "distinct": e.distinct,
-            "shared": e.shared,
-            "on_several_nodes": e.on_several_nodes,
-            "bursts": e.bursts,
-            "lifetime_ms": e.lifetime_ns as f64 / 1e6,
-            "examples": e.examples,
-        })).collect::<Vec<_>>(),
-        "links": links.all().into_iter().map(|l| json!({
-            "from": {"file": corpus.files[l.from.0 as usize], "template": l.from.1, "parameter": l.from.2},
-            "to": {"file": corpus.files[l.to.0 as usize], "template": l.to.1, "parameter": l.to.2},
-            "window_ms": l.window_ns as f64 / 1e6,
-            "precision": l.precision,
-            "matches": l.matches,
-        })).collect::<Vec<_>>(),
+        "identifiers": identifiers_json(corpus, ranked, taken, usize::MAX),
+        "links": links_json(corpus, links, usize::MAX),
         "sequences": found.iter().map(|s| json!({
             "count": s.count,
             "segments": s.segments,

@@ -131,6 +131,20 @@ fn stitched_requests_reach_the_store_as_traces_from_logs() {
     for s in spans {
         assert_eq!(s["source"]["type"], "logs", "{s}");
     }
+    // The Logs page's data: the request by its log-point sequence, and the report sent
+    // beside it (the identifier ranking).
+    let flows: serde_json::Value = ureq::get(&format!("{}/api/logs?start=0", serve.api))
+        .call()
+        .expect("the flows")
+        .body_mut()
+        .read_json()
+        .expect("JSON");
+    assert_eq!(flows["traces"], 1, "{flows}");
+    let segments = &flows["sequences"][0]["segments"];
+    assert_eq!(segments[0]["node"], "web", "{flows}");
+    assert_eq!(segments[0]["points"][0], "order <NUM> <*>", "{flows}");
+    assert_eq!(flows["report"]["requests"], 1, "{flows}");
+    assert_eq!(flows["report"]["identifiers"][0]["name"], "order", "{flows}");
     drop(serve);
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(data);

@@ -1,7 +1,9 @@
 //! Stitched requests as traces (source: logs): a span per segment (a node's, or a
 //! thread's, lines of one request), from its first line to its last, with an event per
-//! line; the request's first segment is the root and the others hang under it.
+//! line (its number in its file, and its log point as `log.point`); the request's first
+//! segment is the root and the others hang under it.
 
+use causeway_analysis::logflows::LOG_POINT;
 use causeway_model::{Event, KeyValue, Source, Span, SpanId, SpanKind, TraceId};
 use foldhash::HashMap;
 
@@ -14,6 +16,13 @@ const NAME_CHARS: usize = 80;
 fn service(file: &str) -> &str {
     let name = file.rsplit('/').next().unwrap_or(file);
     name.split_once('.').map_or(name, |(stem, _)| stem)
+}
+
+/// splitmix64's finalizer: a bijection that spreads nearby numbers apart.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
 }
 
 /// The spans of `requests` (each line's request); ids are salted with `salt`, so that
@@ -37,10 +46,13 @@ pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
         .collect();
     keys.sort_by_key(|&((r, f, t), start)| (r, start, f, t));
     let mut roots: HashMap<u32, SpanId> = HashMap::default();
+    let points: Vec<String> = corpus.miner.templates().iter().map(|t| t.text()).collect();
     let mut out = Vec::with_capacity(keys.len());
     for (n, ((request, file, thread), _)) in keys.into_iter().enumerate() {
         let (Some(trace_id), Some(span_id)) = (
-            TraceId::new((u128::from(salt) << 64) | (u128::from(request) + 1)),
+            // The request's number mixed into the high half, so that ids differ at once
+            // (the UI shows their first digits).
+            TraceId::new((u128::from(mix(salt ^ u64::from(request))) << 64) | u128::from(salt)),
             SpanId::new(salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (n as u64 + 1)),
         ) else {
             continue;
@@ -92,7 +104,12 @@ pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
                 name: text(i),
                 attributes: vec![
                     KeyValue::new("log.line", i64::from(corpus.lines[i].number)),
-                    KeyValue::new("log.template", i64::from(corpus.lines[i].template)),
+                    KeyValue::new(
+                        LOG_POINT,
+                        points
+                            .get(corpus.lines[i].template as usize)
+                            .map_or("", String::as_str),
+                    ),
                 ],
             })
             .collect();
@@ -132,6 +149,10 @@ mod tests {
         let events: Vec<&str> = root.events.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(events, ["order 7 received", "order 7 done"]);
         assert_eq!(child.events[0].name, "wrote order 7");
+        assert_eq!(
+            child.events[0].attributes[1],
+            KeyValue::new(LOG_POINT, "wrote order <NUM>")
+        );
         // Another salt, another trace.
         assert_ne!(
             super::spans(&corpus, &[0, 0, 0], 6)[0].trace_id,

@@ -32,6 +32,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/api/status", get(status))
         .route("/metrics", get(metrics))
         .merge(crate::analyses::routes())
+        .merge(crate::logflows::routes())
         .merge(crate::expect::routes())
         .merge(crate::jaeger::routes())
         .merge(crate::pivot::routes(state.config.max_body_bytes))

@@ -94,6 +94,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/api/v2/spans", post(zipkin_http))
         .route("/v1/jaeger", post(jaeger_http))
         .route("/v1/native", post(native_http))
+        .merge(crate::logflows::ingest_routes())
         .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -16,6 +16,7 @@ mod expect;
 mod grpc;
 mod ingest;
 mod jaeger;
+mod logflows;
 mod metrics;
 mod pivot;
 mod ui;

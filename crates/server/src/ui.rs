@@ -27,6 +27,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("expect.js", JS, include_str!("../../../ui/expect.js")),
     ("pivot.js", JS, include_str!("../../../ui/pivot.js")),
     ("inferred.js", JS, include_str!("../../../ui/inferred.js")),
+    ("logs.js", JS, include_str!("../../../ui/logs.js")),
     // The demo's expectations, offered as an example on the Expectations page.
     (
         "example.pip",

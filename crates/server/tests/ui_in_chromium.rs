@@ -23,6 +23,8 @@ const BUYS: u64 = 10;
 /// The trace whose parent links form a cycle.
 const CYCLE: u128 = 0x4000;
 const INFERRED: u128 = 0x5000;
+/// Requests stitched from logs.
+const STITCHED: u64 = 8;
 /// 2^53 + 1: the first integer a double cannot hold.
 const BLOCK_ID: i64 = 9_007_199_254_740_993;
 /// db-2's clock runs this far ahead: its server spans seem to start after their client
@@ -264,7 +266,72 @@ fn load(server: &TestServer) {
     // Two hours back, out of the windows the search checks count.
     spans.extend(cycle(now() - 2 * 3_600_000 * MS));
     spans.extend(inferred(now() - 2 * 3_600_000 * MS));
+    spans.extend(stitched(now() - 2 * 3_600_000 * MS));
     server.server().store.append(spans).unwrap();
+    report_stitching(server);
+}
+
+/// Eight requests stitched from two nodes' logs (JSON lines, as `causeway logs` reads
+/// them): web receives an order, db writes it (odd orders miss its cache first), web
+/// answers.
+fn stitched(t: u64) -> Vec<Span> {
+    use causeway_logflow::{corpus::Corpus, drain::Options, ids, links, stitch, traces};
+    let (mut web, mut db) = (String::new(), String::new());
+    let line = |at: u64, msg: String| {
+        format!(
+            "{{\"ts\": {}, \"level\": \"INFO\", \"msg\": \"{msg}\"}}\n",
+            at as f64 / 1e9
+        )
+    };
+    for k in 0..STITCHED {
+        let (at, order) = (t + k * 500 * MS, 7000 + k);
+        web += &line(at, format!("received order {order}"));
+        if k % 2 == 1 {
+            db += &line(at + 2 * MS, format!("cache miss for order {order}"));
+        }
+        db += &line(at + 5 * MS, format!("wrote order {order}"));
+        web += &line(at + (20 + 10 * k) * MS, format!("order {order} done"));
+    }
+    let corpus = Corpus::read(
+        &[
+            ("web.log".into(), web.into_bytes()),
+            ("db.log".into(), db.into_bytes()),
+        ],
+        Options::default(),
+    );
+    let ranked = ids::rank(&corpus);
+    let learned = links::learn(&corpus, &links::LinkOptions::default());
+    let requests = stitch::stitch(
+        &corpus,
+        &ranked,
+        &learned,
+        &stitch::StitchOptions::default(),
+    );
+    traces::spans(&corpus, &requests, 7)
+}
+
+/// The report `causeway logs --collector` sends beside the requests.
+fn report_stitching(server: &TestServer) {
+    let identifier = |name: &str, taken: bool, point: &str| {
+        serde_json::json!({
+            "template": 0, "parameter": 0, "log_point": point, "name": name, "taken": taken,
+            "score": if taken { 1.0 } else { 0.1 }, "lines": 16, "distinct": 8, "shared": 1.0,
+            "on_several_nodes": 1.0, "bursts": 1.0, "lifetime_ms": 25.0, "examples": ["7000", "7001"],
+        })
+    };
+    let end = |file: &str, point: &str| serde_json::json!({"file": file, "template": 0, "parameter": 0, "log_point": point});
+    let report = serde_json::json!({
+        "run": "0000000000000007", "files": 2, "lines": 28, "requests": 8,
+        "identifiers": [identifier("order", true, "received order <NUM>"), identifier("miss", false, "cache miss for order <NUM>")],
+        "links": [{"from": end("web.log", "received order <NUM>"), "to": end("db.log", "wrote order <NUM>"),
+                   "window_ms": 10.0, "precision": 1.0, "matches": 8}],
+    });
+    let json = [("content-type", "application/json")];
+    let (status, _, body) = server.post("/v1/logflow/report", &json, report.to_string().as_bytes());
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    // Not a JSON object: refused, and the report kept stays.
+    let (status, _, body) = server.post("/v1/logflow/report", &json, b"[1, 2]");
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
 }
 
 /// A path inferred from black-box messages, as `causeway infer` sends it: a client's
@@ -713,6 +780,50 @@ fn every_page_renders_what_the_api_answers() {
     assert!(ui.count(&format!("a.example[href='#/trace/{}']", hex(INFERRED))) == 1);
     ui.screenshot("inferred");
 
+    // The Logs page: requests stitched from two nodes' logs, by log-point sequence, with
+    // their latency histogram; an example opens as a trace whose lines are events; the
+    // stitching report's identifier ranking.
+    assert_eq!(ui.open("#/logs"), "ready");
+    assert!(
+        ui.text("p.summary").starts_with(&format!(
+            "{STITCHED} requests stitched from logs · 2 log-point sequences"
+        )),
+        "{}",
+        ui.text("p.summary")
+    );
+    assert_eq!(ui.count("table.log-sequences tbody tr"), 2);
+    assert!(
+        ui.text("table.log-sequences tbody tr:first-child td:nth-child(5)")
+            .contains("web: received order <NUM>"),
+        "{}",
+        ui.text("table.log-sequences tbody")
+    );
+    assert!(ui.count("div.histogram svg g.bar") >= 1);
+    assert_eq!(ui.count("ol.log-sequence > li"), 2);
+    assert_eq!(ui.count("table.log-identifiers tbody tr"), 2);
+    assert_eq!(
+        ui.text("table.log-identifiers tbody tr.taken td:nth-child(3)"),
+        "order"
+    );
+    assert_eq!(ui.count("table.log-links tbody tr"), 1);
+    ui.screenshot("logs");
+    ui.click("table.log-sequences tbody tr:nth-child(2)");
+    ui.wait_for(
+        "document.querySelector('table.log-sequences tr.chosen')?.dataset.sequence === '1'",
+        "the second sequence chosen",
+    );
+    ui.click("div.histogram a.example");
+    ui.wait_for(
+        "location.hash.startsWith('#/trace/') && document.getElementById('view').dataset.state === 'ready'",
+        "a stitched request in the trace view",
+    );
+    assert!(
+        ui.text(".trace-head .summary")
+            .contains("stitched from logs"),
+        "{}",
+        ui.text(".trace-head .summary")
+    );
+
     // Switching quickly: the 10 001-span trace is asked for first and answers last; the
     // trace shown, and the one clicks act on, is the one asked for last.
     let big_id = hex(0x3000);
@@ -847,9 +958,13 @@ assert(instances(Home) >= 30);
     ui.wait_for("location.hash.includes('run=') && document.getElementById('view').dataset.state === 'ready' && document.querySelector('table.recognizers')", "the check's report");
     let home_matched = ui.text("table.recognizers tr[data-recognizer=Home] td:nth-child(3)");
     assert_eq!(home_matched, (HOMES - SLOW.len() as u64).to_string());
-    // The slow homes, the buys, the 10 001-span trace, the cycle and the inferred path
-    // (the window is all: expectations check inferred paths like any other).
-    assert_eq!(ui.count("ul.unexpected li"), SLOW.len() as u64 + BUYS + 3);
+    // The slow homes, the buys, the 10 001-span trace, the cycle, the inferred path and
+    // the stitched requests (the window is all: expectations check inferred paths and
+    // requests stitched from logs like any other).
+    assert_eq!(
+        ui.count("ul.unexpected li"),
+        SLOW.len() as u64 + BUYS + 3 + STITCHED
+    );
     assert_eq!(
         ui.count(&format!("ul.unexpected li[data-trace='{}']", hex(INFERRED))),
         1

@@ -1,0 +1,295 @@
+//! Requests stitched from logs (`causeway logs`), grouped as lprof's table groups them:
+//! by log-point sequence, with each sequence's count and latency histogram.
+//!
+//! A stitched trace has a span per node (or thread) segment, from its first line to its
+//! last, and an event per line whose `log.point` attribute is the line's log point (its
+//! template). A request's sequence is its first segment, then the others by node (calls
+//! made in parallel start in any order), each as its node and its log points in time
+//! order (a log point repeated back to back counted once).
+//! Traces with any span not stitched from logs are left out.
+
+use std::collections::HashMap;
+
+use causeway_model::{Source, Trace, TraceId, Value};
+use serde::Serialize;
+
+use crate::histogram::{bucket_bounds, Histogram, Percentiles};
+
+/// The event attribute naming a line's log point.
+pub const LOG_POINT: &str = "log.point";
+
+/// Examples kept per histogram bucket.
+const EXAMPLES: usize = 3;
+
+/// One node's part of a sequence.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Segment {
+    /// The node (the span's service: the log file's name).
+    pub node: String,
+    /// Its log points in order, a repeat back to back counted once.
+    pub points: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct SequenceTotals {
+    latency: Histogram,
+    /// Example traces by display bucket (a quarter of a power of two).
+    examples: HashMap<usize, Vec<TraceId>>,
+    lines: u64,
+}
+
+/// The accumulator over a window's traces.
+#[derive(Clone, Debug, Default)]
+pub struct LogFlows {
+    sequences: HashMap<Vec<Segment>, SequenceTotals>,
+    traces: u64,
+}
+
+/// A latency bucket with example traces.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FlowBucket {
+    /// Lowest latency in the bucket, ns.
+    pub low_ns: u64,
+    /// First latency past the bucket, ns.
+    pub high_ns: u64,
+    /// Requests in it.
+    pub count: u64,
+    /// Up to three of them.
+    pub examples: Vec<TraceId>,
+}
+
+/// One log-point sequence.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sequence {
+    /// Its segments, in start order.
+    pub segments: Vec<Segment>,
+    /// Requests that followed it.
+    pub count: u64,
+    /// Mean lines per request.
+    pub mean_lines: f64,
+    /// Latency (first line to last) figures, ns.
+    pub latency: Percentiles,
+    /// Latency histogram, four buckets per power of two.
+    pub histogram: Vec<FlowBucket>,
+}
+
+/// The sequences of a window's stitched requests, most frequent first.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogFlowsSummary {
+    /// Stitched requests seen.
+    pub traces: u64,
+    /// Distinct sequences among them.
+    pub sequence_count: usize,
+    /// The most frequent sequences.
+    pub sequences: Vec<Sequence>,
+}
+
+impl LogFlows {
+    /// Adds one trace (ignored unless every span was stitched from logs).
+    pub fn add(&mut self, trace: &Trace) {
+        if trace.spans.is_empty() || trace.spans.iter().any(|s| s.source != Source::Logs) {
+            return;
+        }
+        self.traces += 1;
+        let mut order: Vec<usize> = (0..trace.spans.len()).collect();
+        order.sort_by_key(|&i| (trace.spans[i].start, &trace.spans[i].service));
+        let mut lines = 0u64;
+        let mut segments: Vec<Segment> = order
+            .into_iter()
+            .map(|i| {
+                let span = &trace.spans[i];
+                let mut points: Vec<String> = Vec::new();
+                for event in &span.events {
+                    lines += 1;
+                    let point = event
+                        .attributes
+                        .iter()
+                        .find(|kv| &*kv.key == LOG_POINT)
+                        .map(|kv| match &kv.value {
+                            Value::Str(s) => s.to_string(),
+                            other => other.to_string(),
+                        })
+                        .unwrap_or_else(|| event.name.clone());
+                    if points.last() != Some(&point) {
+                        points.push(point);
+                    }
+                }
+                Segment {
+                    node: span.service.to_string(),
+                    points,
+                }
+            })
+            .collect();
+        // Calls made in parallel start in any order: after the first segment, by node.
+        if let Some(rest) = segments.get_mut(1..) {
+            rest.sort();
+        }
+        let start = trace.spans.iter().map(|s| s.start).min().unwrap_or(0);
+        let end = trace.spans.iter().map(|s| s.end).max().unwrap_or(start);
+        let latency = end.saturating_sub(start);
+        let totals = self.sequences.entry(segments).or_default();
+        totals.latency.record(latency);
+        totals.lines += lines;
+        let examples = totals
+            .examples
+            .entry(crate::histogram::bucket_of(latency) / 2)
+            .or_default();
+        if examples.len() < EXAMPLES {
+            examples.push(trace.trace_id);
+        }
+    }
+
+    /// Adds another accumulator's traces.
+    pub fn merge(&mut self, other: LogFlows) {
+        self.traces += other.traces;
+        for (key, o) in other.sequences {
+            let mine = self.sequences.entry(key).or_default();
+            mine.latency.merge(&o.latency);
+            mine.lines += o.lines;
+            for (bucket, examples) in o.examples {
+                let kept = mine.examples.entry(bucket).or_default();
+                let room = EXAMPLES.saturating_sub(kept.len());
+                kept.extend(examples.into_iter().take(room));
+            }
+        }
+    }
+
+    /// The `top` most frequent sequences.
+    pub fn summary(self, top: usize) -> LogFlowsSummary {
+        let sequence_count = self.sequences.len();
+        let mut sequences: Vec<Sequence> = self
+            .sequences
+            .into_iter()
+            .map(|(segments, t)| {
+                let count = t.latency.count();
+                let mut histogram: Vec<FlowBucket> = Vec::new();
+                for (fine, n) in t.latency.buckets() {
+                    let display = fine / 2;
+                    let (low, _) = bucket_bounds(display * 2);
+                    let (_, high) = bucket_bounds(display * 2 + 1);
+                    match histogram.last_mut() {
+                        Some(b) if b.low_ns == low => b.count += n,
+                        _ => histogram.push(FlowBucket {
+                            low_ns: low,
+                            high_ns: high,
+                            count: n,
+                            examples: t.examples.get(&display).cloned().unwrap_or_default(),
+                        }),
+                    }
+                }
+                Sequence {
+                    segments,
+                    count,
+                    mean_lines: t.lines as f64 / count.max(1) as f64,
+                    latency: t.latency.percentiles(),
+                    histogram,
+                }
+            })
+            .collect();
+        sequences.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then_with(|| a.latency.p50.cmp(&b.latency.p50))
+                .then_with(|| format!("{:?}", a.segments).cmp(&format!("{:?}", b.segments)))
+        });
+        sequences.truncate(top);
+        LogFlowsSummary {
+            traces: self.traces,
+            sequence_count,
+            sequences,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_model::{Event, KeyValue, Span, SpanId};
+
+    /// A stitched request: a span per (node, start ms, end ms, log points).
+    fn request(id: u128, segments: &[(&str, u64, u64, &[&str])]) -> Trace {
+        let trace_id = TraceId::new(id).expect("an id");
+        let ms = 1_000_000;
+        let spans: Vec<Span> = segments
+            .iter()
+            .enumerate()
+            .map(|(n, (node, start, end, points))| {
+                let span_id = SpanId::new(n as u64 + 1).expect("an id");
+                let parent = (n > 0).then(|| SpanId::new(1).expect("an id"));
+                let mut s = Span::new(trace_id, span_id, parent, "x", node, start * ms, end * ms);
+                s.source = Source::Logs;
+                s.events = points
+                    .iter()
+                    .enumerate()
+                    .map(|(k, p)| Event {
+                        time: start * ms + k as u64,
+                        name: format!("{p} with values"),
+                        attributes: vec![KeyValue::new(LOG_POINT, *p)],
+                    })
+                    .collect();
+                s
+            })
+            .collect();
+        Trace::assemble(trace_id, spans)
+    }
+
+    #[test]
+    fn requests_group_by_their_log_point_sequence_with_latency() {
+        let mut a = LogFlows::default();
+        let mut b = LogFlows::default();
+        let home: &[(&str, u64, u64, &[&str])] = &[
+            (
+                "web",
+                0,
+                30,
+                &["started", "rendered", "rendered", "finished"],
+            ),
+            ("db", 5, 9, &["query"]),
+        ];
+        a.add(&request(1, home));
+        a.add(&request(
+            2,
+            &[
+                ("web", 0, 50, &["started", "rendered", "finished"]),
+                ("db", 5, 9, &["query"]),
+            ],
+        ));
+        b.add(&request(3, &[("web", 0, 10, &["started", "failed"])]));
+        // A trace with a span not from logs is not a stitched request.
+        let mut mixed = request(4, home);
+        mixed.spans[1].source = Source::Instrumented;
+        b.add(&mixed);
+        a.merge(b);
+        let s = a.summary(10);
+        assert_eq!((s.traces, s.sequence_count), (3, 2));
+        let first = &s.sequences[0];
+        assert_eq!(first.count, 2);
+        assert_eq!(
+            first.segments,
+            [
+                Segment {
+                    node: "web".into(),
+                    points: vec!["started".into(), "rendered".into(), "finished".into()]
+                },
+                Segment {
+                    node: "db".into(),
+                    points: vec!["query".into()]
+                },
+            ]
+        );
+        assert_eq!(first.mean_lines, 4.5);
+        assert_eq!(first.latency.max, 50_000_000);
+        assert_eq!(first.histogram.iter().map(|b| b.count).sum::<u64>(), 2);
+        let examples: Vec<TraceId> = first
+            .histogram
+            .iter()
+            .flat_map(|b| b.examples.clone())
+            .collect();
+        assert_eq!(examples.len(), 2);
+        assert_eq!(s.sequences[1].count, 1);
+    }
+}
