@@ -92,7 +92,10 @@ pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_jso
         })
         .collect();
     let s = bcubed(&truth, &found);
+    let stored = stored_bytes(&corpus, &requests)?;
     Ok(json!({
+        "stored_bytes": stored,
+        "stored_share": stored as f64 / bytes.max(1) as f64,
         "concurrency": concurrency(&corpus, &truth),
         "set": set.file_name().map(|f| f.to_string_lossy().into_owned()),
         "files": files.len(),
@@ -112,6 +115,19 @@ pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_jso
         "total_s": took.as_secs_f64(),
         "mb_per_s": bytes as f64 / 1e6 / took.as_secs_f64(),
     }))
+}
+
+/// The bytes the stitched requests take in a store (its blocks, after flushing and
+/// compacting), as `causeway logs --collector` would store them.
+fn stored_bytes(corpus: &Corpus, requests: &[u32]) -> Result<usize> {
+    let dir = crate::bench::TempDir::new(None, "logs-store");
+    let store = causeway_store::Store::open(&dir.0, causeway_store::StoreOptions::default())
+        .context("opening a scratch store")?;
+    let spans = causeway_logflow::traces::spans(corpus, requests, 1);
+    causeway_store::TraceStore::append(&store, spans).context("storing the stitched requests")?;
+    store.flush()?;
+    while store.compact()? {}
+    Ok(store.stats().block_bytes as usize)
 }
 
 /// The mean number of true requests open at once: their time from first to last line,
@@ -147,7 +163,7 @@ pub(crate) fn print_rows(rows: &[serde_json::Value], json_out: bool) -> Result<(
         return Ok(());
     }
     outln!(
-        "{:<12} {:>6} {:>7} {:>6} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8}",
+        "{:<12} {:>6} {:>7} {:>6} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8} {:>7}",
         "set",
         "conc",
         "lines",
@@ -158,12 +174,13 @@ pub(crate) fn print_rows(rows: &[serde_json::Value], json_out: bool) -> Result<(
         "exact",
         "requests",
         "true",
-        "MB/s"
+        "MB/s",
+        "stored"
     );
     for r in rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
         outln!(
-            "{:<12} {:>6.1} {:>7} {:>6.1} {:>9.3} {:>9.3} {:>7.3} {:>7.3} {:>8} {:>8} {:>8.1}",
+            "{:<12} {:>6.1} {:>7} {:>6.1} {:>9.3} {:>9.3} {:>7.3} {:>7.3} {:>8} {:>8} {:>8.1} {:>6.1}%",
             r["set"].as_str().unwrap_or(""),
             f("concurrency"),
             f("lines"),
@@ -175,6 +192,7 @@ pub(crate) fn print_rows(rows: &[serde_json::Value], json_out: bool) -> Result<(
             f("requests"),
             f("true_requests"),
             f("mb_per_s"),
+            f("stored_share") * 100.0,
         );
     }
     Ok(())
