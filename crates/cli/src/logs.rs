@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use causeway_logflow::corpus::Corpus;
 use causeway_logflow::drain::Options;
+use causeway_logflow::format::Format;
 use causeway_logflow::ids::{rank, Evidence, Variable};
 use causeway_logflow::links::{learn, LinkOptions, Links};
 use causeway_logflow::sequences::{sequences, Sequence};
@@ -43,6 +44,12 @@ pub struct LogsArgs {
     /// Never take variables of this name for request identifiers; repeatable.
     #[arg(long = "not-id", value_name = "NAME")]
     not_ids: Vec<String>,
+    /// The lines' prefix as a pattern, where the automatic detection does not know it:
+    /// `{time} [{thread}] {level} {logger} - {message}` (fields: time, level, thread,
+    /// logger, skip, message; `{message}` last; `{{` for a brace). Lines it does not
+    /// match are read by the detection.
+    #[arg(long, value_name = "PATTERN")]
+    format: Option<String>,
     /// A value links a line to a request that has logged nothing for longer than this
     /// only if no request begun since precedes the line; raise it for requests that
     /// wait long in queues.
@@ -180,8 +187,14 @@ pub(crate) fn stitch_options(quiet_ms: u64) -> StitchOptions {
 }
 
 pub fn run(a: LogsArgs) -> Result<()> {
+    let format = a
+        .format
+        .as_deref()
+        .map(Format::parse)
+        .transpose()
+        .context("--format")?;
     let (read, skipped) = read_paths(&a.paths)?;
-    let corpus = Corpus::read(&read, Options::default());
+    let corpus = Corpus::read_with(&read, Options::default(), format.as_ref());
     let untimed = corpus.lines.iter().filter(|l| l.time_ns.is_none()).count();
     if untimed > 0 {
         eprintln!("warning: {untimed} lines with no timestamp recognised: placed in file order");

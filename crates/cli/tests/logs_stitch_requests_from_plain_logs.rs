@@ -144,7 +144,10 @@ fn stitched_requests_reach_the_store_as_traces_from_logs() {
     assert_eq!(segments[0]["node"], "web", "{flows}");
     assert_eq!(segments[0]["points"][0], "order <NUM> <*>", "{flows}");
     assert_eq!(flows["report"]["requests"], 1, "{flows}");
-    assert_eq!(flows["report"]["identifiers"][0]["name"], "order", "{flows}");
+    assert_eq!(
+        flows["report"]["identifiers"][0]["name"], "order",
+        "{flows}"
+    );
     drop(serve);
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(data);
@@ -181,5 +184,49 @@ fn gzipped_logs_are_read_and_a_cut_one_up_to_the_damage() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let lines = report["lines"].as_u64().expect("lines");
     assert!(lines > 0 && lines < 200, "{lines}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_prefix_given_as_a_pattern_is_read_and_a_bad_pattern_is_named() {
+    let dir = temp("logs-format");
+    std::fs::create_dir_all(&dir).expect("dir");
+    // A prefix the detection does not know: host, then time and level between bars.
+    let mut text = String::new();
+    for k in 0..20 {
+        text += &format!(
+            "edge-3|2023-01-29 08:42:{:02}.{:03}|INFO|request {k} served\n",
+            k / 4,
+            k % 4 * 250
+        );
+    }
+    std::fs::write(dir.join("edge.log"), &text).expect("log");
+    let report = |args: &[&str]| -> serde_json::Value {
+        serde_json::from_slice(&logs(&dir, args).stdout).expect("JSON")
+    };
+    let plain = report(&["--json"]);
+    let patterned = report(&["--json", "--format", "{skip}|{time}|{level}|{message}"]);
+    let texts = |r: &serde_json::Value| -> Vec<String> {
+        r["templates"]
+            .as_array()
+            .expect("templates")
+            .iter()
+            .map(|t| t["text"].as_str().expect("text").to_string())
+            .collect()
+    };
+    assert_eq!(texts(&patterned), ["request <NUM> served"], "{patterned}");
+    assert_ne!(texts(&plain), texts(&patterned));
+
+    let out = Command::new(BIN)
+        .args(["logs", "--format", "{time} {lvl} {message}"])
+        .arg(&dir)
+        .output()
+        .expect("causeway logs");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--format") && stderr.contains("column 8: unknown field `{lvl}`"),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 
 use crate::drain::{Miner, Options, TemplateId};
+use crate::format::Format;
 use crate::header;
 use crate::tokens::tokenize;
 
@@ -88,6 +89,15 @@ impl Corpus {
     /// a timestamp continues it (its line number is kept with it), as a stack trace's
     /// frames do.
     pub fn read(files: &[(String, Vec<u8>)], options: Options) -> Corpus {
+        Corpus::read_with(files, options, None)
+    }
+
+    /// [`Corpus::read`], with lines' prefixes read by `format` where it matches.
+    pub fn read_with(
+        files: &[(String, Vec<u8>)],
+        options: Options,
+        format: Option<&Format>,
+    ) -> Corpus {
         let mut counts = ReadCounts::default();
         let mut raws: Vec<Raw<'_>> = Vec::new();
         for (f, (_, bytes)) in files.iter().enumerate() {
@@ -119,7 +129,9 @@ impl Corpus {
                         j.thread.map(Into::into),
                     ),
                     None => {
-                        let h = header::parse(&text);
+                        let h = format
+                            .and_then(|f| f.apply(&text))
+                            .unwrap_or_else(|| header::parse(&text));
                         let at = text.len() - h.message.len();
                         let thread: Option<Box<str>> = h.thread.map(Into::into);
                         let time_ns = h.time_ns.or(h.time_of_day_ns);

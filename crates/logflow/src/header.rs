@@ -16,7 +16,7 @@ pub enum Level {
 }
 
 impl Level {
-    fn parse(word: &str) -> Option<Level> {
+    pub(crate) fn parse(word: &str) -> Option<Level> {
         const NAMES: [(&str, Level); 18] = [
             ("TRACE", Level::Trace),
             ("FINEST", Level::Trace),
@@ -403,6 +403,41 @@ fn time_of_day(s: &str) -> Option<(i64, &str)> {
     (rest.is_empty() || rest.starts_with(|c: char| c.is_ascii_whitespace())).then_some((tod, rest))
 }
 
+/// `ns` since the epoch as ISO 8601 in UTC with nanoseconds (for tests).
+#[cfg(test)]
+pub(crate) fn format_iso(ns: i64) -> String {
+    let (secs, nanos) = (ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
+    let days = secs.div_euclid(86_400);
+    // Civil date from days (the inverse of days_from_civil).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let tod = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
+        tod / 3600,
+        tod / 60 % 60,
+        tod % 60
+    )
+}
+
+/// A timestamp that is all of `text`: nanoseconds, and whether it is a time of day
+/// only (for prefixes given as a pattern).
+pub(crate) fn timestamp(text: &str) -> Option<(i64, bool)> {
+    let whole = |(ns, rest): (i64, &str)| rest.trim().is_empty().then_some(ns);
+    datetime(text)
+        .and_then(whole)
+        .or_else(|| syslog_time(text).and_then(whole))
+        .map(|ns| (ns, false))
+        .or_else(|| time_of_day(text).and_then(whole).map(|ns| (ns, true)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -510,22 +545,7 @@ mod tests {
     proptest! {
         #[test]
         fn iso_timestamps_read_back_as_the_instant_they_print(secs in 0i64..4_000_000_000, nanos in 0i64..1_000_000_000) {
-            let days = secs / 86_400;
-            // Civil date from days (the inverse of days_from_civil).
-            let z = days + 719_468;
-            let era = z.div_euclid(146_097);
-            let doe = z - era * 146_097;
-            let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-            let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-            let mp = (5 * doy + 2) / 153;
-            let d = doy - (153 * mp + 2) / 5 + 1;
-            let m = if mp < 10 { mp + 3 } else { mp - 9 };
-            let y = yoe + era * 400 + i64::from(m <= 2);
-            let tod = secs % 86_400;
-            let line = format!(
-                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z message",
-                tod / 3600, tod / 60 % 60, tod % 60
-            );
+            let line = format!("{} message", format_iso(secs * S + nanos));
             let h = parse(&line);
             prop_assert_eq!(h.time_ns, Some(secs * S + nanos));
             prop_assert_eq!(h.message, "message");

@@ -15,6 +15,7 @@
 //!   per line).
 //! - `score`: B-cubed precision, recall and F1 of lines grouped into requests.
 //! - `header`: a line's timestamp, level, thread and logger, told from its message.
+//! - `format`: a prefix described by a pattern, for formats the detection does not know.
 //! - `tokens`: a message split into words and punctuation, values typed (numbers, hex,
 //!   UUIDs, IP addresses, paths).
 //! - `drain`: log points as templates, mined with a Drain-style fixed-depth tree, each
@@ -22,6 +23,7 @@
 
 pub mod corpus;
 pub mod drain;
+pub mod format;
 pub mod header;
 pub mod ids;
 pub mod links;
