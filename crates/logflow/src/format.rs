@@ -106,7 +106,7 @@ impl Format {
                                 .into(),
                         });
                     }
-                    if parts.iter().any(|p| *p == Part::Field(Field::Message)) {
+                    if parts.contains(&Part::Field(Field::Message)) {
                         return Err(FormatError {
                             column: column(at),
                             message: "`{message}` takes the rest of the line: it must come last"
@@ -132,7 +132,7 @@ impl Format {
             }
         }
         if !literal.is_empty() {
-            if parts.iter().any(|p| *p == Part::Field(Field::Message)) {
+            if parts.contains(&Part::Field(Field::Message)) {
                 return Err(FormatError {
                     column: pattern.chars().count() - literal.chars().count() + 1,
                     message: "`{message}` takes the rest of the line: it must come last".into(),
