@@ -201,7 +201,12 @@ pub fn run(a: DemoArgs) -> Result<()> {
         }
         statusln!("  OTLP/HTTP  {otlp}");
         if let Some(dir) = &a.logs {
-            statusln!("  logs       {}", dir.display());
+            statusln!(
+                "  logs       {} (stitch them: causeway logs {} --collector http://{})",
+                dir.display(),
+                dir.display(),
+                loopback(server.ingest_addr)
+            );
         }
         statusln!("open the UI: {ui}");
         let until = match a.duration {
