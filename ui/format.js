@@ -121,3 +121,11 @@ export function lookbackSelect(value) {
 export function shortId(id) {
   return id.length > 12 ? id.slice(0, 8) + "…" : id;
 }
+
+/** The query of a page over a window that defaults to all time: `lookback`, else from 0. */
+export function windowQuery(params, limit) {
+  const q = { limit: String(limit) };
+  if (params.get("lookback")) q.lookback = params.get("lookback");
+  else q.start = "0";
+  return q;
+}

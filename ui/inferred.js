@@ -6,7 +6,7 @@
 
 import { get } from "./api.js";
 import { go, link } from "./app.js";
-import { h, svg, duration, count, state, lookbackSelect, shortId, serviceColor } from "./format.js";
+import { h, svg, duration, count, state, lookbackSelect, shortId, serviceColor, windowQuery } from "./format.js";
 
 const SORTS = {
   expected: ["expected count", (p) => p.expected],
@@ -14,15 +14,8 @@ const SORTS = {
   sqrt: ["expected ÷ √count", (p) => p.expected / Math.sqrt(Math.max(1, p.count))],
 };
 
-function queryOf(params) {
-  const q = { limit: "50" };
-  if (params.get("lookback")) q.lookback = params.get("lookback");
-  else q.start = "0";
-  return q;
-}
-
 export async function render(_id, params) {
-  const data = await get("/api/inferred", queryOf(params));
+  const data = await get("/api/inferred", windowQuery(params, 50));
   const page = h("section.inferred");
   const sort = SORTS[params.get("sort")] ? params.get("sort") : "expected";
   const f = h("form.filters", {},

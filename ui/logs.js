@@ -5,17 +5,10 @@
 
 import { get } from "./api.js";
 import { go, link } from "./app.js";
-import { h, svg, duration, count, state, lookbackSelect, shortId, serviceColor } from "./format.js";
-
-function queryOf(params) {
-  const q = { limit: "50" };
-  if (params.get("lookback")) q.lookback = params.get("lookback");
-  else q.start = "0";
-  return q;
-}
+import { h, svg, duration, count, state, lookbackSelect, shortId, serviceColor, windowQuery } from "./format.js";
 
 export async function render(_id, params) {
-  const data = await get("/api/logs", queryOf(params));
+  const data = await get("/api/logs", windowQuery(params, 50));
   const page = h("section.logs");
   const f = h("form.filters", {}, h("label", {}, "Window", lookbackSelect(params.get("lookback") || "")));
   f.addEventListener("change", () => {

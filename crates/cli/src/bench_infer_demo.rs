@@ -24,23 +24,48 @@ use causeway_store::{Store, StoreOptions, TimeWindow, TraceStore as _};
 use clap::Args;
 use serde_json::json;
 
+/// Runs of the demo at several loads, for the benchmarks held to its own traces.
 #[derive(Args)]
-pub struct InferDemoArgs {
+pub struct DemoRuns {
     /// Request rates (per second) to run the demo at, one run each.
     #[arg(long, value_delimiter = ',', default_values_t = [10.0, 40.0, 120.0])]
-    rates: Vec<f64>,
+    pub(crate) rates: Vec<f64>,
     /// How long each run lasts (at 10/s, a minute is 600 requests: 1% of them, the
     /// pattern threshold, is then six, not two odd ones).
     #[arg(long, default_value = "60s")]
-    duration: humantime::Duration,
-    /// Keep each run's captures and store under this directory (default: a temporary
-    /// directory removed at the end).
+    pub(crate) duration: humantime::Duration,
+    /// Keep each run's data under this directory (default: a temporary directory
+    /// removed at the end).
     #[arg(long)]
-    keep: Option<PathBuf>,
+    pub(crate) keep: Option<PathBuf>,
     /// Analyse the runs kept under `--keep` again instead of running the demo (to try
-    /// linking parameters on the same captures).
+    /// parameters on the same data).
     #[arg(long, requires = "keep")]
-    reuse: bool,
+    pub(crate) reuse: bool,
+}
+
+impl DemoRuns {
+    /// Each rate with its run's directory under the root (returned: removed at the end
+    /// unless kept), cleared unless reused.
+    pub(crate) fn dirs(&self, tag: &str) -> Result<(crate::bench::TempDir, Vec<(f64, PathBuf)>)> {
+        let root = crate::bench::TempDir::new(self.keep.clone(), tag);
+        let mut dirs = Vec::new();
+        for &rate in &self.rates {
+            let dir = root.0.join(format!("rate-{rate}"));
+            if dir.exists() && !self.reuse {
+                std::fs::remove_dir_all(&dir)
+                    .with_context(|| format!("clearing {}", dir.display()))?;
+            }
+            dirs.push((rate, dir));
+        }
+        Ok((root, dirs))
+    }
+}
+
+#[derive(Args)]
+pub struct InferDemoArgs {
+    #[command(flatten)]
+    runs: DemoRuns,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -244,12 +269,12 @@ fn write_lines<T: serde::Serialize>(path: &Path, items: &[T]) -> Result<()> {
 
 fn measure(dir: &Path, rate: f64, a: &InferDemoArgs) -> Result<Vec<serde_json::Value>> {
     let ports_file = dir.join("collector-ports.json");
-    let collector_ports: [u16; 3] = if a.reuse {
+    let collector_ports: [u16; 3] = if a.runs.reuse {
         let text = std::fs::read_to_string(&ports_file)
             .with_context(|| format!("reading {}", ports_file.display()))?;
         serde_json::from_str(&text).with_context(|| format!("reading {}", ports_file.display()))?
     } else {
-        let ports = run_demo(dir, rate, a.duration)?;
+        let ports = run_demo(dir, rate, a.runs.duration)?;
         std::fs::write(&ports_file, serde_json::to_string(&ports)?)?;
         ports
     };
@@ -348,17 +373,13 @@ fn measure(dir: &Path, rate: f64, a: &InferDemoArgs) -> Result<Vec<serde_json::V
 }
 
 pub fn run(a: InferDemoArgs) -> Result<()> {
-    let root = crate::bench::TempDir::new(a.keep.clone(), "infer-demo");
+    let (_root, dirs) = a.runs.dirs("infer-demo")?;
     let mut rows = Vec::new();
-    for &rate in &a.rates {
-        let dir = root.0.join(format!("rate-{rate}"));
-        if dir.exists() && !a.reuse {
-            std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
-        }
-        if !a.reuse {
+    for (rate, dir) in dirs {
+        if !a.runs.reuse {
             eprintln!(
                 "running the demo at {rate}/s for {} under capture",
-                a.duration
+                a.runs.duration
             );
         }
         rows.extend(measure(&dir, rate, &a)?);

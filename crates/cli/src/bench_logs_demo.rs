@@ -3,7 +3,7 @@
 //! end; the ids are stripped before stitching and kept as the ground truth.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
@@ -13,19 +13,8 @@ use serde_json::json;
 
 #[derive(Args)]
 pub struct LogsDemoArgs {
-    /// Request rates (per second) to run the demo at, one run each.
-    #[arg(long, value_delimiter = ',', default_values_t = [10.0, 40.0, 120.0])]
-    rates: Vec<f64>,
-    /// How long each run lasts.
-    #[arg(long, default_value = "60s")]
-    duration: humantime::Duration,
-    /// Keep each run's logs, truth and store under this directory (default: a temporary
-    /// directory removed at the end).
-    #[arg(long)]
-    keep: Option<PathBuf>,
-    /// Score the runs kept under `--keep` again instead of running the demo.
-    #[arg(long, requires = "keep")]
-    reuse: bool,
+    #[command(flatten)]
+    runs: crate::bench_infer_demo::DemoRuns,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -95,17 +84,12 @@ fn strip(dir: &Path) -> Result<()> {
 }
 
 pub fn run(a: LogsDemoArgs) -> Result<()> {
-    let root = crate::bench::TempDir::new(a.keep.clone(), "logs-demo");
+    let (_root, dirs) = a.runs.dirs("logs-demo")?;
     let mut rows = Vec::new();
-    for &rate in &a.rates {
-        let dir = root.0.join(format!("rate-{rate}"));
-        if !a.reuse {
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir)
-                    .with_context(|| format!("clearing {}", dir.display()))?;
-            }
-            eprintln!("running the demo at {rate}/s for {}", a.duration);
-            run_demo(&dir, rate, a.duration)?;
+    for (rate, dir) in dirs {
+        if !a.runs.reuse {
+            eprintln!("running the demo at {rate}/s for {}", a.runs.duration);
+            run_demo(&dir, rate, a.runs.duration)?;
             strip(&dir)?;
         }
         let mut row = crate::bench_logs::score_set(&dir, &crate::logs::stitch_options(a.quiet_ms))?;

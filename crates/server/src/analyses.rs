@@ -19,7 +19,7 @@ use causeway_model::{SpanId, Trace, TraceId};
 use causeway_store::{Fields, ScanStats, SearchQuery, Store, TimeWindow, TraceStore};
 use serde::Serialize;
 
-use crate::api::{bad, pairs, param, parse_trace_id, search_query, window_param};
+use crate::api::{bad, limit_param, pairs, param, parse_trace_id, search_query, window_param};
 use crate::work::{blocking, Deadline};
 use crate::{ApiError, AppState};
 
@@ -306,9 +306,7 @@ async fn patterns(
     let sort: SortBy = param(&params, "sort")
         .map_or(Ok(SortBy::Count), str::parse)
         .map_err(|e| bad("sort", e))?;
-    let limit: usize = param(&params, "limit")
-        .map_or(Ok(100), str::parse)
-        .map_err(|_| bad("limit", "is not a count".into()))?;
+    let limit = limit_param(&params, 100)?;
     let filter = PatternFilter::of(&params)?;
     let (p, scanned) = scan_patterns(&state, window, filter, None).await?;
     let mut list = p.summaries(sort);
@@ -401,9 +399,7 @@ async fn inferred(
 ) -> Result<Json<InferredBody>, ApiError> {
     let params = pairs(query)?;
     let window = window_param(&params)?;
-    let limit: usize = param(&params, "limit")
-        .map_or(Ok(20), str::parse)
-        .map_err(|_| bad("limit", "is not a count".into()))?;
+    let limit = limit_param(&params, 20)?;
     let store = state.store.clone();
     let (paths, scanned) = state
         .scans

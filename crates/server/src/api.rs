@@ -121,6 +121,13 @@ pub(crate) fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'
         .map(|(_, v)| v.as_str())
 }
 
+/// The `limit` parameter: a count, `default` when not given.
+pub(crate) fn limit_param(params: &[(String, String)], default: usize) -> Result<usize, ApiError> {
+    param(params, "limit")
+        .map_or(Ok(default), str::parse)
+        .map_err(|_| bad("limit", "is not a count".into()))
+}
+
 /// The time window of `start` and `end` (Unix ns or RFC 3339), or `lookback` (a duration
 /// such as `1h`) before `end` (default now); everything when none is given.
 pub(crate) fn window_param(params: &[(String, String)]) -> Result<TimeWindow, ApiError> {

@@ -15,7 +15,7 @@ use causeway_store::Fields;
 use serde::Serialize;
 
 use crate::analyses::{scan_fields_into, Window};
-use crate::api::{bad, pairs, param, window_param};
+use crate::api::{limit_param, pairs, window_param};
 use crate::work::blocking;
 use crate::{ApiError, AppState};
 
@@ -87,9 +87,7 @@ async fn flows(
 ) -> Result<Json<FlowsBody>, ApiError> {
     let params = pairs(query)?;
     let window = window_param(&params)?;
-    let limit: usize = param(&params, "limit")
-        .map_or(Ok(50), str::parse)
-        .map_err(|_| bad("limit", "is not a count".into()))?;
+    let limit = limit_param(&params, 50)?;
     let store = state.store.clone();
     let (flows, scanned) = state
         .scans
