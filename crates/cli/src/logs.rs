@@ -11,6 +11,7 @@ use causeway_logflow::format::Format;
 use causeway_logflow::ids::{rank, Evidence, Variable};
 use causeway_logflow::links::{learn, LinkOptions, Links};
 use causeway_logflow::sequences::{sequences, Sequence};
+use causeway_logflow::source::SourceIndex;
 use causeway_logflow::stitch::{stitch, StitchOptions};
 use clap::Args;
 use serde_json::json;
@@ -50,6 +51,11 @@ pub struct LogsArgs {
     /// match are read by the detection.
     #[arg(long, value_name = "PATTERN")]
     format: Option<String>,
+    /// Rust sources whose `tracing` and `log` macro calls (`info!`, `warn!`, ...) name
+    /// the log points: a line one of them printed is that log point's, with the values
+    /// its format and fields printed; other lines are mined. Repeatable.
+    #[arg(long = "source", value_name = "DIR")]
+    sources: Vec<PathBuf>,
     /// A value links a line to a request that has logged nothing for longer than this
     /// only if no request begun since precedes the line; raise it for requests that
     /// wait long in queues.
@@ -178,6 +184,31 @@ fn read_one(name: &str, path: &Path) -> Result<FileRead> {
     Ok((Some(bytes), warnings))
 }
 
+/// The log points of the `--source` directories, if any were given.
+fn read_sources(dirs: &[PathBuf]) -> Result<Option<SourceIndex>> {
+    if dirs.is_empty() {
+        return Ok(None);
+    }
+    let mut points = Vec::new();
+    for dir in dirs {
+        let (found, failed) = causeway_logflow::source::read_dir(dir)
+            .with_context(|| format!("reading the sources in {}", dir.display()))?;
+        for (path, e) in failed {
+            eprintln!("warning: {}: {e}; its log points left out", path.display());
+        }
+        points.extend(found);
+    }
+    eprintln!(
+        "{} log points read from the sources in {}",
+        points.len(),
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(Some(SourceIndex::new(points)))
+}
+
 /// The default stitching options with `--quiet-ms`.
 pub(crate) fn stitch_options(quiet_ms: u64) -> StitchOptions {
     StitchOptions {
@@ -193,8 +224,9 @@ pub fn run(a: LogsArgs) -> Result<()> {
         .map(Format::parse)
         .transpose()
         .context("--format")?;
+    let sources = read_sources(&a.sources)?;
     let (read, skipped) = read_paths(&a.paths)?;
-    let corpus = Corpus::read_with(&read, Options::default(), format.as_ref());
+    let corpus = Corpus::read_with(&read, Options::default(), format.as_ref(), sources.as_ref());
     let untimed = corpus.lines.iter().filter(|l| l.time_ns.is_none()).count();
     if untimed > 0 {
         eprintln!("warning: {untimed} lines with no timestamp recognised: placed in file order");

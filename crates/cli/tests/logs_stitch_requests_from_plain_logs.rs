@@ -230,3 +230,50 @@ fn a_prefix_given_as_a_pattern_is_read_and_a_bad_pattern_is_named() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn log_points_are_named_by_their_place_in_the_sources() {
+    let dir = temp("logs-source");
+    std::fs::create_dir_all(dir.join("src/handlers")).expect("dirs");
+    std::fs::create_dir_all(dir.join("logs")).expect("dirs");
+    std::fs::write(
+        dir.join("src/handlers/auth.rs"),
+        "pub fn login(id: u32) {\n    log::info!(\"user {} logged in\", id);\n    log::info!(\"user {} logged out\", id);\n}\n",
+    )
+    .expect("source");
+    let mut text = String::new();
+    for k in 0..6 {
+        let how = if k % 2 == 0 { "in" } else { "out" };
+        text += &format!(
+            "2023-01-29T08:42:0{k}.000Z INFO user {} logged {how}\n",
+            7 + k / 2
+        );
+    }
+    std::fs::write(dir.join("logs/auth.log"), &text).expect("log");
+    let src = dir.join("src");
+    let out = logs(
+        &dir.join("logs"),
+        &["--json", "--source", src.to_str().expect("utf-8")],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("2 log points read from the sources"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mut texts: Vec<&str> = report["templates"]
+        .as_array()
+        .expect("templates")
+        .iter()
+        .map(|t| t["text"].as_str().expect("text"))
+        .collect();
+    texts.sort();
+    assert_eq!(
+        texts,
+        [
+            "handlers/auth.rs:2 user <NUM> logged in",
+            "handlers/auth.rs:3 user <NUM> logged out"
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -7,7 +7,8 @@ use std::borrow::Cow;
 use crate::drain::{Miner, Options, TemplateId};
 use crate::format::Format;
 use crate::header;
-use crate::tokens::tokenize;
+use crate::source::SourceIndex;
+use crate::tokens::{tokenize, Kind, Token};
 
 /// Lines longer than this are cut (and counted).
 pub const MAX_LINE: usize = 16 * 1024;
@@ -89,14 +90,16 @@ impl Corpus {
     /// a timestamp continues it (its line number is kept with it), as a stack trace's
     /// frames do.
     pub fn read(files: &[(String, Vec<u8>)], options: Options) -> Corpus {
-        Corpus::read_with(files, options, None)
+        Corpus::read_with(files, options, None, None)
     }
 
-    /// [`Corpus::read`], with lines' prefixes read by `format` where it matches.
+    /// [`Corpus::read`], with lines' prefixes read by `format` where it matches, and the
+    /// log points of `sources` taken before any are mined.
     pub fn read_with(
         files: &[(String, Vec<u8>)],
         options: Options,
         format: Option<&Format>,
+        sources: Option<&SourceIndex>,
     ) -> Corpus {
         let mut counts = ReadCounts::default();
         let mut raws: Vec<Raw<'_>> = Vec::new();
@@ -165,11 +168,26 @@ impl Corpus {
         // Tokens are made again in the second pass rather than kept: a log's tokens take
         // several times its bytes, and the memory costs more than the tokenizing.
         let mut miner = Miner::new(options);
+        // A line a source log point printed starts with a word naming that log point
+        // (its place in the source), so that Drain mines it with that log point's lines
+        // only: log points the text alone would merge stay apart.
+        let places: Vec<String> = sources.map_or_else(Vec::new, |s| {
+            s.points()
+                .iter()
+                .map(|p| format!("{}:{}", p.file, p.line))
+                .collect()
+        });
+        let point_of: Vec<Option<usize>> = raws
+            .iter()
+            .map(|raw| sources.and_then(|s| s.find(raw.message())).map(|(p, _)| p))
+            .collect();
+        let place = |point: Option<usize>| point.and_then(|p| places.get(p)).map(String::as_str);
         let mut line_tokens = Vec::new();
         let joined: Vec<TemplateId> = raws
             .iter()
-            .map(|raw| {
-                tokenize(raw.message(), &mut line_tokens);
+            .zip(&point_of)
+            .map(|(raw, &point)| {
+                tokens_at(raw.message(), place(point), &mut line_tokens);
                 miner.add(&line_tokens)
             })
             .collect();
@@ -177,8 +195,9 @@ impl Corpus {
             .iter()
             .zip(extras)
             .zip(joined)
-            .map(|((raw, (continued, thread)), joined)| {
-                tokenize(raw.message(), &mut line_tokens);
+            .zip(&point_of)
+            .map(|(((raw, (continued, thread)), joined), &point)| {
+                tokens_at(raw.message(), place(point), &mut line_tokens);
                 // The template it matches now; else (templates generalised past it) the
                 // one it joined.
                 let template = miner.find(&line_tokens).unwrap_or(joined);
@@ -200,6 +219,20 @@ impl Corpus {
             miner,
             counts,
         }
+    }
+}
+
+/// `message`'s tokens, after a word naming its log point's place in the source if any.
+fn tokens_at<'a>(message: &'a str, place: Option<&'a str>, out: &mut Vec<Token<'a>>) {
+    tokenize(message, out);
+    if let Some(place) = place {
+        out.insert(
+            0,
+            Token {
+                text: place,
+                kind: Kind::Word,
+            },
+        );
     }
 }
 
@@ -240,5 +273,40 @@ mod tests {
             corpus.lines[3].time_ns,
             Some(((8 * 60 + 42) * 60 + 9) * 1_000_000_000 + 150_000_000)
         );
+    }
+
+    #[test]
+    fn log_points_read_from_sources_keep_apart_what_drain_would_merge() {
+        use crate::source::{log_points, SourceIndex};
+        let source = "fn f() {\n    info!(\"user {} logged in\", id);\n    info!(\"user {} logged out\", id);\n}\n";
+        let index = SourceIndex::new(log_points("src/auth.rs", source));
+        let log = "2023-01-29T08:00:00Z user 7 logged in\n\
+                   2023-01-29T08:00:01Z user 7 logged out\n\
+                   2023-01-29T08:00:02Z user 8 logged in\n";
+        let files = [("auth.log".to_string(), log.as_bytes().to_vec())];
+        let texts = |c: &Corpus| -> Vec<String> {
+            c.lines
+                .iter()
+                .map(|l| c.miner.templates()[l.template as usize].text())
+                .collect()
+        };
+        let mined = Corpus::read(&files, Options::default());
+        assert_eq!(
+            mined.lines[0].template,
+            mined.lines[1].template,
+            "{:?}",
+            texts(&mined)
+        );
+        let read = Corpus::read_with(&files, Options::default(), None, Some(&index));
+        assert_eq!(
+            texts(&read),
+            [
+                "src/auth.rs:2 user <NUM> logged in",
+                "src/auth.rs:3 user <NUM> logged out",
+                "src/auth.rs:2 user <NUM> logged in",
+            ]
+        );
+        let values: Vec<&str> = read.lines.iter().map(|l| &*l.values[0]).collect();
+        assert_eq!(values, ["7", "7", "8"]);
     }
 }

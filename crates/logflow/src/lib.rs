@@ -16,6 +16,7 @@
 //! - `score`: B-cubed precision, recall and F1 of lines grouped into requests.
 //! - `header`: a line's timestamp, level, thread and logger, told from its message.
 //! - `format`: a prefix described by a pattern, for formats the detection does not know.
+//! - `source`: log points read from Rust sources' `tracing` and `log` macro calls.
 //! - `tokens`: a message split into words and punctuation, values typed (numbers, hex,
 //!   UUIDs, IP addresses, paths).
 //! - `drain`: log points as templates, mined with a Drain-style fixed-depth tree, each
@@ -29,6 +30,7 @@ pub mod ids;
 pub mod links;
 pub mod score;
 pub mod sequences;
+pub mod source;
 pub mod stitch;
 pub mod tokens;
 pub mod traces;
