@@ -43,6 +43,10 @@ pub(crate) fn node_config(service: &str) -> Result<causeway::Config, BoxError> {
     })
 }
 
+/// The target of the demo's log lines: they go to its log files (`causeway demo
+/// --logs`), not into its traces, whose shape the demo's expectations describe.
+pub(crate) const LOG: &str = "shop::log";
+
 /// The environment variable that carries the topology to each process.
 pub const TOPOLOGY_VAR: &str = "CAUSEWAY_DEMO_TOPOLOGY";
 

@@ -38,7 +38,8 @@ pub(crate) fn init_with_log(
         .event_format(WithTraceId(Format::default().with_thread_names(true)));
     // What a service logs by default: its own lines at info and above.
     let filter = tracing_subscriber::filter::Targets::new()
-        .with_target("causeway_demo", tracing::Level::INFO);
+        .with_target("causeway_demo", tracing::Level::INFO)
+        .with_target(crate::LOG, tracing::Level::INFO);
     let logs = tracing_subscriber::registry().with(log.with_filter(filter));
     tracing::subscriber::set_global_default(subscriber.with_inner(logs))?;
     Ok(guard)

@@ -58,7 +58,7 @@ impl tonic::server::UnaryService<LocateRequest> for Locate {
                 .iter()
                 .map(|r| r.service().to_owned())
                 .collect::<Vec<String>>();
-            tracing::info!(block, ?replicas, "block located");
+            tracing::info!(target: crate::LOG, block, ?replicas, "block located");
             Ok(tonic::Response::new(LocateReply { replicas }))
         })
     }

@@ -109,7 +109,7 @@ impl Sets {
 pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOptions) -> Vec<u32> {
     // Pinned identifiers, and those with every mark of one, join by value on their own
     // (links need a few requests to be learned); links carry the rest.
-    let pinned = identifiers(
+    let sure = identifiers(
         ranked,
         &StitchOptions {
             min_score: o.sure_score,
@@ -219,7 +219,7 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
                     }
                 }
             }
-            if pinned.contains(&(line.template, slot as u32)) {
+            if sure.contains(&(line.template, slot as u32)) {
                 by_id.insert(value, (request, t));
             }
         }

@@ -55,7 +55,7 @@ async fn store(State(entries): State<Entries>, Query(k): Query<Key>) -> StatusCo
     if map.len() >= MAX_ENTRIES {
         map.clear();
     }
-    tracing::info!(key = %k.key, ttl_ms = ttl.as_millis() as u64, "entry stored");
+    tracing::info!(target: crate::LOG, key = %k.key, ttl_ms = ttl.as_millis() as u64, "entry stored");
     map.insert(k.key, (k.value, Instant::now() + ttl));
     StatusCode::NO_CONTENT
 }

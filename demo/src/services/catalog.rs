@@ -72,7 +72,7 @@ impl Catalog {
                         format!("no usable replica in {replicas:?}"),
                     )
                 })?;
-            tracing::info!(block, replica = %first, "reading block from replica");
+            tracing::info!(target: crate::LOG, block, replica = %first, "reading block from replica");
             Ok(self
                 .peers
                 .get(first, &format!("/read?block={block}"))

@@ -36,12 +36,12 @@ async fn home(State(peers): State<Peers>, Query(u): Query<User>) -> Result<Strin
         String::new()
     });
     work(tracing::info_span!("render page"), millis(0.5, 2.0)).await;
-    tracing::info!(user = u.user, "home page rendered");
+    tracing::info!(target: crate::LOG, user = u.user, "home page rendered");
     Ok(format!("{products}\n{recommendations}"))
 }
 
 async fn checkout(State(peers): State<Peers>, Query(u): Query<User>) -> Result<String, Failure> {
-    tracing::info!(user = u.user, "checkout started");
+    tracing::info!(target: crate::LOG, user = u.user, "checkout started");
     let order = peers
         .send(
             http::Method::POST,
@@ -50,6 +50,6 @@ async fn checkout(State(peers): State<Peers>, Query(u): Query<User>) -> Result<S
         )
         .await?;
     work(tracing::info_span!("render receipt"), millis(0.3, 1.0)).await;
-    tracing::info!(receipt = %order, "checkout complete");
+    tracing::info!(target: crate::LOG, receipt = %order, "checkout complete");
     Ok(order)
 }

@@ -69,9 +69,10 @@ pub(crate) async fn serve(
 /// span.
 async fn access_log(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let started = std::time::Instant::now();
-    tracing::info!(method = %request.method(), uri = %request.uri(), "started processing request");
+    tracing::info!(target: crate::LOG, method = %request.method(), uri = %request.uri(), "started processing request");
     let response = next.run(request).await;
     tracing::info!(
+        target: crate::LOG,
         status = response.status().as_u16(),
         latency_ms = started.elapsed().as_millis() as u64,
         "finished processing request"

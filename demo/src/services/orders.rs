@@ -27,10 +27,10 @@ pub(super) fn router(peers: Peers) -> Router {
 async fn place(State(peers): State<Peers>, Query(u): Query<User>) -> Result<String, Failure> {
     work(tracing::info_span!("validate basket"), millis(1.0, 3.0)).await;
     let order = fastrand::u64(..);
-    tracing::info!(user = u.user, order, "order accepted");
+    tracing::info!(target: crate::LOG, user = u.user, order, "order accepted");
     quorum_write(&peers, order).await?;
     publish(&peers, order).await?;
-    tracing::info!(order, "order placed");
+    tracing::info!(target: crate::LOG, order, "order placed");
     Ok(format!("order {order} placed for user {}", u.user))
 }
 
@@ -96,6 +96,6 @@ async fn publish(peers: &Peers, order: u64) -> Result<(), Failure> {
         .call_with(http::Method::POST, Role::Queue, &path, headers)
         .instrument(span)
         .await?;
-    tracing::info!(topic = "order-placed", "order event published");
+    tracing::info!(target: crate::LOG, topic = "order-placed", "order event published");
     Ok(())
 }

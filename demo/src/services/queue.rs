@@ -44,7 +44,7 @@ async fn publish(
     match tx.try_send((token, p.order)) {
         Ok(()) => StatusCode::ACCEPTED,
         Err(_) => {
-            tracing::warn!(order = p.order, "backlog full, message refused");
+            tracing::warn!(target: crate::LOG, order = p.order, "backlog full, message refused");
             StatusCode::SERVICE_UNAVAILABLE
         }
     }
@@ -64,17 +64,17 @@ async fn consume(mut rx: mpsc::Receiver<Message>) {
             causeway::message::receive(&span, token, Some("orders"), Some(8));
         }
         async {
-            tracing::info!(order, "processing order-placed");
+            tracing::info!(target: crate::LOG, order, "processing order-placed");
             work(
                 tracing::info_span!("send confirmation email"),
                 millis(3.0, 10.0),
             )
             .await;
             if chance(0.02) {
-                tracing::error!(order, "mail server refused the message");
+                tracing::error!(target: crate::LOG, order, "mail server refused the message");
                 tracing::Span::current().set_error("mail server refused the message");
             } else {
-                tracing::info!(order, "confirmation email sent");
+                tracing::info!(target: crate::LOG, order, "confirmation email sent");
             }
         }
         .instrument(span)

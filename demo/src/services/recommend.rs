@@ -21,7 +21,7 @@ async fn recommendations(
 ) -> Result<String, Failure> {
     let key = format!("rec-{}", u.user);
     if let Some(value) = peers.cached(&key).await {
-        tracing::info!(user = u.user, "recommendations served from cache");
+        tracing::info!(target: crate::LOG, user = u.user, "recommendations served from cache");
         return Ok(value);
     }
     work(tracing::info_span!("score candidates"), millis(5.0, 25.0)).await;
@@ -32,7 +32,7 @@ async fn recommendations(
         ));
     }
     let value = format!("picks-for-{}", u.user);
-    tracing::info!(user = u.user, "recommendations scored");
+    tracing::info!(target: crate::LOG, user = u.user, "recommendations scored");
     peers.fill(&key, &value).await;
     Ok(value)
 }

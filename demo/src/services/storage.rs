@@ -54,14 +54,14 @@ async fn read(State(r): State<Replica>, Query(b): Query<Block>) -> Result<String
     }
     work(span.clone(), time).await;
     if chance(0.01) {
-        tracing::error!(block = b.block, "checksum mismatch");
+        tracing::error!(target: crate::LOG, block = b.block, "checksum mismatch");
         span.set_error("checksum mismatch");
         return Err(Failure(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("block {} failed its checksum", b.block),
         ));
     }
-    tracing::info!(block = b.block, replica = r.number, "block read");
+    tracing::info!(target: crate::LOG, block = b.block, replica = r.number, "block read");
     Ok(format!("block-{}@storage-{}", b.block, r.number))
 }
 
@@ -75,6 +75,6 @@ async fn write(State(r): State<Replica>, Query(b): Query<Block>) -> StatusCode {
         time += millis(20.0, 60.0);
     }
     work(span, time).await;
-    tracing::info!(block = b.block, replica = r.number, "block written");
+    tracing::info!(target: crate::LOG, block = b.block, replica = r.number, "block written");
     StatusCode::NO_CONTENT
 }
