@@ -169,7 +169,7 @@ fn skip_block_comment(b: &[u8], mut i: usize) -> usize {
 
 /// The end (exclusive) of the string, raw string or character literal at `i`.
 fn literal_end(b: &[u8], i: usize) -> Option<usize> {
-    match b[i] {
+    match *b.get(i)? {
         b'"' => {
             let mut j = i + 1;
             while j < b.len() {
@@ -311,7 +311,7 @@ fn push_text(pieces: &mut Vec<Piece>, text: &str) {
 /// The value of a plain or raw string literal that is the whole argument.
 fn string_literal(arg: &str) -> Option<String> {
     let b = arg.as_bytes();
-    if literal_end(b, 0) != Some(b.len()) || b[0] == b'\'' {
+    if literal_end(b, 0) != Some(b.len()) || b.first() == Some(&b'\'') {
         return None;
     }
     if b[0] == b'r' {
@@ -570,6 +570,20 @@ fn place(u: User, order: u64) {
         assert_eq!(index.points()[i].line, 5);
         assert_eq!(values, ["3.50", "00000000000000ff", "card"]);
         assert_eq!(index.find("order accepted by nobody"), None);
+    }
+
+    #[test]
+    fn empty_arguments_and_a_call_cut_short_are_skipped() {
+        assert_eq!(log_points("x.rs", "info!(,)"), []);
+        assert_eq!(log_points("x.rs", "info!("), []);
+        assert_eq!(log_points("x.rs", "warn!(\"a\", , x)").len(), 1);
+        // What the fuzzer found first: a call of an empty argument among binary bytes.
+        let found = [
+            0x5f, 0x72, 0x72, 0x5f, 0x5f, 0x66, 0xfe, 0x08, 0x69, 0x6e, 0x66, 0x6f, 0x21, 0x0a,
+            0x09, 0x00, 0x00, 0x5a, 0x72, 0x62, 0x5f, 0x72, 0x72, 0x5f, 0x72, 0x5f, 0x5a, 0x72,
+            0xeb, 0xeb, 0x6e, 0x66, 0x6f, 0x21, 0x0a, 0x00, 0x00, 0x00, 0x00, 0x01, 0x21, 0x66,
+        ];
+        let _ = log_points("x.rs", &String::from_utf8_lossy(&found));
     }
 
     proptest! {
