@@ -50,6 +50,9 @@ pub struct Corpus {
     pub lines: Vec<Line>,
     pub miner: Miner,
     pub counts: ReadCounts,
+    /// Line indices in time order, sorted once: links, predecessors and the walk all
+    /// read the lines in this order.
+    order: Vec<usize>,
 }
 
 /// A line while reading: its text (borrowed from the file unless it was not UTF-8), where
@@ -80,10 +83,8 @@ impl Corpus {
     }
 
     /// Line indices in time order (file order among equal times).
-    pub fn time_order(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.lines.len()).collect();
-        order.sort_by_key(|&i| (self.time(i), i));
-        order
+    pub fn time_order(&self) -> &[usize] {
+        &self.order
     }
 
     /// Reads `(name, bytes)` of each file. A line without a timestamp after one with
@@ -213,12 +214,17 @@ impl Corpus {
                 }
             })
             .collect();
-        Corpus {
+        let mut corpus = Corpus {
             files: files.iter().map(|(name, _)| name.clone()).collect(),
             lines,
             miner,
             counts,
-        }
+            order: Vec::new(),
+        };
+        let mut order: Vec<usize> = (0..corpus.lines.len()).collect();
+        order.sort_by_key(|&i| (corpus.time(i), i));
+        corpus.order = order;
+        corpus
     }
 }
 

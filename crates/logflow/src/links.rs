@@ -206,7 +206,7 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
     // The variables that printed each key, when they last did, and the chance that they
     // do not print it within a millisecond (from the key's rate at the variable).
     let mut last: HashMap<&str, Vec<(Variable, i64, f64)>> = HashMap::default();
-    for &i in &order {
+    for &i in order {
         let line = &corpus.lines[i];
         let t = corpus.time(i);
         for (slot, value) in line.values.iter().enumerate() {

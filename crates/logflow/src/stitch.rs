@@ -137,7 +137,7 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
     let mut recent = Recent::default();
     let mut previous: Option<(u32, i64)> = None;
     let mut next = 0;
-    for i in corpus.time_order() {
+    for &i in corpus.time_order() {
         let line = &corpus.lines[i];
         let t = corpus.time(i);
         // The strongest tie: (strength, when the tied line was, its request).
