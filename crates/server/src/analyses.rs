@@ -159,6 +159,24 @@ pub(crate) fn scan_fields_into<A: Send>(
     Ok((acc.finish(merge), scanned))
 }
 
+/// A window's traces, whole spans (attributes, events, sources), folded into an
+/// accumulator on the scan pool.
+pub(crate) async fn scan_whole_spans<A: Send + 'static>(
+    state: &AppState,
+    window: TimeWindow,
+    make: fn() -> A,
+    add: fn(&mut A, &Trace),
+    merge: fn(&mut A, A),
+) -> Result<(A, ScanStats), ApiError> {
+    let store = state.store.clone();
+    state
+        .scans
+        .run(move |deadline| {
+            scan_fields_into(&store, deadline, window, &Fields::All, make, add, merge)
+        })
+        .await
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Window {
@@ -400,23 +418,16 @@ async fn inferred(
     let params = pairs(query)?;
     let window = window_param(&params)?;
     let limit = limit_param(&params, 20)?;
-    let store = state.store.clone();
-    let (paths, scanned) = state
-        .scans
-        .run(move |deadline| {
-            // The hops' senders and send times are attributes, and the probability is
-            // the spans' source: the whole spans are read.
-            scan_fields_into(
-                &store,
-                deadline,
-                window,
-                &Fields::All,
-                InferredPaths::default,
-                |p, t| p.add(t),
-                InferredPaths::merge,
-            )
-        })
-        .await?;
+    // The hops' senders and send times are attributes, and the probability is the
+    // spans' source: the whole spans are read.
+    let (paths, scanned) = scan_whole_spans(
+        &state,
+        window,
+        InferredPaths::default,
+        InferredPaths::add,
+        InferredPaths::merge,
+    )
+    .await?;
     Ok(Json(InferredBody {
         window: Window::of(window, scanned),
         summary: paths.summary(limit),

@@ -11,10 +11,9 @@ use axum::extract::{RawQuery, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use causeway_analysis::logflows::{LogFlows, LogFlowsSummary};
-use causeway_store::Fields;
 use serde::Serialize;
 
-use crate::analyses::{scan_fields_into, Window};
+use crate::analyses::{scan_whole_spans, Window};
 use crate::api::{limit_param, pairs, window_param};
 use crate::work::blocking;
 use crate::{ApiError, AppState};
@@ -88,22 +87,15 @@ async fn flows(
     let params = pairs(query)?;
     let window = window_param(&params)?;
     let limit = limit_param(&params, 50)?;
-    let store = state.store.clone();
-    let (flows, scanned) = state
-        .scans
-        .run(move |deadline| {
-            // The log points are the events' attributes: the whole spans are read.
-            scan_fields_into(
-                &store,
-                deadline,
-                window,
-                &Fields::All,
-                LogFlows::default,
-                |f, t| f.add(t),
-                LogFlows::merge,
-            )
-        })
-        .await?;
+    // The log points are the events' attributes: the whole spans are read.
+    let (flows, scanned) = scan_whole_spans(
+        &state,
+        window,
+        LogFlows::default,
+        LogFlows::add,
+        LogFlows::merge,
+    )
+    .await?;
     let path = report_path(&state);
     let report = blocking(move || {
         Ok(match std::fs::read(&path) {
