@@ -8,12 +8,14 @@
 //! first line of its request there starts requests (lprof's top-level methods).
 //!
 //! The walk then takes every line in time order. A line joins, in this order:
-//! 1. the request of the line a learned link ties it to (`links`: a value printed by
-//!    one log point and soon after by another), the strongest link first, then the
-//!    latest line; but a link to a request that has been quiet for longer than
-//!    `quiet_ns` yields to the request of the line's learned predecessor (3.) when that
-//!    request began since (an id that one request passes to the next, as an order that
-//!    is paid after it is made);
+//! 1. the request of the line a sure identifier's value or a learned link ties it to
+//!    (`links`: a value printed by one log point and soon after by another), the
+//!    strongest first, then the latest line; but a slow link (its window `slow_link_ns`
+//!    or longer) to a request that has been quiet for longer than `quiet_ns` yields to
+//!    the request of the line's learned predecessor (3.) when that request began since:
+//!    a value passed on over seconds goes to a later request as often as within one (an
+//!    order paid after it is made), while values within a request pass in milliseconds,
+//!    however long the request waits between them (a queue);
 //! 2. a new request, if its log point starts requests: learned by the first pass, or
 //!    because it passes values on by links and is never linked to;
 //! 3. the request that printed one of its log point's learned predecessors last, within
@@ -55,8 +57,11 @@ pub struct StitchOptions {
     /// A log point follows those its lines come right after at least this share of the
     /// time, soon.
     pub predecessor_share: f64,
-    /// A link to a request quiet for longer than this yields to a request begun since.
+    /// A slow link to a request quiet for longer than this yields to a request begun
+    /// since ...
     pub quiet_ns: i64,
+    /// ... a link is slow when its window is at least this.
+    pub slow_link_ns: i64,
     /// Variables of these names are request identifiers whatever their score ...
     pub pinned: Vec<String>,
     /// ... and of these names are not.
@@ -75,6 +80,7 @@ impl Default for StitchOptions {
             start_evidence: 5,
             bridge_ns: 500_000_000,
             quiet_ns: 50_000_000,
+            slow_link_ns: 1_000_000_000,
             predecessor_share: 0.2,
             pinned: Vec::new(),
             excluded: Vec::new(),
@@ -140,11 +146,12 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
     for &i in corpus.time_order() {
         let line = &corpus.lines[i];
         let t = corpus.time(i);
-        // The strongest tie: (strength, when the tied line was, its request).
-        let mut best: Option<(f64, i64, u32)> = None;
-        let mut consider = |strength: f64, at: i64, r: u32| {
+        // The strongest tie: (strength, when the tied line was, its request, whether
+        // it is a slow link).
+        let mut best: Option<(f64, i64, u32, bool)> = None;
+        let mut consider = |strength: f64, at: i64, r: u32, slow: bool| {
             if best.is_none_or(|b| (strength, at) > (b.0, b.1)) {
-                best = Some((strength, at, r));
+                best = Some((strength, at, r, slow));
             }
         };
         for (slot, value) in line.values.iter().enumerate() {
@@ -155,7 +162,7 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
             // A value an identifier printed, printed again by any log point.
             if let Some(&(r, at)) = by_id.get(&**value) {
                 if t - at <= o.id_window_ns {
-                    consider(1.0, at, r);
+                    consider(1.0, at, r, false);
                 }
             }
             let to = (line.file, line.template, slot as u32);
@@ -169,7 +176,7 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
                             if t - at <= link.window_ns
                                 && !excluded.contains(&(from.1, from.2)) =>
                         {
-                            consider(link.precision, at, r);
+                            consider(link.precision, at, r, link.window_ns >= o.slow_link_ns);
                         }
                         _ => {}
                     }
@@ -180,11 +187,12 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
         let before = predecessors.get(&point).map_or(&[][..], Vec::as_slice);
         let after_predecessor = recent.followed(before, point, t);
         let request = match best {
-            Some((_, _, r)) => {
+            Some((_, _, r, slow)) => {
                 let quiet_since = active.get(&r).map_or(i64::MIN, |a| a.1);
                 match after_predecessor {
                     Some(c)
-                        if c != r
+                        if slow
+                            && c != r
                             && t - quiet_since > o.quiet_ns
                             && active.get(&c).is_some_and(|a| a.0 > quiet_since) =>
                     {
@@ -654,6 +662,73 @@ mod tests {
             .map(|(l, (r, t))| (l.number, *r, *t))
             .collect();
         assert!(lines.is_empty(), "(line, request, true request): {lines:?}");
+    }
+
+    /// The time of a line `ms` milliseconds in.
+    fn at_ms(ms: u64) -> String {
+        format!(
+            "1970-01-01T00:{:02}:{:02}.{:03}Z",
+            ms / 60_000,
+            ms / 1000 % 60,
+            ms % 1000
+        )
+    }
+
+    #[test]
+    fn a_value_passed_on_within_a_request_stays_with_it_while_others_begin() {
+        // A request every 100 ms creates an order; a worker picks it up 210 ms later,
+        // so the line before each pickup is the creation of another order, 10 ms
+        // before: a learned predecessor whose request began since.
+        let (mut web, mut worker) = (String::new(), String::new());
+        for k in 0..40u64 {
+            let (t, order) = (k * 100, 5000 + k * 7);
+            web += &format!("{} created order {order}\n", at_ms(t));
+            worker += &format!("{} processing order {order}\n", at_ms(t + 210));
+        }
+        let corpus = Corpus::read(
+            &[
+                ("web.log".into(), web.into_bytes()),
+                ("worker.log".into(), worker.into_bytes()),
+            ],
+            Options::default(),
+        );
+        let links = links::learn(&corpus, &links::LinkOptions::default());
+        let requests = stitch(&corpus, &rank(&corpus), &links, &StitchOptions::default());
+        // web's 40 lines, then worker's.
+        for k in 0..40 {
+            assert_eq!(requests[40 + k], requests[k], "the pickup of order {k}");
+        }
+    }
+
+    #[test]
+    fn a_value_passed_on_over_seconds_goes_to_the_request_begun_since() {
+        // Orders are made every 400 ms and paid 2.5 s later by a request of their own,
+        // which the payment service starts with a line of no values.
+        let (mut web, mut pay) = (String::new(), String::new());
+        for k in 0..30u64 {
+            let (t, order) = (k * 400, 9000 + k * 13);
+            web += &format!("{} created order {order}\n", at_ms(t));
+            web += &format!("{} reply sent\n", at_ms(t + 5));
+            pay += &format!("{} payment request received\n", at_ms(t + 2500));
+            pay += &format!("{} paying order {order}\n", at_ms(t + 2501));
+        }
+        let corpus = Corpus::read(
+            &[
+                ("web.log".into(), web.into_bytes()),
+                ("pay.log".into(), pay.into_bytes()),
+            ],
+            Options::default(),
+        );
+        let links = links::learn(&corpus, &links::LinkOptions::default());
+        let slow = links.all().iter().any(|l| l.window_ns >= 1_000_000_000);
+        assert!(slow, "{:#?}", links.all());
+        let requests = stitch(&corpus, &rank(&corpus), &links, &StitchOptions::default());
+        // web's 60 lines, then pay's.
+        for k in 0..30 {
+            let (order, payment) = (requests[2 * k], requests[60 + 2 * k]);
+            assert_eq!(requests[60 + 2 * k + 1], payment, "payment {k}");
+            assert_ne!(payment, order, "payment {k} is a request of its own");
+        }
     }
 
     #[test]
