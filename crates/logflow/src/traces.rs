@@ -1,7 +1,7 @@
 //! Stitched requests as traces (source: logs): a span per segment (a node's, or a
-//! thread's, lines of one request), from its first line to its last, with an event per
-//! line (its number in its file, and its log point as `log.point`); the request's first
-//! segment is the root and the others hang under it.
+//! thread's, lines of one request), from its first line to its last, named by its first
+//! line's log point, with an event per line (its number in its file, and its log point
+//! as `log.point`); the request's first segment is the root and the others hang under it.
 
 use causeway_analysis::logflows::LOG_POINT;
 use causeway_model::{Event, KeyValue, Source, Span, SpanId, SpanKind, TraceId};
@@ -75,7 +75,14 @@ pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
                 .get(line.template as usize)
                 .map_or_else(String::new, |t| t.render(&line.values))
         };
-        let name: String = text(first).chars().take(NAME_CHARS).collect();
+        // The log point, not the line: span names are what operations are listed by,
+        // and a line's values would make an operation of every request.
+        let point = |i: usize| {
+            points
+                .get(corpus.lines[i].template as usize)
+                .map_or("", String::as_str)
+        };
+        let name: String = point(first).chars().take(NAME_CHARS).collect();
         let file_name = &corpus.files[file as usize];
         let mut span = Span::new(
             trace_id,
@@ -104,12 +111,7 @@ pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
                 name: text(i),
                 attributes: vec![
                     KeyValue::new("log.line", i64::from(corpus.lines[i].number)),
-                    KeyValue::new(
-                        LOG_POINT,
-                        points
-                            .get(corpus.lines[i].template as usize)
-                            .map_or("", String::as_str),
-                    ),
+                    KeyValue::new(LOG_POINT, point(i)),
                 ],
             })
             .collect();
@@ -145,7 +147,12 @@ mod tests {
         assert_eq!(&*child.service, "db");
         assert_eq!(root.source, Source::Logs);
         assert_eq!((root.start, root.end), (1_000_000_000, 1_300_000_000));
-        assert_eq!(root.name, "order 7 received");
+        // Named by its first line's log point, not by the line.
+        assert_eq!(root.name, "order <NUM> <*>");
+        assert_eq!(
+            root.events[0].attributes[1],
+            KeyValue::new(LOG_POINT, "order <NUM> <*>")
+        );
         let events: Vec<&str> = root.events.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(events, ["order 7 received", "order 7 done"]);
         assert_eq!(child.events[0].name, "wrote order 7");
