@@ -143,9 +143,33 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
     let mut recent = Recent::default();
     let mut previous: Option<(u32, i64)> = None;
     let mut next = 0;
+    let mut facts: HashMap<Point, PointFacts<'_>> = HashMap::default();
     for &i in corpus.time_order() {
         let line = &corpus.lines[i];
         let t = corpus.time(i);
+        let point = (line.file, line.template);
+        let f = facts.entry(point).or_insert_with(|| {
+            PointFacts::new(
+                point,
+                line.values.len(),
+                links,
+                &sure,
+                &excluded,
+                &predecessors,
+            )
+        });
+        if f.slots.len() < line.values.len() {
+            // A log point's lines have as many values as it has parameters; this keeps
+            // a line with more from losing any.
+            *f = PointFacts::new(
+                point,
+                line.values.len(),
+                links,
+                &sure,
+                &excluded,
+                &predecessors,
+            );
+        }
         // The strongest tie: (strength, when the tied line was, its request, whether
         // it is a slow link).
         let mut best: Option<(f64, i64, u32, bool)> = None;
@@ -154,9 +178,8 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
                 best = Some((strength, at, r, slow));
             }
         };
-        for (slot, value) in line.values.iter().enumerate() {
-            let variable = (line.template, slot as u32);
-            if excluded.contains(&variable) {
+        for (value, slot) in line.values.iter().zip(&f.slots) {
+            if slot.excluded {
                 continue;
             }
             // A value an identifier printed, printed again by any log point.
@@ -165,17 +188,13 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
                     consider(1.0, at, r, false);
                 }
             }
-            let to = (line.file, line.template, slot as u32);
-            if !links.is_target(to) {
+            if slot.into.is_empty() {
                 continue;
             }
             for key in links::keys(value) {
                 for &(from, r, at) in by_key.get(key).map_or(&[][..], Vec::as_slice) {
-                    match links.between(from, to) {
-                        Some(link)
-                            if t - at <= link.window_ns
-                                && !excluded.contains(&(from.1, from.2)) =>
-                        {
+                    match slot.into.iter().find(|l| l.from == from) {
+                        Some(link) if t - at <= link.window_ns => {
                             consider(link.precision, at, r, link.window_ns >= o.slow_link_ns);
                         }
                         _ => {}
@@ -183,8 +202,7 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
                 }
             }
         }
-        let point = (line.file, line.template);
-        let before = predecessors.get(&point).map_or(&[][..], Vec::as_slice);
+        let before = f.predecessors;
         let after_predecessor = recent.followed(before, point, t);
         let request = match best {
             Some((_, _, r, slow)) => {
@@ -216,9 +234,9 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
                     next - 1
                 }),
         };
-        for (slot, value) in line.values.iter().enumerate() {
-            let variable = (line.file, line.template, slot as u32);
-            if links.is_source(variable) {
+        for (k, (value, slot)) in line.values.iter().zip(&f.slots).enumerate() {
+            let variable = (line.file, line.template, k as u32);
+            if slot.source {
                 for key in links::keys(value) {
                     let printed = by_key.entry(key).or_default();
                     match printed.iter_mut().find(|p| p.0 == variable) {
@@ -227,7 +245,7 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
                     }
                 }
             }
-            if sure.contains(&(line.template, slot as u32)) {
+            if slot.sure {
                 by_id.insert(value, (request, t));
             }
         }
@@ -241,6 +259,50 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
 }
 
 type Point = (u32, TemplateId);
+
+/// What the walk asks of a (file, log point) and its slots, looked up once.
+struct PointFacts<'a> {
+    slots: Vec<SlotFacts<'a>>,
+    predecessors: &'a [(Point, i64)],
+}
+
+struct SlotFacts<'a> {
+    excluded: bool,
+    /// The links into it, from variables not excluded.
+    into: Vec<&'a links::Link>,
+    source: bool,
+    sure: bool,
+}
+
+impl<'a> PointFacts<'a> {
+    fn new(
+        (file, template): Point,
+        slots: usize,
+        links: &'a Links,
+        sure: &HashSet<Variable>,
+        excluded: &HashSet<Variable>,
+        predecessors: &'a HashMap<Point, Vec<(Point, i64)>>,
+    ) -> Self {
+        let slots = (0..slots as u32)
+            .map(|slot| SlotFacts {
+                excluded: excluded.contains(&(template, slot)),
+                into: links
+                    .into((file, template, slot))
+                    .iter()
+                    .filter(|l| !excluded.contains(&(l.from.1, l.from.2)))
+                    .collect(),
+                source: links.is_source((file, template, slot)),
+                sure: sure.contains(&(template, slot)),
+            })
+            .collect();
+        PointFacts {
+            slots,
+            predecessors: predecessors
+                .get(&(file, template))
+                .map_or(&[][..], Vec::as_slice),
+        }
+    }
+}
 
 /// A line at a log point, while a line that follows it may still come: its request,
 /// its time, and the log points whose lines have followed it already.
