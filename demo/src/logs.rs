@@ -1,7 +1,9 @@
 //! Ordinary logs, as real services write them: `tracing`'s fmt output, one file per
-//! process, beside the traces. Each line ends with the trace id of the request it was
-//! written for (the log correlation OpenTelemetry's SDKs add), which `causeway bench
-//! logs-demo` strips before stitching and keeps as the ground truth.
+//! process, beside the traces. Each line ends with the place of the macro call that
+//! wrote it and the trace id of the request it was written for (OpenTelemetry's
+//! `code.filepath`, `code.lineno` and log correlation), which `causeway bench
+//! logs-demo` strips before stitching and keeps as the ground truth (of requests, and
+//! of log points for `causeway bench templates`).
 
 use std::fs::File;
 use std::path::Path;
@@ -21,6 +23,9 @@ pub const LOGS_VAR: &str = "CAUSEWAY_DEMO_LOGS";
 
 /// The key of the trace id each line ends with.
 pub const TRACE_ID_KEY: &str = "trace_id=";
+/// The keys of the place of the macro call that wrote a line, before its trace id.
+pub const FILEPATH_KEY: &str = "code.filepath=";
+pub const LINENO_KEY: &str = "code.lineno=";
 
 /// Installs Causeway with a fmt log beside it, written to `dir/<file_name>.log`.
 pub(crate) fn init_with_log(
@@ -45,7 +50,8 @@ pub(crate) fn init_with_log(
     Ok(guard)
 }
 
-/// The fmt layer's full format, with the current trace id at the end of the line.
+/// The fmt layer's full format, with the event's place and the current trace id at the
+/// end of the line.
 struct WithTraceId(Format<Full, SystemTime>);
 
 impl<S, N> FormatEvent<S, N> for WithTraceId
@@ -62,11 +68,15 @@ where
         let mut line = String::new();
         self.0.format_event(ctx, Writer::new(&mut line), event)?;
         let line = line.trim_end_matches('\n');
+        let meta = event.metadata();
+        let file = meta.file().unwrap_or("unknown");
+        let line_no = meta.line().unwrap_or(0);
+        write!(writer, "{line} {FILEPATH_KEY}{file} {LINENO_KEY}{line_no}")?;
         // The global dispatcher is not re-entered here (no scoped dispatchers), so the
         // current span is the one this event was written in.
         match causeway::current_context() {
-            Some(context) => writeln!(writer, "{line} {TRACE_ID_KEY}{}", context.trace_id),
-            None => writeln!(writer, "{line}"),
+            Some(context) => writeln!(writer, " {TRACE_ID_KEY}{}", context.trace_id),
+            None => writeln!(writer),
         }
     }
 }

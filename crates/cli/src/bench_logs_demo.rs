@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
-use causeway_demo::logs::TRACE_ID_KEY;
+use causeway_demo::logs::{FILEPATH_KEY, LINENO_KEY, TRACE_ID_KEY};
 use clap::Args;
 use serde_json::json;
 
@@ -54,8 +54,23 @@ fn strip_trace_id(line: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// Writes `dir/raw`'s logs without their trace ids to `dir/logs`, and the ids to
-/// `dir/truth.jsonl` (a line with none is a request of its own).
+/// The line without the place of the macro call that wrote it, and the place
+/// (`file:line`; None when the line has none).
+fn strip_place(line: &str) -> (&str, Option<String>) {
+    let Some(at) = line.rfind(&format!(" {FILEPATH_KEY}")) else {
+        return (line, None);
+    };
+    let place = line[at + 1 + FILEPATH_KEY.len()..]
+        .split_once(&format!(" {LINENO_KEY}"))
+        .filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    match place {
+        Some((file, n)) => (&line[..at], Some(format!("{file}:{n}"))),
+        None => (line, None),
+    }
+}
+
+/// Writes `dir/raw`'s logs without their trace ids and places to `dir/logs`, and both to
+/// `dir/truth.jsonl` (a line with no trace id is a request of its own).
 fn strip(dir: &Path) -> Result<()> {
     let (raw, logs) = (dir.join("raw"), dir.join("logs"));
     std::fs::create_dir_all(&logs)?;
@@ -73,9 +88,10 @@ fn strip(dir: &Path) -> Result<()> {
         let mut out = std::io::BufWriter::new(std::fs::File::create(logs.join(&name))?);
         for (n, line) in text.lines().enumerate() {
             let (stripped, trace) = strip_trace_id(line);
+            let (stripped, point) = strip_place(stripped);
             writeln!(out, "{stripped}")?;
             let trace = trace.map_or_else(|| format!("-{file}:{}", n + 1), str::to_owned);
-            let row = json!({"file": file, "line": n + 1, "trace": trace});
+            let row = json!({"file": file, "line": n + 1, "trace": trace, "point": point});
             writeln!(truth, "{row}")?;
         }
         out.flush()?;
@@ -105,13 +121,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_trailing_trace_id_is_cut_off_and_returned() {
+    fn a_trailing_trace_id_and_place_are_cut_off_and_returned() {
         let id = "a2cd7f8497f529f3ae8ebcab0f2ac4a1";
         let line = format!("2026-11-26T09:53:08Z  INFO x: lookup key=rec-27 trace_id={id}");
         assert_eq!(
             strip_trace_id(&line),
             ("2026-11-26T09:53:08Z  INFO x: lookup key=rec-27", Some(id))
         );
+        let placed = "INFO x: lookup key=rec-27 code.filepath=demo/src/x.rs code.lineno=31";
+        assert_eq!(
+            strip_place(placed),
+            (
+                "INFO x: lookup key=rec-27",
+                Some("demo/src/x.rs:31".to_owned())
+            )
+        );
+        let unplaced = "INFO x: code.filepath=a.rs code.lineno=x1";
+        assert_eq!(strip_place(unplaced), (unplaced, None));
         let short = "INFO x: note trace_id=abc";
         assert_eq!(strip_trace_id(short), (short, None));
         assert_eq!(strip_trace_id("no id here"), ("no id here", None));
