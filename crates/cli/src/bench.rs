@@ -50,6 +50,9 @@ enum What {
     /// Request flows stitched from the demo's own logs (trace ids stripped, kept as the
     /// ground truth), at several loads.
     LogsDemo(crate::bench_logs_demo::LogsDemoArgs),
+    /// Log points mined by Drain against the true ones (the macro calls that wrote the
+    /// demo's lines, kept by `bench logs-demo --keep`), side by side with Drain3.
+    Templates(crate::bench_templates::TemplatesBenchArgs),
     /// Black-box inference on the demo run under capture with its instrumentation on
     /// (the ground truth), at several loads: grouping, parents, patterns, node delays,
     /// injected clock offsets; WAP5's linking and the greedy baseline.
@@ -149,6 +152,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         What::Infer(a) => crate::bench_infer::run(a),
         What::Logs(a) => crate::bench_logs::run(a),
         What::LogsDemo(a) => crate::bench_logs_demo::run(a),
+        What::Templates(a) => crate::bench_templates::run(a),
         What::InferDemo(a) => crate::bench_infer_demo::run(a),
         What::InferScale(a) => crate::bench_infer_scale::run(a),
     }

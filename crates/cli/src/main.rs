@@ -16,6 +16,7 @@ mod bench_infer_scale;
 mod bench_logs;
 mod bench_logs_demo;
 mod bench_pivot;
+mod bench_templates;
 mod capture;
 mod client;
 mod demo;
