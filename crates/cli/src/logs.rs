@@ -56,9 +56,10 @@ pub struct LogsArgs {
     /// its format and fields printed; other lines are mined. Repeatable.
     #[arg(long = "source", value_name = "DIR")]
     sources: Vec<PathBuf>,
-    /// A value links a line to a request that has logged nothing for longer than this
-    /// only if no request begun since precedes the line; raise it for requests that
-    /// wait long in queues.
+    /// A value passed on over seconds (a link whose window is 1 s or more) ties a line
+    /// to a request that has logged nothing for longer than this only if no request
+    /// begun since precedes the line: such values go to later requests as often as
+    /// within one.
     #[arg(long, value_name = "MS", default_value_t = 50)]
     quiet_ms: u64,
     /// Access token, if the collector requires one.
