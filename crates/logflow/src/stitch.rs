@@ -736,6 +736,17 @@ mod tests {
         )
     }
 
+    /// Two nodes' logs read, and their links learned.
+    fn two_nodes(a: (&str, String), b: (&str, String)) -> (Corpus, Links) {
+        let files = [
+            (a.0.into(), a.1.into_bytes()),
+            (b.0.into(), b.1.into_bytes()),
+        ];
+        let corpus = Corpus::read(&files, Options::default());
+        let links = links::learn(&corpus, &links::LinkOptions::default());
+        (corpus, links)
+    }
+
     #[test]
     fn a_value_passed_on_within_a_request_stays_with_it_while_others_begin() {
         // A request every 100 ms creates an order; a worker picks it up 210 ms later,
@@ -747,14 +758,7 @@ mod tests {
             web += &format!("{} created order {order}\n", at_ms(t));
             worker += &format!("{} processing order {order}\n", at_ms(t + 210));
         }
-        let corpus = Corpus::read(
-            &[
-                ("web.log".into(), web.into_bytes()),
-                ("worker.log".into(), worker.into_bytes()),
-            ],
-            Options::default(),
-        );
-        let links = links::learn(&corpus, &links::LinkOptions::default());
+        let (corpus, links) = two_nodes(("web.log", web), ("worker.log", worker));
         let requests = stitch(&corpus, &rank(&corpus), &links, &StitchOptions::default());
         // web's 40 lines, then worker's.
         for k in 0..40 {
@@ -774,14 +778,7 @@ mod tests {
             pay += &format!("{} payment request received\n", at_ms(t + 2500));
             pay += &format!("{} paying order {order}\n", at_ms(t + 2501));
         }
-        let corpus = Corpus::read(
-            &[
-                ("web.log".into(), web.into_bytes()),
-                ("pay.log".into(), pay.into_bytes()),
-            ],
-            Options::default(),
-        );
-        let links = links::learn(&corpus, &links::LinkOptions::default());
+        let (corpus, links) = two_nodes(("web.log", web), ("pay.log", pay));
         let slow = links.all().iter().any(|l| l.window_ns >= 1_000_000_000);
         assert!(slow, "{:#?}", links.all());
         let requests = stitch(&corpus, &rank(&corpus), &links, &StitchOptions::default());
