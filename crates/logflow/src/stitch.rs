@@ -30,7 +30,7 @@ use std::collections::VecDeque;
 use foldhash::{HashMap, HashSet};
 
 use crate::corpus::Corpus;
-use crate::drain::TemplateId;
+use crate::drain::{Slot, TemplateId};
 use crate::ids::{Evidence, Variable};
 use crate::links::{self, Links};
 
@@ -149,27 +149,18 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
         let t = corpus.time(i);
         let point = (line.file, line.template);
         let f = facts.entry(point).or_insert_with(|| {
-            PointFacts::new(
-                point,
+            // A line has a value per parameter of its template.
+            let params = corpus.miner.templates().get(line.template as usize).map_or(
                 line.values.len(),
-                links,
-                &sure,
-                &excluded,
-                &predecessors,
-            )
-        });
-        if f.slots.len() < line.values.len() {
-            // A log point's lines have as many values as it has parameters; this keeps
-            // a line with more from losing any.
-            *f = PointFacts::new(
-                point,
-                line.values.len(),
-                links,
-                &sure,
-                &excluded,
-                &predecessors,
+                |t| {
+                    t.slots
+                        .iter()
+                        .filter(|s| matches!(s, Slot::Param(_)))
+                        .count()
+                },
             );
-        }
+            PointFacts::new(point, params, links, &sure, &excluded, &predecessors)
+        });
         // The strongest tie: (strength, when the tied line was, its request, whether
         // it is a slow link).
         let mut best: Option<(f64, i64, u32, bool)> = None;
