@@ -53,19 +53,10 @@ pub fn run(a: LogsBenchArgs) -> Result<()> {
 pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_json::Value> {
     let (files, _) = crate::logs::read_paths(&[set.join("logs")])?;
     let bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
-    let truth_path = set.join("truth.jsonl");
-    let text = std::fs::read_to_string(&truth_path)
-        .with_context(|| format!("reading {}", truth_path.display()))?;
-    let truth: Vec<((String, u32), String)> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(n, l)| {
-            let t: TruthLine = serde_json::from_str(l)
-                .with_context(|| format!("{}:{}", truth_path.display(), n + 1))?;
-            Ok(((t.file, t.line), t.trace))
-        })
-        .collect::<Result<_>>()?;
+    let truth: Vec<((String, u32), String)> = read_truth::<TruthLine>(set)?
+        .into_iter()
+        .map(|t| ((t.file, t.line), t.trace))
+        .collect();
     let true_requests = truth
         .iter()
         .map(|(_, t)| t.as_str())
@@ -115,6 +106,21 @@ pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_jso
         "total_s": took.as_secs_f64(),
         "mb_per_s": bytes as f64 / 1e6 / took.as_secs_f64(),
     }))
+}
+
+/// The rows of `set/truth.jsonl`, one per line of the logs; a row that does not parse
+/// is named by its line.
+pub(crate) fn read_truth<T: serde::de::DeserializeOwned>(set: &Path) -> Result<Vec<T>> {
+    let path = set.join("truth.jsonl");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, l)| {
+            serde_json::from_str(l).with_context(|| format!("{}:{}", path.display(), n + 1))
+        })
+        .collect()
 }
 
 /// The bytes the stitched requests take in a store (its blocks, after flushing and

@@ -58,26 +58,15 @@ pub fn run(a: TemplatesBenchArgs) -> Result<()> {
 
 fn score_set(set: &Path, peer: bool, scratch: &Path) -> Result<serde_json::Value> {
     let (files, _) = crate::logs::read_paths(&[set.join("logs")])?;
-    let truth_path = set.join("truth.jsonl");
-    let text = std::fs::read_to_string(&truth_path)
-        .with_context(|| format!("reading {}", truth_path.display()))?;
-    let mut truth: Vec<(Key, String)> = Vec::new();
-    for (n, l) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let t: TruthLine = serde_json::from_str(l)
-            .with_context(|| format!("{}:{}", truth_path.display(), n + 1))?;
-        if let Some(point) = t.point {
-            truth.push(((t.file, t.line), point));
-        }
-    }
+    let truth: Vec<(Key, String)> = crate::bench_logs::read_truth::<TruthLine>(set)?
+        .into_iter()
+        .filter_map(|t| Some(((t.file, t.line), t.point?)))
+        .collect();
     if truth.is_empty() {
         bail!(
             "{} gives no line its log point (`point`): runs of `causeway bench logs-demo` \
              from before the demo wrote them have none",
-            truth_path.display()
+            set.join("truth.jsonl").display()
         );
     }
     let points = truth
