@@ -24,5 +24,15 @@ fuzz_target!(|data: &[u8]| {
     for line in &corpus.lines {
         let template = &corpus.miner.templates()[line.template as usize];
         let _ = template.text();
+        // A line has a value at each of its log point's parameters.
+        let point = &corpus.points()[line.point as usize];
+        assert_eq!(point.template, line.template);
+        let params = point
+            .shape
+            .slots
+            .iter()
+            .filter(|s| matches!(s, causeway_logflow::drain::Slot::Param(_)))
+            .count();
+        assert_eq!(params, line.values.len());
     }
 });

@@ -4,8 +4,9 @@
 # Usage: python3 drain3_peer.py MESSAGES MODE
 #   MESSAGES  one message per line (headers already taken off)
 #   MODE      "default": Drain3's own configuration (depth 4, similarity 0.4, no masks);
-#             "masked": numbers, hex, IPv4 and UUIDs masked and `= ? & @ , : [ ] { } ( )`
-#             split off, as Causeway's tokens are typed and split
+#             "masked": paths with a query string, numbers, hex, IPv4 and UUIDs masked
+#             and `= ? & @ , : [ ] { } ( )` split off, as Causeway's tokens are typed
+#             and split
 # Prints a JSON object: each line's cluster id, the clusters, and the mining seconds.
 import json
 import sys
@@ -22,6 +23,8 @@ def config(mode):
     if mode == "masked":
         c.drain_extra_delimiters = ["=", "?", "&", "@", ",", ":", "[", "]", "{", "}", "(", ")"]
         c.masking_instructions = [
+            # First, so that a URL's query is not split at its delimiters.
+            MaskingInstruction(r"(?<![\w/])/[^\s\"'\])}>|/][^\s\"'\])}>|]*\?[^\s\"'\])}>|]*", "PATH"),
             MaskingInstruction(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", "UUID"),
             MaskingInstruction(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}", "IP"),
             MaskingInstruction(r"\b0[xX][0-9a-fA-F]+\b", "HEX"),

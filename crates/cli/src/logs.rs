@@ -10,6 +10,7 @@ use causeway_logflow::drain::Options;
 use causeway_logflow::format::Format;
 use causeway_logflow::ids::{rank, Evidence, Variable};
 use causeway_logflow::links::{learn, LinkOptions, Links};
+use causeway_logflow::points::PointId;
 use causeway_logflow::sequences::{sequences, Sequence};
 use causeway_logflow::source::SourceIndex;
 use causeway_logflow::stitch::{stitch, StitchOptions};
@@ -295,13 +296,14 @@ pub fn run(a: LogsArgs) -> Result<()> {
     }
     let c = &corpus.counts;
     outln!(
-        "{} files ({} skipped), {} lines ({} cut, {} continuing the line before), {} log points, {} requests",
+        "{} files ({} skipped), {} lines ({} cut, {} continuing the line before), {} templates, {} log points, {} requests",
         corpus.files.len(),
         skipped.len(),
         c.lines,
         c.cut,
         c.continuations,
         corpus.miner.templates().len(),
+        corpus.points().len(),
         count
     );
     outln!();
@@ -334,7 +336,7 @@ pub fn run(a: LogsArgs) -> Result<()> {
                 "{}:#{} of {}",
                 corpus.files[v.0 as usize],
                 v.2,
-                shorten(&corpus.miner.templates()[v.1 as usize].text(), 50)
+                shorten(&point_text(&corpus, v.1), 50)
             )
         };
         outln!(
@@ -361,8 +363,20 @@ pub fn run(a: LogsArgs) -> Result<()> {
 }
 
 fn template_text(corpus: &Corpus, e: &Evidence) -> String {
-    let text = corpus.miner.templates()[e.variable.0 as usize].text();
+    let text = point_text(corpus, e.variable.0);
     format!("#{} of {}", e.variable.1, shorten(&text, 80))
+}
+
+fn point_text(corpus: &Corpus, point: PointId) -> String {
+    corpus
+        .points()
+        .get(point as usize)
+        .map_or_else(String::new, |p| p.shape.text())
+}
+
+/// The template a log point refines.
+fn template_of(corpus: &Corpus, point: PointId) -> Option<u32> {
+    corpus.points().get(point as usize).map(|p| p.template)
 }
 
 fn shorten(text: &str, max: usize) -> String {
@@ -377,7 +391,7 @@ fn sequence_text(corpus: &Corpus, s: &Sequence) -> String {
         .segments
         .iter()
         .filter_map(|seg| seg.first())
-        .map(|&t| shorten(&corpus.miner.templates()[t as usize].text(), 40))
+        .map(|&p| shorten(&point_text(corpus, p), 40))
         .collect();
     format!("{} segments: {}", s.segments.len(), first.join(" | "))
 }
@@ -389,15 +403,15 @@ fn identifiers_json(
     taken: &HashSet<Variable>,
     limit: usize,
 ) -> Vec<serde_json::Value> {
-    let templates = corpus.miner.templates();
     ranked
         .iter()
         .take(limit)
         .map(|e| {
             json!({
-                "template": e.variable.0,
+                "point": e.variable.0,
+                "template": template_of(corpus, e.variable.0),
                 "parameter": e.variable.1,
-                "log_point": templates.get(e.variable.0 as usize).map(|t| t.text()),
+                "log_point": point_text(corpus, e.variable.0),
                 "name": e.name,
                 "taken": taken.contains(&e.variable),
                 "score": e.score,
@@ -415,13 +429,13 @@ fn identifiers_json(
 
 /// The learned links as JSON, strongest first, the first `limit`.
 fn links_json(corpus: &Corpus, links: &Links, limit: usize) -> Vec<serde_json::Value> {
-    let templates = corpus.miner.templates();
     let end = |v: causeway_logflow::links::Variable| {
         json!({
             "file": corpus.files[v.0 as usize],
-            "template": v.1,
+            "point": v.1,
+            "template": template_of(corpus, v.1),
             "parameter": v.2,
-            "log_point": templates.get(v.1 as usize).map(|t| t.text()),
+            "log_point": point_text(corpus, v.1),
         })
     };
     links
@@ -460,6 +474,9 @@ fn report_json(
         "requests": requests,
         "templates": corpus.miner.templates().iter().enumerate().map(|(id, t)| json!({
             "id": id, "text": t.text(), "count": t.count,
+        })).collect::<Vec<_>>(),
+        "points": corpus.points().iter().enumerate().map(|(id, p)| json!({
+            "id": id, "template": p.template, "text": p.shape.text(), "count": p.shape.count,
         })).collect::<Vec<_>>(),
         "identifiers": identifiers_json(corpus, ranked, taken, usize::MAX),
         "links": links_json(corpus, links, usize::MAX),

@@ -1,12 +1,13 @@
-//! Log files read into lines: each line's file, number, time, thread, log point and
-//! parameter values. Templates are mined over every line first, then each line's values
-//! are read against the final templates (they generalise as lines come).
+//! Log files read into lines: each line's file, number, time, thread, template, log point
+//! and parameter values. Templates are mined over every line first, then each line's
+//! values are read against the final templates (they generalise as lines come).
 
 use std::borrow::Cow;
 
 use crate::drain::{Miner, Options, TemplateId};
 use crate::format::Format;
 use crate::header;
+use crate::points::{Point, PointId, Points};
 use crate::source::SourceIndex;
 use crate::tokens::{tokenize, Kind, Token};
 
@@ -26,8 +27,11 @@ pub struct Line {
     /// The numbers of the lines with no timestamp that followed it (a stack trace's
     /// frames), part of it.
     pub continued: Vec<u32>,
+    /// The template mined for it.
     pub template: TemplateId,
-    /// The values at the template's parameters, in order.
+    /// Its log point: the template with its URLs' query keys.
+    pub point: PointId,
+    /// The values at the log point's parameters, in order.
     pub values: Vec<Box<str>>,
 }
 
@@ -49,6 +53,7 @@ pub struct Corpus {
     pub files: Vec<String>,
     pub lines: Vec<Line>,
     pub miner: Miner,
+    points: Points,
     pub counts: ReadCounts,
     /// Line indices in time order, sorted once: links, predecessors and the walk all
     /// read the lines in this order.
@@ -80,6 +85,11 @@ impl Corpus {
             .get(i)
             .and_then(|l| l.time_ns)
             .unwrap_or(i as i64)
+    }
+
+    /// The log points, by [`PointId`].
+    pub fn points(&self) -> &[Point] {
+        self.points.all()
     }
 
     /// Line indices in time order (file order among equal times).
@@ -192,6 +202,7 @@ impl Corpus {
                 miner.add(&line_tokens)
             })
             .collect();
+        let mut points = Points::default();
         let lines = raws
             .iter()
             .zip(extras)
@@ -202,13 +213,17 @@ impl Corpus {
                 // The template it matches now; else (templates generalised past it) the
                 // one it joined.
                 let template = miner.find(&line_tokens).unwrap_or(joined);
-                let values = miner.values(template, &line_tokens);
+                let mut values = miner.values(template, &line_tokens);
+                // Both ids are the miner's own.
+                let point =
+                    points.point(template, &miner.templates()[template as usize], &mut values);
                 Line {
                     file: raw.file,
                     number: raw.number,
                     time_ns: raw.time_ns,
                     continued,
                     template,
+                    point,
                     values: values.into_iter().map(Into::into).collect(),
                     thread,
                 }
@@ -218,6 +233,7 @@ impl Corpus {
             files: files.iter().map(|(name, _)| name.clone()).collect(),
             lines,
             miner,
+            points,
             counts,
             order: Vec::new(),
         };

@@ -1,5 +1,5 @@
 //! Which logged values identify requests. lprof took a variable that a request's code
-//! prints and never modifies; from text, a (template, parameter) variable is ranked by
+//! prints and never modifies; from text, a (log point, parameter) variable is ranked by
 //! the evidence the issue lists: its values recur at other log points (the same id
 //! printed along the request's way), each value lives briefly, it has many distinct
 //! values, and its values are seen on several nodes. A value that comes back in
@@ -9,10 +9,10 @@
 use foldhash::{HashMap, HashSet};
 
 use crate::corpus::Corpus;
-use crate::drain::TemplateId;
+use crate::points::PointId;
 
-/// A variable: a template's parameter.
-pub type Variable = (TemplateId, u32);
+/// A variable: a log point's parameter.
+pub type Variable = (PointId, u32);
 
 /// Occurrences of one value further apart than this are separate bursts.
 const BURST_GAP_NS: i64 = 2_000_000_000;
@@ -47,11 +47,10 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
     for (i, line) in corpus.lines.iter().enumerate() {
         let t = corpus.time(i);
         for (slot, value) in line.values.iter().enumerate() {
-            occurrences.entry(value).or_default().push((
-                t,
-                line.file,
-                (line.template, slot as u32),
-            ));
+            occurrences
+                .entry(value)
+                .or_default()
+                .push((t, line.file, (line.point, slot as u32)));
         }
     }
     struct ValueFacts {
@@ -85,7 +84,7 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
     let mut values_of: HashMap<Variable, (usize, HashSet<&str>)> = HashMap::default();
     for line in &corpus.lines {
         for (slot, value) in line.values.iter().enumerate() {
-            let e = values_of.entry((line.template, slot as u32)).or_default();
+            let e = values_of.entry((line.point, slot as u32)).or_default();
             e.0 += 1;
             e.1.insert(value);
         }
@@ -107,11 +106,11 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
             let mut examples: Vec<String> = values.iter().take(3).map(|v| v.to_string()).collect();
             examples.sort();
             let name = corpus
-                .miner
-                .templates()
+                .points()
                 .get(variable.0 as usize)
-                .and_then(|t| {
-                    t.parameter_names()
+                .and_then(|p| {
+                    p.shape
+                        .parameter_names()
                         .get(variable.1 as usize)
                         .map(|n| n.to_string())
                 })
@@ -171,7 +170,7 @@ mod tests {
         }
         let corpus = Corpus::read(&[("a.log".into(), log.into_bytes())], Options::default());
         let ranked = rank(&corpus);
-        let start = corpus.lines[0].template;
+        let start = corpus.lines[0].point;
         let top = &ranked[0];
         assert_eq!(top.variable.0, start, "{ranked:#?}");
         assert_eq!(top.name, "start");
@@ -187,7 +186,7 @@ mod tests {
         assert!(train.score < 0.01);
         let seat = ranked
             .iter()
-            .find(|e| e.variable.0 == corpus.lines[1].template)
+            .find(|e| e.variable.0 == corpus.lines[1].point)
             .expect("the seat variable");
         assert_eq!(seat.shared, 0.0);
     }

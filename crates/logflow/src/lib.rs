@@ -2,8 +2,11 @@
 //! Java bytecode to find log points, request identifiers and their order; here the same
 //! facts are learned from the logs themselves.
 //!
-//! - `corpus`: files read into lines, each with its log point and parameter values.
-//! - `ids`: (template, parameter) variables ranked by the evidence that they identify
+//! - `corpus`: files read into lines, each with its template, log point and parameter
+//!   values.
+//! - `points`: log points: templates told apart by their URLs' query keys, each query
+//!   value a parameter of its own.
+//! - `ids`: (log point, parameter) variables ranked by the evidence that they identify
 //!   requests.
 //! - `links`: which log points' values link the lines of one request (a request id over
 //!   seconds, an entity id such as a user within milliseconds), learned against chance.
@@ -28,6 +31,7 @@ pub mod format;
 pub mod header;
 pub mod ids;
 pub mod links;
+pub mod points;
 pub mod score;
 pub mod sequences;
 pub mod source;

@@ -16,11 +16,11 @@
 use foldhash::{HashMap, HashSet};
 
 use crate::corpus::Corpus;
-use crate::drain::TemplateId;
+use crate::points::PointId;
 
-/// A variable of one node: a (file, template, parameter). The same log point printed on
+/// A variable of one node: a (file, log point, parameter). The same log point printed on
 /// two nodes is two variables, so that a value passed from one to the other links.
-pub type Variable = (u32, TemplateId, u32);
+pub type Variable = (u32, PointId, u32);
 
 /// The windows tried, in nanoseconds.
 const WINDOWS_NS: [i64; 8] = [
@@ -140,13 +140,17 @@ impl Links {
 }
 
 /// The keys a value matches by: itself, and the number at its end after a `-` or `_`
-/// when the rest holds a letter (`product-43` also as `43`).
+/// when the rest is a name, letters joined by `-` or `_` (`product-43` also as `43`;
+/// not `block-65@storage-1`, two values in one).
 pub fn keys(value: &str) -> impl Iterator<Item = &str> {
     let suffix = value.rfind(['-', '_']).and_then(|at| {
         let (head, tail) = (&value[..at], &value[at + 1..]);
         (!tail.is_empty()
             && tail.bytes().all(|b| b.is_ascii_digit())
-            && head.bytes().any(|b| b.is_ascii_alphabetic()))
+            && head.bytes().any(|b| b.is_ascii_alphabetic())
+            && head
+                .bytes()
+                .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_'))
         .then_some(tail)
     });
     std::iter::once(value).chain(suffix)
@@ -183,7 +187,7 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
     let mut lines_of: HashMap<Variable, u32> = HashMap::default();
     for line in &corpus.lines {
         for (slot, value) in line.values.iter().enumerate() {
-            let var = (line.file, line.template, slot as u32);
+            let var = (line.file, line.point, slot as u32);
             *lines_of.entry(var).or_default() += 1;
             for key in keys(value) {
                 *printed.entry((var, key)).or_default() += 1;
@@ -210,7 +214,7 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
         let line = &corpus.lines[i];
         let t = corpus.time(i);
         for (slot, value) in line.values.iter().enumerate() {
-            let to = (line.file, line.template, slot as u32);
+            let to = (line.file, line.point, slot as u32);
             if !linkable(&to) {
                 continue;
             }
@@ -300,6 +304,10 @@ mod tests {
         assert_eq!(keys("43").collect::<Vec<_>>(), ["43"]);
         assert_eq!(keys("12-34").collect::<Vec<_>>(), ["12-34"]);
         assert_eq!(keys("x-").collect::<Vec<_>>(), ["x-"]);
+        assert_eq!(
+            keys("block-65@storage-1").collect::<Vec<_>>(),
+            ["block-65@storage-1"]
+        );
     }
 
     /// Requests a second apart; each prints a user (one of ten) on the frontend, and
@@ -343,7 +351,7 @@ mod tests {
         let c = corpus();
         let links = learn(&c, &LinkOptions::default());
         let named = |l: &Link| {
-            let name = |v: Variable| c.miner.templates()[v.1 as usize].text();
+            let name = |v: Variable| c.points()[v.1 as usize].shape.text();
             (name(l.from), name(l.to))
         };
         let all: Vec<_> = links

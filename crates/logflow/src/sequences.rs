@@ -7,13 +7,13 @@
 use foldhash::HashMap;
 
 use crate::corpus::Corpus;
-use crate::drain::TemplateId;
+use crate::points::PointId;
 
 /// Requests with one log-point sequence.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sequence {
     /// Each segment's log points, in time order.
-    pub segments: Vec<Vec<TemplateId>>,
+    pub segments: Vec<Vec<PointId>>,
     pub count: u64,
     /// Latency (first line to last), sorted, in nanoseconds: one per request.
     pub latencies_ns: Vec<i64>,
@@ -32,29 +32,28 @@ impl Sequence {
 
 /// The sequences of the requests `requests` gives each line, the commonest first.
 pub fn sequences(corpus: &Corpus, requests: &[u32]) -> Vec<Sequence> {
-    // Each request's lines: (file, thread, time, template).
+    // Each request's lines: (file, thread, time, log point).
     type Key<'a> = (u32, Option<&'a str>);
-    let mut lines_of: HashMap<u32, Vec<(Key<'_>, i64, TemplateId)>> = HashMap::default();
+    let mut lines_of: HashMap<u32, Vec<(Key<'_>, i64, PointId)>> = HashMap::default();
     for (i, (line, &r)) in corpus.lines.iter().zip(requests).enumerate() {
         let t = corpus.time(i);
-        lines_of.entry(r).or_default().push((
-            (line.file, line.thread.as_deref()),
-            t,
-            line.template,
-        ));
+        lines_of
+            .entry(r)
+            .or_default()
+            .push(((line.file, line.thread.as_deref()), t, line.point));
     }
-    let mut by_shape: HashMap<Vec<Vec<TemplateId>>, (u64, Vec<i64>)> = HashMap::default();
+    let mut by_shape: HashMap<Vec<Vec<PointId>>, (u64, Vec<i64>)> = HashMap::default();
     for (_, mut lines) in lines_of {
         lines.sort_by_key(|&(key, t, _)| (key, t));
-        let mut segments: Vec<Vec<TemplateId>> = Vec::new();
+        let mut segments: Vec<Vec<PointId>> = Vec::new();
         let mut last: Option<Key<'_>> = None;
-        for &(key, _, template) in &lines {
+        for &(key, _, point) in &lines {
             if last != Some(key) {
                 segments.push(Vec::new());
                 last = Some(key);
             }
             if let Some(s) = segments.last_mut() {
-                s.push(template);
+                s.push(point);
             }
         }
         segments.sort();
@@ -100,7 +99,7 @@ mod tests {
         // Request 1's query came before its begin: still the same shape.
         let requests = [0, 0, 1, 1, 2, 0, 1];
         let found = sequences(&corpus, &requests);
-        let t = |line: usize| corpus.lines[line].template;
+        let t = |line: usize| corpus.lines[line].point;
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].count, 2);
         let mut shape = vec![vec![t(0), t(1)], vec![t(5)]];

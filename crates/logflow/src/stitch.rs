@@ -30,9 +30,10 @@ use std::collections::VecDeque;
 use foldhash::{HashMap, HashSet};
 
 use crate::corpus::Corpus;
-use crate::drain::{Slot, TemplateId};
+use crate::drain::Slot;
 use crate::ids::{Evidence, Variable};
 use crate::links::{self, Links};
+use crate::points::PointId;
 
 #[derive(Clone, Debug)]
 pub struct StitchOptions {
@@ -147,18 +148,19 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
     for &i in corpus.time_order() {
         let line = &corpus.lines[i];
         let t = corpus.time(i);
-        let point = (line.file, line.template);
+        let point = (line.file, line.point);
         let f = facts.entry(point).or_insert_with(|| {
-            // A line has a value per parameter of its template.
-            let params = corpus.miner.templates().get(line.template as usize).map_or(
-                line.values.len(),
-                |t| {
-                    t.slots
+            // A line has a value per parameter of its log point.
+            let params = corpus
+                .points()
+                .get(line.point as usize)
+                .map_or(line.values.len(), |p| {
+                    p.shape
+                        .slots
                         .iter()
                         .filter(|s| matches!(s, Slot::Param(_)))
                         .count()
-                },
-            );
+                });
             PointFacts::new(point, params, links, &sure, &excluded, &predecessors)
         });
         // The strongest tie: (strength, when the tied line was, its request, whether
@@ -210,7 +212,7 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
                     _ => r,
                 }
             }
-            None if starts.contains(&(line.file, line.template)) => {
+            None if starts.contains(&(line.file, line.point)) => {
                 next += 1;
                 next - 1
             }
@@ -226,7 +228,7 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
                 }),
         };
         for (k, (value, slot)) in line.values.iter().zip(&f.slots).enumerate() {
-            let variable = (line.file, line.template, k as u32);
+            let variable = (line.file, line.point, k as u32);
             if slot.source {
                 for key in links::keys(value) {
                     let printed = by_key.entry(key).or_default();
@@ -249,7 +251,7 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
     numbered(&requests)
 }
 
-type Point = (u32, TemplateId);
+type Point = (u32, PointId);
 
 /// What the walk asks of a (file, log point) and its slots, looked up once.
 struct PointFacts<'a> {
@@ -267,7 +269,7 @@ struct SlotFacts<'a> {
 
 impl<'a> PointFacts<'a> {
     fn new(
-        (file, template): Point,
+        (file, point): Point,
         slots: usize,
         links: &'a Links,
         sure: &HashSet<Variable>,
@@ -276,20 +278,20 @@ impl<'a> PointFacts<'a> {
     ) -> Self {
         let slots = (0..slots as u32)
             .map(|slot| SlotFacts {
-                excluded: excluded.contains(&(template, slot)),
+                excluded: excluded.contains(&(point, slot)),
                 into: links
-                    .into((file, template, slot))
+                    .into((file, point, slot))
                     .iter()
                     .filter(|l| !excluded.contains(&(l.from.1, l.from.2)))
                     .collect(),
-                source: links.is_source((file, template, slot)),
-                sure: sure.contains(&(template, slot)),
+                source: links.is_source((file, point, slot)),
+                sure: sure.contains(&(point, slot)),
             })
             .collect();
         PointFacts {
             slots,
             predecessors: predecessors
-                .get(&(file, template))
+                .get(&(file, point))
                 .map_or(&[][..], Vec::as_slice),
         }
     }
@@ -374,12 +376,12 @@ fn predecessors(corpus: &Corpus, o: &StitchOptions) -> HashMap<Point, Vec<(Point
     let mut counted: Vec<Point> = Vec::with_capacity(LOOK_BACK);
     for (k, &i) in order.iter().enumerate() {
         let b = &corpus.lines[i];
-        let pb = (b.file, b.template);
+        let pb = (b.file, b.point);
         *seen.entry(pb).or_default() += 1;
         counted.clear();
         for &j in order[k.saturating_sub(LOOK_BACK)..k].iter().rev() {
             let a = &corpus.lines[j];
-            let pa = (a.file, a.template);
+            let pa = (a.file, a.point);
             if pa == pb || counted.contains(&pa) {
                 continue;
             }
@@ -413,17 +415,17 @@ fn predecessors(corpus: &Corpus, o: &StitchOptions) -> HashMap<Point, Vec<(Point
 
 /// The (file, log point) pairs that start requests: most of their lines pass a value on
 /// by a link, and none is linked to.
-fn link_starts(corpus: &Corpus, links: &Links) -> HashSet<(u32, TemplateId)> {
-    let mut points: HashMap<(u32, TemplateId), (usize, usize)> = HashMap::default();
+fn link_starts(corpus: &Corpus, links: &Links) -> HashSet<(u32, PointId)> {
+    let mut points: HashMap<(u32, PointId), (usize, usize)> = HashMap::default();
     for line in &corpus.lines {
-        let e = points.entry((line.file, line.template)).or_default();
+        let e = points.entry((line.file, line.point)).or_default();
         e.0 = line.values.len();
         e.1 += 1;
     }
     points
         .into_iter()
-        .filter(|&((file, template), (slots, lines))| {
-            let vars = || (0..slots as u32).map(move |slot| (file, template, slot));
+        .filter(|&((file, point), (slots, lines))| {
+            let vars = || (0..slots as u32).map(move |slot| (file, point, slot));
             let passed_on = vars().map(|v| links.matches_from(v)).max().unwrap_or(0);
             2 * passed_on >= lines && !vars().any(|v| links.is_target(v))
         })
@@ -436,7 +438,7 @@ fn first_pass_starts(
     corpus: &Corpus,
     requests: &[u32],
     o: &StitchOptions,
-) -> HashSet<(u32, TemplateId)> {
+) -> HashSet<(u32, PointId)> {
     let mut first_of: HashMap<u32, usize> = HashMap::default();
     for (i, &r) in requests.iter().enumerate() {
         let e = first_of.entry(r).or_insert(i);
@@ -444,13 +446,13 @@ fn first_pass_starts(
             *e = i;
         }
     }
-    let mut seen: HashMap<(u32, TemplateId), (usize, usize)> = HashMap::default();
+    let mut seen: HashMap<(u32, PointId), (usize, usize)> = HashMap::default();
     for line in &corpus.lines {
-        seen.entry((line.file, line.template)).or_default().0 += 1;
+        seen.entry((line.file, line.point)).or_default().0 += 1;
     }
     for &i in first_of.values() {
         let line = &corpus.lines[i];
-        if let Some(e) = seen.get_mut(&(line.file, line.template)) {
+        if let Some(e) = seen.get_mut(&(line.file, line.point)) {
             e.1 += 1;
         }
     }
@@ -498,7 +500,7 @@ pub fn by_identifiers_and_time(
     let mut by_value: HashMap<&str, Vec<(i64, u32)>> = HashMap::default();
     for (i, line) in corpus.lines.iter().enumerate() {
         for (slot, value) in line.values.iter().enumerate() {
-            if ids.contains(&(line.template, slot as u32)) {
+            if ids.contains(&(line.point, slot as u32)) {
                 by_value
                     .entry(value)
                     .or_default()

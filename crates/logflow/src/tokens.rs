@@ -3,9 +3,11 @@
 //! a UUID, an IPv4 address, a path; a word that holds a digit and is none of these is
 //! still likely a value (`G1234`, `09.939s`), which the template tree treats as one.
 //!
-//! Punctuation splits words so that a value inside brackets, after `key=` or `key:`, or
-//! in a query string (`?`, `&`) is a word of its own: `[AccountId:4d2a46c7-71cb-4cf1-b5bb-b68406d9da6f]` is `[`,
-//! `AccountId`, `:`, the UUID, `]`. Every delimiter is ASCII, so tokens are whole UTF-8.
+//! Punctuation splits words so that a value inside brackets or after `key=` or `key:` is
+//! a word of its own: `[AccountId:4d2a46c7-71cb-4cf1-b5bb-b68406d9da6f]` is `[`,
+//! `AccountId`, `:`, the UUID, `]`. A path with a query string (`/get?key=k&n=2`) is one
+//! path value, as a URL is one value to the code that logs it; `points` reads its query.
+//! Every delimiter is ASCII, so tokens are whole UTF-8.
 
 /// The kind of value a word is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -91,6 +93,14 @@ pub fn tokenize<'a>(message: &'a str, out: &mut Vec<Token<'a>>) {
             continue;
         }
         let start = i;
+        if let Some(end) = url_end(bytes, i) {
+            i = end;
+            out.push(Token {
+                text: &message[start..end],
+                kind: Kind::Value(Mask::Path),
+            });
+            continue;
+        }
         let punct = is_punct(b);
         while i < bytes.len() && !bytes[i].is_ascii_whitespace() && is_punct(bytes[i]) == punct {
             i += 1;
@@ -100,6 +110,27 @@ pub fn tokenize<'a>(message: &'a str, out: &mut Vec<Token<'a>>) {
         let kind = if punct { Kind::Punct } else { classify(text) };
         out.push(Token { text, kind });
     }
+}
+
+/// Where a path with a query string that starts at `at` ends, if one does: at
+/// whitespace or a closing bracket or quote, without a trailing `,` `.` `;` `:`.
+fn url_end(bytes: &[u8], at: usize) -> Option<usize> {
+    if bytes.get(at) != Some(&b'/') || matches!(bytes.get(at + 1), Some(b'/') | None) {
+        return None;
+    }
+    let mut end = at + 1;
+    let mut query = false;
+    while let Some(&b) = bytes.get(end) {
+        if b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b']' | b')' | b'}' | b'>' | b'|') {
+            break;
+        }
+        query |= b == b'?';
+        end += 1;
+    }
+    while end > at + 1 && matches!(bytes[end - 1], b',' | b'.' | b';' | b':') {
+        end -= 1;
+    }
+    query.then_some(end)
 }
 
 /// What kind of word `word` is.
@@ -215,6 +246,29 @@ mod tests {
                 ("trace", Word),
                 ("93bead877ae15b6d", Value(Mask::Hex)),
                 ("/api/v1/x", Value(Mask::Path)),
+            ]
+        );
+        // A path with a query is one value, up to a space, quote or bracket, without the
+        // sentence's full stop; a path without one is split as words are.
+        assert_eq!(
+            kinds("GET uri=/put?key=rec-5&value=a@b:1, then (/get?key=7). \"/x?\" /a:b"),
+            vec![
+                ("GET", Word),
+                ("uri", Word),
+                ("=", Punct),
+                ("/put?key=rec-5&value=a@b:1", Value(Mask::Path)),
+                (",", Punct),
+                ("then", Word),
+                ("(", Punct),
+                ("/get?key=7", Value(Mask::Path)),
+                (")", Punct),
+                (".", Word),
+                ("\"", Punct),
+                ("/x?", Value(Mask::Path)),
+                ("\"", Punct),
+                ("/a", Value(Mask::Path)),
+                (":", Punct),
+                ("b", Word),
             ]
         );
         // Not values: a version-like word, a word of hex letters only, a URL's slashes.

@@ -46,7 +46,7 @@ pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
         .collect();
     keys.sort_by_key(|&((r, f, t), start)| (r, start, f, t));
     let mut roots: HashMap<u32, SpanId> = HashMap::default();
-    let points: Vec<String> = corpus.miner.templates().iter().map(|t| t.text()).collect();
+    let points: Vec<String> = corpus.points().iter().map(|p| p.shape.text()).collect();
     let mut out = Vec::with_capacity(keys.len());
     for (n, ((request, file, thread), _)) in keys.into_iter().enumerate() {
         let (Some(trace_id), Some(span_id)) = (
@@ -68,18 +68,18 @@ pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
         if parent.is_none() {
             roots.insert(request, span_id);
         }
-        let templates = corpus.miner.templates();
         let text = |i: usize| {
             let line = &corpus.lines[i];
-            templates
-                .get(line.template as usize)
-                .map_or_else(String::new, |t| t.render(&line.values))
+            corpus
+                .points()
+                .get(line.point as usize)
+                .map_or_else(String::new, |p| p.shape.render(&line.values))
         };
         // The log point, not the line: span names are what operations are listed by,
         // and a line's values would make an operation of every request.
         let point = |i: usize| {
             points
-                .get(corpus.lines[i].template as usize)
+                .get(corpus.lines[i].point as usize)
                 .map_or("", String::as_str)
         };
         let name: String = point(first).chars().take(NAME_CHARS).collect();
