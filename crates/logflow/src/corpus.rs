@@ -3,6 +3,9 @@
 //! values are read against the final templates (they generalise as lines come).
 
 use std::borrow::Cow;
+use std::ops::Range;
+
+use foldhash::HashMap;
 
 use crate::drain::{Miner, Options, TemplateId};
 use crate::format::Format;
@@ -23,7 +26,8 @@ pub struct Line {
     pub number: u32,
     /// Nanoseconds: the line's full timestamp, else its time of day, else none.
     pub time_ns: Option<i64>,
-    pub thread: Option<Box<str>>,
+    /// Index into [`Corpus::threads`].
+    pub thread: Option<u32>,
     /// The numbers of the lines with no timestamp that followed it (a stack trace's
     /// frames), part of it.
     pub continued: Vec<u32>,
@@ -31,8 +35,9 @@ pub struct Line {
     pub template: TemplateId,
     /// Its log point: the template with its URLs' query keys.
     pub point: PointId,
-    /// The values at the log point's parameters, in order.
-    pub values: Vec<Box<str>>,
+    /// Its values (at the log point's parameters, in order): indices into the
+    /// corpus's values, read with [`Corpus::values`].
+    pub values: Range<usize>,
 }
 
 /// What reading found that it could not use as is.
@@ -52,6 +57,12 @@ pub struct Corpus {
     /// Each file's name as reported.
     pub files: Vec<String>,
     pub lines: Vec<Line>,
+    /// Thread names, by [`Line::thread`].
+    pub threads: Vec<Box<str>>,
+    /// Every line's values end to end, and where each ends: one allocation for all
+    /// rather than one per value.
+    value_text: String,
+    value_ends: Vec<usize>,
     pub miner: Miner,
     points: Points,
     pub counts: ReadCounts,
@@ -68,7 +79,7 @@ struct Raw<'a> {
     text: Cow<'a, str>,
     message_at: usize,
     time_ns: Option<i64>,
-    thread: Option<Box<str>>,
+    thread: Option<u32>,
     continued: Vec<u32>,
 }
 
@@ -85,6 +96,21 @@ impl Corpus {
             .get(i)
             .and_then(|l| l.time_ns)
             .unwrap_or(i as i64)
+    }
+
+    /// `line`'s values, at its log point's parameters, in order.
+    pub fn values<'a>(&'a self, line: &Line) -> impl ExactSizeIterator<Item = &'a str> + Clone {
+        line.values.clone().map(|k| {
+            let start = k.checked_sub(1).map_or(0, |before| self.value_ends[before]);
+            &self.value_text[start..self.value_ends[k]]
+        })
+    }
+
+    /// `line`'s thread's name.
+    pub fn thread(&self, line: &Line) -> Option<&str> {
+        line.thread
+            .and_then(|t| self.threads.get(t as usize))
+            .map(|t| &**t)
     }
 
     /// The log points, by [`PointId`].
@@ -114,6 +140,17 @@ impl Corpus {
     ) -> Corpus {
         let mut counts = ReadCounts::default();
         let mut raws: Vec<Raw<'_>> = Vec::new();
+        let mut threads: Vec<Box<str>> = Vec::new();
+        let mut thread_ids: HashMap<Box<str>, u32> = HashMap::default();
+        let mut intern = |name: &str| match thread_ids.get(name) {
+            Some(&id) => id,
+            None => {
+                let id = threads.len() as u32;
+                threads.push(name.into());
+                thread_ids.insert(name.into(), id);
+                id
+            }
+        };
         for (f, (_, bytes)) in files.iter().enumerate() {
             let mut had_time = false;
             for (n, line) in bytes.split(|b| *b == b'\n').enumerate() {
@@ -140,14 +177,14 @@ impl Corpus {
                         Cow::Owned(j.message),
                         0,
                         j.time_ns,
-                        j.thread.map(Into::into),
+                        j.thread.as_deref().map(&mut intern),
                     ),
                     None => {
                         let h = format
                             .and_then(|f| f.apply(&text))
                             .unwrap_or_else(|| header::parse(&text));
                         let at = text.len() - h.message.len();
-                        let thread: Option<Box<str>> = h.thread.map(Into::into);
+                        let thread = h.thread.map(&mut intern);
                         let time_ns = h.time_ns.or(h.time_of_day_ns);
                         (text, at, time_ns, thread)
                     }
@@ -172,9 +209,9 @@ impl Corpus {
             }
         }
         // What lines carry besides their text, taken out so that tokens may borrow it.
-        let extras: Vec<(Vec<u32>, Option<Box<str>>)> = raws
+        let continued: Vec<Vec<u32>> = raws
             .iter_mut()
-            .map(|r| (std::mem::take(&mut r.continued), r.thread.take()))
+            .map(|r| std::mem::take(&mut r.continued))
             .collect();
         // Tokens are made again in the second pass rather than kept: a log's tokens take
         // several times its bytes, and the memory costs more than the tokenizing.
@@ -203,20 +240,28 @@ impl Corpus {
             })
             .collect();
         let mut points = Points::default();
+        let mut value_text = String::new();
+        let mut value_ends = Vec::new();
+        let mut values = Vec::new();
         let lines = raws
             .iter()
-            .zip(extras)
+            .zip(continued)
             .zip(joined)
             .zip(&point_of)
-            .map(|(((raw, (continued, thread)), joined), &point)| {
+            .map(|(((raw, continued), joined), &point)| {
                 tokens_at(raw.message(), place(point), &mut line_tokens);
                 // The template it matches now; else (templates generalised past it) the
                 // one it joined.
                 let template = miner.find(&line_tokens).unwrap_or(joined);
-                let mut values = miner.values(template, &line_tokens);
+                miner.values(template, &line_tokens, &mut values);
                 // Both ids are the miner's own.
                 let point =
                     points.point(template, &miner.templates()[template as usize], &mut values);
+                let first = value_ends.len();
+                for v in &values {
+                    value_text.push_str(v);
+                    value_ends.push(value_text.len());
+                }
                 Line {
                     file: raw.file,
                     number: raw.number,
@@ -224,14 +269,17 @@ impl Corpus {
                     continued,
                     template,
                     point,
-                    values: values.into_iter().map(Into::into).collect(),
-                    thread,
+                    values: first..value_ends.len(),
+                    thread: raw.thread,
                 }
             })
             .collect();
         let mut corpus = Corpus {
             files: files.iter().map(|(name, _)| name.clone()).collect(),
             lines,
+            threads,
+            value_text,
+            value_ends,
             miner,
             points,
             counts,
@@ -282,15 +330,13 @@ mod tests {
         assert_eq!(corpus.lines[1].continued, vec![3]);
         let placed = &corpus.lines[0];
         assert_eq!(placed.template, corpus.lines[2].template);
-        assert_eq!(
-            placed.values,
-            vec!["7".into(), "ann".into()] as Vec<Box<str>>
-        );
-        assert_eq!(placed.thread.as_deref(), Some("main"));
-        assert_eq!(
-            corpus.lines[2].values,
-            vec!["9".into(), "bob".into()] as Vec<Box<str>>
-        );
+        let values = |l: &Line| corpus.values(l).collect::<Vec<_>>();
+        assert_eq!(values(placed), ["7", "ann"]);
+        assert_eq!(corpus.thread(placed), Some("main"));
+        assert_eq!(values(&corpus.lines[2]), ["9", "bob"]);
+        assert_eq!(corpus.thread(&corpus.lines[2]), Some("io"));
+        assert_eq!(values(&corpus.lines[3]), ["7"]);
+        assert_eq!(corpus.thread(&corpus.lines[3]), None);
         assert_eq!(
             corpus.lines[3].time_ns,
             Some(((8 * 60 + 42) * 60 + 9) * 1_000_000_000 + 150_000_000)
@@ -328,7 +374,11 @@ mod tests {
                 "src/auth.rs:2 user <NUM> logged in",
             ]
         );
-        let values: Vec<&str> = read.lines.iter().map(|l| &*l.values[0]).collect();
+        let values: Vec<&str> = read
+            .lines
+            .iter()
+            .filter_map(|l| read.values(l).next())
+            .collect();
         assert_eq!(values, ["7", "7", "8"]);
     }
 }

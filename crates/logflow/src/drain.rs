@@ -81,14 +81,14 @@ impl Template {
 
     /// The template with `values` at its parameters, in order (`<*>` where one is
     /// missing): a line as its log point printed it, spaced as tokens.
-    pub fn render(&self, values: &[Box<str>]) -> String {
-        let mut values = values.iter();
+    pub fn render<'v>(&self, values: impl IntoIterator<Item = &'v str>) -> String {
+        let mut values = values.into_iter();
         let parts: Vec<&str> = self
             .slots
             .iter()
             .map(|s| match s {
                 Slot::Text(t) => &**t,
-                Slot::Param(_) => values.next().map_or("<*>", |v| &**v),
+                Slot::Param(_) => values.next().unwrap_or("<*>"),
             })
             .collect();
         parts.join(" ")
@@ -232,19 +232,24 @@ impl Miner {
     /// The template a line's tokens match and the values at its parameters, in order.
     pub fn parameters<'a>(&self, tokens: &[Token<'a>]) -> Option<(TemplateId, Vec<&'a str>)> {
         let id = self.find(tokens)?;
-        Some((id, self.values(id, tokens)))
+        let mut values = Vec::new();
+        self.values(id, tokens, &mut values);
+        Some((id, values))
     }
 
-    /// The values of `tokens` at template `id`'s parameters, in order.
-    pub fn values<'a>(&self, id: TemplateId, tokens: &[Token<'a>]) -> Vec<&'a str> {
-        self.templates
-            .get(id as usize)
-            .map_or(&[][..], |t| &t.slots[..])
-            .iter()
-            .zip(tokens)
-            .filter(|(s, _)| matches!(s, Slot::Param(_)))
-            .map(|(_, t)| t.text)
-            .collect()
+    /// The values of `tokens` at template `id`'s parameters, in order, into `out`
+    /// (cleared first).
+    pub fn values<'a>(&self, id: TemplateId, tokens: &[Token<'a>], out: &mut Vec<&'a str>) {
+        out.clear();
+        out.extend(
+            self.templates
+                .get(id as usize)
+                .map_or(&[][..], |t| &t.slots[..])
+                .iter()
+                .zip(tokens)
+                .filter(|(s, _)| matches!(s, Slot::Param(_)))
+                .map(|(_, t)| t.text),
+        );
     }
 }
 

@@ -46,7 +46,7 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
     let mut occurrences: HashMap<&str, Vec<(i64, u32, Variable)>> = HashMap::default();
     for (i, line) in corpus.lines.iter().enumerate() {
         let t = corpus.time(i);
-        for (slot, value) in line.values.iter().enumerate() {
+        for (slot, value) in corpus.values(line).enumerate() {
             occurrences
                 .entry(value)
                 .or_default()
@@ -83,7 +83,7 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
         .collect();
     let mut values_of: HashMap<Variable, (usize, HashSet<&str>)> = HashMap::default();
     for line in &corpus.lines {
-        for (slot, value) in line.values.iter().enumerate() {
+        for (slot, value) in corpus.values(line).enumerate() {
             let e = values_of.entry((line.point, slot as u32)).or_default();
             e.0 += 1;
             e.1.insert(value);

@@ -186,7 +186,7 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
     let mut printed: HashMap<(Variable, &str), u32> = HashMap::default();
     let mut lines_of: HashMap<Variable, u32> = HashMap::default();
     for line in &corpus.lines {
-        for (slot, value) in line.values.iter().enumerate() {
+        for (slot, value) in corpus.values(line).enumerate() {
             let var = (line.file, line.point, slot as u32);
             *lines_of.entry(var).or_default() += 1;
             for key in keys(value) {
@@ -213,7 +213,7 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
     for &i in order {
         let line = &corpus.lines[i];
         let t = corpus.time(i);
-        for (slot, value) in line.values.iter().enumerate() {
+        for (slot, value) in corpus.values(line).enumerate() {
             let to = (line.file, line.point, slot as u32);
             if !linkable(&to) {
                 continue;

@@ -33,20 +33,20 @@ impl Sequence {
 /// The sequences of the requests `requests` gives each line, the commonest first.
 pub fn sequences(corpus: &Corpus, requests: &[u32]) -> Vec<Sequence> {
     // Each request's lines: (file, thread, time, log point).
-    type Key<'a> = (u32, Option<&'a str>);
-    let mut lines_of: HashMap<u32, Vec<(Key<'_>, i64, PointId)>> = HashMap::default();
+    type Key = (u32, Option<u32>);
+    let mut lines_of: HashMap<u32, Vec<(Key, i64, PointId)>> = HashMap::default();
     for (i, (line, &r)) in corpus.lines.iter().zip(requests).enumerate() {
         let t = corpus.time(i);
         lines_of
             .entry(r)
             .or_default()
-            .push(((line.file, line.thread.as_deref()), t, line.point));
+            .push(((line.file, line.thread), t, line.point));
     }
     let mut by_shape: HashMap<Vec<Vec<PointId>>, (u64, Vec<i64>)> = HashMap::default();
     for (_, mut lines) in lines_of {
         lines.sort_by_key(|&(key, t, _)| (key, t));
         let mut segments: Vec<Vec<PointId>> = Vec::new();
-        let mut last: Option<Key<'_>> = None;
+        let mut last: Option<Key> = None;
         for &(key, _, point) in &lines {
             if last != Some(key) {
                 segments.push(Vec::new());

@@ -171,12 +171,12 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
                 best = Some((strength, at, r, slow));
             }
         };
-        for (value, slot) in line.values.iter().zip(&f.slots) {
+        for (value, slot) in corpus.values(line).zip(&f.slots) {
             if slot.excluded {
                 continue;
             }
             // A value an identifier printed, printed again by any log point.
-            if let Some(&(r, at)) = by_id.get(&**value) {
+            if let Some(&(r, at)) = by_id.get(value) {
                 if t - at <= o.id_window_ns {
                     consider(1.0, at, r, false);
                 }
@@ -227,7 +227,7 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
                     next - 1
                 }),
         };
-        for (k, (value, slot)) in line.values.iter().zip(&f.slots).enumerate() {
+        for (k, (value, slot)) in corpus.values(line).zip(&f.slots).enumerate() {
             let variable = (line.file, line.point, k as u32);
             if slot.source {
                 for key in links::keys(value) {
@@ -499,7 +499,7 @@ pub fn by_identifiers_and_time(
     // Lines by identifier value, in time order.
     let mut by_value: HashMap<&str, Vec<(i64, u32)>> = HashMap::default();
     for (i, line) in corpus.lines.iter().enumerate() {
-        for (slot, value) in line.values.iter().enumerate() {
+        for (slot, value) in corpus.values(line).enumerate() {
             if ids.contains(&(line.point, slot as u32)) {
                 by_value
                     .entry(value)
@@ -518,10 +518,10 @@ pub fn by_identifiers_and_time(
     }
     // Runs of one file and thread whose lines follow within `local_gap_ns`: segments,
     // each (start, end, first line).
-    let mut open: HashMap<(u32, Option<&str>), usize> = HashMap::default();
+    let mut open: HashMap<(u32, Option<u32>), usize> = HashMap::default();
     let mut segments: Vec<(i64, i64, u32)> = Vec::new();
     for (i, line) in corpus.lines.iter().enumerate() {
-        let key = (line.file, line.thread.as_deref());
+        let key = (line.file, line.thread);
         let t = corpus.time(i);
         match open.get(&key).copied() {
             Some(k) if t - segments[k].1 <= o.local_gap_ns && t >= segments[k].0 => {

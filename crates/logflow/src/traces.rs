@@ -29,18 +29,18 @@ fn mix(mut x: u64) -> u64 {
 /// two runs over the same logs make distinct traces. Lines with no time are left out.
 pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
     // Segments: (request, file, thread) -> lines, in time order.
-    type Key<'a> = (u32, u32, Option<&'a str>);
-    let mut segments: HashMap<Key<'_>, Vec<usize>> = HashMap::default();
+    type Key = (u32, u32, Option<u32>);
+    let mut segments: HashMap<Key, Vec<usize>> = HashMap::default();
     for (i, (line, &r)) in corpus.lines.iter().zip(requests).enumerate() {
         if line.time_ns.is_some() {
             segments
-                .entry((r, line.file, line.thread.as_deref()))
+                .entry((r, line.file, line.thread))
                 .or_default()
                 .push(i);
         }
     }
     let time = |i: usize| corpus.lines[i].time_ns.unwrap_or(0).max(0) as u64;
-    let mut keys: Vec<(Key<'_>, u64)> = segments
+    let mut keys: Vec<(Key, u64)> = segments
         .iter()
         .map(|(k, lines)| (*k, lines.iter().map(|&i| time(i)).min().unwrap_or(0)))
         .collect();
@@ -73,7 +73,7 @@ pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
             corpus
                 .points()
                 .get(line.point as usize)
-                .map_or_else(String::new, |p| p.shape.render(&line.values))
+                .map_or_else(String::new, |p| p.shape.render(corpus.values(line)))
         };
         // The log point, not the line: span names are what operations are listed by,
         // and a line's values would make an operation of every request.
@@ -101,8 +101,9 @@ pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
         span.source = Source::Logs;
         span.attributes
             .push(KeyValue::new("log.file", file_name.as_str()));
-        if let Some(thread) = thread {
-            span.attributes.push(KeyValue::new("thread.name", thread));
+        if let Some(thread) = thread.and_then(|t| corpus.threads.get(t as usize)) {
+            span.attributes
+                .push(KeyValue::new("thread.name", &**thread));
         }
         span.events = lines
             .iter()
