@@ -342,7 +342,9 @@ impl Recent {
                     .rev()
                     .find(|p| t - p.at <= *window && !p.followed_by.contains(&point))
             })
-            .max_by_key(|p| p.at)
+            // The later request on a tie, whatever the order of the predecessors (they
+            // come from a hash map).
+            .max_by_key(|p| (p.at, p.request))
             .map(|p| p.request)
     }
 
@@ -827,5 +829,20 @@ mod tests {
             ..StitchOptions::default()
         };
         assert_eq!(names(&excluded), ["user"], "pinning wins");
+    }
+
+    #[test]
+    fn a_tie_between_predecessors_goes_the_same_way_in_any_order() {
+        // Lines at two predecessors of one log point, at one instant, in two requests:
+        // the predecessors' order comes from a hash map, the choice must not.
+        let (a, b, c): (Point, Point, Point) = ((0, 0), (1, 0), (2, 0));
+        let mut recent = Recent::default();
+        recent.add(a, 7, 1_000);
+        recent.add(b, 3, 1_000);
+        let window = 1_000_000;
+        let one = recent.followed(&[(a, window), (b, window)], c, 1_500);
+        let other = recent.followed(&[(b, window), (a, window)], c, 1_500);
+        assert_eq!(one, Some(7));
+        assert_eq!(other, Some(7));
     }
 }
