@@ -27,12 +27,9 @@ fuzz_target!(|data: &[u8]| {
         // A line has a value at each of its log point's parameters.
         let point = &corpus.points()[line.point as usize];
         assert_eq!(point.template, line.template);
-        let params = point
-            .shape
-            .slots
-            .iter()
-            .filter(|s| matches!(s, causeway_logflow::drain::Slot::Param(_)))
-            .count();
-        assert_eq!(params, line.values.len());
+        assert_eq!(
+            corpus.point_shape(line.point).parameters(),
+            line.values.len()
+        );
     }
 });

@@ -368,10 +368,7 @@ fn template_text(corpus: &Corpus, e: &Evidence) -> String {
 }
 
 fn point_text(corpus: &Corpus, point: PointId) -> String {
-    corpus
-        .points()
-        .get(point as usize)
-        .map_or_else(String::new, |p| p.shape.text())
+    corpus.point_shape(point).text()
 }
 
 /// The template a log point refines.
@@ -476,7 +473,7 @@ fn report_json(
             "id": id, "text": t.text(), "count": t.count,
         })).collect::<Vec<_>>(),
         "points": corpus.points().iter().enumerate().map(|(id, p)| json!({
-            "id": id, "template": p.template, "text": p.shape.text(), "count": p.shape.count,
+            "id": id, "template": p.template, "text": point_text(corpus, id as PointId), "count": p.count,
         })).collect::<Vec<_>>(),
         "identifiers": identifiers_json(corpus, ranked, taken, usize::MAX),
         "links": links_json(corpus, links, usize::MAX),

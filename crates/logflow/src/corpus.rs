@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use foldhash::HashMap;
 
-use crate::drain::{Miner, Options, TemplateId};
+use crate::drain::{Miner, Options, Shape, TemplateId};
 use crate::format::Format;
 use crate::header;
 use crate::points::{Point, PointId, Points};
@@ -111,6 +111,14 @@ impl Corpus {
         line.thread
             .and_then(|t| self.threads.get(t as usize))
             .map(|t| &**t)
+    }
+
+    /// Log point `point`'s slots.
+    pub fn point_shape(&self, point: PointId) -> Shape<'_> {
+        self.points
+            .all()
+            .get(point as usize)
+            .map_or(Shape(&[]), |p| p.shape(self.miner.templates()))
     }
 
     /// The log points, by [`PointId`].

@@ -49,49 +49,14 @@ pub struct Template {
 }
 
 impl Template {
-    /// The template as text: its tokens separated by spaces, parameters as `<*>` or a
-    /// typed placeholder.
+    /// Its slots, to read.
+    pub fn shape(&self) -> Shape<'_> {
+        Shape(&self.slots)
+    }
+
+    /// The template as text: see [`Shape::text`].
     pub fn text(&self) -> String {
-        let parts: Vec<&str> = self
-            .slots
-            .iter()
-            .map(|s| match s {
-                Slot::Text(t) => t,
-                Slot::Param(None) => "<*>",
-                Slot::Param(Some(m)) => m.placeholder(),
-            })
-            .collect();
-        parts.join(" ")
-    }
-
-    /// Each parameter's name: the last word of the log point's text before it (`orderId`
-    /// in `orderId : <UUID>`), empty when none comes before.
-    pub fn parameter_names(&self) -> Vec<&str> {
-        let mut last_word = "";
-        let mut names = Vec::new();
-        for slot in &self.slots {
-            match slot {
-                Slot::Text(t) if t.chars().any(char::is_alphanumeric) => last_word = t,
-                Slot::Text(_) => {}
-                Slot::Param(_) => names.push(last_word),
-            }
-        }
-        names
-    }
-
-    /// The template with `values` at its parameters, in order (`<*>` where one is
-    /// missing): a line as its log point printed it, spaced as tokens.
-    pub fn render<'v>(&self, values: impl IntoIterator<Item = &'v str>) -> String {
-        let mut values = values.into_iter();
-        let parts: Vec<&str> = self
-            .slots
-            .iter()
-            .map(|s| match s {
-                Slot::Text(t) => &**t,
-                Slot::Param(_) => values.next().unwrap_or("<*>"),
-            })
-            .collect();
-        parts.join(" ")
+        self.shape().text()
     }
 
     /// How many of `tokens` agree with this template, and how many parameters it has.
@@ -123,6 +88,65 @@ impl Template {
             }
         }
         self.count += 1;
+    }
+}
+
+/// A template's (or a log point's) slots, and what is read from them.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape<'a>(pub &'a [Slot]);
+
+impl<'a> Shape<'a> {
+    /// The slots as text: tokens separated by spaces, parameters as `<*>` or a typed
+    /// placeholder.
+    pub fn text(self) -> String {
+        let parts: Vec<&str> = self
+            .0
+            .iter()
+            .map(|s| match s {
+                Slot::Text(t) => t,
+                Slot::Param(None) => "<*>",
+                Slot::Param(Some(m)) => m.placeholder(),
+            })
+            .collect();
+        parts.join(" ")
+    }
+
+    /// How many parameters there are.
+    pub fn parameters(self) -> usize {
+        self.0
+            .iter()
+            .filter(|s| matches!(s, Slot::Param(_)))
+            .count()
+    }
+
+    /// Each parameter's name: the last word of the text before it (`orderId` in
+    /// `orderId : <UUID>`), empty when none comes before.
+    pub fn parameter_names(self) -> Vec<&'a str> {
+        let mut last_word = "";
+        let mut names = Vec::new();
+        for slot in self.0 {
+            match slot {
+                Slot::Text(t) if t.chars().any(char::is_alphanumeric) => last_word = t,
+                Slot::Text(_) => {}
+                Slot::Param(_) => names.push(last_word),
+            }
+        }
+        names
+    }
+
+    /// The slots with `values` at the parameters, in order (`<*>` where one is
+    /// missing): a line as its log point printed it, spaced as tokens.
+    pub fn render<'v>(self, values: impl IntoIterator<Item = &'v str>) -> String {
+        let mut values = values.into_iter();
+        let parts: Vec<&str> = self
+            .0
+            .iter()
+            .map(|s| match s {
+                Slot::Text(t) => &**t,
+                Slot::Param(_) => values.next().unwrap_or("<*>"),
+            })
+            .collect();
+        parts.join(" ")
     }
 }
 

@@ -106,14 +106,10 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
             let mut examples: Vec<String> = values.iter().take(3).map(|v| v.to_string()).collect();
             examples.sort();
             let name = corpus
-                .points()
-                .get(variable.0 as usize)
-                .and_then(|p| {
-                    p.shape
-                        .parameter_names()
-                        .get(variable.1 as usize)
-                        .map(|n| n.to_string())
-                })
+                .point_shape(variable.0)
+                .parameter_names()
+                .get(variable.1 as usize)
+                .map(|n| n.to_string())
                 .unwrap_or_default();
             Evidence {
                 variable,

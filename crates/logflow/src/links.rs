@@ -351,7 +351,7 @@ mod tests {
         let c = corpus();
         let links = learn(&c, &LinkOptions::default());
         let named = |l: &Link| {
-            let name = |v: Variable| c.points()[v.1 as usize].shape.text();
+            let name = |v: Variable| c.point_shape(v.1).text();
             (name(l.from), name(l.to))
         };
         let all: Vec<_> = links

@@ -10,7 +10,7 @@
 
 use foldhash::HashMap;
 
-use crate::drain::{Slot, Template, TemplateId};
+use crate::drain::{Shape, Slot, Template, TemplateId};
 use crate::tokens::{classify, Mask};
 
 /// A log point's number, in the order points were first seen.
@@ -20,8 +20,26 @@ pub type PointId = u32;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Point {
     pub template: TemplateId,
-    /// The template's slots, each URL parameter spelled out; `count` is the point's lines.
-    pub shape: Template,
+    /// The template's slots with each URL parameter spelled out; none when no parameter
+    /// is a URL with a query, the template's slots being the point's (a template can be
+    /// thousands of slots long, and most points are plain).
+    spelled: Option<Box<[Slot]>>,
+    /// Its lines.
+    pub count: u64,
+}
+
+impl Point {
+    /// Its slots, `templates` being those it was made from.
+    pub fn shape<'a>(&'a self, templates: &'a [Template]) -> Shape<'a> {
+        match &self.spelled {
+            Some(slots) => Shape(slots),
+            None => Shape(
+                templates
+                    .get(self.template as usize)
+                    .map_or(&[][..], |t| &t.slots[..]),
+            ),
+        }
+    }
 }
 
 /// The log points seen so far.
@@ -62,13 +80,13 @@ impl Points {
             match self.plain[at] {
                 Some(p) => p,
                 None => {
-                    let p = self.push(id, template.slots.clone());
+                    let p = self.push(id, None);
                     self.plain[at] = Some(p);
                     p
                 }
             }
         };
-        self.points[point as usize].shape.count += 1;
+        self.points[point as usize].count += 1;
         point
     }
 
@@ -116,16 +134,17 @@ impl Points {
             return p;
         }
         let slots = spell_out(template, &key);
-        let p = self.push(id, slots);
+        let p = self.push(id, Some(slots.into()));
         self.with_queries.insert((id, key), p);
         p
     }
 
-    fn push(&mut self, template: TemplateId, slots: Vec<Slot>) -> PointId {
+    fn push(&mut self, template: TemplateId, spelled: Option<Box<[Slot]>>) -> PointId {
         let p = self.points.len() as PointId;
         self.points.push(Point {
             template,
-            shape: Template { slots, count: 0 },
+            spelled,
+            count: 0,
         });
         p
     }
@@ -198,7 +217,7 @@ mod tests {
                 let (template, mut values) = miner.parameters(&tokens).expect("a template");
                 let point =
                     points.point(template, &miner.templates()[template as usize], &mut values);
-                let shape = &points.all()[point as usize].shape;
+                let shape = points.all()[point as usize].shape(miner.templates());
                 (
                     template,
                     point,

@@ -30,7 +30,6 @@ use std::collections::VecDeque;
 use foldhash::{HashMap, HashSet};
 
 use crate::corpus::Corpus;
-use crate::drain::Slot;
 use crate::ids::{Evidence, Variable};
 use crate::links::{self, Links};
 use crate::points::PointId;
@@ -151,16 +150,7 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
         let point = (line.file, line.point);
         let f = facts.entry(point).or_insert_with(|| {
             // A line has a value per parameter of its log point.
-            let params = corpus
-                .points()
-                .get(line.point as usize)
-                .map_or(line.values.len(), |p| {
-                    p.shape
-                        .slots
-                        .iter()
-                        .filter(|s| matches!(s, Slot::Param(_)))
-                        .count()
-                });
+            let params = corpus.point_shape(line.point).parameters();
             PointFacts::new(point, params, links, &sure, &excluded, &predecessors)
         });
         // The strongest tie: (strength, when the tied line was, its request, whether

@@ -8,6 +8,7 @@ use causeway_model::{Event, KeyValue, Source, Span, SpanId, SpanKind, TraceId};
 use foldhash::HashMap;
 
 use crate::corpus::Corpus;
+use crate::points::PointId;
 
 /// Characters of a log point's text kept as a span's name.
 const NAME_CHARS: usize = 80;
@@ -46,7 +47,9 @@ pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
         .collect();
     keys.sort_by_key(|&((r, f, t), start)| (r, start, f, t));
     let mut roots: HashMap<u32, SpanId> = HashMap::default();
-    let points: Vec<String> = corpus.points().iter().map(|p| p.shape.text()).collect();
+    let points: Vec<String> = (0..corpus.points().len() as PointId)
+        .map(|p| corpus.point_shape(p).text())
+        .collect();
     let mut out = Vec::with_capacity(keys.len());
     for (n, ((request, file, thread), _)) in keys.into_iter().enumerate() {
         let (Some(trace_id), Some(span_id)) = (
@@ -70,10 +73,7 @@ pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
         }
         let text = |i: usize| {
             let line = &corpus.lines[i];
-            corpus
-                .points()
-                .get(line.point as usize)
-                .map_or_else(String::new, |p| p.shape.render(corpus.values(line)))
+            corpus.point_shape(line.point).render(corpus.values(line))
         };
         // The log point, not the line: span names are what operations are listed by,
         // and a line's values would make an operation of every request.
