@@ -206,10 +206,10 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
     }
     let linkable = |v: &Variable| distinct.get(v).is_some_and(|&n| n >= o.min_distinct);
     let mut pairs: HashMap<(Variable, Variable), Pair> = HashMap::default();
-    // The variables that printed each key, and when they last did.
     // The variables that printed each key, when they last did, and the chance that they
-    // do not print it within a millisecond (from the key's rate at the variable).
-    let mut last: HashMap<&str, Vec<(Variable, i64, f64)>> = HashMap::default();
+    // print it within each window by chance (from the key's rate at the variable),
+    // computed once per variable and key rather than once per match.
+    let mut last: HashMap<&str, Vec<(Variable, i64, [f64; WINDOWS_NS.len()])>> = HashMap::default();
     for &i in order {
         let line = &corpus.lines[i];
         let t = corpus.time(i);
@@ -220,7 +220,8 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
             }
             for key in keys(value) {
                 let seen = last.entry(key).or_default();
-                for &(from, at, quiet_ms) in seen.iter() {
+                for (from, at, by_chance) in seen.iter() {
+                    let (from, at) = (*from, *at);
                     if from == to {
                         continue;
                     }
@@ -232,15 +233,16 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
                     if let Some(w) = WINDOWS_NS.iter().position(|&w| lag <= w) {
                         pair.matched[w] += 1;
                     }
-                    for (w, quiet) in quiet_within_windows(quiet_ms).into_iter().enumerate() {
-                        pair.chance[w] += 1.0 - quiet;
+                    for (sum, p) in pair.chance.iter_mut().zip(by_chance) {
+                        *sum += p;
                     }
                 }
                 match seen.iter_mut().find(|(v, ..)| *v == to) {
                     Some(entry) => entry.1 = t,
                     None => {
                         let rate_per_ms = f64::from(printed[&(to, key)]) * 1e6 / span_ns as f64;
-                        seen.push((to, t, (-rate_per_ms).exp()));
+                        let by_chance = quiet_within_windows((-rate_per_ms).exp()).map(|q| 1.0 - q);
+                        seen.push((to, t, by_chance));
                     }
                 }
             }
