@@ -206,10 +206,15 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
     }
     let linkable = |v: &Variable| distinct.get(v).is_some_and(|&n| n >= o.min_distinct);
     let mut pairs: HashMap<(Variable, Variable), Pair> = HashMap::default();
-    // The variables that printed each key, when they last did, and the chance that they
-    // print it within each window by chance (from the key's rate at the variable),
-    // computed once per variable and key rather than once per match.
-    let mut last: HashMap<&str, Vec<(Variable, i64, [f64; WINDOWS_NS.len()])>> = HashMap::default();
+    /// A variable that printed a key: when it last did, and the chance that it prints
+    /// the key within each window by chance (from the key's rate at the variable),
+    /// computed once per variable and key rather than once per match.
+    struct LastPrint {
+        var: Variable,
+        at: i64,
+        by_chance: [f64; WINDOWS_NS.len()],
+    }
+    let mut last: HashMap<&str, Vec<LastPrint>> = HashMap::default();
     for &i in order {
         let line = &corpus.lines[i];
         let t = corpus.time(i);
@@ -220,8 +225,12 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
             }
             for key in keys(value) {
                 let seen = last.entry(key).or_default();
-                for (from, at, by_chance) in seen.iter() {
-                    let (from, at) = (*from, *at);
+                for &LastPrint {
+                    var: from,
+                    at,
+                    ref by_chance,
+                } in seen.iter()
+                {
                     if from == to {
                         continue;
                     }
@@ -237,12 +246,16 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
                         *sum += p;
                     }
                 }
-                match seen.iter_mut().find(|(v, ..)| *v == to) {
-                    Some(entry) => entry.1 = t,
+                match seen.iter_mut().find(|p| p.var == to) {
+                    Some(entry) => entry.at = t,
                     None => {
                         let rate_per_ms = f64::from(printed[&(to, key)]) * 1e6 / span_ns as f64;
                         let by_chance = quiet_within_windows((-rate_per_ms).exp()).map(|q| 1.0 - q);
-                        seen.push((to, t, by_chance));
+                        seen.push(LastPrint {
+                            var: to,
+                            at: t,
+                            by_chance,
+                        });
                     }
                 }
             }
