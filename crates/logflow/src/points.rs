@@ -48,13 +48,30 @@ pub struct Points {
     points: Vec<Point>,
     /// A template's point when no parameter is a URL with a query.
     plain: Vec<Option<PointId>>,
-    /// Points with URLs, by template and their URLs' query keys.
-    with_queries: HashMap<(TemplateId, String), PointId>,
+    /// Points with URLs, by template, then by their URLs' query names (the key
+    /// [`Points::with_query`] writes).
+    with_queries: HashMap<TemplateId, HashMap<String, PointId>>,
+    /// The key being written, kept to reuse its allocation.
+    key: String,
 }
 
-/// Whether a parameter's value is a path with a query string.
-fn has_query(value: &str) -> bool {
-    value.starts_with('/') && value.contains('?')
+/// A query's part: its name, and its value after `=` if it has one.
+type QueryPart<'a> = (&'a str, Option<&'a str>);
+
+/// The path and the query's parts of a parameter's value that is a path with a query
+/// string.
+fn url(value: &str) -> Option<(&str, impl Iterator<Item = QueryPart<'_>>)> {
+    let (path, query) = value.split_once('?').filter(|_| value.starts_with('/'))?;
+    let parts = query.split('&').map(|part| match part.split_once('=') {
+        Some((name, value)) => (name, Some(value)),
+        None => (part, None),
+    });
+    Some((path, parts))
+}
+
+/// Whether a query's name is a value itself (`?42=x`), a parameter of the log point.
+fn name_is_value(name: &str) -> bool {
+    classify(name).is_variable()
 }
 
 impl Points {
@@ -70,7 +87,7 @@ impl Points {
         template: &Template,
         values: &mut Vec<&str>,
     ) -> PointId {
-        let point = if values.iter().any(|v| has_query(v)) {
+        let point = if values.iter().any(|v| url(v).is_some()) {
             self.with_query(id, template, values)
         } else {
             let at = id as usize;
@@ -96,46 +113,50 @@ impl Points {
         template: &Template,
         values: &mut Vec<&'a str>,
     ) -> PointId {
-        // The key: each URL parameter's number and its query's keys.
-        let mut key = String::new();
+        // The key: each URL parameter's number and its query's names. Only compared: a
+        // URL token ends at `|` and a name at `&` or `=`, so two keys are equal only
+        // for the same names.
+        self.key.clear();
         let mut spelled: Vec<&'a str> = Vec::with_capacity(values.len() + 4);
         for (k, &value) in values.iter().enumerate() {
-            if !has_query(value) {
+            let Some((path, parts)) = url(value) else {
                 spelled.push(value);
                 continue;
-            }
-            key.push_str(&k.to_string());
-            let (path, query) = value.split_once('?').unwrap_or((value, ""));
+            };
+            self.key.push_str(&k.to_string());
             spelled.push(path);
-            key.push('?');
-            for (n, part) in query.split('&').enumerate() {
-                let (name, value) = match part.split_once('=') {
-                    Some((n, v)) => (n, Some(v)),
-                    None => (part, None),
-                };
-                if n > 0 {
-                    key.push('&');
-                }
-                if classify(name).is_variable() {
-                    key.push_str("<*>");
+            for (name, value) in parts {
+                self.key.push('&');
+                if name_is_value(name) {
+                    self.key.push_str("<*>");
                     spelled.push(name);
                 } else {
-                    key.push_str(name);
+                    self.key.push_str(name);
                 }
                 if let Some(v) = value {
-                    key.push('=');
+                    self.key.push('=');
                     spelled.push(v);
                 }
             }
-            key.push('|');
+            self.key.push('|');
         }
+        let known = self
+            .with_queries
+            .get(&id)
+            .and_then(|points| points.get(self.key.as_str()))
+            .copied();
+        let p = match known {
+            Some(p) => p,
+            None => {
+                let p = self.push(id, Some(spell_out(template, values).into()));
+                self.with_queries
+                    .entry(id)
+                    .or_default()
+                    .insert(self.key.clone(), p);
+                p
+            }
+        };
         *values = spelled;
-        if let Some(&p) = self.with_queries.get(&(id, key.clone())) {
-            return p;
-        }
-        let slots = spell_out(template, &key);
-        let p = self.push(id, Some(slots.into()));
-        self.with_queries.insert((id, key), p);
         p
     }
 
@@ -150,47 +171,34 @@ impl Points {
     }
 }
 
-/// `template`'s slots with its URL parameters spelled out as `key` (from
-/// [`Points::with_query`]) says: `k?name=&name|` per URL, `k` the parameter's number.
-/// A URL token ends at `|` and a query name at `&` or `=`, so the key reads back whole.
-fn spell_out(template: &Template, key: &str) -> Vec<Slot> {
-    let urls: HashMap<usize, &str> = key
-        .split('|')
-        .filter_map(|url| {
-            let at = url.find('?')?;
-            Some((url[..at].parse().ok()?, &url[at + 1..]))
-        })
-        .collect();
+/// `template`'s slots with each parameter whose value in `values` is a URL spelled
+/// out: the path, then each query name as text (a parameter if it is a value itself)
+/// and each query value a parameter.
+fn spell_out(template: &Template, values: &[&str]) -> Vec<Slot> {
     let mut slots = Vec::with_capacity(template.slots.len());
-    let mut param = 0;
+    let mut values = values.iter();
     for slot in &template.slots {
-        let Slot::Param(_) = slot else {
+        let Some((_, parts)) = matches!(slot, Slot::Param(_))
+            .then(|| values.next())
+            .flatten()
+            .and_then(|v| url(v))
+        else {
             slots.push(slot.clone());
             continue;
         };
-        match urls.get(&param) {
-            None => slots.push(slot.clone()),
-            Some(query) => {
-                slots.push(Slot::Param(Some(Mask::Path)));
-                for (n, part) in query.split('&').enumerate() {
-                    slots.push(Slot::Text(if n == 0 { "?" } else { "&" }.into()));
-                    let (name, value) = match part.strip_suffix('=') {
-                        Some(name) => (name, true),
-                        None => (part, false),
-                    };
-                    match name {
-                        "" => {}
-                        "<*>" => slots.push(Slot::Param(None)),
-                        _ => slots.push(Slot::Text(name.into())),
-                    }
-                    if value {
-                        slots.push(Slot::Text("=".into()));
-                        slots.push(Slot::Param(None));
-                    }
-                }
+        slots.push(Slot::Param(Some(Mask::Path)));
+        for (n, (name, value)) in parts.enumerate() {
+            slots.push(Slot::Text(if n == 0 { "?" } else { "&" }.into()));
+            if name_is_value(name) {
+                slots.push(Slot::Param(None));
+            } else if !name.is_empty() {
+                slots.push(Slot::Text(name.into()));
+            }
+            if value.is_some() {
+                slots.push(Slot::Text("=".into()));
+                slots.push(Slot::Param(None));
             }
         }
-        param += 1;
     }
     slots
 }
