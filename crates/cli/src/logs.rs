@@ -248,14 +248,20 @@ pub fn run(a: LogsArgs) -> Result<()> {
         let mut w = std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
         );
+        // Each file's name quoted once: a JSON value built per line took a tenth of the
+        // whole run.
+        let quoted: Vec<String> = corpus
+            .files
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<_, _>>()?;
         for (line, request) in corpus.lines.iter().zip(&requests) {
-            let file = &corpus.files[line.file as usize];
+            let file = &quoted[line.file as usize];
             for number in std::iter::once(line.number).chain(line.continued.iter().copied()) {
-                serde_json::to_writer(
-                    &mut w,
-                    &json!({"file": file, "line": number, "request": request}),
+                writeln!(
+                    w,
+                    r#"{{"file":{file},"line":{number},"request":{request}}}"#
                 )?;
-                w.write_all(b"\n")?;
             }
         }
         w.flush()?;

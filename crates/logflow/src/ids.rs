@@ -16,6 +16,8 @@ pub type Variable = (PointId, u32);
 
 /// Occurrences of one value further apart than this are separate bursts.
 const BURST_GAP_NS: i64 = 2_000_000_000;
+/// Values shown as examples of a variable.
+const EXAMPLES: usize = 3;
 
 /// The evidence for one variable.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,7 +37,7 @@ pub struct Evidence {
     pub lifetime_ns: i64,
     /// The score the ranking sorts by, 0..=1.
     pub score: f64,
-    /// A few of its values.
+    /// Its first few distinct values, in line order.
     pub examples: Vec<String>,
 }
 
@@ -81,18 +83,22 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
             )
         })
         .collect();
-    let mut values_of: HashMap<Variable, (usize, HashSet<&str>)> = HashMap::default();
+    // Each variable's lines, distinct values and first three values (in line order, so
+    // that the examples shown are the same on every run).
+    let mut values_of: HashMap<Variable, (usize, HashSet<&str>, Vec<&str>)> = HashMap::default();
     for line in &corpus.lines {
         for (slot, value) in corpus.values(line).enumerate() {
             let e = values_of.entry((line.point, slot as u32)).or_default();
             e.0 += 1;
-            e.1.insert(value);
+            if e.1.insert(value) && e.2.len() < EXAMPLES {
+                e.2.push(value);
+            }
         }
     }
     let mut ranked: Vec<Evidence> = values_of
         .into_iter()
-        .filter(|(_, (_, values))| values.len() >= 2)
-        .map(|(variable, (lines, values))| {
+        .filter(|(_, (_, values, _))| values.len() >= 2)
+        .map(|(variable, (lines, values, first))| {
             let n = values.len() as f64;
             let of = |v: &&str| &facts[*v];
             let shared = values.iter().filter(|v| of(v).variables > 1).count() as f64 / n;
@@ -103,8 +109,7 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
             let lifetime_ns = lifetimes[lifetimes.len() / 2];
             let distinct_share = n / lines as f64;
             let score = shared * distinct_share / bursts;
-            let mut examples: Vec<String> = values.iter().take(3).map(|v| v.to_string()).collect();
-            examples.sort();
+            let examples = first.iter().map(|v| v.to_string()).collect();
             let name = corpus
                 .point_shape(variable.0)
                 .parameter_names()
@@ -180,6 +185,12 @@ mod tests {
         assert!(train.bursts > 10.0);
         assert_eq!(train.name, "train");
         assert!(train.score < 0.01);
+        // The first distinct values, in line order, on every run.
+        assert_eq!(train.examples, ["G1234", "D77"]);
+        assert_eq!(
+            top.examples,
+            ["0000000100000003", "00001ef00001991c", "00003ddf00033235"]
+        );
         let seat = ranked
             .iter()
             .find(|e| e.variable.0 == corpus.lines[1].point)
