@@ -236,6 +236,16 @@ pub(crate) fn bar(len: u64, what: &str) -> ProgressBar {
     )
 }
 
+/// A progress bar over `len` bytes.
+pub(crate) fn bytes_bar(len: u64, what: &str) -> ProgressBar {
+    ProgressBar::new(len).with_style(
+        ProgressStyle::with_template(&format!(
+            "{{bar:40}} {{bytes}}/{{total_bytes}} {what} {{msg}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    )
+}
+
 fn generate(n: usize, seed: u64, start: u64) -> Vec<Vec<Span>> {
     let mut g = Generator::new(seed, start, 1_000_000);
     let mut traces = Vec::new();

@@ -51,7 +51,7 @@ pub fn run(a: LogsBenchArgs) -> Result<()> {
 
 /// Stitches the logs of `set` (`logs/`, `truth.jsonl`) and scores them against the truth.
 pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_json::Value> {
-    let (files, _) = crate::logs::read_paths(&[set.join("logs")])?;
+    let (files, _) = crate::logs_read::read_paths(&[set.join("logs")])?;
     let bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
     let truth: Vec<((String, u32), String)> = read_truth::<TruthLine>(set)?
         .into_iter()

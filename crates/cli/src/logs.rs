@@ -1,19 +1,22 @@
 //! `causeway logs`: request flows stitched from the logs systems already write (lprof).
 
 use std::collections::HashSet;
-use std::io::{Read as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::io::Write as _;
+use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-use causeway_logflow::corpus::Corpus;
+use anyhow::{Context, Result};
+use causeway_logflow::corpus::{Corpus, ReadCounts};
 use causeway_logflow::drain::Options;
+use causeway_logflow::flows::{Flows, Request};
 use causeway_logflow::format::Format;
 use causeway_logflow::ids::{rank, Evidence, Variable};
 use causeway_logflow::links::{learn, LinkOptions, Links};
 use causeway_logflow::points::PointId;
-use causeway_logflow::sequences::{sequences, Sequence};
+use causeway_logflow::sequences::{Sequence, SequenceTable};
 use causeway_logflow::source::SourceIndex;
-use causeway_logflow::stitch::{stitch, StitchOptions};
+use causeway_logflow::stitch::{stitch_after, StitchOptions};
+use causeway_logflow::traces::request_spans;
+use causeway_logflow::window::{Numbering, WindowOptions};
 use clap::Args;
 use serde_json::json;
 
@@ -63,127 +66,14 @@ pub struct LogsArgs {
     /// within one.
     #[arg(long, value_name = "MS", default_value_t = 50)]
     quiet_ms: u64,
+    /// Logs larger than this (in MiB) are read in time windows of this size, each
+    /// learning afresh and reading the last 10 s of the one before again, so that
+    /// memory stays bounded whatever the logs' length.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    window_mb: u64,
     /// Access token, if the collector requires one.
     #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
     token: Option<String>,
-}
-
-/// Bytes looked at to tell a binary file from a log.
-const SNIFF: usize = 8192;
-
-/// How a gzip file starts (it is read decompressed, whatever its name).
-const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
-
-/// The files `paths` name, each with the name reported for it.
-fn files(paths: &[PathBuf]) -> Result<Vec<(String, PathBuf)>> {
-    let mut out = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let mut found = Vec::new();
-            walk(path, &mut found)?;
-            found.sort();
-            for f in found {
-                let name = f
-                    .strip_prefix(path)
-                    .unwrap_or(&f)
-                    .to_string_lossy()
-                    .into_owned();
-                out.push((name, f));
-            }
-        } else if path.is_file() {
-            out.push((path.to_string_lossy().into_owned(), path.clone()));
-        } else {
-            bail!("{}: no such file or directory", path.display());
-        }
-    }
-    Ok(out)
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let path = entry?.path();
-        if path.is_dir() {
-            walk(&path, out)?;
-        } else if path.is_file() {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
-/// A log file read: the name reported for it, and its bytes.
-pub(crate) type LogFile = (String, Vec<u8>);
-
-/// The logs at `paths` read, and the names of binary files skipped (with a warning).
-pub(crate) fn read_paths(paths: &[PathBuf]) -> Result<(Vec<LogFile>, Vec<String>)> {
-    let files = files(paths)?;
-    let progress = crate::bench::bar(files.len() as u64, "files read");
-    // Files are read (and decompressed) on every core, a file at a time; the results and
-    // warnings come out in file order.
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(files.len().max(1));
-    let mut read: Vec<Option<Result<FileRead>>> = (0..files.len()).map(|_| None).collect();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some((name, path)) = files.get(i) else {
-                            break;
-                        };
-                        done.push((i, read_one(name, path)));
-                        progress.inc(1);
-                    }
-                    done
-                })
-            })
-            .collect();
-        for h in handles {
-            for (i, r) in h.join().unwrap_or_default() {
-                read[i] = Some(r);
-            }
-        }
-    });
-    progress.finish_and_clear();
-    let mut logs = Vec::new();
-    let mut skipped = Vec::new();
-    for ((name, _), r) in files.into_iter().zip(read) {
-        let (bytes, warnings) = r.context("a file was not read")??;
-        for w in warnings {
-            eprintln!("warning: {name}: {w}");
-        }
-        match bytes {
-            Some(bytes) => logs.push((name, bytes)),
-            None => skipped.push(name),
-        }
-    }
-    Ok((logs, skipped))
-}
-
-/// One file's bytes (decompressed), or none for a binary file, and what to warn of.
-type FileRead = (Option<Vec<u8>>, Vec<String>);
-
-fn read_one(name: &str, path: &Path) -> Result<FileRead> {
-    let mut warnings = Vec::new();
-    let mut bytes = std::fs::read(path).with_context(|| format!("reading {name}"))?;
-    if bytes.starts_with(&GZIP_MAGIC) {
-        let mut plain = Vec::new();
-        if let Err(e) = flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_end(&mut plain) {
-            warnings.push(format!(
-                "gzip data cut short or corrupt ({e}): read up to the damage"
-            ));
-        }
-        bytes = plain;
-    }
-    if bytes[..bytes.len().min(SNIFF)].contains(&0) {
-        warnings.push("not a log (binary), skipped".to_string());
-        return Ok((None, warnings));
-    }
-    Ok((Some(bytes), warnings))
 }
 
 /// The log points of the `--source` directories, if any were given.
@@ -211,6 +101,11 @@ fn read_sources(dirs: &[PathBuf]) -> Result<Option<SourceIndex>> {
     Ok(Some(SourceIndex::new(points)))
 }
 
+/// How far back a window re-reads the one before: longer than the links' longest window
+/// (3 s) and than most requests last, so that the window after the cut knows the
+/// requests a line may continue.
+const OVERLAP_NS: i64 = 10_000_000_000;
+
 /// The default stitching options with `--quiet-ms`.
 pub(crate) fn stitch_options(quiet_ms: u64) -> StitchOptions {
     StitchOptions {
@@ -227,150 +122,314 @@ pub fn run(a: LogsArgs) -> Result<()> {
         .transpose()
         .context("--format")?;
     let sources = read_sources(&a.sources)?;
-    let (read, skipped) = read_paths(&a.paths)?;
-    let corpus = Corpus::read_with(&read, Options::default(), format.as_ref(), sources.as_ref());
-    let untimed = corpus.lines.iter().filter(|l| l.time_ns.is_none()).count();
-    if untimed > 0 {
-        eprintln!("warning: {untimed} lines with no timestamp recognised: placed in file order");
-    }
-    let ranked = rank(&corpus);
+    let window_options = WindowOptions {
+        max_bytes: usize::try_from(a.window_mb.max(1).saturating_mul(1 << 20))
+            .unwrap_or(usize::MAX),
+        overlap_ns: OVERLAP_NS,
+    };
+    let (mut input, names, skipped) =
+        crate::logs_read::open(&a.paths, window_options, format.clone())?;
     let options = StitchOptions {
         pinned: a.ids.clone(),
         excluded: a.not_ids.clone(),
         ..stitch_options(a.quiet_ms)
     };
-    let taken: HashSet<Variable> = causeway_logflow::stitch::identifiers(&ranked, &options)
-        .into_iter()
-        .collect();
-    let links = learn(&corpus, &LinkOptions::default());
-    let requests = stitch(&corpus, &ranked, &links, &options);
-    if let Some(path) = &a.assignments {
-        let mut w = std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+    let mut assignments = a
+        .assignments
+        .as_ref()
+        .map(|path| {
+            std::fs::File::create(path)
+                .map(std::io::BufWriter::new)
+                .with_context(|| format!("creating {}", path.display()))
+        })
+        .transpose()?;
+    // Each file's name quoted once: a JSON value built per line took a tenth of the
+    // whole run.
+    let quoted: Vec<String> = names
+        .iter()
+        .map(serde_json::to_string)
+        .collect::<Result<_, _>>()?;
+    // Ids differ between runs, so stitching twice does not merge two runs' traces.
+    let salt = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64 | 1);
+    let client = a
+        .collector
+        .as_ref()
+        .map(|url| crate::client::Client::new(url, a.token.clone()));
+    let mut sent = (0, 0);
+    let mut send = |flows: &Flows, closed: &[Request]| -> Result<()> {
+        if let (Some(client), Some(url)) = (&client, &a.collector) {
+            let spans: Vec<_> = closed
+                .iter()
+                .flat_map(|r| request_spans(flows, r, salt))
+                .collect();
+            let (accepted, rejected) =
+                crate::import::send_spans(client, &spans, |e| eprintln!("collector: {e}"))
+                    .with_context(|| format!("sending the stitched requests to {url}"))?;
+            sent = (sent.0 + accepted, sent.1 + rejected);
+        }
+        Ok(())
+    };
+    let mut flows = Flows::new(names, client.is_some());
+    let mut table = SequenceTable::default();
+    let mut numbering = Numbering::default();
+    let mut learned: Option<Learned> = None;
+    let mut counts = ReadCounts::default();
+    let mut untimed = 0;
+    let mut windows = 0;
+    let mut requests_total = 0;
+    while let Some(window) = input.next_window() {
+        windows += 1;
+        for w in &window.warnings {
+            eprintln!("warning: {w}");
+        }
+        let corpus = Corpus::read_numbered(
+            &window.files,
+            &window.first_lines,
+            Options::default(),
+            format.as_ref(),
+            sources.as_ref(),
         );
-        // Each file's name quoted once: a JSON value built per line took a tenth of the
-        // whole run.
-        let quoted: Vec<String> = corpus
-            .files
-            .iter()
-            .map(serde_json::to_string)
-            .collect::<Result<_, _>>()?;
-        for (line, request) in corpus.lines.iter().zip(&requests) {
-            let file = &quoted[line.file as usize];
-            for number in std::iter::once(line.number).chain(line.continued.iter().copied()) {
-                writeln!(
-                    w,
-                    r#"{{"file":{file},"line":{number},"request":{request}}}"#
-                )?;
+        let c = window.counts.as_ref().unwrap_or(&corpus.counts);
+        counts.lines += c.lines;
+        counts.cut += c.cut;
+        counts.continuations += c.continuations;
+        counts.lossy += c.lossy;
+        let ranked = rank(&corpus);
+        let links = learn(&corpus, &LinkOptions::default());
+        let given = numbering.given(&window, &corpus);
+        let requests = stitch_after(&corpus, &ranked, &links, &options, &given);
+        if learned.is_none() {
+            learned = Some(Learned::of(&corpus, &ranked, &links, &options));
+        }
+        let (numbered, open) = numbering.number(&window, &corpus, &requests);
+        for (line, request) in corpus.lines.iter().zip(&numbered) {
+            let Some(request) = request else {
+                continue;
+            };
+            untimed += usize::from(line.time_ns.is_none());
+            requests_total = requests_total.max(request + 1);
+            if let Some(w) = assignments.as_mut() {
+                let file = &quoted[line.file as usize];
+                for number in std::iter::once(line.number).chain(line.continued.iter().copied()) {
+                    writeln!(
+                        w,
+                        r#"{{"file":{file},"line":{number},"request":{request}}}"#
+                    )?;
+                }
             }
         }
+        flows.add(&corpus, &numbered);
+        drop(corpus);
+        let closed = flows.close(|r| open.contains(&r));
+        for r in &closed {
+            table.add(r);
+        }
+        send(&flows, &closed)?;
+    }
+    let closed = flows.close(|_| false);
+    for r in &closed {
+        table.add(r);
+    }
+    send(&flows, &closed)?;
+    if let Some(w) = assignments.as_mut() {
         w.flush()?;
     }
-    if let Some(url) = &a.collector {
-        // Ids differ between runs, so stitching twice does not merge two runs' traces.
-        let salt = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64 | 1);
-        let spans = causeway_logflow::traces::spans(&corpus, &requests, salt);
-        let client = crate::client::Client::new(url, a.token.clone());
-        let (accepted, rejected) =
-            crate::import::send_spans(&client, &spans, |e| eprintln!("collector: {e}"))
-                .with_context(|| format!("sending the stitched requests to {url}"))?;
-        eprintln!("sent {accepted} spans to {url} ({rejected} refused)");
+    if untimed > 0 {
+        eprintln!("warning: {untimed} lines with no timestamp recognised: placed in file order");
+    }
+    let learned = learned.unwrap_or_default();
+    let found = table.finish();
+    let report = Report {
+        flows: &flows,
+        learned: &learned,
+        counts: &counts,
+        found: &found,
+        requests: requests_total,
+        windows,
+        skipped: &skipped,
+    };
+    if let (Some(client), Some(url)) = (&client, &a.collector) {
+        eprintln!("sent {} spans to {url} ({} refused)", sent.0, sent.1);
         // What the Logs page shows beside the requests: why they were stitched so.
         const SHOWN: usize = 50;
-        let report = json!({
+        let summary = json!({
             "run": format!("{salt:016x}"),
-            "files": corpus.files.len(),
-            "lines": corpus.counts.lines,
-            "requests": requests.iter().max().map_or(0, |m| m + 1),
-            "identifiers": identifiers_json(&corpus, &ranked, &taken, SHOWN),
-            "links": links_json(&corpus, &links, SHOWN),
+            "files": flows.files.len(),
+            "lines": counts.lines,
+            "requests": requests_total,
+            "identifiers": learned.identifiers.iter().take(SHOWN).collect::<Vec<_>>(),
+            "links": learned.links.iter().take(SHOWN).collect::<Vec<_>>(),
         });
         client
-            .post_json("/v1/logflow/report", &report)
+            .post_json("/v1/logflow/report", &summary)
             .with_context(|| format!("sending the stitching report to {url}"))?;
     }
-    let found = sequences(&corpus, &requests);
-    let count = requests.iter().max().map_or(0, |m| m + 1);
     if a.json {
-        outln!(
-            "{}",
-            report_json(&corpus, &ranked, &links, &taken, &found, count, &skipped)
-        );
+        outln!("{}", report.json());
         return Ok(());
     }
-    let c = &corpus.counts;
-    outln!(
-        "{} files ({} skipped), {} lines ({} cut, {} continuing the line before), {} templates, {} log points, {} requests",
-        corpus.files.len(),
-        skipped.len(),
-        c.lines,
-        c.cut,
-        c.continuations,
-        corpus.miner.templates().len(),
-        corpus.points().len(),
-        count
-    );
-    outln!();
-    outln!(
-        "request identifiers, likeliest first (* taken; score, values, lines, shared, bursts: name, log point)"
-    );
-    for e in ranked.iter().take(a.top) {
-        outln!(
-            "{}{:>6.3} {:>7} {:>7} {:>6.2} {:>6.1}  {}: {}  e.g. {}",
-            if taken.contains(&e.variable) {
-                '*'
-            } else {
-                ' '
-            },
-            e.score,
-            e.distinct,
-            e.lines,
-            e.shared,
-            e.bursts,
-            e.name,
-            template_text(&corpus, e),
-            e.examples.first().map_or("", String::as_str)
-        );
-    }
-    outln!();
-    outln!("links between log points (precision, matches, window: from -> to)");
-    for l in links.all().into_iter().take(a.top) {
-        let point = |v: causeway_logflow::links::Variable| {
-            format!(
-                "{}:#{} of {}",
-                corpus.files[v.0 as usize],
-                v.2,
-                shorten(&point_text(&corpus, v.1), 50)
-            )
-        };
-        outln!(
-            "{:>6.3} {:>7} {:>6}ms  {} -> {}",
-            l.precision,
-            l.matches,
-            l.window_ns / 1_000_000,
-            point(l.from),
-            point(l.to)
-        );
-    }
-    outln!();
-    outln!("requests per log-point sequence (count, latency p50 and p90 ms: first log points)");
-    for s in found.iter().take(a.top) {
-        outln!(
-            "{:>7} {:>9.1} {:>9.1}  {}",
-            s.count,
-            s.latency_ns(0.5) as f64 / 1e6,
-            s.latency_ns(0.9) as f64 / 1e6,
-            sequence_text(&corpus, s)
-        );
-    }
+    report.print(a.top);
     Ok(())
 }
 
-fn template_text(corpus: &Corpus, e: &Evidence) -> String {
-    let text = point_text(corpus, e.variable.0);
-    format!("#{} of {}", e.variable.1, shorten(&text, 80))
+/// What the first window learned, kept for the report once its corpus is gone.
+#[derive(Default)]
+struct Learned {
+    templates: Vec<serde_json::Value>,
+    identifiers: Vec<serde_json::Value>,
+    links: Vec<serde_json::Value>,
+    /// The template each of the first window's log points refines.
+    point_templates: Vec<u32>,
+}
+
+impl Learned {
+    fn of(corpus: &Corpus, ranked: &[Evidence], links: &Links, options: &StitchOptions) -> Learned {
+        let taken: HashSet<Variable> = causeway_logflow::stitch::identifiers(ranked, options)
+            .into_iter()
+            .collect();
+        Learned {
+            templates: corpus
+                .miner
+                .templates()
+                .iter()
+                .enumerate()
+                .map(|(id, t)| json!({"id": id, "text": t.text(), "count": t.count}))
+                .collect(),
+            identifiers: identifiers_json(corpus, ranked, &taken, usize::MAX),
+            links: links_json(corpus, links, usize::MAX),
+            point_templates: corpus.points().iter().map(|p| p.template).collect(),
+        }
+    }
+}
+
+/// Everything `causeway logs` reports.
+struct Report<'a> {
+    flows: &'a Flows,
+    learned: &'a Learned,
+    counts: &'a ReadCounts,
+    found: &'a [Sequence],
+    requests: u32,
+    windows: usize,
+    skipped: &'a [String],
+}
+
+impl Report<'_> {
+    fn json(&self) -> serde_json::Value {
+        let c = self.counts;
+        json!({
+            "files": self.flows.files,
+            "skipped_files": self.skipped,
+            "windows": self.windows,
+            "lines": c.lines,
+            "lines_cut": c.cut,
+            "continuation_lines": c.continuations,
+            "lossy_lines": c.lossy,
+            "requests": self.requests,
+            "templates": self.learned.templates,
+            "points": self.flows.points().iter().enumerate().map(|(id, (text, count))| json!({
+                "id": id,
+                "template": self.learned.point_templates.get(id),
+                "text": text,
+                "count": count,
+            })).collect::<Vec<_>>(),
+            "identifiers": self.learned.identifiers,
+            "links": self.learned.links,
+            "sequences": self.found.iter().map(|s| json!({
+                "count": s.count,
+                "segments": s.segments,
+                "latency_ms": {
+                    "p50": s.latency_ns(0.5) as f64 / 1e6,
+                    "p90": s.latency_ns(0.9) as f64 / 1e6,
+                    "max": s.latency_ns(1.0) as f64 / 1e6,
+                },
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    fn print(&self, top: usize) {
+        let c = self.counts;
+        outln!(
+            "{} files ({} skipped), {} lines ({} cut, {} continuing the line before), {} templates, {} log points, {} requests{}",
+            self.flows.files.len(),
+            self.skipped.len(),
+            c.lines,
+            c.cut,
+            c.continuations,
+            self.learned.templates.len(),
+            self.flows.points().len(),
+            self.requests,
+            if self.windows > 1 {
+                format!(" (in {} windows; templates, identifiers and links of the first)", self.windows)
+            } else {
+                String::new()
+            }
+        );
+        outln!();
+        outln!(
+            "request identifiers, likeliest first (* taken; score, values, lines, shared, bursts: name, log point)"
+        );
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+        let number = |v: &serde_json::Value| v.as_f64().unwrap_or_default();
+        for e in self.learned.identifiers.iter().take(top) {
+            outln!(
+                "{}{:>6.3} {:>7} {:>7} {:>6.2} {:>6.1}  {}: #{} of {}  e.g. {}",
+                if e["taken"].as_bool() == Some(true) {
+                    '*'
+                } else {
+                    ' '
+                },
+                number(&e["score"]),
+                number(&e["distinct"]),
+                number(&e["lines"]),
+                number(&e["shared"]),
+                number(&e["bursts"]),
+                text(&e["name"]),
+                number(&e["parameter"]),
+                shorten(&text(&e["log_point"]), 80),
+                text(&e["examples"][0]),
+            );
+        }
+        outln!();
+        outln!("links between log points (precision, matches, window: from -> to)");
+        for l in self.learned.links.iter().take(top) {
+            let end = |v: &serde_json::Value| {
+                format!(
+                    "{}:#{} of {}",
+                    text(&v["file"]),
+                    number(&v["parameter"]),
+                    shorten(&text(&v["log_point"]), 50)
+                )
+            };
+            outln!(
+                "{:>6.3} {:>7} {:>6}ms  {} -> {}",
+                number(&l["precision"]),
+                number(&l["matches"]),
+                number(&l["window_ms"]).floor(),
+                end(&l["from"]),
+                end(&l["to"])
+            );
+        }
+        outln!();
+        outln!("requests per log-point sequence (count, latency p50 and p90 ms: first log points)");
+        for s in self.found.iter().take(top) {
+            let first: Vec<String> = s
+                .segments
+                .iter()
+                .filter_map(|seg| seg.first())
+                .map(|&p| shorten(self.flows.point(p), 40))
+                .collect();
+            outln!(
+                "{:>7} {:>9.1} {:>9.1}  {} segments: {}",
+                s.count,
+                s.latency_ns(0.5) as f64 / 1e6,
+                s.latency_ns(0.9) as f64 / 1e6,
+                s.segments.len(),
+                first.join(" | ")
+            );
+        }
+    }
 }
 
 fn point_text(corpus: &Corpus, point: PointId) -> String {
@@ -387,16 +446,6 @@ fn shorten(text: &str, max: usize) -> String {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_string(),
     }
-}
-
-fn sequence_text(corpus: &Corpus, s: &Sequence) -> String {
-    let first: Vec<String> = s
-        .segments
-        .iter()
-        .filter_map(|seg| seg.first())
-        .map(|&p| shorten(&point_text(corpus, p), 40))
-        .collect();
-    format!("{} segments: {}", s.segments.len(), first.join(" | "))
 }
 
 /// The identifier ranking as JSON, the first `limit`.
@@ -455,42 +504,4 @@ fn links_json(corpus: &Corpus, links: &Links, limit: usize) -> Vec<serde_json::V
             })
         })
         .collect()
-}
-
-fn report_json(
-    corpus: &Corpus,
-    ranked: &[Evidence],
-    links: &Links,
-    taken: &HashSet<Variable>,
-    found: &[Sequence],
-    requests: u32,
-    skipped: &[String],
-) -> serde_json::Value {
-    let c = &corpus.counts;
-    json!({
-        "files": corpus.files,
-        "skipped_files": skipped,
-        "lines": c.lines,
-        "lines_cut": c.cut,
-        "continuation_lines": c.continuations,
-        "lossy_lines": c.lossy,
-        "requests": requests,
-        "templates": corpus.miner.templates().iter().enumerate().map(|(id, t)| json!({
-            "id": id, "text": t.text(), "count": t.count,
-        })).collect::<Vec<_>>(),
-        "points": corpus.points().iter().enumerate().map(|(id, p)| json!({
-            "id": id, "template": p.template, "text": point_text(corpus, id as PointId), "count": p.count,
-        })).collect::<Vec<_>>(),
-        "identifiers": identifiers_json(corpus, ranked, taken, usize::MAX),
-        "links": links_json(corpus, links, usize::MAX),
-        "sequences": found.iter().map(|s| json!({
-            "count": s.count,
-            "segments": s.segments,
-            "latency_ms": {
-                "p50": s.latency_ns(0.5) as f64 / 1e6,
-                "p90": s.latency_ns(0.9) as f64 / 1e6,
-                "max": s.latency_ns(1.0) as f64 / 1e6,
-            },
-        })).collect::<Vec<_>>(),
-    })
 }

@@ -25,6 +25,7 @@ mod expect;
 mod import;
 mod infer;
 mod logs;
+mod logs_read;
 mod pivot;
 mod print;
 mod replicas;

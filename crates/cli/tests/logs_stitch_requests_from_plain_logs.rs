@@ -103,6 +103,104 @@ fn logs_become_requests_with_one_assignment_per_line() {
 }
 
 #[test]
+fn logs_longer_than_a_window_are_read_in_windows_and_keep_each_request_whole() {
+    use std::io::Write as _;
+    let dir = temp("logs-windows");
+    std::fs::create_dir_all(&dir).expect("dir");
+    // 8 000 requests, one every 25 ms (200 s, 2.4 MB): several 1 MiB windows.
+    const REQUESTS: u64 = 8_000;
+    let (mut front, mut pay) = (String::new(), String::new());
+    for k in 0..REQUESTS {
+        let ms = 25 * k;
+        let at = |d: u64| {
+            let t = ms + d;
+            format!(
+                "2023-01-29T08:{:02}:{:02}.{:03}Z",
+                t / 60_000,
+                t / 1_000 % 60,
+                t % 1_000
+            )
+        };
+        let order = format!(
+            "{:08x}-{:04x}-4cf1-b5bb-{:012x}",
+            k * 2_654_435_761 % (1 << 32),
+            k,
+            k * 7_919
+        );
+        front += &format!(
+            "{} INFO [http-{}] order {order} received from the shop\n",
+            at(0),
+            k % 4
+        );
+        pay += &format!("{} INFO [pool-1] paying {order} by card\n", at(5));
+        if k % 100 == 0 {
+            pay += "\tat p.s.PayService.pay(PayService.java:40)\n";
+        }
+        front += &format!("{} INFO [http-{}] order {order} done\n", at(20), k % 4);
+    }
+    // One file gzip-compressed: streamed through the decoder.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(front.as_bytes()).expect("gzip");
+    std::fs::write(dir.join("front.log.gz"), gz.finish().expect("gzip")).expect("front");
+    std::fs::write(dir.join("pay.log"), &pay).expect("pay");
+    let assignments = dir.join("a.jsonl");
+    let assignments_arg = assignments.to_str().expect("utf-8");
+    let out = logs(
+        &dir,
+        &[
+            "--assignments",
+            assignments_arg,
+            "--json",
+            "--window-mb",
+            "1",
+        ],
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(
+        report["windows"].as_u64().expect("windows") >= 3,
+        "{}",
+        report["windows"]
+    );
+    let lines = 3 * REQUESTS + REQUESTS / 100;
+    assert_eq!(report["lines"], lines);
+    assert_eq!(report["continuation_lines"], REQUESTS / 100);
+    assert_eq!(report["requests"], REQUESTS);
+    // Every line once; each request's lines under one id, numbered by its first line.
+    let text = std::fs::read_to_string(&assignments).expect("assignments");
+    let mut seen = std::collections::HashMap::new();
+    for row in text.lines() {
+        let row: serde_json::Value = serde_json::from_str(row).expect("a JSON line");
+        let key = (
+            row["file"].as_str().expect("file").to_string(),
+            row["line"].as_u64().expect("line"),
+        );
+        assert!(
+            seen.insert(key.clone(), row["request"].as_u64().expect("request"))
+                .is_none(),
+            "{key:?} twice"
+        );
+    }
+    assert_eq!(seen.len() as u64, lines);
+    let request = |file: &str, line: u64| seen[&(file.to_string(), line)];
+    let mut pay_line = 1;
+    for k in 0..REQUESTS {
+        assert_eq!(
+            request("front.log.gz", 2 * k + 1),
+            k,
+            "request {k} received"
+        );
+        assert_eq!(request("front.log.gz", 2 * k + 2), k, "request {k} done");
+        assert_eq!(request("pay.log", pay_line), k, "request {k} paid");
+        if k % 100 == 0 {
+            pay_line += 1;
+            assert_eq!(request("pay.log", pay_line), k, "request {k}'s stack frame");
+        }
+        pay_line += 1;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn stitched_requests_reach_the_store_as_traces_from_logs() {
     let data = temp("logs-collector-data");
     let serve = common::Serve::start(&data, &[]);

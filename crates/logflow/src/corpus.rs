@@ -146,6 +146,18 @@ impl Corpus {
         format: Option<&Format>,
         sources: Option<&SourceIndex>,
     ) -> Corpus {
+        Corpus::read_numbered(files, &[], options, format, sources)
+    }
+
+    /// [`Corpus::read_with`], with each file's bytes starting at the line whose number
+    /// `first_lines` gives (1 for a file it gives none for): a window of a longer log.
+    pub fn read_numbered(
+        files: &[(String, Vec<u8>)],
+        first_lines: &[u32],
+        options: Options,
+        format: Option<&Format>,
+        sources: Option<&SourceIndex>,
+    ) -> Corpus {
         let mut counts = ReadCounts::default();
         let mut raws: Vec<Raw<'_>> = Vec::new();
         let mut threads: Vec<Box<str>> = Vec::new();
@@ -160,6 +172,7 @@ impl Corpus {
             }
         };
         for (f, (_, bytes)) in files.iter().enumerate() {
+            let first_line = first_lines.get(f).copied().unwrap_or(1);
             let mut had_time = false;
             for (n, line) in bytes.split(|b| *b == b'\n').enumerate() {
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -180,34 +193,18 @@ impl Corpus {
                         String::from_utf8_lossy(line)
                     }
                 };
-                let (text, message_at, time_ns, thread) = match header::parse_json(&text) {
-                    Some(j) => (
-                        Cow::Owned(j.message),
-                        0,
-                        j.time_ns,
-                        j.thread.as_deref().map(&mut intern),
-                    ),
-                    None => {
-                        let h = format
-                            .and_then(|f| f.apply(&text))
-                            .unwrap_or_else(|| header::parse(&text));
-                        let at = text.len() - h.message.len();
-                        let thread = h.thread.map(&mut intern);
-                        let time_ns = h.time_ns.or(h.time_of_day_ns);
-                        (text, at, time_ns, thread)
-                    }
-                };
+                let (text, message_at, time_ns, thread) = read_header(text, format, &mut intern);
                 if time_ns.is_none() && had_time {
                     if let Some(last) = raws.last_mut().filter(|r| r.file == f as u32) {
                         counts.continuations += 1;
-                        last.continued.push(n as u32 + 1);
+                        last.continued.push(first_line + n as u32);
                         continue;
                     }
                 }
                 had_time |= time_ns.is_some();
                 raws.push(Raw {
                     file: f as u32,
-                    number: n as u32 + 1,
+                    number: first_line + n as u32,
                     message_at,
                     time_ns,
                     thread,
@@ -298,6 +295,37 @@ impl Corpus {
         corpus.order = order;
         corpus
     }
+}
+
+/// A line's text (its message alone when it is JSON), where its message starts, its
+/// time and its thread (as `thread` numbers its name): by `format` where it matches,
+/// else detected.
+fn read_header<'a>(
+    text: Cow<'a, str>,
+    format: Option<&Format>,
+    thread: impl FnOnce(&str) -> u32,
+) -> (Cow<'a, str>, usize, Option<i64>, Option<u32>) {
+    if let Some(j) = header::parse_json(&text) {
+        let id = j.thread.as_deref().map(thread);
+        return (Cow::Owned(j.message), 0, j.time_ns, id);
+    }
+    let (at, time_ns, id) = {
+        let h = format
+            .and_then(|f| f.apply(&text))
+            .unwrap_or_else(|| header::parse(&text));
+        (
+            text.len() - h.message.len(),
+            h.time_ns.or(h.time_of_day_ns),
+            h.thread.map(thread),
+        )
+    };
+    (text, at, time_ns, id)
+}
+
+/// A line's time as [`Corpus::read_with`] reads it (its full timestamp, else its time
+/// of day), or none.
+pub fn line_time(text: &str, format: Option<&Format>) -> Option<i64> {
+    read_header(Cow::Borrowed(text), format, |_| 0).2
 }
 
 /// `message`'s tokens, after a word naming its log point's place in the source if any.

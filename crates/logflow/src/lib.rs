@@ -12,10 +12,14 @@
 //!   seconds, an entity id such as a user within milliseconds), learned against chance.
 //! - `stitch`: lines joined into requests by links, learned start log points and the
 //!   log points each one follows (lprof's order between log points).
+//! - `flows`: requests gathered across windows, each line with what its window knew of
+//!   it, until no later window can add to them.
 //! - `sequences`: requests counted by their log-point sequence, with their latency
 //!   (lprof's table).
 //! - `traces`: stitched requests as traces (a span per node or thread segment, an event
 //!   per line).
+//! - `window`: logs read as time windows of bounded size, each reading the end of the
+//!   one before again, so that memory does not grow with the logs.
 //! - `score`: B-cubed precision, recall and F1 of lines grouped into requests.
 //! - `header`: a line's timestamp, level, thread and logger, told from its message.
 //! - `format`: a prefix described by a pattern, for formats the detection does not know.
@@ -27,6 +31,7 @@
 
 pub mod corpus;
 pub mod drain;
+pub mod flows;
 pub mod format;
 pub mod header;
 pub mod ids;
@@ -38,3 +43,4 @@ pub mod source;
 pub mod stitch;
 pub mod tokens;
 pub mod traces;
+pub mod window;

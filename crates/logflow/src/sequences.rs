@@ -7,13 +7,13 @@
 use foldhash::HashMap;
 
 use crate::corpus::Corpus;
-use crate::points::PointId;
+use crate::flows::{Flows, Request};
 
 /// Requests with one log-point sequence.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sequence {
     /// Each segment's log points, in time order.
-    pub segments: Vec<Vec<PointId>>,
+    pub segments: Vec<Vec<u32>>,
     pub count: u64,
     /// Latency (first line to last), sorted, in nanoseconds: one per request.
     pub latencies_ns: Vec<i64>,
@@ -30,22 +30,35 @@ impl Sequence {
     }
 }
 
-/// The sequences of the requests `requests` gives each line, the commonest first.
+/// The sequences of one corpus's requests (`requests` gives each line's), the commonest
+/// first; log points numbered as the corpus numbers them.
 pub fn sequences(corpus: &Corpus, requests: &[u32]) -> Vec<Sequence> {
-    // Each request's lines: (file, thread, time, log point).
-    type Key = (u32, Option<u32>);
-    let mut lines_of: HashMap<u32, Vec<(Key, i64, PointId)>> = HashMap::default();
-    for (i, (line, &r)) in corpus.lines.iter().zip(requests).enumerate() {
-        let t = corpus.time(i);
-        lines_of
-            .entry(r)
-            .or_default()
-            .push(((line.file, line.thread), t, line.point));
+    let (_, closed) = Flows::whole(corpus, requests, false);
+    let mut table = SequenceTable::default();
+    for r in &closed {
+        table.add(r);
     }
-    let mut by_shape: HashMap<Vec<Vec<PointId>>, (u64, Vec<i64>)> = HashMap::default();
-    for (_, mut lines) in lines_of {
+    table.finish()
+}
+
+/// Requests counted by their sequence as they come.
+#[derive(Default)]
+pub struct SequenceTable {
+    by_shape: HashMap<Vec<Vec<u32>>, (u64, Vec<i64>)>,
+}
+
+impl SequenceTable {
+    /// Counts `request` (its log points as [`Flows`] numbers them).
+    pub fn add(&mut self, request: &Request) {
+        // The request's lines: (file, thread), time, log point.
+        type Key = (u32, Option<u32>);
+        let mut lines: Vec<(Key, i64, u32)> = request
+            .lines
+            .iter()
+            .map(|l| ((l.file, l.thread), l.time_ns.unwrap_or(0), l.point))
+            .collect();
         lines.sort_by_key(|&(key, t, _)| (key, t));
-        let mut segments: Vec<Vec<PointId>> = Vec::new();
+        let mut segments: Vec<Vec<u32>> = Vec::new();
         let mut last: Option<Key> = None;
         for &(key, _, point) in &lines {
             if last != Some(key) {
@@ -59,23 +72,28 @@ pub fn sequences(corpus: &Corpus, requests: &[u32]) -> Vec<Sequence> {
         segments.sort();
         let first = lines.iter().map(|l| l.1).min().unwrap_or(0);
         let end = lines.iter().map(|l| l.1).max().unwrap_or(0);
-        let e = by_shape.entry(segments).or_default();
+        let e = self.by_shape.entry(segments).or_default();
         e.0 += 1;
         e.1.push(end - first);
     }
-    let mut out: Vec<Sequence> = by_shape
-        .into_iter()
-        .map(|(segments, (count, mut latencies_ns))| {
-            latencies_ns.sort_unstable();
-            Sequence {
-                segments,
-                count,
-                latencies_ns,
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.segments.cmp(&b.segments)));
-    out
+
+    /// The sequences, the commonest first.
+    pub fn finish(self) -> Vec<Sequence> {
+        let mut out: Vec<Sequence> = self
+            .by_shape
+            .into_iter()
+            .map(|(segments, (count, mut latencies_ns))| {
+                latencies_ns.sort_unstable();
+                Sequence {
+                    segments,
+                    count,
+                    latencies_ns,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| b.count.cmp(&a.count).then(a.segments.cmp(&b.segments)));
+        out
+    }
 }
 
 #[cfg(test)]

@@ -113,6 +113,19 @@ impl Sets {
 
 /// Each line's request, numbered from 0 in order of each request's first line.
 pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOptions) -> Vec<u32> {
+    stitch_after(corpus, ranked, links, o, &[])
+}
+
+/// [`stitch`], with some lines' requests given (`given[i]` for line `i`: the lines a
+/// window read again from the window before, which stitched them): lines with the same
+/// given request are one request, and later lines join them as they would have there.
+pub fn stitch_after(
+    corpus: &Corpus,
+    ranked: &[Evidence],
+    links: &Links,
+    o: &StitchOptions,
+    given: &[Option<u32>],
+) -> Vec<u32> {
     // Pinned identifiers, and those with every mark of one, join by value on their own
     // (links need a few requests to be learned); links carry the rest.
     let sure = identifiers(
@@ -144,6 +157,8 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
     let mut previous: Option<(u32, i64)> = None;
     let mut next = 0;
     let mut facts: HashMap<Point, PointFacts<'_>> = HashMap::default();
+    // Each given request's own.
+    let mut fixed: HashMap<u32, u32> = HashMap::default();
     for &i in corpus.time_order() {
         let line = &corpus.lines[i];
         let t = corpus.time(i);
@@ -187,35 +202,41 @@ pub fn stitch(corpus: &Corpus, ranked: &[Evidence], links: &Links, o: &StitchOpt
         }
         let before = f.predecessors;
         let after_predecessor = recent.followed(before, point, t);
-        let request = match best {
-            Some((_, _, r, slow)) => {
-                let quiet_since = active.get(&r).map_or(i64::MIN, |a| a.1);
-                match after_predecessor {
-                    Some(c)
-                        if slow
-                            && c != r
-                            && t - quiet_since > o.quiet_ns
-                            && active.get(&c).is_some_and(|a| a.0 > quiet_since) =>
-                    {
-                        c
-                    }
-                    _ => r,
-                }
-            }
-            None if starts.contains(&(line.file, line.point)) => {
+        let request = match given.get(i).copied().flatten() {
+            Some(g) => *fixed.entry(g).or_insert_with(|| {
                 next += 1;
                 next - 1
-            }
-            None => after_predecessor
-                .or_else(|| {
-                    previous
-                        .filter(|(_, at)| t - at <= o.bridge_ns)
-                        .map(|(r, _)| r)
-                })
-                .unwrap_or_else(|| {
+            }),
+            None => match best {
+                Some((_, _, r, slow)) => {
+                    let quiet_since = active.get(&r).map_or(i64::MIN, |a| a.1);
+                    match after_predecessor {
+                        Some(c)
+                            if slow
+                                && c != r
+                                && t - quiet_since > o.quiet_ns
+                                && active.get(&c).is_some_and(|a| a.0 > quiet_since) =>
+                        {
+                            c
+                        }
+                        _ => r,
+                    }
+                }
+                None if starts.contains(&(line.file, line.point)) => {
                     next += 1;
                     next - 1
-                }),
+                }
+                None => after_predecessor
+                    .or_else(|| {
+                        previous
+                            .filter(|(_, at)| t - at <= o.bridge_ns)
+                            .map(|(r, _)| r)
+                    })
+                    .unwrap_or_else(|| {
+                        next += 1;
+                        next - 1
+                    }),
+            },
         };
         for (k, (value, slot)) in corpus.values(line).zip(&f.slots).enumerate() {
             let variable = (line.file, line.point, k as u32);

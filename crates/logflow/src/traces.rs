@@ -8,7 +8,7 @@ use causeway_model::{Event, KeyValue, Source, Span, SpanId, SpanKind, TraceId};
 use foldhash::HashMap;
 
 use crate::corpus::Corpus;
-use crate::points::PointId;
+use crate::flows::{FlowLine, Flows, Request};
 
 /// Characters of a log point's text kept as a span's name.
 const NAME_CHARS: usize = 80;
@@ -26,64 +26,64 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The spans of `requests` (each line's request); ids are salted with `salt`, so that
-/// two runs over the same logs make distinct traces. Lines with no time are left out.
+/// The spans of one corpus's requests (`requests` gives each line's), as
+/// [`request_spans`] makes them.
 pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
-    // Segments: (request, file, thread) -> lines, in time order.
-    type Key = (u32, u32, Option<u32>);
-    let mut segments: HashMap<Key, Vec<usize>> = HashMap::default();
-    for (i, (line, &r)) in corpus.lines.iter().zip(requests).enumerate() {
+    let (flows, closed) = Flows::whole(corpus, requests, true);
+    closed
+        .iter()
+        .flat_map(|r| request_spans(&flows, r, salt))
+        .collect()
+}
+
+/// The spans of `request`, whose lines `flows` holds with their text; ids are salted
+/// with `salt`, so that two runs over the same logs make distinct traces. Lines with no
+/// time are left out.
+pub fn request_spans(flows: &Flows, request: &Request, salt: u64) -> Vec<Span> {
+    // Segments: (file, thread) -> lines, in time order.
+    type Key = (u32, Option<u32>);
+    let mut segments: HashMap<Key, Vec<&FlowLine>> = HashMap::default();
+    for line in &request.lines {
         if line.time_ns.is_some() {
             segments
-                .entry((r, line.file, line.thread))
+                .entry((line.file, line.thread))
                 .or_default()
-                .push(i);
+                .push(line);
         }
     }
-    let time = |i: usize| corpus.lines[i].time_ns.unwrap_or(0).max(0) as u64;
+    let time = |line: &FlowLine| line.time_ns.unwrap_or(0).max(0) as u64;
     let mut keys: Vec<(Key, u64)> = segments
         .iter()
-        .map(|(k, lines)| (*k, lines.iter().map(|&i| time(i)).min().unwrap_or(0)))
+        .map(|(k, lines)| (*k, lines.iter().map(|l| time(l)).min().unwrap_or(0)))
         .collect();
-    keys.sort_by_key(|&((r, f, t), start)| (r, start, f, t));
-    let mut roots: HashMap<u32, SpanId> = HashMap::default();
-    let points: Vec<String> = (0..corpus.points().len() as PointId)
-        .map(|p| corpus.point_shape(p).text())
-        .collect();
+    keys.sort_by_key(|&((f, t), start)| (start, f, t));
+    // The request's number mixed into the high half, so that ids differ at once (the UI
+    // shows their first digits).
+    let Some(trace_id) =
+        TraceId::new((u128::from(mix(salt ^ u64::from(request.id))) << 64) | u128::from(salt))
+    else {
+        return Vec::new();
+    };
+    let mut root: Option<SpanId> = None;
     let mut out = Vec::with_capacity(keys.len());
-    for (n, ((request, file, thread), _)) in keys.into_iter().enumerate() {
-        let (Some(trace_id), Some(span_id)) = (
-            // The request's number mixed into the high half, so that ids differ at once
-            // (the UI shows their first digits).
-            TraceId::new((u128::from(mix(salt ^ u64::from(request))) << 64) | u128::from(salt)),
-            SpanId::new(salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (n as u64 + 1)),
-        ) else {
+    for (n, (key, _)) in keys.into_iter().enumerate() {
+        // Unique per request and segment (up to 2^24 segments), spread apart.
+        let number = (u64::from(request.id) << 24) | (n as u64 & 0xFF_FFFF);
+        let Some(span_id) = SpanId::new(mix(salt.rotate_left(32) ^ number)) else {
             continue;
         };
-        let mut lines = segments
-            .remove(&(request, file, thread))
-            .unwrap_or_default();
-        lines.sort_by_key(|&i| (time(i), i));
+        let mut lines = segments.remove(&key).unwrap_or_default();
+        lines.sort_by_key(|l| (time(l), l.number));
         let (Some(&first), Some(&last)) = (lines.first(), lines.last()) else {
             continue;
         };
-        let parent = roots.get(&request).copied();
-        if parent.is_none() {
-            roots.insert(request, span_id);
-        }
-        let text = |i: usize| {
-            let line = &corpus.lines[i];
-            corpus.point_shape(line.point).render(corpus.values(line))
-        };
+        let (file, thread) = key;
+        let parent = root;
+        root.get_or_insert(span_id);
         // The log point, not the line: span names are what operations are listed by,
         // and a line's values would make an operation of every request.
-        let point = |i: usize| {
-            points
-                .get(corpus.lines[i].point as usize)
-                .map_or("", String::as_str)
-        };
-        let name: String = point(first).chars().take(NAME_CHARS).collect();
-        let file_name = &corpus.files[file as usize];
+        let name: String = flows.point(first.point).chars().take(NAME_CHARS).collect();
+        let file_name = flows.files.get(file as usize).map_or("", String::as_str);
         let mut span = Span::new(
             trace_id,
             span_id,
@@ -99,20 +99,18 @@ pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
             SpanKind::Internal
         };
         span.source = Source::Logs;
-        span.attributes
-            .push(KeyValue::new("log.file", file_name.as_str()));
-        if let Some(thread) = thread.and_then(|t| corpus.threads.get(t as usize)) {
-            span.attributes
-                .push(KeyValue::new("thread.name", &**thread));
+        span.attributes.push(KeyValue::new("log.file", file_name));
+        if let Some(thread) = thread.and_then(|t| flows.thread(t)) {
+            span.attributes.push(KeyValue::new("thread.name", thread));
         }
         span.events = lines
             .iter()
-            .map(|&i| Event {
-                time: time(i),
-                name: text(i),
+            .map(|l| Event {
+                time: time(l),
+                name: l.text.to_string(),
                 attributes: vec![
-                    KeyValue::new("log.line", i64::from(corpus.lines[i].number)),
-                    KeyValue::new(LOG_POINT, point(i)),
+                    KeyValue::new("log.line", i64::from(l.number)),
+                    KeyValue::new(LOG_POINT, flows.point(l.point)),
                 ],
             })
             .collect();
