@@ -570,6 +570,31 @@ mod tests {
     use crate::ids::rank;
 
     #[test]
+    fn lines_given_one_request_stay_one_and_others_keep_their_own() {
+        // Seconds apart, nothing shared: on their own, four requests.
+        let log = "1970-01-01T00:00:01Z alpha 11\n\
+                   1970-01-01T00:00:03Z beta 22\n\
+                   1970-01-01T00:00:05Z gamma 33\n\
+                   1970-01-01T00:00:07Z delta 11\n";
+        let corpus = Corpus::read(&[("a.log".into(), log.into())], Options::default());
+        let ranked = rank(&corpus);
+        let links = Links::default();
+        let o = StitchOptions::default();
+        let alone = stitch(&corpus, &ranked, &links, &o);
+        assert_eq!(alone, [0, 1, 2, 3]);
+        assert_eq!(
+            stitch_after(&corpus, &ranked, &links, &o, &[None; 4]),
+            alone
+        );
+        // The window before made one request of lines 1 and 3.
+        let given = [Some(9), None, Some(9), None];
+        let after = stitch_after(&corpus, &ranked, &links, &o, &given);
+        assert_eq!(after[0], after[2]);
+        assert_ne!(after[0], after[1]);
+        assert_ne!(after[1], after[3]);
+    }
+
+    #[test]
     fn lines_sharing_a_request_id_join_across_files_and_neighbours_join_in_a_file() {
         // Two files (nodes); requests a1 and b2 interleave; "cache warm" lines carry no
         // id and follow their request's line within a millisecond.
