@@ -63,6 +63,13 @@ pub struct Corpus {
     /// rather than one per value.
     value_text: String,
     value_ends: Vec<usize>,
+    /// Each line's values' keys (see [`crate::links::keys`]) as numbers, `(slot, key)`,
+    /// line after line (`keys[key_starts[i]..key_starts[i + 1]]`); a value's own text is
+    /// the first key of its slot. Numbered once, so that learning links and the walk
+    /// index by number instead of hashing each value's text again.
+    keys: Vec<(u32, u32)>,
+    key_starts: Vec<usize>,
+    key_count: usize,
     pub miner: Miner,
     points: Points,
     pub counts: ReadCounts,
@@ -289,11 +296,50 @@ impl Corpus {
             points,
             counts,
             order: Vec::new(),
+            keys: Vec::new(),
+            key_starts: Vec::new(),
+            key_count: 0,
         };
         let mut order: Vec<usize> = (0..corpus.lines.len()).collect();
         order.sort_by_key(|&i| (corpus.time(i), i));
         corpus.order = order;
+        corpus.number_keys();
         corpus
+    }
+
+    /// Numbers the keys of every line's values (see [`Corpus::line_keys`]).
+    fn number_keys(&mut self) {
+        let mut ids: HashMap<&str, u32> = HashMap::default();
+        let mut keys = Vec::with_capacity(self.value_ends.len() + self.value_ends.len() / 4);
+        let mut starts = Vec::with_capacity(self.lines.len() + 1);
+        for line in &self.lines {
+            starts.push(keys.len());
+            for (slot, value) in self.values(line).enumerate() {
+                for key in crate::links::keys(value) {
+                    let next = ids.len() as u32;
+                    keys.push((slot as u32, *ids.entry(key).or_insert(next)));
+                }
+            }
+        }
+        starts.push(keys.len());
+        self.key_count = ids.len();
+        self.keys = keys;
+        self.key_starts = starts;
+    }
+
+    /// Line `i`'s values' keys as numbers, `(slot, key)` in slot order; a value's own
+    /// text is its slot's first key. Two keys are one number exactly when their texts
+    /// are equal.
+    pub fn line_keys(&self, i: usize) -> &[(u32, u32)] {
+        match (self.key_starts.get(i), self.key_starts.get(i + 1)) {
+            (Some(&a), Some(&b)) => &self.keys[a..b],
+            _ => &[],
+        }
+    }
+
+    /// How many distinct keys [`Corpus::line_keys`] numbers.
+    pub fn key_count(&self) -> usize {
+        self.key_count
     }
 }
 
@@ -377,6 +423,25 @@ mod tests {
             corpus.lines[3].time_ns,
             Some(((8 * 60 + 42) * 60 + 9) * 1_000_000_000 + 150_000_000)
         );
+    }
+
+    #[test]
+    fn equal_keys_get_one_number_and_a_name_with_a_number_is_also_the_number() {
+        let log = "2023-01-29T08:00:00Z get item product-43 for 7\n\
+                   2023-01-29T08:00:01Z get item product-44 for 43\n\
+                   2023-01-29T08:00:02Z put 43\n";
+        let corpus = Corpus::read(&[("a.log".into(), log.into())], Options::default());
+        let keys: Vec<&[(u32, u32)]> = (0..3).map(|i| corpus.line_keys(i)).collect();
+        // `product-43` is slot 0's value and `43`; `7` is slot 1's.
+        assert_eq!(keys[0].len(), 3, "{keys:?}");
+        assert_eq!((keys[0][0].0, keys[0][1].0, keys[0][2].0), (0, 0, 1));
+        let (product_43, number_43) = (keys[0][0].1, keys[0][1].1);
+        assert_ne!(product_43, number_43);
+        // Line 2's `43` and line 3's are the number `product-43` ends with.
+        assert_eq!(keys[1].last().map(|k| k.1), Some(number_43));
+        assert_eq!(keys[2].iter().map(|k| k.1).collect::<Vec<_>>(), [number_43]);
+        assert_ne!(keys[1][0].1, product_43);
+        assert_eq!(corpus.key_count(), 5);
     }
 
     #[test]

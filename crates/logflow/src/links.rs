@@ -183,15 +183,16 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
         _ => return Links::default(),
     };
     // How often each variable prints each key, and how many lines each variable has.
-    let mut printed: HashMap<(Variable, &str), u32> = HashMap::default();
+    let mut printed: HashMap<(Variable, u32), u32> = HashMap::default();
     let mut lines_of: HashMap<Variable, u32> = HashMap::default();
-    for line in &corpus.lines {
-        for (slot, value) in corpus.values(line).enumerate() {
-            let var = (line.file, line.point, slot as u32);
-            *lines_of.entry(var).or_default() += 1;
-            for key in keys(value) {
-                *printed.entry((var, key)).or_default() += 1;
-            }
+    for (i, line) in corpus.lines.iter().enumerate() {
+        for slot in 0..line.values.len() as u32 {
+            *lines_of.entry((line.file, line.point, slot)).or_default() += 1;
+        }
+        for &(slot, key) in corpus.line_keys(i) {
+            *printed
+                .entry(((line.file, line.point, slot), key))
+                .or_default() += 1;
         }
     }
     struct Pair {
@@ -214,49 +215,49 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
         at: i64,
         by_chance: [f64; WINDOWS_NS.len()],
     }
-    let mut last: HashMap<&str, Vec<LastPrint>> = HashMap::default();
+    let mut last: Vec<Vec<LastPrint>> = (0..corpus.key_count()).map(|_| Vec::new()).collect();
     for &i in order {
         let line = &corpus.lines[i];
         let t = corpus.time(i);
-        for (slot, value) in corpus.values(line).enumerate() {
-            let to = (line.file, line.point, slot as u32);
+        for &(slot, key) in corpus.line_keys(i) {
+            let to = (line.file, line.point, slot);
             if !linkable(&to) {
                 continue;
             }
-            for key in keys(value) {
-                let seen = last.entry(key).or_default();
-                for &LastPrint {
-                    var: from,
-                    at,
-                    ref by_chance,
-                } in seen.iter()
-                {
-                    if from == to {
-                        continue;
-                    }
-                    let pair = pairs.entry((from, to)).or_insert(Pair {
-                        matched: [0; WINDOWS_NS.len()],
-                        chance: [0.0; WINDOWS_NS.len()],
-                    });
-                    let lag = t - at;
-                    if let Some(w) = WINDOWS_NS.iter().position(|&w| lag <= w) {
-                        pair.matched[w] += 1;
-                    }
-                    for (sum, p) in pair.chance.iter_mut().zip(by_chance) {
-                        *sum += p;
-                    }
+            let Some(seen) = last.get_mut(key as usize) else {
+                continue;
+            };
+            for &LastPrint {
+                var: from,
+                at,
+                ref by_chance,
+            } in seen.iter()
+            {
+                if from == to {
+                    continue;
                 }
-                match seen.iter_mut().find(|p| p.var == to) {
-                    Some(entry) => entry.at = t,
-                    None => {
-                        let rate_per_ms = f64::from(printed[&(to, key)]) * 1e6 / span_ns as f64;
-                        let by_chance = quiet_within_windows((-rate_per_ms).exp()).map(|q| 1.0 - q);
-                        seen.push(LastPrint {
-                            var: to,
-                            at: t,
-                            by_chance,
-                        });
-                    }
+                let pair = pairs.entry((from, to)).or_insert(Pair {
+                    matched: [0; WINDOWS_NS.len()],
+                    chance: [0.0; WINDOWS_NS.len()],
+                });
+                let lag = t - at;
+                if let Some(w) = WINDOWS_NS.iter().position(|&w| lag <= w) {
+                    pair.matched[w] += 1;
+                }
+                for (sum, p) in pair.chance.iter_mut().zip(by_chance) {
+                    *sum += p;
+                }
+            }
+            match seen.iter_mut().find(|p| p.var == to) {
+                Some(entry) => entry.at = t,
+                None => {
+                    let rate_per_ms = f64::from(printed[&(to, key)]) * 1e6 / span_ns as f64;
+                    let by_chance = quiet_within_windows((-rate_per_ms).exp()).map(|q| 1.0 - q);
+                    seen.push(LastPrint {
+                        var: to,
+                        at: t,
+                        by_chance,
+                    });
                 }
             }
         }

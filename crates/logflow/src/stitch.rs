@@ -149,8 +149,11 @@ pub fn stitch_after(
     let predecessors = predecessors(corpus, o);
     let mut requests = vec![0u32; corpus.lines.len()];
     // Each key's latest print by each linking variable: (variable, request, time).
-    let mut by_key: HashMap<&str, Vec<(links::Variable, u32, i64)>> = HashMap::default();
-    let mut by_id: HashMap<&str, (u32, i64)> = HashMap::default();
+    // By key number (`Corpus::line_keys`): each key's latest print by each linking
+    // variable, and the latest print of each identifier's value.
+    let mut by_key: Vec<Vec<(links::Variable, u32, i64)>> =
+        (0..corpus.key_count()).map(|_| Vec::new()).collect();
+    let mut by_id: Vec<Option<(u32, i64)>> = vec![None; corpus.key_count()];
     // Each request's first and latest line's time.
     let mut active: HashMap<u32, (i64, i64)> = HashMap::default();
     let mut recent = Recent::default();
@@ -176,12 +179,18 @@ pub fn stitch_after(
                 best = Some((strength, at, r, slow));
             }
         };
-        for (value, slot) in corpus.values(line).zip(&f.slots) {
+        let keys = corpus.line_keys(i);
+        for (k, &(n, key)) in keys.iter().enumerate() {
+            let Some(slot) = f.slots.get(n as usize) else {
+                continue;
+            };
             if slot.excluded {
                 continue;
             }
-            // A value an identifier printed, printed again by any log point.
-            if let Some(&(r, at)) = by_id.get(value) {
+            // A value an identifier printed, printed again by any log point (the value's
+            // own text is its slot's first key).
+            let own = k == 0 || keys[k - 1].0 != n;
+            if let Some((r, at)) = by_id.get(key as usize).copied().flatten().filter(|_| own) {
                 if t - at <= o.id_window_ns {
                     consider(1.0, at, r, false);
                 }
@@ -189,14 +198,12 @@ pub fn stitch_after(
             if slot.into.is_empty() {
                 continue;
             }
-            for key in links::keys(value) {
-                for &(from, r, at) in by_key.get(key).map_or(&[][..], Vec::as_slice) {
-                    match slot.into.iter().find(|l| l.from == from) {
-                        Some(link) if t - at <= link.window_ns => {
-                            consider(link.precision, at, r, link.window_ns >= o.slow_link_ns);
-                        }
-                        _ => {}
+            for &(from, r, at) in by_key.get(key as usize).map_or(&[][..], Vec::as_slice) {
+                match slot.into.iter().find(|l| l.from == from) {
+                    Some(link) if t - at <= link.window_ns => {
+                        consider(link.precision, at, r, link.window_ns >= o.slow_link_ns);
                     }
+                    _ => {}
                 }
             }
         }
@@ -238,19 +245,24 @@ pub fn stitch_after(
                     }),
             },
         };
-        for (k, (value, slot)) in corpus.values(line).zip(&f.slots).enumerate() {
-            let variable = (line.file, line.point, k as u32);
+        for (k, &(n, key)) in keys.iter().enumerate() {
+            let Some(slot) = f.slots.get(n as usize) else {
+                continue;
+            };
+            let variable = (line.file, line.point, n);
             if slot.source {
-                for key in links::keys(value) {
-                    let printed = by_key.entry(key).or_default();
+                if let Some(printed) = by_key.get_mut(key as usize) {
                     match printed.iter_mut().find(|p| p.0 == variable) {
                         Some(p) => (p.1, p.2) = (request, t),
                         None => printed.push((variable, request, t)),
                     }
                 }
             }
-            if slot.sure {
-                by_id.insert(value, (request, t));
+            let own = k == 0 || keys[k - 1].0 != n;
+            if slot.sure && own {
+                if let Some(id) = by_id.get_mut(key as usize) {
+                    *id = Some((request, t));
+                }
             }
         }
         active.entry(request).or_insert((t, t)).1 = t;
