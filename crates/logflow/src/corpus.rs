@@ -337,6 +337,15 @@ impl Corpus {
         }
     }
 
+    /// Line `i`'s values' own keys (each value's text as a key number), in slot order.
+    pub fn value_keys(&self, i: usize) -> impl Iterator<Item = u32> + '_ {
+        let keys = self.line_keys(i);
+        keys.iter()
+            .enumerate()
+            .filter(|&(k, &(slot, _))| k == 0 || keys[k - 1].0 != slot)
+            .map(|(_, &(_, key))| key)
+    }
+
     /// How many distinct keys [`Corpus::line_keys`] numbers.
     pub fn key_count(&self) -> usize {
         self.key_count

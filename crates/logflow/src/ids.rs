@@ -44,26 +44,30 @@ pub struct Evidence {
 /// Every variable with at least two distinct values, the likeliest request identifier
 /// first.
 pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
-    // Each value's occurrences: (time, file, variable).
-    let mut occurrences: HashMap<&str, Vec<(i64, u32, Variable)>> = HashMap::default();
+    // Each value's occurrences, by its key number: (time, file, variable).
+    let mut occurrences: Vec<Vec<(i64, u32, Variable)>> =
+        (0..corpus.key_count()).map(|_| Vec::new()).collect();
     for (i, line) in corpus.lines.iter().enumerate() {
         let t = corpus.time(i);
-        for (slot, value) in corpus.values(line).enumerate() {
-            occurrences
-                .entry(value)
-                .or_default()
-                .push((t, line.file, (line.point, slot as u32)));
+        for (slot, key) in corpus.value_keys(i).enumerate() {
+            if let Some(o) = occurrences.get_mut(key as usize) {
+                o.push((t, line.file, (line.point, slot as u32)));
+            }
         }
     }
+    #[derive(Default)]
     struct ValueFacts {
         variables: usize,
         files: usize,
         bursts: usize,
         lifetime: i64,
     }
-    let facts: HashMap<&str, ValueFacts> = occurrences
+    let facts: Vec<ValueFacts> = occurrences
         .iter_mut()
-        .map(|(value, occ)| {
+        .map(|occ| {
+            if occ.is_empty() {
+                return ValueFacts::default();
+            }
             occ.sort_unstable();
             let variables: HashSet<Variable> = occ.iter().map(|o| o.2).collect();
             let files: HashSet<u32> = occ.iter().map(|o| o.1).collect();
@@ -72,25 +76,23 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
                 .filter(|w| w[1].0 - w[0].0 > BURST_GAP_NS)
                 .count();
             let lifetime = occ.last().map_or(0, |l| l.0) - occ.first().map_or(0, |f| f.0);
-            (
-                *value,
-                ValueFacts {
-                    variables: variables.len(),
-                    files: files.len(),
-                    bursts,
-                    lifetime,
-                },
-            )
+            ValueFacts {
+                variables: variables.len(),
+                files: files.len(),
+                bursts,
+                lifetime,
+            }
         })
         .collect();
-    // Each variable's lines, distinct values and first three values (in line order, so
-    // that the examples shown are the same on every run).
-    let mut values_of: HashMap<Variable, (usize, HashSet<&str>, Vec<&str>)> = HashMap::default();
-    for line in &corpus.lines {
-        for (slot, value) in corpus.values(line).enumerate() {
+    drop(occurrences);
+    // Each variable's lines, distinct values (key numbers) and first three values (in
+    // line order, so that the examples shown are the same on every run).
+    let mut values_of: HashMap<Variable, (usize, HashSet<u32>, Vec<&str>)> = HashMap::default();
+    for (i, line) in corpus.lines.iter().enumerate() {
+        for (slot, (value, key)) in corpus.values(line).zip(corpus.value_keys(i)).enumerate() {
             let e = values_of.entry((line.point, slot as u32)).or_default();
             e.0 += 1;
-            if e.1.insert(value) && e.2.len() < EXAMPLES {
+            if e.1.insert(key) && e.2.len() < EXAMPLES {
                 e.2.push(value);
             }
         }
@@ -100,7 +102,8 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
         .filter(|(_, (_, values, _))| values.len() >= 2)
         .map(|(variable, (lines, values, first))| {
             let n = values.len() as f64;
-            let of = |v: &&str| &facts[*v];
+            let none = ValueFacts::default();
+            let of = |v: &u32| facts.get(*v as usize).unwrap_or(&none);
             let shared = values.iter().filter(|v| of(v).variables > 1).count() as f64 / n;
             let several = values.iter().filter(|v| of(v).files > 1).count() as f64 / n;
             let bursts = values.iter().map(|v| of(v).bursts as f64).sum::<f64>() / n;
