@@ -8,6 +8,8 @@
 //! window sees the requests it may continue, and a request seen in both windows keeps one
 //! id (see [`Window::context`]).
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::{self, BufRead};
 
 use foldhash::{HashMap, HashSet};
@@ -103,6 +105,9 @@ pub struct Windows {
     line: Vec<u8>,
     warnings: Vec<String>,
     counts: ReadCounts,
+    /// Files with a head, by its time (untimed first) then file order: the merge.
+    queue: BinaryHeap<Reverse<(i64, usize)>>,
+    started: bool,
     finished: bool,
 }
 
@@ -130,6 +135,8 @@ impl Windows {
             line: Vec::new(),
             warnings: Vec::new(),
             counts: ReadCounts::default(),
+            queue: BinaryHeap::new(),
+            started: false,
             finished: false,
         }
     }
@@ -217,15 +224,21 @@ impl Windows {
 
     /// The file whose head comes first in time (untimed lines first, then file order).
     fn earliest(&mut self) -> Option<usize> {
-        for f in 0..self.files.len() {
-            self.fill(f);
+        if !self.started {
+            self.started = true;
+            for f in 0..self.files.len() {
+                self.queue_head(f);
+            }
         }
-        self.files
-            .iter()
-            .enumerate()
-            .filter_map(|(f, s)| s.head.as_ref().map(|g| (g.time.unwrap_or(i64::MIN), f)))
-            .min()
-            .map(|(_, f)| f)
+        self.queue.peek().map(|&Reverse((_, f))| f)
+    }
+
+    /// Reads file `f`'s next group and queues the file by its time.
+    fn queue_head(&mut self, f: usize) {
+        self.fill(f);
+        if let Some(head) = &self.files[f].head {
+            self.queue.push(Reverse((head.time.unwrap_or(i64::MIN), f)));
+        }
     }
 
     /// The next window; none once every stream is read.
@@ -259,6 +272,7 @@ impl Windows {
             let Some(head) = self.files[f].head.take() else {
                 break true;
             };
+            self.queue.pop();
             taken += head.bytes.len();
             self.files[f].taken_through = head.first_line.saturating_add(head.lines);
             if head.time.is_some() {
@@ -271,6 +285,7 @@ impl Windows {
             file.groups
                 .push((file.bytes.len(), head.time, head.first_line));
             file.bytes.extend_from_slice(&head.bytes);
+            self.queue_head(f);
         };
         self.finished = last;
         // The overlap: the lines within `overlap_ns` of the window's latest time, at
