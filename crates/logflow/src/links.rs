@@ -182,48 +182,75 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
         (Some(&a), Some(&b)) => (corpus.time(b) - corpus.time(a)).max(1_000_000_000),
         _ => return Links::default(),
     };
+    // Variables numbered densely, a (file, log point)'s slots one after another, so that
+    // the pass below keys its maps by small numbers rather than by (file, point, slot).
+    let mut first_var: HashMap<(u32, PointId), (u32, u32)> = HashMap::default();
+    let mut variables: Vec<Variable> = Vec::new();
+    let mut line_vars: Vec<(u32, u32)> = Vec::with_capacity(corpus.lines.len());
+    for line in &corpus.lines {
+        let (file, point) = (line.file, line.point);
+        let slots = line.values.len() as u32;
+        let vars = *first_var.entry((file, point)).or_insert_with(|| {
+            let first = variables.len() as u32;
+            variables.extend((0..slots).map(|slot| (file, point, slot)));
+            (first, slots)
+        });
+        line_vars.push(vars);
+    }
+    let var_of = |i: usize, slot: u32| {
+        line_vars
+            .get(i)
+            .filter(|&&(_, slots)| slot < slots)
+            .map(|&(first, _)| first + slot)
+    };
     // How often each variable prints each key, and how many lines each variable has.
-    let mut printed: HashMap<(Variable, u32), u32> = HashMap::default();
-    let mut lines_of: HashMap<Variable, u32> = HashMap::default();
+    let pair_key = |a: u32, b: u32| (u64::from(a) << 32) | u64::from(b);
+    let mut printed: HashMap<u64, u32> = HashMap::default();
+    let mut lines_of = vec![0u32; variables.len()];
+    let mut distinct = vec![0usize; variables.len()];
     for (i, line) in corpus.lines.iter().enumerate() {
         for slot in 0..line.values.len() as u32 {
-            *lines_of.entry((line.file, line.point, slot)).or_default() += 1;
+            if let Some(v) = var_of(i, slot) {
+                lines_of[v as usize] += 1;
+            }
         }
         for &(slot, key) in corpus.line_keys(i) {
-            *printed
-                .entry(((line.file, line.point, slot), key))
-                .or_default() += 1;
+            if let Some(v) = var_of(i, slot) {
+                let count = printed.entry(pair_key(v, key)).or_default();
+                if *count == 0 {
+                    distinct[v as usize] += 1;
+                }
+                *count += 1;
+            }
         }
     }
+    let linkable: Vec<bool> = distinct.iter().map(|&n| n >= o.min_distinct).collect();
     struct Pair {
+        from: u32,
+        to: u32,
         /// Matches by the smallest window that holds their lag.
         matched: [u32; WINDOWS_NS.len()],
         /// Matches chance gives, per window.
         chance: [f64; WINDOWS_NS.len()],
     }
-    let mut distinct: HashMap<Variable, usize> = HashMap::default();
-    for &(var, _) in printed.keys() {
-        *distinct.entry(var).or_default() += 1;
-    }
-    let linkable = |v: &Variable| distinct.get(v).is_some_and(|&n| n >= o.min_distinct);
-    let mut pairs: HashMap<(Variable, Variable), Pair> = HashMap::default();
+    // The pairs seen, and where each is, by (from, to).
+    let mut pairs: Vec<Pair> = Vec::new();
+    let mut pair_at: HashMap<u64, u32> = HashMap::default();
     /// A variable that printed a key: when it last did, and the chance that it prints
     /// the key within each window by chance (from the key's rate at the variable),
     /// computed once per variable and key rather than once per match.
     struct LastPrint {
-        var: Variable,
+        var: u32,
         at: i64,
         by_chance: [f64; WINDOWS_NS.len()],
     }
     let mut last: Vec<Vec<LastPrint>> = (0..corpus.key_count()).map(|_| Vec::new()).collect();
     for &i in order {
-        let line = &corpus.lines[i];
         let t = corpus.time(i);
         for &(slot, key) in corpus.line_keys(i) {
-            let to = (line.file, line.point, slot);
-            if !linkable(&to) {
+            let Some(to) = var_of(i, slot).filter(|&v| linkable[v as usize]) else {
                 continue;
-            }
+            };
             let Some(seen) = last.get_mut(key as usize) else {
                 continue;
             };
@@ -236,10 +263,16 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
                 if from == to {
                     continue;
                 }
-                let pair = pairs.entry((from, to)).or_insert(Pair {
-                    matched: [0; WINDOWS_NS.len()],
-                    chance: [0.0; WINDOWS_NS.len()],
+                let at_index = *pair_at.entry(pair_key(from, to)).or_insert_with(|| {
+                    pairs.push(Pair {
+                        from,
+                        to,
+                        matched: [0; WINDOWS_NS.len()],
+                        chance: [0.0; WINDOWS_NS.len()],
+                    });
+                    pairs.len() as u32 - 1
                 });
+                let pair = &mut pairs[at_index as usize];
                 let lag = t - at;
                 if let Some(w) = WINDOWS_NS.iter().position(|&w| lag <= w) {
                     pair.matched[w] += 1;
@@ -251,7 +284,8 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
             match seen.iter_mut().find(|p| p.var == to) {
                 Some(entry) => entry.at = t,
                 None => {
-                    let rate_per_ms = f64::from(printed[&(to, key)]) * 1e6 / span_ns as f64;
+                    let times = printed.get(&pair_key(to, key)).copied().unwrap_or(1);
+                    let rate_per_ms = f64::from(times) * 1e6 / span_ns as f64;
                     let by_chance = quiet_within_windows((-rate_per_ms).exp()).map(|q| 1.0 - q);
                     seen.push(LastPrint {
                         var: to,
@@ -263,8 +297,9 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
         }
     }
     let mut links = Vec::new();
-    for ((from, to), pair) in pairs {
-        let lines = f64::from(lines_of.get(&to).copied().unwrap_or(0));
+    for pair in pairs {
+        let lines = f64::from(lines_of[pair.to as usize]);
+        let (from, to) = (variables[pair.from as usize], variables[pair.to as usize]);
         let mut best: Option<Link> = None;
         let mut best_excess = 0.0;
         let mut matched = 0u32;
