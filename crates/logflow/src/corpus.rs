@@ -342,7 +342,7 @@ impl Corpus {
         let keys = self.line_keys(i);
         keys.iter()
             .enumerate()
-            .filter(|&(k, &(slot, _))| k == 0 || keys[k - 1].0 != slot)
+            .filter(|&(k, _)| own_key(keys, k))
             .map(|(_, &(_, key))| key)
     }
 
@@ -350,6 +350,12 @@ impl Corpus {
     pub fn key_count(&self) -> usize {
         self.key_count
     }
+}
+
+/// True if `keys[k]` (a line's keys, as [`Corpus::line_keys`] gives them) is its value's
+/// own text: the first key of its slot.
+pub fn own_key(keys: &[(u32, u32)], k: usize) -> bool {
+    k == 0 || keys.get(k - 1).map(|p| p.0) != keys.get(k).map(|p| p.0)
 }
 
 /// A line's text (its message alone when it is JSON), where its message starts, its

@@ -171,45 +171,48 @@ pub fn stitch_after(
             let params = corpus.point_shape(line.point).parameters();
             PointFacts::new(point, params, links, &sure, &excluded, &predecessors)
         });
+        let keys = corpus.line_keys(i);
+        // A line the window before stitched keeps its request: no ties are looked for.
+        let given_request = given.get(i).copied().flatten();
         // The strongest tie: (strength, when the tied line was, its request, whether
         // it is a slow link).
         let mut best: Option<(f64, i64, u32, bool)> = None;
-        let mut consider = |strength: f64, at: i64, r: u32, slow: bool| {
-            if best.is_none_or(|b| (strength, at) > (b.0, b.1)) {
-                best = Some((strength, at, r, slow));
-            }
-        };
-        let keys = corpus.line_keys(i);
-        for (k, &(n, key)) in keys.iter().enumerate() {
-            let Some(slot) = f.slots.get(n as usize) else {
-                continue;
-            };
-            if slot.excluded {
-                continue;
-            }
-            // A value an identifier printed, printed again by any log point (the value's
-            // own text is its slot's first key).
-            let own = k == 0 || keys[k - 1].0 != n;
-            if let Some((r, at)) = by_id.get(key as usize).copied().flatten().filter(|_| own) {
-                if t - at <= o.id_window_ns {
-                    consider(1.0, at, r, false);
+        if given_request.is_none() {
+            let mut consider = |strength: f64, at: i64, r: u32, slow: bool| {
+                if best.is_none_or(|b| (strength, at) > (b.0, b.1)) {
+                    best = Some((strength, at, r, slow));
                 }
-            }
-            if slot.into.is_empty() {
-                continue;
-            }
-            for &(from, r, at) in by_key.get(key as usize).map_or(&[][..], Vec::as_slice) {
-                match slot.into.iter().find(|l| l.from == from) {
-                    Some(link) if t - at <= link.window_ns => {
-                        consider(link.precision, at, r, link.window_ns >= o.slow_link_ns);
+            };
+            for (k, &(n, key)) in keys.iter().enumerate() {
+                let Some(slot) = f.slots.get(n as usize) else {
+                    continue;
+                };
+                if slot.excluded {
+                    continue;
+                }
+                // A value an identifier printed, printed again by any log point (the value's
+                // own text is its slot's first key).
+                let own = crate::corpus::own_key(keys, k);
+                if let Some((r, at)) = by_id.get(key as usize).copied().flatten().filter(|_| own) {
+                    if t - at <= o.id_window_ns {
+                        consider(1.0, at, r, false);
                     }
-                    _ => {}
+                }
+                if slot.into.is_empty() {
+                    continue;
+                }
+                for &(from, r, at) in by_key.get(key as usize).map_or(&[][..], Vec::as_slice) {
+                    match slot.into.iter().find(|l| l.from == from) {
+                        Some(link) if t - at <= link.window_ns => {
+                            consider(link.precision, at, r, link.window_ns >= o.slow_link_ns);
+                        }
+                        _ => {}
+                    }
                 }
             }
         }
         let before = f.predecessors;
-        let after_predecessor = recent.followed(before, point, t);
-        let request = match given.get(i).copied().flatten() {
+        let request = match given_request {
             Some(g) => *fixed.entry(g).or_insert_with(|| {
                 next += 1;
                 next - 1
@@ -217,7 +220,7 @@ pub fn stitch_after(
             None => match best {
                 Some((_, _, r, slow)) => {
                     let quiet_since = active.get(&r).map_or(i64::MIN, |a| a.1);
-                    match after_predecessor {
+                    match recent.followed(before, point, t) {
                         Some(c)
                             if slow
                                 && c != r
@@ -233,7 +236,8 @@ pub fn stitch_after(
                     next += 1;
                     next - 1
                 }
-                None => after_predecessor
+                None => recent
+                    .followed(before, point, t)
                     .or_else(|| {
                         previous
                             .filter(|(_, at)| t - at <= o.bridge_ns)
@@ -258,7 +262,7 @@ pub fn stitch_after(
                     }
                 }
             }
-            let own = k == 0 || keys[k - 1].0 != n;
+            let own = crate::corpus::own_key(keys, k);
             if slot.sure && own {
                 if let Some(id) = by_id.get_mut(key as usize) {
                     *id = Some((request, t));
