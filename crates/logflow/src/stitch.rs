@@ -151,8 +151,14 @@ pub fn stitch_after(
     // Each key's latest print by each linking variable: (variable, request, time).
     // By key number (`Corpus::line_keys`): each key's latest print by each linking
     // variable, and the latest print of each identifier's value.
-    let mut by_key: Vec<Vec<(links::Variable, u32, i64)>> =
-        (0..corpus.key_count()).map(|_| Vec::new()).collect();
+    // By (key, source variable's number): the key's latest print by that variable,
+    // (request, time, order of the pair's first print). Looked up by the links into a
+    // slot, so that a key many variables print (a small number) costs no scan.
+    let mut by_key: HashMap<u64, (u32, i64, u32)> = HashMap::default();
+    let mut sources: HashMap<links::Variable, u32> = HashMap::default();
+    // A key's ties, put in the order of the pairs' first prints before they are weighed
+    // (the strongest first, then the latest; on a tie, the first printed).
+    let mut ties: Vec<(u32, f64, i64, u32, bool)> = Vec::new();
     let mut by_id: Vec<Option<(u32, i64)>> = vec![None; corpus.key_count()];
     // Each request's first and latest line's time.
     let mut active: HashMap<u32, (i64, i64)> = HashMap::default();
@@ -169,7 +175,14 @@ pub fn stitch_after(
         let f = facts.entry(point).or_insert_with(|| {
             // A line has a value per parameter of its log point.
             let params = corpus.point_shape(line.point).parameters();
-            PointFacts::new(point, params, links, &sure, &excluded, &predecessors)
+            PointFacts::new(
+                point,
+                params,
+                links,
+                (&sure, &excluded),
+                &predecessors,
+                &mut sources,
+            )
         });
         let keys = corpus.line_keys(i);
         // A line the window before stitched keeps its request: no ties are looked for.
@@ -198,16 +211,18 @@ pub fn stitch_after(
                         consider(1.0, at, r, false);
                     }
                 }
-                if slot.into.is_empty() {
-                    continue;
-                }
-                for &(from, r, at) in by_key.get(key as usize).map_or(&[][..], Vec::as_slice) {
-                    match slot.into.iter().find(|l| l.from == from) {
-                        Some(link) if t - at <= link.window_ns => {
-                            consider(link.precision, at, r, link.window_ns >= o.slow_link_ns);
+                ties.clear();
+                for &(link, from) in &slot.into {
+                    if let Some(&(r, at, first)) = by_key.get(&key_of(key, from)) {
+                        if t - at <= link.window_ns {
+                            let slow = link.window_ns >= o.slow_link_ns;
+                            ties.push((first, link.precision, at, r, slow));
                         }
-                        _ => {}
                     }
+                }
+                ties.sort_unstable_by_key(|tie| tie.0);
+                for &(_, strength, at, r, slow) in &ties {
+                    consider(strength, at, r, slow);
                 }
             }
         }
@@ -253,14 +268,10 @@ pub fn stitch_after(
             let Some(slot) = f.slots.get(n as usize) else {
                 continue;
             };
-            let variable = (line.file, line.point, n);
-            if slot.source {
-                if let Some(printed) = by_key.get_mut(key as usize) {
-                    match printed.iter_mut().find(|p| p.0 == variable) {
-                        Some(p) => (p.1, p.2) = (request, t),
-                        None => printed.push((variable, request, t)),
-                    }
-                }
+            if let Some(from) = slot.source {
+                let first = by_key.len() as u32;
+                let printed = by_key.entry(key_of(key, from)).or_insert((0, 0, first));
+                (printed.0, printed.1) = (request, t);
             }
             let own = crate::corpus::own_key(keys, k);
             if slot.sure && own {
@@ -288,21 +299,32 @@ struct PointFacts<'a> {
 
 struct SlotFacts<'a> {
     excluded: bool,
-    /// The links into it, from variables not excluded.
-    into: Vec<&'a links::Link>,
-    source: bool,
+    /// The links into it, from variables not excluded, each with its source's number.
+    into: Vec<(&'a links::Link, u32)>,
+    /// Its number, if links go out of it.
+    source: Option<u32>,
     sure: bool,
 }
 
+/// The walk's map key of a value's key printed by a source variable.
+fn key_of(key: u32, source: u32) -> u64 {
+    (u64::from(key) << 32) | u64::from(source)
+}
+
 impl<'a> PointFacts<'a> {
+    /// `sources` numbers the variables links go out of, as they are met.
     fn new(
         (file, point): Point,
         slots: usize,
         links: &'a Links,
-        sure: &HashSet<Variable>,
-        excluded: &HashSet<Variable>,
+        (sure, excluded): (&HashSet<Variable>, &HashSet<Variable>),
         predecessors: &'a HashMap<Point, Vec<(Point, i64)>>,
+        sources: &mut HashMap<links::Variable, u32>,
     ) -> Self {
+        let mut number = |v: links::Variable| {
+            let next = sources.len() as u32;
+            *sources.entry(v).or_insert(next)
+        };
         let slots = (0..slots as u32)
             .map(|slot| SlotFacts {
                 excluded: excluded.contains(&(point, slot)),
@@ -310,8 +332,11 @@ impl<'a> PointFacts<'a> {
                     .into((file, point, slot))
                     .iter()
                     .filter(|l| !excluded.contains(&(l.from.1, l.from.2)))
+                    .map(|l| (l, number(l.from)))
                     .collect(),
-                source: links.is_source((file, point, slot)),
+                source: links
+                    .is_source((file, point, slot))
+                    .then(|| number((file, point, slot))),
                 sure: sure.contains(&(point, slot)),
             })
             .collect();
