@@ -58,27 +58,33 @@ pub struct Token<'a> {
     pub kind: Kind,
 }
 
-fn is_punct(b: u8) -> bool {
-    matches!(
-        b,
-        b'[' | b']'
-            | b'('
-            | b')'
-            | b'{'
-            | b'}'
-            | b'<'
-            | b'>'
-            | b','
-            | b';'
-            | b'='
-            | b':'
-            | b'"'
-            | b'\''
-            | b'|'
-            | b'&'
-            | b'?'
-            | b'@'
-    )
+/// A byte's class for splitting: whitespace, punctuation, or part of a word.
+const SPACE: u8 = 1;
+const PUNCT: u8 = 2;
+const WORD: u8 = 0;
+
+/// Every byte's class, looked up once per byte rather than tested against each
+/// delimiter.
+static CLASS: [u8; 256] = {
+    let mut class = [WORD; 256];
+    let punct = b"[](){}<>,;=:\"'|&?@";
+    let mut i = 0;
+    while i < punct.len() {
+        class[punct[i] as usize] = PUNCT;
+        i += 1;
+    }
+    // `u8::is_ascii_whitespace`: space, tab, line feed, form feed, carriage return.
+    let space = b" \t\n\x0c\r";
+    let mut i = 0;
+    while i < space.len() {
+        class[space[i] as usize] = SPACE;
+        i += 1;
+    }
+    class
+};
+
+fn class(b: u8) -> u8 {
+    CLASS[b as usize]
 }
 
 /// The tokens of `message`, into `out` (cleared first).
@@ -87,8 +93,8 @@ pub fn tokenize<'a>(message: &'a str, out: &mut Vec<Token<'a>>) {
     let bytes = message.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        let b = bytes[i];
-        if b.is_ascii_whitespace() {
+        let start_class = class(bytes[i]);
+        if start_class == SPACE {
             i += 1;
             continue;
         }
@@ -101,13 +107,16 @@ pub fn tokenize<'a>(message: &'a str, out: &mut Vec<Token<'a>>) {
             });
             continue;
         }
-        let punct = is_punct(b);
-        while i < bytes.len() && !bytes[i].is_ascii_whitespace() && is_punct(bytes[i]) == punct {
+        while i < bytes.len() && class(bytes[i]) == start_class {
             i += 1;
         }
         // Both ends are at ASCII bytes (or the ends of the string): char boundaries.
         let text = &message[start..i];
-        let kind = if punct { Kind::Punct } else { classify(text) };
+        let kind = if start_class == PUNCT {
+            Kind::Punct
+        } else {
+            classify(text)
+        };
         out.push(Token { text, kind });
     }
 }
@@ -136,6 +145,17 @@ fn url_end(bytes: &[u8], at: usize) -> Option<usize> {
 /// What kind of word `word` is.
 pub fn classify(word: &str) -> Kind {
     let b = word.as_bytes();
+    // Most words hold no digit, and of the kinds below only a UUID and a path can be
+    // without one.
+    if !b.iter().any(u8::is_ascii_digit) {
+        return if is_uuid(b) {
+            Kind::Value(Mask::Uuid)
+        } else if is_path(b) {
+            Kind::Value(Mask::Path)
+        } else {
+            Kind::Word
+        };
+    }
     if is_uuid(b) {
         Kind::Value(Mask::Uuid)
     } else if is_ipv4(b) {
@@ -144,13 +164,15 @@ pub fn classify(word: &str) -> Kind {
         Kind::Value(Mask::Num)
     } else if is_hex(b) {
         Kind::Value(Mask::Hex)
-    } else if b.len() > 1 && b[0] == b'/' && b[1] != b'/' {
+    } else if is_path(b) {
         Kind::Value(Mask::Path)
-    } else if b.iter().any(u8::is_ascii_digit) {
-        Kind::Digits
     } else {
-        Kind::Word
+        Kind::Digits
     }
+}
+
+fn is_path(b: &[u8]) -> bool {
+    b.len() > 1 && b[0] == b'/' && b[1] != b'/'
 }
 
 fn is_uuid(b: &[u8]) -> bool {
