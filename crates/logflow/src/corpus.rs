@@ -40,6 +40,19 @@ pub struct Line {
     pub values: Range<usize>,
 }
 
+/// `bytes` split at each line feed, as `bytes.split(|b| *b == b'\n')` splits it, found
+/// by `memchr` rather than byte by byte.
+fn split_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut start = 0;
+    let mut ends = memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len()));
+    std::iter::from_fn(move || {
+        let end = ends.next()?;
+        let line = bytes.get(start..end)?;
+        start = end + 1;
+        Some(line)
+    })
+}
+
 /// What reading found that it could not use as is.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadCounts {
@@ -170,7 +183,7 @@ impl Corpus {
         // each time, and the pages touched cost more than counting line breaks.
         let line_breaks: usize = files
             .iter()
-            .map(|(_, b)| b.iter().filter(|&&c| c == b'\n').count() + 1)
+            .map(|(_, b)| memchr::memchr_iter(b'\n', b).count() + 1)
             .sum();
         let mut raws: Vec<Raw<'_>> = Vec::with_capacity(line_breaks);
         let mut threads: Vec<Box<str>> = Vec::new();
@@ -187,7 +200,7 @@ impl Corpus {
         for (f, (_, bytes)) in files.iter().enumerate() {
             let first_line = first_lines.get(f).copied().unwrap_or(1);
             let mut had_time = false;
-            for (n, line) in bytes.split(|b| *b == b'\n').enumerate() {
+            for (n, line) in split_lines(bytes).enumerate() {
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
                 if line.is_empty() {
                     continue;
@@ -502,5 +515,20 @@ mod tests {
             .filter_map(|l| read.values(l).next())
             .collect();
         assert_eq!(values, ["7", "7", "8"]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn lines_split_as_the_standard_split_does(
+            bytes in proptest::collection::vec(proptest::prop_oneof![
+                proptest::strategy::Just(b'\n'),
+                proptest::strategy::Just(b'\r'),
+                proptest::prelude::any::<u8>(),
+            ], 0..200),
+        ) {
+            let ours: Vec<&[u8]> = split_lines(&bytes).collect();
+            let standard: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+            proptest::prop_assert_eq!(ours, standard);
+        }
     }
 }
