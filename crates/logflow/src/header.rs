@@ -69,6 +69,14 @@ pub fn parse(line: &str) -> Header<'_> {
     let mut rest = line.trim_start();
     // Timestamps first (a collector's and the program's own may both be there).
     loop {
+        // Each form starts with a digit, or (syslog's month) a capital.
+        if !rest
+            .as_bytes()
+            .first()
+            .is_some_and(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+        {
+            break;
+        }
         if let Some((ns, after)) = datetime(rest) {
             h.time_ns.get_or_insert(ns);
             rest = after.trim_start();
@@ -100,7 +108,7 @@ pub fn parse(line: &str) -> Header<'_> {
     let (word, after) = split_word(rest);
     let path = word.trim_end_matches(':');
     let looks_like_logger = !path.is_empty()
-        && (path.contains('.') || path.contains("::"))
+        && (path.contains('.') || path.as_bytes().windows(2).any(|w| w == b"::"))
         && path
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b':' | b'_' | b'#' | b'$'))
@@ -155,13 +163,7 @@ fn tracing_layout(rest: &str) -> Option<TracingLayout<'_>> {
                     continue;
                 }
                 let target = &rest[start..i];
-                let valid = target.contains("::")
-                    && target.split("::").all(|seg| {
-                        seg.bytes()
-                            .next()
-                            .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
-                            && !seg.contains(':')
-                    });
+                let valid = is_rust_path(target);
                 if !valid {
                     continue;
                 }
@@ -200,6 +202,35 @@ fn tracing_layout(rest: &str) -> Option<TracingLayout<'_>> {
         }
     }
     None
+}
+
+/// `a::b::c`: two or more segments joined by `::`, each starting with a letter or `_`
+/// and holding no other `:` (what `target.split("::")` would check, without setting up
+/// a substring search per line).
+fn is_rust_path(target: &str) -> bool {
+    let b = target.as_bytes();
+    let mut at = 0;
+    let mut segments = 0;
+    loop {
+        if !b
+            .get(at)
+            .is_some_and(|&c| c.is_ascii_alphabetic() || c == b'_')
+        {
+            return false;
+        }
+        let end = b[at..]
+            .iter()
+            .position(|&c| c == b':')
+            .map_or(b.len(), |p| at + p);
+        segments += 1;
+        if end == b.len() {
+            return segments >= 2;
+        }
+        if b.get(end + 1) != Some(&b':') {
+            return false;
+        }
+        at = end + 2;
+    }
 }
 
 /// A JSON log line (an object per line, as JSON formatters of `tracing`, logback and
@@ -549,6 +580,18 @@ mod tests {
             let h = parse(&line);
             prop_assert_eq!(h.time_ns, Some(secs * S + nanos));
             prop_assert_eq!(h.message, "message");
+        }
+
+        #[test]
+        fn rust_paths_are_told_as_split_tells_them(target in "[a-z_:1]{0,12}") {
+            let by_split = target.contains("::")
+                && target.split("::").all(|seg| {
+                    seg.bytes()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+                        && !seg.contains(':')
+                });
+            prop_assert_eq!(is_rust_path(&target), by_split, "{}", target);
         }
 
         #[test]
