@@ -44,10 +44,12 @@ pub struct Evidence {
 /// Every variable with at least two distinct values, the likeliest request identifier
 /// first.
 pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
-    // Each value's occurrences, by its key number: (time, file, variable).
+    // Each value's occurrences, by its key number: (time, file, variable), in time
+    // order (the lines are taken in it).
     let mut occurrences: Vec<Vec<(i64, u32, Variable)>> =
         (0..corpus.key_count()).map(|_| Vec::new()).collect();
-    for (i, line) in corpus.lines.iter().enumerate() {
+    for &i in corpus.time_order() {
+        let line = &corpus.lines[i];
         let t = corpus.time(i);
         for (slot, key) in corpus.value_keys(i).enumerate() {
             if let Some(o) = occurrences.get_mut(key as usize) {
@@ -57,28 +59,26 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
     }
     #[derive(Default)]
     struct ValueFacts {
-        variables: usize,
-        files: usize,
+        several_variables: bool,
+        several_files: bool,
         bursts: usize,
         lifetime: i64,
     }
     let facts: Vec<ValueFacts> = occurrences
-        .iter_mut()
+        .iter()
         .map(|occ| {
             if occ.is_empty() {
                 return ValueFacts::default();
             }
-            occ.sort_unstable();
-            let variables: HashSet<Variable> = occ.iter().map(|o| o.2).collect();
-            let files: HashSet<u32> = occ.iter().map(|o| o.1).collect();
+            let (file, variable) = (occ[0].1, occ[0].2);
             let bursts = 1 + occ
                 .windows(2)
                 .filter(|w| w[1].0 - w[0].0 > BURST_GAP_NS)
                 .count();
             let lifetime = occ.last().map_or(0, |l| l.0) - occ.first().map_or(0, |f| f.0);
             ValueFacts {
-                variables: variables.len(),
-                files: files.len(),
+                several_variables: occ.iter().any(|o| o.2 != variable),
+                several_files: occ.iter().any(|o| o.1 != file),
                 bursts,
                 lifetime,
             }
@@ -104,12 +104,12 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
             let n = values.len() as f64;
             let none = ValueFacts::default();
             let of = |v: &u32| facts.get(*v as usize).unwrap_or(&none);
-            let shared = values.iter().filter(|v| of(v).variables > 1).count() as f64 / n;
-            let several = values.iter().filter(|v| of(v).files > 1).count() as f64 / n;
+            let shared = values.iter().filter(|v| of(v).several_variables).count() as f64 / n;
+            let several = values.iter().filter(|v| of(v).several_files).count() as f64 / n;
             let bursts = values.iter().map(|v| of(v).bursts as f64).sum::<f64>() / n;
             let mut lifetimes: Vec<i64> = values.iter().map(|v| of(v).lifetime).collect();
-            lifetimes.sort_unstable();
-            let lifetime_ns = lifetimes[lifetimes.len() / 2];
+            let middle = lifetimes.len() / 2;
+            let lifetime_ns = *lifetimes.select_nth_unstable(middle).1;
             let distinct_share = n / lines as f64;
             let score = shared * distinct_share / bursts;
             let examples = first.iter().map(|v| v.to_string()).collect();
