@@ -143,12 +143,15 @@ pub fn run(a: LogsArgs) -> Result<()> {
                 .with_context(|| format!("creating {}", path.display()))
         })
         .transpose()?;
-    // Each file's name quoted once: a JSON value built per line took a tenth of the
-    // whole run.
-    let quoted: Vec<String> = names
+    // Each file's record start, its name quoted, made once: a JSON value built per line
+    // took a tenth of the whole run, and formatting each line with `write!` 4%.
+    let record_starts: Vec<Vec<u8>> = names
         .iter()
-        .map(serde_json::to_string)
+        .map(|name| {
+            serde_json::to_string(name).map(|q| format!(r#"{{"file":{q},"line":"#).into_bytes())
+        })
         .collect::<Result<_, _>>()?;
+    let mut digits = itoa::Buffer::new();
     // Ids differ between runs, so stitching twice does not merge two runs' traces.
     let salt = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -211,12 +214,13 @@ pub fn run(a: LogsArgs) -> Result<()> {
             untimed += usize::from(line.time_ns.is_none());
             requests_total = requests_total.max(request + 1);
             if let Some(w) = assignments.as_mut() {
-                let file = &quoted[line.file as usize];
+                let start = &record_starts[line.file as usize];
                 for number in std::iter::once(line.number).chain(line.continued.iter().copied()) {
-                    writeln!(
-                        w,
-                        r#"{{"file":{file},"line":{number},"request":{request}}}"#
-                    )?;
+                    w.write_all(start)?;
+                    w.write_all(digits.format(number).as_bytes())?;
+                    w.write_all(br#","request":"#)?;
+                    w.write_all(digits.format(*request).as_bytes())?;
+                    w.write_all(b"}\n")?;
                 }
             }
         }
