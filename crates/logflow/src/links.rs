@@ -34,6 +34,10 @@ const WINDOWS_NS: [i64; 8] = [
     3_000_000_000,
 ];
 
+/// Pairs are found in a square table over the linkable variables when it has at most
+/// this many cells (4 MiB), else by hash.
+const PAIR_TABLE_CELLS: usize = 1 << 20;
+
 /// A learned link: a value printed by `from` is printed again by `to` in the same
 /// request, within `window_ns`.
 #[derive(Clone, Debug, PartialEq)]
@@ -233,9 +237,35 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
         /// Matches chance gives, per window.
         chance: [f64; WINDOWS_NS.len()],
     }
-    // The pairs seen, and where each is, by (from, to).
+    // The pairs seen, and where each is, by (from, to): in a square table over the
+    // linkable variables when it is small (a match costs an index, not a hash lookup),
+    // else in a map.
     let mut pairs: Vec<Pair> = Vec::new();
+    let mut dense = vec![u32::MAX; variables.len()];
+    let mut linkable_count = 0usize;
+    for (v, _) in linkable.iter().enumerate().filter(|(_, &l)| l) {
+        dense[v] = linkable_count as u32;
+        linkable_count += 1;
+    }
+    let table_cells = linkable_count * linkable_count;
+    let mut pair_table = vec![
+        u32::MAX;
+        if table_cells <= PAIR_TABLE_CELLS {
+            table_cells
+        } else {
+            0
+        }
+    ];
     let mut pair_at: HashMap<u64, u32> = HashMap::default();
+    let new_pair = |pairs: &mut Vec<Pair>, from: u32, to: u32| {
+        pairs.push(Pair {
+            from,
+            to,
+            matched: [0; WINDOWS_NS.len()],
+            chance: [0.0; WINDOWS_NS.len()],
+        });
+        pairs.len() as u32 - 1
+    };
     /// A variable that printed a key: when it last did, and the chance that it prints
     /// the key within each window by chance (from the key's rate at the variable),
     /// computed once per variable and key rather than once per match.
@@ -263,15 +293,18 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
                 if from == to {
                     continue;
                 }
-                let at_index = *pair_at.entry(pair_key(from, to)).or_insert_with(|| {
-                    pairs.push(Pair {
-                        from,
-                        to,
-                        matched: [0; WINDOWS_NS.len()],
-                        chance: [0.0; WINDOWS_NS.len()],
-                    });
-                    pairs.len() as u32 - 1
-                });
+                let at_index = if pair_table.is_empty() {
+                    *pair_at
+                        .entry(pair_key(from, to))
+                        .or_insert_with(|| new_pair(&mut pairs, from, to))
+                } else {
+                    let cell = dense[from as usize] as usize * linkable_count
+                        + dense[to as usize] as usize;
+                    if pair_table[cell] == u32::MAX {
+                        pair_table[cell] = new_pair(&mut pairs, from, to);
+                    }
+                    pair_table[cell]
+                };
                 let pair = &mut pairs[at_index as usize];
                 let lag = t - at;
                 if let Some(w) = WINDOWS_NS.iter().position(|&w| lag <= w) {
