@@ -161,7 +161,8 @@ pub fn stitch_after(
     let mut ties: Vec<(u32, f64, i64, u32, bool)> = Vec::new();
     let mut by_id: Vec<Option<(u32, i64)>> = vec![None; corpus.key_count()];
     // Each request's first and latest line's time.
-    let mut active: HashMap<u32, (i64, i64)> = HashMap::default();
+    // By request number (requests are numbered from 0 as they begin).
+    let mut active: Vec<Option<(i64, i64)>> = Vec::new();
     let mut recent = Recent::default();
     let mut previous: Option<(u32, i64)> = None;
     let mut next = 0;
@@ -234,13 +235,21 @@ pub fn stitch_after(
             }),
             None => match best {
                 Some((_, _, r, slow)) => {
-                    let quiet_since = active.get(&r).map_or(i64::MIN, |a| a.1);
+                    let quiet_since = active
+                        .get(r as usize)
+                        .copied()
+                        .flatten()
+                        .map_or(i64::MIN, |a| a.1);
                     match recent.followed(before, point, t) {
                         Some(c)
                             if slow
                                 && c != r
                                 && t - quiet_since > o.quiet_ns
-                                && active.get(&c).is_some_and(|a| a.0 > quiet_since) =>
+                                && active
+                                    .get(c as usize)
+                                    .copied()
+                                    .flatten()
+                                    .is_some_and(|a| a.0 > quiet_since) =>
                         {
                             c
                         }
@@ -280,7 +289,10 @@ pub fn stitch_after(
                 }
             }
         }
-        active.entry(request).or_insert((t, t)).1 = t;
+        if active.len() <= request as usize {
+            active.resize(request as usize + 1, None);
+        }
+        active[request as usize].get_or_insert((t, t)).1 = t;
         recent.follow(before, point, request);
         recent.add(point, request, t);
         previous = Some((request, t));
@@ -388,11 +400,13 @@ impl Recent {
         predecessors
             .iter()
             .filter_map(|(a, window)| {
+                // Latest first: past the first line outside the lag, all are.
                 self.0
                     .get(a)?
                     .iter()
                     .rev()
-                    .find(|p| t - p.at <= *window && !p.followed_by.contains(&point))
+                    .take_while(|p| t - p.at <= *window)
+                    .find(|p| !p.followed_by.contains(&point))
             })
             // The later request on a tie, whatever the order of the predecessors (they
             // come from a hash map).
