@@ -38,6 +38,10 @@ impl Level {
             ("ALERT", Level::Fatal),
         ];
         let word = word.trim_start_matches('[').trim_end_matches([']', ':']);
+        // The names are 3 to 8 letters long.
+        if !(3..=8).contains(&word.len()) {
+            return None;
+        }
         NAMES
             .iter()
             .find(|(name, _)| name.eq_ignore_ascii_case(word))
@@ -324,7 +328,11 @@ fn epoch_ns(t: f64) -> i64 {
 
 /// The first whitespace-separated word and what follows it.
 fn split_word(s: &str) -> (&str, &str) {
-    let end = s.find(|c: char| c.is_ascii_whitespace()).unwrap_or(s.len());
+    // By byte: an ASCII space is never part of a longer character.
+    let end = s
+        .bytes()
+        .position(|b| b.is_ascii_whitespace())
+        .unwrap_or(s.len());
     (&s[..end], &s[end..])
 }
 
