@@ -182,9 +182,25 @@ fn quiet_within_windows(quiet_ms: f64) -> [f64; WINDOWS_NS.len()] {
 /// Learns the links between the corpus's variables.
 pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
     let order = corpus.time_order();
-    let span_ns = match (order.first(), order.last()) {
-        (Some(&a), Some(&b)) => (corpus.time(b) - corpus.time(a)).max(1_000_000_000),
-        _ => return Links::default(),
+    if order.is_empty() {
+        return Links::default();
+    }
+    // Each file's time from its first line to its last (at least a second): a
+    // variable's rate is over the time its node logged, not the whole corpus's, so that
+    // a node whose log starts earlier than the others does not make the others' values
+    // look rarer, and chance smaller, than they are.
+    let mut file_spans = vec![(i64::MAX, i64::MIN); corpus.files.len()];
+    for &i in order {
+        if let Some(span) = file_spans.get_mut(corpus.lines[i].file as usize) {
+            let t = corpus.time(i);
+            *span = (span.0.min(t), span.1.max(t));
+        }
+    }
+    let span_ns = |file: u32| {
+        file_spans
+            .get(file as usize)
+            .map_or(0, |&(first, last)| last.saturating_sub(first))
+            .max(1_000_000_000)
     };
     // Variables numbered densely, a (file, log point)'s slots one after another, so that
     // the pass below keys its maps by small numbers rather than by (file, point, slot).
@@ -318,7 +334,8 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
                 Some(entry) => entry.at = t,
                 None => {
                     let times = printed.get(&pair_key(to, key)).copied().unwrap_or(1);
-                    let rate_per_ms = f64::from(times) * 1e6 / span_ns as f64;
+                    let file = variables[to as usize].0;
+                    let rate_per_ms = f64::from(times) * 1e6 / span_ns(file) as f64;
                     let by_chance = quiet_within_windows((-rate_per_ms).exp()).map(|q| 1.0 - q);
                     seen.push(LastPrint {
                         var: to,
