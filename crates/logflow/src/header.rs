@@ -149,8 +149,9 @@ fn tracing_layout(rest: &str) -> Option<TracingLayout<'_>> {
     let b = rest.as_bytes();
     let is_path_byte = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b':';
     let mut depth = 0usize;
-    // Prefixes are short: a target further in is not one.
-    for i in 0..b.len().min(512) {
+    // Prefixes are short: a target further in is not one. Only braces and colons
+    // matter, found by memchr rather than byte by byte.
+    for i in memchr::memchr3_iter(b'{', b'}', b':', &b[..b.len().min(512)]) {
         match b[i] {
             b'{' => depth += 1,
             b'}' => depth = depth.saturating_sub(1),
