@@ -22,7 +22,8 @@
 //!    the predecessor's lag (lprof's order between log points, across nodes too: the
 //!    log points a line most often comes right after, with a steady lag);
 //! 4. the request of the line before it, on any node, unless the log fell quiet for
-//!    longer than `bridge_ns`;
+//!    longer than `bridge_ns`, or that line is of the same node and at a log point the
+//!    line's own log point is learned to come before (lprof's broken order);
 //! 5. a new request.
 
 use std::collections::VecDeque;
