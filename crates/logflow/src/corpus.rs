@@ -319,9 +319,13 @@ impl Corpus {
             key_starts: Vec::new(),
             key_count: 0,
         };
-        let mut order: Vec<usize> = (0..corpus.lines.len()).collect();
-        order.sort_by_key(|&i| (corpus.time(i), i));
-        corpus.order = order;
+        // Sorted by (time, index) pairs made once: the pairs are distinct, so an
+        // unstable sort gives the one order.
+        let mut keyed: Vec<(i64, usize)> = (0..corpus.lines.len())
+            .map(|i| (corpus.time(i), i))
+            .collect();
+        keyed.sort_unstable();
+        corpus.order = keyed.into_iter().map(|(_, i)| i).collect();
         corpus.number_keys();
         corpus
     }
