@@ -179,28 +179,58 @@ fn quiet_within_windows(quiet_ms: f64) -> [f64; WINDOWS_NS.len()] {
     ]
 }
 
+/// The least time a node is taken to have logged for.
+const MIN_LOGGING_NS: i64 = 1_000_000_000;
+/// A pause in a node's log longer than this and than [`PAUSE_GAPS`] of its median gap
+/// is time it did not log.
+const PAUSE_NS: i64 = 10_000_000_000;
+const PAUSE_GAPS: i64 = 100;
+
+/// How long each file's node logged: from its first line to its last, less its long
+/// pauses (at least a second). A variable's rate is over this time, not the whole
+/// corpus's: a node whose log starts earlier than the others', or that stopped for a
+/// while, would otherwise make values look rarer, and chance smaller, than they are.
+fn logging_time(corpus: &Corpus) -> Vec<i64> {
+    let mut last: Vec<Option<i64>> = vec![None; corpus.files.len()];
+    let mut gaps: Vec<Vec<i64>> = vec![Vec::new(); corpus.files.len()];
+    for &i in corpus.time_order() {
+        let file = corpus.lines[i].file as usize;
+        let t = corpus.time(i);
+        if let (Some(Some(before)), Some(gaps)) = (last.get(file), gaps.get_mut(file)) {
+            gaps.push(t - before);
+        }
+        if let Some(l) = last.get_mut(file) {
+            *l = Some(t);
+        }
+    }
+    gaps.into_iter()
+        .map(|mut gaps| {
+            let total: i64 = gaps.iter().sum();
+            let pause = if gaps.is_empty() {
+                PAUSE_NS
+            } else {
+                let middle = gaps.len() / 2;
+                let median = *gaps.select_nth_unstable(middle).1;
+                PAUSE_NS.max(median.saturating_mul(PAUSE_GAPS))
+            };
+            let paused: i64 = gaps.iter().filter(|&&g| g > pause).sum();
+            (total - paused).max(MIN_LOGGING_NS)
+        })
+        .collect()
+}
+
 /// Learns the links between the corpus's variables.
 pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
     let order = corpus.time_order();
     if order.is_empty() {
         return Links::default();
     }
-    // Each file's time from its first line to its last (at least a second): a
-    // variable's rate is over the time its node logged, not the whole corpus's, so that
-    // a node whose log starts earlier than the others does not make the others' values
-    // look rarer, and chance smaller, than they are.
-    let mut file_spans = vec![(i64::MAX, i64::MIN); corpus.files.len()];
-    for &i in order {
-        if let Some(span) = file_spans.get_mut(corpus.lines[i].file as usize) {
-            let t = corpus.time(i);
-            *span = (span.0.min(t), span.1.max(t));
-        }
-    }
+    let logged_ns = logging_time(corpus);
     let span_ns = |file: u32| {
-        file_spans
+        logged_ns
             .get(file as usize)
-            .map_or(0, |&(first, last)| last.saturating_sub(first))
-            .max(1_000_000_000)
+            .copied()
+            .unwrap_or(MIN_LOGGING_NS)
     };
     // Variables numbered densely, a (file, log point)'s slots one after another, so that
     // the pass below keys its maps by small numbers rather than by (file, point, slot).

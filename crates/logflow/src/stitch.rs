@@ -767,7 +767,8 @@ mod tests {
     /// Overlapping requests 10 ms apart, each 25 ms long, on two nodes. A request prints
     /// its user (one of 13: an entity, not a request id) on both; the lines with no value
     /// come right after a log point of their own request. With `early`, the back node's
-    /// log starts with that many requests of its own, before the front node logs.
+    /// log starts with that many requests of its own, a minute before the front node
+    /// logs.
     fn overlapping_requests(early: u64) -> (Corpus, Vec<u32>) {
         let (files, truth) = overlapping_request_logs(early);
         (Corpus::read(&files, Options::default()), truth)
@@ -786,8 +787,12 @@ mod tests {
             )
         };
         // The back node's own requests come 50 ms apart: further than any lag between
-        // log points is learned.
-        let start = early * 50_000;
+        // log points is learned. Then it pauses for a minute before the front node logs.
+        let start = if early > 0 {
+            early * 50_000 + 60_000_000
+        } else {
+            0
+        };
         for k in 0..early {
             let (t, user) = (k * 50_000, k % 13);
             back.push((t, format!("{} loading profile of user {user}", at(t)), k));
