@@ -197,7 +197,7 @@ fn logging_time(corpus: &Corpus) -> Vec<i64> {
         let file = corpus.lines[i].file as usize;
         let t = corpus.time(i);
         if let (Some(Some(before)), Some(gaps)) = (last.get(file), gaps.get_mut(file)) {
-            gaps.push(t - before);
+            gaps.push(t.saturating_sub(*before));
         }
         if let Some(l) = last.get_mut(file) {
             *l = Some(t);
@@ -205,7 +205,7 @@ fn logging_time(corpus: &Corpus) -> Vec<i64> {
     }
     gaps.into_iter()
         .map(|mut gaps| {
-            let total: i64 = gaps.iter().sum();
+            let total = gaps.iter().fold(0i64, |sum, &g| sum.saturating_add(g));
             let pause = if gaps.is_empty() {
                 PAUSE_NS
             } else {
@@ -213,8 +213,11 @@ fn logging_time(corpus: &Corpus) -> Vec<i64> {
                 let median = *gaps.select_nth_unstable(middle).1;
                 PAUSE_NS.max(median.saturating_mul(PAUSE_GAPS))
             };
-            let paused: i64 = gaps.iter().filter(|&&g| g > pause).sum();
-            (total - paused).max(MIN_LOGGING_NS)
+            let paused = gaps
+                .iter()
+                .filter(|&&g| g > pause)
+                .fold(0i64, |sum, &g| sum.saturating_add(g));
+            total.saturating_sub(paused).max(MIN_LOGGING_NS)
         })
         .collect()
 }
