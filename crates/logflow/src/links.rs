@@ -224,6 +224,11 @@ fn logging_time(corpus: &Corpus) -> Vec<i64> {
 
 /// Learns the links between the corpus's variables.
 pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
+    learn_with_table(corpus, o, PAIR_TABLE_CELLS)
+}
+
+/// [`learn`], finding pairs in a table of at most `table_limit` cells, else by hash.
+fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Links {
     let order = corpus.time_order();
     if order.is_empty() {
         return Links::default();
@@ -277,7 +282,6 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
             }
         }
     }
-    let linkable: Vec<bool> = distinct.iter().map(|&n| n >= o.min_distinct).collect();
     struct Pair {
         from: u32,
         to: u32,
@@ -286,20 +290,26 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
         /// Matches chance gives, per window.
         chance: [f64; WINDOWS_NS.len()],
     }
+    // The linkable variables (enough distinct values) numbered densely; the others
+    // `u32::MAX`.
+    let mut dense = vec![u32::MAX; variables.len()];
+    let mut linkable_count = 0usize;
+    for (v, _) in distinct
+        .iter()
+        .enumerate()
+        .filter(|&(_, &n)| n >= o.min_distinct)
+    {
+        dense[v] = linkable_count as u32;
+        linkable_count += 1;
+    }
     // The pairs seen, and where each is, by (from, to): in a square table over the
     // linkable variables when it is small (a match costs an index, not a hash lookup),
     // else in a map.
     let mut pairs: Vec<Pair> = Vec::new();
-    let mut dense = vec![u32::MAX; variables.len()];
-    let mut linkable_count = 0usize;
-    for (v, _) in linkable.iter().enumerate().filter(|(_, &l)| l) {
-        dense[v] = linkable_count as u32;
-        linkable_count += 1;
-    }
     let table_cells = linkable_count * linkable_count;
     let mut pair_table = vec![
         u32::MAX;
-        if table_cells <= PAIR_TABLE_CELLS {
+        if table_cells <= table_limit {
             table_cells
         } else {
             0
@@ -327,7 +337,7 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
     for &i in order {
         let t = corpus.time(i);
         for &(slot, key) in corpus.line_keys(i) {
-            let Some(to) = var_of(i, slot).filter(|&v| linkable[v as usize]) else {
+            let Some(to) = var_of(i, slot).filter(|&v| dense[v as usize] != u32::MAX) else {
                 continue;
             };
             let Some(seen) = last.get_mut(key as usize) else {
@@ -442,6 +452,15 @@ mod tests {
             keys("block-65@storage-1").collect::<Vec<_>>(),
             ["block-65@storage-1"]
         );
+    }
+
+    #[test]
+    fn pairs_found_by_table_or_by_hash_give_the_same_links() {
+        let corpus = corpus();
+        let o = LinkOptions::default();
+        let by_table = learn_with_table(&corpus, &o, usize::MAX);
+        assert!(!by_table.all().is_empty());
+        assert_eq!(by_table.all(), learn_with_table(&corpus, &o, 0).all());
     }
 
     /// Requests a second apart; each prints a user (one of ten) on the frontend, and

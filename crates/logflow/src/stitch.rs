@@ -149,9 +149,6 @@ pub fn stitch_after(
     ));
     let predecessors = predecessors(corpus, o);
     let mut requests = vec![0u32; corpus.lines.len()];
-    // Each key's latest print by each linking variable: (variable, request, time).
-    // By key number (`Corpus::line_keys`): each key's latest print by each linking
-    // variable, and the latest print of each identifier's value.
     // By (key, source variable's number): the key's latest print by that variable,
     // (request, time, order of the pair's first print). Looked up by the links into a
     // slot, so that a key many variables print (a small number) costs no scan.
@@ -160,10 +157,11 @@ pub fn stitch_after(
     // A key's ties, put in the order of the pairs' first prints before they are weighed
     // (the strongest first, then the latest; on a tie, the first printed).
     let mut ties: Vec<(u32, f64, i64, u32, bool)> = Vec::new();
+    // By key number (`Corpus::line_keys`): the latest print of each identifier's value.
     let mut by_id: Vec<Option<(u32, i64)>> = vec![None; corpus.key_count()];
-    // Each request's first and latest line's time.
-    // By request number (requests are numbered from 0 as they begin).
-    let mut active: Vec<Option<(i64, i64)>> = Vec::new();
+    // Each request's first and latest line's time, by request number (requests are
+    // numbered from 0 as they begin, each with its first line).
+    let mut active: Vec<(i64, i64)> = Vec::new();
     let mut recent = Recent::default();
     let mut previous: Option<(u32, i64, Point)> = None;
     let mut next = 0;
@@ -236,21 +234,13 @@ pub fn stitch_after(
             }),
             None => match best {
                 Some((_, _, r, slow)) => {
-                    let quiet_since = active
-                        .get(r as usize)
-                        .copied()
-                        .flatten()
-                        .map_or(i64::MIN, |a| a.1);
+                    let quiet_since = active.get(r as usize).map_or(i64::MIN, |a| a.1);
                     match recent.followed(before, point, t) {
                         Some(c)
                             if slow
                                 && c != r
                                 && t - quiet_since > o.quiet_ns
-                                && active
-                                    .get(c as usize)
-                                    .copied()
-                                    .flatten()
-                                    .is_some_and(|a| a.0 > quiet_since) =>
+                                && active.get(c as usize).is_some_and(|a| a.0 > quiet_since) =>
                         {
                             c
                         }
@@ -296,10 +286,10 @@ pub fn stitch_after(
                 }
             }
         }
-        if active.len() <= request as usize {
-            active.resize(request as usize + 1, None);
+        match active.get_mut(request as usize) {
+            Some(a) => a.1 = t,
+            None => active.resize(request as usize + 1, (t, t)),
         }
-        active[request as usize].get_or_insert((t, t)).1 = t;
         recent.follow(before, point, request);
         recent.add(point, request, t);
         previous = Some((request, t, point));
