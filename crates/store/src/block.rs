@@ -33,8 +33,7 @@ const ROW_GROUP_ROWS: usize = 32 * 1024;
 const PAGE_ROWS: usize = 1024;
 const BATCH_ROWS: usize = 16 * 1024;
 /// Columns written without compression (see [`properties`]).
-const UNCOMPRESSED_COLUMNS: [&str; 9] = [
-    "span_id",
+const UNCOMPRESSED_COLUMNS: [&str; 8] = [
     "service",
     "operation",
     "kind",
@@ -47,10 +46,15 @@ const UNCOMPRESSED_COLUMNS: [&str; 9] = [
 const WAL_THROUGH: &str = "causeway.wal_through";
 const REPLACES: &str = "causeway.replaces";
 
-/// Column names of the `spans` table, in file order. `nested_attributes` (the attributes of
-/// a span's events and links, as text, for search) came last; blocks written before it
-/// lack it and read as if it were empty.
-pub(crate) const COLUMNS: [&str; 16] = [
+/// The `events` leaves search and the index leave out: they read attributes only.
+const EVENT_TEXT_LEAVES: [&str; 2] = ["time", "name"];
+
+/// Column names of the `spans` table, in file order. Later columns came later: blocks
+/// written before `nested_attributes` (attributes of a span's links, and of its events
+/// when the `events` column cannot hold their value, as text, for search) lack it and
+/// read as if it were empty; blocks written before `events` (see [`crate::events`]) keep
+/// events in the detail and all their attributes in `nested_attributes`.
+pub(crate) const COLUMNS: [&str; 17] = [
     "trace_id",
     "span_id",
     "parent_id",
@@ -67,6 +71,7 @@ pub(crate) const COLUMNS: [&str; 16] = [
     "source",
     "detail",
     "nested_attributes",
+    crate::events::COLUMN,
 ];
 
 /// A block on disk with its index in memory.
@@ -175,6 +180,7 @@ pub(crate) fn to_batch(spans: &[&Span]) -> Result<RecordBatch, arrow::error::Arr
     let mut detail = BinaryBuilder::new();
     let mut scratch = Vec::with_capacity(512);
     let mut detail_bytes = Vec::with_capacity(512);
+    let mut events = crate::events::EventsBuilder::default();
     for s in spans {
         trace_id.append_value(s.trace_id.to_bytes())?;
         span_id.append_value(s.span_id.to_bytes())?;
@@ -202,7 +208,8 @@ pub(crate) fn to_batch(spans: &[&Span]) -> Result<RecordBatch, arrow::error::Arr
             }
         }
         attributes.append(true)?;
-        for kv in nested_attributes(s) {
+        let whole = !crate::detail::columns_fit(s);
+        for kv in nested_column_attributes(s, whole) {
             nested.keys().append_value(&kv.key);
             match kv.value.as_str() {
                 Some(v) => nested.values().append_value(v),
@@ -214,6 +221,7 @@ pub(crate) fn to_batch(spans: &[&Span]) -> Result<RecordBatch, arrow::error::Arr
         detail_bytes.clear();
         crate::detail::encode(s, &mut scratch, &mut detail_bytes);
         detail.append_value(&detail_bytes);
+        events.push(s, whole);
     }
     let columns: Vec<ArrayRef> = vec![
         Arc::new(trace_id.finish()),
@@ -232,6 +240,7 @@ pub(crate) fn to_batch(spans: &[&Span]) -> Result<RecordBatch, arrow::error::Arr
         Arc::new(source.finish()),
         Arc::new(detail.finish()),
         Arc::new(nested.finish()),
+        events.finish(n)?,
     ];
     let nullable = |name: &str| matches!(name, "parent_id" | "status_message");
     RecordBatch::try_from_iter_with_nullable(
@@ -250,6 +259,19 @@ pub(crate) fn nested_attributes(s: &Span) -> impl Iterator<Item = &causeway_mode
         .chain(s.links.iter().flat_map(|l| &l.attributes))
 }
 
+/// The nested attributes the `nested_attributes` column holds: those the `events` column
+/// does not (all of them when the span is kept `whole` in the detail).
+fn nested_column_attributes(
+    s: &Span,
+    whole: bool,
+) -> impl Iterator<Item = &causeway_model::KeyValue> {
+    s.events
+        .iter()
+        .flat_map(|e| &e.attributes)
+        .filter(move |kv| whole || !crate::events::in_column(&kv.value))
+        .chain(s.links.iter().flat_map(|l| &l.attributes))
+}
+
 fn properties(wal_through: u64, replaces: &[String]) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
@@ -263,12 +285,23 @@ fn properties(wal_through: u64, replaces: &[String]) -> WriterProperties {
                 serde_json::to_string(replaces).unwrap_or_else(|_| "[]".into()),
             ),
         ]));
-    // Random ids and the opaque detail gain nothing from dictionaries.
-    for col in ["span_id", "parent_id", "detail"] {
+    // Random ids and the opaque detail gain nothing from dictionaries, nor do start times
+    // and numbers that are seldom the same twice (a dictionary of all-distinct values
+    // costs its indexes on top of the values: start times took 7.9 bytes a span with one,
+    // 5.9 without). Durations and event times' steps do repeat.
+    for col in ["span_id", "parent_id", "detail", "start_time"] {
         b = b.set_column_dictionary_enabled(ColumnPath::from(col), false);
     }
-    // Random ids don't compress, and dictionary indexes of a few names hardly do (0.35
-    // bytes a span in all), while every compressed page costs a zstd context to read.
+    for leaf in crate::events::UNIQUE_LEAVES {
+        b = b.set_column_dictionary_enabled(
+            ColumnPath::new(leaf.iter().map(|p| p.to_string()).collect()),
+            false,
+        );
+    }
+    // Dictionary indexes of a few names hardly compress (0.35 bytes a span in all), while
+    // every compressed page costs a zstd context to read. Span ids are compressed: random
+    // ones do not shrink, but ids of one trace that share their high bits (a log
+    // request's segments) do.
     for col in UNCOMPRESSED_COLUMNS {
         b = b.set_column_compression(ColumnPath::from(col), Compression::UNCOMPRESSED);
     }
@@ -435,9 +468,13 @@ impl Block {
         Ok(block)
     }
 
+    /// A reader of `columns` (leaving out the `events` column's leaves named in
+    /// `skipped_event_leaves`) over the given row ranges (sorted, disjoint; empty means
+    /// every row).
     fn reader(
         &self,
         columns: &[&str],
+        skipped_event_leaves: &[&str],
         rows: &[Range<usize>],
         batch_rows: usize,
     ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader, StoreError> {
@@ -446,9 +483,21 @@ impl Block {
             self.meta.clone(),
         );
         // By the file's own schema: older blocks lack later columns.
-        let schema = self.meta.schema();
-        let roots = columns.iter().filter_map(|c| schema.index_of(c).ok());
-        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        let leaves = builder
+            .parquet_schema()
+            .columns()
+            .iter()
+            .enumerate()
+            .filter(|(_, leaf)| {
+                let path = leaf.path().parts();
+                let root = path.first().map_or("", String::as_str);
+                columns.contains(&root)
+                    && !(root == crate::events::COLUMN
+                        && skipped_event_leaves.contains(&leaf.name()))
+            })
+            .map(|(i, _)| i)
+            .collect::<Vec<_>>();
+        let mask = ProjectionMask::leaves(builder.parquet_schema(), leaves);
         let mut builder = builder.with_projection(mask).with_batch_size(batch_rows);
         if !rows.is_empty() {
             // Read only the row groups the ranges touch; the selection then counts rows
@@ -502,9 +551,10 @@ impl Block {
             "status_code",
             "attributes",
             "nested_attributes",
+            crate::events::COLUMN,
         ];
         let mut builder = IndexBuilder::default();
-        for batch in self.reader(&cols, &[], BATCH_ROWS)? {
+        for batch in self.reader(&cols, &EVENT_TEXT_LEAVES, &[], BATCH_ROWS)? {
             let batch = batch.map_err(arrow_err(&self.path))?;
             let get = |name: &str| {
                 batch.column_by_name(name).ok_or_else(|| StoreError::Block {
@@ -524,6 +574,7 @@ impl Block {
             let duration = get("duration_ns")?.as_primitive_opt::<Int64Type>();
             let (keys, values, offsets) = attribute_arrays(self, &batch, "attributes")?;
             let nested = optional_attribute_arrays(self, &batch, "nested_attributes")?;
+            let events = crate::events::EventColumns::of(&batch).map_err(|e| self.corrupt(&e))?;
             let (
                 Some(service),
                 Some(operation),
@@ -556,6 +607,11 @@ impl Block {
                     for j in offsets[i] as usize..offsets[i + 1] as usize {
                         builder.attribute(keys.value(j), values.value(j));
                     }
+                }
+                if let Some(events) = &events {
+                    events
+                        .each_attribute(i, |k, v| builder.attribute(k, v))
+                        .map_err(|e| self.corrupt(&e))?;
                 }
             }
         }
@@ -601,18 +657,24 @@ impl Block {
             .filter(|c| match (c, fields) {
                 // Kind and source live in the detail too.
                 (&"kind" | &"source", Fields::All | Fields::Paths) => false,
-                // Only search reads it; the detail holds events and links.
+                // Only search reads it; the detail holds links.
                 (&"nested_attributes", _) => false,
+                (&crate::events::COLUMN, Fields::Structure { .. }) => false,
                 (&"attributes", Fields::Paths) => false,
                 (&"detail" | &"source", Fields::Structure { .. }) => false,
                 (&"attributes", Fields::Structure { attributes }) => !attributes.is_empty(),
                 _ => true,
             })
             .collect();
+        // Paths need events' times and names, not their attributes.
+        let skipped: &[&str] = match fields {
+            Fields::Paths => &crate::events::ATTRIBUTE_LEAVES,
+            _ => &[],
+        };
         Ok(SpanBatches {
             block: self,
             fields,
-            reader: self.reader(&columns, rows, batch_rows)?,
+            reader: self.reader(&columns, skipped, rows, batch_rows)?,
             names: Default::default(),
         })
     }
@@ -655,21 +717,39 @@ impl Block {
             owners.extend(std::iter::repeat_n(k, t.rows as usize));
         }
         let mut hit = vec![false; candidates.len()];
+        // Per row, which conditions its events' attributes meet.
+        let mut in_events = vec![false; query.tags.len()];
         let mut row = 0usize;
-        let columns = ["attributes", "nested_attributes", "status_code"];
-        for batch in self.reader(&columns, &ranges, BATCH_ROWS)? {
+        let columns = [
+            "attributes",
+            "nested_attributes",
+            "status_code",
+            crate::events::COLUMN,
+        ];
+        for batch in self.reader(&columns, &EVENT_TEXT_LEAVES, &ranges, BATCH_ROWS)? {
             let batch = batch.map_err(arrow_err(&self.path))?;
             let (keys, values, offsets) = attribute_arrays(self, &batch, "attributes")?;
             let nested = optional_attribute_arrays(self, &batch, "nested_attributes")?;
+            let events = crate::events::EventColumns::of(&batch).map_err(|e| self.corrupt(&e))?;
             let status = batch
                 .column_by_name("status_code")
                 .and_then(|c| c.as_string_opt::<i32>())
                 .ok_or_else(|| self.corrupt("status_code is not text"))?;
             for i in 0..batch.num_rows() {
                 let (a, b) = (offsets[i] as usize, offsets[i + 1] as usize);
+                in_events.fill(false);
+                if let Some(events) = &events {
+                    events
+                        .each_attribute(i, |key, value| {
+                            for (met, (k, v)) in in_events.iter_mut().zip(&query.tags) {
+                                *met |= key == k && value == v;
+                            }
+                        })
+                        .map_err(|e| self.corrupt(&e))?;
+                }
                 // Each condition may be met in a different place of the span.
-                let all = query.tags.iter().all(|(k, v)| {
-                    (k == "error" && v == "true" && status.value(i) == "ERROR")
+                let all = query.tags.iter().zip(&in_events).all(|((k, v), &met)| {
+                    met || (k == "error" && v == "true" && status.value(i) == "ERROR")
                         || (a..b).any(|j| keys.value(j) == k && values.value(j) == v)
                         || nested.is_some_and(|(keys, values, offsets)| {
                             (offsets[i] as usize..offsets[i + 1] as usize)
@@ -765,9 +845,12 @@ impl SpanBatches<'_> {
                     .column_by_name("detail")
                     .and_then(|c| c.as_binary_opt::<i32>())
                     .ok_or_else(|| block.corrupt("detail is missing or not binary"))?;
+                let events =
+                    crate::events::EventColumns::of(&batch).map_err(|e| block.corrupt(&e))?;
                 for i in 0..batch.num_rows() {
                     let row = cols.row(block, i, &mut intern, |_| true)?;
-                    let span = crate::detail::decode(row, detail.value(i), keep_attributes)
+                    let events = events.as_ref().map(|e| (e, i));
+                    let span = crate::detail::decode(row, detail.value(i), keep_attributes, events)
                         .map_err(|e| block.corrupt(&format!("row {i}: {e}")))?;
                     out.push(span);
                 }

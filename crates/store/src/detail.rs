@@ -2,24 +2,31 @@
 //! plus the detail give back the span exactly without storing anything twice.
 //!
 //! ```text
-//! detail := 0x00 residual   -- ids, names, service, host, pid, times, status and string
-//!                              attributes come from their columns; the residual is a
-//!                              native payload with those cleared, non-string attributes
-//!                              keyed by their position, event and message times relative
-//!                              to the span's start
+//! detail := 0x00 residual   -- ids, names, service, host, pid, times, status, string
+//!                              attributes and events come from their columns; the
+//!                              residual is a native payload with those cleared,
+//!                              non-string attributes keyed by their position (`3`), event
+//!                              attributes the `events` column has no value for keyed by
+//!                              the event's and their position (`0.3`), message times
+//!                              relative to the span's start
 //!         | 0x01 payload    -- the whole span (times that do not fit the columns)
 //! ```
+//!
+//! Blocks written before the `events` column kept events in the residual, their times
+//! relative to the span's start; they read as before.
 
 use std::sync::Arc;
 
 use causeway_model::codec::native;
 use causeway_model::{KeyValue, Span, SpanId, Status, TraceId, Value};
 
+use crate::events::EventColumns;
+
 const RESIDUAL: u8 = 0;
 const WHOLE: u8 = 1;
 
 /// True when the columns can carry the span's times exactly.
-fn columns_fit(s: &Span) -> bool {
+pub(crate) fn columns_fit(s: &Span) -> bool {
     s.start <= i64::MAX as u64 && s.end >= s.start && s.end - s.start <= i64::MAX as u64
 }
 
@@ -47,15 +54,16 @@ pub(crate) fn encode(s: &Span, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
             value: kv.value.clone(),
         })
         .collect();
-    r.events = s
-        .events
-        .iter()
-        .map(|e| {
-            let mut e = e.clone();
-            e.time = e.time.wrapping_sub(s.start);
-            e
-        })
-        .collect();
+    for (n, e) in s.events.iter().enumerate() {
+        for (j, kv) in e.attributes.iter().enumerate() {
+            if !crate::events::in_column(&kv.value) {
+                r.attributes.push(KeyValue {
+                    key: format!("{n}.{j}"),
+                    value: kv.value.clone(),
+                });
+            }
+        }
+    }
     r.links = s.links.clone();
     r.messages = s
         .messages
@@ -94,9 +102,15 @@ pub(crate) struct Row<'a> {
     pub attributes: Vec<(&'a str, &'a str)>,
 }
 
-/// Rebuilds a span from its row's columns and its detail. Without `keep_attributes`, the
-/// row holds no attributes and the span's, its events' and its links' are left empty.
-pub(crate) fn decode(row: Row<'_>, detail: &[u8], keep_attributes: bool) -> Result<Span, String> {
+/// Rebuilds a span from its row's columns, its detail and its entry of the `events`
+/// column (`None` for blocks written before it). Without `keep_attributes`, the row holds
+/// no attributes and the span's, its events' and its links' are left empty.
+pub(crate) fn decode(
+    row: Row<'_>,
+    detail: &[u8],
+    keep_attributes: bool,
+    events: Option<(&EventColumns<'_>, usize)>,
+) -> Result<Span, String> {
     let (&tag, payload) = detail.split_first().ok_or("empty detail")?;
     let r = if keep_attributes {
         native::decode_payload(payload)
@@ -111,7 +125,12 @@ pub(crate) fn decode(row: Row<'_>, detail: &[u8], keep_attributes: bool) -> Resu
     }
     let start = row.start;
     let status = status_of(&row);
-    let mut typed = r.attributes.into_iter().peekable();
+    // Event attributes' values are keyed `event.attribute`, the span's own by position.
+    let (mut event_typed, span_typed): (Vec<KeyValue>, Vec<KeyValue>) = r
+        .attributes
+        .into_iter()
+        .partition(|kv| kv.key.contains('.'));
+    let mut typed = span_typed.into_iter().peekable();
     let mut attributes = Vec::with_capacity(row.attributes.len());
     for (i, (key, text)) in row.attributes.into_iter().enumerate() {
         let value = match typed.next_if(|kv| kv.key.parse::<usize>() == Ok(i)) {
@@ -126,6 +145,27 @@ pub(crate) fn decode(row: Row<'_>, detail: &[u8], keep_attributes: bool) -> Resu
     if typed.next().is_some() {
         return Err("typed attribute without a column entry".into());
     }
+    let events = match events {
+        Some((columns, i)) => {
+            let events = columns.events(i, start, |n, j| {
+                let key = format!("{n}.{j}");
+                let at = event_typed.iter().position(|kv| kv.key == key)?;
+                Some(event_typed.swap_remove(at).value)
+            })?;
+            if !event_typed.is_empty() {
+                return Err("typed event attribute without a column entry".into());
+            }
+            events
+        }
+        None => r
+            .events
+            .into_iter()
+            .map(|mut e| {
+                e.time = e.time.wrapping_add(start);
+                e
+            })
+            .collect(),
+    };
     let mut span = Span {
         trace_id: row.trace_id,
         span_id: row.span_id,
@@ -140,7 +180,7 @@ pub(crate) fn decode(row: Row<'_>, detail: &[u8], keep_attributes: bool) -> Resu
         end: start + row.duration,
         status,
         attributes,
-        events: r.events,
+        events,
         links: r.links,
         messages: r.messages,
         cpu_time: r.cpu_time,
@@ -150,9 +190,6 @@ pub(crate) fn decode(row: Row<'_>, detail: &[u8], keep_attributes: bool) -> Resu
         trace_state: r.trace_state,
         source: r.source,
     };
-    for e in &mut span.events {
-        e.time = e.time.wrapping_add(start);
-    }
     for m in &mut span.messages {
         m.time = m.time.wrapping_add(start);
     }
@@ -219,11 +256,29 @@ mod tests {
             KeyValue::new("s", "text"),
             KeyValue::new("arr", Value::Array(vec![Value::Bool(true)])),
         ];
-        s.events = vec![Event {
-            time: start.wrapping_add(5),
-            name: "e".into(),
-            attributes: vec![KeyValue::new("x", 1i64)],
-        }];
+        s.events = vec![
+            Event {
+                time: start.wrapping_add(5),
+                name: "e".into(),
+                attributes: vec![KeyValue::new("x", 1i64)],
+            },
+            Event {
+                time: start.wrapping_add(3),
+                name: "earlier, and typed every way".into(),
+                attributes: vec![
+                    KeyValue::new("f", 0.5),
+                    KeyValue::new("s", "text"),
+                    KeyValue::new("b", true),
+                    KeyValue::new("i", -4i64),
+                    KeyValue::new("arr", Value::Array(vec![Value::I64(1)])),
+                ],
+            },
+            Event {
+                time: start.wrapping_add(9),
+                name: String::new(),
+                attributes: vec![],
+            },
+        ];
         s.links = vec![Link {
             trace_id: TraceId::new(9).unwrap(),
             span_id: SpanId::new(9).unwrap(),
@@ -287,13 +342,61 @@ mod tests {
             status_message: (!msg.is_null(0)).then(|| msg.value(0)),
             attributes: attrs,
         };
-        decode(row, &detail, true).unwrap()
+        let events = EventColumns::of(&batch).unwrap();
+        decode(row, &detail, true, events.as_ref().map(|e| (e, 0))).unwrap()
     }
 
     #[test]
     fn every_field_survives_the_columns_and_the_residual() {
         let s = full_span(1_700_000_000_000_000_000, 1_700_000_000_000_100_000);
         assert_eq!(round_trip(&s), s);
+    }
+
+    #[test]
+    fn a_block_from_before_the_events_column_reads_its_events_from_the_detail() {
+        let s = full_span(1_700_000_000_000_000_000, 1_700_000_000_000_100_000);
+        let mut without_events = s.clone();
+        without_events.events.clear();
+        let batch = to_batch(&[&without_events]).unwrap();
+        let detail = batch.column_by_name("detail").unwrap().as_binary::<i32>();
+        // The residual as such blocks wrote it: events inside, times from the start.
+        let (&tag, payload) = detail.value(0).split_first().unwrap();
+        assert_eq!(tag, RESIDUAL);
+        let mut residual = native::decode_payload(payload).unwrap();
+        residual.events = s
+            .events
+            .iter()
+            .map(|e| Event {
+                time: e.time - s.start,
+                ..e.clone()
+            })
+            .collect();
+        let mut old = vec![RESIDUAL];
+        let mut scratch = Vec::new();
+        native::encode(&residual, &mut scratch);
+        old.extend_from_slice(&scratch[native::HEADER_LEN..]);
+        let map = batch.column_by_name("attributes").unwrap().as_map();
+        let (keys, values) = (
+            map.keys().as_string::<i32>(),
+            map.values().as_string::<i32>(),
+        );
+        let row = Row {
+            trace_id: s.trace_id,
+            span_id: s.span_id,
+            parent_id: s.parent_id,
+            service: "svc".into(),
+            operation: "op",
+            host: "h".into(),
+            pid: s.pid,
+            start: s.start,
+            duration: s.duration(),
+            status_code: "ERROR",
+            status_message: None,
+            attributes: (0..keys.len())
+                .map(|j| (keys.value(j), values.value(j)))
+                .collect(),
+        };
+        assert_eq!(decode(row, &old, true, None).unwrap(), s);
     }
 
     #[test]

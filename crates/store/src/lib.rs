@@ -11,6 +11,7 @@
 
 mod block;
 mod detail;
+mod events;
 pub mod generate;
 mod head;
 mod index;

@@ -317,7 +317,11 @@ fn a_tag_matches_in_a_span_its_events_or_its_links_and_conditions_may_meet_apart
     a.events.push(causeway_model::Event {
         time: T0 + 1_000,
         name: "exception".into(),
-        attributes: vec![KeyValue::new("exception.type", "Timeout")],
+        attributes: vec![
+            KeyValue::new("exception.type", "Timeout"),
+            KeyValue::new("retry", 3i64),
+            KeyValue::new("backoff.ratio", 0.5),
+        ],
     });
     a.links.push(causeway_model::Link {
         trace_id: TraceId::new(9).unwrap(),
@@ -369,6 +373,9 @@ fn a_tag_matches_in_a_span_its_events_or_its_links_and_conditions_may_meet_apart
                 vec![1],
             ),
             (tags(&[("exception.type", "Crash")]), vec![]),
+            // Typed values match by their text.
+            (tags(&[("retry", "3"), ("backoff.ratio", "0.5")]), vec![1]),
+            (tags(&[("retry", "03")]), vec![]),
         ] {
             assert_eq!(ids(store, &q), want, "{stage}: {:?}", q.tags);
         }

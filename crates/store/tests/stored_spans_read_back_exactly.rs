@@ -15,6 +15,7 @@ fn value() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(Value::I64),
         "[a-z0-9 ]{0,12}".prop_map(Value::Str),
+        (-1e9f64..1e9).prop_map(Value::F64),
         prop::collection::vec(any::<i64>().prop_map(Value::I64), 0..3).prop_map(Value::Array),
     ]
 }
@@ -30,10 +31,18 @@ fn span() -> impl Strategy<Value = Span> {
         0u64..5_000_000_000,
         prop::collection::vec(("[a-z.]{1,8}", value()), 0..5),
         prop::option::of("[a-z ]{0,10}"),
-        any::<bool>(),
+        prop::collection::vec(
+            (
+                // Before the start, within the span, or after its end.
+                -1_000i64..6_000_000_000,
+                "[a-z ]{0,6}",
+                prop::collection::vec(("[a-z.]{1,8}", value()), 0..4),
+            ),
+            0..4,
+        ),
     )
         .prop_map(
-            |(t, id, parent, name, service, start, dur, attrs, error, event)| {
+            |(t, id, parent, name, service, start, dur, attrs, error, events)| {
                 let mut s = Span::new(
                     TraceId::new(t).unwrap(),
                     SpanId::new(id).unwrap(),
@@ -52,13 +61,17 @@ fn span() -> impl Strategy<Value = Span> {
                 if let Some(m) = error {
                     s.status = Status::Error(m);
                 }
-                if event {
-                    s.events.push(Event {
-                        time: start,
-                        name: "e".into(),
-                        attributes: vec![],
-                    });
-                }
+                s.events = events
+                    .into_iter()
+                    .map(|(at, name, attrs)| Event {
+                        time: start.wrapping_add_signed(at),
+                        name,
+                        attributes: attrs
+                            .into_iter()
+                            .map(|(k, v)| KeyValue { key: k, value: v })
+                            .collect(),
+                    })
+                    .collect();
                 s
             },
         )
