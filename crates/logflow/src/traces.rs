@@ -2,6 +2,7 @@
 //! thread's, lines of one request), from its first line to its last, named by its first
 //! line's log point, with an event per line (its number in its file, and its log point
 //! as `log.point`); the request's first segment is the root and the others hang under it.
+//! A request's span ids share their high bits, which lets a store keep them small.
 
 use causeway_analysis::logflows::LOG_POINT;
 use causeway_model::{Event, KeyValue, Source, Span, SpanId, SpanKind, TraceId};
@@ -66,10 +67,12 @@ pub fn request_spans(flows: &Flows, request: &Request, salt: u64) -> Vec<Span> {
     };
     let mut root: Option<SpanId> = None;
     let mut out = Vec::with_capacity(keys.len());
-    for (n, (key, _)) in keys.into_iter().enumerate() {
-        // Unique per request and segment (up to 2^24 segments), spread apart.
-        let number = (u64::from(request.id) << 24) | (n as u64 & 0xFF_FFFF);
-        let Some(span_id) = SpanId::new(mix(salt.rotate_left(32) ^ number)) else {
+    // A request's segments share their ids' high 40 bits, spread apart per request, and
+    // are numbered from 1 in the low 24: unique per request up to 2^24 - 1 segments, and
+    // a block holding a request's spans side by side stores their ids in 3 bytes, not 8.
+    let request_bits = mix(salt.rotate_left(32) ^ u64::from(request.id)) & !0xFF_FFFF;
+    for (n, (key, _)) in keys.into_iter().enumerate().take(0xFF_FFFF) {
+        let Some(span_id) = SpanId::new(request_bits | (n as u64 + 1)) else {
             continue;
         };
         let mut lines = segments.remove(&key).unwrap_or_default();
@@ -142,6 +145,9 @@ mod tests {
         assert_eq!(root.trace_id, child.trace_id);
         assert_eq!(child.parent_id, Some(root.span_id));
         assert_eq!(root.parent_id, None);
+        // One request's segments: ids that differ in their low bits only.
+        assert_ne!(root.span_id, child.span_id);
+        assert_eq!(root.span_id.get() >> 24, child.span_id.get() >> 24);
         assert_eq!(&*root.service, "web");
         assert_eq!(&*child.service, "db");
         assert_eq!(root.source, Source::Logs);
