@@ -46,9 +46,6 @@ const UNCOMPRESSED_COLUMNS: [&str; 8] = [
 const WAL_THROUGH: &str = "causeway.wal_through";
 const REPLACES: &str = "causeway.replaces";
 
-/// The `events` leaves search and the index leave out: they read attributes only.
-const EVENT_TEXT_LEAVES: [&str; 2] = ["time", "name"];
-
 /// Column names of the `spans` table, in file order. Later columns came later: blocks
 /// written before `nested_attributes` (attributes of a span's links, and of its events
 /// when the `events` column cannot hold their value, as text, for search) lack it and
@@ -554,7 +551,7 @@ impl Block {
             crate::events::COLUMN,
         ];
         let mut builder = IndexBuilder::default();
-        for batch in self.reader(&cols, &EVENT_TEXT_LEAVES, &[], BATCH_ROWS)? {
+        for batch in self.reader(&cols, &crate::events::TIME_AND_NAME_LEAVES, &[], BATCH_ROWS)? {
             let batch = batch.map_err(arrow_err(&self.path))?;
             let get = |name: &str| {
                 batch.column_by_name(name).ok_or_else(|| StoreError::Block {
@@ -726,7 +723,12 @@ impl Block {
             "status_code",
             crate::events::COLUMN,
         ];
-        for batch in self.reader(&columns, &EVENT_TEXT_LEAVES, &ranges, BATCH_ROWS)? {
+        for batch in self.reader(
+            &columns,
+            &crate::events::TIME_AND_NAME_LEAVES,
+            &ranges,
+            BATCH_ROWS,
+        )? {
             let batch = batch.map_err(arrow_err(&self.path))?;
             let (keys, values, offsets) = attribute_arrays(self, &batch, "attributes")?;
             let nested = optional_attribute_arrays(self, &batch, "nested_attributes")?;
