@@ -83,7 +83,7 @@ pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_jso
         })
         .collect();
     let s = bcubed(&truth, &found);
-    let stored = stored_bytes(&corpus, &requests)?;
+    let stored = stored_bytes(&corpus, &files, &requests)?;
     Ok(json!({
         "stored_bytes": stored,
         "stored_share": stored as f64 / bytes.max(1) as f64,
@@ -125,11 +125,11 @@ pub(crate) fn read_truth<T: serde::de::DeserializeOwned>(set: &Path) -> Result<V
 
 /// The bytes the stitched requests take in a store (its blocks, after flushing and
 /// compacting), as `causeway logs --collector` would store them.
-fn stored_bytes(corpus: &Corpus, requests: &[u32]) -> Result<usize> {
+fn stored_bytes(corpus: &Corpus, files: &[(String, Vec<u8>)], requests: &[u32]) -> Result<usize> {
     let dir = crate::bench::TempDir::new(None, "logs-store");
     let store = causeway_store::Store::open(&dir.0, causeway_store::StoreOptions::default())
         .context("opening a scratch store")?;
-    let spans = causeway_logflow::traces::spans(corpus, requests, 1);
+    let spans = causeway_logflow::traces::spans(corpus, files, requests, 1);
     causeway_store::TraceStore::append(&store, spans).context("storing the stitched requests")?;
     store.flush()?;
     while store.compact()? {}

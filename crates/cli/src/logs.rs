@@ -224,7 +224,7 @@ pub fn run(a: LogsArgs) -> Result<()> {
                 }
             }
         }
-        flows.add(&corpus, &numbered);
+        flows.add(&corpus, &window.files, &numbered);
         drop(corpus);
         let closed = flows.close(|r| open.contains(&r));
         for r in &closed {

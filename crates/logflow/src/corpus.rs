@@ -38,6 +38,53 @@ pub struct Line {
     /// Its values (at the log point's parameters, in order): indices into the
     /// corpus's values, read with [`Corpus::values`].
     pub values: Range<usize>,
+    /// Where its message (the line after its prefix) is, read with [`Corpus::message`].
+    message: MessageAt,
+}
+
+/// Where a line's message is: in its file's bytes, or (a message that is not the file's
+/// bytes: decoded lossily, a JSON line's, or one past 4 GiB into a file) in the corpus's
+/// own text. Eight bytes, as there is one per line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct MessageAt {
+    start: u32,
+    /// The length, and [`MessageAt::KEPT`] when the message is the corpus's.
+    len: u32,
+}
+
+impl MessageAt {
+    const KEPT: u32 = 1 << 31;
+
+    /// `len` bytes from `start` in the file, if the numbers fit.
+    fn in_file(start: usize, len: usize) -> Option<MessageAt> {
+        Some(MessageAt {
+            start: u32::try_from(start).ok()?,
+            len: u32::try_from(len).ok().filter(|&l| l < Self::KEPT)?,
+        })
+    }
+
+    /// `message`, appended to `kept` (the corpus's text). Lines are cut at MAX_LINE, far
+    /// below either limit; past 4 GiB of such messages, a message is left empty.
+    fn kept(message: &str, kept: &mut String) -> MessageAt {
+        match MessageAt::in_file(kept.len(), message.len()) {
+            Some(at) => {
+                kept.push_str(message);
+                MessageAt {
+                    len: at.len | Self::KEPT,
+                    ..at
+                }
+            }
+            None => MessageAt {
+                start: 0,
+                len: Self::KEPT,
+            },
+        }
+    }
+
+    fn range(self) -> std::ops::Range<usize> {
+        let start = self.start as usize;
+        start..start + (self.len & !Self::KEPT) as usize
+    }
 }
 
 /// `bytes` split at each line feed, as `bytes.split(|b| *b == b'\n')` splits it, found
@@ -76,6 +123,8 @@ pub struct Corpus {
     /// rather than one per value.
     value_text: String,
     value_ends: Vec<usize>,
+    /// The messages that are not their files' bytes (see [`MessageAt`]), end to end.
+    kept_text: String,
     /// Each line's values' keys (see [`crate::links::keys`]) as numbers, `(slot, key)`,
     /// line after line (`keys[key_starts[i]..key_starts[i + 1]]`); a value's own text is
     /// the first key of its slot. Numbered once, so that learning links and the walk
@@ -98,6 +147,8 @@ struct Raw<'a> {
     number: u32,
     text: Cow<'a, str>,
     message_at: usize,
+    /// Where the message is kept for the corpus.
+    kept_at: MessageAt,
     time_ns: Option<i64>,
     thread: Option<u32>,
     continued: Vec<u32>,
@@ -124,6 +175,19 @@ impl Corpus {
             let start = k.checked_sub(1).map_or(0, |before| self.value_ends[before]);
             &self.value_text[start..self.value_ends[k]]
         })
+    }
+
+    /// `line`'s message as printed (after its prefix), from `files`, the files the corpus
+    /// was read from.
+    pub fn message<'a>(&'a self, line: &Line, files: &'a [(String, Vec<u8>)]) -> Cow<'a, str> {
+        let at = line.message;
+        if at.len & MessageAt::KEPT != 0 {
+            return Cow::Borrowed(self.kept_text.get(at.range()).unwrap_or_default());
+        }
+        files
+            .get(line.file as usize)
+            .and_then(|(_, bytes)| bytes.get(at.range()))
+            .map_or(Cow::Borrowed(""), String::from_utf8_lossy)
     }
 
     /// `line`'s thread's name.
@@ -186,6 +250,7 @@ impl Corpus {
             .map(|(_, b)| memchr::memchr_iter(b'\n', b).count() + 1)
             .sum();
         let mut raws: Vec<Raw<'_>> = Vec::with_capacity(line_breaks);
+        let mut kept_text = String::new();
         let mut threads: Vec<Box<str>> = Vec::new();
         let mut thread_ids: HashMap<Box<str>, u32> = HashMap::default();
         let mut intern = |name: &str| match thread_ids.get(name) {
@@ -228,10 +293,21 @@ impl Corpus {
                     }
                 }
                 had_time |= time_ns.is_some();
+                let message = text.get(message_at..).unwrap_or_default();
+                let kept_at = match &text {
+                    // A slice of `bytes`, so the offset is the pointers' difference.
+                    Cow::Borrowed(t) => MessageAt::in_file(
+                        t.as_ptr() as usize - bytes.as_ptr() as usize + message_at,
+                        message.len(),
+                    ),
+                    Cow::Owned(_) => None,
+                }
+                .unwrap_or_else(|| MessageAt::kept(message, &mut kept_text));
                 raws.push(Raw {
                     file: f as u32,
                     number: first_line + n as u32,
                     message_at,
+                    kept_at,
                     time_ns,
                     thread,
                     text,
@@ -302,6 +378,7 @@ impl Corpus {
                     point,
                     values: first..value_ends.len(),
                     thread: raw.thread,
+                    message: raw.kept_at,
                 }
             })
             .collect();
@@ -311,6 +388,7 @@ impl Corpus {
             threads,
             value_text,
             value_ends,
+            kept_text,
             miner,
             points,
             counts,

@@ -19,7 +19,8 @@ pub struct FlowLine {
     pub thread: Option<u32>,
     /// See [`Flows::point`].
     pub point: u32,
-    /// Its text as printed (kept only when asked for: traces need it, sequences not).
+    /// Its message as printed, after its prefix (kept only when asked for: traces need
+    /// it, sequences not).
     pub text: Box<str>,
 }
 
@@ -71,10 +72,11 @@ impl Flows {
         self.threads.get(thread as usize).map(|t| &**t)
     }
 
-    /// Adds the lines of `corpus` to the requests `requests` gives them (none: a line
-    /// added before, as the window before's). The first corpus added numbers its log
-    /// points as it does, so that a single window's ids are the corpus's.
-    pub fn add(&mut self, corpus: &Corpus, requests: &[Option<u32>]) {
+    /// Adds the lines of `corpus`, read from `files`, to the requests `requests` gives
+    /// them (none: a line added before, as the window before's). The first corpus added
+    /// numbers its log points as it does, so that a single window's ids are the
+    /// corpus's.
+    pub fn add(&mut self, corpus: &Corpus, files: &[(String, Vec<u8>)], requests: &[Option<u32>]) {
         let first = self.points.is_empty();
         let points: Vec<u32> = (0..corpus.points().len() as PointId)
             .map(|p| {
@@ -115,10 +117,7 @@ impl Flows {
             let point = points[line.point as usize];
             self.points[point as usize].1 += 1;
             let text = if self.keep_text {
-                corpus
-                    .point_shape(line.point)
-                    .render(corpus.values(line))
-                    .into_boxed_str()
+                corpus.message(line, files).into()
             } else {
                 Box::default()
             };
@@ -144,12 +143,17 @@ impl Flows {
         closed
     }
 
-    /// The requests of one corpus whose every line `requests` gives a request: the whole
-    /// of a single window's run.
-    pub fn whole(corpus: &Corpus, requests: &[u32], keep_text: bool) -> (Flows, Vec<Request>) {
+    /// The requests of one corpus, read from `files`, whose every line `requests` gives a
+    /// request: the whole of a single window's run.
+    pub fn whole(
+        corpus: &Corpus,
+        files: &[(String, Vec<u8>)],
+        requests: &[u32],
+        keep_text: bool,
+    ) -> (Flows, Vec<Request>) {
         let mut flows = Flows::new(corpus.files.clone(), keep_text);
         let given: Vec<Option<u32>> = requests.iter().copied().map(Some).collect();
-        flows.add(corpus, &given);
+        flows.add(corpus, files, &given);
         let closed = flows.close(|_| false);
         (flows, closed)
     }

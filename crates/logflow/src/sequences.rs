@@ -33,7 +33,7 @@ impl Sequence {
 /// The sequences of one corpus's requests (`requests` gives each line's), the commonest
 /// first; log points numbered as the corpus numbers them.
 pub fn sequences(corpus: &Corpus, requests: &[u32]) -> Vec<Sequence> {
-    let (_, closed) = Flows::whole(corpus, requests, false);
+    let (_, closed) = Flows::whole(corpus, &[], requests, false);
     let mut table = SequenceTable::default();
     for r in &closed {
         table.add(r);

@@ -27,10 +27,15 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The spans of one corpus's requests (`requests` gives each line's), as
-/// [`request_spans`] makes them.
-pub fn spans(corpus: &Corpus, requests: &[u32], salt: u64) -> Vec<Span> {
-    let (flows, closed) = Flows::whole(corpus, requests, true);
+/// The spans of the requests of one corpus, read from `files` (`requests` gives each
+/// line's), as [`request_spans`] makes them.
+pub fn spans(
+    corpus: &Corpus,
+    files: &[(String, Vec<u8>)],
+    requests: &[u32],
+    salt: u64,
+) -> Vec<Span> {
+    let (flows, closed) = Flows::whole(corpus, files, requests, true);
     closed
         .iter()
         .flat_map(|r| request_spans(&flows, r, salt))
@@ -131,16 +136,20 @@ mod tests {
     fn a_request_is_a_trace_with_a_span_per_node_and_an_event_per_line() {
         let web = "1970-01-01T00:00:01.000Z INFO [main] order 7 received\n\
                    1970-01-01T00:00:01.300Z INFO [main] order 7 done\n";
-        let db = "1970-01-01T00:00:01.100Z INFO [pool] wrote order 7\n";
-        let corpus = Corpus::read(
-            &[
-                ("logs/web.log".into(), web.as_bytes().to_vec()),
-                ("logs/db.log".into(), db.as_bytes().to_vec()),
-            ],
-            Options::default(),
+        let db = "1970-01-01T00:00:01.100Z INFO [pool] wrote order=7\n";
+        // A line that is not UTF-8, and a JSON line: messages that are not the files' bytes.
+        let mut pay = b"1970-01-01T00:00:01.150Z INFO [io] charged order 7 \xff\n".to_vec();
+        pay.extend_from_slice(
+            br#"{"timestamp":"1970-01-01T00:00:01.160Z","thread":"io","message":"receipt sent","order":7}"#,
         );
-        let spans = spans(&corpus, &[0, 0, 0], 5);
-        assert_eq!(spans.len(), 2);
+        let files = [
+            ("logs/web.log".to_string(), web.as_bytes().to_vec()),
+            ("logs/db.log".to_string(), db.as_bytes().to_vec()),
+            ("logs/pay.log".to_string(), pay),
+        ];
+        let corpus = Corpus::read(&files, Options::default());
+        let spans = spans(&corpus, &files, &[0; 5], 5);
+        assert_eq!(spans.len(), 3);
         let (root, child) = (&spans[0], &spans[1]);
         assert_eq!(root.trace_id, child.trace_id);
         assert_eq!(child.parent_id, Some(root.span_id));
@@ -160,14 +169,18 @@ mod tests {
         );
         let events: Vec<&str> = root.events.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(events, ["order 7 received", "order 7 done"]);
-        assert_eq!(child.events[0].name, "wrote order 7");
+        // Each event is its line's message as printed, not its log point's rendering
+        // (`wrote order = 7`).
+        assert_eq!(child.events[0].name, "wrote order=7");
         assert_eq!(
             child.events[0].attributes[1],
-            KeyValue::new(LOG_POINT, "wrote order <NUM>")
+            KeyValue::new(LOG_POINT, "wrote order = <NUM>")
         );
+        let events: Vec<&str> = spans[2].events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(events, ["charged order 7 \u{fffd}", "receipt sent order=7"]);
         // Another salt, another trace.
         assert_ne!(
-            super::spans(&corpus, &[0, 0, 0], 6)[0].trace_id,
+            super::spans(&corpus, &files, &[0; 5], 6)[0].trace_id,
             root.trace_id
         );
     }

@@ -292,13 +292,11 @@ fn stitched(t: u64) -> Vec<Span> {
         db += &line(at + 5 * MS, format!("wrote order {order}"));
         web += &line(at + (20 + 10 * k) * MS, format!("order {order} done"));
     }
-    let corpus = Corpus::read(
-        &[
-            ("web.log".into(), web.into_bytes()),
-            ("db.log".into(), db.into_bytes()),
-        ],
-        Options::default(),
-    );
+    let files = [
+        ("web.log".to_string(), web.into_bytes()),
+        ("db.log".to_string(), db.into_bytes()),
+    ];
+    let corpus = Corpus::read(&files, Options::default());
     let ranked = ids::rank(&corpus);
     let learned = links::learn(&corpus, &links::LinkOptions::default());
     let requests = stitch::stitch(
@@ -307,7 +305,7 @@ fn stitched(t: u64) -> Vec<Span> {
         &learned,
         &stitch::StitchOptions::default(),
     );
-    traces::spans(&corpus, &requests, 7)
+    traces::spans(&corpus, &files, &requests, 7)
 }
 
 /// The report `causeway logs --collector` sends beside the requests.
