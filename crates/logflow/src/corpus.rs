@@ -16,6 +16,9 @@ use crate::tokens::{tokenize, Kind, Token};
 
 /// Lines longer than this are cut (and counted).
 pub const MAX_LINE: usize = 16 * 1024;
+/// Bytes of a line's message with its continuations (a stack trace's frames) at most:
+/// further continuations still belong to the line but are not part of its message.
+pub const MAX_MESSAGE: usize = 64 * 1024;
 
 /// One log line.
 #[derive(Clone, Debug, PartialEq)]
@@ -78,6 +81,19 @@ impl MessageAt {
                 start: 0,
                 len: Self::KEPT,
             },
+        }
+    }
+
+    /// A message in its file, run on to `end` there (its continuations: a stack trace's
+    /// frames), up to [`MAX_MESSAGE`] bytes; a kept message stays as it is.
+    fn extend_to(&mut self, end: usize) {
+        if self.len & Self::KEPT != 0 {
+            return;
+        }
+        let len = end.saturating_sub(self.start as usize);
+        if len <= MAX_MESSAGE {
+            // MAX_MESSAGE < KEPT.
+            self.len = len as u32;
         }
     }
 
@@ -289,6 +305,10 @@ impl Corpus {
                     if let Some(last) = raws.last_mut().filter(|r| r.file == f as u32) {
                         counts.continuations += 1;
                         last.continued.push(first_line + n as u32);
+                        // The line's message runs on through its continuations, which
+                        // follow it in the file (a slice of `bytes`, as above).
+                        let end = line.as_ptr() as usize - bytes.as_ptr() as usize + line.len();
+                        last.kept_at.extend_to(end);
                         continue;
                     }
                 }

@@ -136,7 +136,9 @@ mod tests {
     fn a_request_is_a_trace_with_a_span_per_node_and_an_event_per_line() {
         let web = "1970-01-01T00:00:01.000Z INFO [main] order 7 received\n\
                    1970-01-01T00:00:01.300Z INFO [main] order 7 done\n";
-        let db = "1970-01-01T00:00:01.100Z INFO [pool] wrote order=7\n";
+        let db = "1970-01-01T00:00:01.100Z INFO [pool] wrote order=7\n\
+                  \tat db.write(Db.java:12)\n\
+                  \tat db.run(Db.java:3)\n";
         // A line that is not UTF-8, and a JSON line: messages that are not the files' bytes.
         let mut pay = b"1970-01-01T00:00:01.150Z INFO [io] charged order 7 \xff\n".to_vec();
         pay.extend_from_slice(
@@ -170,8 +172,11 @@ mod tests {
         let events: Vec<&str> = root.events.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(events, ["order 7 received", "order 7 done"]);
         // Each event is its line's message as printed, not its log point's rendering
-        // (`wrote order = 7`).
-        assert_eq!(child.events[0].name, "wrote order=7");
+        // (`wrote order = 7`), with the lines that continue it.
+        assert_eq!(
+            child.events[0].name,
+            "wrote order=7\n\tat db.write(Db.java:12)\n\tat db.run(Db.java:3)"
+        );
         assert_eq!(
             child.events[0].attributes[1],
             KeyValue::new(LOG_POINT, "wrote order = <NUM>")
