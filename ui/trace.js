@@ -471,7 +471,7 @@ function drawDetail() {
     h("table.kv", {}, rows.map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, v)))),
     s.attributes && s.attributes.length ? [h("h4", {}, "Attributes"), kv(s.attributes)] : h("p.hint", {}, "No attributes."),
     s.events && s.events.length ? [h("h4", {}, "Events"), h("table.kv", {}, s.events.map((e) => h("tr", {},
-      h("th", {}, rel(e.time)), h("td", {}, e.name, (e.attributes || []).map((a) => h("div.sub", {}, `${a.key} = ${text(a.value)}`))))))] : "",
+      h("th", {}, rel(e.time)), h("td", {}, h("span.event-name", {}, e.name), (e.attributes || []).map((a) => h("div.sub", {}, `${a.key} = ${text(a.value)}`))))))] : "",
     s.messages && s.messages.length ? [h("h4", {}, "Messages"), h("table.kv", {}, s.messages.map((m) => h("tr", {},
       h("th", {}, rel(m.time)), h("td", {}, `${m.direction} ${m.peer ? "to/from " + m.peer : ""} (${m.size ?? "?"} bytes)`))))] : "",
     s.links && s.links.length ? [h("h4", {}, "Links"), h("ul", {}, s.links.map((l) => h("li", {}, h("a", { href: link("trace", l.trace_id, { span: l.span_id }) }, `${l.trace_id}/${l.span_id}`))))] : "",

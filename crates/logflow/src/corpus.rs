@@ -84,17 +84,24 @@ impl MessageAt {
         }
     }
 
-    /// A message in its file, run on to `end` there (its continuations: a stack trace's
-    /// frames), up to [`MAX_MESSAGE`] bytes; a kept message stays as it is.
-    fn extend_to(&mut self, end: usize) {
-        if self.len & Self::KEPT != 0 {
+    /// The message run on through a line that continues it (a stack trace's frame), up
+    /// to [`MAX_MESSAGE`] bytes: to `end` in its file, or, kept, with `line` appended
+    /// after a line break (`kept` ends with the message, the last one kept).
+    fn run_on(&mut self, end: usize, line: &str, kept: &mut String) {
+        let len = if self.len & Self::KEPT == 0 {
+            end.saturating_sub(self.start as usize)
+        } else {
+            (self.len & !Self::KEPT) as usize + 1 + line.len()
+        };
+        if len > MAX_MESSAGE {
             return;
         }
-        let len = end.saturating_sub(self.start as usize);
-        if len <= MAX_MESSAGE {
-            // MAX_MESSAGE < KEPT.
-            self.len = len as u32;
+        if self.len & Self::KEPT != 0 {
+            kept.push('\n');
+            kept.push_str(line);
         }
+        // MAX_MESSAGE < KEPT.
+        self.len = (self.len & Self::KEPT) | len as u32;
     }
 
     fn range(self) -> std::ops::Range<usize> {
@@ -308,7 +315,7 @@ impl Corpus {
                         // The line's message runs on through its continuations, which
                         // follow it in the file (a slice of `bytes`, as above).
                         let end = line.as_ptr() as usize - bytes.as_ptr() as usize + line.len();
-                        last.kept_at.extend_to(end);
+                        last.kept_at.run_on(end, &text, &mut kept_text);
                         continue;
                     }
                 }

@@ -144,6 +144,7 @@ mod tests {
         pay.extend_from_slice(
             br#"{"timestamp":"1970-01-01T00:00:01.160Z","thread":"io","message":"receipt sent","order":7}"#,
         );
+        pay.extend_from_slice(b"\n\tat pay.Mail.send(Mail.java:40)\n");
         let files = [
             ("logs/web.log".to_string(), web.as_bytes().to_vec()),
             ("logs/db.log".to_string(), db.as_bytes().to_vec()),
@@ -182,7 +183,13 @@ mod tests {
             KeyValue::new(LOG_POINT, "wrote order = <NUM>")
         );
         let events: Vec<&str> = spans[2].events.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(events, ["charged order 7 \u{fffd}", "receipt sent order=7"]);
+        assert_eq!(
+            events,
+            [
+                "charged order 7 \u{fffd}",
+                "receipt sent order=7\n\tat pay.Mail.send(Mail.java:40)"
+            ]
+        );
         // Another salt, another trace.
         assert_ne!(
             super::spans(&corpus, &files, &[0; 5], 6)[0].trace_id,

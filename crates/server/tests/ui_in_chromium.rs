@@ -290,6 +290,8 @@ fn stitched(t: u64) -> Vec<Span> {
             db += &line(at + 2 * MS, format!("cache miss for order {order}"));
         }
         db += &line(at + 5 * MS, format!("wrote order {order}"));
+        // A stack frame: a line with no time, part of the line before.
+        db += "\tat db.Store.write(Store.java:12)\n";
         web += &line(at + (20 + 10 * k) * MS, format!("order {order} done"));
     }
     let files = [
@@ -820,6 +822,20 @@ fn every_page_renders_what_the_api_answers() {
             .contains("stitched from logs"),
         "{}",
         ui.text(".trace-head .summary")
+    );
+    // A line's event shows the frames that continue it, on lines of their own.
+    ui.eval("[...document.querySelectorAll('.row')].find(r => r.querySelector('.svc').textContent === 'db').click(); true");
+    ui.wait_for(
+        "document.querySelector('.detail')?.innerText.includes('wrote order')",
+        "the db segment's events",
+    );
+    assert!(
+        ui.text(".detail").contains("wrote order 70")
+            && ui
+                .text(".detail")
+                .contains("\n\tat db.Store.write(Store.java:12)"),
+        "{:?}",
+        ui.text(".detail")
     );
 
     // Switching quickly: the 10 001-span trace is asked for first and answers last; the
