@@ -86,12 +86,14 @@ impl MessageAt {
 
     /// The message run on through a line that continues it (a stack trace's frame), up
     /// to [`MAX_MESSAGE`] bytes: to `end` in its file, or, kept, with `line` appended
-    /// after a line break (`kept` ends with the message, the last one kept).
+    /// after a line break (when `kept` ends with the message: the last one kept).
     fn run_on(&mut self, end: usize, line: &str, kept: &mut String) {
         let len = if self.len & Self::KEPT == 0 {
             end.saturating_sub(self.start as usize)
-        } else {
+        } else if self.range().end == kept.len() {
             (self.len & !Self::KEPT) as usize + 1 + line.len()
+        } else {
+            return;
         };
         if len > MAX_MESSAGE {
             return;
