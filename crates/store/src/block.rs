@@ -177,7 +177,7 @@ pub(crate) fn to_batch(spans: &[&Span]) -> Result<RecordBatch, arrow::error::Arr
     let mut detail = BinaryBuilder::new();
     let mut scratch = Vec::with_capacity(512);
     let mut detail_bytes = Vec::with_capacity(512);
-    let mut events = crate::events::EventsBuilder::default();
+    let mut events = crate::events::EventsBuilder::new();
     for s in spans {
         trace_id.append_value(s.trace_id.to_bytes())?;
         span_id.append_value(s.span_id.to_bytes())?;

@@ -73,7 +73,6 @@ pub(crate) fn in_column(value: &Value) -> bool {
 }
 
 /// Builds the column for a run of spans.
-#[derive(Default)]
 pub(crate) struct EventsBuilder {
     span_offsets: Vec<i32>,
     time: Vec<i64>,
@@ -85,12 +84,20 @@ pub(crate) struct EventsBuilder {
 }
 
 impl EventsBuilder {
+    pub fn new() -> EventsBuilder {
+        EventsBuilder {
+            span_offsets: vec![0],
+            time: Vec::new(),
+            name: StringBuilder::new(),
+            event_offsets: vec![0],
+            key: StringBuilder::new(),
+            text: StringBuilder::new(),
+            int: Int64Builder::new(),
+        }
+    }
+
     /// Appends a span's events; with `whole`, none (the detail holds the whole span).
     pub fn push(&mut self, span: &Span, whole: bool) {
-        if self.span_offsets.is_empty() {
-            self.span_offsets.push(0);
-            self.event_offsets.push(0);
-        }
         if !whole {
             let mut previous = span.start;
             for e in &span.events {
@@ -122,10 +129,6 @@ impl EventsBuilder {
 
     /// The column; `spans` rows (the number of spans pushed).
     pub fn finish(mut self, spans: usize) -> Result<ArrayRef, arrow::error::ArrowError> {
-        if self.span_offsets.is_empty() {
-            self.span_offsets.push(0);
-            self.event_offsets.push(0);
-        }
         if self.span_offsets.len() != spans + 1 {
             return Err(arrow::error::ArrowError::InvalidArgumentError(format!(
                 "events of {} spans for {spans} rows",
