@@ -12,7 +12,7 @@ use crate::format::Format;
 use crate::header;
 use crate::points::{Point, PointId, Points};
 use crate::source::SourceIndex;
-use crate::tokens::{tokenize, Kind, Token};
+use crate::tokens::{tokenize, KeptTokens, Kind, Token};
 
 /// Lines longer than this are cut (and counted).
 pub const MAX_LINE: usize = 16 * 1024;
@@ -349,8 +349,9 @@ impl Corpus {
             .iter_mut()
             .map(|r| std::mem::take(&mut r.continued))
             .collect();
-        // Tokens are made again in the second pass rather than kept: a log's tokens take
-        // several times its bytes, and the memory costs more than the tokenizing.
+        // Tokens are kept for the second pass as positions (see `KeptTokens`): kept as
+        // they are, they took several times the log's bytes, and the memory cost more
+        // than tokenizing again.
         let mut miner = Miner::new(options);
         // A line a source log point printed starts with a word naming that log point
         // (its place in the source), so that Drain mines it with that log point's lines
@@ -367,11 +368,15 @@ impl Corpus {
             .collect();
         let place = |point: Option<usize>| point.and_then(|p| places.get(p)).map(String::as_str);
         let mut line_tokens = Vec::new();
+        let mut kept_tokens =
+            KeptTokens::with_capacity(raws.len(), raws.iter().map(|r| r.message().len()).sum());
         let joined: Vec<TemplateId> = raws
             .iter()
             .zip(&point_of)
             .map(|(raw, &point)| {
-                tokens_at(raw.message(), place(point), &mut line_tokens);
+                tokenize(raw.message(), &mut line_tokens);
+                kept_tokens.push(raw.message(), &line_tokens);
+                after_place(place(point), &mut line_tokens);
                 miner.add(&line_tokens)
             })
             .collect();
@@ -384,8 +389,10 @@ impl Corpus {
             .zip(continued)
             .zip(joined)
             .zip(&point_of)
-            .map(|(((raw, continued), joined), &point)| {
-                tokens_at(raw.message(), place(point), &mut line_tokens);
+            .enumerate()
+            .map(|(i, (((raw, continued), joined), &point))| {
+                kept_tokens.read(i, raw.message(), &mut line_tokens);
+                after_place(place(point), &mut line_tokens);
                 // The template it matches now; else (templates generalised past it) the
                 // one it joined.
                 let template = miner.find(&line_tokens).unwrap_or(joined);
@@ -519,11 +526,11 @@ pub fn line_time(text: &str, format: Option<&Format>) -> Option<i64> {
     read_header(Cow::Borrowed(text), format, |_| 0).2
 }
 
-/// `message`'s tokens, after a word naming its log point's place in the source if any.
-fn tokens_at<'a>(message: &'a str, place: Option<&'a str>, out: &mut Vec<Token<'a>>) {
-    tokenize(message, out);
+/// A message's `tokens` put after a word naming its log point's place in the source, if
+/// it has one.
+fn after_place<'a>(place: Option<&'a str>, tokens: &mut Vec<Token<'a>>) {
     if let Some(place) = place {
-        out.insert(
+        tokens.insert(
             0,
             Token {
                 text: place,

@@ -121,6 +121,71 @@ pub fn tokenize<'a>(message: &'a str, out: &mut Vec<Token<'a>>) {
     }
 }
 
+/// Lines' tokens, kept as where each lies in its line's message and what kind it is:
+/// six bytes a token, where a [`Token`] takes 24, so that a second pass over the lines
+/// reads them back instead of tokenizing again.
+#[derive(Default)]
+pub struct KeptTokens {
+    spans: Vec<Span>,
+    /// Where each line's tokens end in `spans`.
+    ends: Vec<usize>,
+}
+
+#[derive(Clone, Copy)]
+struct Span {
+    start: u16,
+    len: u16,
+    kind: Kind,
+}
+
+impl KeptTokens {
+    /// Messages longer than this keep no tokens (their positions do not fit): the
+    /// second pass tokenizes them again. Lines are cut far below it.
+    const MAX_MESSAGE: usize = u16::MAX as usize;
+
+    /// Room for `lines` lines of `bytes` bytes of messages, made at once: grown by
+    /// doubling, the tokens would be copied to fresh memory each time, and the peak hold
+    /// three times their size. Logs have about a token per five bytes; room not used is
+    /// address space, not memory.
+    pub fn with_capacity(lines: usize, bytes: usize) -> KeptTokens {
+        KeptTokens {
+            spans: Vec::with_capacity(bytes / 3),
+            ends: Vec::with_capacity(lines),
+        }
+    }
+
+    /// Keeps the next line's `tokens`, slices of `message`.
+    pub fn push(&mut self, message: &str, tokens: &[Token<'_>]) {
+        if message.len() <= Self::MAX_MESSAGE {
+            let base = message.as_ptr() as usize;
+            // Offsets within a message of at most u16::MAX bytes fit in u16.
+            self.spans.extend(tokens.iter().map(|t| Span {
+                start: (t.text.as_ptr() as usize - base) as u16,
+                len: t.text.len() as u16,
+                kind: t.kind,
+            }));
+        }
+        self.ends.push(self.spans.len());
+    }
+
+    /// Line `line`'s tokens, read back from `message` (the one it was kept with) into
+    /// `out` (cleared first); tokenized again when none were kept.
+    pub fn read<'a>(&self, line: usize, message: &'a str, out: &mut Vec<Token<'a>>) {
+        if message.len() > Self::MAX_MESSAGE {
+            return tokenize(message, out);
+        }
+        out.clear();
+        let start = line.checked_sub(1).map_or(0, |before| self.ends[before]);
+        out.extend(self.spans[start..self.ends[line]].iter().map(|s| {
+            let at = usize::from(s.start);
+            Token {
+                text: message.get(at..at + usize::from(s.len)).unwrap_or_default(),
+                kind: s.kind,
+            }
+        }));
+    }
+}
+
 /// Where a path with a query string that starts at `at` ends, if one does: at
 /// whitespace or a closing bracket or quote, without a trailing `,` `.` `;` `:`.
 fn url_end(bytes: &[u8], at: usize) -> Option<usize> {
@@ -300,7 +365,39 @@ mod tests {
         assert_eq!(classify("1.2.3.4.5"), Digits);
     }
 
+    #[test]
+    fn a_message_too_long_to_keep_is_tokenized_again() {
+        let long = format!("{} id=7", "word ".repeat(20_000));
+        let mut tokens = Vec::new();
+        tokenize(&long, &mut tokens);
+        let mut kept = KeptTokens::default();
+        kept.push("short 1", &[]);
+        kept.push(&long, &tokens);
+        assert!(kept.spans.is_empty());
+        let mut read = Vec::new();
+        kept.read(1, &long, &mut read);
+        assert_eq!(read, tokens);
+        kept.read(0, "short 1", &mut read);
+        assert!(read.is_empty());
+    }
+
     proptest! {
+        #[test]
+        fn kept_tokens_read_back_as_tokenized(messages in proptest::collection::vec("\\PC{0,60}", 0..8)) {
+            let mut kept = KeptTokens::default();
+            let mut tokens = Vec::new();
+            for m in &messages {
+                tokenize(m, &mut tokens);
+                kept.push(m, &tokens);
+            }
+            let mut read = vec![Token { text: "stale", kind: Kind::Word }];
+            for (i, m) in messages.iter().enumerate() {
+                tokenize(m, &mut tokens);
+                kept.read(i, m, &mut read);
+                prop_assert_eq!(&read, &tokens);
+            }
+        }
+
         #[test]
         fn tokens_cover_every_non_space_byte_in_order(message in "\\PC{0,80}") {
             let mut out = Vec::new();
