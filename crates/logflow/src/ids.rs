@@ -6,7 +6,7 @@
 //! separate bursts across the log (a train number, a user id) names an entity that many
 //! requests touch, not a request.
 
-use foldhash::{HashMap, HashSet};
+use foldhash::HashSet;
 
 use crate::corpus::Corpus;
 use crate::points::PointId;
@@ -44,19 +44,9 @@ pub struct Evidence {
 /// Every variable with at least two distinct values, the likeliest request identifier
 /// first.
 pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
-    // Each value's occurrences, by its key number: (time, file, variable), in time
-    // order (the lines are taken in it).
-    let mut occurrences: Vec<Vec<(i64, u32, Variable)>> =
-        (0..corpus.key_count()).map(|_| Vec::new()).collect();
-    for &i in corpus.time_order() {
-        let line = &corpus.lines[i];
-        let t = corpus.time(i);
-        for (slot, key) in corpus.value_keys(i).enumerate() {
-            if let Some(o) = occurrences.get_mut(key as usize) {
-                o.push((t, line.file, (line.point, slot as u32)));
-            }
-        }
-    }
+    // Each value's facts, by its key number, from its occurrences in time order (the
+    // lines are taken in it): gathered as they come rather than from a list of each
+    // value's occurrences, which took a vector per value and 24 bytes per occurrence.
     #[derive(Default)]
     struct ValueFacts {
         several_variables: bool,
@@ -64,33 +54,59 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
         bursts: usize,
         lifetime: i64,
     }
-    let facts: Vec<ValueFacts> = occurrences
-        .iter()
-        .map(|occ| {
-            if occ.is_empty() {
-                return ValueFacts::default();
-            }
-            let (file, variable) = (occ[0].1, occ[0].2);
-            let bursts = 1 + occ
-                .windows(2)
-                .filter(|w| w[1].0 - w[0].0 > BURST_GAP_NS)
-                .count();
-            let lifetime = occ.last().map_or(0, |l| l.0) - occ.first().map_or(0, |f| f.0);
-            ValueFacts {
-                several_variables: occ.iter().any(|o| o.2 != variable),
-                several_files: occ.iter().any(|o| o.1 != file),
-                bursts,
-                lifetime,
-            }
-        })
+    struct Seen {
+        first_at: i64,
+        last_at: i64,
+        file: u32,
+        variable: Variable,
+    }
+    let mut facts: Vec<ValueFacts> = (0..corpus.key_count())
+        .map(|_| ValueFacts::default())
         .collect();
-    drop(occurrences);
+    let mut seen: Vec<Option<Seen>> = (0..corpus.key_count()).map(|_| None).collect();
+    for &i in corpus.time_order() {
+        let line = &corpus.lines[i];
+        let t = corpus.time(i);
+        for (slot, key) in corpus.value_keys(i).enumerate() {
+            let variable = (line.point, slot as u32);
+            let (Some(f), Some(s)) = (facts.get_mut(key as usize), seen.get_mut(key as usize))
+            else {
+                continue;
+            };
+            match s {
+                None => {
+                    *s = Some(Seen {
+                        first_at: t,
+                        last_at: t,
+                        file: line.file,
+                        variable,
+                    });
+                    f.bursts = 1;
+                }
+                Some(s) => {
+                    f.bursts += usize::from(t - s.last_at > BURST_GAP_NS);
+                    f.several_variables |= variable != s.variable;
+                    f.several_files |= line.file != s.file;
+                    s.last_at = t;
+                    f.lifetime = t - s.first_at;
+                }
+            }
+        }
+    }
+    drop(seen);
     // Each variable's lines, distinct values (key numbers) and first three values (in
     // line order, so that the examples shown are the same on every run).
-    let mut values_of: HashMap<Variable, (usize, HashSet<u32>, Vec<&str>)> = HashMap::default();
+    // By log point (their ids are dense), then slot.
+    type Values<'a> = (usize, HashSet<u32>, Vec<&'a str>);
+    let mut values_of: Vec<Vec<Values<'_>>> = Vec::new();
     for (i, line) in corpus.lines.iter().enumerate() {
-        for (slot, (value, key)) in corpus.values(line).zip(corpus.value_keys(i)).enumerate() {
-            let e = values_of.entry((line.point, slot as u32)).or_default();
+        let point = line.point as usize;
+        if values_of.len() <= point {
+            values_of.resize_with(point + 1, Vec::new);
+        }
+        let slots = &mut values_of[point];
+        slots.resize_with(slots.len().max(line.values.len()), Values::default);
+        for ((value, key), e) in corpus.values(line).zip(corpus.value_keys(i)).zip(slots) {
             e.0 += 1;
             if e.1.insert(key) && e.2.len() < EXAMPLES {
                 e.2.push(value);
@@ -99,6 +115,13 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
     }
     let mut ranked: Vec<Evidence> = values_of
         .into_iter()
+        .enumerate()
+        .flat_map(|(point, slots)| {
+            slots
+                .into_iter()
+                .enumerate()
+                .map(move |(slot, values)| ((point as PointId, slot as u32), values))
+        })
         .filter(|(_, (_, values, _))| values.len() >= 2)
         .map(|(variable, (lines, values, first))| {
             let n = values.len() as f64;
