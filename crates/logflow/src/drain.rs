@@ -201,14 +201,16 @@ impl Miner {
         let mut node = self.by_length.entry(tokens.len()).or_default();
         for t in &tokens[..prefix] {
             let key = if t.kind.is_variable() { ANY } else { t.text };
+            let mut known = node.children.contains_key(key);
             // A full node sends new keys to its `<*>` child (made even when full).
-            let key = if node.children.contains_key(key) || node.children.len() < max_children {
+            let key = if known || node.children.len() < max_children {
                 key
             } else {
+                known = node.children.contains_key(ANY);
                 ANY
             };
             // Looked up before inserting: the key is boxed only for a new child.
-            if !node.children.contains_key(key) {
+            if !known {
                 node.children.insert(key.into(), Node::default());
             }
             node = node

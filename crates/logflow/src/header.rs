@@ -421,8 +421,9 @@ fn syslog_time(s: &str) -> Option<(i64, &str)> {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
-    let month = MONTHS.iter().position(|m| s.starts_with(m))? as i64 + 1;
-    let s = s.get(3..)?.strip_prefix(' ')?;
+    // The space first: after a timestamp, the next word (a level) is tried too.
+    let (name, s) = (s.get(..3)?, s.get(3..)?.strip_prefix(' ')?);
+    let month = MONTHS.iter().position(|m| *m == name)? as i64 + 1;
     let s = s.strip_prefix(' ').unwrap_or(s);
     let n = s.bytes().take_while(u8::is_ascii_digit).count();
     if n == 0 || n > 2 {
