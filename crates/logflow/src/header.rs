@@ -101,7 +101,11 @@ pub fn parse(line: &str) -> Header<'_> {
     }
     // A thread in brackets, or tracing's ThreadId(N).
     let (word, after) = split_word(rest);
-    if word.starts_with('[') && word.ends_with(']') && word.len() > 2 && !word[1..].contains('[') {
+    if word.starts_with('[')
+        && word.ends_with(']')
+        && word.len() > 2
+        && !word.as_bytes()[1..].contains(&b'[')
+    {
         h.thread = Some(&word[1..word.len() - 1]);
         rest = after.trim_start();
     } else if word.starts_with("ThreadId(") && word.ends_with(')') {
@@ -112,13 +116,15 @@ pub fn parse(line: &str) -> Header<'_> {
     let (word, after) = split_word(rest);
     let path = word.trim_end_matches(':');
     let looks_like_logger = !path.is_empty()
-        && (path.contains('.') || path.as_bytes().windows(2).any(|w| w == b"::"))
+        && (path.bytes().any(|c| c == b'.') || path.as_bytes().windows(2).any(|w| w == b"::"))
         && path
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b':' | b'_' | b'#' | b'$'))
         && path.bytes().next().is_some_and(|b| b.is_ascii_alphabetic());
     if looks_like_logger
-        && (word.ends_with(':') || word.contains('#') || after.trim_start().starts_with("- "))
+        && (word.ends_with(':')
+            || word.bytes().any(|c| c == b'#')
+            || after.trim_start().starts_with("- "))
     {
         h.logger = Some(path);
         rest = after.trim_start();
@@ -160,9 +166,9 @@ fn tracing_layout(rest: &str) -> Option<TracingLayout<'_>> {
                 && i > 0
                 && b[i - 1] != b':' =>
             {
-                let start = (0..i)
-                    .rev()
-                    .find(|&j| !is_path_byte(b[j]))
+                let start = b[..i]
+                    .iter()
+                    .rposition(|&c| !is_path_byte(c))
                     .map_or(0, |j| j + 1);
                 if start > 0 && b[start - 1] != b' ' {
                     continue;
@@ -177,10 +183,12 @@ fn tracing_layout(rest: &str) -> Option<TracingLayout<'_>> {
                 let mut thread = None;
                 let (first, more) = split_word(prefix);
                 let is_name = !first.is_empty()
-                    && !first.contains(['{', '}', ':', '='])
+                    && !first
+                        .bytes()
+                        .any(|c| matches!(c, b'{' | b'}' | b':' | b'='))
                     && (more.trim().is_empty()
                         || first == "main"
-                        || first.contains(['-', '_'])
+                        || first.bytes().any(|c| c == b'-' || c == b'_')
                         || first.bytes().any(|c| c.is_ascii_digit()));
                 if is_name {
                     thread = Some(first);
@@ -339,13 +347,15 @@ fn split_word(s: &str) -> (&str, &str) {
 
 /// `n` ASCII digits at the start of `s`, as a number, and the rest.
 fn digits(s: &str, n: usize) -> Option<(i64, &str)> {
-    let b = s.as_bytes();
-    if b.len() < n || !b[..n].iter().all(u8::is_ascii_digit) {
-        return None;
+    let mut v = 0i64;
+    // In one pass: every line's timestamp is read by it, digit by digit.
+    for &c in s.as_bytes().get(..n)? {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v * 10 + i64::from(d);
     }
-    let v = b[..n]
-        .iter()
-        .fold(0i64, |v, d| v * 10 + i64::from(d - b'0'));
     Some((v, &s[n..]))
 }
 
@@ -361,11 +371,21 @@ fn clock(s: &str) -> Option<(i64, &str)> {
     }
     let mut frac = 0i64;
     if let Some(f) = s.strip_prefix('.').or_else(|| s.strip_prefix(',')) {
-        let n = f.bytes().take_while(u8::is_ascii_digit).count();
+        // Its digits counted and the first nine read in one pass.
+        let (mut n, mut v) = (0usize, 0i64);
+        for &c in f.as_bytes() {
+            let d = c.wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            if n < 9 {
+                v = v * 10 + i64::from(d);
+            }
+            n += 1;
+        }
         if n == 0 {
             return None;
         }
-        let (v, _) = digits(f, n.min(9))?;
         frac = v * 10i64.pow(9 - n.min(9) as u32);
         s = &f[n..];
     }
