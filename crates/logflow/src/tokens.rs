@@ -107,7 +107,10 @@ pub fn tokenize<'a>(message: &'a str, out: &mut Vec<Token<'a>>) {
             });
             continue;
         }
+        // Whether a word holds a digit is seen on the way through it.
+        let mut digit = false;
         while i < bytes.len() && class(bytes[i]) == start_class {
+            digit |= bytes[i].is_ascii_digit();
             i += 1;
         }
         // Both ends are at ASCII bytes (or the ends of the string): char boundaries.
@@ -115,7 +118,7 @@ pub fn tokenize<'a>(message: &'a str, out: &mut Vec<Token<'a>>) {
         let kind = if start_class == PUNCT {
             Kind::Punct
         } else {
-            classify(text)
+            classify_word(text, digit)
         };
         out.push(Token { text, kind });
     }
@@ -209,10 +212,15 @@ fn url_end(bytes: &[u8], at: usize) -> Option<usize> {
 
 /// What kind of word `word` is.
 pub fn classify(word: &str) -> Kind {
+    classify_word(word, word.bytes().any(|b| b.is_ascii_digit()))
+}
+
+/// What kind of word `word` is, `digit` telling whether it holds a digit.
+fn classify_word(word: &str, digit: bool) -> Kind {
     let b = word.as_bytes();
     // Most words hold no digit, and of the kinds below only a UUID and a path can be
     // without one.
-    if !b.iter().any(u8::is_ascii_digit) {
+    if !digit {
         return if is_uuid(b) {
             Kind::Value(Mask::Uuid)
         } else if is_path(b) {
