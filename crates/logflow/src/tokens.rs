@@ -125,68 +125,106 @@ pub fn tokenize<'a>(message: &'a str, out: &mut Vec<Token<'a>>) {
 }
 
 /// Lines' tokens, kept as where each lies in its line's message and what kind it is:
-/// six bytes a token, where a [`Token`] takes 24, so that a second pass over the lines
+/// four bytes a token, where a [`Token`] takes 24, so that a second pass over the lines
 /// reads them back instead of tokenizing again.
 #[derive(Default)]
 pub struct KeptTokens {
-    spans: Vec<Span>,
-    /// Where each line's tokens end in `spans`.
+    /// Each token's start (16 bits), length (12) and kind (4).
+    spans: Vec<u32>,
+    /// Where each line's tokens end in `spans`, and [`KeptTokens::NOT_KEPT`] for a line
+    /// whose tokens were not kept.
     ends: Vec<usize>,
-}
-
-#[derive(Clone, Copy)]
-struct Span {
-    start: u16,
-    len: u16,
-    kind: Kind,
 }
 
 impl KeptTokens {
     /// Messages longer than this keep no tokens (their positions do not fit): the
     /// second pass tokenizes them again. Lines are cut far below it.
     const MAX_MESSAGE: usize = u16::MAX as usize;
+    /// Nor do messages with a token longer than this (a blob).
+    const MAX_TOKEN: usize = (1 << 12) - 1;
+    const NOT_KEPT: usize = 1 << (usize::BITS - 1);
 
     /// Room for `lines` lines of `bytes` bytes of messages, made at once: grown by
     /// doubling, the tokens would be copied to fresh memory each time, and the peak hold
-    /// three times their size. Logs have about a token per five bytes; room not used is
-    /// address space, not memory.
+    /// three times their size. The demo's and Nezha's messages have a token per 5.2
+    /// bytes; room not used is address space, not memory.
     pub fn with_capacity(lines: usize, bytes: usize) -> KeptTokens {
         KeptTokens {
-            spans: Vec::with_capacity(bytes / 3),
+            spans: Vec::with_capacity(bytes / 4),
             ends: Vec::with_capacity(lines),
         }
     }
 
     /// Keeps the next line's `tokens`, slices of `message`.
     pub fn push(&mut self, message: &str, tokens: &[Token<'_>]) {
-        if message.len() <= Self::MAX_MESSAGE {
-            let base = message.as_ptr() as usize;
-            // Offsets within a message of at most u16::MAX bytes fit in u16.
-            self.spans.extend(tokens.iter().map(|t| Span {
-                start: (t.text.as_ptr() as usize - base) as u16,
-                len: t.text.len() as u16,
-                kind: t.kind,
-            }));
+        // A message no longer than a token may be (most are) needs no look at its tokens.
+        let fits = message.len() <= Self::MAX_TOKEN
+            || (message.len() <= Self::MAX_MESSAGE
+                && tokens.iter().all(|t| t.text.len() <= Self::MAX_TOKEN));
+        if !fits {
+            self.ends.push(self.spans.len() | Self::NOT_KEPT);
+            return;
         }
+        let base = message.as_ptr() as usize;
+        // Offsets within a message of at most u16::MAX bytes fit in 16 bits.
+        self.spans.extend(tokens.iter().map(|t| {
+            let start = (t.text.as_ptr() as usize - base) as u32;
+            start | (t.text.len() as u32) << 16 | u32::from(kind_code(t.kind)) << 28
+        }));
         self.ends.push(self.spans.len());
     }
 
     /// Line `line`'s tokens, read back from `message` (the one it was kept with) into
     /// `out` (cleared first); tokenized again when none were kept.
     pub fn read<'a>(&self, line: usize, message: &'a str, out: &mut Vec<Token<'a>>) {
-        if message.len() > Self::MAX_MESSAGE {
+        let end = self.ends[line];
+        if end & Self::NOT_KEPT != 0 {
             return tokenize(message, out);
         }
         out.clear();
-        let start = line.checked_sub(1).map_or(0, |before| self.ends[before]);
-        out.extend(self.spans[start..self.ends[line]].iter().map(|s| {
-            let at = usize::from(s.start);
+        let start = line
+            .checked_sub(1)
+            .map_or(0, |before| self.ends[before] & !Self::NOT_KEPT);
+        out.extend(self.spans[start..end].iter().map(|&span| {
+            let at = (span & 0xffff) as usize;
+            let len = (span >> 16 & 0xfff) as usize;
             Token {
-                text: message.get(at..at + usize::from(s.len)).unwrap_or_default(),
-                kind: s.kind,
+                text: message.get(at..at + len).unwrap_or_default(),
+                kind: kind_of_code((span >> 28) as u8),
             }
         }));
     }
+}
+
+/// A kind as four bits, for [`KeptTokens`].
+fn kind_code(kind: Kind) -> u8 {
+    match kind {
+        Kind::Word => 0,
+        Kind::Punct => 1,
+        Kind::Digits => 2,
+        Kind::Value(Mask::Num) => 3,
+        Kind::Value(Mask::Hex) => 4,
+        Kind::Value(Mask::Uuid) => 5,
+        Kind::Value(Mask::Ip) => 6,
+        Kind::Value(Mask::Path) => 7,
+    }
+}
+
+/// Each code's kind, looked up rather than matched: read for every token kept.
+const KIND_OF_CODE: [Kind; 16] = {
+    let mut kinds = [Kind::Word; 16];
+    kinds[1] = Kind::Punct;
+    kinds[2] = Kind::Digits;
+    kinds[3] = Kind::Value(Mask::Num);
+    kinds[4] = Kind::Value(Mask::Hex);
+    kinds[5] = Kind::Value(Mask::Uuid);
+    kinds[6] = Kind::Value(Mask::Ip);
+    kinds[7] = Kind::Value(Mask::Path);
+    kinds
+};
+
+fn kind_of_code(code: u8) -> Kind {
+    KIND_OF_CODE[usize::from(code & 0xf)]
 }
 
 /// Where a path with a query string that starts at `at` ends, if one does: at
@@ -374,7 +412,21 @@ mod tests {
     }
 
     #[test]
-    fn a_message_too_long_to_keep_is_tokenized_again() {
+    fn every_kind_is_kept_as_itself() {
+        let masks = [Mask::Num, Mask::Hex, Mask::Uuid, Mask::Ip, Mask::Path];
+        let kinds = [Kind::Word, Kind::Punct, Kind::Digits]
+            .into_iter()
+            .chain(masks.map(Kind::Value));
+        let mut codes = Vec::new();
+        for kind in kinds {
+            assert_eq!(kind_of_code(kind_code(kind)), kind);
+            codes.push(kind_code(kind));
+        }
+        assert!(codes.iter().all(|&c| c < 16));
+    }
+
+    #[test]
+    fn a_message_or_token_too_long_to_keep_is_tokenized_again() {
         let long = format!("{} id=7", "word ".repeat(20_000));
         let mut tokens = Vec::new();
         tokenize(&long, &mut tokens);
@@ -387,6 +439,19 @@ mod tests {
         assert_eq!(read, tokens);
         kept.read(0, "short 1", &mut read);
         assert!(read.is_empty());
+        // A token too long to keep (a blob), between lines that are kept.
+        let blob = format!("x {} y=9", "a".repeat(5000));
+        let mut kept = KeptTokens::default();
+        for m in ["a 1", &blob, "b=2"] {
+            tokenize(m, &mut tokens);
+            kept.push(m, &tokens);
+        }
+        for (i, m) in ["a 1", &blob, "b=2"].into_iter().enumerate() {
+            tokenize(m, &mut tokens);
+            kept.read(i, m, &mut read);
+            assert_eq!(read, tokens);
+        }
+        assert_eq!(kept.spans.len(), 5);
     }
 
     proptest! {
