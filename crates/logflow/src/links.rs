@@ -330,6 +330,8 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
     /// computed once per variable and key rather than once per match.
     struct LastPrint {
         var: u32,
+        /// `dense[var]`, kept so that the pass below need not look it up per match.
+        dense: u32,
         at: i64,
         by_chance: [f64; WINDOWS_NS.len()],
     }
@@ -343,13 +345,13 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
             let Some(seen) = last.get_mut(key as usize) else {
                 continue;
             };
-            for &LastPrint {
-                var: from,
-                at,
-                ref by_chance,
-            } in seen.iter()
-            {
+            let to_dense = dense[to as usize] as usize;
+            // Where `to` is among the variables that printed the key, found on the way.
+            let mut own = None;
+            for (k, e) in seen.iter().enumerate() {
+                let from = e.var;
                 if from == to {
+                    own = Some(k);
                     continue;
                 }
                 let at_index = if pair_table.is_empty() {
@@ -357,23 +359,22 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
                         .entry(pair_key(from, to))
                         .or_insert_with(|| new_pair(&mut pairs, from, to))
                 } else {
-                    let cell = dense[from as usize] as usize * linkable_count
-                        + dense[to as usize] as usize;
+                    let cell = e.dense as usize * linkable_count + to_dense;
                     if pair_table[cell] == u32::MAX {
                         pair_table[cell] = new_pair(&mut pairs, from, to);
                     }
                     pair_table[cell]
                 };
                 let pair = &mut pairs[at_index as usize];
-                let lag = t - at;
+                let lag = t - e.at;
                 if let Some(w) = WINDOWS_NS.iter().position(|&w| lag <= w) {
                     pair.matched[w] += 1;
                 }
-                for (sum, p) in pair.chance.iter_mut().zip(by_chance) {
+                for (sum, p) in pair.chance.iter_mut().zip(&e.by_chance) {
                     *sum += p;
                 }
             }
-            match seen.iter_mut().find(|p| p.var == to) {
+            match own.and_then(|k| seen.get_mut(k)) {
                 Some(entry) => entry.at = t,
                 None => {
                     let times = printed.get(&pair_key(to, key)).copied().unwrap_or(1);
@@ -382,6 +383,7 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
                     let by_chance = quiet_within_windows((-rate_per_ms).exp()).map(|q| 1.0 - q);
                     seen.push(LastPrint {
                         var: to,
+                        dense: to_dense as u32,
                         at: t,
                         by_chance,
                     });
