@@ -290,7 +290,7 @@ pub fn stitch_after(
             Some(a) => a.1 = t,
             None => active.resize(request as usize + 1, (t, t)),
         }
-        recent.follow(before, point, request);
+        recent.follow(before, point, request, t);
         recent.add(point, request, t);
         previous = Some((request, t, point));
         requests[i] = request;
@@ -411,16 +411,26 @@ impl Recent {
             .map(|p| p.request)
     }
 
-    /// Marks the latest line of `request` at each of `point`'s predecessors as followed.
-    fn follow(&mut self, predecessors: &[(Point, i64)], point: Point, request: u32) {
-        for (a, _) in predecessors {
-            if let Some(p) = self.0.get_mut(a).and_then(|lines| {
-                lines
-                    .iter_mut()
-                    .rev()
-                    .find(|p| p.request == request && !p.followed_by.contains(&point))
-            }) {
-                p.followed_by.push(point);
+    /// Marks the latest line of `request` at each of `point`'s predecessors, within the
+    /// predecessor's lag of `t`, as followed. (A line past the lag is never again one
+    /// that `followed` gives `point`: marking it would change nothing, and looking for
+    /// it meant reading every recent line of a busy predecessor.)
+    fn follow(&mut self, predecessors: &[(Point, i64)], point: Point, request: u32, t: i64) {
+        for (a, window) in predecessors {
+            let Some(lines) = self.0.get_mut(a) else {
+                continue;
+            };
+            // Latest first; by index, which compiles to a tighter loop than the
+            // deque's iterator with `take_while`.
+            for k in (0..lines.len()).rev() {
+                let p = &mut lines[k];
+                if t - p.at > *window {
+                    break;
+                }
+                if p.request == request && !p.followed_by.contains(&point) {
+                    p.followed_by.push(point);
+                    break;
+                }
             }
         }
     }
