@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use foldhash::HashMap;
 
-use crate::drain::{Miner, Options, Shape, TemplateId};
+use crate::drain::{LeafId, Miner, Options, Shape, TemplateId};
 use crate::format::Format;
 use crate::header;
 use crate::points::{Point, PointId, Points};
@@ -370,14 +370,14 @@ impl Corpus {
         let mut line_tokens = Vec::new();
         let mut kept_tokens =
             KeptTokens::with_capacity(raws.len(), raws.iter().map(|r| r.message().len()).sum());
-        let joined: Vec<TemplateId> = raws
+        let joined: Vec<(TemplateId, LeafId)> = raws
             .iter()
             .zip(&point_of)
             .map(|(raw, &point)| {
                 tokenize(raw.message(), &mut line_tokens);
                 kept_tokens.push(raw.message(), &line_tokens);
                 after_place(place(point), &mut line_tokens);
-                miner.add(&line_tokens)
+                miner.add_in_leaf(&line_tokens)
             })
             .collect();
         let mut points = Points::default();
@@ -390,12 +390,17 @@ impl Corpus {
             .zip(joined)
             .zip(&point_of)
             .enumerate()
-            .map(|(i, (((raw, continued), joined), &point))| {
+            .map(|(i, (((raw, continued), (joined, leaf)), &point))| {
                 kept_tokens.read(i, raw.message(), &mut line_tokens);
                 after_place(place(point), &mut line_tokens);
-                // The template it matches now; else (templates generalised past it) the
-                // one it joined.
-                let template = miner.find(&line_tokens).unwrap_or(joined);
+                // The template it matches now in its leaf; else (templates generalised
+                // past it) the one it joined, which is also the answer when it is the
+                // leaf's only one.
+                let template = if miner.leaf_templates(leaf) == [joined] {
+                    joined
+                } else {
+                    miner.find_in_leaf(leaf, &line_tokens).unwrap_or(joined)
+                };
                 miner.values(template, &line_tokens, &mut values);
                 // Both ids are the miner's own.
                 let point =

@@ -163,17 +163,26 @@ const ANY: &str = "<*>";
 #[derive(Default)]
 struct Node {
     children: HashMap<Box<str>, Node>,
-    templates: Vec<u32>,
+    /// At the tree's depth: its place in [`Miner::leaves`].
+    leaf: Option<LeafId>,
 }
 
 /// A template's number, in the order templates were made.
 pub type TemplateId = u32;
+
+/// A leaf of the tree: the templates of lines of one token count and prefix. A line
+/// goes down to the same leaf whenever it is added or found (a node's children are
+/// never removed, and a full node stays full), so a second pass over the lines may go
+/// straight to the leaf the first pass found.
+pub type LeafId = u32;
 
 /// The template miner.
 pub struct Miner {
     options: Options,
     by_length: HashMap<usize, Node>,
     templates: Vec<Template>,
+    /// Each leaf's templates.
+    leaves: Vec<Vec<TemplateId>>,
 }
 
 impl Miner {
@@ -182,6 +191,7 @@ impl Miner {
             options,
             by_length: HashMap::default(),
             templates: Vec::new(),
+            leaves: Vec::new(),
         }
     }
 
@@ -196,6 +206,11 @@ impl Miner {
 
     /// Adds a line's tokens; returns the template it joined or started.
     pub fn add(&mut self, tokens: &[Token<'_>]) -> TemplateId {
+        self.add_in_leaf(tokens).0
+    }
+
+    /// [`Miner::add`], with the leaf the line went to.
+    pub fn add_in_leaf(&mut self, tokens: &[Token<'_>]) -> (TemplateId, LeafId) {
         let prefix = self.prefix_len(tokens.len());
         let max_children = self.options.max_children;
         let mut node = self.by_length.entry(tokens.len()).or_default();
@@ -218,12 +233,12 @@ impl Miner {
                 .get_mut(key)
                 .expect("the child was inserted above");
         }
-        match best(
-            &self.templates,
-            &node.templates,
-            tokens,
-            self.options.similarity,
-        ) {
+        let leaf = *node.leaf.get_or_insert_with(|| {
+            self.leaves.push(Vec::new());
+            self.leaves.len() as LeafId - 1
+        });
+        let candidates = &mut self.leaves[leaf as usize];
+        let id = match best(&self.templates, candidates, tokens, self.options.similarity) {
             Some(id) => {
                 self.templates[id as usize].absorb(tokens);
                 id
@@ -234,10 +249,11 @@ impl Miner {
                     slots: tokens.iter().map(slot_of).collect(),
                     count: 1,
                 });
-                node.templates.push(id);
+                candidates.push(id);
                 id
             }
-        }
+        };
+        (id, leaf)
     }
 
     /// The template a line's tokens match now (without changing any).
@@ -247,12 +263,23 @@ impl Miner {
             let key = if t.kind.is_variable() { ANY } else { t.text };
             node = node.children.get(key).or_else(|| node.children.get(ANY))?;
         }
+        self.find_in_leaf(node.leaf?, tokens)
+    }
+
+    /// The template a line's tokens match now in `leaf`, the one [`Miner::add_in_leaf`]
+    /// gave for them.
+    pub fn find_in_leaf(&self, leaf: LeafId, tokens: &[Token<'_>]) -> Option<TemplateId> {
         best(
             &self.templates,
-            &node.templates,
+            self.leaves.get(leaf as usize)?,
             tokens,
             self.options.similarity,
         )
+    }
+
+    /// The templates of `leaf`.
+    pub fn leaf_templates(&self, leaf: LeafId) -> &[TemplateId] {
+        self.leaves.get(leaf as usize).map_or(&[], Vec::as_slice)
     }
 
     /// The template a line's tokens match and the values at its parameters, in order.
@@ -386,12 +413,23 @@ mod tests {
     proptest! {
         #[test]
         fn every_line_added_is_found_again_in_a_template_like_it(
-            lines in proptest::collection::vec("[a-c0-9 :\\[\\]=.-]{0,30}", 1..40)
+            lines in proptest::collection::vec("[a-c0-9 :\\[\\]=.-]{0,30}", 1..40),
+            max_children in 1usize..4,
         ) {
-            let (miner, _) = mine(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+            // Few children a node, so that full nodes send lines to `<*>`.
+            let mut miner = Miner::new(Options { max_children, ..Options::default() });
             let mut tokens = Vec::new();
-            for line in &lines {
+            let leaves: Vec<LeafId> = lines
+                .iter()
+                .map(|l| {
+                    tokenize(l, &mut tokens);
+                    miner.add_in_leaf(&tokens).1
+                })
+                .collect();
+            for (line, &leaf) in lines.iter().zip(&leaves) {
                 tokenize(line, &mut tokens);
+                // The leaf a line was added in is where it is found again.
+                prop_assert_eq!(miner.find_in_leaf(leaf, &tokens), miner.find(&tokens));
                 let (id, values) = miner.parameters(&tokens).expect("a template");
                 let template = &miner.templates()[id as usize];
                 prop_assert_eq!(template.slots.len(), tokens.len());
