@@ -147,16 +147,20 @@ impl Links {
 /// when the rest is a name, letters joined by `-` or `_` (`product-43` also as `43`;
 /// not `block-65@storage-1`, two values in one).
 pub fn keys(value: &str) -> impl Iterator<Item = &str> {
-    let suffix = value.rfind(['-', '_']).and_then(|at| {
-        let (head, tail) = (&value[..at], &value[at + 1..]);
-        (!tail.is_empty()
-            && tail.bytes().all(|b| b.is_ascii_digit())
-            && head.bytes().any(|b| b.is_ascii_alphabetic())
-            && head
-                .bytes()
-                .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_'))
-        .then_some(tail)
-    });
+    // By byte: both are ASCII, so never part of a longer character.
+    let suffix = value
+        .bytes()
+        .rposition(|b| b == b'-' || b == b'_')
+        .and_then(|at| {
+            let (head, tail) = (&value[..at], &value[at + 1..]);
+            (!tail.is_empty()
+                && tail.bytes().all(|b| b.is_ascii_digit())
+                && head.bytes().any(|b| b.is_ascii_alphabetic())
+                && head
+                    .bytes()
+                    .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_'))
+            .then_some(tail)
+        });
     std::iter::once(value).chain(suffix)
 }
 

@@ -8,6 +8,8 @@
 //! order id handed to the next service). So a line's log point is its template with each
 //! URL spelled out: the path, then each query key as text and its value as a parameter.
 
+use std::fmt::Write;
+
 use foldhash::HashMap;
 
 use crate::drain::{Shape, Slot, Template, TemplateId};
@@ -61,7 +63,11 @@ type QueryPart<'a> = (&'a str, Option<&'a str>);
 /// The path and the query's parts of a parameter's value that is a path with a query
 /// string.
 fn url(value: &str) -> Option<(&str, impl Iterator<Item = QueryPart<'_>>)> {
-    let (path, query) = value.split_once('?').filter(|_| value.starts_with('/'))?;
+    // The slash first: most values are not paths, and it is one byte to look at.
+    if !value.starts_with('/') {
+        return None;
+    }
+    let (path, query) = value.split_once('?')?;
     let parts = query.split('&').map(|part| match part.split_once('=') {
         Some((name, value)) => (name, Some(value)),
         None => (part, None),
@@ -123,7 +129,8 @@ impl Points {
                 spelled.push(value);
                 continue;
             };
-            self.key.push_str(&k.to_string());
+            // Into the key's own buffer, rather than a string made per line.
+            let _ = write!(self.key, "{k}");
             spelled.push(path);
             for (name, value) in parts {
                 self.key.push('&');
