@@ -59,19 +59,25 @@ impl Template {
         self.shape().text()
     }
 
-    /// How many of `tokens` agree with this template, and how many parameters it has.
-    fn agreement(&self, tokens: &[Token<'_>]) -> (usize, usize) {
+    /// How many of `tokens` agree with this template, how many parameters it has, and
+    /// whether it takes them as it is (every slot agrees or takes any value), so that
+    /// [`Template::absorb`] would change nothing.
+    fn agreement(&self, tokens: &[Token<'_>]) -> (usize, usize, bool) {
         let mut same = 0;
         let mut params = 0;
+        let mut any = 0;
         for (slot, t) in self.slots.iter().zip(tokens) {
             match (slot, t.kind) {
                 (Slot::Param(Some(m)), Kind::Value(v)) if *m == v => same += 1,
-                (Slot::Param(_), _) => params += 1,
+                (Slot::Param(p), _) => {
+                    params += 1;
+                    any += usize::from(p.is_none());
+                }
                 (Slot::Text(text), _) if **text == *t.text => same += 1,
                 (Slot::Text(_), _) => {}
             }
         }
-        (same, params)
+        (same, params, same + any == self.slots.len())
     }
 
     /// Generalises the positions where `tokens` differ into parameters.
@@ -239,8 +245,14 @@ impl Miner {
         });
         let candidates = &mut self.leaves[leaf as usize];
         let id = match best(&self.templates, candidates, tokens, self.options.similarity) {
-            Some(id) => {
-                self.templates[id as usize].absorb(tokens);
+            Some((id, fits)) => {
+                let template = &mut self.templates[id as usize];
+                // Most lines fit their template as it is: nothing to compare again.
+                if fits {
+                    template.count += 1;
+                } else {
+                    template.absorb(tokens);
+                }
                 id
             }
             None => {
@@ -275,6 +287,7 @@ impl Miner {
             tokens,
             self.options.similarity,
         )
+        .map(|(id, _)| id)
     }
 
     /// The templates of `leaf`.
@@ -307,24 +320,24 @@ impl Miner {
 }
 
 /// Of `candidates`, the template most like `tokens` (more parameters break ties), if
-/// at least `similarity` of the tokens agree.
+/// at least `similarity` of the tokens agree, and whether it takes them as it is.
 fn best(
     templates: &[Template],
     candidates: &[u32],
     tokens: &[Token<'_>],
     similarity: f64,
-) -> Option<TemplateId> {
-    let mut found: Option<(usize, usize, TemplateId)> = None;
+) -> Option<(TemplateId, bool)> {
+    let mut found: Option<(usize, usize, TemplateId, bool)> = None;
     for &id in candidates {
-        let (same, params) = templates[id as usize].agreement(tokens);
-        if found.is_none_or(|(s, p, _)| (same, params) > (s, p)) {
-            found = Some((same, params, id));
+        let (same, params, fits) = templates[id as usize].agreement(tokens);
+        if found.is_none_or(|(s, p, ..)| (same, params) > (s, p)) {
+            found = Some((same, params, id, fits));
         }
     }
-    let (same, _, id) = found?;
+    let (same, _, id, fits) = found?;
     // An empty line agrees with the empty template.
     let enough = tokens.is_empty() || same as f64 >= similarity * tokens.len() as f64;
-    enough.then_some(id)
+    enough.then_some((id, fits))
 }
 
 #[cfg(test)]
@@ -389,6 +402,18 @@ mod tests {
     }
 
     #[test]
+    fn a_typed_parameter_given_another_kind_of_value_takes_any() {
+        // A number, then a word with a digit that is not one, then a number again.
+        let (miner, ids) = mine(&["took 5 ms", "took 5x ms", "took 7 ms", "took 0x1f ms"]);
+        assert_eq!(ids, vec![0, 0, 0, 0]);
+        assert_eq!(miner.templates()[0].text(), "took <*> ms");
+        assert_eq!(miner.templates()[0].count, 4);
+        let (miner, _) = mine(&["took 5 ms", "took 7 ms"]);
+        assert_eq!(miner.templates()[0].text(), "took <NUM> ms");
+        assert_eq!(miner.templates()[0].count, 2);
+    }
+
+    #[test]
     fn a_full_node_sends_new_prefixes_to_its_wildcard_child() {
         let mut miner = Miner::new(Options {
             max_children: 2,
@@ -435,7 +460,7 @@ mod tests {
                 prop_assert_eq!(template.slots.len(), tokens.len());
                 // Templates only generalise, so the one a line joined may lose to another
                 // of its leaf later; whichever it finds agrees on enough of it.
-                let (same, _) = template.agreement(&tokens);
+                let (same, ..) = template.agreement(&tokens);
                 prop_assert!(tokens.is_empty() || same as f64 >= 0.4 * tokens.len() as f64);
                 let params = template.slots.iter().filter(|s| matches!(s, Slot::Param(_))).count();
                 prop_assert_eq!(values.len(), params);
