@@ -1,10 +1,11 @@
 //! Log files of any bytes are read, their log points mined, their identifiers ranked and
-//! their lines stitched without a panic; every line read gets a request.
+//! their lines stitched without a panic; every line read gets a request. A line's header
+//! read with what the line before it was found to be is the one read anew.
 #![no_main]
 
 use causeway_logflow::corpus::Corpus;
 use causeway_logflow::drain::Options;
-use causeway_logflow::{ids, links, stitch};
+use causeway_logflow::{header, ids, links, stitch};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,6 +16,10 @@ fuzz_target!(|data: &[u8]| {
         ("a.log".to_string(), rest[..at].to_vec()),
         ("b.log".to_string(), rest[at..].to_vec()),
     ];
+    let mut memo = header::LayoutMemo::default();
+    for line in String::from_utf8_lossy(rest).lines() {
+        assert_eq!(header::parse_with(line, &mut memo), header::parse(line));
+    }
     let corpus = Corpus::read(&files, Options::default());
     let ranked = ids::rank(&corpus);
     let links = links::learn(&corpus, &links::LinkOptions::default());

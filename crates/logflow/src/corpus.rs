@@ -290,6 +290,8 @@ impl Corpus {
         for (f, (_, bytes)) in files.iter().enumerate() {
             let first_line = first_lines.get(f).copied().unwrap_or(1);
             let mut had_time = false;
+            // A file's lines mostly share their layout.
+            let mut memo = header::LayoutMemo::default();
             for (n, line) in split_lines(bytes).enumerate() {
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
                 if line.is_empty() {
@@ -309,7 +311,8 @@ impl Corpus {
                         String::from_utf8_lossy(line)
                     }
                 };
-                let (text, message_at, time_ns, thread) = read_header(text, format, &mut intern);
+                let (text, message_at, time_ns, thread) =
+                    read_header(text, format, &mut memo, &mut intern);
                 if time_ns.is_none() && had_time {
                     if let Some(last) = raws.last_mut().filter(|r| r.file == f as u32) {
                         counts.continuations += 1;
@@ -506,6 +509,7 @@ pub fn own_key(keys: &[(u32, u32)], k: usize) -> bool {
 fn read_header<'a>(
     text: Cow<'a, str>,
     format: Option<&Format>,
+    memo: &mut header::LayoutMemo,
     thread: impl FnOnce(&str) -> u32,
 ) -> (Cow<'a, str>, usize, Option<i64>, Option<u32>) {
     if let Some(j) = header::parse_json(&text) {
@@ -515,7 +519,7 @@ fn read_header<'a>(
     let (at, time_ns, id) = {
         let h = format
             .and_then(|f| f.apply(&text))
-            .unwrap_or_else(|| header::parse(&text));
+            .unwrap_or_else(|| header::parse_with(&text, memo));
         (
             text.len() - h.message.len(),
             h.time_ns.or(h.time_of_day_ns),
@@ -528,7 +532,7 @@ fn read_header<'a>(
 /// A line's time as [`Corpus::read_with`] reads it (its full timestamp, else its time
 /// of day), or none.
 pub fn line_time(text: &str, format: Option<&Format>) -> Option<i64> {
-    read_header(Cow::Borrowed(text), format, |_| 0).2
+    read_header(Cow::Borrowed(text), format, &mut Default::default(), |_| 0).2
 }
 
 /// A message's `tokens` put after a word naming its log point's place in the source, if

@@ -66,6 +66,12 @@ pub struct Header<'a> {
 
 /// Splits `line` into its prefix and message.
 pub fn parse(line: &str) -> Header<'_> {
+    parse_with(line, &mut LayoutMemo::default())
+}
+
+/// [`parse`], for the lines of one file in turn: `memo` keeps what the `tracing` layout
+/// of a line was found to be, and a line that starts as that one did is read by it.
+pub fn parse_with<'a>(line: &'a str, memo: &mut LayoutMemo) -> Header<'a> {
     let mut h = Header {
         message: line,
         ..Header::default()
@@ -131,13 +137,63 @@ pub fn parse(line: &str) -> Header<'_> {
         if let Some(r) = rest.strip_prefix("- ") {
             rest = r;
         }
-    } else if let Some(layout) = tracing_layout(rest) {
+    } else if let Some(layout) = memo.layout(rest) {
         h.thread = h.thread.or(layout.thread);
         h.logger = Some(layout.target);
         rest = layout.message;
     }
     h.message = rest;
     h
+}
+
+/// A `tracing` layout found in a line: the bytes of the line's rest that decided it (up
+/// to the space after the target's colon), and where in them the thread, the target and
+/// the span scope are. Every byte the search looks at before it finds the target is
+/// among those, so a line whose rest starts with the same bytes has the same layout;
+/// lines of one file mostly do, and the search costs about a thousand instructions.
+#[derive(Clone, Debug, Default)]
+pub struct LayoutMemo(Option<(Vec<u8>, LayoutAt)>);
+
+impl LayoutMemo {
+    fn layout<'a>(&mut self, rest: &'a str) -> Option<TracingLayout<'a>> {
+        if let Some((seen, at)) = &self.0 {
+            if rest.as_bytes().starts_with(seen) {
+                return Some(at.read(rest));
+            }
+        }
+        let at = layout_at(rest)?;
+        // With no space after the colon (the line ends there), the next line's byte
+        // there decides too; such a layout is not kept.
+        if let Some(seen) = rest.as_bytes().get(..at.colon + 2) {
+            self.0 = Some((seen.to_vec(), at.clone()));
+        }
+        Some(at.read(rest))
+    }
+}
+
+/// Where [`layout_at`] found a layout in a line's rest.
+#[derive(Clone, Debug)]
+struct LayoutAt {
+    thread: Option<std::ops::Range<usize>>,
+    target: std::ops::Range<usize>,
+    /// The target's colon.
+    colon: usize,
+    /// Where the message starts when it is the span scope, else none: it is after the
+    /// colon.
+    scope: Option<usize>,
+}
+
+impl LayoutAt {
+    fn read<'a>(&self, rest: &'a str) -> TracingLayout<'a> {
+        TracingLayout {
+            thread: self.thread.clone().and_then(|r| rest.get(r)),
+            target: rest.get(self.target.clone()).unwrap_or_default(),
+            message: match self.scope {
+                Some(at) => rest.get(at..).unwrap_or_default(),
+                None => rest.get(self.colon + 1..).unwrap_or_default().trim_start(),
+            },
+        }
+    }
 }
 
 /// What follows the level in `tracing`'s fmt output.
@@ -151,7 +207,7 @@ struct TracingLayout<'a> {
 
 /// `[thread-name] [ThreadId(N)] [span{fields}:...] target: message`: the target is the
 /// first `::` path followed by `: ` outside the spans' braces.
-fn tracing_layout(rest: &str) -> Option<TracingLayout<'_>> {
+fn layout_at(rest: &str) -> Option<LayoutAt> {
     let b = rest.as_bytes();
     let is_path_byte = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b':';
     let mut depth = 0usize;
@@ -178,7 +234,6 @@ fn tracing_layout(rest: &str) -> Option<TracingLayout<'_>> {
                 if !valid {
                     continue;
                 }
-                let after = rest[i + 1..].trim_start();
                 let mut prefix = rest[..start].trim_end();
                 let mut thread = None;
                 let (first, more) = split_word(prefix);
@@ -199,16 +254,14 @@ fn tracing_layout(rest: &str) -> Option<TracingLayout<'_>> {
                     thread = thread.or(Some(id));
                     prefix = more.trim_start();
                 }
-                let message = if prefix.is_empty() {
-                    after
-                } else {
-                    // The scope to the end of the line (`prefix` is a slice of `rest`).
-                    &rest[prefix.as_ptr() as usize - rest.as_ptr() as usize..]
-                };
-                return Some(TracingLayout {
-                    thread,
-                    target,
-                    message,
+                // Offsets in `rest`, of which these are slices.
+                let offset = |s: &str| s.as_ptr() as usize - rest.as_ptr() as usize;
+                return Some(LayoutAt {
+                    thread: thread.map(|t| offset(t)..offset(t) + t.len()),
+                    target: start..i,
+                    colon: i,
+                    // The scope to the end of the line.
+                    scope: (!prefix.is_empty()).then(|| offset(prefix)),
                 });
             }
             _ => {}
@@ -603,7 +656,55 @@ mod tests {
         assert_eq!(parse_json("plain text"), None);
     }
 
+    #[test]
+    fn a_layout_is_read_by_the_line_before_only_up_to_the_space_after_its_colon() {
+        let mut memo = LayoutMemo::default();
+        let lines = [
+            "2024-05-01T00:00:00Z INFO main shop::log: paid",
+            "2024-05-01T00:00:00Z INFO main shop::log:paid",
+            "2024-05-01T00:00:00Z INFO main shop::log: paid",
+            "2024-05-01T00:00:00Z INFO main shop::log::paid: x",
+            "2024-05-01T00:00:00Z INFO main shop::log:",
+            "2024-05-01T00:00:00Z INFO main shop::log:x: y",
+        ];
+        for line in lines {
+            assert_eq!(parse_with(line, &mut memo), parse(line), "{line}");
+        }
+        assert_eq!(parse_with(lines[1], &mut memo).logger, None);
+    }
+
+    /// A line in `tracing`'s layout, or near it, from parts: most lines share a few
+    /// threads and targets, as a file's do.
+    fn layout_line() -> impl Strategy<Value = String> {
+        let thread = prop::sample::select(vec!["", "main ", "tokio-rt-worker ", "ThreadId(02) "]);
+        let span = prop::sample::select(vec!["", "req{id=7}: ", "a{x={y}}:b: ", "{: "]);
+        let target = prop::sample::select(vec!["shop::log", "a::b::c", "x", "a::b:c", "::a"]);
+        let colon = prop::sample::select(vec![": ", ":", " : ", "::", ":\t", ":: "]);
+        (
+            thread,
+            span,
+            target,
+            colon,
+            "[a-z :{}=]{0,12}",
+            any::<bool>(),
+        )
+            .prop_map(|(thread, span, target, colon, message, leveled)| {
+                let level = if leveled { " INFO " } else { "" };
+                format!("2024-05-01T00:00:00Z{level}{thread}{span}{target}{colon}{message}")
+            })
+    }
+
     proptest! {
+        #[test]
+        fn a_layout_read_by_the_line_before_it_is_the_one_found_anew(
+            lines in prop::collection::vec(prop_oneof![layout_line(), "\\PC{0,40}"], 1..30)
+        ) {
+            let mut memo = LayoutMemo::default();
+            for line in &lines {
+                prop_assert_eq!(parse_with(line, &mut memo), parse(line), "{:?}", line);
+            }
+        }
+
         #[test]
         fn iso_timestamps_read_back_as_the_instant_they_print(secs in 0i64..4_000_000_000, nanos in 0i64..1_000_000_000) {
             let line = format!("{} message", format_iso(secs * S + nanos));
