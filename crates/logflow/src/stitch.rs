@@ -550,14 +550,23 @@ pub fn identifiers(ranked: &[Evidence], o: &StitchOptions) -> HashSet<Variable> 
         .collect()
 }
 
-/// Requests renumbered from 0 in order of their first line.
+/// Requests renumbered from 0 in order of their first line. (Request numbers are below
+/// the number of lines, so the new numbers are kept in a vector by the old.)
 fn numbered(requests: &[u32]) -> Vec<u32> {
-    let mut numbers: HashMap<u32, u32> = HashMap::default();
+    let mut numbers: Vec<u32> = Vec::new();
+    let mut next = 0;
     requests
         .iter()
         .map(|&r| {
-            let next = numbers.len() as u32;
-            *numbers.entry(r).or_insert(next)
+            let r = r as usize;
+            if numbers.len() <= r {
+                numbers.resize(r + 1, u32::MAX);
+            }
+            if numbers[r] == u32::MAX {
+                numbers[r] = next;
+                next += 1;
+            }
+            numbers[r]
         })
         .collect()
 }
