@@ -394,17 +394,31 @@ impl Corpus {
             .zip(&point_of)
             .enumerate()
             .map(|(i, (((raw, continued), (joined, leaf)), &point))| {
-                kept_tokens.read(i, raw.message(), &mut line_tokens);
-                after_place(place(point), &mut line_tokens);
                 // The template it matches now in its leaf; else (templates generalised
                 // past it) the one it joined, which is also the answer when it is the
-                // leaf's only one.
-                let template = if miner.leaf_templates(leaf) == [joined] {
-                    joined
-                } else {
-                    miner.find_in_leaf(leaf, &line_tokens).unwrap_or(joined)
+                // leaf's only one: then its values are read straight from its kept
+                // tokens (with no word before them naming a place in the source).
+                let only = miner.leaf_templates(leaf) == [joined];
+                let texts = kept_tokens
+                    .texts(i, raw.message())
+                    .filter(|_| only && place(point).is_none());
+                let template = match texts {
+                    Some(texts) => {
+                        miner.values_of(joined, texts, &mut values);
+                        joined
+                    }
+                    None => {
+                        kept_tokens.read(i, raw.message(), &mut line_tokens);
+                        after_place(place(point), &mut line_tokens);
+                        let template = if only {
+                            joined
+                        } else {
+                            miner.find_in_leaf(leaf, &line_tokens).unwrap_or(joined)
+                        };
+                        miner.values(template, &line_tokens, &mut values);
+                        template
+                    }
                 };
-                miner.values(template, &line_tokens, &mut values);
                 // Both ids are the miner's own.
                 let point =
                     points.point(template, &miner.templates()[template as usize], &mut values);

@@ -306,15 +306,25 @@ impl Miner {
     /// The values of `tokens` at template `id`'s parameters, in order, into `out`
     /// (cleared first).
     pub fn values<'a>(&self, id: TemplateId, tokens: &[Token<'a>], out: &mut Vec<&'a str>) {
+        self.values_of(id, tokens.iter().map(|t| t.text), out);
+    }
+
+    /// [`Miner::values`], from the texts of a line's tokens.
+    pub fn values_of<'a>(
+        &self,
+        id: TemplateId,
+        texts: impl Iterator<Item = &'a str>,
+        out: &mut Vec<&'a str>,
+    ) {
         out.clear();
         out.extend(
             self.templates
                 .get(id as usize)
                 .map_or(&[][..], |t| &t.slots[..])
                 .iter()
-                .zip(tokens)
+                .zip(texts)
                 .filter(|(s, _)| matches!(s, Slot::Param(_)))
-                .map(|(_, t)| t.text),
+                .map(|(_, text)| text),
         );
     }
 }

@@ -174,26 +174,48 @@ impl KeptTokens {
         self.ends.push(self.spans.len());
     }
 
-    /// Line `line`'s tokens, read back from `message` (the one it was kept with) into
-    /// `out` (cleared first); tokenized again when none were kept.
-    pub fn read<'a>(&self, line: usize, message: &'a str, out: &mut Vec<Token<'a>>) {
-        let end = self.ends[line];
+    /// Line `line`'s kept tokens, if its tokens were kept.
+    fn line_spans(&self, line: usize) -> Option<&[u32]> {
+        let end = *self.ends.get(line)?;
         if end & Self::NOT_KEPT != 0 {
-            return tokenize(message, out);
+            return None;
         }
-        out.clear();
         let start = line
             .checked_sub(1)
             .map_or(0, |before| self.ends[before] & !Self::NOT_KEPT);
-        out.extend(self.spans[start..end].iter().map(|&span| {
-            let at = (span & 0xffff) as usize;
-            let len = (span >> 16 & 0xfff) as usize;
-            Token {
-                text: message.get(at..at + len).unwrap_or_default(),
-                kind: kind_of_code((span >> 28) as u8),
-            }
+        self.spans.get(start..end)
+    }
+
+    /// Line `line`'s tokens' texts, read back from `message` (the one it was kept
+    /// with), if they were kept.
+    pub fn texts<'a>(
+        &self,
+        line: usize,
+        message: &'a str,
+    ) -> Option<impl Iterator<Item = &'a str> + use<'_, 'a>> {
+        let spans = self.line_spans(line)?;
+        Some(spans.iter().map(move |&span| span_text(span, message)))
+    }
+
+    /// Line `line`'s tokens, read back from `message` (the one it was kept with) into
+    /// `out` (cleared first); tokenized again when none were kept.
+    pub fn read<'a>(&self, line: usize, message: &'a str, out: &mut Vec<Token<'a>>) {
+        let Some(spans) = self.line_spans(line) else {
+            return tokenize(message, out);
+        };
+        out.clear();
+        out.extend(spans.iter().map(|&span| Token {
+            text: span_text(span, message),
+            kind: kind_of_code((span >> 28) as u8),
         }));
     }
+}
+
+/// A kept token's text in its message.
+fn span_text(span: u32, message: &str) -> &str {
+    let at = (span & 0xffff) as usize;
+    let len = (span >> 16 & 0xfff) as usize;
+    message.get(at..at + len).unwrap_or_default()
 }
 
 /// A kind as four bits, for [`KeptTokens`].
@@ -450,6 +472,7 @@ mod tests {
             tokenize(m, &mut tokens);
             kept.read(i, m, &mut read);
             assert_eq!(read, tokens);
+            assert_eq!(kept.texts(i, m).is_some(), i != 1);
         }
         assert_eq!(kept.spans.len(), 5);
     }
@@ -468,6 +491,8 @@ mod tests {
                 tokenize(m, &mut tokens);
                 kept.read(i, m, &mut read);
                 prop_assert_eq!(&read, &tokens);
+                let texts: Vec<&str> = kept.texts(i, m).expect("kept").collect();
+                prop_assert_eq!(texts, tokens.iter().map(|t| t.text).collect::<Vec<_>>());
             }
         }
 
