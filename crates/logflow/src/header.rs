@@ -66,17 +66,25 @@ pub struct Header<'a> {
 
 /// Splits `line` into its prefix and message.
 pub fn parse(line: &str) -> Header<'_> {
-    parse_with(line, &mut LayoutMemo::default())
+    parse_by(line, |rest| layout_at(rest).map(|at| at.read(rest)))
 }
 
 /// [`parse`], for the lines of one file in turn: `memo` keeps what the `tracing` layout
 /// of a line was found to be, and a line that starts as that one did is read by it.
 pub fn parse_with<'a>(line: &'a str, memo: &mut LayoutMemo) -> Header<'a> {
+    parse_by(line, |rest| memo.layout(rest))
+}
+
+/// [`parse`], with the `tracing` layout found by `tracing_layout`.
+fn parse_by<'a>(
+    line: &'a str,
+    tracing_layout: impl FnOnce(&'a str) -> Option<TracingLayout<'a>>,
+) -> Header<'a> {
     let mut h = Header {
         message: line,
         ..Header::default()
     };
-    let mut rest = line.trim_start();
+    let mut rest = trim_start(line);
     // Timestamps first (a collector's and the program's own may both be there).
     loop {
         // Each form starts with a digit, or (syslog's month) a capital.
@@ -89,13 +97,13 @@ pub fn parse_with<'a>(line: &'a str, memo: &mut LayoutMemo) -> Header<'a> {
         }
         if let Some((ns, after)) = datetime(rest) {
             h.time_ns.get_or_insert(ns);
-            rest = after.trim_start();
+            rest = trim_start(after);
         } else if let Some((ns, after)) = syslog_time(rest) {
             h.time_ns.get_or_insert(ns);
-            rest = after.trim_start();
+            rest = trim_start(after);
         } else if let Some((ns, after)) = time_of_day(rest) {
             h.time_of_day_ns.get_or_insert(ns);
-            rest = after.trim_start();
+            rest = trim_start(after);
         } else {
             break;
         }
@@ -103,7 +111,7 @@ pub fn parse_with<'a>(line: &'a str, memo: &mut LayoutMemo) -> Header<'a> {
     let (word, after) = split_word(rest);
     if let Some(level) = Level::parse(word) {
         h.level = Some(level);
-        rest = after.trim_start();
+        rest = trim_start(after);
     }
     // A thread in brackets, or tracing's ThreadId(N).
     let (word, after) = split_word(rest);
@@ -113,10 +121,10 @@ pub fn parse_with<'a>(line: &'a str, memo: &mut LayoutMemo) -> Header<'a> {
         && !word.as_bytes()[1..].contains(&b'[')
     {
         h.thread = Some(&word[1..word.len() - 1]);
-        rest = after.trim_start();
+        rest = trim_start(after);
     } else if word.starts_with("ThreadId(") && word.ends_with(')') {
         h.thread = Some(word);
-        rest = after.trim_start();
+        rest = trim_start(after);
     }
     // A logger: a dotted or `::` path, with `#line` or a trailing `:`, or followed by `-`.
     let (word, after) = split_word(rest);
@@ -130,14 +138,14 @@ pub fn parse_with<'a>(line: &'a str, memo: &mut LayoutMemo) -> Header<'a> {
     if looks_like_logger
         && (word.ends_with(':')
             || word.bytes().any(|c| c == b'#')
-            || after.trim_start().starts_with("- "))
+            || trim_start(after).starts_with("- "))
     {
         h.logger = Some(path);
-        rest = after.trim_start();
+        rest = trim_start(after);
         if let Some(r) = rest.strip_prefix("- ") {
             rest = r;
         }
-    } else if let Some(layout) = memo.layout(rest) {
+    } else if let Some(layout) = tracing_layout(rest) {
         h.thread = h.thread.or(layout.thread);
         h.logger = Some(layout.target);
         rest = layout.message;
@@ -152,12 +160,15 @@ pub fn parse_with<'a>(line: &'a str, memo: &mut LayoutMemo) -> Header<'a> {
 /// among those, so a line whose rest starts with the same bytes has the same layout;
 /// lines of one file mostly do, and the search costs about a thousand instructions.
 #[derive(Clone, Debug, Default)]
-pub struct LayoutMemo(Option<(Vec<u8>, LayoutAt)>);
+pub struct LayoutMemo {
+    seen: Vec<u8>,
+    at: Option<LayoutAt>,
+}
 
 impl LayoutMemo {
     fn layout<'a>(&mut self, rest: &'a str) -> Option<TracingLayout<'a>> {
-        if let Some((seen, at)) = &self.0 {
-            if rest.as_bytes().starts_with(seen) {
+        if let Some(at) = &self.at {
+            if rest.as_bytes().starts_with(&self.seen) {
                 return Some(at.read(rest));
             }
         }
@@ -165,7 +176,9 @@ impl LayoutMemo {
         // With no space after the colon (the line ends there), the next line's byte
         // there decides too; such a layout is not kept.
         if let Some(seen) = rest.as_bytes().get(..at.colon + 2) {
-            self.0 = Some((seen.to_vec(), at.clone()));
+            self.seen.clear();
+            self.seen.extend_from_slice(seen);
+            self.at = Some(at.clone());
         }
         Some(at.read(rest))
     }
@@ -190,7 +203,7 @@ impl LayoutAt {
             target: rest.get(self.target.clone()).unwrap_or_default(),
             message: match self.scope {
                 Some(at) => rest.get(at..).unwrap_or_default(),
-                None => rest.get(self.colon + 1..).unwrap_or_default().trim_start(),
+                None => trim_start(rest.get(self.colon + 1..).unwrap_or_default()),
             },
         }
     }
@@ -396,6 +409,20 @@ fn split_word(s: &str) -> (&str, &str) {
         .position(|b| b.is_ascii_whitespace())
         .unwrap_or(s.len());
     (&s[..end], &s[end..])
+}
+
+/// `s` without its leading whitespace, as `str::trim_start` has it: ASCII whitespace
+/// is skipped by byte (it is all there is between a line's fields), and only a line
+/// with other whitespace goes to the full test.
+fn trim_start(s: &str) -> &str {
+    let at = s
+        .bytes()
+        .position(|b| !matches!(b, b'\t'..=b'\r' | b' '))
+        .unwrap_or(s.len());
+    match s.as_bytes().get(at) {
+        Some(b) if !b.is_ascii() => s[at..].trim_start(),
+        _ => &s[at..],
+    }
 }
 
 /// `n` ASCII digits at the start of `s`, as a number, and the rest.
@@ -695,6 +722,13 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn leading_whitespace_goes_as_str_trim_start_takes_it(
+            s in "[ \t\n\x0b\x0c\r\u{85}\u{a0}\u{2003}\u{3000}a-c:]{0,12}"
+        ) {
+            prop_assert_eq!(trim_start(&s), s.trim_start());
+        }
+
         #[test]
         fn a_layout_read_by_the_line_before_it_is_the_one_found_anew(
             lines in prop::collection::vec(prop_oneof![layout_line(), "\\PC{0,40}"], 1..30)
