@@ -154,31 +154,37 @@ fn parse_by<'a>(
     h
 }
 
-/// A `tracing` layout found in a line: the bytes of the line's rest that decided it (up
-/// to the space after the target's colon), and where in them the thread, the target and
-/// the span scope are. Every byte the search looks at before it finds the target is
-/// among those, so a line whose rest starts with the same bytes has the same layout;
-/// lines of one file mostly do, and the search costs about a thousand instructions.
+/// The `tracing` layouts last found in a file's lines: for each, the bytes of the line's
+/// rest that decided it (up to the space after the target's colon), and where in them
+/// the thread, the target and the span scope are. Every byte the search looks at before
+/// it finds the target is among those, so a line whose rest starts with the same bytes
+/// has the same layout; lines of one file mostly do, a few threads and targets taking
+/// turns, and the search costs about a thousand instructions.
 #[derive(Clone, Debug, Default)]
-pub struct LayoutMemo {
-    seen: Vec<u8>,
-    at: Option<LayoutAt>,
-}
+pub struct LayoutMemo(Vec<(Vec<u8>, LayoutAt)>);
 
 impl LayoutMemo {
+    /// Layouts kept: enough for a service's few threads and targets taking turns.
+    const KEPT: usize = 8;
+
     fn layout<'a>(&mut self, rest: &'a str) -> Option<TracingLayout<'a>> {
-        if let Some(at) = &self.at {
-            if rest.as_bytes().starts_with(&self.seen) {
-                return Some(at.read(rest));
-            }
+        let bytes = rest.as_bytes();
+        if let Some((_, at)) = self.0.iter().find(|(seen, _)| bytes.starts_with(seen)) {
+            return Some(at.read(rest));
         }
         let at = layout_at(rest)?;
         // With no space after the colon (the line ends there), the next line's byte
-        // there decides too; such a layout is not kept.
-        if let Some(seen) = rest.as_bytes().get(..at.colon + 2) {
-            self.seen.clear();
-            self.seen.extend_from_slice(seen);
-            self.at = Some(at.clone());
+        // there decides too; such a layout is not kept. The oldest kept makes room,
+        // its buffer taken for the newest.
+        if let Some(seen) = bytes.get(..at.colon + 2) {
+            let mut buffer = if self.0.len() == Self::KEPT {
+                self.0.remove(0).0
+            } else {
+                Vec::new()
+            };
+            buffer.clear();
+            buffer.extend_from_slice(seen);
+            self.0.push((buffer, at.clone()));
         }
         Some(at.read(rest))
     }
