@@ -580,9 +580,20 @@ pub fn by_identifiers_and_time(
     let n = corpus.lines.len();
     let mut sets = Sets((0..n as u32).collect());
     let ids = identifiers(ranked, o);
+    // The log points with an identifier, by number: most lines' have none, and need no
+    // look-up per value.
+    let mut with_id = vec![false; corpus.points().len()];
+    for &(point, _) in &ids {
+        if let Some(w) = with_id.get_mut(point as usize) {
+            *w = true;
+        }
+    }
     // Lines by identifier value, in time order.
     let mut by_value: HashMap<&str, Vec<(i64, u32)>> = HashMap::default();
     for (i, line) in corpus.lines.iter().enumerate() {
+        if !with_id.get(line.point as usize).copied().unwrap_or(false) {
+            continue;
+        }
         for (slot, value) in corpus.values(line).enumerate() {
             if ids.contains(&(line.point, slot as u32)) {
                 by_value
