@@ -49,51 +49,49 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
     // value's occurrences, which took a vector per value and 24 bytes per occurrence.
     #[derive(Default)]
     struct ValueFacts {
-        several_variables: bool,
-        several_files: bool,
-        bursts: usize,
-        lifetime: i64,
-    }
-    struct Seen {
         first_at: i64,
         last_at: i64,
+        /// The file and variable of its first occurrence.
         file: u32,
         variable: Variable,
+        /// None until it is seen.
+        bursts: usize,
+        several_variables: bool,
+        several_files: bool,
+    }
+    impl ValueFacts {
+        fn lifetime(&self) -> i64 {
+            self.last_at - self.first_at
+        }
     }
     let mut facts: Vec<ValueFacts> = (0..corpus.key_count())
         .map(|_| ValueFacts::default())
         .collect();
-    let mut seen: Vec<Option<Seen>> = (0..corpus.key_count()).map(|_| None).collect();
     for &i in corpus.time_order() {
         let line = &corpus.lines[i];
         let t = corpus.time(i);
         for (slot, key) in corpus.value_keys(i).enumerate() {
             let variable = (line.point, slot as u32);
-            let (Some(f), Some(s)) = (facts.get_mut(key as usize), seen.get_mut(key as usize))
-            else {
+            let Some(f) = facts.get_mut(key as usize) else {
                 continue;
             };
-            match s {
-                None => {
-                    *s = Some(Seen {
-                        first_at: t,
-                        last_at: t,
-                        file: line.file,
-                        variable,
-                    });
-                    f.bursts = 1;
-                }
-                Some(s) => {
-                    f.bursts += usize::from(t - s.last_at > BURST_GAP_NS);
-                    f.several_variables |= variable != s.variable;
-                    f.several_files |= line.file != s.file;
-                    s.last_at = t;
-                    f.lifetime = t - s.first_at;
-                }
+            if f.bursts == 0 {
+                *f = ValueFacts {
+                    first_at: t,
+                    last_at: t,
+                    file: line.file,
+                    variable,
+                    bursts: 1,
+                    ..ValueFacts::default()
+                };
+                continue;
             }
+            f.bursts += usize::from(t - f.last_at > BURST_GAP_NS);
+            f.several_variables |= variable != f.variable;
+            f.several_files |= line.file != f.file;
+            f.last_at = t;
         }
     }
-    drop(seen);
     // Each variable's lines, distinct values (key numbers) and first three values (in
     // line order, so that the examples shown are the same on every run).
     // By log point (their ids are dense), then slot.
@@ -130,7 +128,7 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
             let shared = values.iter().filter(|v| of(v).several_variables).count() as f64 / n;
             let several = values.iter().filter(|v| of(v).several_files).count() as f64 / n;
             let bursts = values.iter().map(|v| of(v).bursts as f64).sum::<f64>() / n;
-            let mut lifetimes: Vec<i64> = values.iter().map(|v| of(v).lifetime).collect();
+            let mut lifetimes: Vec<i64> = values.iter().map(|v| of(v).lifetime()).collect();
             let middle = lifetimes.len() / 2;
             let lifetime_ns = *lifetimes.select_nth_unstable(middle).1;
             let distinct_share = n / lines as f64;
