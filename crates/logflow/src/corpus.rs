@@ -316,8 +316,11 @@ impl Corpus {
                 let (text, message_at, time_ns, thread) =
                     read_header(text, format, &mut memo, &mut intern);
                 if time_ns.is_none() && had_time {
-                    let at = raws.len().wrapping_sub(1);
-                    if let Some(last) = raws.last_mut().filter(|r| r.file == f as u32) {
+                    let before = raws.len().checked_sub(1);
+                    if let Some((at, last)) = before
+                        .zip(raws.last_mut())
+                        .filter(|(_, r)| r.file == f as u32)
+                    {
                         counts.continuations += 1;
                         continuations.push((at, first_line + n as u32));
                         // The line's message runs on through its continuations, which
@@ -403,9 +406,9 @@ impl Corpus {
                 // leaf's only one: then its values are read straight from its kept
                 // tokens (with no word before them naming a place in the source).
                 let only = miner.leaf_templates(leaf) == [joined];
-                let texts = kept_tokens
-                    .texts(i, raw.message())
-                    .filter(|_| only && place(point).is_none());
+                let texts = (only && place(point).is_none())
+                    .then(|| kept_tokens.texts(i, raw.message()))
+                    .flatten();
                 let template = match texts {
                     Some(texts) => {
                         miner.values_of(joined, texts, &mut values);
