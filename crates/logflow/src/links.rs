@@ -226,6 +226,66 @@ fn logging_time(corpus: &Corpus) -> Vec<i64> {
         .collect()
 }
 
+/// A pair of variables that printed a key one after the other.
+struct Pair {
+    from: u32,
+    to: u32,
+    /// Matches by the smallest window that holds their lag.
+    matched: [u32; WINDOWS_NS.len()],
+    /// Matches chance gives, per window.
+    chance: [f64; WINDOWS_NS.len()],
+}
+
+/// The pairs seen, and where each is, by (from, to): in a square table over the linkable
+/// variables when it is small (a match costs an index, not a hash lookup), else in a map.
+struct Pairs {
+    list: Vec<Pair>,
+    table: Vec<u32>,
+    side: usize,
+    by_hash: HashMap<u64, u32>,
+}
+
+impl Pairs {
+    fn new(linkable: usize, table_limit: usize) -> Pairs {
+        let cells = linkable * linkable;
+        Pairs {
+            list: Vec::new(),
+            table: vec![u32::MAX; if cells <= table_limit { cells } else { 0 }],
+            side: linkable,
+            by_hash: HashMap::default(),
+        }
+    }
+
+    /// The pair of two variables, each given as (number, number among the linkable);
+    /// made when new.
+    #[inline]
+    fn at(&mut self, (from, from_dense): (u32, u32), (to, to_dense): (u32, u32)) -> &mut Pair {
+        let list = &mut self.list;
+        let mut add = || {
+            list.push(Pair {
+                from,
+                to,
+                matched: [0; WINDOWS_NS.len()],
+                chance: [0.0; WINDOWS_NS.len()],
+            });
+            list.len() as u32 - 1
+        };
+        let index = if self.table.is_empty() {
+            *self
+                .by_hash
+                .entry((u64::from(from) << 32) | u64::from(to))
+                .or_insert_with(add)
+        } else {
+            let cell = &mut self.table[from_dense as usize * self.side + to_dense as usize];
+            if *cell == u32::MAX {
+                *cell = add();
+            }
+            *cell
+        };
+        &mut self.list[index as usize]
+    }
+}
+
 /// Learns the links between the corpus's variables.
 pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
     learn_with_table(corpus, o, PAIR_TABLE_CELLS)
@@ -286,14 +346,6 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
             }
         }
     }
-    struct Pair {
-        from: u32,
-        to: u32,
-        /// Matches by the smallest window that holds their lag.
-        matched: [u32; WINDOWS_NS.len()],
-        /// Matches chance gives, per window.
-        chance: [f64; WINDOWS_NS.len()],
-    }
     // The linkable variables (enough distinct values) numbered densely; the others
     // `u32::MAX`.
     let mut dense = vec![u32::MAX; variables.len()];
@@ -306,97 +358,102 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
         dense[v] = linkable_count as u32;
         linkable_count += 1;
     }
-    // The pairs seen, and where each is, by (from, to): in a square table over the
-    // linkable variables when it is small (a match costs an index, not a hash lookup),
-    // else in a map.
-    let mut pairs: Vec<Pair> = Vec::new();
-    let table_cells = linkable_count * linkable_count;
-    let mut pair_table = vec![
-        u32::MAX;
-        if table_cells <= table_limit {
-            table_cells
-        } else {
-            0
-        }
-    ];
-    let mut pair_at: HashMap<u64, u32> = HashMap::default();
-    let new_pair = |pairs: &mut Vec<Pair>, from: u32, to: u32| {
-        pairs.push(Pair {
-            from,
-            to,
-            matched: [0; WINDOWS_NS.len()],
-            chance: [0.0; WINDOWS_NS.len()],
-        });
-        pairs.len() as u32 - 1
-    };
-    /// A variable that printed a key: when it last did, and the chance that it prints
-    /// the key within each window by chance (from the key's rate at the variable),
-    /// computed once per variable and key rather than once per match.
-    struct LastPrint {
+    let mut pairs = Pairs::new(linkable_count, table_limit);
+    // For each key, the linkable variables that print it (CSR by key, each key's by
+    // variable number): how often in all, how often so far in the pass below, and when
+    // last.
+    #[derive(Clone, Copy)]
+    struct Printer {
         var: u32,
         /// `dense[var]`, kept so that the pass below need not look it up per match.
         dense: u32,
+        total: u32,
+        so_far: u32,
+        /// `i64::MIN` until its first print.
         at: i64,
-        by_chance: [f64; WINDOWS_NS.len()],
     }
-    let mut last: Vec<Vec<LastPrint>> = (0..corpus.key_count()).map(|_| Vec::new()).collect();
+    let linkable_prints = || {
+        printed
+            .iter()
+            .map(|(&pk, &total)| ((pk >> 32) as u32, pk as u32, total))
+            .filter(|&(var, _, _)| dense[var as usize] != u32::MAX)
+    };
+    let mut printer_starts = vec![0usize; corpus.key_count() + 1];
+    for (_, key, _) in linkable_prints() {
+        printer_starts[key as usize + 1] += 1;
+    }
+    for k in 1..printer_starts.len() {
+        printer_starts[k] += printer_starts[k - 1];
+    }
+    let unprinted = Printer {
+        var: 0,
+        dense: 0,
+        total: 0,
+        so_far: 0,
+        at: i64::MIN,
+    };
+    let mut printers = vec![unprinted; printer_starts[corpus.key_count()]];
+    let mut next_of_key = printer_starts.clone();
+    for (var, key, total) in linkable_prints() {
+        let next = &mut next_of_key[key as usize];
+        printers[*next] = Printer {
+            var,
+            dense: dense[var as usize],
+            total,
+            ..unprinted
+        };
+        *next += 1;
+    }
+    for key in 0..corpus.key_count() {
+        printers[printer_starts[key]..printer_starts[key + 1]].sort_unstable_by_key(|p| p.var);
+    }
     for &i in order {
         let t = corpus.time(i);
         for &(slot, key) in corpus.line_keys(i) {
             let Some(to) = var_of(i, slot).filter(|&v| dense[v as usize] != u32::MAX) else {
                 continue;
             };
-            let Some(seen) = last.get_mut(key as usize) else {
+            let Some(seen) = printer_starts
+                .get(key as usize..key as usize + 2)
+                .and_then(|r| printers.get_mut(r[0]..r[1]))
+            else {
                 continue;
             };
-            let to_dense = dense[to as usize] as usize;
-            // Where `to` is among the variables that printed the key, found on the way.
+            let to_dense = dense[to as usize];
+            // A match with each variable that printed the key within the longest window.
             let mut own = None;
             for (k, e) in seen.iter().enumerate() {
-                let from = e.var;
-                if from == to {
+                if e.var == to {
                     own = Some(k);
                     continue;
                 }
-                let at_index = if pair_table.is_empty() {
-                    *pair_at
-                        .entry(pair_key(from, to))
-                        .or_insert_with(|| new_pair(&mut pairs, from, to))
-                } else {
-                    let cell = e.dense as usize * linkable_count + to_dense;
-                    if pair_table[cell] == u32::MAX {
-                        pair_table[cell] = new_pair(&mut pairs, from, to);
-                    }
-                    pair_table[cell]
-                };
-                let pair = &mut pairs[at_index as usize];
-                let lag = t - e.at;
+                let lag = t.saturating_sub(e.at);
                 if let Some(w) = WINDOWS_NS.iter().position(|&w| lag <= w) {
-                    pair.matched[w] += 1;
-                }
-                for (sum, p) in pair.chance.iter_mut().zip(&e.by_chance) {
-                    *sum += p;
+                    pairs.at((e.var, e.dense), (to, to_dense)).matched[w] += 1;
                 }
             }
-            match own.and_then(|k| seen.get_mut(k)) {
-                Some(entry) => entry.at = t,
-                None => {
-                    let times = printed.get(&pair_key(to, key)).copied().unwrap_or(1);
-                    let file = variables[to as usize].0;
-                    let rate_per_ms = f64::from(times) * 1e6 / span_ns(file) as f64;
-                    let by_chance = quiet_within_windows((-rate_per_ms).exp()).map(|q| 1.0 - q);
-                    seen.push(LastPrint {
-                        var: to,
-                        dense: to_dense as u32,
-                        at: t,
-                        by_chance,
-                    });
+            let Some(own) = own else { continue };
+            if seen[own].at == i64::MIN {
+                // Its first print: the chance that it printed the key within each window
+                // before each later print of another variable, by chance (from the key's
+                // rate at this variable), counted now for all of those prints at once.
+                let rate_per_ms =
+                    f64::from(seen[own].total) * 1e6 / span_ns(variables[to as usize].0) as f64;
+                let by_chance = quiet_within_windows((-rate_per_ms).exp()).map(|q| 1.0 - q);
+                for e in seen.iter().filter(|e| e.var != to && e.total > e.so_far) {
+                    let later = f64::from(e.total - e.so_far);
+                    let pair = pairs.at((to, to_dense), (e.var, e.dense));
+                    for (sum, p) in pair.chance.iter_mut().zip(&by_chance) {
+                        *sum += p * later;
+                    }
                 }
             }
+            seen[own].at = t;
+            seen[own].so_far += 1;
         }
     }
     let mut links = Vec::new();
-    for pair in pairs {
+    for pair in pairs.list {
         let lines = f64::from(lines_of[pair.to as usize]);
         let (from, to) = (variables[pair.from as usize], variables[pair.to as usize]);
         let mut best: Option<Link> = None;
