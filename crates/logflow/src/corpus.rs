@@ -160,9 +160,21 @@ pub struct Corpus {
     pub miner: Miner,
     points: Points,
     pub counts: ReadCounts,
-    /// Line indices in time order, sorted once: links, predecessors and the walk all
-    /// read the lines in this order.
-    order: Vec<usize>,
+    /// The lines in time order, sorted once: links, ranking, predecessors and the walk
+    /// all read the lines in this order.
+    timeline: Vec<Moment>,
+}
+
+/// A line in time order: what the passes over time read of it, side by side, so that
+/// they read one array in order rather than lines across every file in turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moment {
+    /// [`Corpus::time`] of the line.
+    pub time: i64,
+    /// Index into [`Corpus::lines`].
+    pub line: usize,
+    pub file: u32,
+    pub point: PointId,
 }
 
 /// A line while reading: its text (borrowed from the file unless it was not UTF-8), where
@@ -234,9 +246,9 @@ impl Corpus {
         self.points.all()
     }
 
-    /// Line indices in time order (file order among equal times).
-    pub fn time_order(&self) -> &[usize] {
-        &self.order
+    /// The lines in time order (file order among equal times).
+    pub fn timeline(&self) -> &[Moment] {
+        &self.timeline
     }
 
     /// Reads `(name, bytes)` of each file. A line without a timestamp after one with
@@ -457,7 +469,7 @@ impl Corpus {
             miner,
             points,
             counts,
-            order: Vec::new(),
+            timeline: Vec::new(),
             keys: Vec::new(),
             key_starts: Vec::new(),
             key_count: 0,
@@ -468,7 +480,15 @@ impl Corpus {
             .map(|i| (corpus.time(i), i))
             .collect();
         keyed.sort_unstable();
-        corpus.order = keyed.into_iter().map(|(_, i)| i).collect();
+        corpus.timeline = keyed
+            .into_iter()
+            .map(|(time, line)| Moment {
+                time,
+                line,
+                file: corpus.lines[line].file,
+                point: corpus.lines[line].point,
+            })
+            .collect();
         corpus.number_keys();
         corpus
     }

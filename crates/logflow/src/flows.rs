@@ -110,7 +110,7 @@ impl Flows {
                 }
             })
             .collect();
-        for &i in corpus.time_order() {
+        for i in corpus.timeline().iter().map(|m| m.line) {
             let (Some(line), Some(&Some(request))) = (corpus.lines.get(i), requests.get(i)) else {
                 continue;
             };

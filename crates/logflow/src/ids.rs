@@ -67,11 +67,10 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
     let mut facts: Vec<ValueFacts> = (0..corpus.key_count())
         .map(|_| ValueFacts::default())
         .collect();
-    for &i in corpus.time_order() {
-        let line = &corpus.lines[i];
-        let t = corpus.time(i);
-        for (slot, key) in corpus.value_keys(i).enumerate() {
-            let variable = (line.point, slot as u32);
+    for m in corpus.timeline() {
+        let t = m.time;
+        for (slot, key) in corpus.value_keys(m.line).enumerate() {
+            let variable = (m.point, slot as u32);
             let Some(f) = facts.get_mut(key as usize) else {
                 continue;
             };
@@ -79,7 +78,7 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
                 *f = ValueFacts {
                     first_at: t,
                     last_at: t,
-                    file: line.file,
+                    file: m.file,
                     variable,
                     bursts: 1,
                     ..ValueFacts::default()
@@ -88,7 +87,7 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
             }
             f.bursts += usize::from(t - f.last_at > BURST_GAP_NS);
             f.several_variables |= variable != f.variable;
-            f.several_files |= line.file != f.file;
+            f.several_files |= m.file != f.file;
             f.last_at = t;
         }
     }

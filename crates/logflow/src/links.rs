@@ -197,9 +197,8 @@ const PAUSE_GAPS: i64 = 100;
 fn logging_time(corpus: &Corpus) -> Vec<i64> {
     let mut last: Vec<Option<i64>> = vec![None; corpus.files.len()];
     let mut gaps: Vec<Vec<i64>> = vec![Vec::new(); corpus.files.len()];
-    for &i in corpus.time_order() {
-        let file = corpus.lines[i].file as usize;
-        let t = corpus.time(i);
+    for m in corpus.timeline() {
+        let (file, t) = (m.file as usize, m.time);
         if let (Some(Some(before)), Some(gaps)) = (last.get(file), gaps.get_mut(file)) {
             gaps.push(t.saturating_sub(*before));
         }
@@ -293,8 +292,7 @@ pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
 
 /// [`learn`], finding pairs in a table of at most `table_limit` cells, else by hash.
 fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Links {
-    let order = corpus.time_order();
-    if order.is_empty() {
+    if corpus.timeline().is_empty() {
         return Links::default();
     }
     let logged_ns = logging_time(corpus);
@@ -407,8 +405,8 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
     for key in 0..corpus.key_count() {
         printers[printer_starts[key]..printer_starts[key + 1]].sort_unstable_by_key(|p| p.var);
     }
-    for &i in order {
-        let t = corpus.time(i);
+    for m in corpus.timeline() {
+        let (i, t) = (m.line, m.time);
         for &(slot, key) in corpus.line_keys(i) {
             let Some(to) = var_of(i, slot).filter(|&v| dense[v as usize] != u32::MAX) else {
                 continue;

@@ -168,13 +168,12 @@ pub fn stitch_after(
     let mut facts: HashMap<Point, PointFacts<'_>> = HashMap::default();
     // Each given request's own.
     let mut fixed: HashMap<u32, u32> = HashMap::default();
-    for &i in corpus.time_order() {
-        let line = &corpus.lines[i];
-        let t = corpus.time(i);
-        let point = (line.file, line.point);
+    for m in corpus.timeline() {
+        let (i, t) = (m.line, m.time);
+        let point = (m.file, m.point);
         let f = facts.entry(point).or_insert_with(|| {
             // A line has a value per parameter of its log point.
-            let params = corpus.point_shape(line.point).parameters();
+            let params = corpus.point_shape(m.point).parameters();
             PointFacts::new(
                 point,
                 params,
@@ -247,7 +246,7 @@ pub fn stitch_after(
                         _ => r,
                     }
                 }
-                None if starts.contains(&(line.file, line.point)) => {
+                None if starts.contains(&point) => {
                     next += 1;
                     next - 1
                 }
@@ -442,26 +441,24 @@ fn predecessors(corpus: &Corpus, o: &StitchOptions) -> HashMap<Point, Vec<(Point
     const WINDOWS_NS: [i64; 6] = [
         100_000, 300_000, 1_000_000, 3_000_000, 10_000_000, 30_000_000,
     ];
-    let order = corpus.time_order();
+    let timeline = corpus.timeline();
     let mut seen: HashMap<Point, usize> = HashMap::default();
     let mut after: HashMap<(Point, Point), [usize; WINDOWS_NS.len() + 1]> = HashMap::default();
     // Each line against the few lines before it (a fan-out's calls interleave), each
     // earlier log point once, at its latest.
     const LOOK_BACK: usize = 4;
     let mut counted: Vec<Point> = Vec::with_capacity(LOOK_BACK);
-    for (k, &i) in order.iter().enumerate() {
-        let b = &corpus.lines[i];
+    for (k, b) in timeline.iter().enumerate() {
         let pb = (b.file, b.point);
         *seen.entry(pb).or_default() += 1;
         counted.clear();
-        for &j in order[k.saturating_sub(LOOK_BACK)..k].iter().rev() {
-            let a = &corpus.lines[j];
+        for a in timeline[k.saturating_sub(LOOK_BACK)..k].iter().rev() {
             let pa = (a.file, a.point);
             if pa == pb || counted.contains(&pa) {
                 continue;
             }
             counted.push(pa);
-            let lag = corpus.time(i) - corpus.time(j);
+            let lag = b.time - a.time;
             let bucket = WINDOWS_NS
                 .iter()
                 .position(|&x| lag <= x)

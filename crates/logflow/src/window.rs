@@ -403,7 +403,7 @@ impl Numbering {
         requests: &[u32],
     ) -> (Vec<Option<u32>>, HashSet<u32>) {
         let mut across: HashMap<u32, u32> = HashMap::default();
-        for &i in corpus.time_order() {
+        for i in corpus.timeline().iter().map(|m| m.line) {
             let (Some(line), Some(&r)) = (corpus.lines.get(i), requests.get(i)) else {
                 continue;
             };
@@ -413,7 +413,7 @@ impl Numbering {
         }
         let mut out = vec![None; corpus.lines.len()];
         let mut carried = HashMap::default();
-        for &i in corpus.time_order() {
+        for i in corpus.timeline().iter().map(|m| m.line) {
             let (Some(line), Some(&r)) = (corpus.lines.get(i), requests.get(i)) else {
                 continue;
             };
