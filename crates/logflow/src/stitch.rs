@@ -162,7 +162,7 @@ pub fn stitch_after(
     // Each request's first and latest line's time, by request number (requests are
     // numbered from 0 as they begin, each with its first line).
     let mut active: Vec<(i64, i64)> = Vec::new();
-    let mut recent = Recent::default();
+    let (mut recent, mut numbered_predecessors) = Recent::numbered(&predecessors);
     let mut previous: Option<(u32, i64, Point)> = None;
     let mut next = 0;
     let mut facts: HashMap<Point, PointFacts<'_>> = HashMap::default();
@@ -179,7 +179,7 @@ pub fn stitch_after(
                 params,
                 links,
                 (&sure, &excluded),
-                &predecessors,
+                numbered_predecessors.remove(&point).unwrap_or_default(),
                 &mut sources,
             )
         });
@@ -225,7 +225,7 @@ pub fn stitch_after(
                 }
             }
         }
-        let before = f.predecessors;
+        let before = f.predecessors.as_slice();
         let request = match given_request {
             Some(g) => *fixed.entry(g).or_insert_with(|| {
                 next += 1;
@@ -234,7 +234,7 @@ pub fn stitch_after(
             None => match best {
                 Some((_, _, r, slow)) => {
                     let quiet_since = active.get(r as usize).map_or(i64::MIN, |a| a.1);
-                    match recent.followed(before, point, t) {
+                    match recent.followed(before, t) {
                         Some(c)
                             if slow
                                 && c != r
@@ -251,7 +251,7 @@ pub fn stitch_after(
                     next - 1
                 }
                 None => recent
-                    .followed(before, point, t)
+                    .followed(before, t)
                     .or_else(|| {
                         previous
                             .filter(|(_, at, p)| {
@@ -289,8 +289,10 @@ pub fn stitch_after(
             Some(a) => a.1 = t,
             None => active.resize(request as usize + 1, (t, t)),
         }
-        recent.follow(before, point, request, t);
-        recent.add(point, request, t);
+        recent.follow(before, request, t);
+        if let Some(lines) = f.recent {
+            recent.add(lines, request, t);
+        }
         previous = Some((request, t, point));
         requests[i] = request;
     }
@@ -302,7 +304,9 @@ type Point = (u32, PointId);
 /// What the walk asks of a (file, log point) and its slots, looked up once.
 struct PointFacts<'a> {
     slots: Vec<SlotFacts<'a>>,
-    predecessors: &'a [(Point, i64)],
+    predecessors: Vec<Before>,
+    /// Its number in [`Recent`], if it is a predecessor.
+    recent: Option<u32>,
 }
 
 struct SlotFacts<'a> {
@@ -326,7 +330,7 @@ impl<'a> PointFacts<'a> {
         slots: usize,
         links: &'a Links,
         (sure, excluded): (&HashSet<Variable>, &HashSet<Variable>),
-        predecessors: &'a HashMap<Point, Vec<(Point, i64)>>,
+        (predecessors, recent): OrderFacts,
         sources: &mut HashMap<links::Variable, u32>,
     ) -> Self {
         let mut number = |v: links::Variable| {
@@ -350,9 +354,8 @@ impl<'a> PointFacts<'a> {
             .collect();
         PointFacts {
             slots,
-            predecessors: predecessors
-                .get(&(file, point))
-                .map_or(&[][..], Vec::as_slice),
+            predecessors,
+            recent,
         }
     }
 }
@@ -362,20 +365,92 @@ impl<'a> PointFacts<'a> {
 struct Printed {
     request: u32,
     at: i64,
-    followed_by: Vec<Point>,
+    followed_by: Followers,
 }
 
-/// The recent lines of each log point, latest last.
+/// The followers of a log point (each numbered among its followers, see [`Before`])
+/// whose lines have followed one of its lines: the first 64 as bits, so that marking
+/// one allocates nothing.
 #[derive(Default)]
-struct Recent(HashMap<Point, VecDeque<Printed>>);
+struct Followers {
+    bits: u64,
+    more: Vec<u32>,
+}
+
+impl Followers {
+    fn contains(&self, follower: u32) -> bool {
+        match 1u64.checked_shl(follower) {
+            Some(bit) => self.bits & bit != 0,
+            None => self.more.contains(&follower),
+        }
+    }
+
+    fn insert(&mut self, follower: u32) {
+        match 1u64.checked_shl(follower) {
+            Some(bit) => self.bits |= bit,
+            None => self.more.push(follower),
+        }
+    }
+}
+
+/// A learned predecessor of a log point, as the walk reads it: where its recent lines
+/// are in [`Recent`], the lag within which it is followed, and the log point's number
+/// among its followers.
+#[derive(Clone, Copy, Debug)]
+struct Before {
+    lines: u32,
+    window: i64,
+    follower: u32,
+}
+
+/// A log point's predecessors as the walk reads them, and its own number in [`Recent`]
+/// if it is a predecessor.
+type OrderFacts = (Vec<Before>, Option<u32>);
+
+/// The recent lines of each log point that is a predecessor, latest last, by its
+/// number ([`Before::lines`]).
+struct Recent(Vec<VecDeque<Printed>>);
 
 impl Recent {
     /// The longest lag a predecessor is learned with.
     const KEPT_NS: i64 = 30_000_000;
     const KEPT_LINES: usize = 64;
 
-    fn add(&mut self, point: Point, request: u32, at: i64) {
-        let lines = self.0.entry(point).or_default();
+    /// Numbers the predecessors and their followers: for each log point, its
+    /// predecessors as the walk reads them, and its own number if it is a predecessor.
+    fn numbered(
+        predecessors: &HashMap<Point, Vec<(Point, i64)>>,
+    ) -> (Recent, HashMap<Point, OrderFacts>) {
+        let mut lines: HashMap<Point, u32> = HashMap::default();
+        let mut followers: HashMap<Point, u32> = HashMap::default();
+        let mut numbered: HashMap<Point, OrderFacts> = HashMap::default();
+        for (&point, before) in predecessors {
+            let before = before
+                .iter()
+                .map(|&(a, window)| {
+                    let next = lines.len() as u32;
+                    let follower = followers.entry(a).or_default();
+                    *follower += 1;
+                    Before {
+                        lines: *lines.entry(a).or_insert(next),
+                        window,
+                        follower: *follower - 1,
+                    }
+                })
+                .collect();
+            numbered.entry(point).or_default().0 = before;
+        }
+        for (&point, &n) in &lines {
+            numbered.entry(point).or_default().1 = Some(n);
+        }
+        let recent = Recent((0..lines.len()).map(|_| VecDeque::new()).collect());
+        (recent, numbered)
+    }
+
+    fn add(&mut self, lines: u32, request: u32, at: i64) {
+        let Some(lines) = self.0.get_mut(lines as usize) else {
+            return;
+        };
         while lines
             .front()
             .is_some_and(|p| at - p.at > Self::KEPT_NS || lines.len() == Self::KEPT_LINES)
@@ -385,24 +460,24 @@ impl Recent {
         lines.push_back(Printed {
             request,
             at,
-            followed_by: Vec::new(),
+            followed_by: Followers::default(),
         });
     }
 
-    /// The request of the latest line at one of `point`'s predecessors, within the
-    /// predecessor's lag, that no line of `point` has followed yet (each line at a log
-    /// point is followed once by the next in its request: lprof's order).
-    fn followed(&self, predecessors: &[(Point, i64)], point: Point, t: i64) -> Option<u32> {
+    /// The request of the latest line at one of a log point's predecessors, within the
+    /// predecessor's lag, that no line of the log point has followed yet (each line at
+    /// a log point is followed once by the next in its request: lprof's order).
+    fn followed(&self, predecessors: &[Before], t: i64) -> Option<u32> {
         predecessors
             .iter()
-            .filter_map(|(a, window)| {
+            .filter_map(|b| {
                 // Latest first: past the first line outside the lag, all are.
                 self.0
-                    .get(a)?
+                    .get(b.lines as usize)?
                     .iter()
                     .rev()
-                    .take_while(|p| t - p.at <= *window)
-                    .find(|p| !p.followed_by.contains(&point))
+                    .take_while(|p| t - p.at <= b.window)
+                    .find(|p| !p.followed_by.contains(b.follower))
             })
             // The later request on a tie, whatever the order of the predecessors (they
             // come from a hash map).
@@ -410,24 +485,24 @@ impl Recent {
             .map(|p| p.request)
     }
 
-    /// Marks the latest line of `request` at each of `point`'s predecessors, within the
-    /// predecessor's lag of `t`, as followed. (A line past the lag is never again one
-    /// that `followed` gives `point`: marking it would change nothing, and looking for
-    /// it meant reading every recent line of a busy predecessor.)
-    fn follow(&mut self, predecessors: &[(Point, i64)], point: Point, request: u32, t: i64) {
-        for (a, window) in predecessors {
-            let Some(lines) = self.0.get_mut(a) else {
+    /// Marks the latest line of `request` at each of a log point's predecessors, within
+    /// the predecessor's lag of `t`, as followed. (A line past the lag is never again
+    /// one that `followed` gives the log point: marking it would change nothing, and
+    /// looking for it meant reading every recent line of a busy predecessor.)
+    fn follow(&mut self, predecessors: &[Before], request: u32, t: i64) {
+        for b in predecessors {
+            let Some(lines) = self.0.get_mut(b.lines as usize) else {
                 continue;
             };
             // Latest first; by index, which compiles to a tighter loop than the
             // deque's iterator with `take_while`.
             for k in (0..lines.len()).rev() {
                 let p = &mut lines[k];
-                if t - p.at > *window {
+                if t - p.at > b.window {
                     break;
                 }
-                if p.request == request && !p.followed_by.contains(&point) {
-                    p.followed_by.push(point);
+                if p.request == request && !p.followed_by.contains(b.follower) {
+                    p.followed_by.insert(b.follower);
                     break;
                 }
             }
@@ -1018,13 +1093,16 @@ mod tests {
     fn a_tie_between_predecessors_goes_the_same_way_in_any_order() {
         // Lines at two predecessors of one log point, at one instant, in two requests:
         // the predecessors' order comes from a hash map, the choice must not.
-        let (a, b, c): (Point, Point, Point) = ((0, 0), (1, 0), (2, 0));
-        let mut recent = Recent::default();
-        recent.add(a, 7, 1_000);
-        recent.add(b, 3, 1_000);
-        let window = 1_000_000;
-        let one = recent.followed(&[(a, window), (b, window)], c, 1_500);
-        let other = recent.followed(&[(b, window), (a, window)], c, 1_500);
+        let mut recent = Recent((0..2).map(|_| VecDeque::new()).collect());
+        recent.add(0, 7, 1_000);
+        recent.add(1, 3, 1_000);
+        let before = |lines| Before {
+            lines,
+            window: 1_000_000,
+            follower: 0,
+        };
+        let one = recent.followed(&[before(0), before(1)], 1_500);
+        let other = recent.followed(&[before(1), before(0)], 1_500);
         assert_eq!(one, Some(7));
         assert_eq!(other, Some(7));
     }
