@@ -153,6 +153,12 @@ pub fn stitch_after(
     // (request, time, order of the pair's first print). Looked up by the links into a
     // slot, so that a key many variables print (a small number) costs no scan.
     let mut by_key: HashMap<u64, (u32, i64, u32)> = HashMap::default();
+    // Prints older than the longest link's window tie nothing: they are let go whenever
+    // the map has doubled, so that it holds about the prints of the last seconds and
+    // stays in cache, whatever the log's length.
+    let longest_link_ns = links.all().iter().map(|l| l.window_ns).max().unwrap_or(0);
+    let mut by_key_pruned_at = 0usize;
+    let mut first_prints = 0u32;
     let mut sources: HashMap<links::Variable, u32> = HashMap::default();
     // A key's ties, put in the order of the pairs' first prints before they are weighed
     // (the strongest first, then the latest; on a tie, the first printed).
@@ -274,8 +280,10 @@ pub fn stitch_after(
                 continue;
             };
             if let Some(from) = slot.source {
-                let first = by_key.len() as u32;
-                let printed = by_key.entry(key_of(key, from)).or_insert((0, 0, first));
+                let printed = by_key.entry(key_of(key, from)).or_insert_with(|| {
+                    first_prints = first_prints.wrapping_add(1);
+                    (0, 0, first_prints)
+                });
                 (printed.0, printed.1) = (request, t);
             }
             let own = crate::corpus::own_key(keys, k);
@@ -284,6 +292,10 @@ pub fn stitch_after(
                     *id = Some((request, t));
                 }
             }
+        }
+        if by_key.len() >= 2 * by_key_pruned_at.max(2048) {
+            by_key.retain(|_, printed| t - printed.1 <= longest_link_ns);
+            by_key_pruned_at = by_key.len();
         }
         match active.get_mut(request as usize) {
             Some(a) => a.1 = t,
