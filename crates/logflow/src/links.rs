@@ -426,7 +426,13 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
                     continue;
                 }
                 let lag = t.saturating_sub(e.at);
-                if let Some(w) = WINDOWS_NS.iter().position(|&w| lag <= w) {
+                if lag <= WINDOWS_NS[WINDOWS_NS.len() - 1] {
+                    // The smallest window that holds the lag, counted without a branch
+                    // per window (lags fall in any of them, so branches mispredict).
+                    let w = WINDOWS_NS
+                        .iter()
+                        .map(|&w| usize::from(lag > w))
+                        .sum::<usize>();
                     pairs.at((e.var, e.dense), (to, to_dense)).matched[w] += 1;
                 }
             }
