@@ -163,6 +163,7 @@ pub struct Corpus {
     /// The lines in time order, sorted once: links, ranking, predecessors and the walk
     /// all read the lines in this order.
     timeline: Vec<Moment>,
+    node_point_count: usize,
 }
 
 /// A line in time order: what the passes over time read of it, side by side, so that
@@ -175,6 +176,9 @@ pub struct Moment {
     pub line: usize,
     pub file: u32,
     pub point: PointId,
+    /// Its (file, log point) numbered densely (see [`Corpus::node_point_count`]), so
+    /// that passes keep what they learn of one in a vector rather than a hash map.
+    pub node_point: u32,
 }
 
 /// A line while reading: its text (borrowed from the file unless it was not UTF-8), where
@@ -249,6 +253,11 @@ impl Corpus {
     /// The lines in time order (file order among equal times).
     pub fn timeline(&self) -> &[Moment] {
         &self.timeline
+    }
+
+    /// How many (file, log point) pairs have lines: [`Moment::node_point`] is below it.
+    pub fn node_point_count(&self) -> usize {
+        self.node_point_count
     }
 
     /// Reads `(name, bytes)` of each file. A line without a timestamp after one with
@@ -470,6 +479,7 @@ impl Corpus {
             points,
             counts,
             timeline: Vec::new(),
+            node_point_count: 0,
             keys: Vec::new(),
             key_starts: Vec::new(),
             key_count: 0,
@@ -480,15 +490,22 @@ impl Corpus {
             .map(|i| (corpus.time(i), i))
             .collect();
         keyed.sort_unstable();
+        let mut node_points: HashMap<(u32, PointId), u32> = HashMap::default();
         corpus.timeline = keyed
             .into_iter()
-            .map(|(time, line)| Moment {
-                time,
-                line,
-                file: corpus.lines[line].file,
-                point: corpus.lines[line].point,
+            .map(|(time, line)| {
+                let (file, point) = (corpus.lines[line].file, corpus.lines[line].point);
+                let next = node_points.len() as u32;
+                Moment {
+                    time,
+                    line,
+                    file,
+                    point,
+                    node_point: *node_points.entry((file, point)).or_insert(next),
+                }
             })
             .collect();
+        corpus.node_point_count = node_points.len();
         corpus.number_keys();
         corpus
     }

@@ -304,22 +304,28 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
     };
     // Variables numbered densely, a (file, log point)'s slots one after another, so that
     // the pass below keys its maps by small numbers rather than by (file, point, slot).
-    let mut first_var: HashMap<(u32, PointId), (u32, u32)> = HashMap::default();
+    // Each line's (first variable, slots), by its place in the timeline.
+    let timeline = corpus.timeline();
+    let mut node_point_vars: Vec<Option<(u32, u32)>> = vec![None; corpus.node_point_count()];
     let mut variables: Vec<Variable> = Vec::new();
-    let mut line_vars: Vec<(u32, u32)> = Vec::with_capacity(corpus.lines.len());
-    for line in &corpus.lines {
-        let (file, point) = (line.file, line.point);
-        let slots = line.values.len() as u32;
-        let vars = *first_var.entry((file, point)).or_insert_with(|| {
+    let mut vars_at: Vec<(u32, u32)> = Vec::with_capacity(timeline.len());
+    for m in timeline {
+        let Some(vars) = node_point_vars.get_mut(m.node_point as usize) else {
+            vars_at.push((0, 0));
+            continue;
+        };
+        let vars = *vars.get_or_insert_with(|| {
+            let (file, point) = (m.file, m.point);
+            let slots = corpus.lines[m.line].values.len() as u32;
             let first = variables.len() as u32;
             variables.extend((0..slots).map(|slot| (file, point, slot)));
             (first, slots)
         });
-        line_vars.push(vars);
+        vars_at.push(vars);
     }
-    let var_of = |i: usize, slot: u32| {
-        line_vars
-            .get(i)
+    let var_of = |at: usize, slot: u32| {
+        vars_at
+            .get(at)
             .filter(|&&(_, slots)| slot < slots)
             .map(|&(first, _)| first + slot)
     };
@@ -328,14 +334,13 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
     let mut printed: HashMap<u64, u32> = HashMap::default();
     let mut lines_of = vec![0u32; variables.len()];
     let mut distinct = vec![0usize; variables.len()];
-    for (i, line) in corpus.lines.iter().enumerate() {
-        for slot in 0..line.values.len() as u32 {
-            if let Some(v) = var_of(i, slot) {
-                lines_of[v as usize] += 1;
-            }
+    for (at, m) in timeline.iter().enumerate() {
+        let (first, slots) = vars_at[at];
+        for v in first..first + slots {
+            lines_of[v as usize] += 1;
         }
-        for &(slot, key) in corpus.line_keys(i) {
-            if let Some(v) = var_of(i, slot) {
+        for &(slot, key) in corpus.line_keys(m.line) {
+            if let Some(v) = var_of(at, slot) {
                 let count = printed.entry(pair_key(v, key)).or_default();
                 if *count == 0 {
                     distinct[v as usize] += 1;
@@ -405,10 +410,10 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
     for key in 0..corpus.key_count() {
         printers[printer_starts[key]..printer_starts[key + 1]].sort_unstable_by_key(|p| p.var);
     }
-    for m in corpus.timeline() {
-        let (i, t) = (m.line, m.time);
-        for &(slot, key) in corpus.line_keys(i) {
-            let Some(to) = var_of(i, slot).filter(|&v| dense[v as usize] != u32::MAX) else {
+    for (at, m) in timeline.iter().enumerate() {
+        let t = m.time;
+        for &(slot, key) in corpus.line_keys(m.line) {
+            let Some(to) = var_of(at, slot).filter(|&v| dense[v as usize] != u32::MAX) else {
                 continue;
             };
             let Some(seen) = printer_starts

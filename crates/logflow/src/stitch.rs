@@ -30,7 +30,7 @@ use std::collections::VecDeque;
 
 use foldhash::{HashMap, HashSet};
 
-use crate::corpus::Corpus;
+use crate::corpus::{Corpus, Moment};
 use crate::ids::{Evidence, Variable};
 use crate::links::{self, Links};
 use crate::points::PointId;
@@ -141,12 +141,16 @@ pub fn stitch_after(
         .filter(|e| o.excluded.contains(&e.name))
         .map(|e| e.variable)
         .collect();
-    let mut starts = link_starts(corpus, links);
-    starts.extend(first_pass_starts(
-        corpus,
-        &by_identifiers_and_time(corpus, ranked, o),
-        o,
-    ));
+    // By node point (`Moment::node_point`).
+    let starts: Vec<bool> = link_starts(corpus, links)
+        .into_iter()
+        .zip(first_pass_starts(
+            corpus,
+            &by_identifiers_and_time(corpus, ranked, o),
+            o,
+        ))
+        .map(|(by_links, by_first_pass)| by_links || by_first_pass)
+        .collect();
     let predecessors = predecessors(corpus, o);
     let mut requests = vec![0u32; corpus.lines.len()];
     // By (key, source variable's number): the key's latest print by that variable,
@@ -169,23 +173,28 @@ pub fn stitch_after(
     // numbered from 0 as they begin, each with its first line).
     let mut active: Vec<(i64, i64)> = Vec::new();
     let (mut recent, mut numbered_predecessors) = Recent::numbered(&predecessors);
-    let mut previous: Option<(u32, i64, Point)> = None;
+    // The line before: its request, time, file and node point.
+    let mut previous: Option<(u32, i64, u32, u32)> = None;
     let mut next = 0;
-    let mut facts: HashMap<Point, PointFacts<'_>> = HashMap::default();
+    let mut facts: Vec<Option<PointFacts<'_>>> =
+        (0..corpus.node_point_count()).map(|_| None).collect();
     // Each given request's own.
     let mut fixed: HashMap<u32, u32> = HashMap::default();
     for m in corpus.timeline() {
         let (i, t) = (m.line, m.time);
-        let point = (m.file, m.point);
-        let f = facts.entry(point).or_insert_with(|| {
+        let np = m.node_point as usize;
+        let (Some(f), Some(order)) = (facts.get_mut(np), numbered_predecessors.get_mut(np)) else {
+            continue;
+        };
+        let f = f.get_or_insert_with(|| {
             // A line has a value per parameter of its log point.
             let params = corpus.point_shape(m.point).parameters();
             PointFacts::new(
-                point,
+                (m.file, m.point),
                 params,
                 links,
                 (&sure, &excluded),
-                numbered_predecessors.remove(&point).unwrap_or_default(),
+                std::mem::take(order),
                 &mut sources,
             )
         });
@@ -252,7 +261,7 @@ pub fn stitch_after(
                         _ => r,
                     }
                 }
-                None if starts.contains(&point) => {
+                None if starts.get(np).copied().unwrap_or(false) => {
                     next += 1;
                     next - 1
                 }
@@ -260,14 +269,14 @@ pub fn stitch_after(
                     .followed(before, t)
                     .or_else(|| {
                         previous
-                            .filter(|(_, at, p)| {
+                            .filter(|&(_, at, file, before)| {
                                 t - at <= o.bridge_ns
-                                    && !(p.0 == point.0
-                                        && predecessors
-                                            .get(p)
-                                            .is_some_and(|ps| ps.iter().any(|(a, _)| *a == point)))
+                                    && !(file == m.file
+                                        && predecessors.get(before as usize).is_some_and(|ps| {
+                                            ps.iter().any(|&(a, _)| a == m.node_point)
+                                        }))
                             })
-                            .map(|(r, _, _)| r)
+                            .map(|(r, ..)| r)
                     })
                     .unwrap_or_else(|| {
                         next += 1;
@@ -305,7 +314,7 @@ pub fn stitch_after(
         if let Some(lines) = f.recent {
             recent.add(lines, request, t);
         }
-        previous = Some((request, t, point));
+        previous = Some((request, t, m.file, m.node_point));
         requests[i] = request;
     }
     numbered(&requests)
@@ -428,34 +437,39 @@ impl Recent {
     const KEPT_NS: i64 = 30_000_000;
     const KEPT_LINES: usize = 64;
 
-    /// Numbers the predecessors and their followers: for each log point, its
-    /// predecessors as the walk reads them, and its own number if it is a predecessor.
-    fn numbered(
-        predecessors: &HashMap<Point, Vec<(Point, i64)>>,
-    ) -> (Recent, HashMap<Point, OrderFacts>) {
-        let mut lines: HashMap<Point, u32> = HashMap::default();
-        let mut followers: HashMap<Point, u32> = HashMap::default();
-        let mut numbered: HashMap<Point, OrderFacts> = HashMap::default();
-        for (&point, before) in predecessors {
-            let before = before
-                .iter()
-                .map(|&(a, window)| {
-                    let next = lines.len() as u32;
-                    let follower = followers.entry(a).or_default();
-                    *follower += 1;
-                    Before {
-                        lines: *lines.entry(a).or_insert(next),
-                        window,
-                        follower: *follower - 1,
-                    }
-                })
-                .collect();
-            numbered.entry(point).or_default().0 = before;
+    /// Numbers the predecessors and their followers: for each log point (by node point,
+    /// as `predecessors` is), its predecessors as the walk reads them, and its own
+    /// number if it is a predecessor.
+    fn numbered(predecessors: &[Vec<(u32, i64)>]) -> (Recent, Vec<OrderFacts>) {
+        let mut own: Vec<Option<u32>> = vec![None; predecessors.len()];
+        let mut followers = vec![0u32; predecessors.len()];
+        let mut kept = 0u32;
+        let mut numbered: Vec<OrderFacts> = predecessors
+            .iter()
+            .map(|before| {
+                let before = before
+                    .iter()
+                    .filter_map(|&(a, window)| {
+                        let lines = *own.get_mut(a as usize)?.get_or_insert_with(|| {
+                            kept += 1;
+                            kept - 1
+                        });
+                        let follower = followers.get_mut(a as usize)?;
+                        *follower += 1;
+                        Some(Before {
+                            lines,
+                            window,
+                            follower: *follower - 1,
+                        })
+                    })
+                    .collect();
+                (before, None)
+            })
+            .collect();
+        for (facts, own) in numbered.iter_mut().zip(own) {
+            facts.1 = own;
         }
-        for (&point, &n) in &lines {
-            numbered.entry(point).or_default().1 = Some(n);
-        }
-        let recent = Recent((0..lines.len()).map(|_| VecDeque::new()).collect());
+        let recent = Recent((0..kept).map(|_| VecDeque::new()).collect());
         (recent, numbered)
     }
 
@@ -522,40 +536,44 @@ impl Recent {
     }
 }
 
-/// For each (file, log point), the ones its lines often come right after (on any node),
-/// soon: each with the lag within which it does.
-fn predecessors(corpus: &Corpus, o: &StitchOptions) -> HashMap<Point, Vec<(Point, i64)>> {
+/// For each (file, log point), by number ([`crate::corpus::Moment::node_point`]), the
+/// ones its lines often come right after (on any node), soon: each with the lag within
+/// which it does.
+fn predecessors(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<(u32, i64)>> {
     const WINDOWS_NS: [i64; 6] = [
         100_000, 300_000, 1_000_000, 3_000_000, 10_000_000, 30_000_000,
     ];
     let timeline = corpus.timeline();
-    let mut seen: HashMap<Point, usize> = HashMap::default();
-    let mut after: HashMap<(Point, Point), [usize; WINDOWS_NS.len() + 1]> = HashMap::default();
+    let mut seen = vec![0usize; corpus.node_point_count()];
+    // By (earlier, later) node point, as one number.
+    let mut after: HashMap<u64, [usize; WINDOWS_NS.len() + 1]> = HashMap::default();
     // Each line against the few lines before it (a fan-out's calls interleave), each
     // earlier log point once, at its latest.
     const LOOK_BACK: usize = 4;
-    let mut counted: Vec<Point> = Vec::with_capacity(LOOK_BACK);
+    let mut counted: Vec<u32> = Vec::with_capacity(LOOK_BACK);
     for (k, b) in timeline.iter().enumerate() {
-        let pb = (b.file, b.point);
-        *seen.entry(pb).or_default() += 1;
+        if let Some(n) = seen.get_mut(b.node_point as usize) {
+            *n += 1;
+        }
         counted.clear();
         for a in timeline[k.saturating_sub(LOOK_BACK)..k].iter().rev() {
-            let pa = (a.file, a.point);
-            if pa == pb || counted.contains(&pa) {
+            if a.node_point == b.node_point || counted.contains(&a.node_point) {
                 continue;
             }
-            counted.push(pa);
+            counted.push(a.node_point);
             let lag = b.time - a.time;
             let bucket = WINDOWS_NS
                 .iter()
                 .position(|&x| lag <= x)
                 .unwrap_or(WINDOWS_NS.len());
-            after.entry((pa, pb)).or_default()[bucket] += 1;
+            let pair = (u64::from(a.node_point) << 32) | u64::from(b.node_point);
+            after.entry(pair).or_default()[bucket] += 1;
         }
     }
-    let mut found: HashMap<Point, Vec<(Point, i64)>> = HashMap::default();
-    for ((pa, pb), lags) in after {
-        let n = seen[&pb];
+    let mut found: Vec<Vec<(u32, i64)>> = vec![Vec::new(); seen.len()];
+    for (pair, lags) in after {
+        let (pa, pb) = ((pair >> 32) as u32, pair as u32);
+        let n = seen.get(pb as usize).copied().unwrap_or(0);
         // The smallest window holding 90% of the pair's lags.
         let total: usize = lags.iter().sum();
         let mut within = 0;
@@ -566,60 +584,68 @@ fn predecessors(corpus: &Corpus, o: &StitchOptions) -> HashMap<Point, Vec<(Point
             continue;
         };
         if n >= o.start_evidence && within as f64 >= o.predecessor_share * n as f64 {
-            found.entry(pb).or_default().push((pa, window));
+            if let Some(found) = found.get_mut(pb as usize) {
+                found.push((pa, window));
+            }
         }
     }
     found
 }
 
-/// The (file, log point) pairs that start requests: most of their lines pass a value on
-/// by a link, and none is linked to.
-fn link_starts(corpus: &Corpus, links: &Links) -> HashSet<(u32, PointId)> {
-    let mut points: HashMap<(u32, PointId), (usize, usize)> = HashMap::default();
-    for line in &corpus.lines {
-        let e = points.entry((line.file, line.point)).or_default();
-        e.0 = line.values.len();
-        e.1 += 1;
+/// Whether each (file, log point), by number, starts requests because most of its lines
+/// pass a value on by a link, and none is linked to.
+fn link_starts(corpus: &Corpus, links: &Links) -> Vec<bool> {
+    let mut lines = vec![0usize; corpus.node_point_count()];
+    let mut first: Vec<Option<&Moment>> = vec![None; corpus.node_point_count()];
+    for m in corpus.timeline() {
+        if let (Some(n), Some(first)) = (
+            lines.get_mut(m.node_point as usize),
+            first.get_mut(m.node_point as usize),
+        ) {
+            *n += 1;
+            first.get_or_insert(m);
+        }
     }
-    points
-        .into_iter()
-        .filter(|&((file, point), (slots, lines))| {
-            let vars = || (0..slots as u32).map(move |slot| (file, point, slot));
-            let passed_on = vars().map(|v| links.matches_from(v)).max().unwrap_or(0);
-            2 * passed_on >= lines && !vars().any(|v| links.is_target(v))
+    first
+        .iter()
+        .zip(lines)
+        .map(|(m, lines)| {
+            m.is_some_and(|m| {
+                let (file, point) = (m.file, m.point);
+                let slots = corpus.lines[m.line].values.len() as u32;
+                let vars = || (0..slots).map(move |slot| (file, point, slot));
+                let passed_on = vars().map(|v| links.matches_from(v)).max().unwrap_or(0);
+                2 * passed_on >= lines && !vars().any(|v| links.is_target(v))
+            })
         })
-        .map(|(point, _)| point)
         .collect()
 }
 
-/// The (file, log point) pairs that start requests: mostly first in their request.
-fn first_pass_starts(
-    corpus: &Corpus,
-    requests: &[u32],
-    o: &StitchOptions,
-) -> HashSet<(u32, PointId)> {
-    let mut first_of: HashMap<u32, usize> = HashMap::default();
-    for (i, &r) in requests.iter().enumerate() {
-        let e = first_of.entry(r).or_insert(i);
-        if (corpus.time(i), i) < (corpus.time(*e), *e) {
-            *e = i;
+/// Whether each (file, log point), by number, starts requests because it is mostly first
+/// in its request (`requests` numbered from 0).
+fn first_pass_starts(corpus: &Corpus, requests: &[u32], o: &StitchOptions) -> Vec<bool> {
+    // Each's lines, and how many of them are the first of their request: the first met
+    // in time order, which is by (time, line).
+    let mut counts = vec![(0usize, 0usize); corpus.node_point_count()];
+    let mut begun = vec![false; requests.iter().max().map_or(0, |&r| r as usize + 1)];
+    for m in corpus.timeline() {
+        let Some((lines, first)) = counts.get_mut(m.node_point as usize) else {
+            continue;
+        };
+        *lines += 1;
+        if let Some(begun) = requests
+            .get(m.line)
+            .and_then(|&r| begun.get_mut(r as usize))
+        {
+            if !*begun {
+                *begun = true;
+                *first += 1;
+            }
         }
     }
-    let mut seen: HashMap<(u32, PointId), (usize, usize)> = HashMap::default();
-    for line in &corpus.lines {
-        seen.entry((line.file, line.point)).or_default().0 += 1;
-    }
-    for &i in first_of.values() {
-        let line = &corpus.lines[i];
-        if let Some(e) = seen.get_mut(&(line.file, line.point)) {
-            e.1 += 1;
-        }
-    }
-    seen.into_iter()
-        .filter(|(_, (n, first))| {
-            *n >= o.start_evidence && *first as f64 >= o.start_share * *n as f64
-        })
-        .map(|(key, _)| key)
+    counts
+        .into_iter()
+        .map(|(n, first)| n >= o.start_evidence && first as f64 >= o.start_share * n as f64)
         .collect()
 }
 
