@@ -1058,6 +1058,35 @@ mod tests {
     }
 
     #[test]
+    fn values_passed_on_stay_with_their_requests_past_the_prints_the_walk_keeps() {
+        // A request a millisecond, each for one of 5 000 users, its backend call 2 ms
+        // later, so that each backend line comes after two other requests' lines: only
+        // the user links it to its own. 20 000 requests print far more values than
+        // the walk keeps the latest prints of (it lets go of those older than the
+        // longest link), and a user comes back every 5 s.
+        let (mut front, mut back) = (String::new(), String::new());
+        let requests = 20_000u64;
+        for r in 0..requests {
+            let user = 100_000 + r % 5_000;
+            front += &format!("{} serving user {user}\n", at_ms(r));
+            back += &format!("{} loading profile of user {user}\n", at_ms(r + 2));
+        }
+        let (corpus, links) = two_nodes(("front.log", front), ("back.log", back));
+        let found = stitch(&corpus, &rank(&corpus), &links, &StitchOptions::default());
+        // front's lines, then back's.
+        let n = requests as usize;
+        let misplaced: Vec<usize> = (0..n).filter(|&r| found[n + r] != found[r]).collect();
+        assert!(
+            misplaced.is_empty(),
+            "{} backend lines misplaced: {:?}",
+            misplaced.len(),
+            &misplaced[..misplaced.len().min(10)]
+        );
+        let distinct: HashSet<u32> = found.iter().copied().collect();
+        assert_eq!(distinct.len(), n);
+    }
+
+    #[test]
     fn a_value_passed_on_over_seconds_goes_to_the_request_begun_since() {
         // Orders are made every 400 ms and paid 2.5 s later by a request of their own,
         // which the payment service starts with a line of no values.
