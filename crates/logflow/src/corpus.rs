@@ -151,8 +151,9 @@ pub struct Corpus {
     /// The messages that are not their files' bytes (see [`MessageAt`]), end to end.
     kept_text: String,
     /// Each line's values' keys (see [`crate::links::keys`]) as numbers, `(slot, key)`,
-    /// line after line (`keys[key_starts[i]..key_starts[i + 1]]`); a value's own text is
-    /// the first key of its slot. Numbered once, so that learning links and the walk
+    /// line after line in time order (`keys[key_starts[at]..key_starts[at + 1]]` for
+    /// the line at `at` in the timeline); a value's own text is the first key of its
+    /// slot. Numbered once, so that learning links and the walk
     /// index by number instead of hashing each value's text again.
     keys: Vec<(u32, u32)>,
     key_starts: Vec<usize>,
@@ -510,18 +511,30 @@ impl Corpus {
         corpus
     }
 
-    /// Numbers the keys of every line's values (see [`Corpus::line_keys`]).
+    /// Numbers the keys of every line's values (see [`Corpus::keys_at`]), kept in time
+    /// order: the passes over time read them straight through.
     fn number_keys(&mut self) {
+        // In file order, each value's text read where it lies ...
         let mut ids: HashMap<&str, u32> = HashMap::default();
-        let mut keys = Vec::with_capacity(self.value_ends.len() + self.value_ends.len() / 4);
-        let mut starts = Vec::with_capacity(self.lines.len() + 1);
+        let mut by_line = Vec::with_capacity(self.value_ends.len() + self.value_ends.len() / 4);
+        let mut line_starts = Vec::with_capacity(self.lines.len() + 1);
         for line in &self.lines {
-            starts.push(keys.len());
+            line_starts.push(by_line.len());
             for (slot, value) in self.values(line).enumerate() {
                 for key in crate::links::keys(value) {
                     let next = ids.len() as u32;
-                    keys.push((slot as u32, *ids.entry(key).or_insert(next)));
+                    by_line.push((slot as u32, *ids.entry(key).or_insert(next)));
                 }
+            }
+        }
+        line_starts.push(by_line.len());
+        // ... then put in time order.
+        let mut keys = Vec::with_capacity(by_line.len());
+        let mut starts = Vec::with_capacity(self.timeline.len() + 1);
+        for m in &self.timeline {
+            starts.push(keys.len());
+            if let (Some(&a), Some(&b)) = (line_starts.get(m.line), line_starts.get(m.line + 1)) {
+                keys.extend_from_slice(&by_line[a..b]);
             }
         }
         starts.push(keys.len());
@@ -530,32 +543,33 @@ impl Corpus {
         self.key_starts = starts;
     }
 
-    /// Line `i`'s values' keys as numbers, `(slot, key)` in slot order; a value's own
-    /// text is its slot's first key. Two keys are one number exactly when their texts
-    /// are equal.
-    pub fn line_keys(&self, i: usize) -> &[(u32, u32)] {
-        match (self.key_starts.get(i), self.key_starts.get(i + 1)) {
+    /// The values' keys, as numbers, of the line at `at` in the [`Corpus::timeline`]:
+    /// `(slot, key)` in slot order; a value's own text is its slot's first key. Two
+    /// keys are one number exactly when their texts are equal.
+    pub fn keys_at(&self, at: usize) -> &[(u32, u32)] {
+        match (self.key_starts.get(at), self.key_starts.get(at + 1)) {
             (Some(&a), Some(&b)) => &self.keys[a..b],
             _ => &[],
         }
     }
 
-    /// Line `i`'s values' own keys (each value's text as a key number), in slot order.
-    pub fn value_keys(&self, i: usize) -> impl Iterator<Item = u32> + '_ {
-        let keys = self.line_keys(i);
+    /// The values' own keys (each value's text as a key number), in slot order, of the
+    /// line at `at` in the timeline.
+    pub fn value_keys_at(&self, at: usize) -> impl Iterator<Item = u32> + '_ {
+        let keys = self.keys_at(at);
         keys.iter()
             .enumerate()
             .filter(|&(k, _)| own_key(keys, k))
             .map(|(_, &(_, key))| key)
     }
 
-    /// How many distinct keys [`Corpus::line_keys`] numbers.
+    /// How many distinct keys [`Corpus::keys_at`] numbers.
     pub fn key_count(&self) -> usize {
         self.key_count
     }
 }
 
-/// True if `keys[k]` (a line's keys, as [`Corpus::line_keys`] gives them) is its value's
+/// True if `keys[k]` (a line's keys, as [`Corpus::keys_at`] gives them) is its value's
 /// own text: the first key of its slot.
 pub fn own_key(keys: &[(u32, u32)], k: usize) -> bool {
     k == 0 || keys.get(k - 1).map(|p| p.0) != keys.get(k).map(|p| p.0)
@@ -650,7 +664,8 @@ mod tests {
                    2023-01-29T08:00:01Z get item product-44 for 43\n\
                    2023-01-29T08:00:02Z put 43\n";
         let corpus = Corpus::read(&[("a.log".into(), log.into())], Options::default());
-        let keys: Vec<&[(u32, u32)]> = (0..3).map(|i| corpus.line_keys(i)).collect();
+        // One file in time order: the timeline is the file's order.
+        let keys: Vec<&[(u32, u32)]> = (0..3).map(|i| corpus.keys_at(i)).collect();
         // `product-43` is slot 0's value and `43`; `7` is slot 1's.
         assert_eq!(keys[0].len(), 3, "{keys:?}");
         assert_eq!((keys[0][0].0, keys[0][1].0, keys[0][2].0), (0, 0, 1));

@@ -67,9 +67,9 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
     let mut facts: Vec<ValueFacts> = (0..corpus.key_count())
         .map(|_| ValueFacts::default())
         .collect();
-    for m in corpus.timeline() {
+    for (at, m) in corpus.timeline().iter().enumerate() {
         let t = m.time;
-        for (slot, key) in corpus.value_keys(m.line).enumerate() {
+        for (slot, key) in corpus.value_keys_at(at).enumerate() {
             let variable = (m.point, slot as u32);
             let Some(f) = facts.get_mut(key as usize) else {
                 continue;
@@ -96,19 +96,38 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
     // By log point (their ids are dense), then slot.
     type Values<'a> = (usize, HashSet<u32>, Vec<&'a str>);
     let mut values_of: Vec<Vec<Values<'_>>> = Vec::new();
-    for (i, line) in corpus.lines.iter().enumerate() {
-        let point = line.point as usize;
+    for (at, m) in corpus.timeline().iter().enumerate() {
+        let point = m.point as usize;
         if values_of.len() <= point {
             values_of.resize_with(point + 1, Vec::new);
         }
         let slots = &mut values_of[point];
-        slots.resize_with(slots.len().max(line.values.len()), Values::default);
-        for ((value, key), e) in corpus.values(line).zip(corpus.value_keys(i)).zip(slots) {
-            e.0 += 1;
-            if e.1.insert(key) && e.2.len() < EXAMPLES {
+        for (slot, key) in corpus.value_keys_at(at).enumerate() {
+            if slots.len() <= slot {
+                slots.resize_with(slot + 1, Values::default);
+            }
+            slots[slot].0 += 1;
+            slots[slot].1.insert(key);
+        }
+    }
+    // The examples, in line order; a value's own key is its text's, so distinct values
+    // are told by text. A log point whose slots all have theirs is passed over.
+    let mut examples_done = vec![false; values_of.len()];
+    for line in &corpus.lines {
+        let point = line.point as usize;
+        let (Some(slots), Some(done)) = (values_of.get_mut(point), examples_done.get_mut(point))
+        else {
+            continue;
+        };
+        if *done {
+            continue;
+        }
+        for (value, e) in corpus.values(line).zip(slots.iter_mut()) {
+            if e.2.len() < EXAMPLES && !e.2.contains(&value) {
                 e.2.push(value);
             }
         }
+        *done = slots.iter().all(|e| e.2.len() >= EXAMPLES.min(e.1.len()));
     }
     let mut ranked: Vec<Evidence> = values_of
         .into_iter()

@@ -334,12 +334,11 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
     let mut printed: HashMap<u64, u32> = HashMap::default();
     let mut lines_of = vec![0u32; variables.len()];
     let mut distinct = vec![0usize; variables.len()];
-    for (at, m) in timeline.iter().enumerate() {
-        let (first, slots) = vars_at[at];
+    for (at, &(first, slots)) in vars_at.iter().enumerate() {
         for v in first..first + slots {
             lines_of[v as usize] += 1;
         }
-        for &(slot, key) in corpus.line_keys(m.line) {
+        for &(slot, key) in corpus.keys_at(at) {
             if let Some(v) = var_of(at, slot) {
                 let count = printed.entry(pair_key(v, key)).or_default();
                 if *count == 0 {
@@ -412,7 +411,7 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
     }
     for (at, m) in timeline.iter().enumerate() {
         let t = m.time;
-        for &(slot, key) in corpus.line_keys(m.line) {
+        for &(slot, key) in corpus.keys_at(at) {
             let Some(to) = var_of(at, slot).filter(|&v| dense[v as usize] != u32::MAX) else {
                 continue;
             };

@@ -167,7 +167,7 @@ pub fn stitch_after(
     // A key's ties, put in the order of the pairs' first prints before they are weighed
     // (the strongest first, then the latest; on a tie, the first printed).
     let mut ties: Vec<(u32, f64, i64, u32, bool)> = Vec::new();
-    // By key number (`Corpus::line_keys`): the latest print of each identifier's value.
+    // By key number (`Corpus::keys_at`): the latest print of each identifier's value.
     let mut by_id: Vec<Option<(u32, i64)>> = vec![None; corpus.key_count()];
     // Each request's first and latest line's time, by request number (requests are
     // numbered from 0 as they begin, each with its first line).
@@ -180,7 +180,7 @@ pub fn stitch_after(
         (0..corpus.node_point_count()).map(|_| None).collect();
     // Each given request's own.
     let mut fixed: HashMap<u32, u32> = HashMap::default();
-    for m in corpus.timeline() {
+    for (at, m) in corpus.timeline().iter().enumerate() {
         let (i, t) = (m.line, m.time);
         let np = m.node_point as usize;
         let (Some(f), Some(order)) = (facts.get_mut(np), numbered_predecessors.get_mut(np)) else {
@@ -198,7 +198,7 @@ pub fn stitch_after(
                 &mut sources,
             )
         });
-        let keys = corpus.line_keys(i);
+        let keys = corpus.keys_at(at);
         // A line the window before stitched keeps its request: no ties are looked for.
         let given_request = given.get(i).copied().flatten();
         // The strongest tie: (strength, when the tied line was, its request, whether
