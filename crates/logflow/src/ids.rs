@@ -54,7 +54,7 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
         /// The file and variable of its first occurrence.
         file: u32,
         variable: Variable,
-        /// None until it is seen.
+        /// 0 until it is seen.
         bursts: usize,
         several_variables: bool,
         several_files: bool,
@@ -67,9 +67,24 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
     let mut facts: Vec<ValueFacts> = (0..corpus.key_count())
         .map(|_| ValueFacts::default())
         .collect();
+    // Each variable's lines and distinct values (key numbers), and (below) its first
+    // three values (in line order, so that the examples shown are the same on every
+    // run). By log point (their ids are dense), then slot.
+    type Values<'a> = (usize, HashSet<u32>, Vec<&'a str>);
+    let mut values_of: Vec<Vec<Values<'_>>> = Vec::new();
     for (at, m) in corpus.timeline().iter().enumerate() {
         let t = m.time;
+        let point = m.point as usize;
+        if values_of.len() <= point {
+            values_of.resize_with(point + 1, Vec::new);
+        }
+        let slots = &mut values_of[point];
         for (slot, key) in corpus.value_keys_at(at).enumerate() {
+            if slots.len() <= slot {
+                slots.resize_with(slot + 1, Values::default);
+            }
+            slots[slot].0 += 1;
+            slots[slot].1.insert(key);
             let variable = (m.point, slot as u32);
             let Some(f) = facts.get_mut(key as usize) else {
                 continue;
@@ -83,31 +98,12 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
                     bursts: 1,
                     ..ValueFacts::default()
                 };
-                continue;
+            } else {
+                f.bursts += usize::from(t - f.last_at > BURST_GAP_NS);
+                f.several_variables |= variable != f.variable;
+                f.several_files |= m.file != f.file;
+                f.last_at = t;
             }
-            f.bursts += usize::from(t - f.last_at > BURST_GAP_NS);
-            f.several_variables |= variable != f.variable;
-            f.several_files |= m.file != f.file;
-            f.last_at = t;
-        }
-    }
-    // Each variable's lines, distinct values (key numbers) and first three values (in
-    // line order, so that the examples shown are the same on every run).
-    // By log point (their ids are dense), then slot.
-    type Values<'a> = (usize, HashSet<u32>, Vec<&'a str>);
-    let mut values_of: Vec<Vec<Values<'_>>> = Vec::new();
-    for (at, m) in corpus.timeline().iter().enumerate() {
-        let point = m.point as usize;
-        if values_of.len() <= point {
-            values_of.resize_with(point + 1, Vec::new);
-        }
-        let slots = &mut values_of[point];
-        for (slot, key) in corpus.value_keys_at(at).enumerate() {
-            if slots.len() <= slot {
-                slots.resize_with(slot + 1, Values::default);
-            }
-            slots[slot].0 += 1;
-            slots[slot].1.insert(key);
         }
     }
     // The examples, in line order; a value's own key is its text's, so distinct values
