@@ -34,6 +34,45 @@ const WINDOWS_NS: [i64; 8] = [
     3_000_000_000,
 ];
 
+/// Where each power of two falls among [`WINDOWS_NS`], by its bit length `k` (lags of
+/// `2^(k-1)` to `2^k - 1`): how many windows end below it, and the end of the one window
+/// that ends within it (`i64::MAX` for none). The windows are more than twice apart, so
+/// no power of two holds two ends, and a lag's window is found without a comparison per
+/// window.
+const WINDOWS_BY_BITS: [(usize, i64); 65] = {
+    let mut table = [(0, i64::MAX); 65];
+    let mut w = 1;
+    while w < WINDOWS_NS.len() {
+        assert!(WINDOWS_NS[w] > 2 * WINDOWS_NS[w - 1]);
+        w += 1;
+    }
+    let mut k = 1;
+    while k < 64 {
+        let low = 1i64 << (k - 1);
+        let high = if k == 63 { i64::MAX } else { (1i64 << k) - 1 };
+        let mut w = 0;
+        while w < WINDOWS_NS.len() {
+            if WINDOWS_NS[w] < low {
+                table[k].0 += 1;
+            } else if WINDOWS_NS[w] <= high {
+                table[k].1 = WINDOWS_NS[w];
+            }
+            w += 1;
+        }
+        k += 1;
+    }
+    table
+};
+
+/// The smallest window that holds `lag` (`WINDOWS_NS.len()` past the longest): how many
+/// windows end below it.
+#[inline]
+fn window_of(lag: i64) -> usize {
+    let bits = (u64::BITS - (lag.max(0) as u64).leading_zeros()) as usize;
+    let (below, within) = WINDOWS_BY_BITS[bits];
+    below + usize::from(lag > within)
+}
+
 /// Pairs are found in a square table over the linkable variables when it has at most
 /// this many cells (4 MiB), else by hash.
 const PAIR_TABLE_CELLS: usize = 1 << 20;
@@ -225,20 +264,19 @@ fn logging_time(corpus: &Corpus) -> Vec<i64> {
         .collect()
 }
 
-/// A pair of variables that printed a key one after the other.
-struct Pair {
-    from: u32,
-    to: u32,
-    /// Matches by the smallest window that holds their lag.
-    matched: [u32; WINDOWS_NS.len()],
-    /// Matches chance gives, per window.
-    chance: [f64; WINDOWS_NS.len()],
-}
-
-/// The pairs seen, and where each is, by (from, to): in a square table over the linkable
-/// variables when it is small (a match costs an index, not a hash lookup), else in a map.
+/// The pairs of variables that printed a key one after the other, and where each is,
+/// by (from, to): in a square table over the linkable variables when it is small (a
+/// match costs an index, not a hash lookup), else in a map. Each pair's counts are kept
+/// apart (by the pair's number), the matches, counted per match, in an array small
+/// enough to stay in the first-level cache; and the table is laid out by `to`, so that
+/// the matches of one print, all to the printing variable, read one row of it.
 struct Pairs {
-    list: Vec<Pair>,
+    /// (from, to), by pair number.
+    ends: Vec<(u32, u32)>,
+    /// Matches by the smallest window that holds their lag.
+    matched: Vec<[u32; WINDOWS_NS.len()]>,
+    /// Matches chance gives, per window.
+    chance: Vec<[f64; WINDOWS_NS.len()]>,
     table: Vec<u32>,
     side: usize,
     by_hash: HashMap<u64, u32>,
@@ -248,26 +286,25 @@ impl Pairs {
     fn new(linkable: usize, table_limit: usize) -> Pairs {
         let cells = linkable * linkable;
         Pairs {
-            list: Vec::new(),
+            ends: Vec::new(),
+            matched: Vec::new(),
+            chance: Vec::new(),
             table: vec![u32::MAX; if cells <= table_limit { cells } else { 0 }],
             side: linkable,
             by_hash: HashMap::default(),
         }
     }
 
-    /// The pair of two variables, each given as (number, number among the linkable);
-    /// made when new.
-    #[inline]
-    fn at(&mut self, (from, from_dense): (u32, u32), (to, to_dense): (u32, u32)) -> &mut Pair {
-        let list = &mut self.list;
+    /// The number of the pair of two variables, each given as (number, number among
+    /// the linkable); made when new.
+    #[inline(always)]
+    fn at(&mut self, (from, from_dense): (u32, u32), (to, to_dense): (u32, u32)) -> usize {
+        let (ends, matched, chance) = (&mut self.ends, &mut self.matched, &mut self.chance);
         let mut add = || {
-            list.push(Pair {
-                from,
-                to,
-                matched: [0; WINDOWS_NS.len()],
-                chance: [0.0; WINDOWS_NS.len()],
-            });
-            list.len() as u32 - 1
+            ends.push((from, to));
+            matched.push([0; WINDOWS_NS.len()]);
+            chance.push([0.0; WINDOWS_NS.len()]);
+            ends.len() as u32 - 1
         };
         let index = if self.table.is_empty() {
             *self
@@ -275,13 +312,13 @@ impl Pairs {
                 .entry((u64::from(from) << 32) | u64::from(to))
                 .or_insert_with(add)
         } else {
-            let cell = &mut self.table[from_dense as usize * self.side + to_dense as usize];
+            let cell = &mut self.table[to_dense as usize * self.side + from_dense as usize];
             if *cell == u32::MAX {
                 *cell = add();
             }
             *cell
         };
-        &mut self.list[index as usize]
+        index as usize
     }
 }
 
@@ -431,13 +468,9 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
                 }
                 let lag = t.saturating_sub(e.at);
                 if lag <= WINDOWS_NS[WINDOWS_NS.len() - 1] {
-                    // The smallest window that holds the lag, counted without a branch
-                    // per window (lags fall in any of them, so branches mispredict).
-                    let w = WINDOWS_NS
-                        .iter()
-                        .map(|&w| usize::from(lag > w))
-                        .sum::<usize>();
-                    pairs.at((e.var, e.dense), (to, to_dense)).matched[w] += 1;
+                    let w = window_of(lag);
+                    let pair = pairs.at((e.var, e.dense), (to, to_dense));
+                    pairs.matched[pair][w] += 1;
                 }
             }
             let Some(own) = own else { continue };
@@ -451,7 +484,7 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
                 for e in seen.iter().filter(|e| e.var != to && e.total > e.so_far) {
                     let later = f64::from(e.total - e.so_far);
                     let pair = pairs.at((to, to_dense), (e.var, e.dense));
-                    for (sum, p) in pair.chance.iter_mut().zip(&by_chance) {
+                    for (sum, p) in pairs.chance[pair].iter_mut().zip(&by_chance) {
                         *sum += p * later;
                     }
                 }
@@ -461,15 +494,17 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
         }
     }
     let mut links = Vec::new();
-    for pair in pairs.list {
-        let lines = f64::from(lines_of[pair.to as usize]);
-        let (from, to) = (variables[pair.from as usize], variables[pair.to as usize]);
+    for ((&(from, to), pair_matched), pair_chance) in
+        pairs.ends.iter().zip(&pairs.matched).zip(&pairs.chance)
+    {
+        let lines = f64::from(lines_of[to as usize]);
+        let (from, to) = (variables[from as usize], variables[to as usize]);
         let mut best: Option<Link> = None;
         let mut best_excess = 0.0;
         let mut matched = 0u32;
         for (w, &window) in WINDOWS_NS.iter().enumerate() {
-            matched += pair.matched[w];
-            let excess = f64::from(matched) - pair.chance[w];
+            matched += pair_matched[w];
+            let excess = f64::from(matched) - pair_chance[w];
             if excess > best_excess {
                 best_excess = excess;
                 best = Some(Link {
@@ -509,6 +544,21 @@ mod tests {
                 "{window} ns: {} against {want}",
                 got[w]
             );
+        }
+    }
+
+    #[test]
+    fn a_lag_falls_in_the_smallest_window_that_holds_it() {
+        let by_comparisons = |lag: i64| WINDOWS_NS.iter().filter(|&&w| lag > w).count();
+        let mut lags = vec![i64::MIN, -1, 0, 1, 2, i64::MAX];
+        for &w in &WINDOWS_NS {
+            lags.extend([w - 1, w, w + 1, w / 2, w * 2]);
+        }
+        for k in 0..63 {
+            lags.extend([(1i64 << k) - 1, 1i64 << k, (1i64 << k) + 1]);
+        }
+        for lag in lags {
+            assert_eq!(window_of(lag), by_comparisons(lag), "lag {lag}");
         }
     }
 
