@@ -394,35 +394,40 @@ impl Corpus {
                 .map(|p| format!("{}:{}", p.file, p.line))
                 .collect()
         });
-        let point_of: Vec<Option<usize>> = raws
-            .iter()
-            .map(|raw| sources.and_then(|s| s.find(raw.message())).map(|(p, _)| p))
-            .collect();
+        // Each line's source log point, by line; empty with no sources.
+        let point_of: Vec<Option<usize>> = sources.map_or_else(Vec::new, |s| {
+            raws.iter()
+                .map(|raw| s.find(raw.message()).map(|(p, _)| p))
+                .collect()
+        });
+        let point_of = |i: usize| point_of.get(i).copied().flatten();
         let place = |point: Option<usize>| point.and_then(|p| places.get(p)).map(String::as_str);
         let mut line_tokens = Vec::new();
-        let mut kept_tokens =
-            KeptTokens::with_capacity(raws.len(), raws.iter().map(|r| r.message().len()).sum());
+        let message_bytes = raws.iter().map(|r| r.message().len()).sum();
+        let mut kept_tokens = KeptTokens::with_capacity(raws.len(), message_bytes);
         let joined: Vec<(TemplateId, LeafId)> = raws
             .iter()
-            .zip(&point_of)
-            .map(|(raw, &point)| {
+            .enumerate()
+            .map(|(i, raw)| {
                 tokenize(raw.message(), &mut line_tokens);
                 kept_tokens.push(raw.message(), &line_tokens);
-                after_place(place(point), &mut line_tokens);
+                after_place(place(point_of(i)), &mut line_tokens);
                 miner.add_in_leaf(&line_tokens)
             })
             .collect();
         let mut points = Points::default();
-        let mut value_text = String::new();
-        let mut value_ends = Vec::new();
+        // Values are slices of the messages, at most a value per token (for all but a
+        // URL's query, rare): room made at once, as for the kept tokens.
+        let mut value_text = String::with_capacity(message_bytes);
+        let mut value_ends = Vec::with_capacity(kept_tokens.token_count());
         let mut values = Vec::new();
         let lines = raws
             .iter()
             .zip(continued)
             .zip(joined)
-            .zip(&point_of)
             .enumerate()
-            .map(|(i, (((raw, continued), (joined, leaf)), &point))| {
+            .map(|(i, ((raw, continued), (joined, leaf)))| {
+                let point = point_of(i);
                 // The template it matches now in its leaf; else (templates generalised
                 // past it) the one it joined, which is also the answer when it is the
                 // leaf's only one: then its values are read straight from its kept

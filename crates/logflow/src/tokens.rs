@@ -58,15 +58,23 @@ pub struct Token<'a> {
     pub kind: Kind,
 }
 
-/// A byte's class for splitting: whitespace, punctuation, or part of a word.
+/// A byte's class for splitting: whitespace, punctuation, or part of a word ...
 const SPACE: u8 = 1;
 const PUNCT: u8 = 2;
 const WORD: u8 = 0;
+const CLASS_BITS: u8 = 3;
+/// ... and, a bit apart, whether it is a digit (part of a word).
+const DIGIT: u8 = 4;
 
 /// Every byte's class, looked up once per byte rather than tested against each
 /// delimiter.
 static CLASS: [u8; 256] = {
     let mut class = [WORD; 256];
+    let mut d = b'0';
+    while d <= b'9' {
+        class[d as usize] = WORD | DIGIT;
+        d += 1;
+    }
     let punct = b"[](){}<>,;=:\"'|&?@";
     let mut i = 0;
     while i < punct.len() {
@@ -84,7 +92,7 @@ static CLASS: [u8; 256] = {
 };
 
 fn class(b: u8) -> u8 {
-    CLASS[b as usize]
+    CLASS[b as usize] & CLASS_BITS
 }
 
 /// The tokens of `message`, into `out` (cleared first).
@@ -107,12 +115,18 @@ pub fn tokenize<'a>(message: &'a str, out: &mut Vec<Token<'a>>) {
             });
             continue;
         }
-        // Whether a word holds a digit is seen on the way through it.
-        let mut digit = false;
-        while i < bytes.len() && class(bytes[i]) == start_class {
-            digit |= bytes[i].is_ascii_digit();
+        // Whether a word holds a digit is seen on the way through it, in the same look
+        // at each byte's class.
+        let mut seen = 0;
+        for &b in &bytes[i..] {
+            let c = CLASS[b as usize];
+            if c & CLASS_BITS != start_class {
+                break;
+            }
+            seen |= c;
             i += 1;
         }
+        let digit = seen & DIGIT != 0;
         // Both ends are at ASCII bytes (or the ends of the string): char boundaries.
         let text = &message[start..i];
         let kind = if start_class == PUNCT {
@@ -153,6 +167,11 @@ impl KeptTokens {
             spans: Vec::with_capacity(bytes / 4),
             ends: Vec::with_capacity(lines),
         }
+    }
+
+    /// How many tokens are kept, of all lines.
+    pub fn token_count(&self) -> usize {
+        self.spans.len()
     }
 
     /// Keeps the next line's `tokens`, slices of `message`.
