@@ -37,7 +37,15 @@ impl Level {
             ("EMERG", Level::Fatal),
             ("ALERT", Level::Fatal),
         ];
-        let word = word.trim_start_matches('[').trim_end_matches([']', ':']);
+        // `word.trim_start_matches('[').trim_end_matches([']', ':'])`, by byte (the marks
+        // are ASCII), as every line's second word is tried.
+        let b = word.as_bytes();
+        let start = b.iter().position(|&c| c != b'[').unwrap_or(b.len());
+        let end = b
+            .iter()
+            .rposition(|&c| c != b']' && c != b':')
+            .map_or(start, |last| (last + 1).max(start));
+        let word = &word[start..end];
         // The names are 3 to 8 letters long.
         if !(3..=8).contains(&word.len()) {
             return None;
@@ -108,38 +116,42 @@ fn parse_by<'a>(
             break;
         }
     }
-    let (word, after) = split_word(rest);
+    // Each field is the next word; a word that is not the field looked for is the
+    // next one's candidate, split once.
+    let (mut word, mut after) = split_word(rest);
     if let Some(level) = Level::parse(word) {
         h.level = Some(level);
         rest = trim_start(after);
+        (word, after) = split_word(rest);
     }
     // A thread in brackets, or tracing's ThreadId(N).
-    let (word, after) = split_word(rest);
-    if word.starts_with('[')
+    let bracketed = word.starts_with('[')
         && word.ends_with(']')
         && word.len() > 2
-        && !word.as_bytes()[1..].contains(&b'[')
-    {
-        h.thread = Some(&word[1..word.len() - 1]);
+        && !word.as_bytes()[1..].contains(&b'[');
+    if bracketed || (word.starts_with("ThreadId(") && word.ends_with(')')) {
+        h.thread = Some(if bracketed {
+            &word[1..word.len() - 1]
+        } else {
+            word
+        });
         rest = trim_start(after);
-    } else if word.starts_with("ThreadId(") && word.ends_with(')') {
-        h.thread = Some(word);
-        rest = trim_start(after);
+        (word, after) = split_word(rest);
     }
-    // A logger: a dotted or `::` path, with `#line` or a trailing `:`, or followed by `-`.
-    let (word, after) = split_word(rest);
+    // A logger: a dotted or `::` path, with `#line` or a trailing `:`, or followed by `-`
+    // (the ends looked at first: they are quicker to rule out).
     let path = word.trim_end_matches(':');
-    let looks_like_logger = !path.is_empty()
+    let ends_as_logger = word.ends_with(':')
+        || word.bytes().any(|c| c == b'#')
+        || trim_start(after).starts_with("- ");
+    let looks_like_logger = ends_as_logger
+        && !path.is_empty()
         && (path.bytes().any(|c| c == b'.') || path.as_bytes().windows(2).any(|w| w == b"::"))
         && path
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b':' | b'_' | b'#' | b'$'))
         && path.bytes().next().is_some_and(|b| b.is_ascii_alphabetic());
-    if looks_like_logger
-        && (word.ends_with(':')
-            || word.bytes().any(|c| c == b'#')
-            || trim_start(after).starts_with("- "))
-    {
+    if looks_like_logger {
         h.logger = Some(path);
         rest = trim_start(after);
         if let Some(r) = rest.strip_prefix("- ") {
