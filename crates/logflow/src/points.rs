@@ -129,8 +129,14 @@ impl Points {
                 spelled.push(value);
                 continue;
             };
-            // Into the key's own buffer, rather than a string made per line.
-            let _ = write!(self.key, "{k}");
+            // Into the key's own buffer, rather than a string made per line; a digit
+            // as a character, without the formatting machinery.
+            match u8::try_from(k).ok().filter(|&k| k < 10) {
+                Some(digit) => self.key.push(char::from(b'0' + digit)),
+                None => {
+                    let _ = write!(self.key, "{k}");
+                }
+            }
             spelled.push(path);
             for (name, value) in parts {
                 self.key.push('&');

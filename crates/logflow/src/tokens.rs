@@ -308,12 +308,14 @@ fn classify_word(word: &str, digit: bool) -> Kind {
             Kind::Word
         };
     }
-    if is_uuid(b) {
+    // A number first, the commonest: no number is a UUID (a `-` inside) or an address
+    // (three dots), so the order decides nothing.
+    if is_number(b) {
+        Kind::Value(Mask::Num)
+    } else if is_uuid(b) {
         Kind::Value(Mask::Uuid)
     } else if is_ipv4(b) {
         Kind::Value(Mask::Ip)
-    } else if is_number(b) {
-        Kind::Value(Mask::Num)
     } else if is_hex(b) {
         Kind::Value(Mask::Hex)
     } else if is_path(b) {
@@ -497,6 +499,14 @@ mod tests {
     }
 
     proptest! {
+        /// `classify_word` tries a number first: no word may be a number and a UUID or
+        /// an address too.
+        #[test]
+        fn a_number_is_never_a_uuid_or_an_address(word in "-?[0-9a-f.-]{0,40}") {
+            let b = word.as_bytes();
+            prop_assert!(!(is_number(b) && (is_uuid(b) || is_ipv4(b))), "{word}");
+        }
+
         #[test]
         fn kept_tokens_read_back_as_tokenized(messages in proptest::collection::vec("\\PC{0,60}", 0..8)) {
             let mut kept = KeptTokens::default();
