@@ -234,7 +234,10 @@ pub fn stitch_after(
                         }
                     }
                 }
-                ties.sort_unstable_by_key(|tie| tie.0);
+                // Most keys tie one line or none (the call alone cost more than that).
+                if ties.len() > 1 {
+                    ties.sort_unstable_by_key(|tie| tie.0);
+                }
                 for &(_, strength, at, r, slow) in &ties {
                     consider(strength, at, r, slow);
                 }
