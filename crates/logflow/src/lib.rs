@@ -36,6 +36,7 @@ pub mod format;
 pub mod header;
 pub mod ids;
 pub mod links;
+mod pair_index;
 pub mod points;
 pub mod score;
 pub mod sequences;

@@ -16,6 +16,7 @@
 use foldhash::{HashMap, HashSet};
 
 use crate::corpus::Corpus;
+use crate::pair_index::{PairIndex, TABLE_CELLS};
 use crate::points::PointId;
 
 /// A variable of one node: a (file, log point, parameter). The same log point printed on
@@ -72,10 +73,6 @@ fn window_of(lag: i64) -> usize {
     let (below, within) = WINDOWS_BY_BITS[bits];
     below + usize::from(lag > within)
 }
-
-/// Pairs are found in a square table over the linkable variables when it has at most
-/// this many cells (4 MiB), else by hash.
-const PAIR_TABLE_CELLS: usize = 1 << 20;
 
 /// A learned link: a value printed by `from` is printed again by `to` in the same
 /// request, within `window_ns`.
@@ -264,34 +261,28 @@ fn logging_time(corpus: &Corpus) -> Vec<i64> {
         .collect()
 }
 
-/// The pairs of variables that printed a key one after the other, and where each is,
-/// by (from, to): in a square table over the linkable variables when it is small (a
-/// match costs an index, not a hash lookup), else in a map. Each pair's counts are kept
-/// apart (by the pair's number), the matches, counted per match, in an array small
-/// enough to stay in the first-level cache; and the table is laid out by `to`, so that
-/// the matches of one print, all to the printing variable, read one row of it.
+/// The pairs of variables that printed a key one after the other, numbered by a
+/// [`PairIndex`] over the linkable variables. Each pair's counts are kept apart, the
+/// matches, counted per match, in an array small enough to stay in the first-level
+/// cache; and the pairs are indexed by `to` first, so that the matches of one print,
+/// all to the printing variable, read one row of the index's table.
 struct Pairs {
+    index: PairIndex,
     /// (from, to), by pair number.
     ends: Vec<(u32, u32)>,
     /// Matches by the smallest window that holds their lag.
     matched: Vec<[u32; WINDOWS_NS.len()]>,
     /// Matches chance gives, per window.
     chance: Vec<[f64; WINDOWS_NS.len()]>,
-    table: Vec<u32>,
-    side: usize,
-    by_hash: HashMap<u64, u32>,
 }
 
 impl Pairs {
     fn new(linkable: usize, table_limit: usize) -> Pairs {
-        let cells = linkable * linkable;
         Pairs {
+            index: PairIndex::new(linkable, table_limit),
             ends: Vec::new(),
             matched: Vec::new(),
             chance: Vec::new(),
-            table: vec![u32::MAX; if cells <= table_limit { cells } else { 0 }],
-            side: linkable,
-            by_hash: HashMap::default(),
         }
     }
 
@@ -299,32 +290,19 @@ impl Pairs {
     /// the linkable); made when new.
     #[inline(always)]
     fn at(&mut self, (from, from_dense): (u32, u32), (to, to_dense): (u32, u32)) -> usize {
-        let (ends, matched, chance) = (&mut self.ends, &mut self.matched, &mut self.chance);
-        let mut add = || {
-            ends.push((from, to));
-            matched.push([0; WINDOWS_NS.len()]);
-            chance.push([0.0; WINDOWS_NS.len()]);
-            ends.len() as u32 - 1
-        };
-        let index = if self.table.is_empty() {
-            *self
-                .by_hash
-                .entry((u64::from(from) << 32) | u64::from(to))
-                .or_insert_with(add)
-        } else {
-            let cell = &mut self.table[to_dense as usize * self.side + from_dense as usize];
-            if *cell == u32::MAX {
-                *cell = add();
-            }
-            *cell
-        };
-        index as usize
+        let (pair, new) = self.index.number(to_dense, from_dense);
+        if new {
+            self.ends.push((from, to));
+            self.matched.push([0; WINDOWS_NS.len()]);
+            self.chance.push([0.0; WINDOWS_NS.len()]);
+        }
+        pair
     }
 }
 
 /// Learns the links between the corpus's variables.
 pub fn learn(corpus: &Corpus, o: &LinkOptions) -> Links {
-    learn_with_table(corpus, o, PAIR_TABLE_CELLS)
+    learn_with_table(corpus, o, TABLE_CELLS)
 }
 
 /// [`learn`], finding pairs in a table of at most `table_limit` cells, else by hash.

@@ -33,6 +33,7 @@ use foldhash::{HashMap, HashSet};
 use crate::corpus::{Corpus, Moment};
 use crate::ids::{Evidence, Variable};
 use crate::links::{self, Links};
+use crate::pair_index::{PairIndex, TABLE_CELLS};
 use crate::points::PointId;
 
 #[derive(Clone, Debug)]
@@ -548,8 +549,11 @@ fn predecessors(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<(u32, i64)>> {
     ];
     let timeline = corpus.timeline();
     let mut seen = vec![0usize; corpus.node_point_count()];
-    // By (earlier, later) node point, as one number.
-    let mut after: HashMap<u64, [usize; WINDOWS_NS.len() + 1]> = HashMap::default();
+    // The (later, earlier) node points seen one right after the other, and how often
+    // within each window, by the pair's number.
+    let mut pairs = PairIndex::new(corpus.node_point_count(), TABLE_CELLS);
+    let mut ends: Vec<(u32, u32)> = Vec::new();
+    let mut after: Vec<[u32; WINDOWS_NS.len() + 1]> = Vec::new();
     // Each line against the few lines before it (a fan-out's calls interleave), each
     // earlier log point once, at its latest.
     const LOOK_BACK: usize = 4;
@@ -569,19 +573,22 @@ fn predecessors(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<(u32, i64)>> {
                 .iter()
                 .position(|&x| lag <= x)
                 .unwrap_or(WINDOWS_NS.len());
-            let pair = (u64::from(a.node_point) << 32) | u64::from(b.node_point);
-            after.entry(pair).or_default()[bucket] += 1;
+            let (pair, new) = pairs.number(b.node_point, a.node_point);
+            if new {
+                ends.push((a.node_point, b.node_point));
+                after.push([0; WINDOWS_NS.len() + 1]);
+            }
+            after[pair][bucket] += 1;
         }
     }
     let mut found: Vec<Vec<(u32, i64)>> = vec![Vec::new(); seen.len()];
-    for (pair, lags) in after {
-        let (pa, pb) = ((pair >> 32) as u32, pair as u32);
+    for (&(pa, pb), lags) in ends.iter().zip(&after) {
         let n = seen.get(pb as usize).copied().unwrap_or(0);
         // The smallest window holding 90% of the pair's lags.
-        let total: usize = lags.iter().sum();
+        let total: usize = lags.iter().map(|&l| l as usize).sum();
         let mut within = 0;
         let Some(window) = WINDOWS_NS.iter().enumerate().find_map(|(i, &w)| {
-            within += lags[i];
+            within += lags[i] as usize;
             (within * 10 >= total * 9).then_some(w)
         }) else {
             continue;
