@@ -35,6 +35,7 @@ pub mod flows;
 pub mod format;
 pub mod header;
 pub mod ids;
+mod latest_prints;
 pub mod links;
 mod pair_index;
 pub mod points;

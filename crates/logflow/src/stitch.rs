@@ -32,6 +32,7 @@ use foldhash::{HashMap, HashSet};
 
 use crate::corpus::{Corpus, Moment};
 use crate::ids::{Evidence, Variable};
+use crate::latest_prints::LatestPrints;
 use crate::links::{self, Links};
 use crate::pair_index::{PairIndex, TABLE_CELLS};
 use crate::points::PointId;
@@ -154,16 +155,17 @@ pub fn stitch_after(
         .collect();
     let predecessors = predecessors(corpus, o);
     let mut requests = vec![0u32; corpus.lines.len()];
-    // By (key, source variable's number): the key's latest print by that variable,
-    // (request, time, order of the pair's first print). Looked up by the links into a
-    // slot, so that a key many variables print (a small number) costs no scan.
-    let mut by_key: HashMap<u64, (u32, i64, u32)> = HashMap::default();
-    // Prints older than the longest link's window tie nothing: they are let go whenever
-    // the map has doubled, so that it holds about the prints of the last seconds and
-    // stays in cache, whatever the log's length.
+    // By (key, source variable's number): the key's latest print by that variable.
+    // Looked up by the links into a slot, so that a key many variables print costs no
+    // scan. The sources are numbered as the walk meets them, below the links' sources.
+    let source_count = links
+        .all()
+        .iter()
+        .map(|l| l.from)
+        .collect::<HashSet<_>>()
+        .len();
     let longest_link_ns = links.all().iter().map(|l| l.window_ns).max().unwrap_or(0);
-    let mut by_key_pruned_at = 0usize;
-    let mut first_prints = 0u32;
+    let mut latest = LatestPrints::new(corpus.key_count(), source_count, longest_link_ns);
     let mut sources: HashMap<links::Variable, u32> = HashMap::default();
     // A key's ties, put in the order of the pairs' first prints before they are weighed
     // (the strongest first, then the latest; on a tie, the first printed).
@@ -228,7 +230,7 @@ pub fn stitch_after(
                 }
                 ties.clear();
                 for &(link, from) in &slot.into {
-                    if let Some(&(r, at, first)) = by_key.get(&key_of(key, from)) {
+                    if let Some((r, at, first)) = latest.get(key, from) {
                         if t - at <= link.window_ns {
                             let slow = link.window_ns >= o.slow_link_ns;
                             ties.push((first, link.precision, at, r, slow));
@@ -293,11 +295,7 @@ pub fn stitch_after(
                 continue;
             };
             if let Some(from) = slot.source {
-                let printed = by_key.entry(key_of(key, from)).or_insert_with(|| {
-                    first_prints = first_prints.wrapping_add(1);
-                    (0, 0, first_prints)
-                });
-                (printed.0, printed.1) = (request, t);
+                latest.record(key, from, request, t);
             }
             let own = crate::corpus::own_key(keys, k);
             if slot.sure && own {
@@ -306,10 +304,7 @@ pub fn stitch_after(
                 }
             }
         }
-        if by_key.len() >= 2 * by_key_pruned_at.max(2048) {
-            by_key.retain(|_, printed| t - printed.1 <= longest_link_ns);
-            by_key_pruned_at = by_key.len();
-        }
+        latest.let_go(t);
         match active.get_mut(request as usize) {
             Some(a) => a.1 = t,
             None => active.resize(request as usize + 1, (t, t)),
@@ -341,11 +336,6 @@ struct SlotFacts<'a> {
     /// Its number, if links go out of it.
     source: Option<u32>,
     sure: bool,
-}
-
-/// The walk's map key of a value's key printed by a source variable.
-fn key_of(key: u32, source: u32) -> u64 {
-    (u64::from(key) << 32) | u64::from(source)
 }
 
 impl<'a> PointFacts<'a> {
