@@ -15,28 +15,41 @@ pub enum Level {
     Fatal,
 }
 
+/// Level names as lines spell them (in any case).
+const LEVEL_NAMES: [(&str, Level); 18] = [
+    ("TRACE", Level::Trace),
+    ("FINEST", Level::Trace),
+    ("FINER", Level::Trace),
+    ("DEBUG", Level::Debug),
+    ("FINE", Level::Debug),
+    ("INFO", Level::Info),
+    ("NOTICE", Level::Info),
+    ("WARN", Level::Warn),
+    ("WARNING", Level::Warn),
+    ("ERROR", Level::Error),
+    ("ERR", Level::Error),
+    ("SEVERE", Level::Error),
+    ("FATAL", Level::Fatal),
+    ("CRITICAL", Level::Fatal),
+    ("CRIT", Level::Fatal),
+    ("PANIC", Level::Fatal),
+    ("EMERG", Level::Fatal),
+    ("ALERT", Level::Fatal),
+];
+
 impl Level {
     pub(crate) fn parse(word: &str) -> Option<Level> {
-        const NAMES: [(&str, Level); 18] = [
-            ("TRACE", Level::Trace),
-            ("FINEST", Level::Trace),
-            ("FINER", Level::Trace),
-            ("DEBUG", Level::Debug),
-            ("FINE", Level::Debug),
-            ("INFO", Level::Info),
-            ("NOTICE", Level::Info),
-            ("WARN", Level::Warn),
-            ("WARNING", Level::Warn),
-            ("ERROR", Level::Error),
-            ("ERR", Level::Error),
-            ("SEVERE", Level::Error),
-            ("FATAL", Level::Fatal),
-            ("CRITICAL", Level::Fatal),
-            ("CRIT", Level::Fatal),
-            ("PANIC", Level::Fatal),
-            ("EMERG", Level::Fatal),
-            ("ALERT", Level::Fatal),
-        ];
+        // Each name packed (see `pack_upper`) with its length.
+        const PACKED: [(u64, usize, Level); LEVEL_NAMES.len()] = {
+            let mut packed = [(0, 0, Level::Trace); LEVEL_NAMES.len()];
+            let mut i = 0;
+            while i < LEVEL_NAMES.len() {
+                let name = LEVEL_NAMES[i].0.as_bytes();
+                packed[i] = (pack_upper(name), name.len(), LEVEL_NAMES[i].1);
+                i += 1;
+            }
+            packed
+        };
         // `word.trim_start_matches('[').trim_end_matches([']', ':'])`, by byte (the marks
         // are ASCII), as every line's second word is tried.
         let b = word.as_bytes();
@@ -45,16 +58,30 @@ impl Level {
             .iter()
             .rposition(|&c| c != b']' && c != b':')
             .map_or(start, |last| (last + 1).max(start));
-        let word = &word[start..end];
-        // The names are 3 to 8 letters long.
+        let word = &b[start..end];
+        // The names are 3 to 8 letters long: the word's letters upper-cased, packed in
+        // a number, are compared with each name's at once.
         if !(3..=8).contains(&word.len()) {
             return None;
         }
-        NAMES
+        let packed = pack_upper(word);
+        PACKED
             .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(word))
-            .map(|(_, level)| *level)
+            .find(|&&(name, len, _)| name == packed && len == word.len())
+            .map(|&(_, _, level)| level)
     }
+}
+
+/// Up to eight bytes, ASCII letters upper-cased, as one number (the length told apart
+/// by the caller).
+const fn pack_upper(word: &[u8]) -> u64 {
+    let mut packed = 0u64;
+    let mut i = 0;
+    while i < word.len() && i < 8 {
+        packed = packed << 8 | word[i].to_ascii_uppercase() as u64;
+        i += 1;
+    }
+    packed
 }
 
 /// A line's prefix and message.
@@ -457,16 +484,28 @@ fn digits(s: &str, n: usize) -> Option<(i64, &str)> {
     Some((v, &s[n..]))
 }
 
+/// Two ASCII digits at `at` in `b`, as a number.
+fn two_digits(b: &[u8], at: usize) -> Option<i64> {
+    let (tens, ones) = (
+        b.get(at)?.wrapping_sub(b'0'),
+        b.get(at + 1)?.wrapping_sub(b'0'),
+    );
+    (tens < 10 && ones < 10).then(|| i64::from(tens * 10 + ones))
+}
+
 /// `HH:MM:SS` with an optional `.fraction` or `,fraction`: nanoseconds since midnight.
 fn clock(s: &str) -> Option<(i64, &str)> {
-    let (h, s) = digits(s, 2)?;
-    let s = s.strip_prefix(':')?;
-    let (m, s) = digits(s, 2)?;
-    let s = s.strip_prefix(':')?;
-    let (sec, mut s) = digits(s, 2)?;
+    // Its fields at their fixed places, every line's timestamp read by it.
+    let b = s.as_bytes();
+    if b.len() < 8 || b[2] != b':' || b[5] != b':' {
+        return None;
+    }
+    let (h, m, sec) = (two_digits(b, 0)?, two_digits(b, 3)?, two_digits(b, 6)?);
     if h > 23 || m > 59 || sec > 60 {
         return None;
     }
+    // The eight bytes before are ASCII.
+    let mut s = &s[8..];
     let mut frac = 0i64;
     if let Some(f) = s.strip_prefix('.').or_else(|| s.strip_prefix(',')) {
         // Its digits counted and the first nine read in one pass.
@@ -503,16 +542,18 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 
 /// `YYYY-MM-DD[T ]HH:MM:SS[.frac][Z|±HH:MM]` followed by a space or the end.
 fn datetime(s: &str) -> Option<(i64, &str)> {
-    let (y, s) = digits(s, 4)?;
-    let s = s.strip_prefix('-')?;
-    let (mo, s) = digits(s, 2)?;
-    let s = s.strip_prefix('-')?;
-    let (d, s) = digits(s, 2)?;
+    // The date's fields at their fixed places, as the clock's.
+    let b = s.as_bytes();
+    if b.len() < 11 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b' ') {
+        return None;
+    }
+    let y = two_digits(b, 0)? * 100 + two_digits(b, 2)?;
+    let (mo, d) = (two_digits(b, 5)?, two_digits(b, 8)?);
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
         return None;
     }
-    let s = s.strip_prefix('T').or_else(|| s.strip_prefix(' '))?;
-    let (tod, mut s) = clock(s)?;
+    // The eleven bytes before are ASCII.
+    let (tod, mut s) = clock(&s[11..])?;
     let mut offset = 0i64;
     if let Some(r) = s.strip_prefix('Z') {
         s = r;
@@ -763,6 +804,45 @@ mod tests {
             let h = parse(&line);
             prop_assert_eq!(h.time_ns, Some(secs * S + nanos));
             prop_assert_eq!(h.message, "message");
+        }
+
+        #[test]
+        fn a_timestamp_with_a_field_digit_or_mark_changed_reads_as_no_timestamp(
+            secs in 0i64..4_000_000_000,
+            at in 0usize..19,
+            with in "[^0-9]",
+        ) {
+            // `YYYY-MM-DDTHH:MM:SS`: every byte of it is checked, digit or mark.
+            let iso = format_iso(secs * S);
+            let mut changed = iso[..at].to_string();
+            changed.push_str(&with);
+            changed.push_str(&iso[at + 1..]);
+            prop_assume!(changed.as_bytes()[at] != iso.as_bytes()[at]);
+            prop_assume!(!(at == 10 && with == " "));
+            prop_assert_eq!(datetime(&changed), None, "{}", changed);
+        }
+
+        #[test]
+        fn levels_are_read_as_their_names_compared_ignoring_case(
+            name in 0..LEVEL_NAMES.len(),
+            upper in any::<u8>(),
+            before in "\\[{0,2}",
+            after in "[\\]:]{0,2}",
+            other in "\\PC{0,9}",
+        ) {
+            // A name with its letters' case flipped by `upper`'s bits, in brackets; and
+            // any word.
+            let cased: String = LEVEL_NAMES[name].0.chars().enumerate()
+                .map(|(i, c)| if upper >> (i % 8) & 1 == 1 { c } else { c.to_ascii_lowercase() })
+                .collect();
+            for word in [format!("{before}{cased}{after}"), other] {
+                let trimmed = word.trim_start_matches('[').trim_end_matches([']', ':']);
+                let by_name = LEVEL_NAMES
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(trimmed))
+                    .map(|(_, level)| *level);
+                prop_assert_eq!(Level::parse(&word), by_name, "{:?}", word);
+            }
         }
 
         #[test]
