@@ -166,9 +166,12 @@ fn slot_of(t: &Token<'_>) -> Slot {
 /// The child a variable token goes to.
 const ANY: &str = "<*>";
 
+/// A node of the tree, its children by their places in [`Miner::nodes`]: a child is
+/// then found by one lookup, where nodes holding nodes took two (a test, then the
+/// borrow to go down).
 #[derive(Default)]
 struct Node {
-    children: HashMap<Box<str>, Node>,
+    children: HashMap<Box<str>, u32>,
     /// At the tree's depth: its place in [`Miner::leaves`].
     leaf: Option<LeafId>,
 }
@@ -185,7 +188,9 @@ pub type LeafId = u32;
 /// The template miner.
 pub struct Miner {
     options: Options,
-    by_length: HashMap<usize, Node>,
+    /// Each token count's first node, in `nodes`.
+    by_length: HashMap<usize, u32>,
+    nodes: Vec<Node>,
     templates: Vec<Template>,
     /// Each leaf's templates.
     leaves: Vec<Vec<TemplateId>>,
@@ -196,9 +201,16 @@ impl Miner {
         Miner {
             options,
             by_length: HashMap::default(),
+            nodes: Vec::new(),
             templates: Vec::new(),
             leaves: Vec::new(),
         }
+    }
+
+    /// A new node's place in `nodes`.
+    fn new_node(&mut self) -> u32 {
+        self.nodes.push(Node::default());
+        self.nodes.len() as u32 - 1
     }
 
     pub fn templates(&self) -> &[Template] {
@@ -219,26 +231,33 @@ impl Miner {
     pub fn add_in_leaf(&mut self, tokens: &[Token<'_>]) -> (TemplateId, LeafId) {
         let prefix = self.prefix_len(tokens.len());
         let max_children = self.options.max_children;
-        let mut node = self.by_length.entry(tokens.len()).or_default();
+        let mut node = match self.by_length.get(&tokens.len()) {
+            Some(&node) => node,
+            None => {
+                let node = self.new_node();
+                self.by_length.insert(tokens.len(), node);
+                node
+            }
+        };
         for t in &tokens[..prefix] {
             let key = if t.kind.is_variable() { ANY } else { t.text };
-            let mut known = node.children.contains_key(key);
-            // A full node sends new keys to its `<*>` child (made even when full).
-            let key = if known || node.children.len() < max_children {
-                key
-            } else {
-                known = node.children.contains_key(ANY);
-                ANY
+            let children = &self.nodes[node as usize].children;
+            // A full node sends a token it has no child for to its variable child.
+            let (key, child) = match children.get(key) {
+                Some(&child) => (key, Some(child)),
+                None if children.len() < max_children => (key, None),
+                None => (ANY, children.get(ANY).copied()),
             };
-            // Looked up before inserting: the key is boxed only for a new child.
-            if !known {
-                node.children.insert(key.into(), Node::default());
-            }
-            node = node
-                .children
-                .get_mut(key)
-                .expect("the child was inserted above");
+            node = match child {
+                Some(child) => child,
+                None => {
+                    let child = self.new_node();
+                    self.nodes[node as usize].children.insert(key.into(), child);
+                    child
+                }
+            };
         }
+        let node = &mut self.nodes[node as usize];
         let leaf = *node.leaf.get_or_insert_with(|| {
             self.leaves.push(Vec::new());
             self.leaves.len() as LeafId - 1
@@ -270,10 +289,13 @@ impl Miner {
 
     /// The template a line's tokens match now (without changing any).
     pub fn find(&self, tokens: &[Token<'_>]) -> Option<TemplateId> {
-        let mut node = self.by_length.get(&tokens.len())?;
+        let mut node = self
+            .nodes
+            .get(*self.by_length.get(&tokens.len())? as usize)?;
         for t in &tokens[..self.prefix_len(tokens.len())] {
             let key = if t.kind.is_variable() { ANY } else { t.text };
-            node = node.children.get(key).or_else(|| node.children.get(ANY))?;
+            let child = node.children.get(key).or_else(|| node.children.get(ANY))?;
+            node = self.nodes.get(*child as usize)?;
         }
         self.find_in_leaf(node.leaf?, tokens)
     }
