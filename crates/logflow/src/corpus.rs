@@ -316,6 +316,9 @@ impl Corpus {
             let mut had_time = false;
             // A file's lines mostly share their layout.
             let mut memo = header::LayoutMemo::default();
+            // A file that is UTF-8 throughout (most are) is checked once rather than
+            // line by line: its lines, cut at line feeds, are then UTF-8 too.
+            let file_text = std::str::from_utf8(bytes).ok();
             for (n, line) in split_lines(bytes).enumerate() {
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
                 if line.is_empty() {
@@ -328,7 +331,10 @@ impl Corpus {
                 } else {
                     line
                 };
-                let text = match std::str::from_utf8(line) {
+                // Where the line starts in the file (a slice of `bytes`).
+                let offset = line.as_ptr() as usize - bytes.as_ptr() as usize;
+                let whole = file_text.and_then(|t| t.get(offset..offset + line.len()));
+                let text = match whole.map_or_else(|| std::str::from_utf8(line), Ok) {
                     Ok(t) => Cow::Borrowed(t),
                     Err(_) => {
                         counts.lossy += 1;
@@ -346,9 +352,9 @@ impl Corpus {
                         counts.continuations += 1;
                         continuations.push((at, first_line + n as u32));
                         // The line's message runs on through its continuations, which
-                        // follow it in the file (a slice of `bytes`, as above).
-                        let end = line.as_ptr() as usize - bytes.as_ptr() as usize + line.len();
-                        last.kept_at.run_on(end, &text, &mut kept_text);
+                        // follow it in the file.
+                        last.kept_at
+                            .run_on(offset + line.len(), &text, &mut kept_text);
                         continue;
                     }
                 }
@@ -661,6 +667,23 @@ mod tests {
             corpus.lines[3].time_ns,
             Some(((8 * 60 + 42) * 60 + 9) * 1_000_000_000 + 150_000_000)
         );
+    }
+
+    #[test]
+    fn a_line_cut_inside_a_character_of_a_utf8_file_is_decoded_lossily() {
+        // The file is UTF-8 throughout, but the cut leaves half an `é` at the end.
+        let long = format!("x{}", "é".repeat(MAX_LINE));
+        let text =
+            format!("2023-01-29T08:42:09.100Z INFO {long}\n2023-01-29T08:42:09.200Z INFO ok\n");
+        let files = [("a.log".to_string(), text.into_bytes())];
+        let corpus = Corpus::read(&files, Options::default());
+        assert_eq!((corpus.counts.cut, corpus.counts.lossy), (1, 1));
+        let message = corpus.message(&corpus.lines[0], &files);
+        assert!(
+            message.starts_with("xé") && message.ends_with('\u{FFFD}'),
+            "{message:?}"
+        );
+        assert_eq!(corpus.message(&corpus.lines[1], &files), "ok");
     }
 
     #[test]
