@@ -488,21 +488,27 @@ impl Recent {
     /// predecessor's lag, that no line of the log point has followed yet (each line at
     /// a log point is followed once by the next in its request: lprof's order).
     fn followed(&self, predecessors: &[Before], t: i64) -> Option<u32> {
-        predecessors
-            .iter()
-            .filter_map(|b| {
-                // Latest first: past the first line outside the lag, all are.
-                self.0
-                    .get(b.lines as usize)?
-                    .iter()
-                    .rev()
-                    .take_while(|p| t - p.at <= b.window)
-                    .find(|p| !p.followed_by.contains(b.follower))
-            })
-            // The later request on a tie, whatever the order of the predecessors (they
-            // come from a hash map).
-            .max_by_key(|p| (p.at, p.request))
-            .map(|p| p.request)
+        let mut latest: Option<(i64, u32)> = None;
+        for b in predecessors {
+            let Some(lines) = self.0.get(b.lines as usize) else {
+                continue;
+            };
+            // Latest first: past the first line outside the lag, all are. By index, as
+            // in `follow`.
+            for k in (0..lines.len()).rev() {
+                let p = &lines[k];
+                if t - p.at > b.window {
+                    break;
+                }
+                if !p.followed_by.contains(b.follower) {
+                    // The later request on a tie, whatever the order of the
+                    // predecessors (they come from a hash map).
+                    latest = latest.max(Some((p.at, p.request)));
+                    break;
+                }
+            }
+        }
+        latest.map(|(_, request)| request)
     }
 
     /// Marks the latest line of `request` at each of a log point's predecessors, within
