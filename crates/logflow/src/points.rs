@@ -113,20 +113,23 @@ impl Points {
         point
     }
 
-    fn with_query<'a>(
+    fn with_query(
         &mut self,
         id: TemplateId,
         template: &Template,
-        values: &mut Vec<&'a str>,
+        values: &mut Vec<&str>,
     ) -> PointId {
         // The key: each URL parameter's number and its query's names. Only compared: a
         // URL token ends at `|` and a name at `&` or `=`, so two keys are equal only
         // for the same names.
         self.key.clear();
-        let mut spelled: Vec<&'a str> = Vec::with_capacity(values.len() + 4);
-        for (k, &value) in values.iter().enumerate() {
+        // The values spelled out after the values as given, which then make way: no
+        // vector made per line.
+        let given = values.len();
+        for k in 0..given {
+            let value = values[k];
             let Some((path, parts)) = url(value) else {
-                spelled.push(value);
+                values.push(value);
                 continue;
             };
             // Into the key's own buffer, rather than a string made per line; a digit
@@ -137,18 +140,18 @@ impl Points {
                     let _ = write!(self.key, "{k}");
                 }
             }
-            spelled.push(path);
+            values.push(path);
             for (name, value) in parts {
                 self.key.push('&');
                 if name_is_value(name) {
                     self.key.push_str("<*>");
-                    spelled.push(name);
+                    values.push(name);
                 } else {
                     self.key.push_str(name);
                 }
                 if let Some(v) = value {
                     self.key.push('=');
-                    spelled.push(v);
+                    values.push(v);
                 }
             }
             self.key.push('|');
@@ -161,7 +164,7 @@ impl Points {
         let p = match known {
             Some(p) => p,
             None => {
-                let p = self.push(id, Some(spell_out(template, values).into()));
+                let p = self.push(id, Some(spell_out(template, &values[..given]).into()));
                 self.with_queries
                     .entry(id)
                     .or_default()
@@ -169,7 +172,7 @@ impl Points {
                 p
             }
         };
-        *values = spelled;
+        values.drain(..given);
         p
     }
 
