@@ -704,43 +704,48 @@ pub fn by_identifiers_and_time(
             *w = true;
         }
     }
-    // Lines by identifier value, in time order.
-    let mut by_value: HashMap<&str, Vec<(i64, u32)>> = HashMap::default();
-    for (i, line) in corpus.lines.iter().enumerate() {
-        if !with_id.get(line.point as usize).copied().unwrap_or(false) {
+    // Each identifier value's lines, one after another in time order (the timeline's),
+    // joined when within the window: by the value's key number, its latest line.
+    let mut latest: Vec<Option<(i64, u32)>> = vec![None; corpus.key_count()];
+    for (at, m) in corpus.timeline().iter().enumerate() {
+        if !with_id.get(m.point as usize).copied().unwrap_or(false) {
             continue;
         }
-        for (slot, value) in corpus.values(line).enumerate() {
-            if ids.contains(&(line.point, slot as u32)) {
-                by_value
-                    .entry(value)
-                    .or_default()
-                    .push((corpus.time(i), i as u32));
+        let line = m.line as u32;
+        for (slot, key) in corpus.value_keys_at(at).enumerate() {
+            if !ids.contains(&(m.point, slot as u32)) {
+                continue;
             }
-        }
-    }
-    for lines in by_value.values_mut() {
-        lines.sort_unstable();
-        for w in lines.windows(2) {
-            if w[1].0 - w[0].0 <= o.id_window_ns {
-                sets.union(w[0].1, w[1].1);
+            let Some(latest) = latest.get_mut(key as usize) else {
+                continue;
+            };
+            if let Some((t, before)) = *latest {
+                if m.time - t <= o.id_window_ns {
+                    sets.union(before, line);
+                }
             }
+            *latest = Some((m.time, line));
         }
     }
     // Runs of one file and thread whose lines follow within `local_gap_ns`: segments,
     // each (start, end, first line).
-    let mut open: HashMap<(u32, Option<u32>), usize> = HashMap::default();
+    // A thread's open segment, by its number (0 for none, else the thread's number
+    // + 1), with its file: the lines come file by file, so an entry of another file
+    // is one no line of this file has opened.
+    let mut open: Vec<Option<(u32, usize)>> = vec![None; corpus.threads.len() + 1];
     let mut segments: Vec<(i64, i64, u32)> = Vec::new();
     for (i, line) in corpus.lines.iter().enumerate() {
-        let key = (line.file, line.thread);
+        let Some(open) = open.get_mut(line.thread.map_or(0, |t| t as usize + 1)) else {
+            continue;
+        };
         let t = corpus.time(i);
-        match open.get(&key).copied() {
+        match open.filter(|&(file, _)| file == line.file).map(|(_, k)| k) {
             Some(k) if t - segments[k].1 <= o.local_gap_ns && t >= segments[k].0 => {
                 sets.union(segments[k].2, i as u32);
                 segments[k].1 = segments[k].1.max(t);
             }
             _ => {
-                open.insert(key, segments.len());
+                *open = Some((line.file, segments.len()));
                 segments.push((t, t, i as u32));
             }
         }
