@@ -10,7 +10,7 @@
 
 use foldhash::HashMap;
 
-use crate::pair_index::TABLE_CELLS;
+use crate::pair_index::{PairIndex, TABLE_CELLS};
 
 /// A print: its request, its time, and the order of its pair's first print.
 pub(crate) type Print = (u32, i64, u32);
@@ -22,11 +22,9 @@ pub(crate) struct LatestPrints {
 }
 
 enum By {
-    /// Cells by `key * sources + source`: the print's place in `prints`, `u32::MAX` for
-    /// none.
+    /// Prints by the (key, source) pair's number in a table.
     Table {
-        sources: usize,
-        cells: Vec<u32>,
+        index: PairIndex,
         prints: Vec<Print>,
     },
     Map {
@@ -48,11 +46,9 @@ impl LatestPrints {
         longest_link_ns: i64,
         table_limit: usize,
     ) -> LatestPrints {
-        let cells = keys.saturating_mul(sources);
-        let by = if cells <= table_limit {
+        let by = if keys.saturating_mul(sources) <= table_limit {
             By::Table {
-                sources,
-                cells: vec![u32::MAX; cells],
+                index: PairIndex::new(keys, sources, table_limit),
                 prints: Vec::new(),
             }
         } else {
@@ -73,14 +69,7 @@ impl LatestPrints {
     #[inline]
     pub(crate) fn get(&self, key: u32, source: u32) -> Option<Print> {
         match &self.by {
-            By::Table {
-                sources,
-                cells,
-                prints,
-            } => {
-                let cell = *cells.get(key as usize * sources + source as usize)?;
-                prints.get(cell as usize).copied()
-            }
+            By::Table { index, prints } => prints.get(index.find(key, source)?).copied(),
             By::Map { prints, .. } => prints.get(&map_key(key, source)).copied(),
         }
     }
@@ -95,21 +84,14 @@ impl LatestPrints {
             *first_prints
         };
         let latest = match &mut self.by {
-            By::Table {
-                sources,
-                cells,
-                prints,
-            } => {
-                let Some(cell) = cells.get_mut(key as usize * *sources + source as usize) else {
-                    return;
-                };
-                if *cell == u32::MAX {
-                    *cell = prints.len() as u32;
+            By::Table { index, prints } => match index.number(key, source) {
+                // Numbered in first-seen order: a new pair's print goes at the end.
+                (_, true) => {
                     prints.push((request, t, next_first()));
                     return;
                 }
-                &mut prints[*cell as usize]
-            }
+                (pair, false) => &mut prints[pair],
+            },
             By::Map { prints, .. } => match prints.entry(map_key(key, source)) {
                 std::collections::hash_map::Entry::Vacant(e) => {
                     e.insert((request, t, next_first()));

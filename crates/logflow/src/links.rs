@@ -279,7 +279,7 @@ struct Pairs {
 impl Pairs {
     fn new(linkable: usize, table_limit: usize) -> Pairs {
         Pairs {
-            index: PairIndex::new(linkable, table_limit),
+            index: PairIndex::new(linkable, linkable, table_limit),
             ends: Vec::new(),
             matched: Vec::new(),
             chance: Vec::new(),

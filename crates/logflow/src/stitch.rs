@@ -547,7 +547,11 @@ fn predecessors(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<(u32, i64)>> {
     let mut seen = vec![0usize; corpus.node_point_count()];
     // The (later, earlier) node points seen one right after the other, and how often
     // within each window, by the pair's number.
-    let mut pairs = PairIndex::new(corpus.node_point_count(), TABLE_CELLS);
+    let mut pairs = PairIndex::new(
+        corpus.node_point_count(),
+        corpus.node_point_count(),
+        TABLE_CELLS,
+    );
     let mut ends: Vec<(u32, u32)> = Vec::new();
     let mut after: Vec<[u32; WINDOWS_NS.len() + 1]> = Vec::new();
     // Each line against the few lines before it (a fan-out's calls interleave), each
