@@ -10,7 +10,7 @@
 
 use foldhash::HashMap;
 
-use crate::pair_index::{PairIndex, TABLE_CELLS};
+use crate::pair_index::{pair_key, PairIndex, TABLE_CELLS};
 
 /// A print: its request, its time, and the order of its pair's first print.
 pub(crate) type Print = (u32, i64, u32);
@@ -70,7 +70,7 @@ impl LatestPrints {
     pub(crate) fn get(&self, key: u32, source: u32) -> Option<Print> {
         match &self.by {
             By::Table { index, prints } => prints.get(index.find(key, source)?).copied(),
-            By::Map { prints, .. } => prints.get(&map_key(key, source)).copied(),
+            By::Map { prints, .. } => prints.get(&pair_key(key, source)).copied(),
         }
     }
 
@@ -92,7 +92,7 @@ impl LatestPrints {
                 }
                 (pair, false) => &mut prints[pair],
             },
-            By::Map { prints, .. } => match prints.entry(map_key(key, source)) {
+            By::Map { prints, .. } => match prints.entry(pair_key(key, source)) {
                 std::collections::hash_map::Entry::Vacant(e) => {
                     e.insert((request, t, next_first()));
                     return;
@@ -116,11 +116,6 @@ impl LatestPrints {
             }
         }
     }
-}
-
-/// The map's key of a value's key printed by a source.
-fn map_key(key: u32, source: u32) -> u64 {
-    (u64::from(key) << 32) | u64::from(source)
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@
 use foldhash::{HashMap, HashSet};
 
 use crate::corpus::Corpus;
-use crate::pair_index::{PairIndex, TABLE_CELLS};
+use crate::pair_index::{pair_key, PairIndex, TABLE_CELLS};
 use crate::points::PointId;
 
 /// A variable of one node: a (file, log point, parameter). The same log point printed on
@@ -345,7 +345,6 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
             .map(|&(first, _)| first + slot)
     };
     // How often each variable prints each key, and how many lines each variable has.
-    let pair_key = |a: u32, b: u32| (u64::from(a) << 32) | u64::from(b);
     let mut printed: HashMap<u64, u32> = HashMap::default();
     let mut lines_of = vec![0u32; variables.len()];
     let mut distinct = vec![0usize; variables.len()];

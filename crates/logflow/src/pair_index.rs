@@ -47,7 +47,7 @@ impl PairIndex {
     pub(crate) fn find(&self, first: u32, second: u32) -> Option<usize> {
         let number = match self.cell(first, second) {
             Some(cell) => self.table[cell],
-            None => *self.by_hash.get(&hash_key(first, second))?,
+            None => *self.by_hash.get(&pair_key(first, second))?,
         };
         (number != u32::MAX).then_some(number as usize)
     }
@@ -64,7 +64,7 @@ impl PairIndex {
                 }
                 *cell = next;
             }
-            None => match self.by_hash.entry(hash_key(first, second)) {
+            None => match self.by_hash.entry(pair_key(first, second)) {
                 Entry::Occupied(known) => return (*known.get() as usize, false),
                 Entry::Vacant(cell) => {
                     cell.insert(next);
@@ -76,7 +76,8 @@ impl PairIndex {
     }
 }
 
-fn hash_key(first: u32, second: u32) -> u64 {
+/// A pair as one number, the key of a map by pair.
+pub(crate) fn pair_key(first: u32, second: u32) -> u64 {
     (u64::from(first) << 32) | u64::from(second)
 }
 
