@@ -18,6 +18,7 @@ mod bench_logs_demo;
 mod bench_pivot;
 mod bench_templates;
 mod capture;
+mod ch;
 mod client;
 mod demo;
 mod echo;
@@ -121,6 +122,9 @@ enum Command {
     /// Stitch request flows from the logs systems already write (lprof): log points,
     /// request identifiers, requests per log-point sequence.
     Logs(logs::LogsArgs),
+    /// The ClickHouse store: create or upgrade its tables.
+    #[command(subcommand)]
+    Ch(ch::ChCommand),
     /// A loopback echo pair in two processes (measured by `causeway bench capture`).
     #[command(hide = true)]
     EchoNode(echo::EchoArgs),
@@ -413,6 +417,7 @@ fn main() {
         Command::CaptureLog(a) => capture::capture_log(a),
         Command::Infer(a) => infer::run(a),
         Command::Logs(a) => logs::run(a),
+        Command::Ch(c) => ch::run(c),
         Command::EchoNode(a) => echo::run(a),
     };
     if let Err(e) = result {

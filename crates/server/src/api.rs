@@ -270,16 +270,24 @@ async fn search(
     })))
 }
 
-async fn services(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "services": state.store.services() }))
+async fn services(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, ApiError> {
+    let store = state.store.clone();
+    let services = store_blocking(move || store.services()).await?;
+    Ok(Json(serde_json::json!({ "services": services })))
 }
 
 async fn operations(
     State(state): State<Arc<AppState>>,
     Path(service): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let ops = state.store.operations(&service);
-    if ops.is_empty() && !state.store.services().contains(&service) {
+    let store = state.store.clone();
+    let (ops, known, service) = store_blocking(move || {
+        let ops = store.operations(&service)?;
+        let known = !ops.is_empty() || store.services()?.contains(&service);
+        Ok((ops, known, service))
+    })
+    .await?;
+    if !known {
         return Err(ApiError::NotFound(format!("service {service:?} not found")));
     }
     Ok(Json(serde_json::json!({ "operations": ops })))

@@ -230,7 +230,7 @@ fn spans_of(t: Trace, raw: bool) -> Vec<Span> {
 
 async fn services(State(state): State<Arc<AppState>>) -> Answer<Vec<String>> {
     let store = state.store.clone();
-    let list = blocking(move || Ok(store.services())).await?;
+    let list = blocking(move || Ok(store.services()?)).await?;
     Ok(counted(list))
 }
 
@@ -239,7 +239,7 @@ async fn service_operations(
     Path(service): Path<String>,
 ) -> Answer<Vec<String>> {
     let store = state.store.clone();
-    let list = blocking(move || Ok(store.operations(&service))).await?;
+    let list = blocking(move || Ok(store.operations(&service)?)).await?;
     Ok(counted(list))
 }
 
@@ -302,7 +302,7 @@ async fn operations(
             if kind.is_none() {
                 // Names the catalog has that no stored span shows a kind for.
                 let named: BTreeSet<&str> = seen.iter().map(|(n, _)| n.as_str()).collect();
-                for name in store.operations(&service) {
+                for name in store.operations(&service)? {
                     if !named.contains(name.as_str()) {
                         list.push(Operation {
                             name,

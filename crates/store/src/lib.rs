@@ -22,7 +22,10 @@ pub mod sql;
 mod store;
 mod wal;
 
-pub use query::{parse_duration, parse_time, SearchQuery, TimeWindow, TraceSummary};
+pub use query::{
+    attribute_text, parse_duration, parse_time, searchable_attributes, SearchQuery, TimeWindow,
+    TraceSummary,
+};
 pub use sorted::{search_sorted, SearchOrder, SortedTraces};
 pub use store::{FsyncPolicy, Store, StoreOptions, StoreStats};
 
@@ -63,6 +66,15 @@ pub enum StoreError {
     /// A SQL query ran past its time limit.
     #[error("sql: query exceeded its time limit of {0:?}")]
     SqlTimeout(std::time::Duration),
+    /// A remote store's server (a ClickHouse node) could not be reached, or refused or
+    /// failed a request.
+    #[error("store node {node}: {reason}")]
+    Remote {
+        /// The node, as `host:port`.
+        node: String,
+        /// What it said, or why it could not be asked.
+        reason: String,
+    },
     /// As many SQL queries as may run at once are running (one past its time limit runs
     /// on until it can be cancelled).
     #[error("sql: {0} queries are running, the most at once; retry shortly")]
@@ -143,7 +155,7 @@ pub trait TraceStore: Send + Sync {
         visit: &(dyn Fn(Trace) -> ControlFlow<()> + Sync),
     ) -> Result<ScanStats, StoreError>;
     /// The services seen, sorted.
-    fn services(&self) -> Vec<String>;
+    fn services(&self) -> Result<Vec<String>, StoreError>;
     /// The span names seen for a service, sorted.
-    fn operations(&self, service: &str) -> Vec<String>;
+    fn operations(&self, service: &str) -> Result<Vec<String>, StoreError>;
 }

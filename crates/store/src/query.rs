@@ -78,12 +78,24 @@ fn tag_matches(span: &Span, key: &str, want: &str) -> bool {
     if key == "error" && want == "true" && span.is_error() {
         return true;
     }
-    // The span's own attributes (its resource's and scope's are among them), then its
-    // events' and links'.
+    searchable_attributes(span).any(|kv| kv.key == key && value_text_eq(&kv.value, want))
+}
+
+/// The attributes a tag search looks in: the span's own (its resource's and scope's are
+/// among them), then its events' and links'.
+pub fn searchable_attributes(span: &Span) -> impl Iterator<Item = &causeway_model::KeyValue> {
     span.attributes
         .iter()
         .chain(crate::block::nested_attributes(span))
-        .any(|kv| kv.key == key && value_text_eq(&kv.value, want))
+}
+
+/// An attribute value as a tag search compares it: a string as itself, anything else in
+/// its text form.
+pub fn attribute_text(v: &causeway_model::Value) -> std::borrow::Cow<'_, str> {
+    match v.as_str() {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(v.to_string()),
+    }
 }
 
 pub(crate) fn value_text_eq(v: &causeway_model::Value, want: &str) -> bool {

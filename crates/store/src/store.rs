@@ -766,14 +766,14 @@ impl TraceStore for Store {
         })
     }
 
-    fn services(&self) -> Vec<String> {
-        read(&self.shared.catalog).keys().cloned().collect()
+    fn services(&self) -> Result<Vec<String>, StoreError> {
+        Ok(read(&self.shared.catalog).keys().cloned().collect())
     }
 
-    fn operations(&self, service: &str) -> Vec<String> {
-        read(&self.shared.catalog)
+    fn operations(&self, service: &str) -> Result<Vec<String>, StoreError> {
+        Ok(read(&self.shared.catalog)
             .get(service)
             .map(|ops| ops.iter().cloned().collect())
-            .unwrap_or_default()
+            .unwrap_or_default())
     }
 }

@@ -300,8 +300,8 @@ fn search_finds_by_service_operation_tags_duration_host_and_window() {
     assert_eq!(summary.root_operation, "GET /cart");
     assert_eq!(summary.duration, 50_000_000 - 1_000);
     assert_eq!(summary.error_count, 1);
-    assert_eq!(store.services(), vec!["frontend", "payments"]);
-    assert_eq!(store.operations("frontend"), vec!["GET /cart"]);
+    assert_eq!(store.services().unwrap(), vec!["frontend", "payments"]);
+    assert_eq!(store.operations("frontend").unwrap(), vec!["GET /cart"]);
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -107,12 +107,18 @@ pub fn encode(span: &Span, out: &mut Vec<u8>) {
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&[0; 8]);
     let body = out.len();
-    out.push(VERSION);
-    write_span(span, out);
+    encode_payload(span, out);
     let len = (out.len() - body) as u32;
     let crc = crc32fast::hash(&out[body..]);
     out[at + 2..at + 6].copy_from_slice(&len.to_le_bytes());
     out[at + 6..at + 10].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Appends the payload of a record holding `span` (no header: a store that frames its
+/// own rows keeps only this), read back with [`decode_payload`].
+pub fn encode_payload(span: &Span, out: &mut Vec<u8>) {
+    out.push(VERSION);
+    write_span(span, out);
 }
 
 /// Encodes many spans into one buffer of records.

@@ -1,0 +1,81 @@
+//! `causeway ch`: the ClickHouse store's administration.
+
+use anyhow::{Context, Result};
+use causeway_clickhouse::http::Client;
+use causeway_clickhouse::{schema, Endpoint};
+use clap::{Args, Subcommand};
+use std::time::Duration;
+
+/// What `causeway ch` does.
+#[derive(Subcommand)]
+pub enum ChCommand {
+    /// Create or upgrade Causeway's tables on every node the store URL lists (versioned;
+    /// running it again changes nothing).
+    Migrate(MigrateArgs),
+}
+
+/// A ClickHouse store and how to sign in to it.
+#[derive(Args, Clone)]
+pub struct ClickHouseStoreArgs {
+    /// The store: clickhouse://HOST:PORT[,HOST:PORT...]/DATABASE?cluster=NAME, one node
+    /// per shard (https:// or clickhouses:// for TLS).
+    #[arg(long)]
+    pub store: String,
+    /// ClickHouse user (instead of the URL's).
+    #[arg(long, env = "CAUSEWAY_STORE_USER")]
+    pub store_user: Option<String>,
+    /// ClickHouse password (instead of the URL's).
+    #[arg(long, env = "CAUSEWAY_STORE_PASSWORD", hide_env_values = true)]
+    pub store_password: Option<String>,
+}
+
+impl ClickHouseStoreArgs {
+    /// The endpoint, the flags' user and password over the URL's.
+    pub fn endpoint(&self) -> Result<Endpoint> {
+        let mut e = Endpoint::parse(&self.store)?;
+        if let Some(user) = &self.store_user {
+            e.user = Some(user.clone());
+        }
+        if let Some(password) = &self.store_password {
+            e.password = Some(password.clone());
+        }
+        Ok(e)
+    }
+}
+
+/// `causeway ch migrate`.
+#[derive(Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    store: ClickHouseStoreArgs,
+    /// Print what was done as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs a `causeway ch` command.
+pub fn run(command: ChCommand) -> Result<()> {
+    match command {
+        ChCommand::Migrate(a) => migrate(a),
+    }
+}
+
+fn migrate(a: MigrateArgs) -> Result<()> {
+    let endpoint = a.store.endpoint()?;
+    let shown = endpoint.to_string();
+    let client = Client::new(endpoint, Duration::from_secs(60))?;
+    let nodes = schema::migrate(&client).with_context(|| format!("migrating {shown}"))?;
+    if a.json {
+        let out = serde_json::json!({ "store": shown, "version": schema::VERSION, "nodes": nodes });
+        println!("{out}");
+        return Ok(());
+    }
+    for n in &nodes {
+        if n.from == n.to {
+            println!("{}: schema version {} (up to date)", n.node, n.to);
+        } else {
+            println!("{}: schema version {} -> {}", n.node, n.from, n.to);
+        }
+    }
+    Ok(())
+}

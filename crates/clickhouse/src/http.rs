@@ -1,0 +1,167 @@
+//! ClickHouse's HTTP interface: statements, inserts and streamed selects, on one node or
+//! the first of the endpoint's nodes that answers.
+
+use std::io::Read;
+use std::time::Duration;
+
+use causeway_store::StoreError;
+
+use crate::endpoint::Endpoint;
+
+/// Most bytes read of an answer held in memory (a select that returns more is streamed).
+const MAX_ANSWER: u64 = 1 << 30;
+/// Most bytes of an error message kept.
+const MAX_ERROR: u64 = 64 << 10;
+
+/// A client of every node of one endpoint.
+pub struct Client {
+    agent: ureq::Agent,
+    endpoint: Endpoint,
+    authorization: Option<String>,
+}
+
+impl Client {
+    /// A client whose requests give up after `timeout` (connect, send and answer).
+    pub fn new(endpoint: Endpoint, timeout: Duration) -> Result<Client, StoreError> {
+        if endpoint.tls {
+            return Err(StoreError::Remote {
+                node: endpoint.nodes.join(","),
+                reason: "HTTPS is not supported by this build yet; use clickhouse:// (HTTP)".into(),
+            });
+        }
+        let agent = ureq::Agent::new_with_config(
+            ureq::config::Config::builder()
+                .timeout_global(Some(timeout))
+                .http_status_as_error(false)
+                .build(),
+        );
+        let authorization = endpoint.user.as_ref().map(|user| {
+            let pair = format!("{user}:{}", endpoint.password.as_deref().unwrap_or(""));
+            format!("Basic {}", base64_encode(pair.as_bytes()))
+        });
+        Ok(Client {
+            agent,
+            endpoint,
+            authorization,
+        })
+    }
+
+    /// The endpoint.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Runs `sql` on `node` (a statement, or a select whose answer fits in memory).
+    pub fn run_on(&self, node: &str, sql: &str) -> Result<Vec<u8>, StoreError> {
+        let mut answer = self.post(node, &[], sql.as_bytes())?;
+        answer
+            .body_mut()
+            .with_config()
+            .limit(MAX_ANSWER)
+            .read_to_vec()
+            .map_err(|e| remote(node, format!("reading the answer: {e}")))
+    }
+
+    /// Runs `sql` on the first node that answers.
+    pub fn run(&self, sql: &str) -> Result<Vec<u8>, StoreError> {
+        self.first_node(|node| self.run_on(node, sql))
+    }
+
+    /// Runs a select on the first node that answers and streams its answer.
+    pub fn stream(&self, sql: &str) -> Result<impl Read + use<>, StoreError> {
+        self.first_node(|node| {
+            let answer = self.post(node, &[], sql.as_bytes())?;
+            Ok(answer.into_body().into_reader())
+        })
+    }
+
+    /// Inserts `rows`, already in the format `insert` names, on the first node that
+    /// answers; `settings` are ClickHouse settings for this insert.
+    pub fn insert(
+        &self,
+        insert: &str,
+        settings: &[(&str, &str)],
+        rows: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let mut params = vec![("query", insert)];
+        params.extend_from_slice(settings);
+        self.first_node(|node| {
+            self.post(node, &params, &rows)?;
+            Ok(())
+        })
+    }
+
+    fn first_node<T>(
+        &self,
+        mut attempt: impl FnMut(&str) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut failure = None;
+        for node in &self.endpoint.nodes {
+            match attempt(node) {
+                Ok(v) => return Ok(v),
+                // A node that answered with an error would answer the same elsewhere.
+                Err(e) if is_answer(&e) => return Err(e),
+                Err(e) => failure = Some(e),
+            }
+        }
+        Err(failure.unwrap_or_else(|| remote("(none)", "the store URL lists no node")))
+    }
+
+    /// Posts `body` with `params` in the URL; an answer that is not 200
+    /// becomes an error holding ClickHouse's message.
+    fn post(
+        &self,
+        node: &str,
+        params: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<ureq::http::Response<ureq::Body>, StoreError> {
+        // Every statement names its tables with their database, so none is set here
+        // (one that does not exist yet would fail `CREATE DATABASE`).
+        let query = serde_urlencoded::to_string(params)
+            .map_err(|e| remote(node, format!("encoding the request: {e}")))?;
+        let url = format!("{}?{query}", self.endpoint.base_url(node));
+        let mut request = self.agent.post(&url);
+        if let Some(auth) = &self.authorization {
+            request = request.header("Authorization", auth);
+        }
+        let mut answer = request.send(body).map_err(|e| unreachable(node, e))?;
+        let status = answer.status().as_u16();
+        if status == 200 {
+            return Ok(answer);
+        }
+        let text = answer
+            .body_mut()
+            .with_config()
+            .limit(MAX_ERROR)
+            .read_to_string()
+            .unwrap_or_default();
+        Err(remote(
+            node,
+            format!(
+                "HTTP {status}: {}",
+                text.trim().lines().next().unwrap_or("")
+            ),
+        ))
+    }
+}
+
+fn remote(node: &str, reason: impl Into<String>) -> StoreError {
+    StoreError::Remote {
+        node: node.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn unreachable(node: &str, e: ureq::Error) -> StoreError {
+    remote(node, format!("unreachable: {e}"))
+}
+
+/// True when the node answered (as opposed to not being reachable).
+fn is_answer(e: &StoreError) -> bool {
+    matches!(e, StoreError::Remote { reason, .. } if reason.starts_with("HTTP "))
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}

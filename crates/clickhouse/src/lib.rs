@@ -1,0 +1,19 @@
+//! Causeway's scale-out store: the [`causeway_store::TraceStore`] trait on a ClickHouse
+//! server or cluster, over ClickHouse's HTTP interface.
+//!
+//! Spans go in as RowBinary rows of a `ReplacingMergeTree` table (behind a `Distributed`
+//! table sharded by trace id on a cluster), each row holding the whole span as its native
+//! record's payload plus the columns searches filter on. The SQL runs on ClickHouse 18.16
+//! (Debian's) and on current releases.
+#![warn(missing_docs)]
+
+pub mod endpoint;
+pub mod http;
+pub mod rowbinary;
+pub mod schema;
+mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use endpoint::{Endpoint, EndpointError};
+pub use store::{ClickHouseOptions, ClickHouseStore, DiskUsage};

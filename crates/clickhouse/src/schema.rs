@@ -1,0 +1,223 @@
+//! The tables, created and upgraded by numbered migrations that every node records.
+//!
+//! Each node keeps its own `schema_versions`; a migration's statements are all
+//! `IF NOT EXISTS`, so one cut short runs again from its start. Without ZooKeeper a
+//! ClickHouse cluster has no distributed DDL, so the statements go to every node the URL
+//! lists, and a cluster whose shards are not all listed is reported.
+
+use causeway_store::StoreError;
+
+use crate::endpoint::Endpoint;
+use crate::http::Client;
+use crate::rowbinary::RowReader;
+
+/// The schema version this code reads and writes.
+pub const VERSION: u32 = 1;
+
+/// The names queries use.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    /// Every span; the `Distributed` table on a cluster.
+    pub spans: String,
+    /// The table each node keeps its own spans in (the same as `spans` on one server).
+    pub spans_local: String,
+    /// (service, span name) pairs seen, by day.
+    pub operations: String,
+}
+
+impl Tables {
+    /// The tables of `endpoint`'s database.
+    pub fn of(endpoint: &Endpoint) -> Tables {
+        let db = &endpoint.database;
+        let local = if endpoint.cluster.is_some() {
+            "_local"
+        } else {
+            ""
+        };
+        Tables {
+            spans: format!("{db}.spans"),
+            spans_local: format!("{db}.spans{local}"),
+            operations: format!("{db}.operations"),
+        }
+    }
+}
+
+/// The columns of the span table. `payload` holds the whole span (the native record's
+/// payload); the others are what searches filter on. Attributes are two parallel arrays
+/// of keys and values as text (ClickHouse 18.16 has no Map type). `digest` tells apart
+/// spans that share an id but differ (Zipkin's shared client and server spans), so the
+/// table's key is unique per distinct span: a batch shipped twice collapses on merge and
+/// is told apart on read.
+const SPAN_COLUMNS: &str = "day Date, trace_id FixedString(16), span_id UInt64, \
+    digest UInt64, parent_id UInt64, start UInt64, duration UInt64, service String, \
+    name String, host String, kind UInt8, status UInt8, attr_keys Array(String), \
+    attr_values Array(String), payload String";
+
+const OPERATION_COLUMNS: &str = "day Date, service String, name String";
+
+/// The statements of migration `version`, for every node.
+fn statements(version: u32, endpoint: &Endpoint) -> Vec<String> {
+    let db = &endpoint.database;
+    let t = Tables::of(endpoint);
+    match version {
+        1 => {
+            let mut s = vec![
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {} ({SPAN_COLUMNS}) \
+                     ENGINE = ReplacingMergeTree() PARTITION BY day \
+                     ORDER BY (trace_id, span_id, digest)",
+                    t.spans_local
+                ),
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {}{} ({OPERATION_COLUMNS}) \
+                     ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY (service, name)",
+                    t.operations,
+                    if endpoint.cluster.is_some() {
+                        "_local"
+                    } else {
+                        ""
+                    }
+                ),
+            ];
+            if let Some(cluster) = &endpoint.cluster {
+                // Spans by trace id, so that a trace's spans share a shard; operations by
+                // service.
+                s.push(format!(
+                    "CREATE TABLE IF NOT EXISTS {} AS {} \
+                     ENGINE = Distributed({cluster}, {db}, spans_local, cityHash64(trace_id))",
+                    t.spans, t.spans_local
+                ));
+                s.push(format!(
+                    "CREATE TABLE IF NOT EXISTS {0} AS {0}_local \
+                     ENGINE = Distributed({cluster}, {db}, operations_local, cityHash64(service))",
+                    t.operations
+                ));
+            }
+            s
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// What a migration did on one node.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NodeMigration {
+    /// The node, `host:port`.
+    pub node: String,
+    /// Its schema version before.
+    pub from: u32,
+    /// Its schema version after.
+    pub to: u32,
+}
+
+/// Brings every node of `client`'s endpoint to [`VERSION`]; checks that every shard of
+/// the cluster has the tables.
+pub fn migrate(client: &Client) -> Result<Vec<NodeMigration>, StoreError> {
+    let endpoint = client.endpoint();
+    let db = &endpoint.database;
+    let mut report = Vec::new();
+    for node in &endpoint.nodes {
+        client.run_on(node, &format!("CREATE DATABASE IF NOT EXISTS {db}"))?;
+        client.run_on(
+            node,
+            &format!(
+                "CREATE TABLE IF NOT EXISTS {db}.schema_versions \
+                 (version UInt32, applied DateTime DEFAULT now()) ENGINE = TinyLog"
+            ),
+        )?;
+        let from = node_version(client, node)?;
+        if from > VERSION {
+            return Err(StoreError::Remote {
+                node: node.clone(),
+                reason: format!(
+                    "its schema is version {from}, newer than this causeway's {VERSION}; \
+                     upgrade causeway"
+                ),
+            });
+        }
+        for version in from + 1..=VERSION {
+            for sql in statements(version, endpoint) {
+                client.run_on(node, &sql)?;
+            }
+            client.run_on(
+                node,
+                &format!("INSERT INTO {db}.schema_versions (version) VALUES ({version})"),
+            )?;
+        }
+        report.push(NodeMigration {
+            node: node.clone(),
+            from,
+            to: VERSION,
+        });
+    }
+    if let Some(cluster) = &endpoint.cluster {
+        check_every_shard(client, cluster)?;
+    }
+    Ok(report)
+}
+
+/// The schema version of the first node that answers; 0 when it has none.
+pub fn version(client: &Client) -> Result<u32, StoreError> {
+    let db = &client.endpoint().database;
+    let answer = client.run(&format!(
+        "SELECT toUInt64(count()) FROM system.tables \
+         WHERE database = '{db}' AND name = 'schema_versions' FORMAT RowBinary"
+    ))?;
+    if read_u64(&answer, "count")? == 0 {
+        return Ok(0);
+    }
+    let answer = client.run(&format!(
+        "SELECT toUInt64(max(version)) FROM {db}.schema_versions FORMAT RowBinary"
+    ))?;
+    Ok(read_u64(&answer, "version")? as u32)
+}
+
+fn node_version(client: &Client, node: &str) -> Result<u32, StoreError> {
+    let db = &client.endpoint().database;
+    let answer = client.run_on(
+        node,
+        &format!("SELECT toUInt64(max(version)) FROM {db}.schema_versions FORMAT RowBinary"),
+    )?;
+    Ok(read_u64(&answer, "version")? as u32)
+}
+
+fn check_every_shard(client: &Client, cluster: &str) -> Result<(), StoreError> {
+    let db = &client.endpoint().database;
+    let answer = client.run(&format!(
+        "SELECT toUInt64(count()) FROM system.clusters WHERE cluster = '{cluster}' \
+         FORMAT RowBinary"
+    ))?;
+    let nodes = read_u64(&answer, "count")?;
+    if nodes == 0 {
+        return Err(StoreError::Remote {
+            node: client.endpoint().nodes.join(","),
+            reason: format!("no cluster {cluster:?} in the server's remote_servers"),
+        });
+    }
+    let answer = client.run(&format!(
+        "SELECT toUInt64(count()) FROM cluster('{cluster}', system, tables) \
+         WHERE database = '{db}' AND name = 'spans_local' FORMAT RowBinary"
+    ))?;
+    let with_tables = read_u64(&answer, "count")?;
+    if with_tables < nodes {
+        return Err(StoreError::Remote {
+            node: client.endpoint().nodes.join(","),
+            reason: format!(
+                "{} of cluster {cluster:?}'s {nodes} nodes have no {db}.spans_local: list \
+                 every node's HTTP address in the store URL (host:port,host:port) so that \
+                 the schema is created on each",
+                nodes - with_tables
+            ),
+        });
+    }
+    Ok(())
+}
+
+pub(crate) fn read_u64(answer: &[u8], column: &'static str) -> Result<u64, StoreError> {
+    RowReader::new(answer)
+        .u64(column)
+        .map_err(|e| StoreError::Remote {
+            node: String::new(),
+            reason: e.to_string(),
+        })
+}

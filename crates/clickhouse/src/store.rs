@@ -1,0 +1,394 @@
+//! [`TraceStore`] on ClickHouse: spans written as RowBinary rows, every read a query.
+
+use std::io::BufReader;
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+use causeway_model::codec::native;
+use causeway_model::{Span, SpanKind, Status, Trace, TraceId};
+use causeway_store::{
+    attribute_text, searchable_attributes, Fields, ScanStats, SearchQuery, StoreError, TimeWindow,
+    TraceStore, TraceSummary,
+};
+
+use crate::endpoint::Endpoint;
+use crate::http::Client;
+use crate::rowbinary::{RowReader, RowWriter};
+use crate::schema::{self, Tables};
+
+const NS_PER_DAY: u64 = 86_400_000_000_000;
+
+/// How the store talks to the cluster.
+#[derive(Debug, Clone)]
+pub struct ClickHouseOptions {
+    /// Longest a request may take (connect, send, answer).
+    pub timeout: Duration,
+}
+
+impl Default for ClickHouseOptions {
+    fn default() -> Self {
+        ClickHouseOptions {
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Traces in a ClickHouse server or cluster.
+pub struct ClickHouseStore {
+    client: Client,
+    tables: Tables,
+}
+
+impl ClickHouseStore {
+    /// Connects, and creates or upgrades the schema on every node the URL lists.
+    pub fn open(endpoint: Endpoint, options: ClickHouseOptions) -> Result<Self, StoreError> {
+        let client = Client::new(endpoint, options.timeout)?;
+        if schema::version(&client)? < schema::VERSION {
+            schema::migrate(&client)?;
+        }
+        let tables = Tables::of(client.endpoint());
+        Ok(ClickHouseStore { client, tables })
+    }
+
+    /// The endpoint.
+    pub fn endpoint(&self) -> &Endpoint {
+        self.client.endpoint()
+    }
+
+    /// Spans stored and their bytes on disk, over every shard.
+    pub fn disk_usage(&self) -> Result<DiskUsage, StoreError> {
+        let db = &self.endpoint().database;
+        let from = match &self.endpoint().cluster {
+            Some(cluster) => format!("cluster('{cluster}', system, parts)"),
+            None => "system.parts".to_string(),
+        };
+        let answer = self.client.run(&format!(
+            "SELECT toUInt64(sum(rows)), toUInt64(sum(bytes_on_disk)) FROM {from} \
+             WHERE active AND database = '{db}' AND table = 'spans{}' FORMAT RowBinary",
+            if self.endpoint().cluster.is_some() {
+                "_local"
+            } else {
+                ""
+            }
+        ))?;
+        let mut r = RowReader::new(&answer[..]);
+        let spans = r.u64("rows").map_err(answer_error)?;
+        let bytes = r.u64("bytes_on_disk").map_err(answer_error)?;
+        Ok(DiskUsage { spans, bytes })
+    }
+
+    fn select_traces(
+        &self,
+        ids: &[TraceId],
+        fields: &Fields,
+        mut each: impl FnMut(Trace),
+    ) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let list = ids
+            .iter()
+            .map(|id| format!("unhex('{id}')"))
+            .collect::<Vec<_>>()
+            .join(",");
+        self.grouped(&format!("trace_id IN ({list})"), fields, &mut |trace| {
+            each(trace);
+            ControlFlow::Continue(())
+        })
+        .map(|_| ())
+    }
+
+    /// Every trace with a span that satisfies `condition`, whole, one row per trace.
+    fn grouped(
+        &self,
+        condition: &str,
+        fields: &Fields,
+        visit: &mut dyn FnMut(Trace) -> ControlFlow<()>,
+    ) -> Result<ScanStats, StoreError> {
+        let t = &self.tables;
+        // A trace's spans are on one shard, so each shard groups its own and the
+        // initiator only concatenates.
+        let settings = if self.endpoint().cluster.is_some() {
+            " SETTINGS distributed_group_by_no_merge = 1"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT trace_id, groupArray(payload) FROM {} \
+             WHERE trace_id IN (SELECT trace_id FROM {} WHERE {condition}) \
+             GROUP BY trace_id{settings} FORMAT RowBinary",
+            t.spans, t.spans_local
+        );
+        let mut rows = RowReader::new(BufReader::with_capacity(1 << 16, self.client.stream(&sql)?));
+        let mut stats = ScanStats::default();
+        let mut payloads: Vec<Vec<u8>> = Vec::new();
+        while !rows.at_end().map_err(answer_error)? {
+            let id = rows.fixed16("trace_id").map_err(answer_error)?;
+            let n = rows.len("payloads").map_err(answer_error)?;
+            payloads.resize_with(n, Vec::new);
+            for p in payloads.iter_mut() {
+                rows.string_into("payload", p).map_err(answer_error)?;
+            }
+            let Some(id) = TraceId::new(u128::from_be_bytes(id)) else {
+                continue;
+            };
+            let spans = decode_distinct(&mut payloads, fields)?;
+            stats.traces += 1;
+            stats.spans += spans.len() as u64;
+            if visit(Trace::assemble(id, spans)).is_break() {
+                break;
+            }
+        }
+        Ok(stats)
+    }
+}
+
+/// Spans stored and their size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DiskUsage {
+    /// Span rows (a span shipped twice counts twice until ClickHouse merges them).
+    pub spans: u64,
+    /// Bytes on disk of the span table's active parts.
+    pub bytes: u64,
+}
+
+/// The spans of `payloads`, a span stored twice (the same bytes) once.
+fn decode_distinct(payloads: &mut [Vec<u8>], fields: &Fields) -> Result<Vec<Span>, StoreError> {
+    payloads.sort_unstable();
+    let mut spans = Vec::with_capacity(payloads.len());
+    for (i, p) in payloads.iter().enumerate() {
+        if i > 0 && payloads[i - 1] == *p {
+            continue;
+        }
+        let span = match fields {
+            Fields::Paths => native::decode_payload_without_attributes(p),
+            _ => native::decode_payload(p),
+        }
+        .map_err(|e| answer_error(std::io::Error::other(format!("a stored span: {e}"))))?;
+        spans.push(span);
+    }
+    Ok(spans)
+}
+
+fn answer_error(e: std::io::Error) -> StoreError {
+    StoreError::Remote {
+        node: "(answer)".into(),
+        reason: e.to_string(),
+    }
+}
+
+/// A ClickHouse string literal.
+pub(crate) fn quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('\'');
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// The span table's row for `span` (see `schema::SPAN_COLUMNS`).
+fn write_row(span: &Span, payload: &mut Vec<u8>, rows: &mut RowWriter) {
+    payload.clear();
+    native::encode_payload(span, payload);
+    rows.u16((span.start / NS_PER_DAY).min(u64::from(u16::MAX)) as u16);
+    rows.fixed(&span.trace_id.get().to_be_bytes());
+    rows.u64(span.span_id.get());
+    rows.u64(u64::from(crc32fast::hash(payload)) | (payload.len() as u64) << 32);
+    rows.u64(span.parent_id.map_or(0, |p| p.get()));
+    rows.u64(span.start);
+    rows.u64(span.duration());
+    rows.string(span.service.as_bytes());
+    rows.string(span.name.as_bytes());
+    rows.string(span.host.as_bytes());
+    rows.u8(kind_number(span.kind));
+    rows.u8(match span.status {
+        Status::Unset => 0,
+        Status::Ok => 1,
+        Status::Error(_) => 2,
+    });
+    let attributes: Vec<_> = searchable_attributes(span).collect();
+    rows.len(attributes.len());
+    for kv in &attributes {
+        rows.string(kv.key.as_bytes());
+    }
+    rows.len(attributes.len());
+    for kv in &attributes {
+        rows.string(attribute_text(&kv.value).as_bytes());
+    }
+    rows.string(payload);
+}
+
+fn kind_number(kind: SpanKind) -> u8 {
+    match kind {
+        SpanKind::Internal => 0,
+        SpanKind::Server => 1,
+        SpanKind::Client => 2,
+        SpanKind::Producer => 3,
+        SpanKind::Consumer => 4,
+    }
+}
+
+/// The SQL condition a span must meet to match `q`.
+fn search_condition(q: &SearchQuery) -> String {
+    let mut all = vec!["1".to_string()];
+    if let Some(s) = &q.service {
+        all.push(format!("service = {}", quote(s)));
+    }
+    if let Some(s) = &q.operation {
+        all.push(format!("name = {}", quote(s)));
+    }
+    if let Some(s) = &q.host {
+        all.push(format!("host = {}", quote(s)));
+    }
+    if let Some(d) = q.min_duration {
+        all.push(format!("duration >= {d}"));
+    }
+    if let Some(d) = q.max_duration {
+        all.push(format!("duration <= {d}"));
+    }
+    if q.error {
+        all.push("status = 2".into());
+    }
+    if let Some(w) = q.window {
+        all.push(format!("start >= {} AND start < {}", w.start, w.end));
+    }
+    for (key, value) in &q.tags {
+        let tag = format!(
+            "arrayExists((k, v) -> k = {} AND v = {}, attr_keys, attr_values)",
+            quote(key),
+            quote(value)
+        );
+        all.push(if key == "error" && value == "true" {
+            format!("(status = 2 OR {tag})")
+        } else {
+            tag
+        });
+    }
+    all.join(" AND ")
+}
+
+fn read_strings(answer: &[u8]) -> Result<Vec<String>, StoreError> {
+    let mut r = RowReader::new(answer);
+    let mut out = Vec::new();
+    while !r.at_end().map_err(answer_error)? {
+        out.push(r.text("name").map_err(answer_error)?);
+    }
+    Ok(out)
+}
+
+impl TraceStore for ClickHouseStore {
+    fn append(&self, spans: Vec<Span>) -> Result<(), StoreError> {
+        if spans.is_empty() {
+            return Ok(());
+        }
+        let mut rows = RowWriter::default();
+        let mut payload = Vec::new();
+        let mut operations: Vec<(u16, &str, &str)> = Vec::new();
+        for span in &spans {
+            write_row(span, &mut payload, &mut rows);
+            let day = (span.start / NS_PER_DAY).min(u64::from(u16::MAX)) as u16;
+            operations.push((day, &span.service, &span.name));
+        }
+        // Acknowledged only once every shard has its rows.
+        let sync = [("insert_distributed_sync", "1")];
+        self.client.insert(
+            &format!("INSERT INTO {} FORMAT RowBinary", self.tables.spans),
+            &sync,
+            rows.bytes,
+        )?;
+        operations.sort_unstable();
+        operations.dedup();
+        let mut rows = RowWriter::default();
+        for (day, service, name) in operations {
+            rows.u16(day);
+            rows.string(service.as_bytes());
+            rows.string(name.as_bytes());
+        }
+        self.client.insert(
+            &format!("INSERT INTO {} FORMAT RowBinary", self.tables.operations),
+            &sync,
+            rows.bytes,
+        )
+    }
+
+    fn trace(&self, id: TraceId) -> Result<Option<Trace>, StoreError> {
+        let mut found = None;
+        self.select_traces(&[id], &Fields::All, |t| found = Some(t))?;
+        Ok(found)
+    }
+
+    fn search(&self, query: &SearchQuery) -> Result<Vec<TraceSummary>, StoreError> {
+        // The traces with a matching span, the latest to start first.
+        let answer = self.client.run(&format!(
+            "SELECT trace_id, min(start) AS first FROM {} \
+             WHERE trace_id IN (SELECT trace_id FROM {} WHERE {}) GROUP BY trace_id \
+             ORDER BY first DESC, trace_id DESC LIMIT {} FORMAT RowBinary",
+            self.tables.spans,
+            self.tables.spans_local,
+            search_condition(query),
+            query.effective_limit()
+        ))?;
+        let mut r = RowReader::new(&answer[..]);
+        let mut ids = Vec::new();
+        while !r.at_end().map_err(answer_error)? {
+            let id = r.fixed16("trace_id").map_err(answer_error)?;
+            r.u64("first").map_err(answer_error)?;
+            ids.extend(TraceId::new(u128::from_be_bytes(id)));
+        }
+        let mut summaries = Vec::with_capacity(ids.len());
+        self.select_traces(&ids, &Fields::All, |t| summaries.push(TraceSummary::of(&t)))?;
+        // In the order the search found them.
+        summaries.sort_by_key(|s| ids.iter().position(|&id| id == s.trace_id));
+        Ok(summaries)
+    }
+
+    fn scan_fields(
+        &self,
+        window: TimeWindow,
+        fields: &Fields,
+        visit: &(dyn Fn(Trace) -> ControlFlow<()> + Sync),
+    ) -> Result<ScanStats, StoreError> {
+        let (a, b) = (window.start, window.end);
+        // Traces with a span in the window whose first span is in it.
+        let condition = format!(
+            "start >= {a} AND start < {b} AND trace_id IN (SELECT trace_id FROM {} \
+             GROUP BY trace_id HAVING min(start) >= {a} AND min(start) < {b})",
+            self.tables.spans_local
+        );
+        self.grouped(&condition, fields, &mut |t| visit(t))
+    }
+
+    fn services(&self) -> Result<Vec<String>, StoreError> {
+        read_strings(&self.client.run(&format!(
+            "SELECT DISTINCT service FROM {} ORDER BY service FORMAT RowBinary",
+            self.tables.operations
+        ))?)
+    }
+
+    fn operations(&self, service: &str) -> Result<Vec<String>, StoreError> {
+        read_strings(&self.client.run(&format!(
+            "SELECT DISTINCT name FROM {} WHERE service = {} ORDER BY name FORMAT RowBinary",
+            self.tables.operations,
+            quote(service)
+        ))?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_escape_quotes_backslashes_and_controls() {
+        assert_eq!(quote("a'b\\c\n\u{0}é"), "'a\\'b\\\\c\\x0a\\x00é'");
+    }
+}

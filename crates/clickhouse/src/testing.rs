@@ -1,0 +1,217 @@
+//! A ClickHouse cluster for tests: Debian's `clickhouse-server` started as ordinary
+//! processes on loopback, each with its own temporary directory and free ports, stopped
+//! and removed on drop. Nothing is downloaded.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The cluster name in every node's `remote_servers`.
+pub const CLUSTER: &str = "causeway";
+
+/// One server of the cluster.
+struct Node {
+    child: Option<Child>,
+    http_port: u16,
+    config: PathBuf,
+}
+
+/// Running ClickHouse servers, one shard each, that know each other as [`CLUSTER`].
+pub struct Cluster {
+    dir: PathBuf,
+    binary: PathBuf,
+    nodes: Vec<Node>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("CAUSEWAY_CLICKHOUSE_SERVER") {
+        return PathBuf::from(p);
+    }
+    for dir in std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .chain(["/usr/sbin", "/usr/bin"])
+    {
+        let p = Path::new(dir).join("clickhouse-server");
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!(
+        "these tests need ClickHouse: install Debian's clickhouse-server package \
+         (`apt-get install clickhouse-server`; .ci/run does), or set \
+         CAUSEWAY_CLICKHOUSE_SERVER to a clickhouse-server binary"
+    );
+}
+
+impl Cluster {
+    /// Starts `shards` servers and waits until each answers.
+    pub fn start(shards: usize) -> Cluster {
+        let binary = binary();
+        let dir = std::env::temp_dir().join(format!(
+            "causeway-clickhouse-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        let ports: Vec<(u16, u16, u16)> = (0..shards)
+            .map(|_| (free_port(), free_port(), free_port()))
+            .collect();
+        let remote: String = ports
+            .iter()
+            .map(|(_, tcp, _)| {
+                format!(
+                    "<shard><replica><host>127.0.0.1</host><port>{tcp}</port></replica></shard>"
+                )
+            })
+            .collect();
+        let mut nodes = Vec::new();
+        for (i, &(http, tcp, interserver)) in ports.iter().enumerate() {
+            let home = dir.join(format!("node{i}"));
+            std::fs::create_dir_all(&home).expect("create node directory");
+            let h = home.display();
+            let config = home.join("config.xml");
+            std::fs::write(home.join("users.xml"), USERS).expect("write users.xml");
+            std::fs::write(
+                &config,
+                format!(
+                    r#"<?xml version="1.0"?>
+<yandex>
+  <logger><level>warning</level><log>{h}/server.log</log><errorlog>{h}/error.log</errorlog><size>10M</size><count>1</count></logger>
+  <listen_host>127.0.0.1</listen_host>
+  <http_port>{http}</http_port>
+  <tcp_port>{tcp}</tcp_port>
+  <interserver_http_port>{interserver}</interserver_http_port>
+  <interserver_http_host>127.0.0.1</interserver_http_host>
+  <path>{h}/data/</path>
+  <tmp_path>{h}/tmp/</tmp_path>
+  <user_files_path>{h}/user_files/</user_files_path>
+  <format_schema_path>{h}/format_schemas/</format_schema_path>
+  <users_config>{h}/users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+  <mark_cache_size>268435456</mark_cache_size>
+  <uncompressed_cache_size>268435456</uncompressed_cache_size>
+  <remote_servers><{CLUSTER}>{remote}</{CLUSTER}></remote_servers>
+</yandex>
+"#
+                ),
+            )
+            .expect("write config.xml");
+            nodes.push(Node {
+                child: None,
+                http_port: http,
+                config,
+            });
+        }
+        let mut cluster = Cluster { dir, binary, nodes };
+        for i in 0..cluster.nodes.len() {
+            cluster.start_node(i);
+        }
+        cluster
+    }
+
+    /// The store URL of the whole cluster, with its tables in `database`.
+    pub fn url(&self, database: &str) -> String {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.http_port))
+            .collect();
+        format!(
+            "clickhouse://{}/{database}?cluster={CLUSTER}",
+            nodes.join(",")
+        )
+    }
+
+    /// The store URL of node `i` alone, as a single server.
+    pub fn node_url(&self, i: usize, database: &str) -> String {
+        format!(
+            "clickhouse://127.0.0.1:{}/{database}",
+            self.nodes[i].http_port
+        )
+    }
+
+    /// Kills node `i` (as `kill -9`).
+    pub fn kill_node(&mut self, i: usize) {
+        if let Some(mut child) = self.nodes[i].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts node `i` (again) and waits until it answers.
+    pub fn start_node(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let child = Command::new(&self.binary)
+            .arg(format!("--config-file={}", node.config.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", self.binary.display()));
+        node.child = Some(child);
+        let port = node.http_port;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if ping(port) {
+                return;
+            }
+            if let Some(status) = node
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "clickhouse-server node {i} exited ({status}); see {}",
+                    node.config.with_file_name("error.log").display()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "clickhouse-server node {i} did not answer in 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn ping(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /ping HTTP/1.0\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill_node(i);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+const USERS: &str = r#"<?xml version="1.0"?>
+<yandex>
+  <profiles><default><max_memory_usage>4000000000</max_memory_usage></default><readonly><readonly>1</readonly></readonly></profiles>
+  <users>
+    <default><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks><profile>default</profile><quota>default</quota></default>
+  </users>
+  <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>
+</yandex>
+"#;

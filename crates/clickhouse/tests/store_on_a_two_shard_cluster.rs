@@ -1,0 +1,237 @@
+//! The ClickHouse store on a two-shard cluster answers as the embedded store does for the
+//! same spans: trace by id, search, bulk scan, services and operations.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use causeway_clickhouse::http::Client;
+use causeway_clickhouse::testing::Cluster;
+use causeway_clickhouse::{ClickHouseOptions, ClickHouseStore, Endpoint};
+use causeway_model::{KeyValue, Span, Status, Trace, TraceId};
+use causeway_store::generate::Generator;
+use causeway_store::{
+    Fields, FsyncPolicy, SearchQuery, Store, StoreOptions, TimeWindow, TraceStore,
+};
+
+const T0: u64 = 1_700_000_000_000_000_000;
+
+fn embedded(name: &str) -> (Store, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("causeway-ch-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(
+        &dir,
+        StoreOptions {
+            fsync: FsyncPolicy::Never,
+            head_max_age: Duration::from_secs(3600),
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap();
+    (store, dir)
+}
+
+fn clickhouse(url: &str) -> ClickHouseStore {
+    ClickHouseStore::open(Endpoint::parse(url).unwrap(), ClickHouseOptions::default()).unwrap()
+}
+
+/// Generated traces, with a few spans given awkward text and tags to search by.
+fn spans() -> Vec<Span> {
+    let mut g = Generator::new(7, T0, 1_000_000);
+    let mut all: Vec<Span> = (0..300).flat_map(|_| g.trace()).collect();
+    for (i, s) in all.iter_mut().enumerate().filter(|(i, _)| i % 37 == 0) {
+        s.attributes.push(KeyValue::new(
+            "quote's\\key",
+            format!("line\nbreak {}", i % 3),
+        ));
+        if i % 74 == 0 {
+            s.status = Status::Error("boom".into());
+        }
+    }
+    all
+}
+
+fn by_id(traces: Vec<Trace>) -> BTreeMap<TraceId, Vec<Span>> {
+    traces
+        .into_iter()
+        .map(|t| {
+            let mut spans = t.spans;
+            spans.sort_by_key(|s| (s.span_id.get(), s.start));
+            (t.trace_id, spans)
+        })
+        .collect()
+}
+
+fn scan(
+    store: &dyn TraceStore,
+    window: TimeWindow,
+    fields: &Fields,
+) -> BTreeMap<TraceId, Vec<Span>> {
+    let seen = Mutex::new(Vec::new());
+    store
+        .scan_fields(window, fields, &|t| {
+            seen.lock().unwrap().push(t);
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+    by_id(seen.into_inner().unwrap())
+}
+
+#[test]
+fn answers_as_the_embedded_store_does() {
+    let cluster = Cluster::start(2);
+    let ch = clickhouse(&cluster.url("answers"));
+    let (local, dir) = embedded("answers");
+    let spans = spans();
+    // In batches, one of them sent twice (as after a crash before the acknowledgement).
+    for batch in spans.chunks(500) {
+        ch.append(batch.to_vec()).unwrap();
+        local.append(batch.to_vec()).unwrap();
+    }
+    ch.append(spans[..500].to_vec()).unwrap();
+    // Both shards hold spans, and each trace lies on one of them.
+    let mut shard_of: BTreeMap<[u8; 16], usize> = BTreeMap::new();
+    for node in 0..2 {
+        let client = Client::new(
+            Endpoint::parse(&cluster.node_url(node, "answers")).unwrap(),
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        let answer = client
+            .run("SELECT DISTINCT trace_id FROM answers.spans_local FORMAT RowBinary")
+            .unwrap();
+        assert!(!answer.is_empty(), "shard {node} holds no span");
+        for id in answer.chunks(16) {
+            let id: [u8; 16] = id.try_into().unwrap();
+            assert_eq!(
+                *shard_of.entry(id).or_insert(node),
+                node,
+                "a trace on two shards"
+            );
+        }
+    }
+
+    let ids: Vec<TraceId> = {
+        let mut v: Vec<TraceId> = spans.iter().map(|s| s.trace_id).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    for &id in ids.iter().step_by(17) {
+        let a = by_id(ch.trace(id).unwrap().into_iter().collect());
+        let b = by_id(local.trace(id).unwrap().into_iter().collect());
+        assert_eq!(a, b, "trace {id}");
+    }
+    assert!(ch.trace(TraceId::new(12345).unwrap()).unwrap().is_none());
+
+    let service = spans[0].service.to_string();
+    let operation = spans[0].name.clone();
+    let queries = [
+        SearchQuery {
+            service: Some(service.clone()),
+            limit: 15,
+            ..Default::default()
+        },
+        SearchQuery {
+            service: Some(service.clone()),
+            operation: Some(operation.clone()),
+            min_duration: Some(200_000),
+            ..Default::default()
+        },
+        SearchQuery {
+            error: true,
+            limit: 1000,
+            ..Default::default()
+        },
+        SearchQuery {
+            tags: vec![("quote's\\key".into(), "line\nbreak 1".into())],
+            limit: 1000,
+            ..Default::default()
+        },
+        SearchQuery {
+            tags: vec![("error".into(), "true".into())],
+            limit: 1000,
+            ..Default::default()
+        },
+        SearchQuery {
+            window: Some(TimeWindow {
+                start: T0 + 50_000_000,
+                end: T0 + 90_000_000,
+            }),
+            limit: 1000,
+            ..Default::default()
+        },
+        SearchQuery {
+            service: Some("no such service".into()),
+            ..Default::default()
+        },
+    ];
+    for q in &queries {
+        let a = ch.search(q).unwrap();
+        let b = local.search(q).unwrap();
+        assert_eq!(a, b, "{q:?}");
+    }
+    assert!(
+        !ch.search(&queries[3]).unwrap().is_empty(),
+        "the tag search finds something"
+    );
+
+    for window in [
+        TimeWindow::ALL,
+        TimeWindow {
+            start: T0 + 50_000_000,
+            end: T0 + 150_000_000,
+        },
+    ] {
+        let a = scan(&ch, window, &Fields::All);
+        assert_eq!(a, scan(&local, window, &Fields::All), "{window:?}");
+        assert!(!a.is_empty());
+    }
+    assert_eq!(ch.services().unwrap(), local.services().unwrap());
+    assert_eq!(
+        ch.operations(&service).unwrap(),
+        local.operations(&service).unwrap()
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn migration_is_idempotent_and_needs_every_shard() {
+    let cluster = Cluster::start(2);
+    let endpoint = Endpoint::parse(&cluster.url("migrated")).unwrap();
+    let client = Client::new(endpoint, Duration::from_secs(30)).unwrap();
+    let first = causeway_clickhouse::schema::migrate(&client).unwrap();
+    assert!(first
+        .iter()
+        .all(|n| n.from == 0 && n.to == causeway_clickhouse::schema::VERSION));
+    let again = causeway_clickhouse::schema::migrate(&client).unwrap();
+    assert!(again
+        .iter()
+        .all(|n| n.from == causeway_clickhouse::schema::VERSION));
+
+    // A URL naming one node of the two-shard cluster leaves the other without tables.
+    let one = format!(
+        "{}?cluster={}",
+        cluster.node_url(0, "half"),
+        causeway_clickhouse::testing::CLUSTER
+    );
+    let client = Client::new(Endpoint::parse(&one).unwrap(), Duration::from_secs(30)).unwrap();
+    let e = causeway_clickhouse::schema::migrate(&client)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("1 of cluster") && e.contains("list every node"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_down_node_is_an_error_naming_it() {
+    let mut cluster = Cluster::start(1);
+    let url = cluster.node_url(0, "down");
+    let ch = clickhouse(&url);
+    cluster.kill_node(0);
+    let e = ch.services().unwrap_err().to_string();
+    assert!(e.contains("unreachable"), "{e}");
+}
