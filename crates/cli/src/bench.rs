@@ -384,7 +384,9 @@ fn ingest(a: IngestArgs) -> Result<()> {
     })?;
     let elapsed = started.elapsed();
     progress.finish_and_clear();
-    let store = server.store.clone();
+    let causeway_server::Backend::Embedded(store) = server.backend.clone() else {
+        anyhow::bail!("the ingest benchmark runs on the embedded store");
+    };
     let flushed = Instant::now();
     store.flush().context("writing the head to a block")?;
     let flush_time = flushed.elapsed();

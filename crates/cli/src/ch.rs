@@ -17,10 +17,10 @@ pub enum ChCommand {
 /// A ClickHouse store and how to sign in to it.
 #[derive(Args, Clone)]
 pub struct ClickHouseStoreArgs {
-    /// The store: clickhouse://HOST:PORT[,HOST:PORT...]/DATABASE?cluster=NAME, one node
-    /// per shard (https:// or clickhouses:// for TLS).
-    #[arg(long)]
-    pub store: String,
+    /// The ClickHouse store: clickhouse://HOST:PORT[,HOST:PORT...]/DATABASE?cluster=NAME,
+    /// one node per shard (https:// or clickhouses:// for TLS).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
     /// ClickHouse user (instead of the URL's).
     #[arg(long, env = "CAUSEWAY_STORE_USER")]
     pub store_user: Option<String>,
@@ -30,16 +30,19 @@ pub struct ClickHouseStoreArgs {
 }
 
 impl ClickHouseStoreArgs {
-    /// The endpoint, the flags' user and password over the URL's.
-    pub fn endpoint(&self) -> Result<Endpoint> {
-        let mut e = Endpoint::parse(&self.store)?;
+    /// The endpoint, the flags' user and password over the URL's; none without --store.
+    pub fn endpoint(&self) -> Result<Option<Endpoint>> {
+        let Some(url) = &self.store else {
+            return Ok(None);
+        };
+        let mut e = Endpoint::parse(url)?;
         if let Some(user) = &self.store_user {
             e.user = Some(user.clone());
         }
         if let Some(password) = &self.store_password {
             e.password = Some(password.clone());
         }
-        Ok(e)
+        Ok(Some(e))
     }
 }
 
@@ -61,7 +64,10 @@ pub fn run(command: ChCommand) -> Result<()> {
 }
 
 fn migrate(a: MigrateArgs) -> Result<()> {
-    let endpoint = a.store.endpoint()?;
+    let endpoint = a
+        .store
+        .endpoint()?
+        .context("--store is required: the ClickHouse store to migrate")?;
     let shown = endpoint.to_string();
     let client = Client::new(endpoint, Duration::from_secs(60))?;
     let nodes = schema::migrate(&client).with_context(|| format!("migrating {shown}"))?;

@@ -229,7 +229,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         let bar = indicatif::ProgressBar::new_spinner();
         tokio::select! {
             _ = load.run(stop) => {}
-            _ = progress(&bar, &load, &server.store) => {}
+            _ = progress(&bar, &load, &*server.store) => {}
         }
         bar.finish_and_clear();
         statusln!("stopping");
@@ -252,7 +252,11 @@ pub fn run(a: DemoArgs) -> Result<()> {
 }
 
 /// Shows the counts as they grow (a spinner on a terminal, a line every 10 s otherwise).
-async fn progress(bar: &indicatif::ProgressBar, load: &Load, store: &causeway_store::Store) {
+async fn progress(
+    bar: &indicatif::ProgressBar,
+    load: &Load,
+    store: &dyn causeway_store::TraceStore,
+) {
     let plain = bar.is_hidden();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     let mut last_line = Instant::now();

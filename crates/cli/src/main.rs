@@ -218,6 +218,14 @@ struct ServeArgs {
     /// How often processes report their Pivot Tracing partial results.
     #[arg(long, default_value = "1s")]
     pivot_interval: humantime::Duration,
+    /// Keep the spans in ClickHouse instead of the embedded store (see `causeway ch`);
+    /// --data then holds the spool of spans acknowledged but not yet shipped.
+    #[command(flatten)]
+    clickhouse: ch::ClickHouseStoreArgs,
+    /// With --store: most bytes of spans acknowledged and not yet in ClickHouse; past it
+    /// ingest answers 503 until ClickHouse catches up.
+    #[arg(long, default_value_t = causeway_clickhouse::SpoolOptions::default().max_unshipped_bytes)]
+    spool_max_bytes: u64,
 }
 
 fn fsync_policy(text: &str) -> Result<FsyncPolicy> {
@@ -462,12 +470,30 @@ fn serve(a: ServeArgs) -> Result<()> {
             head_max_spans: a.block_spans.max(1),
             ..StoreOptions::default()
         },
+        clickhouse: a
+            .clickhouse
+            .endpoint()?
+            .map(|endpoint| causeway_server::ClickHouseConfig {
+                endpoint,
+                options: causeway_clickhouse::ClickHouseOptions::default(),
+                spool: causeway_clickhouse::SpoolOptions {
+                    max_unshipped_bytes: a.spool_max_bytes,
+                    ..causeway_clickhouse::SpoolOptions::default()
+                },
+            }),
         ..a.listen.config(a.data)
     };
     let data = config.data_dir.clone();
+    let shown = config.clickhouse.as_ref().map(|c| c.endpoint.to_string());
     runtime()?.block_on(async move {
         let server = causeway_server::start(config).await?;
-        statusln!("causeway is running (data in {})", data.display());
+        match shown {
+            Some(store) => statusln!(
+                "causeway is running (spans in {store}, spool in {})",
+                data.display()
+            ),
+            None => statusln!("causeway is running (data in {})", data.display()),
+        }
         statusln!("  OTLP/gRPC        {}", server.grpc_addr);
         statusln!("  OTLP/HTTP        http://{}/v1/traces", server.ingest_addr);
         statusln!(

@@ -1,5 +1,6 @@
 //! Crash recovery: `causeway serve` killed with SIGKILL while spans stream in, then
-//! restarted: every acknowledged span is there, and none twice.
+//! restarted: every acknowledged span is there, and none twice; with the embedded store,
+//! and with a ClickHouse cluster behind the serve process's spool.
 
 mod common;
 
@@ -8,6 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use causeway_clickhouse::http::Client;
+use causeway_clickhouse::testing::Cluster;
+use causeway_clickhouse::Endpoint;
 use causeway_model::codec::native;
 use causeway_model::TraceId;
 use causeway_store::generate::Generator;
@@ -102,6 +106,72 @@ fn every_acknowledged_span_is_present_once_after_sigkill() {
     assert_eq!(v["rows"][0][0], v["rows"][0][1], "duplicated spans: {v}");
     let acked_spans: usize = all.values().sum();
     assert!(v["rows"][0][0].as_u64().unwrap() as usize >= acked_spans);
+    drop(serve);
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// The number of spans the API gives for `id`, once it has any.
+fn spans_of(http: &ureq::Agent, api: &str, id: &TraceId) -> Option<usize> {
+    let mut r = http.get(&format!("{api}/api/traces/{id}")).call().ok()?;
+    if r.status().as_u16() != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&r.body_mut().read_to_string().ok()?).ok()?;
+    v["spans"].as_array().map(Vec::len)
+}
+
+#[test]
+fn every_acknowledged_span_reaches_clickhouse_once_after_sigkill() {
+    let cluster = Cluster::start(2);
+    let url = cluster.url("crash");
+    let data = temp("crash-ch");
+    let mut all: HashMap<TraceId, usize> = HashMap::new();
+    let flags = ["--fsync", "always", "--store", &url];
+    for (round, ms) in [300u64, 900, 1700].into_iter().enumerate() {
+        let serve = Serve::start(&data, &flags);
+        let acked = stream_until_killed(serve, round as u64 + 11, Duration::from_millis(ms));
+        assert!(!acked.is_empty(), "round {round}: nothing was acknowledged");
+        all.extend(acked);
+    }
+    // The restarted process ships what its predecessors left in the spool.
+    let serve = Serve::start(&data, &flags);
+    let http = ureq::Agent::new_with_config(
+        ureq::config::Config::builder()
+            .http_status_as_error(false)
+            .build(),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    for (id, n) in &all {
+        loop {
+            let got = spans_of(&http, &serve.api, id);
+            if got == Some(*n) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "acknowledged trace {id}: {got:?} spans of {n}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // In the table itself, once ClickHouse has merged, each span is one row.
+    let client = Client::new(Endpoint::parse(&url).unwrap(), Duration::from_secs(60)).unwrap();
+    for node in 0..2 {
+        let one = Client::new(
+            Endpoint::parse(&cluster.node_url(node, "crash")).unwrap(),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        one.run("OPTIMIZE TABLE crash.spans_local FINAL").unwrap();
+    }
+    let answer = client
+        .run("SELECT count(), uniqExact(trace_id, span_id) FROM crash.spans FORMAT TSV")
+        .unwrap();
+    let answer = String::from_utf8(answer).unwrap();
+    let (rows, distinct) = answer.trim().split_once('\t').unwrap();
+    assert_eq!(rows, distinct, "duplicated rows");
+    let acked_spans: usize = all.values().sum();
+    assert!(rows.parse::<usize>().unwrap() >= acked_spans);
     drop(serve);
     let _ = std::fs::remove_dir_all(&data);
 }

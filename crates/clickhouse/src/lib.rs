@@ -11,9 +11,11 @@ pub mod endpoint;
 pub mod http;
 pub mod rowbinary;
 pub mod schema;
+mod spool;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use endpoint::{Endpoint, EndpointError};
+pub use spool::{ShippingStore, SpoolOptions};
 pub use store::{ClickHouseOptions, ClickHouseStore, DiskUsage};

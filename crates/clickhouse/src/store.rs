@@ -7,8 +7,8 @@ use std::time::Duration;
 use causeway_model::codec::native;
 use causeway_model::{Span, SpanKind, Status, Trace, TraceId};
 use causeway_store::{
-    attribute_text, searchable_attributes, Fields, ScanStats, SearchQuery, StoreError, TimeWindow,
-    TraceStore, TraceSummary,
+    attribute_text, searchable_attributes, Fields, ScanStats, SearchQuery, StoreError, StoreStats,
+    TimeWindow, TraceStore, TraceSummary,
 };
 
 use crate::endpoint::Endpoint;
@@ -365,6 +365,10 @@ impl TraceStore for ClickHouseStore {
             self.tables.spans_local
         );
         self.grouped(&condition, fields, &mut |t| visit(t))
+    }
+
+    fn stats(&self) -> StoreStats {
+        StoreStats::default()
     }
 
     fn services(&self) -> Result<Vec<String>, StoreError> {

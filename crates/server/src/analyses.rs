@@ -16,7 +16,7 @@ use causeway_analysis::skew::{self, Adjusted, ClockOffset};
 use causeway_analysis::stats::{trace_stats, TraceStats};
 use causeway_analysis::{main_root, Sharded};
 use causeway_model::{SpanId, Trace, TraceId};
-use causeway_store::{Fields, ScanStats, SearchQuery, Store, TimeWindow, TraceStore};
+use causeway_store::{Fields, ScanStats, SearchQuery, TimeWindow, TraceStore};
 use serde::Serialize;
 
 use crate::api::{bad, limit_param, pairs, param, parse_trace_id, search_query, window_param};
@@ -126,7 +126,7 @@ async fn stats(
 /// spans' structure is read, and the attributes named in `attributes`: analyses over many
 /// traces need no more, and it reads several times faster.
 fn scan_into<A: Send>(
-    store: &Store,
+    store: &dyn TraceStore,
     deadline: &Deadline,
     window: TimeWindow,
     attributes: &[String],
@@ -142,7 +142,7 @@ fn scan_into<A: Send>(
 
 /// [`scan_into`] reading the given fields; the scan stops at the deadline.
 pub(crate) fn scan_fields_into<A: Send>(
-    store: &Store,
+    store: &dyn TraceStore,
     deadline: &Deadline,
     window: TimeWindow,
     fields: &Fields,
@@ -172,7 +172,7 @@ pub(crate) async fn scan_whole_spans<A: Send + 'static>(
     state
         .scans
         .run(move |deadline| {
-            scan_fields_into(&store, deadline, window, &Fields::All, make, add, merge)
+            scan_fields_into(&*store, deadline, window, &Fields::All, make, add, merge)
         })
         .await
 }
@@ -216,7 +216,7 @@ async fn dependencies(
         .scans
         .run(move |deadline| {
             scan_into(
-                &store,
+                &*store,
                 deadline,
                 window,
                 &PEER_KEYS.map(String::from),
@@ -286,7 +286,7 @@ async fn scan_patterns(
         .scans
         .run(move |deadline| {
             scan_into(
-                &store,
+                &*store,
                 deadline,
                 window,
                 &filter.attributes(),

@@ -14,7 +14,6 @@ use causeway_model::{Span, Trace, TraceId};
 use causeway_store::sql::{self, SqlLimits};
 use causeway_store::{
     parse_duration, parse_time, search_sorted, Fields, SearchOrder, SearchQuery, TimeWindow,
-    TraceStore,
 };
 use serde::{Deserialize, Serialize};
 
@@ -319,8 +318,13 @@ async fn run_sql(
             .min(state.config.sql.max_rows),
         ..state.config.sql
     };
+    let crate::Backend::Embedded(store) = &state.backend else {
+        return Err(ApiError::BadRequest(
+            "SQL over the ClickHouse store is not built yet; query ClickHouse directly".into(),
+        ));
+    };
     // The query runs on the store's SQL threads, not on these.
-    let result = sql::query(&state.store, &req.query, limits).await?;
+    let result = sql::query(store, &req.query, limits).await?;
     Ok(Json(result))
 }
 

@@ -13,7 +13,6 @@ use causeway_expect::lang::{ast, parse};
 use causeway_expect::path::{Path, Problem};
 use causeway_model::TraceId;
 use causeway_store::Fields;
-use causeway_store::TraceStore;
 use serde::{Deserialize, Serialize};
 
 use crate::analyses::{scan_fields_into, Window};
@@ -200,14 +199,14 @@ async fn check(
     let store = state.store.clone();
     let report = state
         .scans
-        .run(move |deadline| check_window(&store, deadline, window, &req, &file, checker))
+        .run(move |deadline| check_window(&*store, deadline, window, &req, &file, checker))
         .await?;
     Ok(Json(report))
 }
 
 /// Classifies every path of the window; describes the unexpected ones up to the limit.
 fn check_window(
-    store: &causeway_store::Store,
+    store: &dyn causeway_store::TraceStore,
     deadline: &Deadline,
     window: causeway_store::TimeWindow,
     req: &CheckRequest,
@@ -405,7 +404,7 @@ async fn generate(
             .scans
             .run(move |deadline| {
                 scan_fields_into(
-                    &store,
+                    &*store,
                     deadline,
                     window,
                     &Fields::Paths,

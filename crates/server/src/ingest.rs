@@ -16,7 +16,6 @@ use axum::Router;
 use causeway_model::codec::otlp::proto::{ExportTracePartialSuccess, ExportTraceServiceResponse};
 use causeway_model::codec::{jaeger, native, otlp, zipkin};
 use causeway_model::{Span, Value};
-use causeway_store::TraceStore;
 use prost::Message;
 
 use crate::metrics::add;

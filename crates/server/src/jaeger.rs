@@ -19,7 +19,7 @@ use axum::{Json, Router};
 use causeway_analysis::deps::{Dependencies, PEER_KEYS};
 use causeway_model::codec::jaeger::{self, Envelope, JaegerTrace};
 use causeway_model::{Span, SpanKind, Trace, TraceId};
-use causeway_store::{Fields, SearchQuery, TimeWindow, TraceStore};
+use causeway_store::{Fields, SearchQuery, TimeWindow};
 use serde::Serialize;
 
 use crate::analyses::scan_fields_into;
@@ -276,7 +276,7 @@ async fn operations(
         .scans
         .run(move |deadline| {
             let (seen, _) = scan_fields_into(
-                &store,
+                &*store,
                 deadline,
                 TimeWindow::ALL,
                 &Fields::Structure {
@@ -498,7 +498,7 @@ async fn dependencies(
         .scans
         .run(move |deadline| {
             scan_fields_into(
-                &store,
+                &*store,
                 deadline,
                 window,
                 &Fields::Structure {

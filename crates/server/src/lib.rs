@@ -26,8 +26,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use causeway_clickhouse::{
+    ClickHouseOptions, ClickHouseStore, Endpoint, ShippingStore, SpoolOptions,
+};
 use causeway_store::sql::SqlLimits;
-use causeway_store::{Store, StoreOptions};
+use causeway_store::{Store, StoreOptions, TraceStore};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -70,12 +73,45 @@ pub struct ServerConfig {
     pub query_timeout: std::time::Duration,
     /// The store's behaviour.
     pub store: StoreOptions,
+    /// Store the spans in ClickHouse rather than in `data_dir` (which then holds only
+    /// the spool of spans not yet shipped, and the Pivot hub's state).
+    pub clickhouse: Option<ClickHouseConfig>,
     /// Bounds on SQL queries.
     pub sql: SqlLimits,
     /// Pivot Tracing tracepoint definitions loaded at start: (file name, text).
     pub pivot_tracepoints: Vec<(String, String)>,
     /// How often processes report Pivot Tracing results.
     pub pivot_interval: std::time::Duration,
+}
+
+/// The ClickHouse store a server ships to.
+#[derive(Debug, Clone)]
+pub struct ClickHouseConfig {
+    /// The cluster.
+    pub endpoint: Endpoint,
+    /// How requests to it behave.
+    pub options: ClickHouseOptions,
+    /// The local spool (its fsync policy is the store options').
+    pub spool: SpoolOptions,
+}
+
+/// The store a server answers from.
+#[derive(Clone)]
+pub enum Backend {
+    /// The embedded store.
+    Embedded(Arc<Store>),
+    /// ClickHouse, fed through a local spool.
+    ClickHouse(Arc<ShippingStore>),
+}
+
+impl Backend {
+    /// The store behind either.
+    pub fn store(&self) -> Arc<dyn TraceStore> {
+        match self {
+            Backend::Embedded(s) => s.clone(),
+            Backend::ClickHouse(s) => s.clone(),
+        }
+    }
 }
 
 impl Default for ServerConfig {
@@ -93,6 +129,7 @@ impl Default for ServerConfig {
             max_scans: 2,
             query_timeout: std::time::Duration::from_secs(60),
             store: StoreOptions::default(),
+            clickhouse: None,
             sql: SqlLimits::default(),
             pivot_tracepoints: Vec::new(),
             pivot_interval: std::time::Duration::from_secs(1),
@@ -154,7 +191,8 @@ impl ServerConfig {
 
 /// What every handler shares.
 pub(crate) struct AppState {
-    pub store: Arc<Store>,
+    pub store: Arc<dyn TraceStore>,
+    pub backend: Backend,
     pub config: ServerConfig,
     pub metrics: metrics::Metrics,
     pub inflight: Semaphore,
@@ -171,7 +209,9 @@ pub struct RunningServer {
     /// Query API address.
     pub http_addr: SocketAddr,
     /// The store, for in-process use (benchmarks, tests).
-    pub store: Arc<Store>,
+    pub store: Arc<dyn TraceStore>,
+    /// Which store it is.
+    pub backend: Backend,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -195,6 +235,26 @@ async fn bind(
         .map_err(|source| ServerError::Bind { addr, role, source })
 }
 
+fn open_backend(
+    dir: PathBuf,
+    opts: StoreOptions,
+    clickhouse: Option<ClickHouseConfig>,
+) -> Result<Backend, causeway_store::StoreError> {
+    let Some(ch) = clickhouse else {
+        return Ok(Backend::Embedded(Arc::new(Store::open(dir, opts)?)));
+    };
+    let store = ClickHouseStore::open(ch.endpoint, ch.options)?;
+    let spool = SpoolOptions {
+        fsync: opts.fsync,
+        ..ch.spool
+    };
+    Ok(Backend::ClickHouse(Arc::new(ShippingStore::open(
+        dir.join("clickhouse-spool"),
+        store,
+        spool,
+    )?)))
+}
+
 /// Opens the store and starts the three listeners.
 pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     config.check()?;
@@ -211,16 +271,18 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
 
     let store_dir = config.data_dir.clone();
     let store_opts = config.store.clone();
-    let store = tokio::task::spawn_blocking(move || Store::open(store_dir, store_opts))
-        .await
-        .map_err(|e| {
-            ServerError::Store(causeway_store::StoreError::Io {
-                action: "open store",
-                path: config.data_dir.clone(),
-                source: std::io::Error::other(e.to_string()),
-            })
-        })??;
-    let store = Arc::new(store);
+    let clickhouse = config.clickhouse.clone();
+    let backend =
+        tokio::task::spawn_blocking(move || open_backend(store_dir, store_opts, clickhouse))
+            .await
+            .map_err(|e| {
+                ServerError::Store(causeway_store::StoreError::Io {
+                    action: "open store",
+                    path: config.data_dir.clone(),
+                    source: std::io::Error::other(e.to_string()),
+                })
+            })??;
+    let store = backend.store();
     let hub = pivot::Hub::open(
         config.data_dir.join("pivot.json"),
         config.pivot_interval,
@@ -230,6 +292,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let state = Arc::new(AppState {
         pivot: hub,
         store: store.clone(),
+        backend: backend.clone(),
         inflight: Semaphore::new(config.max_inflight.max(1)),
         scans: work::Scans::new(config.max_scans, config.query_timeout),
         metrics: metrics::Metrics::default(),
@@ -269,6 +332,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         ingest_addr,
         http_addr,
         store,
+        backend,
         stop,
         tasks,
     })

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use causeway_model::codec::native;
 use causeway_server::agent::{keeps, Agent, AgentConfig};
-use causeway_store::TraceStore;
 use common::TestServer;
 
 fn write_span_logs(dir: &std::path::Path, requests: usize) {

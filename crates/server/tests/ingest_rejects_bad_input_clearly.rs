@@ -225,7 +225,10 @@ fn huge_values_deep_nesting_and_oversized_bodies() {
     let (status, _, body) = server.post("/v1/traces", &[PROTO], &nested(500));
     assert_eq!(status, 400);
     assert!(error_of(&body).contains("recursion"), "{}", error_of(&body));
-    server.server().store.flush().unwrap();
+    let causeway_server::Backend::Embedded(store) = &server.server().backend else {
+        panic!("the test server runs the embedded store");
+    };
+    store.flush().unwrap();
     let (status, t) = server.get(&format!("/api/traces/{}", TraceId::new(0x21).unwrap()));
     assert_eq!(status, 200, "{t}");
     assert!(t["spans"][0]["attributes"][0]["value"]

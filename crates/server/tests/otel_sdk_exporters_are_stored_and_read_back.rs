@@ -1,9 +1,13 @@
 //! The OpenTelemetry SDK's own OTLP exporters, over HTTP (protobuf and JSON) and gRPC,
 //! send to causeway; the spans come back through the query API with ids, parents,
-//! attributes, events and status intact.
+//! attributes, events and status intact: from the embedded store, and from two servers
+//! sharing a two-shard ClickHouse cluster, each answering for what the other received.
 
 mod common;
 
+use causeway_clickhouse::testing::Cluster;
+use causeway_clickhouse::{ClickHouseOptions, Endpoint, SpoolOptions};
+use causeway_server::{Backend, ClickHouseConfig};
 use common::TestServer;
 use opentelemetry::trace::{Span as _, Status, TraceContextExt, Tracer, TracerProvider as _};
 use opentelemetry::KeyValue;
@@ -137,6 +141,67 @@ fn otlp_grpc_exporter_with_gzip() {
         sent
     };
     check(&server, &sent, "grpc-app");
+}
+
+/// A server storing into the cluster, shipping its spool every 20 ms.
+fn clickhouse_server(name: &str, cluster: &Cluster) -> TestServer {
+    let endpoint = Endpoint::parse(&cluster.url("otel")).unwrap();
+    TestServer::start_with(name, |c| {
+        c.clickhouse = Some(ClickHouseConfig {
+            endpoint,
+            options: ClickHouseOptions::default(),
+            spool: SpoolOptions {
+                ship_interval: std::time::Duration::from_millis(20),
+                ..SpoolOptions::default()
+            },
+        })
+    })
+}
+
+fn wait_shipped(server: &TestServer) {
+    let Backend::ClickHouse(spool) = &server.server().backend else {
+        panic!("not on ClickHouse");
+    };
+    assert!(spool.wait_shipped(std::time::Duration::from_secs(30)));
+}
+
+#[test]
+fn two_servers_sharing_a_clickhouse_cluster() {
+    let cluster = Cluster::start(2);
+    let a = clickhouse_server("otel-ch-a", &cluster);
+    let b = clickhouse_server("otel-ch-b", &cluster);
+    let exporter = SpanExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(a.ingest_url("/v1/traces"))
+        .build()
+        .unwrap();
+    let p = provider(exporter, "ch-http-app");
+    let sent_to_a = record(&p);
+    p.shutdown().unwrap();
+    let sent_to_b = {
+        let _rt = b.rt.enter();
+        let exporter = SpanExporter::builder()
+            .with_tonic()
+            .with_endpoint(format!("http://{}", b.server().grpc_addr))
+            .build()
+            .unwrap();
+        let p = provider(exporter, "ch-grpc-app");
+        let sent = record(&p);
+        p.shutdown().unwrap();
+        sent
+    };
+    wait_shipped(&a);
+    wait_shipped(&b);
+    check(&b, &sent_to_a, "ch-http-app");
+    check(&a, &sent_to_b, "ch-grpc-app");
+    for server in [&a, &b] {
+        let (_, services) = server.get("/api/services");
+        let services = services["services"].as_array().unwrap();
+        for name in ["ch-http-app", "ch-grpc-app"] {
+            assert!(services.iter().any(|s| s == name), "{services:?}");
+        }
+    }
 }
 
 #[test]

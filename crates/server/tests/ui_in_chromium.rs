@@ -9,7 +9,6 @@ mod common;
 use std::time::Duration;
 
 use causeway_model::{Event, KeyValue, Span, SpanId, SpanKind, Status, TraceId};
-use causeway_store::TraceStore;
 use chromium::Chromium;
 use common::TestServer;
 

@@ -20,7 +20,7 @@ pub mod query;
 pub mod sorted;
 pub mod sql;
 mod store;
-mod wal;
+pub mod wal;
 
 pub use query::{
     attribute_text, parse_duration, parse_time, searchable_attributes, SearchQuery, TimeWindow,
@@ -82,7 +82,8 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    pub(crate) fn io(
+    /// An I/O error of `action` on `path`, for `map_err`.
+    pub fn io(
         action: &'static str,
         path: impl Into<PathBuf>,
     ) -> impl FnOnce(std::io::Error) -> StoreError {
@@ -129,6 +130,15 @@ pub enum Fields {
 pub trait TraceStore: Send + Sync {
     /// Appends spans; returns once they are durable under the store's fsync policy.
     fn append(&self, spans: Vec<Span>) -> Result<(), StoreError>;
+    /// [`TraceStore::append`] for spans whose native records the caller already holds (a
+    /// native batch as received), which a store that logs records need not encode again.
+    /// `records` must encode exactly `spans`.
+    fn append_records(&self, records: &[u8], spans: Vec<Span>) -> Result<(), StoreError> {
+        let _ = records;
+        self.append(spans)
+    }
+    /// Sizes and counters (zero where the store has no such thing).
+    fn stats(&self) -> StoreStats;
     /// Every stored span of one trace, assembled; `None` if no span of it is stored.
     fn trace(&self, id: TraceId) -> Result<Option<Trace>, StoreError>;
     /// Traces with a span matching the query, most recent first.

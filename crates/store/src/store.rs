@@ -766,6 +766,14 @@ impl TraceStore for Store {
         })
     }
 
+    fn append_records(&self, records: &[u8], spans: Vec<Span>) -> Result<(), StoreError> {
+        Store::append_records(self, records, spans)
+    }
+
+    fn stats(&self) -> StoreStats {
+        Store::stats(self)
+    }
+
     fn services(&self) -> Result<Vec<String>, StoreError> {
         Ok(read(&self.shared.catalog).keys().cloned().collect())
     }

@@ -1,6 +1,6 @@
 //! The write-ahead log: numbered segment files of native span records. A span is
 //! acknowledged once the bytes holding it are synced; segments are deleted once a block
-//! covers them.
+//! covers them (the embedded store) or once shipped (the ClickHouse store's spool).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::StoreError;
 
 /// The open segment and the global byte position of everything written.
-pub(crate) struct Wal {
+pub struct Wal {
     dir: PathBuf,
     seq: u64,
     file: Arc<File>,
@@ -20,17 +20,20 @@ pub(crate) struct Wal {
 }
 
 /// A segment left by an earlier run.
-pub(crate) struct Segment {
+pub struct Segment {
+    /// Its number: segments are written in this order.
     pub seq: u64,
+    /// Its file.
     pub path: PathBuf,
 }
 
-fn segment_path(dir: &Path, seq: u64) -> PathBuf {
+/// The file of segment `seq`.
+pub fn segment_path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:020}.wal"))
 }
 
 /// The segments in `dir`, oldest first.
-pub(crate) fn segments(dir: &Path) -> Result<Vec<Segment>, StoreError> {
+pub fn segments(dir: &Path) -> Result<Vec<Segment>, StoreError> {
     let mut out = Vec::new();
     let entries = std::fs::read_dir(dir).map_err(StoreError::io("read WAL directory", dir))?;
     for entry in entries {
@@ -101,8 +104,14 @@ impl Wal {
         Ok(sealed)
     }
 
+    /// Bytes written over the log's life.
     pub fn written(&self) -> u64 {
         self.written
+    }
+
+    /// The open segment's number.
+    pub fn seq(&self) -> u64 {
+        self.seq
     }
 }
 
@@ -118,7 +127,7 @@ fn open_segment(dir: &Path, seq: u64) -> Result<File, StoreError> {
 }
 
 /// Makes a directory's entries (a new or renamed file) durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(StoreError::io("sync directory", dir))
