@@ -67,6 +67,20 @@ impl Client {
         self.first_node(|node| self.run_on(node, sql))
     }
 
+    /// Runs `sql` on the first node that answers with `settings` (ClickHouse settings and
+    /// HTTP parameters such as `database`) and reads its answer.
+    pub fn run_with(&self, sql: &str, settings: &[(&str, &str)]) -> Result<Vec<u8>, StoreError> {
+        self.first_node(|node| {
+            let mut answer = self.post(node, settings, sql.as_bytes())?;
+            answer
+                .body_mut()
+                .with_config()
+                .limit(MAX_ANSWER)
+                .read_to_vec()
+                .map_err(|e| remote(node, format!("reading the answer: {e}")))
+        })
+    }
+
     /// Runs a select on the first node that answers and streams its answer.
     pub fn stream(&self, sql: &str) -> Result<impl Read + use<>, StoreError> {
         self.first_node(|node| {

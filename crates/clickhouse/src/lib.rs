@@ -12,6 +12,7 @@ pub mod http;
 pub mod rowbinary;
 pub mod schema;
 mod spool;
+mod sql;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;

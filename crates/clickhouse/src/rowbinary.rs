@@ -22,6 +22,10 @@ impl RowWriter {
     pub fn u16(&mut self, v: u16) {
         self.bytes.extend_from_slice(&v.to_le_bytes());
     }
+    /// A `UInt32`.
+    pub fn u32(&mut self, v: u32) {
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+    }
     /// A `UInt64`.
     pub fn u64(&mut self, v: u64) {
         self.bytes.extend_from_slice(&v.to_le_bytes());

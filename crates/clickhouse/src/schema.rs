@@ -17,10 +17,10 @@ pub const VERSION: u32 = 1;
 /// The names queries use.
 #[derive(Debug, Clone)]
 pub struct Tables {
-    /// Every span; the `Distributed` table on a cluster.
-    pub spans: String,
-    /// The table each node keeps its own spans in (the same as `spans` on one server).
-    pub spans_local: String,
+    /// Every span's row; the `Distributed` table on a cluster.
+    pub rows: String,
+    /// The table each node keeps its own rows in (the same as `rows` on one server).
+    pub rows_local: String,
     /// (service, span name) pairs seen, by day.
     pub operations: String,
 }
@@ -35,23 +35,43 @@ impl Tables {
             ""
         };
         Tables {
-            spans: format!("{db}.spans"),
-            spans_local: format!("{db}.spans{local}"),
+            rows: format!("{db}.span_rows"),
+            rows_local: format!("{db}.span_rows{local}"),
             operations: format!("{db}.operations"),
         }
     }
 }
 
-/// The columns of the span table. `payload` holds the whole span (the native record's
-/// payload); the others are what searches filter on. Attributes are two parallel arrays
-/// of keys and values as text (ClickHouse 18.16 has no Map type). `digest` tells apart
-/// spans that share an id but differ (Zipkin's shared client and server spans), so the
-/// table's key is unique per distinct span: a batch shipped twice collapses on merge and
-/// is told apart on read.
-const SPAN_COLUMNS: &str = "day Date, trace_id FixedString(16), span_id UInt64, \
-    digest UInt64, parent_id UInt64, start UInt64, duration UInt64, service String, \
-    name String, host String, kind UInt8, status UInt8, attr_keys Array(String), \
+/// The columns of the span rows. `payload` holds the whole span (the native record's
+/// payload); the others are what searches and SQL read. Ids are big-endian bytes (hex of
+/// them is the ids' text), a parent of zeros is none. Attributes are two parallel arrays
+/// of keys and values as text (ClickHouse 18.16 has no Map type), the span's own then
+/// its events' and links'. `digest` tells apart spans that share an id but differ
+/// (Zipkin's shared client and server spans), so the table's key is unique per distinct
+/// span: a batch shipped twice collapses on merge and is told apart on read.
+const SPAN_COLUMNS: &str = "day Date, trace_id FixedString(16), span_id FixedString(8), \
+    digest UInt64, parent_id FixedString(8), start UInt64, duration UInt64, \
+    service String, name String, host String, pid UInt32, kind UInt8, status UInt8, \
+    status_message String, source String, attr_keys Array(String), \
     attr_values Array(String), payload String";
+
+/// The `spans` view SQL queries read: the embedded store's column names where ClickHouse
+/// 18.16 can give them, merged rows only.
+fn spans_view(db: &str) -> String {
+    format!(
+        "CREATE VIEW IF NOT EXISTS {db}.spans AS SELECT \
+         lower(hex(trace_id)) AS trace_id, lower(hex(span_id)) AS span_id, \
+         if(parent_id = unhex('0000000000000000'), NULL, lower(hex(parent_id))) AS parent_id, \
+         service, name AS operation, \
+         transform(kind, [0, 1, 2, 3, 4], \
+         ['internal', 'server', 'client', 'producer', 'consumer'], '') AS kind, \
+         host, pid, toDateTime(intDiv(start, 1000000000)) AS start_time, start AS start_ns, \
+         duration AS duration_ns, \
+         transform(status, [0, 1, 2], ['unset', 'ok', 'error'], '') AS status_code, \
+         status_message, attr_keys AS attribute_keys, attr_values AS attribute_values, \
+         source FROM {db}.span_rows FINAL"
+    )
+}
 
 const OPERATION_COLUMNS: &str = "day Date, service String, name String";
 
@@ -66,7 +86,7 @@ fn statements(version: u32, endpoint: &Endpoint) -> Vec<String> {
                     "CREATE TABLE IF NOT EXISTS {} ({SPAN_COLUMNS}) \
                      ENGINE = ReplacingMergeTree() PARTITION BY day \
                      ORDER BY (trace_id, span_id, digest)",
-                    t.spans_local
+                    t.rows_local
                 ),
                 format!(
                     "CREATE TABLE IF NOT EXISTS {}{} ({OPERATION_COLUMNS}) \
@@ -84,8 +104,8 @@ fn statements(version: u32, endpoint: &Endpoint) -> Vec<String> {
                 // service.
                 s.push(format!(
                     "CREATE TABLE IF NOT EXISTS {} AS {} \
-                     ENGINE = Distributed({cluster}, {db}, spans_local, cityHash64(trace_id))",
-                    t.spans, t.spans_local
+                     ENGINE = Distributed({cluster}, {db}, span_rows_local, cityHash64(trace_id))",
+                    t.rows, t.rows_local
                 ));
                 s.push(format!(
                     "CREATE TABLE IF NOT EXISTS {0} AS {0}_local \
@@ -93,6 +113,7 @@ fn statements(version: u32, endpoint: &Endpoint) -> Vec<String> {
                     t.operations
                 ));
             }
+            s.push(spans_view(db));
             s
         }
         _ => Vec::new(),
@@ -196,14 +217,14 @@ fn check_every_shard(client: &Client, cluster: &str) -> Result<(), StoreError> {
     }
     let answer = client.run(&format!(
         "SELECT toUInt64(count()) FROM cluster('{cluster}', system, tables) \
-         WHERE database = '{db}' AND name = 'spans_local' FORMAT RowBinary"
+         WHERE database = '{db}' AND name = 'span_rows_local' FORMAT RowBinary"
     ))?;
     let with_tables = read_u64(&answer, "count")?;
     if with_tables < nodes {
         return Err(StoreError::Remote {
             node: client.endpoint().nodes.join(","),
             reason: format!(
-                "{} of cluster {cluster:?}'s {nodes} nodes have no {db}.spans_local: list \
+                "{} of cluster {cluster:?}'s {nodes} nodes have no {db}.span_rows_local: list \
                  every node's HTTP address in the store URL (host:port,host:port) so that \
                  the schema is created on each",
                 nodes - with_tables

@@ -55,6 +55,11 @@ impl ClickHouseStore {
         self.client.endpoint()
     }
 
+    /// The HTTP client of the endpoint's nodes.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Spans stored and their bytes on disk, over every shard.
     pub fn disk_usage(&self) -> Result<DiskUsage, StoreError> {
         let db = &self.endpoint().database;
@@ -64,7 +69,7 @@ impl ClickHouseStore {
         };
         let answer = self.client.run(&format!(
             "SELECT toUInt64(sum(rows)), toUInt64(sum(bytes_on_disk)) FROM {from} \
-             WHERE active AND database = '{db}' AND table = 'spans{}' FORMAT RowBinary",
+             WHERE active AND database = '{db}' AND table = 'span_rows{}' FORMAT RowBinary",
             if self.endpoint().cluster.is_some() {
                 "_local"
             } else {
@@ -117,7 +122,7 @@ impl ClickHouseStore {
             "SELECT trace_id, groupArray(payload) FROM {} \
              WHERE trace_id IN (SELECT trace_id FROM {} WHERE {condition}) \
              GROUP BY trace_id{settings} FORMAT RowBinary",
-            t.spans, t.spans_local
+            t.rows, t.rows_local
         );
         let mut rows = RowReader::new(BufReader::with_capacity(1 << 16, self.client.stream(&sql)?));
         let mut stats = ScanStats::default();
@@ -201,20 +206,24 @@ fn write_row(span: &Span, payload: &mut Vec<u8>, rows: &mut RowWriter) {
     native::encode_payload(span, payload);
     rows.u16((span.start / NS_PER_DAY).min(u64::from(u16::MAX)) as u16);
     rows.fixed(&span.trace_id.get().to_be_bytes());
-    rows.u64(span.span_id.get());
+    rows.fixed(&span.span_id.get().to_be_bytes());
     rows.u64(u64::from(crc32fast::hash(payload)) | (payload.len() as u64) << 32);
-    rows.u64(span.parent_id.map_or(0, |p| p.get()));
+    rows.fixed(&span.parent_id.map_or(0, |p| p.get()).to_be_bytes());
     rows.u64(span.start);
     rows.u64(span.duration());
     rows.string(span.service.as_bytes());
     rows.string(span.name.as_bytes());
     rows.string(span.host.as_bytes());
+    rows.u32(span.pid);
     rows.u8(kind_number(span.kind));
-    rows.u8(match span.status {
-        Status::Unset => 0,
-        Status::Ok => 1,
-        Status::Error(_) => 2,
-    });
+    let (status, message) = match &span.status {
+        Status::Unset => (0, ""),
+        Status::Ok => (1, ""),
+        Status::Error(m) => (2, m.as_str()),
+    };
+    rows.u8(status);
+    rows.string(message.as_bytes());
+    rows.string(span.source.to_text().as_bytes());
     let attributes: Vec<_> = searchable_attributes(span).collect();
     rows.len(attributes.len());
     for kv in &attributes {
@@ -301,7 +310,7 @@ impl TraceStore for ClickHouseStore {
         // Acknowledged only once every shard has its rows.
         let sync = [("insert_distributed_sync", "1")];
         self.client.insert(
-            &format!("INSERT INTO {} FORMAT RowBinary", self.tables.spans),
+            &format!("INSERT INTO {} FORMAT RowBinary", self.tables.rows),
             &sync,
             rows.bytes,
         )?;
@@ -332,8 +341,8 @@ impl TraceStore for ClickHouseStore {
             "SELECT trace_id, min(start) AS first FROM {} \
              WHERE trace_id IN (SELECT trace_id FROM {} WHERE {}) GROUP BY trace_id \
              ORDER BY first DESC, trace_id DESC LIMIT {} FORMAT RowBinary",
-            self.tables.spans,
-            self.tables.spans_local,
+            self.tables.rows,
+            self.tables.rows_local,
             search_condition(query),
             query.effective_limit()
         ))?;
@@ -362,7 +371,7 @@ impl TraceStore for ClickHouseStore {
         let condition = format!(
             "start >= {a} AND start < {b} AND trace_id IN (SELECT trace_id FROM {} \
              GROUP BY trace_id HAVING min(start) >= {a} AND min(start) < {b})",
-            self.tables.spans_local
+            self.tables.rows_local
         );
         self.grouped(&condition, fields, &mut |t| visit(t))
     }

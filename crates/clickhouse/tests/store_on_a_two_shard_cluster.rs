@@ -11,8 +11,9 @@ use causeway_clickhouse::testing::Cluster;
 use causeway_clickhouse::{ClickHouseOptions, ClickHouseStore, Endpoint};
 use causeway_model::{KeyValue, Span, Status, Trace, TraceId};
 use causeway_store::generate::Generator;
+use causeway_store::sql::SqlLimits;
 use causeway_store::{
-    Fields, FsyncPolicy, SearchQuery, Store, StoreOptions, TimeWindow, TraceStore,
+    Fields, FsyncPolicy, SearchQuery, Store, StoreError, StoreOptions, TimeWindow, TraceStore,
 };
 
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -99,7 +100,7 @@ fn answers_as_the_embedded_store_does() {
         )
         .unwrap();
         let answer = client
-            .run("SELECT DISTINCT trace_id FROM answers.spans_local FORMAT RowBinary")
+            .run("SELECT DISTINCT trace_id FROM answers.span_rows_local FORMAT RowBinary")
             .unwrap();
         assert!(!answer.is_empty(), "shard {node} holds no span");
         for id in answer.chunks(16) {
@@ -189,6 +190,7 @@ fn answers_as_the_embedded_store_does() {
         assert!(!a.is_empty());
     }
     assert_eq!(ch.services().unwrap(), local.services().unwrap());
+    sql_reads_the_spans(&ch, &spans);
     assert_eq!(
         ch.operations(&service).unwrap(),
         local.operations(&service).unwrap()
@@ -234,4 +236,89 @@ fn a_down_node_is_an_error_naming_it() {
     cluster.kill_node(0);
     let e = ch.services().unwrap_err().to_string();
     assert!(e.contains("unreachable"), "{e}");
+}
+
+/// SQL over the `spans` view: each span once (one batch was stored twice), the embedded
+/// store's column names and text forms, the row limit, and refusals of writes and of bad
+/// SQL as the user's errors.
+fn sql_reads_the_spans(ch: &ClickHouseStore, spans: &[Span]) {
+    let limits = SqlLimits::default();
+    let r = ch
+        .sql(
+            "SELECT count() AS n, count(DISTINCT concat(trace_id, span_id)) AS d FROM spans;",
+            limits,
+        )
+        .unwrap();
+    let names: Vec<&str> = r.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["n", "d"]);
+    assert_eq!(
+        r.rows,
+        vec![vec![
+            serde_json::json!(spans.len()),
+            serde_json::json!(spans.len())
+        ]]
+    );
+
+    let child = spans
+        .iter()
+        .find(|s| s.parent_id.is_some() && s.is_error())
+        .unwrap();
+    let r = ch
+        .sql(
+            &format!(
+                "SELECT trace_id, span_id, parent_id, operation, kind, status_code, status_message, \
+                 duration_ns FROM spans WHERE span_id = '{}' AND trace_id = '{}'",
+                child.span_id, child.trace_id
+            ),
+            limits,
+        )
+        .unwrap();
+    let kind = child.kind.as_str();
+    let status = match &child.status {
+        Status::Error(m) => m.clone(),
+        _ => unreachable!(),
+    };
+    assert_eq!(
+        r.rows,
+        vec![vec![
+            serde_json::json!(child.trace_id.to_string()),
+            serde_json::json!(child.span_id.to_string()),
+            serde_json::json!(child.parent_id.unwrap().to_string()),
+            serde_json::json!(child.name),
+            serde_json::json!(kind),
+            serde_json::json!("error"),
+            serde_json::json!(status),
+            serde_json::json!(child.duration()),
+        ]]
+    );
+    let root = spans.iter().find(|s| s.parent_id.is_none()).unwrap();
+    let r = ch
+        .sql(
+            &format!(
+                "SELECT parent_id FROM spans WHERE span_id = '{}'",
+                root.span_id
+            ),
+            limits,
+        )
+        .unwrap();
+    assert_eq!(r.rows[0][0], serde_json::Value::Null);
+
+    let few = SqlLimits {
+        max_rows: 5,
+        ..limits
+    };
+    let r = ch.sql("SELECT span_id FROM spans", few).unwrap();
+    assert_eq!(r.rows.len(), 5);
+    assert!(r.truncated);
+
+    for refused in [
+        "DROP TABLE span_rows",
+        "INSERT INTO span_rows (service) VALUES ('x')",
+        "SELEC 1",
+    ] {
+        match ch.sql(refused, limits) {
+            Err(StoreError::Sql(m)) => assert!(m.contains("Code:"), "{refused}: {m}"),
+            other => panic!("{refused}: {other:?}"),
+        }
+    }
 }

@@ -318,13 +318,14 @@ async fn run_sql(
             .min(state.config.sql.max_rows),
         ..state.config.sql
     };
-    let crate::Backend::Embedded(store) = &state.backend else {
-        return Err(ApiError::BadRequest(
-            "SQL over the ClickHouse store is not built yet; query ClickHouse directly".into(),
-        ));
+    let result = match &state.backend {
+        // The query runs on the store's SQL threads, not on these.
+        crate::Backend::Embedded(store) => sql::query(store, &req.query, limits).await?,
+        crate::Backend::ClickHouse(spool) => {
+            let spool = spool.clone();
+            store_blocking(move || spool.clickhouse().sql(&req.query, limits)).await?
+        }
     };
-    // The query runs on the store's SQL threads, not on these.
-    let result = sql::query(store, &req.query, limits).await?;
     Ok(Json(result))
 }
 

@@ -67,7 +67,10 @@ impl ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Busy | StoreError::SqlBusy(_) => ApiError::Unavailable(e.to_string()),
+            // A store node down or failing: the request may succeed once it is back.
+            StoreError::Busy | StoreError::SqlBusy(_) | StoreError::Remote { .. } => {
+                ApiError::Unavailable(e.to_string())
+            }
             StoreError::Sql(m) => ApiError::BadRequest(format!("sql: {m}")),
             StoreError::SqlTimeout(_) => ApiError::Timeout(e.to_string()),
             other => ApiError::Internal(other.to_string()),
