@@ -46,6 +46,25 @@ impl ClickHouseStoreArgs {
     }
 }
 
+impl ClickHouseStoreArgs {
+    /// The server's ClickHouse configuration; none without --store.
+    pub fn server_config(
+        &self,
+        spool_max_bytes: u64,
+    ) -> Result<Option<causeway_server::ClickHouseConfig>> {
+        Ok(self
+            .endpoint()?
+            .map(|endpoint| causeway_server::ClickHouseConfig {
+                endpoint,
+                options: causeway_clickhouse::ClickHouseOptions::default(),
+                spool: causeway_clickhouse::SpoolOptions {
+                    max_unshipped_bytes: spool_max_bytes,
+                    ..causeway_clickhouse::SpoolOptions::default()
+                },
+            }))
+    }
+}
+
 /// `causeway ch migrate`.
 #[derive(Args)]
 pub struct MigrateArgs {

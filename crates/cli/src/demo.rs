@@ -32,6 +32,10 @@ pub struct DemoArgs {
     /// ending with its trace id) to DIR/<service>.log, for `causeway logs`.
     #[arg(long, value_name = "DIR")]
     logs: Option<PathBuf>,
+    /// Keep the spans in ClickHouse (as `causeway serve --store`); --data then holds the
+    /// spool.
+    #[command(flatten)]
+    clickhouse: crate::ch::ClickHouseStoreArgs,
 }
 
 #[derive(clap::Subcommand)]
@@ -174,9 +178,15 @@ pub fn run(a: DemoArgs) -> Result<()> {
             fsync: causeway_store::FsyncPolicy::Interval(Duration::from_millis(200)),
             ..causeway_store::StoreOptions::default()
         },
+        clickhouse: a
+            .clickhouse
+            .server_config(causeway_clickhouse::SpoolOptions::default().max_unshipped_bytes)?,
         ..a.listen.config(data.clone())
     };
-    let shown = data.display().to_string();
+    let shown = match &config.clickhouse {
+        Some(c) => format!("spans in {}, spool in {}", c.endpoint, data.display()),
+        None => format!("data in {}", data.display()),
+    };
     let result = crate::runtime()?.block_on(async move {
         let server = causeway_server::start(config).await?;
         let topology = free_ports()?;
@@ -195,7 +205,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
             return Err(e);
         }
         let ui = format!("http://{}/", loopback(server.http_addr));
-        statusln!("causeway demo is running (data in {shown})");
+        statusln!("causeway demo is running ({shown})");
         for (role, addr) in topology.iter() {
             statusln!("  {:<10} {addr}", role.service());
         }

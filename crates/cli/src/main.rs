@@ -470,17 +470,7 @@ fn serve(a: ServeArgs) -> Result<()> {
             head_max_spans: a.block_spans.max(1),
             ..StoreOptions::default()
         },
-        clickhouse: a
-            .clickhouse
-            .endpoint()?
-            .map(|endpoint| causeway_server::ClickHouseConfig {
-                endpoint,
-                options: causeway_clickhouse::ClickHouseOptions::default(),
-                spool: causeway_clickhouse::SpoolOptions {
-                    max_unshipped_bytes: a.spool_max_bytes,
-                    ..causeway_clickhouse::SpoolOptions::default()
-                },
-            }),
+        clickhouse: a.clickhouse.server_config(a.spool_max_bytes)?,
         ..a.listen.config(a.data)
     };
     let data = config.data_dir.clone();

@@ -189,6 +189,9 @@ impl ServerConfig {
     }
 }
 
+/// Longest a stopping server waits for its spool to reach ClickHouse.
+pub const SHIP_ON_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What every handler shares.
 pub(crate) struct AppState {
     pub store: Arc<dyn TraceStore>,
@@ -217,11 +220,23 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
-    /// Stops accepting, lets requests in flight finish, and closes the store.
+    /// Stops accepting, lets requests in flight finish, and closes the store; on
+    /// ClickHouse, first gives the spool up to [`SHIP_ON_SHUTDOWN`] to ship what it holds
+    /// (what is left is shipped by the next start on the same `--data`).
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         for t in self.tasks {
             let _ = t.await;
+        }
+        if let Backend::ClickHouse(spool) = &self.backend {
+            let spool = spool.clone();
+            let shipped =
+                tokio::task::spawn_blocking(move || spool.wait_shipped(SHIP_ON_SHUTDOWN)).await;
+            if !matches!(shipped, Ok(true)) {
+                tracing::warn!(
+                    "spans left unshipped in the spool; the next start on this --data ships them"
+                );
+            }
         }
     }
 }
