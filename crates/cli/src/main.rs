@@ -449,6 +449,9 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn serve(a: ServeArgs) -> Result<()> {
+    if a.clickhouse.store.is_some() && a.max_bytes.is_some() {
+        bail!("--max-bytes applies to the embedded store; on ClickHouse use --retention");
+    }
     let mut pivot_tracepoints = Vec::new();
     for path in &a.pivot_tracepoints {
         let text = std::fs::read_to_string(path)

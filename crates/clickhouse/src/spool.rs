@@ -37,7 +37,13 @@ pub struct SpoolOptions {
     /// Longest a span waits in the WAL before the shipper looks (it is also woken when a
     /// batch's worth has gathered).
     pub ship_interval: Duration,
+    /// Drop the days of spans older than this from ClickHouse (checked every
+    /// [`RETENTION_EVERY`]); none keeps everything.
+    pub retention: Option<Duration>,
 }
+
+/// How often a spool with a retention drops old days.
+pub const RETENTION_EVERY: Duration = Duration::from_secs(60);
 
 impl Default for SpoolOptions {
     fn default() -> Self {
@@ -47,6 +53,7 @@ impl Default for SpoolOptions {
             batch_bytes: 16 << 20,
             segment_bytes: 64 << 20,
             ship_interval: Duration::from_millis(200),
+            retention: None,
         }
     }
 }
@@ -296,7 +303,24 @@ impl Shared {
     fn ship_loop(&self, mut at: Position) {
         let mut backoff = Duration::ZERO;
         let mut last_sync = Instant::now();
+        let mut last_retention: Option<Instant> = None;
         while !self.stop.load(Ordering::Acquire) {
+            if let Some(keep) = self.opts.retention {
+                if last_retention.is_none_or(|t| t.elapsed() >= RETENTION_EVERY) {
+                    last_retention = Some(Instant::now());
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64);
+                    let cutoff = now.saturating_sub(keep.as_nanos() as u64);
+                    match self.store.drop_days_before(cutoff) {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(partitions = n, "dropped days past the retention"),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "dropping old days failed; will retry")
+                        }
+                    }
+                }
+            }
             if let FsyncPolicy::Interval(every) = self.opts.fsync {
                 if last_sync.elapsed() >= every {
                     let pos = lock(&self.wal).written();

@@ -82,6 +82,48 @@ impl ClickHouseStore {
         Ok(DiskUsage { spans, bytes })
     }
 
+    /// Drops, on every node the URL lists, the days of spans (and of operations) that
+    /// ended before the day of `cutoff_ns`: ClickHouse's day partitions, so retention
+    /// costs no rewrite. Returns the partitions dropped.
+    pub fn drop_days_before(&self, cutoff_ns: u64) -> Result<usize, StoreError> {
+        let db = &self.endpoint().database;
+        let local = if self.endpoint().cluster.is_some() {
+            "_local"
+        } else {
+            ""
+        };
+        let tables = [format!("span_rows{local}"), format!("operations{local}")];
+        let mut dropped = 0;
+        for node in &self.endpoint().nodes {
+            let answer = self.client.run_on(
+                node,
+                &format!(
+                    "SELECT DISTINCT table, partition_id FROM system.parts WHERE active \
+                     AND database = '{db}' AND table IN ('{}', '{}') \
+                     AND max_date < toDate('1970-01-01') + {} FORMAT RowBinary",
+                    tables[0],
+                    tables[1],
+                    cutoff_ns / NS_PER_DAY
+                ),
+            )?;
+            let mut r = RowReader::new(&answer[..]);
+            while !r.at_end().map_err(answer_error)? {
+                let table = r.text("table").map_err(answer_error)?;
+                let partition = r.text("partition_id").map_err(answer_error)?;
+                // Both go into the statement: only our tables and a day's digits.
+                if !tables.contains(&table) || !partition.bytes().all(|b| b.is_ascii_digit()) {
+                    continue;
+                }
+                self.client.run_on(
+                    node,
+                    &format!("ALTER TABLE {db}.{table} DROP PARTITION ID '{partition}'"),
+                )?;
+                dropped += 1;
+            }
+        }
+        Ok(dropped)
+    }
+
     fn select_traces(
         &self,
         ids: &[TraceId],

@@ -322,3 +322,33 @@ fn sql_reads_the_spans(ch: &ClickHouseStore, spans: &[Span]) {
         }
     }
 }
+
+#[test]
+fn retention_drops_whole_days_on_every_shard() {
+    let cluster = Cluster::start(2);
+    let ch = clickhouse(&cluster.url("retained"));
+    const DAY: u64 = 86_400_000_000_000;
+    let mut old = Generator::new(5, T0, 1_000_000);
+    let mut new = Generator::new(6, T0 + 3 * DAY, 1_000_000);
+    let old: Vec<Span> = (0..40).flat_map(|_| old.trace()).collect();
+    let new: Vec<Span> = (0..40).flat_map(|_| new.trace()).collect();
+    ch.append(old.clone()).unwrap();
+    ch.append(new.clone()).unwrap();
+    // A cutoff a minute after the new spans (the same day) keeps that day whole.
+    let cutoff = T0 + 3 * DAY + 60_000_000_000;
+    let dropped = ch.drop_days_before(cutoff).unwrap();
+    assert!(
+        dropped >= 2,
+        "the old day's spans and operations: {dropped}"
+    );
+    assert!(ch.trace(old[0].trace_id).unwrap().is_none());
+    let kept = scan(&ch, TimeWindow::ALL, &Fields::All);
+    let want: std::collections::BTreeSet<TraceId> = new.iter().map(|s| s.trace_id).collect();
+    assert_eq!(
+        kept.keys()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>(),
+        want
+    );
+    assert_eq!(ch.drop_days_before(cutoff).unwrap(), 0);
+}

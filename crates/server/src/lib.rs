@@ -261,6 +261,7 @@ fn open_backend(
     let store = ClickHouseStore::open(ch.endpoint, ch.options)?;
     let spool = SpoolOptions {
         fsync: opts.fsync,
+        retention: opts.retention_age,
         ..ch.spool
     };
     Ok(Backend::ClickHouse(Arc::new(ShippingStore::open(
