@@ -120,6 +120,10 @@ struct IngestArgs {
     /// Store directory (a fresh temporary one when absent).
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Also run it on this ClickHouse store (in a fresh database, dropped afterwards),
+    /// side by side with the embedded store.
+    #[command(flatten)]
+    clickhouse: crate::ch::ClickHouseStoreArgs,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -136,6 +140,10 @@ struct QueryArgs {
     /// Store directory (a fresh temporary one when absent; reused when it holds spans).
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Also run it on this ClickHouse store (in a fresh database, dropped afterwards),
+    /// side by side with the embedded store.
+    #[command(flatten)]
+    clickhouse: crate::ch::ClickHouseStoreArgs,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -265,10 +273,6 @@ fn ingest(a: IngestArgs) -> Result<()> {
     let dir = TempDir::new(a.data.clone(), "ingest");
     let traces = generate(a.spans, 1, now_ns() - 3_600_000_000_000);
     let spans: Vec<Span> = traces.into_iter().flatten().collect();
-    let (path, content_type) = match a.protocol {
-        Protocol::Native => ("/v1/native", causeway_server::NATIVE_CONTENT_TYPE),
-        Protocol::Otlp => ("/v1/traces", "application/x-protobuf"),
-    };
     let bodies: Vec<(usize, Vec<u8>)> = spans
         .chunks(a.batch)
         .map(|c| {
@@ -280,18 +284,67 @@ fn ingest(a: IngestArgs) -> Result<()> {
         })
         .collect();
     let wire_bytes: usize = bodies.iter().map(|(_, b)| b.len()).sum();
+    let sent: usize = bodies.iter().map(|(n, _)| n).sum();
     drop(spans);
 
+    let fsync = crate::fsync_policy(&a.fsync)?;
+    let embedded = ingest_into(&a, &bodies, dir.0.clone(), fsync, None)?;
+    let Some(endpoint) = bench_endpoint(&a.clickhouse, "ingest")? else {
+        let mut result = embedded;
+        result["wire_bytes_per_span"] = per_span(wire_bytes, sent).into();
+        return report(&result, a.json);
+    };
+    let spool = TempDir::new(None, "ingest-spool");
+    let on_clickhouse = ingest_into(&a, &bodies, spool.0.clone(), fsync, Some(endpoint.clone()));
+    drop_database(&endpoint);
+    let on_clickhouse = on_clickhouse?;
+    let ratio = |key: &str| {
+        let (c, e) = (on_clickhouse[key].as_f64(), embedded[key].as_f64());
+        c.zip(e)
+            .map(|(c, e)| (c / e.max(1e-9) * 1000.0).round() / 1000.0)
+    };
+    let result = serde_json::json!({
+        "wire_bytes_per_span": per_span(wire_bytes, sent),
+        "embedded": embedded,
+        "clickhouse": on_clickhouse,
+        "clickhouse_to_embedded": {
+            "spans_per_second": ratio("spans_per_second"),
+            "sustained_spans_per_second": ratio("sustained_spans_per_second"),
+            "disk_bytes_per_span": ratio("disk_bytes_per_span"),
+        },
+    });
+    report(&result, a.json)
+}
+
+/// Sends the bodies to a fresh server (on ClickHouse when `clickhouse` is given) and
+/// times it: acknowledged, then settled where queries read.
+fn ingest_into(
+    a: &IngestArgs,
+    bodies: &[(usize, Vec<u8>)],
+    data_dir: PathBuf,
+    fsync: FsyncPolicy,
+    clickhouse: Option<causeway_clickhouse::Endpoint>,
+) -> Result<serde_json::Value> {
+    let clickhouse_run = clickhouse.is_some();
+    let (path, content_type) = match a.protocol {
+        Protocol::Native => ("/v1/native", causeway_server::NATIVE_CONTENT_TYPE),
+        Protocol::Otlp => ("/v1/traces", "application/x-protobuf"),
+    };
     let rt = crate::runtime()?;
     let config = ServerConfig {
-        data_dir: dir.0.clone(),
+        data_dir,
         grpc_addr: "127.0.0.1:0".parse()?,
         ingest_addr: "127.0.0.1:0".parse()?,
         http_addr: "127.0.0.1:0".parse()?,
         store: StoreOptions {
-            fsync: crate::fsync_policy(&a.fsync)?,
+            fsync,
             ..StoreOptions::default()
         },
+        clickhouse: clickhouse.map(|endpoint| causeway_server::ClickHouseConfig {
+            endpoint,
+            options: causeway_clickhouse::ClickHouseOptions::default(),
+            spool: causeway_clickhouse::SpoolOptions::default(),
+        }),
         ..ServerConfig::default()
     };
     let server = rt.block_on(causeway_server::start(config))?;
@@ -384,32 +437,78 @@ fn ingest(a: IngestArgs) -> Result<()> {
     })?;
     let elapsed = started.elapsed();
     progress.finish_and_clear();
-    let causeway_server::Backend::Embedded(store) = server.backend.clone() else {
-        anyhow::bail!("the ingest benchmark runs on the embedded store");
+    // Sustained: until the store has the spans where queries read them (blocks written,
+    // or shipped to ClickHouse).
+    let settled = Instant::now();
+    let (disk_bytes, disk_spans) = match server.backend.clone() {
+        causeway_server::Backend::Embedded(store) => {
+            store.flush().context("writing the head to a block")?;
+            let stats = store.stats();
+            (stats.block_bytes, stats.block_spans)
+        }
+        causeway_server::Backend::ClickHouse(spool) => {
+            if !spool.wait_shipped(Duration::from_secs(3600)) {
+                bail!("the spool did not ship within an hour");
+            }
+            let usage = spool.clickhouse().disk_usage()?;
+            (usage.bytes, usage.spans)
+        }
     };
-    let flushed = Instant::now();
-    store.flush().context("writing the head to a block")?;
-    let flush_time = flushed.elapsed();
-    let stats = store.stats();
+    let settle_time = settled.elapsed();
     rt.block_on(server.shutdown());
     let sent: usize = bodies.iter().map(|(n, _)| n).sum();
-    let result = serde_json::json!({
+    let round3 = |s: f64| (s * 1000.0).round() / 1000.0;
+    Ok(serde_json::json!({
+        "store": if clickhouse_run { "clickhouse" } else { "embedded" },
         "protocol": match a.protocol { Protocol::Native => "native", Protocol::Otlp => "otlp-http-protobuf" },
         "fsync": a.fsync,
         "spans": sent,
         "batch_spans": a.batch,
         "clients": a.clients,
-        "seconds": (elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
+        "seconds": round3(elapsed.as_secs_f64()),
         "spans_per_second": (sent as f64 / elapsed.as_secs_f64()).round(),
-        "wire_bytes_per_span": (wire_bytes as f64 / sent as f64 * 10.0).round() / 10.0,
-        "disk_bytes_per_span": (stats.block_bytes as f64 / stats.block_spans.max(1) as f64 * 10.0).round() / 10.0,
-        "block_write_seconds": (flush_time.as_secs_f64() * 1000.0).round() / 1000.0,
+        "settle_seconds": round3(settle_time.as_secs_f64()),
+        "sustained_spans_per_second": (sent as f64 / (elapsed + settle_time).as_secs_f64()).round(),
+        "disk_bytes_per_span": per_span(disk_bytes as usize, disk_spans as usize),
         "request_latency": percentiles(latencies.into_inner().unwrap_or_default()),
         "end_to_queryable": percentiles(visible.into_inner().unwrap_or_default()),
         "retried_requests": retries.load(Ordering::Relaxed),
         "peak_rss_mib": peak_rss_mib(),
-    });
-    report(&result, a.json)
+    }))
+}
+
+fn per_span(bytes: usize, spans: usize) -> f64 {
+    (bytes as f64 / spans.max(1) as f64 * 10.0).round() / 10.0
+}
+
+/// The ClickHouse store of a benchmark, in a fresh database named for it and this
+/// process; none without --store.
+fn bench_endpoint(
+    args: &crate::ch::ClickHouseStoreArgs,
+    bench: &str,
+) -> Result<Option<causeway_clickhouse::Endpoint>> {
+    Ok(args.endpoint()?.map(|mut e| {
+        e.database = format!("causeway_bench_{bench}_{}", std::process::id());
+        e
+    }))
+}
+
+/// Drops a benchmark's database on every node (best effort: a benchmark's result stands
+/// without it).
+fn drop_database(endpoint: &causeway_clickhouse::Endpoint) {
+    let Ok(client) =
+        causeway_clickhouse::http::Client::new(endpoint.clone(), Duration::from_secs(600))
+    else {
+        return;
+    };
+    for node in &endpoint.nodes {
+        if let Err(e) = client.run_on(
+            node,
+            &format!("DROP DATABASE IF EXISTS {}", endpoint.database),
+        ) {
+            tracing::warn!(error = %e, "dropping the benchmark's database");
+        }
+    }
 }
 
 /// A server over the store in `dir` on free loopback ports.
@@ -507,14 +606,13 @@ fn query(a: QueryArgs) -> Result<()> {
         ..StoreOptions::default()
     };
     // Load: generated traces straight into the store (ingest is measured separately).
+    let per_trace_ns = 1_000_000;
+    let start = now_ns() - (a.spans as u64 / 30 + 1) * per_trace_ns;
     let mut sample: Vec<TraceId> = Vec::new();
-    let mut users: Vec<String> = Vec::new();
     {
         let store = Store::open(&dir.0, opts.clone())?;
         let have = store.stats().block_spans + store.stats().head_spans;
         if have < a.spans as u64 {
-            let per_trace_ns = 1_000_000;
-            let start = now_ns() - (a.spans as u64 / 30 + 1) * per_trace_ns;
             let g = Generator::new(7, start, per_trace_ns);
             sample = load(&store, g, Goal::Spans(a.spans as u64 - have))?;
         }
@@ -530,10 +628,113 @@ fn query(a: QueryArgs) -> Result<()> {
         })?;
         sample = found.iter().map(|s| s.trace_id).collect();
     }
-    for i in 0..a.queries {
-        users.push(format!("user-{}", (i * 7919) % 20_000));
+    let mut embedded = time_queries(&format!("http://{}", server.http_addr), &sample, a.queries)?;
+    rt.block_on(server.shutdown());
+    embedded["stored_spans"] = (stats.block_spans + stats.head_spans).into();
+    embedded["blocks"] = stats.blocks.into();
+    embedded["disk_bytes_per_span"] =
+        per_span(stats.block_bytes as usize, stats.block_spans as usize).into();
+    let Some(endpoint) = bench_endpoint(&a.clickhouse, "query")? else {
+        embedded["peak_rss_mib"] = peak_rss_mib().into();
+        return report(&embedded, a.json);
+    };
+    let on_clickhouse = query_clickhouse(&a, &endpoint, start, per_trace_ns);
+    drop_database(&endpoint);
+    let on_clickhouse = on_clickhouse?;
+    let ratio = |key: &str| {
+        let p50 = |v: &serde_json::Value| v[key]["p50_ms"].as_f64();
+        p50(&on_clickhouse)
+            .zip(p50(&embedded))
+            .map(|(c, e)| (c / e.max(1e-9) * 100.0).round() / 100.0)
+    };
+    let result = serde_json::json!({
+        "clickhouse_to_embedded_p50": {
+            "trace_by_id": ratio("trace_by_id"),
+            "search_service_operation": ratio("search_service_operation"),
+            "search_attribute": ratio("search_attribute"),
+            "search_service_attribute": ratio("search_service_attribute"),
+        },
+        "embedded": embedded,
+        "clickhouse": on_clickhouse,
+        "peak_rss_mib": peak_rss_mib(),
+    });
+    report(&result, a.json)
+}
+
+/// The query benchmark on ClickHouse: the same generated spans loaded straight into the
+/// store, then the same queries through a server on it.
+fn query_clickhouse(
+    a: &QueryArgs,
+    endpoint: &causeway_clickhouse::Endpoint,
+    start: u64,
+    per_trace_ns: u64,
+) -> Result<serde_json::Value> {
+    let store = causeway_clickhouse::ClickHouseStore::open(
+        endpoint.clone(),
+        causeway_clickhouse::ClickHouseOptions::default(),
+    )?;
+    let sample = load_into(
+        &store,
+        Generator::new(7, start, per_trace_ns),
+        a.spans as u64,
+    )?;
+    let usage = store.disk_usage()?;
+    let spool = TempDir::new(None, "query-spool");
+    let rt = crate::runtime()?;
+    let server = rt.block_on(causeway_server::start(ServerConfig {
+        data_dir: spool.0.clone(),
+        grpc_addr: "127.0.0.1:0".parse()?,
+        ingest_addr: "127.0.0.1:0".parse()?,
+        http_addr: "127.0.0.1:0".parse()?,
+        query_timeout: std::time::Duration::from_secs(3600),
+        clickhouse: Some(causeway_server::ClickHouseConfig {
+            endpoint: endpoint.clone(),
+            options: causeway_clickhouse::ClickHouseOptions::default(),
+            spool: causeway_clickhouse::SpoolOptions::default(),
+        }),
+        ..ServerConfig::default()
+    }))?;
+    let mut result = time_queries(&format!("http://{}", server.http_addr), &sample, a.queries);
+    rt.block_on(server.shutdown());
+    if let Ok(r) = &mut result {
+        r["stored_spans"] = usage.spans.into();
+        r["disk_bytes_per_span"] = per_span(usage.bytes as usize, usage.spans as usize).into();
     }
-    let api = Client::new(&format!("http://{}", server.http_addr), None);
+    result
+}
+
+/// Appends generated traces to a ClickHouse store in 50 000-span inserts until `spans`;
+/// returns up to 10 000 of the trace ids.
+fn load_into(
+    store: &causeway_clickhouse::ClickHouseStore,
+    mut g: Generator,
+    spans: u64,
+) -> Result<Vec<TraceId>> {
+    let progress = bar(spans, "spans loaded into ClickHouse");
+    let (mut loaded, mut sample, mut batch) = (0u64, Vec::new(), Vec::new());
+    while loaded < spans {
+        let t = g.trace();
+        loaded += t.len() as u64;
+        if sample.len() < 10_000 {
+            sample.push(t[0].trace_id);
+        }
+        batch.extend(t);
+        if batch.len() >= 50_000 || loaded >= spans {
+            store.append(std::mem::take(&mut batch))?;
+            progress.set_position(loaded);
+        }
+    }
+    progress.finish_and_clear();
+    Ok(sample)
+}
+
+/// Times each kind of query through the API at `api`: trace by id (ids from `sample`),
+/// search by service and operation, by attribute, by service and attribute.
+fn time_queries(api: &str, sample: &[TraceId], n: usize) -> Result<serde_json::Value> {
+    let api = Client::new(api, None);
+    let users: Vec<String> = (0..n)
+        .map(|i| format!("user-{}", (i * 7919) % 20_000))
+        .collect();
     let time = |paths: Vec<String>| -> Result<(serde_json::Value, usize)> {
         let mut lat = Vec::new();
         let mut found = 0;
@@ -545,7 +746,6 @@ fn query(a: QueryArgs) -> Result<()> {
         }
         Ok((percentiles(lat), found))
     };
-    let n = a.queries;
     let by_id: Vec<String> = sample
         .iter()
         .cycle()
@@ -589,11 +789,7 @@ fn query(a: QueryArgs) -> Result<()> {
     let (op_lat, op_found) = time(by_op)?;
     let (attr_lat, attr_found) = time(by_attr)?;
     let (attr_svc_lat, attr_svc_found) = time(by_attr_service)?;
-    rt.block_on(server.shutdown());
-    let result = serde_json::json!({
-        "stored_spans": stats.block_spans + stats.head_spans,
-        "blocks": stats.blocks,
-        "disk_bytes_per_span": (stats.block_bytes as f64 / stats.block_spans.max(1) as f64 * 10.0).round() / 10.0,
+    Ok(serde_json::json!({
         "trace_by_id": id_lat,
         "trace_by_id_found": id_found,
         "search_service_operation": op_lat,
@@ -603,9 +799,7 @@ fn query(a: QueryArgs) -> Result<()> {
         "search_service_attribute": attr_svc_lat,
         "search_service_attribute_found": attr_svc_found,
         "queries_each": n,
-        "peak_rss_mib": peak_rss_mib(),
-    });
-    report(&result, a.json)
+    }))
 }
 
 /// Opens (and, when empty, fills) the store of generated traces the analyses read;
