@@ -12,6 +12,21 @@ pub enum ChCommand {
     /// Create or upgrade Causeway's tables on every node the store URL lists (versioned;
     /// running it again changes nothing).
     Migrate(MigrateArgs),
+    /// Start a ClickHouse cluster on this machine for trying the store out: one
+    /// clickhouse-server (Debian's) per shard on free loopback ports, in a temporary
+    /// directory; prints its store URL, and stops and removes it on Ctrl-C.
+    LocalCluster(LocalClusterArgs),
+}
+
+/// `causeway ch local-cluster`.
+#[derive(Args)]
+pub struct LocalClusterArgs {
+    /// Shards (one server each).
+    #[arg(long, default_value_t = 2)]
+    shards: usize,
+    /// The database in the printed URL.
+    #[arg(long, default_value = causeway_clickhouse::endpoint::DEFAULT_DATABASE)]
+    database: String,
 }
 
 /// A ClickHouse store and how to sign in to it.
@@ -79,7 +94,20 @@ pub struct MigrateArgs {
 pub fn run(command: ChCommand) -> Result<()> {
     match command {
         ChCommand::Migrate(a) => migrate(a),
+        ChCommand::LocalCluster(a) => local_cluster(a),
     }
+}
+
+fn local_cluster(a: LocalClusterArgs) -> Result<()> {
+    if a.shards == 0 {
+        anyhow::bail!("--shards must be at least 1");
+    }
+    let cluster = causeway_clickhouse::local_cluster::Cluster::start(a.shards);
+    outln!("{}", cluster.url(&a.database));
+    statusln!("{} clickhouse-server processes running; press Ctrl-C to stop", a.shards);
+    crate::runtime()?.block_on(tokio::signal::ctrl_c())?;
+    drop(cluster);
+    Ok(())
 }
 
 fn migrate(a: MigrateArgs) -> Result<()> {

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use causeway_clickhouse::testing::Cluster;
+use causeway_clickhouse::local_cluster::Cluster;
 use causeway_model::codec::native;
 use causeway_model::TraceId;
 use causeway_store::generate::Generator;

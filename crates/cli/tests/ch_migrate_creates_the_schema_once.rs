@@ -4,7 +4,7 @@
 
 use std::process::{Command, Output};
 
-use causeway_clickhouse::testing::{Cluster, CLUSTER};
+use causeway_clickhouse::local_cluster::{Cluster, CLUSTER};
 
 fn causeway(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_causeway"))

@@ -6,7 +6,7 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use causeway_clickhouse::testing::Cluster;
+use causeway_clickhouse::local_cluster::Cluster;
 use causeway_clickhouse::{ClickHouseOptions, ClickHouseStore, Endpoint};
 use causeway_store::{SearchQuery, TraceStore};
 use common::{run, temp, Serve, BIN};

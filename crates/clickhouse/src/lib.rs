@@ -9,13 +9,13 @@
 
 pub mod endpoint;
 pub mod http;
+#[cfg(feature = "local-cluster")]
+pub mod local_cluster;
 pub mod rowbinary;
 pub mod schema;
 mod spool;
 mod sql;
 mod store;
-#[cfg(feature = "testing")]
-pub mod testing;
 
 pub use endpoint::{Endpoint, EndpointError};
 pub use spool::{ShippingStore, SpoolOptions};

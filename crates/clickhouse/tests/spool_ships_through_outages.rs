@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use causeway_clickhouse::testing::Cluster;
+use causeway_clickhouse::local_cluster::Cluster;
 use causeway_clickhouse::{
     ClickHouseOptions, ClickHouseStore, Endpoint, ShippingStore, SpoolOptions,
 };

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use causeway_clickhouse::http::Client;
-use causeway_clickhouse::testing::Cluster;
+use causeway_clickhouse::local_cluster::Cluster;
 use causeway_clickhouse::{ClickHouseOptions, ClickHouseStore, Endpoint};
 use causeway_model::{KeyValue, Span, Status, Trace, TraceId};
 use causeway_store::generate::Generator;
@@ -216,7 +216,7 @@ fn migration_is_idempotent_and_needs_every_shard() {
     let one = format!(
         "{}?cluster={}",
         cluster.node_url(0, "half"),
-        causeway_clickhouse::testing::CLUSTER
+        causeway_clickhouse::local_cluster::CLUSTER
     );
     let client = Client::new(Endpoint::parse(&one).unwrap(), Duration::from_secs(30)).unwrap();
     let e = causeway_clickhouse::schema::migrate(&client)

@@ -5,7 +5,7 @@
 
 mod common;
 
-use causeway_clickhouse::testing::Cluster;
+use causeway_clickhouse::local_cluster::Cluster;
 use causeway_clickhouse::{ClickHouseOptions, Endpoint, SpoolOptions};
 use causeway_server::{Backend, ClickHouseConfig};
 use common::TestServer;

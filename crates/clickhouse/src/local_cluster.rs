@@ -1,4 +1,5 @@
-//! A ClickHouse cluster for tests: Debian's `clickhouse-server` started as ordinary
+//! A ClickHouse cluster on this machine, for tests and for trying the store out
+//! (`causeway ch local-cluster`): Debian's `clickhouse-server` started as ordinary
 //! processes on loopback, each with its own temporary directory and free ports, stopped
 //! and removed on drop. Nothing is downloaded.
 
@@ -46,7 +47,7 @@ fn binary() -> PathBuf {
         }
     }
     panic!(
-        "these tests need ClickHouse: install Debian's clickhouse-server package \
+        "a local cluster needs ClickHouse: install Debian's clickhouse-server package \
          (`apt-get install clickhouse-server`; .ci/run does), or set \
          CAUSEWAY_CLICKHOUSE_SERVER to a clickhouse-server binary"
     );
