@@ -104,7 +104,10 @@ fn local_cluster(a: LocalClusterArgs) -> Result<()> {
     }
     let cluster = causeway_clickhouse::local_cluster::Cluster::start(a.shards);
     outln!("{}", cluster.url(&a.database));
-    statusln!("{} clickhouse-server processes running; press Ctrl-C to stop", a.shards);
+    statusln!(
+        "{} clickhouse-server processes running; press Ctrl-C to stop",
+        a.shards
+    );
     crate::runtime()?.block_on(tokio::signal::ctrl_c())?;
     drop(cluster);
     Ok(())
