@@ -59,18 +59,44 @@ fn stream_until_killed(serve: Serve, seed: u64, kill_after: Duration) -> HashMap
     acked.into_inner().unwrap()
 }
 
-#[test]
-fn every_acknowledged_span_is_present_once_after_sigkill() {
-    let data = temp("crash");
-    let mut all: HashMap<TraceId, usize> = HashMap::new();
-    // Small blocks, so kills also land during block writes and WAL truncation.
-    let flags = ["--fsync", "always", "--block-spans", "5000"];
+/// Three rounds of `serve` on `data`, each killed at a later moment of streaming;
+/// the traces acknowledged in all of them.
+fn killed_three_times(
+    data: &std::path::Path,
+    flags: &[&str],
+    seed: u64,
+) -> HashMap<TraceId, usize> {
+    let mut all = HashMap::new();
     for (round, ms) in [300u64, 900, 1700].into_iter().enumerate() {
-        let serve = Serve::start(&data, &flags);
-        let acked = stream_until_killed(serve, round as u64 + 1, Duration::from_millis(ms));
+        let serve = Serve::start(data, flags);
+        let acked = stream_until_killed(serve, round as u64 + seed, Duration::from_millis(ms));
         assert!(!acked.is_empty(), "round {round}: nothing was acknowledged");
         all.extend(acked);
     }
+    all
+}
+
+/// Through `causeway sql`: as many span rows as distinct spans, and at least `acked`.
+fn assert_no_span_twice(serve: &Serve, acked: usize) {
+    let (code, out, err) = run(&[
+        "sql",
+        "SELECT count(*) AS n, count(DISTINCT concat(trace_id, span_id)) AS d FROM spans",
+        "--json",
+        "--server",
+        &serve.api,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["rows"][0][0], v["rows"][0][1], "duplicated spans: {v}");
+    assert!(v["rows"][0][0].as_u64().unwrap() as usize >= acked);
+}
+
+#[test]
+fn every_acknowledged_span_is_present_once_after_sigkill() {
+    let data = temp("crash");
+    // Small blocks, so kills also land during block writes and WAL truncation.
+    let flags = ["--fsync", "always", "--block-spans", "5000"];
+    let all = killed_three_times(&data, &flags, 1);
     let serve = Serve::start(&data, &flags);
     let http = ureq::Agent::new_with_config(
         ureq::config::Config::builder()
@@ -92,18 +118,7 @@ fn every_acknowledged_span_is_present_once_after_sigkill() {
         assert_eq!(v["spans"].as_array().unwrap().len(), *n, "trace {id}");
     }
     // Nothing stored twice: as many rows as distinct spans.
-    let (code, out, err) = run(&[
-        "sql",
-        "SELECT count(*) AS n, count(DISTINCT concat(trace_id, span_id)) AS d FROM spans",
-        "--json",
-        "--server",
-        &serve.api,
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["rows"][0][0], v["rows"][0][1], "duplicated spans: {v}");
-    let acked_spans: usize = all.values().sum();
-    assert!(v["rows"][0][0].as_u64().unwrap() as usize >= acked_spans);
+    assert_no_span_twice(&serve, all.values().sum());
     drop(serve);
     let _ = std::fs::remove_dir_all(&data);
 }
@@ -123,14 +138,8 @@ fn every_acknowledged_span_reaches_clickhouse_once_after_sigkill() {
     let cluster = Cluster::start(2);
     let url = cluster.url("crash");
     let data = temp("crash-ch");
-    let mut all: HashMap<TraceId, usize> = HashMap::new();
     let flags = ["--fsync", "always", "--store", &url];
-    for (round, ms) in [300u64, 900, 1700].into_iter().enumerate() {
-        let serve = Serve::start(&data, &flags);
-        let acked = stream_until_killed(serve, round as u64 + 11, Duration::from_millis(ms));
-        assert!(!acked.is_empty(), "round {round}: nothing was acknowledged");
-        all.extend(acked);
-    }
+    let all = killed_three_times(&data, &flags, 11);
     // The restarted process ships what its predecessors left in the spool.
     let serve = Serve::start(&data, &flags);
     let http = ureq::Agent::new_with_config(
@@ -153,18 +162,7 @@ fn every_acknowledged_span_reaches_clickhouse_once_after_sigkill() {
         }
     }
     // SQL reads the same spans, each once.
-    let (code, out, err) = run(&[
-        "sql",
-        "SELECT count(*) AS n, count(DISTINCT concat(trace_id, span_id)) AS d FROM spans",
-        "--json",
-        "--server",
-        &serve.api,
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["rows"][0][0], v["rows"][0][1], "duplicated spans: {v}");
-    let acked_spans: usize = all.values().sum();
-    assert!(v["rows"][0][0].as_u64().unwrap() as usize >= acked_spans);
+    assert_no_span_twice(&serve, all.values().sum());
     drop(serve);
     let _ = std::fs::remove_dir_all(&data);
 }

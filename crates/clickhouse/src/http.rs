@@ -53,7 +53,16 @@ impl Client {
 
     /// Runs `sql` on `node` (a statement, or a select whose answer fits in memory).
     pub fn run_on(&self, node: &str, sql: &str) -> Result<Vec<u8>, StoreError> {
-        let mut answer = self.post(node, &[], sql.as_bytes())?;
+        self.run_on_with(node, sql, &[])
+    }
+
+    fn run_on_with(
+        &self,
+        node: &str,
+        sql: &str,
+        settings: &[(&str, &str)],
+    ) -> Result<Vec<u8>, StoreError> {
+        let mut answer = self.post(node, settings, sql.as_bytes())?;
         answer
             .body_mut()
             .with_config()
@@ -70,15 +79,7 @@ impl Client {
     /// Runs `sql` on the first node that answers with `settings` (ClickHouse settings and
     /// HTTP parameters such as `database`) and reads its answer.
     pub fn run_with(&self, sql: &str, settings: &[(&str, &str)]) -> Result<Vec<u8>, StoreError> {
-        self.first_node(|node| {
-            let mut answer = self.post(node, settings, sql.as_bytes())?;
-            answer
-                .body_mut()
-                .with_config()
-                .limit(MAX_ANSWER)
-                .read_to_vec()
-                .map_err(|e| remote(node, format!("reading the answer: {e}")))
-        })
+        self.first_node(|node| self.run_on_with(node, sql, settings))
     }
 
     /// Runs a select on the first node that answers and streams its answer.

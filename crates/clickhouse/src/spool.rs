@@ -8,13 +8,13 @@ use std::fs::File;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use causeway_model::codec::native;
 use causeway_model::{Span, Trace, TraceId};
-use causeway_store::wal::{self, Wal};
+use causeway_store::wal::{self, Wake, Wal};
 use causeway_store::{
     Fields, FsyncPolicy, ScanStats, SearchQuery, StoreError, StoreStats, TimeWindow, TraceStore,
     TraceSummary,
@@ -79,7 +79,7 @@ struct Shared {
     shipped: AtomicU64,
     busy: AtomicU64,
     stop: AtomicBool,
-    wake: (Mutex<bool>, Condvar),
+    wake: Wake,
     _lock: File,
 }
 
@@ -141,7 +141,7 @@ impl ShippingStore {
             shipped: AtomicU64::new(0),
             busy: AtomicU64::new(0),
             stop: AtomicBool::new(false),
-            wake: (Mutex::new(false), Condvar::new()),
+            wake: Wake::default(),
             _lock: lock_file,
         });
         let start = from.unwrap_or(Position {
@@ -269,35 +269,16 @@ impl Shared {
         Ok(())
     }
 
-    /// Group commit, as the embedded store's.
     fn sync_to(&self, pos: u64) -> Result<(), StoreError> {
-        let mut synced = lock(&self.synced);
-        if *synced >= pos {
-            return Ok(());
-        }
-        let (file, target, path) = lock(&self.wal).sync_target();
-        file.sync_data()
-            .map_err(StoreError::io("sync spool segment", path))?;
-        *synced = (*synced).max(target);
-        Ok(())
+        wal::sync_to(&self.wal, &self.synced, pos)
     }
 
     fn wake_shipper(&self) {
-        let (m, c) = &self.wake;
-        *lock(m) = true;
-        c.notify_one();
+        self.wake.notify();
     }
 
     fn sleep(&self, wait: Duration) {
-        let (m, c) = &self.wake;
-        let mut woken = lock(m);
-        if !*woken {
-            woken = c
-                .wait_timeout(woken, wait)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|p| p.into_inner().0);
-        }
-        *woken = false;
+        self.wake.wait(wait);
     }
 
     fn ship_loop(&self, mut at: Position) {

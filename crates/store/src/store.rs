@@ -6,7 +6,7 @@ use std::fs::File;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ use crate::block::{merge_ranges, row_order, Block, BlockWriter};
 use crate::head::Head;
 use crate::merge::MergedTraces;
 use crate::query::{SearchQuery, TimeWindow, TraceSummary};
-use crate::wal::{self, Wal};
+use crate::wal::{self, Wake, Wal};
 use crate::{Fields, ScanStats, StoreError, TraceStore};
 
 /// Spans a compaction hands the block writer at a time.
@@ -119,7 +119,7 @@ struct Shared {
     /// flush or compaction never work on the same inputs.
     maintenance: Mutex<()>,
     stop: AtomicBool,
-    wake: (Mutex<bool>, Condvar),
+    wake: Wake,
     _lock: File,
 }
 
@@ -242,7 +242,7 @@ impl Store {
             busy: AtomicU64::new(0),
             maintenance: Mutex::new(()),
             stop: AtomicBool::new(false),
-            wake: (Mutex::new(false), Condvar::new()),
+            wake: Wake::default(),
             _lock: lock_file,
         });
         let worker_shared = shared.clone();
@@ -370,41 +370,19 @@ impl Shared {
         }
     }
 
-    /// Group commit: the first waiter syncs everything written so far; the others find
-    /// their position already covered.
     fn sync_to(&self, pos: u64) -> Result<(), StoreError> {
-        let mut synced = lock(&self.synced);
-        if *synced >= pos {
-            return Ok(());
-        }
-        let (file, target, path) = lock(&self.wal).sync_target();
-        file.sync_data()
-            .map_err(StoreError::io("sync WAL segment", path))?;
-        *synced = (*synced).max(target);
-        Ok(())
+        wal::sync_to(&self.wal, &self.synced, pos)
     }
 
     fn wake_worker(&self) {
-        let (m, c) = &self.wake;
-        *lock(m) = true;
-        c.notify_one();
+        self.wake.notify();
     }
 
     fn run(&self) {
         let mut last_sync = Instant::now();
         let mut last_retention = Instant::now();
         while !self.stop.load(Ordering::Acquire) {
-            {
-                let (m, c) = &self.wake;
-                let mut woken = lock(m);
-                if !*woken {
-                    woken = c
-                        .wait_timeout(woken, Duration::from_millis(200))
-                        .map(|(g, _)| g)
-                        .unwrap_or_else(|p| p.into_inner().0);
-                }
-                *woken = false;
-            }
+            self.wake.wait(Duration::from_millis(200));
             if self.stop.load(Ordering::Acquire) {
                 break;
             }

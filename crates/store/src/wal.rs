@@ -5,7 +5,8 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use crate::StoreError;
 
@@ -131,4 +132,52 @@ pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(StoreError::io("sync directory", dir))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Group commit: the first waiter syncs everything written so far; the others find
+/// their position already covered. `synced` holds the position synced so far; it is
+/// taken before `wal`, so a caller must not hold `wal` when calling.
+pub fn sync_to(wal: &Mutex<Wal>, synced: &Mutex<u64>, pos: u64) -> Result<(), StoreError> {
+    let mut synced = lock(synced);
+    if *synced >= pos {
+        return Ok(());
+    }
+    let (file, target, path) = lock(wal).sync_target();
+    file.sync_data()
+        .map_err(StoreError::io("sync WAL segment", path))?;
+    *synced = (*synced).max(target);
+    Ok(())
+}
+
+/// Wakes a background thread early: appenders call [`Wake::notify`], the thread sleeps
+/// in [`Wake::wait`] between rounds.
+#[derive(Default)]
+pub struct Wake {
+    woken: Mutex<bool>,
+    cond: Condvar,
+}
+
+impl Wake {
+    /// Ends the current or next wait.
+    pub fn notify(&self) {
+        *lock(&self.woken) = true;
+        self.cond.notify_one();
+    }
+
+    /// Waits until notified (since the last wait) or `timeout` passes.
+    pub fn wait(&self, timeout: Duration) {
+        let mut woken = lock(&self.woken);
+        if !*woken {
+            woken = self
+                .cond
+                .wait_timeout(woken, timeout)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+        *woken = false;
+    }
 }
