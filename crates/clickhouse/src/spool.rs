@@ -76,7 +76,6 @@ struct Shared {
     unshipped: AtomicU64,
     appended: AtomicU64,
     appended_roots: AtomicU64,
-    shipped: AtomicU64,
     busy: AtomicU64,
     stop: AtomicBool,
     wake: Wake,
@@ -138,7 +137,6 @@ impl ShippingStore {
             unshipped: AtomicU64::new(unshipped),
             appended: AtomicU64::new(0),
             appended_roots: AtomicU64::new(0),
-            shipped: AtomicU64::new(0),
             busy: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             wake: Wake::default(),
@@ -365,11 +363,7 @@ impl Shared {
             }
             return Ok(None);
         }
-        let n = decoded.spans.len() as u64;
-        if n > 0 {
-            self.store.append(decoded.spans)?;
-        }
-        self.shipped.fetch_add(n, Ordering::Relaxed);
+        self.store.append(decoded.spans)?;
         let to = Position {
             seq: at.seq,
             offset: (start + decoded.complete) as u64,
