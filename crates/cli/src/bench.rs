@@ -501,13 +501,8 @@ fn drop_database(endpoint: &causeway_clickhouse::Endpoint) {
     else {
         return;
     };
-    for node in &endpoint.nodes {
-        if let Err(e) = client.run_on(
-            node,
-            &format!("DROP DATABASE IF EXISTS {}", endpoint.database),
-        ) {
-            tracing::warn!(error = %e, "dropping the benchmark's database");
-        }
+    if let Err(e) = causeway_clickhouse::schema::drop_database(&client) {
+        tracing::warn!(error = %e, "dropping the benchmark's database");
     }
 }
 

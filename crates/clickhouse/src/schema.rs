@@ -177,6 +177,18 @@ pub fn migrate(client: &Client) -> Result<Vec<NodeMigration>, StoreError> {
     Ok(report)
 }
 
+/// Drops the endpoint's database, with every span in it, on every node.
+pub fn drop_database(client: &Client) -> Result<(), StoreError> {
+    let endpoint = client.endpoint();
+    for node in &endpoint.nodes {
+        client.run_on(
+            node,
+            &format!("DROP DATABASE IF EXISTS {}", endpoint.database),
+        )?;
+    }
+    Ok(())
+}
+
 /// The schema version of the first node that answers; 0 when it has none.
 pub fn version(client: &Client) -> Result<u32, StoreError> {
     let db = &client.endpoint().database;

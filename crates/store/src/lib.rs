@@ -10,6 +10,8 @@
 #![warn(missing_docs)]
 
 mod block;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod detail;
 mod events;
 pub mod generate;
