@@ -84,7 +84,13 @@ impl Client {
 
     /// Runs a select on the first node that answers and streams its answer.
     pub fn stream(&self, sql: &str) -> Result<impl Read + use<>, StoreError> {
-        self.first_node(|node| {
+        self.stream_on(&self.endpoint.nodes, sql)
+    }
+
+    /// Runs a select on the first of `nodes` that answers (the replicas of one shard) and
+    /// streams its answer.
+    pub fn stream_on(&self, nodes: &[String], sql: &str) -> Result<impl Read + use<>, StoreError> {
+        first_of(nodes, |node| {
             let answer = self.post(node, &[], sql.as_bytes())?;
             Ok(answer.into_body().into_reader())
         })
@@ -108,18 +114,9 @@ impl Client {
 
     fn first_node<T>(
         &self,
-        mut attempt: impl FnMut(&str) -> Result<T, StoreError>,
+        attempt: impl FnMut(&str) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let mut failure = None;
-        for node in &self.endpoint.nodes {
-            match attempt(node) {
-                Ok(v) => return Ok(v),
-                // A node that answered with an error would answer the same elsewhere.
-                Err(e) if is_answer(&e) => return Err(e),
-                Err(e) => failure = Some(e),
-            }
-        }
-        Err(failure.unwrap_or_else(|| remote("(none)", "the store URL lists no node")))
+        first_of(&self.endpoint.nodes, attempt)
     }
 
     /// Posts `body` with `params` in the URL; an answer that is not 200
@@ -158,6 +155,23 @@ impl Client {
             ),
         ))
     }
+}
+
+/// The answer of the first of `nodes` that answers.
+fn first_of<T>(
+    nodes: &[String],
+    mut attempt: impl FnMut(&str) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let mut failure = None;
+    for node in nodes {
+        match attempt(node) {
+            Ok(v) => return Ok(v),
+            // A node that answered with an error would answer the same elsewhere.
+            Err(e) if is_answer(&e) => return Err(e),
+            Err(e) => failure = Some(e),
+        }
+    }
+    Err(failure.unwrap_or_else(|| remote("(none)", "the store URL lists no node")))
 }
 
 fn remote(node: &str, reason: impl Into<String>) -> StoreError {

@@ -2,6 +2,7 @@
 
 use std::io::BufReader;
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use causeway_model::codec::native;
@@ -15,6 +16,7 @@ use crate::endpoint::Endpoint;
 use crate::http::Client;
 use crate::rowbinary::{RowReader, RowWriter};
 use crate::schema::{self, Tables};
+use crate::shards::ShardMap;
 
 const NS_PER_DAY: u64 = 86_400_000_000_000;
 
@@ -37,6 +39,8 @@ impl Default for ClickHouseOptions {
 pub struct ClickHouseStore {
     client: Client,
     tables: Tables,
+    /// Where each shard is, when the URL lists a node of every shard.
+    shards: Option<ShardMap>,
 }
 
 impl ClickHouseStore {
@@ -47,7 +51,20 @@ impl ClickHouseStore {
             schema::migrate(&client)?;
         }
         let tables = Tables::of(client.endpoint());
-        Ok(ClickHouseStore { client, tables })
+        let shards = match &client.endpoint().cluster {
+            Some(cluster) => ShardMap::learn(&client, cluster)?,
+            None => None,
+        };
+        Ok(ClickHouseStore {
+            client,
+            tables,
+            shards,
+        })
+    }
+
+    /// Where each shard is, when reads are routed by shard.
+    pub fn shards(&self) -> Option<&ShardMap> {
+        self.shards.as_ref()
     }
 
     /// The endpoint.
@@ -138,35 +155,44 @@ impl ClickHouseStore {
             .map(|id| format!("unhex('{id}')"))
             .collect::<Vec<_>>()
             .join(",");
-        self.grouped(&format!("trace_id IN ({list})"), fields, &mut |trace| {
+        let condition = format!("trace_id IN ({list})");
+        self.grouped(None, &condition, fields, &mut |trace| {
             each(trace);
             ControlFlow::Continue(())
         })
         .map(|_| ())
     }
 
-    /// Every trace with a span that satisfies `condition`, whole, one row per trace.
+    /// Every trace with a span that satisfies `condition`, whole, one row per trace: from
+    /// the one shard whose replicas `shard` lists, or else from every shard.
     fn grouped(
         &self,
+        shard: Option<&[String]>,
         condition: &str,
         fields: &Fields,
         visit: &mut dyn FnMut(Trace) -> ControlFlow<()>,
     ) -> Result<ScanStats, StoreError> {
         let t = &self.tables;
-        // A trace's spans are on one shard, so each shard groups its own and the
-        // initiator only concatenates.
-        let settings = if self.endpoint().cluster.is_some() {
-            " SETTINGS distributed_group_by_no_merge = 1"
-        } else {
-            ""
+        let (table, settings) = match shard {
+            Some(_) => (&t.rows_local, ""),
+            // A trace's spans are on one shard, so each shard groups its own and the
+            // initiator only concatenates.
+            None if self.endpoint().cluster.is_some() => {
+                (&t.rows, " SETTINGS distributed_group_by_no_merge = 1")
+            }
+            None => (&t.rows, ""),
         };
         let sql = format!(
-            "SELECT trace_id, groupArray(payload) FROM {} \
+            "SELECT trace_id, groupArray(payload) FROM {table} \
              WHERE trace_id IN (SELECT trace_id FROM {} WHERE {condition}) \
              GROUP BY trace_id{settings} FORMAT RowBinary",
-            t.rows, t.rows_local
+            t.rows_local
         );
-        let mut rows = RowReader::new(BufReader::with_capacity(1 << 16, self.client.stream(&sql)?));
+        let answer: Box<dyn std::io::Read> = match shard {
+            Some(nodes) => Box::new(self.client.stream_on(nodes, &sql)?),
+            None => Box::new(self.client.stream(&sql)?),
+        };
+        let mut rows = RowReader::new(BufReader::with_capacity(1 << 16, answer));
         let mut stats = ScanStats::default();
         let mut payloads: Vec<Vec<u8>> = Vec::new();
         while !rows.at_end().map_err(answer_error)? {
@@ -373,7 +399,18 @@ impl TraceStore for ClickHouseStore {
 
     fn trace(&self, id: TraceId) -> Result<Option<Trace>, StoreError> {
         let mut found = None;
-        self.select_traces(&[id], &Fields::All, |t| found = Some(t))?;
+        match &self.shards {
+            // Only the shard that holds the trace is asked.
+            Some(map) => {
+                let condition = format!("trace_id = unhex('{id}')");
+                let shard = Some(map.nodes(map.shard_of(id)));
+                self.grouped(shard, &condition, &Fields::All, &mut |t| {
+                    found = Some(t);
+                    ControlFlow::Continue(())
+                })?;
+            }
+            None => self.select_traces(&[id], &Fields::All, |t| found = Some(t))?,
+        }
         Ok(found)
     }
 
@@ -415,7 +452,42 @@ impl TraceStore for ClickHouseStore {
              GROUP BY trace_id HAVING min(start) >= {a} AND min(start) < {b})",
             self.tables.rows_local
         );
-        self.grouped(&condition, fields, &mut |t| visit(t))
+        let Some(map) = &self.shards else {
+            return self.grouped(None, &condition, fields, &mut |t| visit(t));
+        };
+        // One stream per shard, each decoded on its own thread; a Break on one stops all.
+        let stop = AtomicBool::new(false);
+        let (traces, spans) = (AtomicU64::new(0), AtomicU64::new(0));
+        let visit_until_stopped = |t: Trace| {
+            if stop.load(Ordering::Relaxed) {
+                return ControlFlow::Break(());
+            }
+            traces.fetch_add(1, Ordering::Relaxed);
+            spans.fetch_add(t.spans.len() as u64, Ordering::Relaxed);
+            let flow = visit(t);
+            if flow.is_break() {
+                stop.store(true, Ordering::Relaxed);
+            }
+            flow
+        };
+        std::thread::scope(|s| {
+            let threads: Vec<_> = map
+                .shards()
+                .map(|nodes| {
+                    let (condition, visit) = (&condition, &visit_until_stopped);
+                    s.spawn(move || self.grouped(Some(nodes), condition, fields, &mut |t| visit(t)))
+                })
+                .collect();
+            threads.into_iter().try_for_each(|t| {
+                t.join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+                    .map(drop)
+            })
+        })?;
+        Ok(ScanStats {
+            traces: traces.into_inner(),
+            spans: spans.into_inner(),
+        })
     }
 
     fn stats(&self) -> StoreStats {

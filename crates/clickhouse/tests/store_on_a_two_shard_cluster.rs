@@ -110,6 +110,9 @@ fn answers_as_the_embedded_store_does() {
                 node,
                 "a trace on two shards"
             );
+            // Where the client sends the trace's reads.
+            let id = TraceId::new(u128::from_be_bytes(id)).unwrap();
+            assert_eq!(ch.shards().unwrap().shard_of(id), node, "trace {id}");
         }
     }
 
