@@ -6,8 +6,6 @@
 mod common;
 
 use causeway_clickhouse::local_cluster::Cluster;
-use causeway_clickhouse::{ClickHouseOptions, Endpoint, SpoolOptions};
-use causeway_server::{Backend, ClickHouseConfig};
 use common::TestServer;
 use opentelemetry::trace::{Span as _, Status, TraceContextExt, Tracer, TracerProvider as _};
 use opentelemetry::KeyValue;
@@ -143,33 +141,11 @@ fn otlp_grpc_exporter_with_gzip() {
     check(&server, &sent, "grpc-app");
 }
 
-/// A server storing into the cluster, shipping its spool every 20 ms.
-fn clickhouse_server(name: &str, cluster: &Cluster) -> TestServer {
-    let endpoint = Endpoint::parse(&cluster.url("otel")).unwrap();
-    TestServer::start_with(name, |c| {
-        c.clickhouse = Some(ClickHouseConfig {
-            endpoint,
-            options: ClickHouseOptions::default(),
-            spool: SpoolOptions {
-                ship_interval: std::time::Duration::from_millis(20),
-                ..SpoolOptions::default()
-            },
-        })
-    })
-}
-
-fn wait_shipped(server: &TestServer) {
-    let Backend::ClickHouse(spool) = &server.server().backend else {
-        panic!("not on ClickHouse");
-    };
-    assert!(spool.wait_shipped(std::time::Duration::from_secs(30)));
-}
-
 #[test]
 fn two_servers_sharing_a_clickhouse_cluster() {
     let cluster = Cluster::start(2);
-    let a = clickhouse_server("otel-ch-a", &cluster);
-    let b = clickhouse_server("otel-ch-b", &cluster);
+    let a = TestServer::start_on_clickhouse("otel-ch-a", &cluster.url("otel"));
+    let b = TestServer::start_on_clickhouse("otel-ch-b", &cluster.url("otel"));
     let exporter = SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
@@ -191,8 +167,8 @@ fn two_servers_sharing_a_clickhouse_cluster() {
         p.shutdown().unwrap();
         sent
     };
-    wait_shipped(&a);
-    wait_shipped(&b);
+    a.wait_shipped();
+    b.wait_shipped();
     check(&b, &sent_to_a, "ch-http-app");
     check(&a, &sent_to_b, "ch-grpc-app");
     for server in [&a, &b] {

@@ -484,8 +484,28 @@ fn traces_sort_the_whole_window_in_place(server: &TestServer, ui: &mut Chromium)
 fn every_page_renders_what_the_api_answers() {
     let server = TestServer::start("ui");
     load(&server);
+    every_page_renders(&server, "ui");
+}
+
+/// The same pages, each check the same, on a server whose store is a two-shard ClickHouse
+/// cluster.
+#[test]
+fn every_page_renders_the_same_on_clickhouse() {
+    let cluster = causeway_clickhouse::local_cluster::Cluster::start(2);
+    let server = TestServer::start_on_clickhouse("ui-ch", &cluster.url("ui"));
+    load(&server);
+    server.wait_shipped();
+    every_page_renders(&server, "ui-ch");
+}
+
+fn every_page_renders(server: &TestServer, name: &str) {
     let base = server.api_url("/");
-    let mut ui = Chromium::launch("ui");
+    let mut ui = Chromium::launch(name);
+    // The embedded store's screenshots keep their names; another backend's are prefixed.
+    let shot = |page: &str| match name {
+        "ui" => page.to_string(),
+        _ => format!("{name}-{page}"),
+    };
     ui.goto(&base);
 
     // Search: the patterns of the last hour, the table agreeing with the API.
@@ -501,7 +521,7 @@ fn every_page_renders_what_the_api_answers() {
     assert!(ui
         .text(".results .summary")
         .contains(&format!("{} traces", HOMES + BUYS + 1)));
-    ui.screenshot("search-patterns");
+    ui.screenshot(&shot("search-patterns"));
 
     // Span name filter: only the slow traces run "rebuild index".
     assert_eq!(
@@ -537,8 +557,8 @@ fn every_page_renders_what_the_api_answers() {
         SLOW.iter().any(|i| top == hex(0x1000 + *i as u128)),
         "{top}"
     );
-    ui.screenshot("search-traces");
-    traces_sort_the_whole_window_in_place(&server, &mut ui);
+    ui.screenshot(&shot("search-traces"));
+    traces_sort_the_whole_window_in_place(server, &mut ui);
 
     // A pattern: the graph has one box per node of the API's answer; a histogram bar
     // lists example traces, and one opens.
@@ -583,7 +603,7 @@ fn every_page_renders_what_the_api_answers() {
         &format!("document.activeElement?.matches('g.bar[data-bucket=\"{bucket}\"]')"),
         "the focus on the chosen bar after the redraw",
     );
-    ui.screenshot("pattern");
+    ui.screenshot(&shot("pattern"));
     ui.eval("document.getElementById('view').dataset.state = 'navigating'; true");
     ui.click(".examples li a");
     ui.wait_for("document.getElementById('view').dataset.view === 'trace' && document.getElementById('view').dataset.state === 'ready'", "the example trace");
@@ -655,7 +675,7 @@ fn every_page_renders_what_the_api_answers() {
         "server and network time",
     );
     assert!(ui.count(".bar.rpc .server-part") > 0);
-    ui.screenshot("trace");
+    ui.screenshot(&shot("trace"));
     // Folding the root hides the rest, in the URL too.
     ui.click(".row button.fold");
     ui.wait_for(
@@ -697,7 +717,7 @@ fn every_page_renders_what_the_api_answers() {
     );
     assert_eq!(ui.open(&format!("#/trace/{buy_id}?adjust=none")), "ready");
     assert!(ui.text(".offsets").starts_with("Raw times"));
-    ui.screenshot("trace-raw-clocks");
+    ui.screenshot(&shot("trace-raw-clocks"));
 
     // A cycle of parent links: every span drawn, once, and the tab stays responsive.
     assert_eq!(ui.open(&format!("#/trace/{}", hex(CYCLE))), "ready");
@@ -731,7 +751,7 @@ fn every_page_renders_what_the_api_answers() {
         "{}",
         ui.text(".detail")
     );
-    ui.screenshot("trace-inferred");
+    ui.screenshot(&shot("trace-inferred"));
 
     // The Inferred page: the path's pattern, its timeline (web a box, db a diamond: it
     // was not captured), and web's delay before calling db.
@@ -777,7 +797,7 @@ fn every_page_renders_what_the_api_answers() {
         ui.text(".node-delays")
     );
     assert!(ui.count(&format!("a.example[href='#/trace/{}']", hex(INFERRED))) == 1);
-    ui.screenshot("inferred");
+    ui.screenshot(&shot("inferred"));
 
     // The Logs page: requests stitched from two nodes' logs, by log-point sequence, with
     // their latency histogram; an example opens as a trace whose lines are events; the
@@ -805,7 +825,7 @@ fn every_page_renders_what_the_api_answers() {
         "order"
     );
     assert_eq!(ui.count("table.log-links tbody tr"), 1);
-    ui.screenshot("logs");
+    ui.screenshot(&shot("logs"));
     ui.click("table.log-sequences tbody tr:nth-child(2)");
     ui.wait_for(
         "document.querySelector('table.log-sequences tr.chosen')?.dataset.sequence === '1'",
@@ -899,7 +919,7 @@ fn every_page_renders_what_the_api_answers() {
         frames["max"].as_f64().unwrap()
     );
     assert!(ui.count(".rows .row") < 200);
-    ui.screenshot("trace-10k");
+    ui.screenshot(&shot("trace-10k"));
 
     // Dependencies: every edge drawn, the replicas' uneven load called out.
     assert_eq!(ui.open("#/dependencies?lookback=1h"), "ready");
@@ -936,7 +956,7 @@ fn every_page_renders_what_the_api_answers() {
     assert!(ui
         .text("table.edges")
         .contains(&format!("{}", HOMES + BUYS)));
-    ui.screenshot("dependencies");
+    ui.screenshot(&shot("dependencies"));
 
     // Compare a fast and a slow GET /home: the slow path is extra in B.
     let fast_id = hex(0x1000);
@@ -948,7 +968,7 @@ fn every_page_renders_what_the_api_answers() {
     assert!(extra.contains("rebuild index"), "{extra}");
     // A span on one side only shows the time it took there, not a change of 0.
     assert!(extra.contains("+200 ms"), "{extra}");
-    ui.screenshot("compare");
+    ui.screenshot(&shot("compare"));
 
     // Expectations: GET /home has a validator that allows no slow path; the slow traces
     // are unexpected, stop at "rebuild index", and open in the trace view marked there.

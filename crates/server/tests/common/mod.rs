@@ -56,6 +56,29 @@ impl TestServer {
         }
     }
 
+    /// A server storing into the ClickHouse store at `url`, shipping its spool every 20 ms.
+    pub fn start_on_clickhouse(name: &str, url: &str) -> TestServer {
+        let endpoint = causeway_clickhouse::Endpoint::parse(url).unwrap();
+        TestServer::start_with(name, |c| {
+            c.clickhouse = Some(causeway_server::ClickHouseConfig {
+                endpoint,
+                options: causeway_clickhouse::ClickHouseOptions::default(),
+                spool: causeway_clickhouse::SpoolOptions {
+                    ship_interval: Duration::from_millis(20),
+                    ..causeway_clickhouse::SpoolOptions::default()
+                },
+            })
+        })
+    }
+
+    /// Waits until a server on ClickHouse has shipped every span it acknowledged.
+    pub fn wait_shipped(&self) {
+        let causeway_server::Backend::ClickHouse(spool) = &self.server().backend else {
+            panic!("not on ClickHouse");
+        };
+        assert!(spool.wait_shipped(Duration::from_secs(30)));
+    }
+
     pub fn server(&self) -> &RunningServer {
         self.server.as_ref().unwrap()
     }
