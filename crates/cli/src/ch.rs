@@ -27,6 +27,10 @@ pub struct LocalClusterArgs {
     /// The database in the printed URL.
     #[arg(long, default_value = causeway_clickhouse::endpoint::DEFAULT_DATABASE)]
     database: String,
+    /// Also serve HTTPS, with a test certificate for 127.0.0.1, and print that URL (its
+    /// `ca=` names the test authority) instead.
+    #[arg(long)]
+    https: bool,
 }
 
 /// A ClickHouse store and how to sign in to it.
@@ -102,8 +106,16 @@ fn local_cluster(a: LocalClusterArgs) -> Result<()> {
     if a.shards == 0 {
         anyhow::bail!("--shards must be at least 1");
     }
-    let cluster = causeway_clickhouse::local_cluster::Cluster::start(a.shards);
-    outln!("{}", cluster.url(&a.database));
+    use causeway_clickhouse::local_cluster::Cluster;
+    let cluster = if a.https {
+        let cluster = Cluster::start_with_https(a.shards);
+        outln!("{}", cluster.https_url(&a.database));
+        cluster
+    } else {
+        let cluster = Cluster::start(a.shards);
+        outln!("{}", cluster.url(&a.database));
+        cluster
+    };
     statusln!(
         "{} clickhouse-server processes running; press Ctrl-C to stop",
         a.shards

@@ -1,9 +1,12 @@
-//! Where the cluster is: `clickhouse://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...][/DB][?cluster=NAME]`.
+//! Where the cluster is: `clickhouse://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...][/DB][?cluster=NAME]`,
+//! or `clickhouses://...[?ca=PEM]` for HTTPS.
 
 use std::fmt;
 
 /// ClickHouse's HTTP port.
 pub const DEFAULT_PORT: u16 = 8123;
+/// ClickHouse's HTTPS port.
+pub const DEFAULT_TLS_PORT: u16 = 8443;
 /// The database the tables go in when the URL names none.
 pub const DEFAULT_DATABASE: &str = "causeway";
 
@@ -23,6 +26,9 @@ pub struct Endpoint {
     pub user: Option<String>,
     /// Password; never printed.
     pub password: Option<String>,
+    /// A PEM file of the certificates to trust for HTTPS instead of the public roots (a
+    /// cluster's own authority).
+    pub ca: Option<String>,
 }
 
 /// Why a store URL was refused, naming the part.
@@ -80,22 +86,31 @@ impl Endpoint {
                 None => (Some(decode("user", u)?), None),
             },
         };
-        let nodes = hosts.split(',').map(node).collect::<Result<Vec<_>, _>>()?;
+        let default_port = if tls { DEFAULT_TLS_PORT } else { DEFAULT_PORT };
+        let nodes = hosts
+            .split(',')
+            .map(|h| node(h, default_port))
+            .collect::<Result<Vec<_>, _>>()?;
         let database = match path.trim_end_matches('/') {
             "" => DEFAULT_DATABASE.to_string(),
             db => identifier("database", db)?.to_string(),
         };
-        let mut cluster = None;
+        let (mut cluster, mut ca) = (None, None);
         if let Some(q) = query {
             let pairs: Vec<(String, String)> =
                 serde_urlencoded::from_str(q).map_err(|e| fail("query", format!("{q:?}: {e}")))?;
             for (key, value) in pairs {
                 match key.as_str() {
                     "cluster" => cluster = Some(identifier("cluster", &value)?.to_string()),
+                    "ca" if !tls => {
+                        return Err(fail("ca", "only HTTPS URLs (clickhouses://) take a CA"))
+                    }
+                    "ca" if value.is_empty() => return Err(fail("ca", "empty (expected a path)")),
+                    "ca" => ca = Some(value),
                     other => {
                         return Err(fail(
                             "query",
-                            format!("unknown parameter {other:?} (known: cluster)"),
+                            format!("unknown parameter {other:?} (known: cluster, ca)"),
                         ))
                     }
                 }
@@ -108,6 +123,7 @@ impl Endpoint {
             cluster,
             user,
             password,
+            ca,
         })
     }
 
@@ -136,8 +152,16 @@ impl fmt::Display for Endpoint {
             write!(f, "{user}@")?;
         }
         write!(f, "{}/{}", self.nodes.join(","), self.database)?;
+        let mut query = Vec::new();
         if let Some(cluster) = &self.cluster {
-            write!(f, "?cluster={cluster}")?;
+            query.push(("cluster", cluster.as_str()));
+        }
+        if let Some(ca) = &self.ca {
+            query.push(("ca", ca.as_str()));
+        }
+        if !query.is_empty() {
+            let query = serde_urlencoded::to_string(query).map_err(|_| fmt::Error)?;
+            write!(f, "?{query}")?;
         }
         Ok(())
     }
@@ -151,7 +175,7 @@ fn decode(part: &'static str, text: &str) -> Result<String, EndpointError> {
     Ok(pairs.into_iter().next().map(|(_, v)| v).unwrap_or_default())
 }
 
-fn node(text: &str) -> Result<String, EndpointError> {
+fn node(text: &str, default_port: u16) -> Result<String, EndpointError> {
     if text.is_empty() {
         return Err(fail("host", "empty (expected HOST or HOST:PORT)"));
     }
@@ -171,7 +195,7 @@ fn node(text: &str) -> Result<String, EndpointError> {
         ));
     }
     let port = match port {
-        None => DEFAULT_PORT,
+        None => default_port,
         Some(p) => p
             .parse::<u16>()
             .ok()
@@ -221,11 +245,19 @@ mod tests {
     #[test]
     fn defaults_and_https() {
         let e = Endpoint::parse("https://127.0.0.1").unwrap();
-        assert_eq!(e.nodes, vec!["127.0.0.1:8123"]);
+        assert_eq!(e.nodes, vec!["127.0.0.1:8443"]);
         assert!(e.tls);
         assert_eq!(e.database, DEFAULT_DATABASE);
         assert_eq!(e.cluster, None);
-        assert_eq!(e.base_url(&e.nodes[0]), "https://127.0.0.1:8123/");
+        assert_eq!(e.ca, None);
+        assert_eq!(e.base_url(&e.nodes[0]), "https://127.0.0.1:8443/");
+        let e = Endpoint::parse("clickhouses://a:9440/t?cluster=c&ca=/etc/ch/ca%20.pem").unwrap();
+        assert_eq!(e.ca.as_deref(), Some("/etc/ch/ca .pem"));
+        assert_eq!(
+            e.to_string(),
+            "clickhouses://a:9440/t?cluster=c&ca=%2Fetc%2Fch%2Fca+.pem"
+        );
+        assert_eq!(Endpoint::parse(&e.to_string()).unwrap(), e);
     }
 
     #[test]
@@ -239,5 +271,7 @@ mod tests {
         assert_eq!(part("clickhouse://a/x;drop"), "database");
         assert_eq!(part("clickhouse://a/db?cluster=c'1"), "cluster");
         assert_eq!(part("clickhouse://a/db?shard=1"), "query");
+        assert_eq!(part("clickhouse://a/db?ca=ca.pem"), "ca");
+        assert_eq!(part("clickhouses://a/db?ca="), "ca");
     }
 }

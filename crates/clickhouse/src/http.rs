@@ -23,16 +23,19 @@ pub struct Client {
 impl Client {
     /// A client whose requests give up after `timeout` (connect, send and answer).
     pub fn new(endpoint: Endpoint, timeout: Duration) -> Result<Client, StoreError> {
-        if endpoint.tls {
-            return Err(StoreError::Remote {
-                node: endpoint.nodes.join(","),
-                reason: "HTTPS is not supported by this build yet; use clickhouse:// (HTTP)".into(),
-            });
-        }
+        let roots = match &endpoint.ca {
+            Some(path) => trusted_certificates(path)?,
+            None => ureq::tls::RootCerts::WebPki,
+        };
+        let tls = ureq::tls::TlsConfig::builder()
+            .provider(ureq::tls::TlsProvider::Rustls)
+            .root_certs(roots)
+            .build();
         let agent = ureq::Agent::new_with_config(
             ureq::config::Config::builder()
                 .timeout_global(Some(timeout))
                 .http_status_as_error(false)
+                .tls_config(tls)
                 .build(),
         );
         let authorization = endpoint.user.as_ref().map(|user| {
@@ -172,6 +175,27 @@ fn first_of<T>(
         }
     }
     Err(failure.unwrap_or_else(|| remote("(none)", "the store URL lists no node")))
+}
+
+/// The certificates of the PEM file at `path`, as the only roots HTTPS trusts.
+fn trusted_certificates(path: &str) -> Result<ureq::tls::RootCerts, StoreError> {
+    let refused = |reason: String| StoreError::Remote {
+        node: format!("ca={path}"),
+        reason,
+    };
+    let pem = std::fs::read(path).map_err(|e| refused(format!("reading it: {e}")))?;
+    let mut certificates = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => certificates.push(c),
+            Ok(_) => {}
+            Err(e) => return Err(refused(format!("not PEM: {e}"))),
+        }
+    }
+    if certificates.is_empty() {
+        return Err(refused("holds no certificate".into()));
+    }
+    Ok(ureq::tls::RootCerts::new_with_certs(&certificates))
 }
 
 fn remote(node: &str, reason: impl Into<String>) -> StoreError {

@@ -15,6 +15,8 @@ pub const CLUSTER: &str = "causeway";
 struct Node {
     child: Option<Child>,
     http_port: u16,
+    /// Its HTTPS port, when the cluster serves HTTPS.
+    https_port: Option<u16>,
     config: PathBuf,
 }
 
@@ -56,6 +58,16 @@ fn binary() -> PathBuf {
 impl Cluster {
     /// Starts `shards` servers and waits until each answers.
     pub fn start(shards: usize) -> Cluster {
+        Cluster::start_serving(shards, false)
+    }
+
+    /// [`Cluster::start`], each node also serving HTTPS with a certificate for
+    /// `127.0.0.1` signed by the authority [`Cluster::https_url`] names.
+    pub fn start_with_https(shards: usize) -> Cluster {
+        Cluster::start_serving(shards, true)
+    }
+
+    fn start_serving(shards: usize, https: bool) -> Cluster {
         let binary = binary();
         let dir = std::env::temp_dir().join(format!(
             "causeway-clickhouse-{}-{}",
@@ -65,6 +77,8 @@ impl Cluster {
         let ports: Vec<(u16, u16, u16)> = (0..shards)
             .map(|_| (free_port(), free_port(), free_port()))
             .collect();
+        std::fs::create_dir_all(&dir).expect("create cluster directory");
+        std::fs::write(dir.join("ca.pem"), TLS_CA).expect("write ca.pem");
         let remote: String = ports
             .iter()
             .map(|(_, tcp, _)| {
@@ -80,6 +94,24 @@ impl Cluster {
             let h = home.display();
             let config = home.join("config.xml");
             std::fs::write(home.join("users.xml"), USERS).expect("write users.xml");
+            let https_port = https.then(free_port);
+            let https_config = match https_port {
+                Some(port) => {
+                    std::fs::write(home.join("server.pem"), TLS_CERTIFICATE)
+                        .expect("write server.pem");
+                    std::fs::write(home.join("server.key"), TLS_KEY).expect("write server.key");
+                    format!(
+                        "<https_port>{port}</https_port><openSSL><server>\
+                         <certificateFile>{h}/server.pem</certificateFile>\
+                         <privateKeyFile>{h}/server.key</privateKeyFile>\
+                         <verificationMode>none</verificationMode>\
+                         <loadDefaultCAFile>false</loadDefaultCAFile>\
+                         <disableProtocols>sslv2,sslv3</disableProtocols>\
+                         </server></openSSL>"
+                    )
+                }
+                None => String::new(),
+            };
             std::fs::write(
                 &config,
                 format!(
@@ -91,6 +123,7 @@ impl Cluster {
   <tcp_port>{tcp}</tcp_port>
   <interserver_http_port>{interserver}</interserver_http_port>
   <interserver_http_host>127.0.0.1</interserver_http_host>
+  {https_config}
   <path>{h}/data/</path>
   <tmp_path>{h}/tmp/</tmp_path>
   <user_files_path>{h}/user_files/</user_files_path>
@@ -109,6 +142,7 @@ impl Cluster {
             nodes.push(Node {
                 child: None,
                 http_port: http,
+                https_port,
                 config,
             });
         }
@@ -129,6 +163,21 @@ impl Cluster {
         format!(
             "clickhouse://{}/{database}?cluster={CLUSTER}",
             nodes.join(",")
+        )
+    }
+
+    /// The HTTPS store URL of the whole cluster (started by [`Cluster::start_with_https`]),
+    /// trusting the authority that signed the nodes' certificate.
+    pub fn https_url(&self, database: &str) -> String {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.https_port.expect("a node serving HTTPS")))
+            .collect();
+        format!(
+            "clickhouses://{}/{database}?cluster={CLUSTER}&ca={}",
+            nodes.join(","),
+            self.dir.join("ca.pem").display()
         )
     }
 
@@ -206,6 +255,11 @@ impl Drop for Cluster {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+// A test authority and the certificate it signed for 127.0.0.1 (see testdata/tls).
+const TLS_CA: &str = include_str!("../testdata/tls/ca.pem");
+const TLS_CERTIFICATE: &str = include_str!("../testdata/tls/server.pem");
+const TLS_KEY: &str = include_str!("../testdata/tls/server.key");
 
 const USERS: &str = r#"<?xml version="1.0"?>
 <yandex>

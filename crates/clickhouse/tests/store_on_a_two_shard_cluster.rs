@@ -241,6 +241,39 @@ fn a_down_node_is_an_error_naming_it() {
     assert!(e.contains("unreachable"), "{e}");
 }
 
+/// HTTPS to every node: the cluster's own authority trusted through `ca=`; without it the
+/// nodes' certificate is refused, and a `ca=` that is not a certificate is named.
+#[test]
+fn https_trusts_the_authority_the_url_names() {
+    let cluster = Cluster::start_with_https(2);
+    let url = cluster.https_url("tls");
+    let ch = clickhouse(&url);
+    let spans = spans();
+    ch.append(spans.clone()).unwrap();
+    let id = spans[0].trace_id;
+    let want = spans.iter().filter(|s| s.trace_id == id).count();
+    assert_eq!(ch.trace(id).unwrap().unwrap().spans.len(), want);
+    assert_eq!(scan(&ch, TimeWindow::ALL, &Fields::All).len(), 300);
+
+    let open = |url: &str| {
+        ClickHouseStore::open(Endpoint::parse(url).unwrap(), ClickHouseOptions::default())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let public_roots = url.split("&ca=").next().unwrap();
+    let e = open(public_roots);
+    assert!(e.contains("unreachable") && e.contains("ertificate"), "{e}");
+    let not_pem = std::env::temp_dir().join(format!("causeway-not-a-ca-{}", std::process::id()));
+    std::fs::write(&not_pem, "hello").unwrap();
+    let e = open(&format!("{public_roots}&ca={}", not_pem.display()));
+    assert!(
+        e.contains(&not_pem.display().to_string()) && e.contains("no certificate"),
+        "{e}"
+    );
+    let _ = std::fs::remove_file(not_pem);
+}
+
 /// SQL over the `spans` view: each span once (one batch was stored twice), the embedded
 /// store's column names and text forms, the row limit, and refusals of writes and of bad
 /// SQL as the user's errors.
