@@ -30,7 +30,7 @@ enum What {
     /// Latency of trace-by-id and searches over a store of many spans.
     Query(QueryArgs),
     /// Time and memory of the dependency graph and execution patterns over many traces.
-    Analyses(AnalysesArgs),
+    Analyses(AnalysesBenchArgs),
     /// Time to reconcile and check every stored path against recognizers generated from
     /// the most common patterns.
     Expect(ExpectArgs),
@@ -70,6 +70,16 @@ struct ExpectArgs {
     /// Recognizers to check every path against.
     #[arg(long, default_value_t = 20)]
     recognizers: usize,
+}
+
+#[derive(Args)]
+struct AnalysesBenchArgs {
+    #[command(flatten)]
+    store: AnalysesArgs,
+    /// Also run it on this ClickHouse store (in a fresh database, dropped afterwards),
+    /// side by side with the embedded store.
+    #[command(flatten)]
+    clickhouse: crate::ch::ClickHouseStoreArgs,
 }
 
 #[derive(Args)]
@@ -506,6 +516,28 @@ fn drop_database(endpoint: &causeway_clickhouse::Endpoint) {
     }
 }
 
+/// A server on the ClickHouse store at `endpoint`, its spool in `dir`, on free loopback
+/// ports.
+async fn start_clickhouse_server(
+    dir: &std::path::Path,
+    endpoint: &causeway_clickhouse::Endpoint,
+) -> Result<causeway_server::RunningServer> {
+    Ok(causeway_server::start(ServerConfig {
+        data_dir: dir.to_path_buf(),
+        grpc_addr: "127.0.0.1:0".parse()?,
+        ingest_addr: "127.0.0.1:0".parse()?,
+        http_addr: "127.0.0.1:0".parse()?,
+        query_timeout: std::time::Duration::from_secs(3600),
+        clickhouse: Some(causeway_server::ClickHouseConfig {
+            endpoint: endpoint.clone(),
+            options: causeway_clickhouse::ClickHouseOptions::default(),
+            spool: causeway_clickhouse::SpoolOptions::default(),
+        }),
+        ..ServerConfig::default()
+    })
+    .await?)
+}
+
 /// A server over the store in `dir` on free loopback ports.
 async fn start_server(
     dir: &std::path::Path,
@@ -525,6 +557,7 @@ async fn start_server(
 }
 
 /// How much to load.
+#[derive(Clone, Copy)]
 enum Goal {
     Spans(u64),
     Traces(u64),
@@ -671,24 +704,12 @@ fn query_clickhouse(
     let sample = load_into(
         &store,
         Generator::new(7, start, per_trace_ns),
-        a.spans as u64,
+        Goal::Spans(a.spans as u64),
     )?;
     let usage = store.disk_usage()?;
     let spool = TempDir::new(None, "query-spool");
     let rt = crate::runtime()?;
-    let server = rt.block_on(causeway_server::start(ServerConfig {
-        data_dir: spool.0.clone(),
-        grpc_addr: "127.0.0.1:0".parse()?,
-        ingest_addr: "127.0.0.1:0".parse()?,
-        http_addr: "127.0.0.1:0".parse()?,
-        query_timeout: std::time::Duration::from_secs(3600),
-        clickhouse: Some(causeway_server::ClickHouseConfig {
-            endpoint: endpoint.clone(),
-            options: causeway_clickhouse::ClickHouseOptions::default(),
-            spool: causeway_clickhouse::SpoolOptions::default(),
-        }),
-        ..ServerConfig::default()
-    }))?;
+    let server = rt.block_on(start_clickhouse_server(&spool.0, endpoint))?;
     let mut result = time_queries(&format!("http://{}", server.http_addr), &sample, a.queries);
     rt.block_on(server.shutdown());
     if let Ok(r) = &mut result {
@@ -698,23 +719,30 @@ fn query_clickhouse(
     result
 }
 
-/// Appends generated traces to a ClickHouse store in 50 000-span inserts until `spans`;
+/// Appends generated traces to a ClickHouse store in 50 000-span inserts until the goal;
 /// returns up to 10 000 of the trace ids.
 fn load_into(
     store: &causeway_clickhouse::ClickHouseStore,
     mut g: Generator,
-    spans: u64,
+    goal: Goal,
 ) -> Result<Vec<TraceId>> {
-    let progress = bar(spans, "spans loaded into ClickHouse");
+    let (total, unit) = match goal {
+        Goal::Spans(n) => (n, "spans loaded into ClickHouse"),
+        Goal::Traces(n) => (n, "traces loaded into ClickHouse"),
+    };
+    let progress = bar(total, unit);
     let (mut loaded, mut sample, mut batch) = (0u64, Vec::new(), Vec::new());
-    while loaded < spans {
+    while loaded < total {
         let t = g.trace();
-        loaded += t.len() as u64;
+        loaded += match goal {
+            Goal::Spans(_) => t.len() as u64,
+            Goal::Traces(_) => 1,
+        };
         if sample.len() < 10_000 {
             sample.push(t[0].trace_id);
         }
         batch.extend(t);
-        if batch.len() >= 50_000 || loaded >= spans {
+        if batch.len() >= 50_000 || loaded >= total {
             store.append(std::mem::take(&mut batch))?;
             progress.set_position(loaded);
         }
@@ -799,6 +827,12 @@ fn time_queries(api: &str, sample: &[TraceId], n: usize) -> Result<serde_json::V
 
 /// Opens (and, when empty, fills) the store of generated traces the analyses read;
 /// returns it with the seconds loading took.
+/// Where the analysed traces start and how far apart: 100 µs apart, the last just before now.
+fn analysis_span(a: &AnalysesArgs) -> (u64, u64) {
+    let per_trace_ns = 100_000;
+    (now_ns() - (a.traces + 1) * per_trace_ns, per_trace_ns)
+}
+
 fn analysis_store(
     a: &AnalysesArgs,
     name: &str,
@@ -813,8 +847,7 @@ fn analysis_store(
     {
         let store = Store::open(&dir.0, opts.clone())?;
         if store.stats().block_spans == 0 {
-            let per_trace_ns = 100_000;
-            let start = now_ns() - (a.traces + 1) * per_trace_ns;
+            let (start, per_trace_ns) = analysis_span(a);
             let g = Generator::new(7, start, per_trace_ns).with_request_types(request_types);
             load(&store, g, Goal::Traces(a.traces))?;
         }
@@ -822,17 +855,54 @@ fn analysis_store(
     Ok((dir, opts, load_started.elapsed().as_secs_f64()))
 }
 
-fn analyses(a: AnalysesArgs) -> Result<()> {
-    let (dir, opts, load_seconds) = analysis_store(&a, "analyses", a.request_types.unwrap_or(40))?;
+fn analyses(args: AnalysesBenchArgs) -> Result<()> {
+    let a = &args.store;
+    let request_types = a.request_types.unwrap_or(40);
+    let (dir, opts, load_seconds) = analysis_store(a, "analyses", request_types)?;
     let rt = crate::runtime()?;
     let server = rt.block_on(start_server(&dir.0, opts))?;
     let stats = server.store.stats();
-    let api = Client::new(&format!("http://{}", server.http_addr), None);
     let rss_before = current_rss_mib();
+    let analysed = time_analyses(&format!("http://{}", server.http_addr), a.runs);
+    rt.block_on(server.shutdown());
+    let mut embedded = analysed?;
+    embedded["stored_spans"] = (stats.block_spans + stats.head_spans).into();
+    embedded["load_seconds"] = ((load_seconds * 10.0).round() / 10.0).into();
+    embedded["rss_before_analyses_mib"] = rss_before.into();
+    let Some(endpoint) = bench_endpoint(&args.clickhouse, "analyses")? else {
+        embedded["peak_rss_mib"] = peak_rss_mib().into();
+        return report(&embedded, a.json);
+    };
+    let on_clickhouse = analyses_clickhouse(a, request_types, &endpoint);
+    drop_database(&endpoint);
+    let on_clickhouse = on_clickhouse?;
+    let ratio = |key: &str| {
+        let p50 = |v: &serde_json::Value| v[key]["p50_ms"].as_f64();
+        p50(&on_clickhouse)
+            .zip(p50(&embedded))
+            .map(|(c, e)| (c / e.max(1e-9) * 100.0).round() / 100.0)
+    };
+    let result = serde_json::json!({
+        "clickhouse_to_embedded_p50": {
+            "dependencies": ratio("dependencies"),
+            "patterns": ratio("patterns"),
+            "one_pattern_detail": ratio("one_pattern_detail"),
+        },
+        "embedded": embedded,
+        "clickhouse": on_clickhouse,
+        "peak_rss_mib": peak_rss_mib(),
+    });
+    report(&result, a.json)
+}
+
+/// Times the dependency graph, the patterns and one pattern's detail through the API at
+/// `api`, `runs` times each.
+fn time_analyses(api: &str, runs: usize) -> Result<serde_json::Value> {
+    let api = Client::new(api, None);
     let measure = |path: &str| -> Result<(serde_json::Value, serde_json::Value)> {
         let mut times = Vec::new();
         let mut last = serde_json::Value::Null;
-        for _ in 0..a.runs.max(1) {
+        for _ in 0..runs.max(1) {
             let t = Instant::now();
             last = api.get(path)?;
             times.push(t.elapsed());
@@ -846,21 +916,44 @@ fn analyses(a: AnalysesArgs) -> Result<()> {
         .unwrap_or("")
         .to_string();
     let (pattern_time, _) = measure(&format!("/api/patterns/{top}"))?;
-    rt.block_on(server.shutdown());
-    let result = serde_json::json!({
+    Ok(serde_json::json!({
         "stored_traces": deps["window"]["tracesScanned"],
-        "stored_spans": stats.block_spans + stats.head_spans,
-        "load_seconds": (load_seconds * 10.0).round() / 10.0,
         "dependencies": deps_time,
         "dependency_edges": deps["edges"].as_array().map_or(0, Vec::len),
         "patterns": patterns_time,
         "patterns_found": patterns["patterns"].as_array().map_or(0, Vec::len),
         "untracked_traces": patterns["untrackedTraces"],
         "one_pattern_detail": pattern_time,
-        "rss_before_analyses_mib": rss_before,
-        "peak_rss_mib": peak_rss_mib(),
-    });
-    report(&result, a.json)
+    }))
+}
+
+/// The analyses benchmark on ClickHouse: the same generated traces loaded straight into
+/// the store, then the same requests through a server on it.
+fn analyses_clickhouse(
+    a: &AnalysesArgs,
+    request_types: u64,
+    endpoint: &causeway_clickhouse::Endpoint,
+) -> Result<serde_json::Value> {
+    let store = causeway_clickhouse::ClickHouseStore::open(
+        endpoint.clone(),
+        causeway_clickhouse::ClickHouseOptions::default(),
+    )?;
+    let load_started = Instant::now();
+    let (start, per_trace_ns) = analysis_span(a);
+    let g = Generator::new(7, start, per_trace_ns).with_request_types(request_types);
+    load_into(&store, g, Goal::Traces(a.traces))?;
+    let load_seconds = load_started.elapsed().as_secs_f64();
+    let usage = store.disk_usage()?;
+    let spool = TempDir::new(None, "analyses-spool");
+    let rt = crate::runtime()?;
+    let server = rt.block_on(start_clickhouse_server(&spool.0, endpoint))?;
+    let mut result = time_analyses(&format!("http://{}", server.http_addr), a.runs);
+    rt.block_on(server.shutdown());
+    if let Ok(r) = &mut result {
+        r["stored_spans"] = usage.spans.into();
+        r["load_seconds"] = ((load_seconds * 10.0).round() / 10.0).into();
+    }
+    result
 }
 
 fn expect(a: ExpectArgs) -> Result<()> {
