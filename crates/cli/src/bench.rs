@@ -668,25 +668,38 @@ fn query(a: QueryArgs) -> Result<()> {
     };
     let on_clickhouse = query_clickhouse(&a, &endpoint, start, per_trace_ns);
     drop_database(&endpoint);
-    let on_clickhouse = on_clickhouse?;
-    let ratio = |key: &str| {
-        let p50 = |v: &serde_json::Value| v[key]["p50_ms"].as_f64();
-        p50(&on_clickhouse)
-            .zip(p50(&embedded))
-            .map(|(c, e)| (c / e.max(1e-9) * 100.0).round() / 100.0)
-    };
-    let result = serde_json::json!({
-        "clickhouse_to_embedded_p50": {
-            "trace_by_id": ratio("trace_by_id"),
-            "search_service_operation": ratio("search_service_operation"),
-            "search_attribute": ratio("search_attribute"),
-            "search_service_attribute": ratio("search_service_attribute"),
-        },
+    let kinds = [
+        "trace_by_id",
+        "search_service_operation",
+        "search_attribute",
+        "search_service_attribute",
+    ];
+    report(&side_by_side(embedded, on_clickhouse?, &kinds), a.json)
+}
+
+/// Both stores' results of one benchmark, with the ClickHouse-to-embedded ratio of the
+/// median of each of `kinds`.
+fn side_by_side(
+    embedded: serde_json::Value,
+    on_clickhouse: serde_json::Value,
+    kinds: &[&str],
+) -> serde_json::Value {
+    let ratios: serde_json::Map<String, serde_json::Value> = kinds
+        .iter()
+        .map(|&key| {
+            let p50 = |v: &serde_json::Value| v[key]["p50_ms"].as_f64();
+            let ratio = p50(&on_clickhouse)
+                .zip(p50(&embedded))
+                .map(|(c, e)| (c / e.max(1e-9) * 100.0).round() / 100.0);
+            (key.to_string(), ratio.into())
+        })
+        .collect();
+    serde_json::json!({
+        "clickhouse_to_embedded_p50": ratios,
         "embedded": embedded,
         "clickhouse": on_clickhouse,
         "peak_rss_mib": peak_rss_mib(),
-    });
-    report(&result, a.json)
+    })
 }
 
 /// The query benchmark on ClickHouse: the same generated spans loaded straight into the
@@ -875,24 +888,8 @@ fn analyses(args: AnalysesBenchArgs) -> Result<()> {
     };
     let on_clickhouse = analyses_clickhouse(a, request_types, &endpoint);
     drop_database(&endpoint);
-    let on_clickhouse = on_clickhouse?;
-    let ratio = |key: &str| {
-        let p50 = |v: &serde_json::Value| v[key]["p50_ms"].as_f64();
-        p50(&on_clickhouse)
-            .zip(p50(&embedded))
-            .map(|(c, e)| (c / e.max(1e-9) * 100.0).round() / 100.0)
-    };
-    let result = serde_json::json!({
-        "clickhouse_to_embedded_p50": {
-            "dependencies": ratio("dependencies"),
-            "patterns": ratio("patterns"),
-            "one_pattern_detail": ratio("one_pattern_detail"),
-        },
-        "embedded": embedded,
-        "clickhouse": on_clickhouse,
-        "peak_rss_mib": peak_rss_mib(),
-    });
-    report(&result, a.json)
+    let kinds = ["dependencies", "patterns", "one_pattern_detail"];
+    report(&side_by_side(embedded, on_clickhouse?, &kinds), a.json)
 }
 
 /// Times the dependency graph, the patterns and one pattern's detail through the API at
