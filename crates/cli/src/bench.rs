@@ -523,17 +523,12 @@ async fn start_clickhouse_server(
     endpoint: &causeway_clickhouse::Endpoint,
 ) -> Result<causeway_server::RunningServer> {
     Ok(causeway_server::start(ServerConfig {
-        data_dir: dir.to_path_buf(),
-        grpc_addr: "127.0.0.1:0".parse()?,
-        ingest_addr: "127.0.0.1:0".parse()?,
-        http_addr: "127.0.0.1:0".parse()?,
-        query_timeout: std::time::Duration::from_secs(3600),
         clickhouse: Some(causeway_server::ClickHouseConfig {
             endpoint: endpoint.clone(),
             options: causeway_clickhouse::ClickHouseOptions::default(),
             spool: causeway_clickhouse::SpoolOptions::default(),
         }),
-        ..ServerConfig::default()
+        ..bench_server_config(dir)?
     })
     .await?)
 }
@@ -544,16 +539,23 @@ async fn start_server(
     store: StoreOptions,
 ) -> Result<causeway_server::RunningServer> {
     Ok(causeway_server::start(ServerConfig {
+        store,
+        ..bench_server_config(dir)?
+    })
+    .await?)
+}
+
+/// A benchmark's server: its data in `dir`, free loopback ports, and no query timeout
+/// to speak of (a benchmark times the whole scan, however long it takes).
+fn bench_server_config(dir: &std::path::Path) -> Result<ServerConfig> {
+    Ok(ServerConfig {
         data_dir: dir.to_path_buf(),
         grpc_addr: "127.0.0.1:0".parse()?,
         ingest_addr: "127.0.0.1:0".parse()?,
         http_addr: "127.0.0.1:0".parse()?,
-        store,
-        // A benchmark times the whole scan, however long it takes.
         query_timeout: std::time::Duration::from_secs(3600),
         ..ServerConfig::default()
     })
-    .await?)
 }
 
 /// How much to load.
