@@ -12,7 +12,7 @@ use crate::http::Client;
 use crate::rowbinary::RowReader;
 
 /// The schema version this code reads and writes.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The names queries use.
 #[derive(Debug, Clone)]
@@ -23,6 +23,17 @@ pub struct Tables {
     pub rows_local: String,
     /// (service, span name) pairs seen, by day.
     pub operations: String,
+    /// Its table on each node.
+    pub operations_local: String,
+    /// Each span's searchable columns and trace id, ordered by (service, name, start):
+    /// what a search by service reads instead of the span table.
+    pub span_index: String,
+    /// Its table on each node.
+    pub span_index_local: String,
+    /// Each trace's first start, merged from every batch of its spans.
+    pub trace_starts: String,
+    /// Its table on each node.
+    pub trace_starts_local: String,
 }
 
 impl Tables {
@@ -38,7 +49,24 @@ impl Tables {
             rows: format!("{db}.span_rows"),
             rows_local: format!("{db}.span_rows{local}"),
             operations: format!("{db}.operations"),
+            operations_local: format!("{db}.operations{local}"),
+            span_index: format!("{db}.span_index"),
+            span_index_local: format!("{db}.span_index{local}"),
+            trace_starts: format!("{db}.trace_starts"),
+            trace_starts_local: format!("{db}.trace_starts{local}"),
         }
+    }
+
+    /// The names, without the database, of the tables each node keeps partitioned by
+    /// day: the span table first, then what is derived from spans.
+    pub fn by_day_local(&self) -> [&str; 4] {
+        [
+            &self.rows_local,
+            &self.span_index_local,
+            &self.trace_starts_local,
+            &self.operations_local,
+        ]
+        .map(|t| t.split_once('.').map_or(t.as_str(), |(_, name)| name))
     }
 }
 
@@ -73,6 +101,16 @@ fn spans_view(db: &str) -> String {
     )
 }
 
+/// The span index's columns: what a search can ask of a span besides its attributes.
+const INDEX_COLUMNS: &str = "day Date, service String, name String, start UInt64, \
+    duration UInt64, host String, status UInt8, trace_id FixedString(16)";
+
+/// The span index's row of a span row.
+const INDEX_SELECT: &str = "day, service, name, start, duration, host, status, trace_id";
+
+/// The trace starts' row of a span row, per insert block.
+const STARTS_SELECT: &str = "day, trace_id, minState(start) AS first";
+
 const OPERATION_COLUMNS: &str = "day Date, service String, name String";
 
 /// The statements of migration `version`, for every node.
@@ -89,14 +127,9 @@ fn statements(version: u32, endpoint: &Endpoint) -> Vec<String> {
                     t.rows_local
                 ),
                 format!(
-                    "CREATE TABLE IF NOT EXISTS {}{} ({OPERATION_COLUMNS}) \
+                    "CREATE TABLE IF NOT EXISTS {} ({OPERATION_COLUMNS}) \
                      ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY (service, name)",
-                    t.operations,
-                    if endpoint.cluster.is_some() {
-                        "_local"
-                    } else {
-                        ""
-                    }
+                    t.operations_local
                 ),
             ];
             if let Some(cluster) = &endpoint.cluster {
@@ -114,6 +147,59 @@ fn statements(version: u32, endpoint: &Endpoint) -> Vec<String> {
                 ));
             }
             s.push(spans_view(db));
+            s
+        }
+        // Search by service reads a range of an index table instead of every span, and
+        // ranks traces by a per-trace start instead of grouping every span by trace. Both
+        // are filled by materialized views on each node's span table (so a row reaches
+        // them atomically with its insert), then from the spans already stored. Neither
+        // minds a batch shipped twice: an index row twice names the same trace, and the
+        // least start is the least however often it is seen.
+        2 => {
+            let mut s = vec![
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {} ({INDEX_COLUMNS}) ENGINE = MergeTree() \
+                     PARTITION BY day ORDER BY (service, name, start)",
+                    t.span_index_local
+                ),
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {} (day Date, trace_id FixedString(16), \
+                     first AggregateFunction(min, UInt64)) ENGINE = AggregatingMergeTree() \
+                     PARTITION BY day ORDER BY trace_id",
+                    t.trace_starts_local
+                ),
+                format!(
+                    "CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.span_index_filler TO {} \
+                     AS SELECT {INDEX_SELECT} FROM {}",
+                    t.span_index_local, t.rows_local
+                ),
+                format!(
+                    "CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.trace_starts_filler TO {} \
+                     AS SELECT {STARTS_SELECT} FROM {} GROUP BY day, trace_id",
+                    t.trace_starts_local, t.rows_local
+                ),
+            ];
+            if let Some(cluster) = &endpoint.cluster {
+                for (table, local) in [
+                    (&t.span_index, "span_index_local"),
+                    (&t.trace_starts, "trace_starts_local"),
+                ] {
+                    s.push(format!(
+                        "CREATE TABLE IF NOT EXISTS {table} AS {table}_local \
+                         ENGINE = Distributed({cluster}, {db}, {local}, {SHARDING_KEY})"
+                    ));
+                }
+            }
+            // The spans stored before. A migration cut short and run again adds rows a
+            // second time, which neither table minds (above).
+            s.push(format!(
+                "INSERT INTO {} SELECT {INDEX_SELECT} FROM {}",
+                t.span_index_local, t.rows_local
+            ));
+            s.push(format!(
+                "INSERT INTO {} SELECT {STARTS_SELECT} FROM {} GROUP BY day, trace_id",
+                t.trace_starts_local, t.rows_local
+            ));
             s
         }
         _ => Vec::new(),
@@ -134,6 +220,11 @@ pub struct NodeMigration {
 /// Brings every node of `client`'s endpoint to [`VERSION`]; checks that every shard of
 /// the cluster has the tables.
 pub fn migrate(client: &Client) -> Result<Vec<NodeMigration>, StoreError> {
+    migrate_to(client, VERSION)
+}
+
+/// Brings every node to version `target`.
+pub(crate) fn migrate_to(client: &Client, target: u32) -> Result<Vec<NodeMigration>, StoreError> {
     let endpoint = client.endpoint();
     let db = &endpoint.database;
     let mut report = Vec::new();
@@ -156,7 +247,7 @@ pub fn migrate(client: &Client) -> Result<Vec<NodeMigration>, StoreError> {
                 ),
             });
         }
-        for version in from + 1..=VERSION {
+        for version in from + 1..=target {
             for sql in statements(version, endpoint) {
                 client.run_on(node, &sql)?;
             }
@@ -168,7 +259,7 @@ pub fn migrate(client: &Client) -> Result<Vec<NodeMigration>, StoreError> {
         report.push(NodeMigration {
             node: node.clone(),
             from,
-            to: VERSION,
+            to: target.max(from),
         });
     }
     if let Some(cluster) = &endpoint.cluster {

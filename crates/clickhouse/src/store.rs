@@ -77,21 +77,19 @@ impl ClickHouseStore {
         &self.client
     }
 
-    /// Spans stored and their bytes on disk, over every shard.
+    /// Spans stored and the bytes on disk of them and of what is derived from them, over
+    /// every shard.
     pub fn disk_usage(&self) -> Result<DiskUsage, StoreError> {
         let db = &self.endpoint().database;
         let from = match &self.endpoint().cluster {
             Some(cluster) => format!("cluster('{cluster}', system, parts)"),
             None => "system.parts".to_string(),
         };
+        let [rows, index, starts, _] = self.tables.by_day_local();
         let answer = self.client.run(&format!(
-            "SELECT toUInt64(sum(rows)), toUInt64(sum(bytes_on_disk)) FROM {from} \
-             WHERE active AND database = '{db}' AND table = 'span_rows{}' FORMAT RowBinary",
-            if self.endpoint().cluster.is_some() {
-                "_local"
-            } else {
-                ""
-            }
+            "SELECT toUInt64(sumIf(rows, table = '{rows}')), toUInt64(sum(bytes_on_disk)) \
+             FROM {from} WHERE active AND database = '{db}' \
+             AND table IN ('{rows}', '{index}', '{starts}') FORMAT RowBinary"
         ))?;
         let mut r = RowReader::new(&answer[..]);
         let spans = r.u64("rows").map_err(answer_error)?;
@@ -104,22 +102,16 @@ impl ClickHouseStore {
     /// costs no rewrite. Returns the partitions dropped.
     pub fn drop_days_before(&self, cutoff_ns: u64) -> Result<usize, StoreError> {
         let db = &self.endpoint().database;
-        let local = if self.endpoint().cluster.is_some() {
-            "_local"
-        } else {
-            ""
-        };
-        let tables = [format!("span_rows{local}"), format!("operations{local}")];
+        let tables = self.tables.by_day_local();
         let mut dropped = 0;
         for node in &self.endpoint().nodes {
             let answer = self.client.run_on(
                 node,
                 &format!(
                     "SELECT DISTINCT table, partition_id FROM system.parts WHERE active \
-                     AND database = '{db}' AND table IN ('{}', '{}') \
+                     AND database = '{db}' AND table IN ('{}') \
                      AND max_date < toDate('1970-01-01') + {} FORMAT RowBinary",
-                    tables[0],
-                    tables[1],
+                    tables.join("', '"),
                     cutoff_ns / NS_PER_DAY
                 ),
             )?;
@@ -128,7 +120,7 @@ impl ClickHouseStore {
                 let table = r.text("table").map_err(answer_error)?;
                 let partition = r.text("partition_id").map_err(answer_error)?;
                 // Both go into the statement: only our tables and a day's digits.
-                if !tables.contains(&table) || !partition.bytes().all(|b| b.is_ascii_digit()) {
+                if !tables.contains(&table.as_str()) || !partition.bytes().all(|b| b.is_ascii_digit()) {
                     continue;
                 }
                 self.client.run_on(
@@ -155,20 +147,20 @@ impl ClickHouseStore {
             .map(|id| format!("unhex('{id}')"))
             .collect::<Vec<_>>()
             .join(",");
-        let condition = format!("trace_id IN ({list})");
-        self.grouped(None, &condition, fields, &mut |trace| {
+        self.grouped(None, &list, fields, &mut |trace| {
             each(trace);
             ControlFlow::Continue(())
         })
         .map(|_| ())
     }
 
-    /// Every trace with a span that satisfies `condition`, whole, one row per trace: from
-    /// the one shard whose replicas `shard` lists, or else from every shard.
+    /// Every trace that `ids` names (a list of ids or a query of each node's tables that
+    /// selects them), whole, one row per trace: from the one shard whose replicas `shard`
+    /// lists, or else from every shard.
     fn grouped(
         &self,
         shard: Option<&[String]>,
-        condition: &str,
+        ids: &str,
         fields: &Fields,
         visit: &mut dyn FnMut(Trace) -> ControlFlow<()>,
     ) -> Result<ScanStats, StoreError> {
@@ -183,10 +175,8 @@ impl ClickHouseStore {
             None => (&t.rows, ""),
         };
         let sql = format!(
-            "SELECT trace_id, groupArray(payload) FROM {table} \
-             WHERE trace_id IN (SELECT trace_id FROM {} WHERE {condition}) \
-             GROUP BY trace_id{settings} FORMAT RowBinary",
-            t.rows_local
+            "SELECT trace_id, groupArray(payload) FROM {table} WHERE trace_id IN ({ids}) \
+             GROUP BY trace_id{settings} FORMAT RowBinary"
         );
         let answer: Box<dyn std::io::Read> = match shard {
             Some(nodes) => Box::new(self.client.stream_on(nodes, &sql)?),
@@ -221,7 +211,8 @@ impl ClickHouseStore {
 pub struct DiskUsage {
     /// Span rows (a span shipped twice counts twice until ClickHouse merges them).
     pub spans: u64,
-    /// Bytes on disk of the span table's active parts.
+    /// Bytes on disk of the active parts of the span table and of the search index and
+    /// trace starts derived from it.
     pub bytes: u64,
 }
 
@@ -402,9 +393,8 @@ impl TraceStore for ClickHouseStore {
         match &self.shards {
             // Only the shard that holds the trace is asked.
             Some(map) => {
-                let condition = format!("trace_id = unhex('{id}')");
                 let shard = Some(map.nodes(map.shard_of(id)));
-                self.grouped(shard, &condition, &Fields::All, &mut |t| {
+                self.grouped(shard, &format!("unhex('{id}')"), &Fields::All, &mut |t| {
                     found = Some(t);
                     ControlFlow::Continue(())
                 })?;
@@ -415,13 +405,20 @@ impl TraceStore for ClickHouseStore {
     }
 
     fn search(&self, query: &SearchQuery) -> Result<Vec<TraceSummary>, StoreError> {
+        let t = &self.tables;
+        // A span's attributes are only in the span table; the rest of a search by service
+        // is a range of the index.
+        let spans = if query.service.is_some() && query.tags.is_empty() {
+            &t.span_index_local
+        } else {
+            &t.rows_local
+        };
         // The traces with a matching span, the latest to start first.
         let answer = self.client.run(&format!(
-            "SELECT trace_id, min(start) AS first FROM {} \
-             WHERE trace_id IN (SELECT trace_id FROM {} WHERE {}) GROUP BY trace_id \
+            "SELECT trace_id, minMerge(first) AS first FROM {} \
+             WHERE trace_id IN (SELECT trace_id FROM {spans} WHERE {}) GROUP BY trace_id \
              ORDER BY first DESC, trace_id DESC LIMIT {} FORMAT RowBinary",
-            self.tables.rows,
-            self.tables.rows_local,
+            t.trace_starts,
             search_condition(query),
             query.effective_limit()
         ))?;
@@ -446,14 +443,14 @@ impl TraceStore for ClickHouseStore {
         visit: &(dyn Fn(Trace) -> ControlFlow<()> + Sync),
     ) -> Result<ScanStats, StoreError> {
         let (a, b) = (window.start, window.end);
-        // Traces with a span in the window whose first span is in it.
-        let condition = format!(
-            "start >= {a} AND start < {b} AND trace_id IN (SELECT trace_id FROM {} \
-             GROUP BY trace_id HAVING min(start) >= {a} AND min(start) < {b})",
-            self.tables.rows_local
+        // Traces whose first span is in the window.
+        let ids = format!(
+            "SELECT trace_id FROM {} GROUP BY trace_id \
+             HAVING minMerge(first) >= {a} AND minMerge(first) < {b}",
+            self.tables.trace_starts_local
         );
         let Some(map) = &self.shards else {
-            return self.grouped(None, &condition, fields, &mut |t| visit(t));
+            return self.grouped(None, &ids, fields, &mut |t| visit(t));
         };
         // One stream per shard, each decoded on its own thread; a Break on one stops all.
         let stop = AtomicBool::new(false);
@@ -474,8 +471,8 @@ impl TraceStore for ClickHouseStore {
             let threads: Vec<_> = map
                 .shards()
                 .map(|nodes| {
-                    let (condition, visit) = (&condition, &visit_until_stopped);
-                    s.spawn(move || self.grouped(Some(nodes), condition, fields, &mut |t| visit(t)))
+                    let (ids, visit) = (&ids, &visit_until_stopped);
+                    s.spawn(move || self.grouped(Some(nodes), ids, fields, &mut |t| visit(t)))
                 })
                 .collect();
             threads.into_iter().try_for_each(|t| {
@@ -517,5 +514,49 @@ mod tests {
     #[test]
     fn literals_escape_quotes_backslashes_and_controls() {
         assert_eq!(quote("a'b\\c\n\u{0}é"), "'a\\'b\\\\c\\x0a\\x00é'");
+    }
+
+    /// Spans stored before the search index existed are found through it once the
+    /// schema is upgraded.
+    #[test]
+    fn an_upgrade_indexes_the_spans_stored_before_it() {
+        use std::collections::BTreeSet;
+
+        let cluster = crate::local_cluster::Cluster::start(2);
+        let endpoint = Endpoint::parse(&cluster.url("upgraded")).unwrap();
+        let client = Client::new(endpoint.clone(), Duration::from_secs(60)).unwrap();
+        schema::migrate_to(&client, 1).unwrap();
+        let before = ClickHouseStore {
+            tables: Tables::of(&endpoint),
+            shards: None,
+            client,
+        };
+        let mut g = causeway_store::generate::Generator::new(3, 1_700_000_000_000_000_000, 1_000);
+        let spans: Vec<Span> = (0..60).flat_map(|_| g.trace()).collect();
+        before.append(spans.clone()).unwrap();
+
+        let store = ClickHouseStore::open(endpoint, ClickHouseOptions::default()).unwrap();
+        assert_eq!(schema::version(store.client()).unwrap(), schema::VERSION);
+        for span in [&spans[0], &spans[spans.len() / 2]] {
+            let query = SearchQuery {
+                service: Some(span.service.to_string()),
+                operation: Some(span.name.to_string()),
+                limit: 1000,
+                ..SearchQuery::default()
+            };
+            let found: BTreeSet<TraceId> =
+                store.search(&query).unwrap().iter().map(|s| s.trace_id).collect();
+            let want: BTreeSet<TraceId> = spans
+                .iter()
+                .filter(|s| query.matches(s))
+                .map(|s| s.trace_id)
+                .collect();
+            assert_eq!(found, want, "{query:?}");
+        }
+        let scanned = store
+            .scan_fields(TimeWindow::ALL, &Fields::All, &|_| ControlFlow::Continue(()))
+            .unwrap();
+        assert_eq!(scanned.traces, 60);
+        assert_eq!(scanned.spans, spans.len() as u64);
     }
 }
