@@ -30,6 +30,10 @@ pub struct Tables {
     pub span_index: String,
     /// Its table on each node.
     pub span_index_local: String,
+    /// The traces that have each attribute (key and value as text), by (key, value).
+    pub attr_index: String,
+    /// Its table on each node.
+    pub attr_index_local: String,
     /// Each trace's first start, merged from every batch of its spans.
     pub trace_starts: String,
     /// Its table on each node.
@@ -52,6 +56,8 @@ impl Tables {
             operations_local: format!("{db}.operations{local}"),
             span_index: format!("{db}.span_index"),
             span_index_local: format!("{db}.span_index{local}"),
+            attr_index: format!("{db}.attr_index"),
+            attr_index_local: format!("{db}.attr_index{local}"),
             trace_starts: format!("{db}.trace_starts"),
             trace_starts_local: format!("{db}.trace_starts{local}"),
         }
@@ -59,10 +65,11 @@ impl Tables {
 
     /// The names, without the database, of the tables each node keeps partitioned by
     /// day: the span table first, then what is derived from spans.
-    pub fn by_day_local(&self) -> [&str; 4] {
+    pub fn by_day_local(&self) -> [&str; 5] {
         [
             &self.rows_local,
             &self.span_index_local,
+            &self.attr_index_local,
             &self.trace_starts_local,
             &self.operations_local,
         ]
@@ -101,15 +108,60 @@ fn spans_view(db: &str) -> String {
     )
 }
 
-/// The span index's columns: what a search can ask of a span besides its attributes.
-const INDEX_COLUMNS: &str = "day Date, service String, name String, start UInt64, \
-    duration UInt64, host String, status UInt8, trace_id FixedString(16)";
+/// A table derived from the span rows, on each node: filled by a materialized view on
+/// the node's span table (so a row reaches it with its insert, on the shard that took
+/// it), and by the migration that makes it from the spans stored before. None minds a
+/// batch shipped twice: an index row twice names the same trace, and the least start is
+/// the same however often it is seen.
+struct Derived {
+    name: &'static str,
+    columns: &'static str,
+    engine: &'static str,
+    /// The columns selected from a span row.
+    select: &'static str,
+    /// What follows `FROM span_rows`.
+    rest: &'static str,
+}
 
-/// The span index's row of a span row.
-const INDEX_SELECT: &str = "day, service, name, start, duration, host, status, trace_id";
+impl Derived {
+    fn select(&self, rows: &str) -> String {
+        format!("SELECT {} FROM {rows}{}", self.select, self.rest)
+    }
+}
 
-/// The trace starts' row of a span row, per insert block.
-const STARTS_SELECT: &str = "day, trace_id, minState(start) AS first";
+/// The longest attribute value `attr_index` holds; a search for a longer one reads the
+/// span table.
+pub const INDEXED_VALUE_MAX: usize = 128;
+
+/// Version 2's derived tables.
+const DERIVED: [Derived; 3] = [
+    // What a search can ask of a span besides its attributes, by (service, name, start).
+    Derived {
+        name: "span_index",
+        columns: "day Date, service String, name String, start UInt64, duration UInt64, \
+                  host String, status UInt8, trace_id FixedString(16)",
+        engine: "MergeTree() PARTITION BY day ORDER BY (service, name, start)",
+        select: "day, service, name, start, duration, host, status, trace_id",
+        rest: "",
+    },
+    // The traces that have an attribute, by (key, value); a trace once per merge.
+    Derived {
+        name: "attr_index",
+        columns: "day Date, key String, value String, trace_id FixedString(16)",
+        engine: "ReplacingMergeTree() PARTITION BY day ORDER BY (key, value, trace_id)",
+        select: "day, key, value, trace_id",
+        // The bound is INDEXED_VALUE_MAX.
+        rest: " ARRAY JOIN attr_keys AS key, attr_values AS value WHERE length(value) <= 128",
+    },
+    // Each trace's first start, one row per trace and insert block until merged.
+    Derived {
+        name: "trace_starts",
+        columns: "day Date, trace_id FixedString(16), first AggregateFunction(min, UInt64)",
+        engine: "AggregatingMergeTree() PARTITION BY day ORDER BY trace_id",
+        select: "day, trace_id, minState(start) AS first",
+        rest: " GROUP BY day, trace_id",
+    },
+];
 
 const OPERATION_COLUMNS: &str = "day Date, service String, name String";
 
@@ -120,10 +172,12 @@ fn statements(version: u32, endpoint: &Endpoint) -> Vec<String> {
     match version {
         1 => {
             let mut s = vec![
+                // A trace is read by id from its few granules: small ones, so that a
+                // trace's read decompresses about a thousand payloads, not 8 192.
                 format!(
                     "CREATE TABLE IF NOT EXISTS {} ({SPAN_COLUMNS}) \
                      ENGINE = ReplacingMergeTree() PARTITION BY day \
-                     ORDER BY (trace_id, span_id, digest)",
+                     ORDER BY (trace_id, span_id, digest) SETTINGS index_granularity = 1024",
                     t.rows_local
                 ),
                 format!(
@@ -149,57 +203,37 @@ fn statements(version: u32, endpoint: &Endpoint) -> Vec<String> {
             s.push(spans_view(db));
             s
         }
-        // Search by service reads a range of an index table instead of every span, and
-        // ranks traces by a per-trace start instead of grouping every span by trace. Both
-        // are filled by materialized views on each node's span table (so a row reaches
-        // them atomically with its insert), then from the spans already stored. Neither
-        // minds a batch shipped twice: an index row twice names the same trace, and the
-        // least start is the least however often it is seen.
+        // Searches read a range of an index table instead of every span, and rank traces
+        // by a per-trace start instead of grouping every span by trace.
         2 => {
-            let mut s = vec![
-                format!(
-                    "CREATE TABLE IF NOT EXISTS {} ({INDEX_COLUMNS}) ENGINE = MergeTree() \
-                     PARTITION BY day ORDER BY (service, name, start)",
-                    t.span_index_local
-                ),
-                format!(
-                    "CREATE TABLE IF NOT EXISTS {} (day Date, trace_id FixedString(16), \
-                     first AggregateFunction(min, UInt64)) ENGINE = AggregatingMergeTree() \
-                     PARTITION BY day ORDER BY trace_id",
-                    t.trace_starts_local
-                ),
-                format!(
-                    "CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.span_index_filler TO {} \
-                     AS SELECT {INDEX_SELECT} FROM {}",
-                    t.span_index_local, t.rows_local
-                ),
-                format!(
-                    "CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.trace_starts_filler TO {} \
-                     AS SELECT {STARTS_SELECT} FROM {} GROUP BY day, trace_id",
-                    t.trace_starts_local, t.rows_local
-                ),
-            ];
-            if let Some(cluster) = &endpoint.cluster {
-                for (table, local) in [
-                    (&t.span_index, "span_index_local"),
-                    (&t.trace_starts, "trace_starts_local"),
-                ] {
+            let mut s = Vec::new();
+            let suffix = if endpoint.cluster.is_some() {
+                "_local"
+            } else {
+                ""
+            };
+            for d in &DERIVED {
+                let local = format!("{db}.{}{suffix}", d.name);
+                s.push(format!(
+                    "CREATE TABLE IF NOT EXISTS {local} ({}) ENGINE = {}",
+                    d.columns, d.engine
+                ));
+                s.push(format!(
+                    "CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{}_filler TO {local} AS {}",
+                    d.name,
+                    d.select(&t.rows_local)
+                ));
+                if let Some(cluster) = &endpoint.cluster {
                     s.push(format!(
-                        "CREATE TABLE IF NOT EXISTS {table} AS {table}_local \
-                         ENGINE = Distributed({cluster}, {db}, {local}, {SHARDING_KEY})"
+                        "CREATE TABLE IF NOT EXISTS {db}.{0} AS {local} ENGINE = \
+                         Distributed({cluster}, {db}, {0}{suffix}, {SHARDING_KEY})",
+                        d.name
                     ));
                 }
+                // The spans stored before. A migration cut short and run again adds rows a
+                // second time, which no derived table minds.
+                s.push(format!("INSERT INTO {local} {}", d.select(&t.rows_local)));
             }
-            // The spans stored before. A migration cut short and run again adds rows a
-            // second time, which neither table minds (above).
-            s.push(format!(
-                "INSERT INTO {} SELECT {INDEX_SELECT} FROM {}",
-                t.span_index_local, t.rows_local
-            ));
-            s.push(format!(
-                "INSERT INTO {} SELECT {STARTS_SELECT} FROM {} GROUP BY day, trace_id",
-                t.trace_starts_local, t.rows_local
-            ));
             s
         }
         _ => Vec::new(),
@@ -349,4 +383,17 @@ pub(crate) fn read_u64(answer: &[u8], column: &'static str) -> Result<u64, Store
             node: String::new(),
             reason: e.to_string(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_attribute_index_holds_values_up_to_the_bound_searches_assume() {
+        let attrs = DERIVED.iter().find(|d| d.name == "attr_index").unwrap();
+        assert!(attrs
+            .rest
+            .ends_with(&format!("length(value) <= {INDEXED_VALUE_MAX}")));
+    }
 }

@@ -9,6 +9,7 @@ use causeway_store::StoreError;
 
 use crate::http::Client;
 use crate::rowbinary::RowReader;
+use crate::schema::SHARDING_KEY;
 use crate::store::quote;
 
 /// The cluster's shards and the nodes of the store URL that hold each.
@@ -22,9 +23,26 @@ pub struct ShardMap {
 }
 
 impl ShardMap {
-    /// Learns the map of `cluster`; `None` when a shard has no node in the store URL or a
-    /// listed node did not answer (reads then go through the `Distributed` table).
+    /// Learns the map of `cluster`; `None` when a shard has no node in the store URL, a
+    /// listed node did not answer, or the span table is sharded by another key than the
+    /// one the map computes (reads then go through the `Distributed` table).
     pub fn learn(client: &Client, cluster: &str) -> Result<Option<ShardMap>, StoreError> {
+        let answer = client.run(&format!(
+            "SELECT engine_full FROM system.tables WHERE database = {} \
+             AND name = 'span_rows' FORMAT RowBinary",
+            quote(&client.endpoint().database)
+        ))?;
+        let engine = RowReader::new(&answer[..])
+            .text("engine_full")
+            .map_err(bad_answer)?;
+        if !engine.contains(SHARDING_KEY) {
+            tracing::warn!(
+                %engine,
+                "not routing reads by shard: the span table is sharded by another key \
+                 (made by an earlier build); reads go through the Distributed table"
+            );
+            return Ok(None);
+        }
         let answer = client.run(&format!(
             "SELECT toUInt64(shard_num), toUInt64(any(shard_weight)) FROM system.clusters \
              WHERE cluster = {} GROUP BY shard_num ORDER BY shard_num FORMAT RowBinary",
@@ -110,7 +128,7 @@ impl ShardMap {
 fn bad_answer(e: std::io::Error) -> StoreError {
     StoreError::Remote {
         node: "(cluster)".into(),
-        reason: format!("reading system.clusters: {e}"),
+        reason: format!("reading the cluster's description: {e}"),
     }
 }
 

@@ -85,11 +85,12 @@ impl ClickHouseStore {
             Some(cluster) => format!("cluster('{cluster}', system, parts)"),
             None => "system.parts".to_string(),
         };
-        let [rows, index, starts, _] = self.tables.by_day_local();
+        let [rows, span_index, attr_index, starts, _] = self.tables.by_day_local();
         let answer = self.client.run(&format!(
             "SELECT toUInt64(sumIf(rows, table = '{rows}')), toUInt64(sum(bytes_on_disk)) \
              FROM {from} WHERE active AND database = '{db}' \
-             AND table IN ('{rows}', '{index}', '{starts}') FORMAT RowBinary"
+             AND table IN ('{rows}', '{span_index}', '{attr_index}', '{starts}') \
+             FORMAT RowBinary"
         ))?;
         let mut r = RowReader::new(&answer[..]);
         let spans = r.u64("rows").map_err(answer_error)?;
@@ -120,7 +121,9 @@ impl ClickHouseStore {
                 let table = r.text("table").map_err(answer_error)?;
                 let partition = r.text("partition_id").map_err(answer_error)?;
                 // Both go into the statement: only our tables and a day's digits.
-                if !tables.contains(&table.as_str()) || !partition.bytes().all(|b| b.is_ascii_digit()) {
+                if !tables.contains(&table.as_str())
+                    || !partition.bytes().all(|b| b.is_ascii_digit())
+                {
                     continue;
                 }
                 self.client.run_on(
@@ -344,6 +347,31 @@ fn search_condition(q: &SearchQuery) -> String {
     all.join(" AND ")
 }
 
+/// A tag of `q` that the attribute index can answer: any but `error=true` (which an error
+/// status meets too), with a value short enough to be indexed.
+fn indexed_tag(q: &SearchQuery) -> Option<(&str, &str)> {
+    q.tags
+        .iter()
+        .find(|(k, v)| !(k == "error" && v == "true") && v.len() <= schema::INDEXED_VALUE_MAX)
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+}
+
+/// The condition on a derived table's `day` that keeps the days of `window`, or none.
+fn days_condition(window: Option<TimeWindow>) -> String {
+    let mut all = vec!["1".to_string()];
+    if let Some(w) = window {
+        // Dates beyond ClickHouse's (past 2105) are no bound.
+        let day = |ns: u64| Some(ns / NS_PER_DAY).filter(|&d| d < u64::from(u16::MAX));
+        if let Some(first) = day(w.start).filter(|&d| d > 0) {
+            all.push(format!("day >= toDate('1970-01-01') + {first}"));
+        }
+        if let Some(last) = day(w.end.saturating_sub(1)) {
+            all.push(format!("day <= toDate('1970-01-01') + {last}"));
+        }
+    }
+    all.join(" AND ")
+}
+
 fn read_strings(answer: &[u8]) -> Result<Vec<String>, StoreError> {
     let mut r = RowReader::new(answer);
     let mut out = Vec::new();
@@ -406,20 +434,30 @@ impl TraceStore for ClickHouseStore {
 
     fn search(&self, query: &SearchQuery) -> Result<Vec<TraceSummary>, StoreError> {
         let t = &self.tables;
-        // A span's attributes are only in the span table; the rest of a search by service
-        // is a range of the index.
-        let spans = if query.service.is_some() && query.tags.is_empty() {
-            &t.span_index_local
-        } else {
-            &t.rows_local
+        let condition = search_condition(query);
+        let days = days_condition(query.window);
+        // The spans that match, each node's own: by a range of the attribute index and then
+        // the few traces it names, or by a range of the span index, or by every span.
+        let matching = match indexed_tag(query) {
+            Some((key, value)) => format!(
+                "SELECT trace_id FROM {} WHERE trace_id IN (SELECT trace_id FROM {} \
+                 WHERE key = {} AND value = {} AND {days}) AND {condition}",
+                t.rows_local,
+                t.attr_index_local,
+                quote(key),
+                quote(value)
+            ),
+            None if query.service.is_some() && query.tags.is_empty() => format!(
+                "SELECT trace_id FROM {} WHERE {condition} AND {days}",
+                t.span_index_local
+            ),
+            None => format!("SELECT trace_id FROM {} WHERE {condition}", t.rows_local),
         };
         // The traces with a matching span, the latest to start first.
         let answer = self.client.run(&format!(
-            "SELECT trace_id, minMerge(first) AS first FROM {} \
-             WHERE trace_id IN (SELECT trace_id FROM {spans} WHERE {}) GROUP BY trace_id \
-             ORDER BY first DESC, trace_id DESC LIMIT {} FORMAT RowBinary",
+            "SELECT trace_id, minMerge(first) AS first FROM {} WHERE trace_id IN ({matching}) \
+             GROUP BY trace_id ORDER BY first DESC, trace_id DESC LIMIT {} FORMAT RowBinary",
             t.trace_starts,
-            search_condition(query),
             query.effective_limit()
         ))?;
         let mut r = RowReader::new(&answer[..]);
@@ -516,6 +554,42 @@ mod tests {
         assert_eq!(quote("a'b\\c\n\u{0}é"), "'a\\'b\\\\c\\x0a\\x00é'");
     }
 
+    /// A span table sharded by another key than the one the client computes (as an
+    /// earlier build made it) is read through the `Distributed` table, not by shard,
+    /// and every trace is still found.
+    #[test]
+    fn a_span_table_sharded_by_another_key_is_not_read_by_shard() {
+        let cluster = crate::local_cluster::Cluster::start(2);
+        let url = cluster.url("rekeyed");
+        let endpoint = Endpoint::parse(&url).unwrap();
+        let store = ClickHouseStore::open(endpoint.clone(), ClickHouseOptions::default()).unwrap();
+        assert!(store.shards().is_some());
+        let t = &store.tables;
+        for node in &endpoint.nodes {
+            for sql in [
+                format!("DROP TABLE {}", t.rows),
+                format!(
+                    "CREATE TABLE {} AS {} ENGINE = Distributed({}, rekeyed, \
+                     span_rows_local, cityHash64(trace_id))",
+                    t.rows,
+                    t.rows_local,
+                    crate::local_cluster::CLUSTER
+                ),
+            ] {
+                store.client.run_on(node, &sql).unwrap();
+            }
+        }
+        let store = ClickHouseStore::open(endpoint, ClickHouseOptions::default()).unwrap();
+        assert!(store.shards().is_none());
+        let mut g = causeway_store::generate::Generator::new(4, 1_700_000_000_000_000_000, 1_000);
+        let traces: Vec<Vec<Span>> = (0..40).map(|_| g.trace()).collect();
+        store.append(traces.concat()).unwrap();
+        for t in &traces {
+            let found = store.trace(t[0].trace_id).unwrap().expect("found");
+            assert_eq!(found.spans.len(), t.len());
+        }
+    }
+
     /// Spans stored before the search index existed are found through it once the
     /// schema is upgraded.
     #[test]
@@ -537,15 +611,29 @@ mod tests {
 
         let store = ClickHouseStore::open(endpoint, ClickHouseOptions::default()).unwrap();
         assert_eq!(schema::version(store.client()).unwrap(), schema::VERSION);
-        for span in [&spans[0], &spans[spans.len() / 2]] {
-            let query = SearchQuery {
-                service: Some(span.service.to_string()),
-                operation: Some(span.name.to_string()),
-                limit: 1000,
-                ..SearchQuery::default()
-            };
-            let found: BTreeSet<TraceId> =
-                store.search(&query).unwrap().iter().map(|s| s.trace_id).collect();
+        let span = &spans[spans.len() / 2];
+        let by_operation = SearchQuery {
+            service: Some(span.service.to_string()),
+            operation: Some(span.name.to_string()),
+            limit: 1000,
+            ..SearchQuery::default()
+        };
+        let attribute = &span.attributes[0];
+        let by_attribute = SearchQuery {
+            tags: vec![(
+                attribute.key.to_string(),
+                causeway_store::attribute_text(&attribute.value).into_owned(),
+            )],
+            limit: 1000,
+            ..SearchQuery::default()
+        };
+        for query in [by_operation, by_attribute] {
+            let found: BTreeSet<TraceId> = store
+                .search(&query)
+                .unwrap()
+                .iter()
+                .map(|s| s.trace_id)
+                .collect();
             let want: BTreeSet<TraceId> = spans
                 .iter()
                 .filter(|s| query.matches(s))
@@ -554,7 +642,11 @@ mod tests {
             assert_eq!(found, want, "{query:?}");
         }
         let scanned = store
-            .scan_fields(TimeWindow::ALL, &Fields::All, &|_| ControlFlow::Continue(()))
+            .scan_fields(
+                TimeWindow::ALL,
+                &Fields::All,
+                &|_| ControlFlow::Continue(()),
+            )
             .unwrap();
         assert_eq!(scanned.traces, 60);
         assert_eq!(scanned.spans, spans.len() as u64);

@@ -49,6 +49,13 @@ fn spans() -> Vec<Span> {
         if i % 74 == 0 {
             s.status = Status::Error("boom".into());
         }
+        // Longer than the attribute index holds.
+        if i % 111 == 0 {
+            s.attributes.push(KeyValue::new(
+                "long",
+                format!("{}{}", "x".repeat(200), i % 2),
+            ));
+        }
     }
     all
 }
@@ -159,6 +166,29 @@ fn answers_as_the_embedded_store_does() {
             ..Default::default()
         },
         SearchQuery {
+            tags: vec![
+                ("error".into(), "true".into()),
+                ("quote's\\key".into(), "line\nbreak 2".into()),
+            ],
+            limit: 1000,
+            ..Default::default()
+        },
+        SearchQuery {
+            service: Some(spans[37].service.to_string()),
+            tags: vec![("quote's\\key".into(), "line\nbreak 1".into())],
+            window: Some(TimeWindow {
+                start: T0,
+                end: T0 + 150_000_000,
+            }),
+            limit: 1000,
+            ..Default::default()
+        },
+        SearchQuery {
+            tags: vec![("long".into(), format!("{}1", "x".repeat(200)))],
+            limit: 1000,
+            ..Default::default()
+        },
+        SearchQuery {
             window: Some(TimeWindow {
                 start: T0 + 50_000_000,
                 end: T0 + 90_000_000,
@@ -176,10 +206,13 @@ fn answers_as_the_embedded_store_does() {
         let b = local.search(q).unwrap();
         assert_eq!(a, b, "{q:?}");
     }
-    assert!(
-        !ch.search(&queries[3]).unwrap().is_empty(),
-        "the tag search finds something"
-    );
+    for q in [3, 5, 6, 7] {
+        assert!(
+            !ch.search(&queries[q]).unwrap().is_empty(),
+            "the tag search finds something: {:?}",
+            queries[q]
+        );
+    }
 
     for window in [
         TimeWindow::ALL,
