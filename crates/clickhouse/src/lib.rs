@@ -13,6 +13,7 @@ pub mod http;
 pub mod local_cluster;
 pub mod rowbinary;
 pub mod schema;
+mod search;
 pub mod shards;
 mod spool;
 mod sql;

@@ -16,9 +16,10 @@ use crate::endpoint::Endpoint;
 use crate::http::Client;
 use crate::rowbinary::{RowReader, RowWriter};
 use crate::schema::{self, Tables};
+use crate::search;
 use crate::shards::ShardMap;
 
-const NS_PER_DAY: u64 = 86_400_000_000_000;
+pub(crate) const NS_PER_DAY: u64 = 86_400_000_000_000;
 
 /// How the store talks to the cluster.
 #[derive(Debug, Clone)]
@@ -37,8 +38,8 @@ impl Default for ClickHouseOptions {
 
 /// Traces in a ClickHouse server or cluster.
 pub struct ClickHouseStore {
-    client: Client,
-    tables: Tables,
+    pub(crate) client: Client,
+    pub(crate) tables: Tables,
     /// Where each shard is, when the URL lists a node of every shard.
     shards: Option<ShardMap>,
 }
@@ -237,7 +238,7 @@ fn decode_distinct(payloads: &mut [Vec<u8>], fields: &Fields) -> Result<Vec<Span
     Ok(spans)
 }
 
-fn answer_error(e: std::io::Error) -> StoreError {
+pub(crate) fn answer_error(e: std::io::Error) -> StoreError {
     StoreError::Remote {
         node: "(answer)".into(),
         reason: e.to_string(),
@@ -308,70 +309,6 @@ fn kind_number(kind: SpanKind) -> u8 {
     }
 }
 
-/// The SQL condition a span must meet to match `q`.
-fn search_condition(q: &SearchQuery) -> String {
-    let mut all = vec!["1".to_string()];
-    if let Some(s) = &q.service {
-        all.push(format!("service = {}", quote(s)));
-    }
-    if let Some(s) = &q.operation {
-        all.push(format!("name = {}", quote(s)));
-    }
-    if let Some(s) = &q.host {
-        all.push(format!("host = {}", quote(s)));
-    }
-    if let Some(d) = q.min_duration {
-        all.push(format!("duration >= {d}"));
-    }
-    if let Some(d) = q.max_duration {
-        all.push(format!("duration <= {d}"));
-    }
-    if q.error {
-        all.push("status = 2".into());
-    }
-    if let Some(w) = q.window {
-        all.push(format!("start >= {} AND start < {}", w.start, w.end));
-    }
-    for (key, value) in &q.tags {
-        let tag = format!(
-            "arrayExists((k, v) -> k = {} AND v = {}, attr_keys, attr_values)",
-            quote(key),
-            quote(value)
-        );
-        all.push(if key == "error" && value == "true" {
-            format!("(status = 2 OR {tag})")
-        } else {
-            tag
-        });
-    }
-    all.join(" AND ")
-}
-
-/// A tag of `q` that the attribute index can answer: any but `error=true` (which an error
-/// status meets too), with a value short enough to be indexed.
-fn indexed_tag(q: &SearchQuery) -> Option<(&str, &str)> {
-    q.tags
-        .iter()
-        .find(|(k, v)| !(k == "error" && v == "true") && v.len() <= schema::INDEXED_VALUE_MAX)
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-}
-
-/// The condition on a derived table's `day` that keeps the days of `window`, or none.
-fn days_condition(window: Option<TimeWindow>) -> String {
-    let mut all = vec!["1".to_string()];
-    if let Some(w) = window {
-        // Dates beyond ClickHouse's (past 2105) are no bound.
-        let day = |ns: u64| Some(ns / NS_PER_DAY).filter(|&d| d < u64::from(u16::MAX));
-        if let Some(first) = day(w.start).filter(|&d| d > 0) {
-            all.push(format!("day >= toDate('1970-01-01') + {first}"));
-        }
-        if let Some(last) = day(w.end.saturating_sub(1)) {
-            all.push(format!("day <= toDate('1970-01-01') + {last}"));
-        }
-    }
-    all.join(" AND ")
-}
-
 fn read_strings(answer: &[u8]) -> Result<Vec<String>, StoreError> {
     let mut r = RowReader::new(answer);
     let mut out = Vec::new();
@@ -433,40 +370,7 @@ impl TraceStore for ClickHouseStore {
     }
 
     fn search(&self, query: &SearchQuery) -> Result<Vec<TraceSummary>, StoreError> {
-        let t = &self.tables;
-        let condition = search_condition(query);
-        let days = days_condition(query.window);
-        // The spans that match, each node's own: by a range of the attribute index and then
-        // the few traces it names, or by a range of the span index, or by every span.
-        let matching = match indexed_tag(query) {
-            Some((key, value)) => format!(
-                "SELECT trace_id FROM {} WHERE trace_id IN (SELECT trace_id FROM {} \
-                 WHERE key = {} AND value = {} AND {days}) AND {condition}",
-                t.rows_local,
-                t.attr_index_local,
-                quote(key),
-                quote(value)
-            ),
-            None if query.service.is_some() && query.tags.is_empty() => format!(
-                "SELECT trace_id FROM {} WHERE {condition} AND {days}",
-                t.span_index_local
-            ),
-            None => format!("SELECT trace_id FROM {} WHERE {condition}", t.rows_local),
-        };
-        // The traces with a matching span, the latest to start first.
-        let answer = self.client.run(&format!(
-            "SELECT trace_id, minMerge(first) AS first FROM {} WHERE trace_id IN ({matching}) \
-             GROUP BY trace_id ORDER BY first DESC, trace_id DESC LIMIT {} FORMAT RowBinary",
-            t.trace_starts,
-            query.effective_limit()
-        ))?;
-        let mut r = RowReader::new(&answer[..]);
-        let mut ids = Vec::new();
-        while !r.at_end().map_err(answer_error)? {
-            let id = r.fixed16("trace_id").map_err(answer_error)?;
-            r.u64("first").map_err(answer_error)?;
-            ids.extend(TraceId::new(u128::from_be_bytes(id)));
-        }
+        let ids = search::newest_matching(self, query)?;
         let mut summaries = Vec::with_capacity(ids.len());
         self.select_traces(&ids, &Fields::All, |t| summaries.push(TraceSummary::of(&t)))?;
         // In the order the search found them.

@@ -440,3 +440,54 @@ fn retention_drops_whole_days_on_every_shard() {
     );
     assert_eq!(ch.drop_days_before(cutoff).unwrap(), 0);
 }
+
+/// A search by service ranks traces by their start even where the matching spans come
+/// long after it, in another order than the traces': the newest matching spans do not
+/// name the newest traces, and the store has to read further back.
+#[test]
+fn a_search_by_service_ranks_traces_by_their_start_not_the_spans() {
+    let cluster = Cluster::start(2);
+    let ch = clickhouse(&cluster.url("late"));
+    let (local, dir) = embedded("late");
+    let mut g = Generator::new(11, T0, 1_000_000);
+    let mut spans = Vec::new();
+    for i in 0..300u64 {
+        let mut trace = g.trace();
+        // One span of each trace, not its root, moves to a service of its own and starts
+        // up to 300 ms late: traces start 1 ms apart.
+        let late = &mut trace[1];
+        late.service = "late".into();
+        let shift = (i * 7919 % 300) * 1_000_000;
+        late.start += shift;
+        late.end += shift;
+        spans.extend(trace);
+    }
+    for batch in spans.chunks(1000) {
+        ch.append(batch.to_vec()).unwrap();
+        local.append(batch.to_vec()).unwrap();
+    }
+    for limit in [1, 5, 20, 299, 400] {
+        let q = SearchQuery {
+            service: Some("late".into()),
+            limit,
+            ..SearchQuery::default()
+        };
+        let found = ch.search(&q).unwrap();
+        assert_eq!(found.len(), limit.min(300), "{q:?}");
+        assert_eq!(found, local.search(&q).unwrap(), "{q:?}");
+    }
+    let windowed = SearchQuery {
+        service: Some("late".into()),
+        window: Some(TimeWindow {
+            start: T0 + 100_000_000,
+            end: T0 + 200_000_000,
+        }),
+        limit: 10,
+        ..SearchQuery::default()
+    };
+    assert_eq!(
+        ch.search(&windowed).unwrap(),
+        local.search(&windowed).unwrap()
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
