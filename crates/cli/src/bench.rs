@@ -594,21 +594,11 @@ fn load(store: &Store, mut g: Generator, goal: Goal) -> Result<Vec<TraceId>> {
             } else {
                 traces
             });
-            let full = std::mem::take(&mut batch);
-            loop {
-                // A refused append consumed its copy; block writing catches up.
-                match store.append(full.clone()) {
-                    Ok(()) => break,
-                    Err(causeway_store::StoreError::Busy) => {
-                        std::thread::sleep(Duration::from_millis(20))
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            append_when_taken(store, std::mem::take(&mut batch))?;
         }
     }
     if !batch.is_empty() {
-        store.append(batch)?;
+        append_when_taken(store, batch)?;
     }
     progress.set_message("writing blocks");
     store.flush()?;
@@ -616,6 +606,18 @@ fn load(store: &Store, mut g: Generator, goal: Goal) -> Result<Vec<TraceId>> {
     while store.compact()? {}
     progress.finish_and_clear();
     Ok(sample)
+}
+
+/// Appends `spans`, waiting while the store is busy writing blocks.
+fn append_when_taken(store: &Store, spans: Vec<Span>) -> Result<()> {
+    loop {
+        // A refused append consumed its copy; block writing catches up.
+        match store.append(spans.clone()) {
+            Ok(()) => return Ok(()),
+            Err(causeway_store::StoreError::Busy) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 fn report(result: &serde_json::Value, json: bool) -> Result<()> {
