@@ -67,7 +67,21 @@ impl Cluster {
         Cluster::start_serving(shards, true)
     }
 
+    /// Starts the cluster on free ports; again on others when a node cannot start (a
+    /// port found free may be taken before the node binds it, by another cluster or an
+    /// outgoing connection).
     fn start_serving(shards: usize, https: bool) -> Cluster {
+        let mut failures = Vec::new();
+        for _ in 0..3 {
+            match Cluster::try_start_serving(shards, https) {
+                Ok(cluster) => return cluster,
+                Err(e) => failures.push(e),
+            }
+        }
+        panic!("a local cluster did not start: {}", failures.join("; "));
+    }
+
+    fn try_start_serving(shards: usize, https: bool) -> Result<Cluster, String> {
         let binary = binary();
         let dir = std::env::temp_dir().join(format!(
             "causeway-clickhouse-{}-{}",
@@ -148,9 +162,9 @@ impl Cluster {
         }
         let mut cluster = Cluster { dir, binary, nodes };
         for i in 0..cluster.nodes.len() {
-            cluster.start_node(i);
+            cluster.try_start_node(i)?;
         }
-        cluster
+        Ok(cluster)
     }
 
     /// The store URL of the whole cluster, with its tables in `database`.
@@ -199,6 +213,12 @@ impl Cluster {
 
     /// Starts node `i` (again) and waits until it answers.
     pub fn start_node(&mut self, i: usize) {
+        if let Err(e) = self.try_start_node(i) {
+            panic!("{e}");
+        }
+    }
+
+    fn try_start_node(&mut self, i: usize) -> Result<(), String> {
         let node = &mut self.nodes[i];
         let child = Command::new(&self.binary)
             .arg(format!("--config-file={}", node.config.display()))
@@ -212,22 +232,24 @@ impl Cluster {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if ping(port) {
-                return;
+                return Ok(());
             }
             if let Some(status) = node
                 .child
                 .as_mut()
                 .and_then(|c| c.try_wait().ok().flatten())
             {
-                panic!(
-                    "clickhouse-server node {i} exited ({status}); see {}",
-                    node.config.with_file_name("error.log").display()
-                );
+                // Its directory goes with the cluster: the error's last line now.
+                let log = std::fs::read_to_string(node.config.with_file_name("error.log"))
+                    .unwrap_or_default();
+                let last = log.lines().last().unwrap_or("(no error.log)");
+                return Err(format!(
+                    "clickhouse-server node {i} exited ({status}): {last}"
+                ));
             }
-            assert!(
-                Instant::now() < deadline,
-                "clickhouse-server node {i} did not answer in 60 s"
-            );
+            if Instant::now() >= deadline {
+                return Err(format!("clickhouse-server node {i} did not answer in 60 s"));
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
     }

@@ -26,12 +26,18 @@ pub(crate) const NS_PER_DAY: u64 = 86_400_000_000_000;
 pub struct ClickHouseOptions {
     /// Longest a request may take (connect, send, answer).
     pub timeout: Duration,
+    /// Bytes a node may hold while it groups a scan's payloads by trace before it spills
+    /// the grouping to its disk (ClickHouse's `max_bytes_before_external_group_by`): a
+    /// scan groups every span in its window, more than a node's memory for a million
+    /// traces.
+    pub scan_spill_bytes: u64,
 }
 
 impl Default for ClickHouseOptions {
     fn default() -> Self {
         ClickHouseOptions {
             timeout: Duration::from_secs(60),
+            scan_spill_bytes: 1 << 30,
         }
     }
 }
@@ -42,6 +48,7 @@ pub struct ClickHouseStore {
     pub(crate) tables: Tables,
     /// Where each shard is, when the URL lists a node of every shard.
     shards: Option<ShardMap>,
+    scan_spill_bytes: u64,
 }
 
 impl ClickHouseStore {
@@ -60,6 +67,7 @@ impl ClickHouseStore {
             client,
             tables,
             shards,
+            scan_spill_bytes: options.scan_spill_bytes,
         })
     }
 
@@ -169,18 +177,23 @@ impl ClickHouseStore {
         visit: &mut dyn FnMut(Trace) -> ControlFlow<()>,
     ) -> Result<ScanStats, StoreError> {
         let t = &self.tables;
+        let spill = format!(
+            "max_bytes_before_external_group_by = {}",
+            self.scan_spill_bytes
+        );
         let (table, settings) = match shard {
-            Some(_) => (&t.rows_local, ""),
+            Some(_) => (&t.rows_local, spill),
             // A trace's spans are on one shard, so each shard groups its own and the
             // initiator only concatenates.
-            None if self.endpoint().cluster.is_some() => {
-                (&t.rows, " SETTINGS distributed_group_by_no_merge = 1")
-            }
-            None => (&t.rows, ""),
+            None if self.endpoint().cluster.is_some() => (
+                &t.rows,
+                format!("{spill}, distributed_group_by_no_merge = 1"),
+            ),
+            None => (&t.rows, spill),
         };
         let sql = format!(
             "SELECT trace_id, groupArray(payload) FROM {table} WHERE trace_id IN ({ids}) \
-             GROUP BY trace_id{settings} FORMAT RowBinary"
+             GROUP BY trace_id SETTINGS {settings} FORMAT RowBinary"
         );
         let answer: Box<dyn std::io::Read> = match shard {
             Some(nodes) => Box::new(self.client.stream_on(nodes, &sql)?),
@@ -508,6 +521,7 @@ mod tests {
             tables: Tables::of(&endpoint),
             shards: None,
             client,
+            scan_spill_bytes: 1 << 30,
         };
         let mut g = causeway_store::generate::Generator::new(3, 1_700_000_000_000_000_000, 1_000);
         let spans: Vec<Span> = (0..60).flat_map(|_| g.trace()).collect();

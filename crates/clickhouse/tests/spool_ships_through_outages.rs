@@ -23,6 +23,7 @@ fn open(url: &str, dir: &std::path::Path) -> ShippingStore {
         Endpoint::parse(url).unwrap(),
         ClickHouseOptions {
             timeout: Duration::from_secs(5),
+            ..ClickHouseOptions::default()
         },
     )
     .unwrap();

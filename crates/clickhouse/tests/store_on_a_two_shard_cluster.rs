@@ -491,3 +491,28 @@ fn a_search_by_service_ranks_traces_by_their_start_not_the_spans() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A scan whose grouping outgrows the memory a node may give it spills to the node's
+/// disk and still sees every trace whole.
+#[test]
+fn a_scan_that_spills_to_disk_sees_every_trace_whole() {
+    let cluster = Cluster::start(2);
+    let url = cluster.url("spilled");
+    let ch = clickhouse(&url);
+    let spans = spans();
+    for batch in spans.chunks(500) {
+        ch.append(batch.to_vec()).unwrap();
+    }
+    let spilling = ClickHouseStore::open(
+        Endpoint::parse(&url).unwrap(),
+        ClickHouseOptions {
+            scan_spill_bytes: 1 << 16,
+            ..ClickHouseOptions::default()
+        },
+    )
+    .unwrap();
+    let all = scan(&ch, TimeWindow::ALL, &Fields::All);
+    assert_eq!(all.len(), 300);
+    assert_eq!(all.values().map(Vec::len).sum::<usize>(), spans.len());
+    assert_eq!(scan(&spilling, TimeWindow::ALL, &Fields::All), all);
+}
