@@ -13,9 +13,21 @@ const MAX_ANSWER: u64 = 1 << 30;
 /// Most bytes of an error message kept.
 const MAX_ERROR: u64 = 64 << 10;
 
+/// How long an answer may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Patience {
+    /// The client's timeout, from connecting to the answer's last byte.
+    Timeout,
+    /// The timeout to connect and send only: for a scan, whose grouping may take minutes
+    /// before its first row and whose reader stops it when it is over time.
+    AsLongAsItTakes,
+}
+
 /// A client of every node of one endpoint.
 pub struct Client {
     agent: ureq::Agent,
+    /// Longest a request may take (see [`Patience`]).
+    timeout: Duration,
     endpoint: Endpoint,
     authorization: Option<String>,
 }
@@ -44,6 +56,7 @@ impl Client {
         });
         Ok(Client {
             agent,
+            timeout,
             endpoint,
             authorization,
         })
@@ -65,7 +78,7 @@ impl Client {
         sql: &str,
         settings: &[(&str, &str)],
     ) -> Result<Vec<u8>, StoreError> {
-        let mut answer = self.post(node, settings, sql.as_bytes())?;
+        let mut answer = self.post(node, settings, sql.as_bytes(), Patience::Timeout)?;
         answer
             .body_mut()
             .with_config()
@@ -86,15 +99,20 @@ impl Client {
     }
 
     /// Runs a select on the first node that answers and streams its answer.
-    pub fn stream(&self, sql: &str) -> Result<impl Read + use<>, StoreError> {
-        self.stream_on(&self.endpoint.nodes, sql)
+    pub fn stream(&self, sql: &str, patience: Patience) -> Result<impl Read + use<>, StoreError> {
+        self.stream_on(&self.endpoint.nodes, sql, patience)
     }
 
     /// Runs a select on the first of `nodes` that answers (the replicas of one shard) and
     /// streams its answer.
-    pub fn stream_on(&self, nodes: &[String], sql: &str) -> Result<impl Read + use<>, StoreError> {
+    pub fn stream_on(
+        &self,
+        nodes: &[String],
+        sql: &str,
+        patience: Patience,
+    ) -> Result<impl Read + use<>, StoreError> {
         first_of(nodes, |node| {
-            let answer = self.post(node, &[], sql.as_bytes())?;
+            let answer = self.post(node, &[], sql.as_bytes(), patience)?;
             Ok(answer.into_body().into_reader())
         })
     }
@@ -110,7 +128,7 @@ impl Client {
         let mut params = vec![("query", insert)];
         params.extend_from_slice(settings);
         self.first_node(|node| {
-            self.post(node, &params, &rows)?;
+            self.post(node, &params, &rows, Patience::Timeout)?;
             Ok(())
         })
     }
@@ -129,6 +147,7 @@ impl Client {
         node: &str,
         params: &[(&str, &str)],
         body: &[u8],
+        patience: Patience,
     ) -> Result<ureq::http::Response<ureq::Body>, StoreError> {
         // Every statement names its tables with their database, so none is set here
         // (one that does not exist yet would fail `CREATE DATABASE`).
@@ -136,6 +155,14 @@ impl Client {
             .map_err(|e| remote(node, format!("encoding the request: {e}")))?;
         let url = format!("{}?{query}", self.endpoint.base_url(node));
         let mut request = self.agent.post(&url);
+        if patience == Patience::AsLongAsItTakes {
+            request = request
+                .config()
+                .timeout_global(None)
+                .timeout_connect(Some(self.timeout))
+                .timeout_send_request(Some(self.timeout))
+                .build();
+        }
         if let Some(auth) = &self.authorization {
             request = request.header("Authorization", auth);
         }

@@ -10,7 +10,7 @@ use causeway_store::{SearchQuery, StoreError, TimeWindow};
 
 use crate::rowbinary::RowReader;
 use crate::schema;
-use crate::store::{answer_error, quote, ClickHouseStore, NS_PER_DAY};
+use crate::store::{answer_error, id_lists, quote, ClickHouseStore, NS_PER_DAY};
 
 /// The ids of the `q.effective_limit()` traces that match `q` and started last, latest
 /// first (ties by the greater id).
@@ -83,17 +83,15 @@ fn newest_by_span_start(
         let mut ids: Vec<TraceId> = spans.into_iter().map(|(id, _)| id).collect();
         ids.sort_unstable();
         ids.dedup();
-        let list = ids
-            .iter()
-            .map(|id| format!("unhex('{id}')"))
-            .collect::<Vec<_>>()
-            .join(",");
-        let answer = store.client.run(&format!(
-            "SELECT trace_id, minMerge(first) AS first FROM {} WHERE trace_id IN ({list}) \
-             GROUP BY trace_id FORMAT RowBinary",
-            t.trace_starts
-        ))?;
-        let mut traces = ids_and_starts(&answer)?;
+        let mut traces = Vec::with_capacity(ids.len());
+        for list in id_lists(&ids) {
+            let answer = store.client.run(&format!(
+                "SELECT trace_id, minMerge(first) AS first FROM {} \
+                 WHERE trace_id IN ({list}) GROUP BY trace_id FORMAT RowBinary",
+                t.trace_starts
+            ))?;
+            traces.extend(ids_and_starts(&answer)?);
+        }
         traces.sort_unstable_by_key(|&(id, start)| std::cmp::Reverse((start, id)));
         if every_span_seen || traces.get(limit - 1).is_some_and(|&(_, s)| s > earliest) {
             traces.truncate(limit);

@@ -13,7 +13,7 @@ use causeway_store::{
 };
 
 use crate::endpoint::Endpoint;
-use crate::http::Client;
+use crate::http::{Client, Patience};
 use crate::rowbinary::{RowReader, RowWriter};
 use crate::schema::{self, Tables};
 use crate::search;
@@ -151,19 +151,13 @@ impl ClickHouseStore {
         fields: &Fields,
         mut each: impl FnMut(Trace),
     ) -> Result<(), StoreError> {
-        if ids.is_empty() {
-            return Ok(());
+        for list in id_lists(ids) {
+            self.grouped(None, &list, Patience::Timeout, fields, &mut |trace| {
+                each(trace);
+                ControlFlow::Continue(())
+            })?;
         }
-        let list = ids
-            .iter()
-            .map(|id| format!("unhex('{id}')"))
-            .collect::<Vec<_>>()
-            .join(",");
-        self.grouped(None, &list, fields, &mut |trace| {
-            each(trace);
-            ControlFlow::Continue(())
-        })
-        .map(|_| ())
+        Ok(())
     }
 
     /// Every trace that `ids` names (a list of ids or a query of each node's tables that
@@ -173,6 +167,7 @@ impl ClickHouseStore {
         &self,
         shard: Option<&[String]>,
         ids: &str,
+        patience: Patience,
         fields: &Fields,
         visit: &mut dyn FnMut(Trace) -> ControlFlow<()>,
     ) -> Result<ScanStats, StoreError> {
@@ -196,8 +191,8 @@ impl ClickHouseStore {
              GROUP BY trace_id SETTINGS {settings} FORMAT RowBinary"
         );
         let answer: Box<dyn std::io::Read> = match shard {
-            Some(nodes) => Box::new(self.client.stream_on(nodes, &sql)?),
-            None => Box::new(self.client.stream(&sql)?),
+            Some(nodes) => Box::new(self.client.stream_on(nodes, &sql, patience)?),
+            None => Box::new(self.client.stream(&sql, patience)?),
         };
         let mut rows = RowReader::new(BufReader::with_capacity(1 << 16, answer));
         let mut stats = ScanStats::default();
@@ -256,6 +251,18 @@ pub(crate) fn answer_error(e: std::io::Error) -> StoreError {
         node: "(answer)".into(),
         reason: e.to_string(),
     }
+}
+
+/// Trace ids as lists of SQL literals, each short enough for one query: ClickHouse
+/// parses at most 256 KiB of query text by default, and 2 000 ids take about 86 KiB.
+pub(crate) fn id_lists(ids: &[TraceId]) -> impl Iterator<Item = String> + '_ {
+    ids.chunks(2_000).map(|chunk| {
+        chunk
+            .iter()
+            .map(|id| format!("unhex('{id}')"))
+            .collect::<Vec<_>>()
+            .join(",")
+    })
 }
 
 /// A ClickHouse string literal.
@@ -372,7 +379,8 @@ impl TraceStore for ClickHouseStore {
             // Only the shard that holds the trace is asked.
             Some(map) => {
                 let shard = Some(map.nodes(map.shard_of(id)));
-                self.grouped(shard, &format!("unhex('{id}')"), &Fields::All, &mut |t| {
+                let id = format!("unhex('{id}')");
+                self.grouped(shard, &id, Patience::Timeout, &Fields::All, &mut |t| {
                     found = Some(t);
                     ControlFlow::Continue(())
                 })?;
@@ -405,7 +413,9 @@ impl TraceStore for ClickHouseStore {
             self.tables.trace_starts_local
         );
         let Some(map) = &self.shards else {
-            return self.grouped(None, &ids, fields, &mut |t| visit(t));
+            return self.grouped(None, &ids, Patience::AsLongAsItTakes, fields, &mut |t| {
+                visit(t)
+            });
         };
         // One stream per shard, each decoded on its own thread; a Break on one stops all.
         let stop = AtomicBool::new(false);
@@ -427,7 +437,10 @@ impl TraceStore for ClickHouseStore {
                 .shards()
                 .map(|nodes| {
                     let (ids, visit) = (&ids, &visit_until_stopped);
-                    s.spawn(move || self.grouped(Some(nodes), ids, fields, &mut |t| visit(t)))
+                    let patience = Patience::AsLongAsItTakes;
+                    s.spawn(move || {
+                        self.grouped(Some(nodes), ids, patience, fields, &mut |t| visit(t))
+                    })
                 })
                 .collect();
             threads.into_iter().try_for_each(|t| {

@@ -516,3 +516,54 @@ fn a_scan_that_spills_to_disk_sees_every_trace_whole() {
     assert_eq!(all.values().map(Vec::len).sum::<usize>(), spans.len());
     assert_eq!(scan(&spilling, TimeWindow::ALL, &Fields::All), all);
 }
+
+/// A search of thousands of traces names more ids than one query's text may hold.
+#[test]
+fn a_search_of_thousands_of_traces_finds_them_all() {
+    let cluster = Cluster::start(2);
+    let ch = clickhouse(&cluster.url("thousands"));
+    let (local, dir) = embedded("thousands");
+    // Each trace its root span alone.
+    let mut g = Generator::new(13, T0, 1_000_000);
+    let roots: Vec<Span> = (0..5000).map(|_| g.trace().swap_remove(0)).collect();
+    ch.append(roots.clone()).unwrap();
+    local.append(roots.clone()).unwrap();
+    let service = roots[0].service.to_string();
+    let q = SearchQuery {
+        service: Some(service.clone()),
+        limit: 10_000,
+        ..SearchQuery::default()
+    };
+    let found = ch.search(&q).unwrap();
+    assert_eq!(
+        found.len(),
+        roots.iter().filter(|s| *s.service == *service).count()
+    );
+    assert!(found.len() > 4000, "{} traces", found.len());
+    assert_eq!(found, local.search(&q).unwrap());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A streamed answer that takes longer than the client's timeout is cut off unless the
+/// stream is a scan's, which waits for as long as it takes.
+#[test]
+fn only_a_scan_waits_past_the_timeout() {
+    use causeway_clickhouse::http::Patience;
+    use std::io::Read;
+
+    let cluster = Cluster::start(1);
+    let client = Client::new(
+        Endpoint::parse(&cluster.url("patience")).unwrap(),
+        Duration::from_millis(700),
+    )
+    .unwrap();
+    let slow = "SELECT sleep(1.5) FORMAT RowBinary";
+    let read = |patience| -> Result<Vec<u8>, String> {
+        let mut answer = client.stream(slow, patience).map_err(|e| e.to_string())?;
+        let mut bytes = Vec::new();
+        answer.read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+        Ok(bytes)
+    };
+    assert!(read(Patience::Timeout).is_err());
+    assert_eq!(read(Patience::AsLongAsItTakes).unwrap(), [0]);
+}
