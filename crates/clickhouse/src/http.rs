@@ -19,7 +19,7 @@ pub enum Patience {
     /// The client's timeout, from connecting to the answer's last byte.
     Timeout,
     /// The timeout to connect and send only: for a scan, whose grouping may take minutes
-    /// before its first row and whose reader stops it when it is over time.
+    /// before its first row, and whose reader stops at the next trace when over time.
     AsLongAsItTakes,
 }
 
