@@ -120,7 +120,7 @@ fn local_cluster(a: LocalClusterArgs) -> Result<()> {
         "{} clickhouse-server processes running; press Ctrl-C to stop",
         a.shards
     );
-    crate::runtime()?.block_on(tokio::signal::ctrl_c())?;
+    crate::runtime()?.block_on(crate::stop_requested())?;
     drop(cluster);
     Ok(())
 }

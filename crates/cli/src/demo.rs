@@ -229,10 +229,10 @@ pub fn run(a: DemoArgs) -> Result<()> {
             match a.duration {
                 Some(d) => tokio::select! {
                     _ = tokio::time::sleep(d.into()) => {}
-                    _ = tokio::signal::ctrl_c() => {}
+                    _ = crate::stop_requested() => {}
                 },
                 None => {
-                    let _ = tokio::signal::ctrl_c().await;
+                    let _ = crate::stop_requested().await;
                 }
             }
         };

@@ -441,6 +441,22 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Resolves at the first Ctrl-C (SIGINT) or SIGTERM: how a terminal, systemd, Docker and
+/// Kubernetes ask a process to stop.
+async fn stop_requested() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut terminate = signal(SignalKind::terminate())?;
+        tokio::select! {
+            stop = tokio::signal::ctrl_c() => stop,
+            _ = terminate.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -496,9 +512,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         statusln!("  Jaeger JSON      http://{}/v1/jaeger", server.ingest_addr);
         statusln!("  query API and UI http://{}", server.http_addr);
         statusln!("press Ctrl-C to stop");
-        tokio::signal::ctrl_c()
-            .await
-            .context("waiting for Ctrl-C")?;
+        stop_requested().await.context("waiting for Ctrl-C")?;
         statusln!("stopping");
         server.shutdown().await;
         Ok(())

@@ -350,7 +350,7 @@ fn run_live(a: RunArgs) -> Result<()> {
             }
             tokio::select! {
                 _ = wait => {}
-                _ = tokio::signal::ctrl_c() => break,
+                _ = crate::stop_requested() => break,
             }
         }
         Ok::<(), anyhow::Error>(())

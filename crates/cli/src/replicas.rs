@@ -469,7 +469,7 @@ fn live(http: &str, system: &mut System) -> Result<Vec<(u64, String)>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let _ = rt.block_on(tokio::signal::ctrl_c());
+    let _ = rt.block_on(crate::stop_requested());
     statusln!("stopping");
     Ok(Vec::new())
 }
