@@ -12,7 +12,7 @@ use crate::http::Client;
 use crate::rowbinary::RowReader;
 
 /// The schema version this code reads and writes.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// The names queries use.
 #[derive(Debug, Clone)]
@@ -38,6 +38,11 @@ pub struct Tables {
     pub trace_starts: String,
     /// Its table on each node.
     pub trace_starts_local: String,
+    /// Per (service, span name) and day: how many spans, the first and last start; what
+    /// a search by service reads to choose the time range of the span index to read.
+    pub operation_spans: String,
+    /// Its table on each node.
+    pub operation_spans_local: String,
 }
 
 impl Tables {
@@ -60,17 +65,20 @@ impl Tables {
             attr_index_local: format!("{db}.attr_index{local}"),
             trace_starts: format!("{db}.trace_starts"),
             trace_starts_local: format!("{db}.trace_starts{local}"),
+            operation_spans: format!("{db}.operation_spans"),
+            operation_spans_local: format!("{db}.operation_spans{local}"),
         }
     }
 
     /// The names, without the database, of the tables each node keeps partitioned by
     /// day: the span table first, then what is derived from spans.
-    pub fn by_day_local(&self) -> [&str; 5] {
+    pub fn by_day_local(&self) -> [&str; 6] {
         [
             &self.rows_local,
             &self.span_index_local,
             &self.attr_index_local,
             &self.trace_starts_local,
+            &self.operation_spans_local,
             &self.operations_local,
         ]
         .map(|t| t.split_once('.').map_or(t.as_str(), |(_, name)| name))
@@ -114,6 +122,8 @@ fn spans_view(db: &str) -> String {
 /// batch shipped twice: an index row twice names the same trace, and the least start is
 /// the same however often it is seen.
 struct Derived {
+    /// The schema version that adds it.
+    version: u32,
     name: &'static str,
     columns: &'static str,
     engine: &'static str,
@@ -121,6 +131,8 @@ struct Derived {
     select: &'static str,
     /// What follows `FROM span_rows`.
     rest: &'static str,
+    /// The `Distributed` table's sharding key (only the views write, each on its node).
+    sharding: &'static str,
 }
 
 impl Derived {
@@ -133,33 +145,53 @@ impl Derived {
 /// span table.
 pub const INDEXED_VALUE_MAX: usize = 128;
 
-/// Version 2's derived tables.
-const DERIVED: [Derived; 3] = [
+/// The derived tables, by the version that adds them.
+const DERIVED: [Derived; 4] = [
     // What a search can ask of a span besides its attributes, by (service, name, start).
     Derived {
+        version: 2,
         name: "span_index",
         columns: "day Date, service String, name String, start UInt64, duration UInt64, \
                   host String, status UInt8, trace_id FixedString(16)",
         engine: "MergeTree() PARTITION BY day ORDER BY (service, name, start)",
         select: "day, service, name, start, duration, host, status, trace_id",
         rest: "",
+        sharding: SHARDING_KEY,
     },
     // The traces that have an attribute, by (key, value); a trace once per merge.
     Derived {
+        version: 2,
         name: "attr_index",
         columns: "day Date, key String, value String, trace_id FixedString(16)",
         engine: "ReplacingMergeTree() PARTITION BY day ORDER BY (key, value, trace_id)",
         select: "day, key, value, trace_id",
         // The bound is INDEXED_VALUE_MAX.
         rest: " ARRAY JOIN attr_keys AS key, attr_values AS value WHERE length(value) <= 128",
+        sharding: SHARDING_KEY,
     },
     // Each trace's first start, one row per trace and insert block until merged.
     Derived {
+        version: 2,
         name: "trace_starts",
         columns: "day Date, trace_id FixedString(16), first AggregateFunction(min, UInt64)",
         engine: "AggregatingMergeTree() PARTITION BY day ORDER BY trace_id",
         select: "day, trace_id, minState(start) AS first",
         rest: " GROUP BY day, trace_id",
+        sharding: SHARDING_KEY,
+    },
+    // How many spans each operation has a day, and over what time: a search by service
+    // reads the span index from the newest back over the range that should hold the
+    // spans it needs. (A batch shipped twice counts twice: it only guides the range.)
+    Derived {
+        version: 3,
+        name: "operation_spans",
+        columns: "day Date, service String, name String, spans AggregateFunction(count), \
+                  first AggregateFunction(min, UInt64), last AggregateFunction(max, UInt64)",
+        engine: "AggregatingMergeTree() PARTITION BY day ORDER BY (service, name)",
+        select: "day, service, name, countState() AS spans, minState(start) AS first, \
+                 maxState(start) AS last",
+        rest: " GROUP BY day, service, name",
+        sharding: "cityHash64(service)",
     },
 ];
 
@@ -204,15 +236,16 @@ fn statements(version: u32, endpoint: &Endpoint) -> Vec<String> {
             s
         }
         // Searches read a range of an index table instead of every span, and rank traces
-        // by a per-trace start instead of grouping every span by trace.
-        2 => {
+        // by a per-trace start instead of grouping every span by trace (2); a search by
+        // service reads only the newest range of the span index that it needs (3).
+        2 | 3 => {
             let mut s = Vec::new();
             let suffix = if endpoint.cluster.is_some() {
                 "_local"
             } else {
                 ""
             };
-            for d in &DERIVED {
+            for d in DERIVED.iter().filter(|d| d.version == version) {
                 let local = format!("{db}.{}{suffix}", d.name);
                 s.push(format!(
                     "CREATE TABLE IF NOT EXISTS {local} ({}) ENGINE = {}",
@@ -226,8 +259,8 @@ fn statements(version: u32, endpoint: &Endpoint) -> Vec<String> {
                 if let Some(cluster) = &endpoint.cluster {
                     s.push(format!(
                         "CREATE TABLE IF NOT EXISTS {db}.{0} AS {local} ENGINE = \
-                         Distributed({cluster}, {db}, {0}{suffix}, {SHARDING_KEY})",
-                        d.name
+                         Distributed({cluster}, {db}, {0}{suffix}, {1})",
+                        d.name, d.sharding
                     ));
                 }
                 // The spans stored before. A migration cut short and run again adds rows a

@@ -55,51 +55,128 @@ pub(crate) fn newest_matching(
         .collect())
 }
 
-/// The newest traces by the span index read from its latest matching spans back: the
-/// latest `n` matching spans name candidate traces, whose starts `trace_starts` gives;
-/// a trace not among them starts no later than the earliest of those spans, so once
-/// `limit` candidates started after it they are the answer. Otherwise `n` grows, up to a
-/// bound past which `None` leaves it to the whole ranking (a service whose matching spans
-/// mostly come long after their traces start).
+/// The newest traces by the span index, read from its latest matching spans back.
+///
+/// `operation_spans` tells how many spans the service (and operation) has and over what
+/// time; a round reads the matching spans that start at or after a floor chosen to hold
+/// about twice `limit` of them (a range of the index's key, newest last), and the
+/// traces they name are ranked by `trace_starts`. A trace not among them has no matching
+/// span past the floor, so it starts before it: once `limit` of them start at or after
+/// the floor, they are the answer. Otherwise the range grows fourfold (a host, duration
+/// or error condition thins the spans out), and past [`ROUND_SPANS_MAX`] spans a round
+/// gives way to the whole ranking (`None`): a service whose matching spans mostly come
+/// long after their traces start.
 fn newest_by_span_start(
     store: &ClickHouseStore,
     q: &SearchQuery,
 ) -> Result<Option<Vec<TraceId>>, StoreError> {
     let t = &store.tables;
     let limit = q.effective_limit();
-    let condition = format!("{} AND {}", search_condition(q), days_condition(q.window));
-    let mut n = limit * 2;
-    while n <= limit * 128 {
+    let days = days_condition(q.window);
+    let Some(range) = operation_range(store, q, &days)? else {
+        return Ok(Some(Vec::new()));
+    };
+    let condition = format!("{} AND {days}", search_condition(q));
+    let cap = limit.saturating_mul(ROUND_SPANS_MAX_PER_TRACE);
+    let mut width = range.width_for(limit.saturating_mul(2));
+    loop {
+        let floor = range.last.saturating_sub(width).max(range.first);
         let answer = store.client.run(&format!(
-            "SELECT trace_id, start FROM {} WHERE {condition} \
-             ORDER BY start DESC LIMIT {n} FORMAT RowBinary",
+            "SELECT trace_id, start FROM {} WHERE {condition} AND start >= {floor} \
+             ORDER BY start DESC LIMIT {cap} FORMAT RowBinary",
             t.span_index
         ))?;
         let spans = ids_and_starts(&answer)?;
-        let every_span_seen = spans.len() < n;
-        let Some(&(_, earliest)) = spans.last() else {
-            return Ok(Some(Vec::new()));
+        // With the cap reached, spans at the earliest start read may be left, so a trace
+        // must start after it.
+        let (floor, capped) = match spans.last() {
+            Some(&(_, earliest)) if spans.len() >= cap => (earliest.saturating_add(1), true),
+            _ => (floor, false),
         };
-        let mut ids: Vec<TraceId> = spans.into_iter().map(|(id, _)| id).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let mut traces = Vec::with_capacity(ids.len());
-        for list in id_lists(&ids) {
-            let answer = store.client.run(&format!(
-                "SELECT trace_id, minMerge(first) AS first FROM {} \
-                 WHERE trace_id IN ({list}) GROUP BY trace_id FORMAT RowBinary",
-                t.trace_starts
-            ))?;
-            traces.extend(ids_and_starts(&answer)?);
-        }
+        let every_span_seen = !capped && floor <= range.first;
+        let mut traces = trace_starts(store, spans)?;
         traces.sort_unstable_by_key(|&(id, start)| std::cmp::Reverse((start, id)));
-        if every_span_seen || traces.get(limit - 1).is_some_and(|&(_, s)| s > earliest) {
+        if every_span_seen || traces.get(limit - 1).is_some_and(|&(_, s)| s >= floor) {
             traces.truncate(limit);
             return Ok(Some(traces.into_iter().map(|(id, _)| id).collect()));
         }
-        n *= 4;
+        if capped {
+            return Ok(None);
+        }
+        width = width.saturating_mul(4);
     }
-    Ok(None)
+}
+
+/// A round reads at most this many spans per trace asked for.
+const ROUND_SPANS_MAX_PER_TRACE: usize = 128;
+
+/// What `operation_spans` says of the spans a search by service may match.
+struct OperationRange {
+    spans: u64,
+    /// The first and last start, within the query's window.
+    first: u64,
+    last: u64,
+}
+
+impl OperationRange {
+    /// The time back from the last start that holds about `n` spans if they were spread
+    /// evenly, doubled for the unevenness.
+    fn width_for(&self, n: usize) -> u64 {
+        let span = (self.last - self.first) as f64 + 1.0;
+        let share = n as f64 / self.spans.max(1) as f64;
+        (span * share * 2.0).min(u64::MAX as f64) as u64
+    }
+}
+
+/// The service's (and operation's) spans and their first and last start within `q`'s
+/// window; none when it has no span there.
+fn operation_range(
+    store: &ClickHouseStore,
+    q: &SearchQuery,
+    days: &str,
+) -> Result<Option<OperationRange>, StoreError> {
+    let mut condition = vec![days.to_string()];
+    if let Some(s) = &q.service {
+        condition.push(format!("service = {}", quote(s)));
+    }
+    if let Some(s) = &q.operation {
+        condition.push(format!("name = {}", quote(s)));
+    }
+    let answer = store.client.run(&format!(
+        "SELECT toUInt64(countMerge(spans)), minMerge(first), maxMerge(last) FROM {} \
+         WHERE {} FORMAT RowBinary",
+        store.tables.operation_spans,
+        condition.join(" AND ")
+    ))?;
+    let mut r = RowReader::new(&answer[..]);
+    let spans = r.u64("spans").map_err(answer_error)?;
+    let mut first = r.u64("first").map_err(answer_error)?;
+    let mut last = r.u64("last").map_err(answer_error)?;
+    if let Some(w) = q.window {
+        first = first.max(w.start);
+        last = last.min(w.end.saturating_sub(1));
+    }
+    Ok((spans > 0 && first <= last).then_some(OperationRange { spans, first, last }))
+}
+
+/// The first start of each trace the spans name.
+fn trace_starts(
+    store: &ClickHouseStore,
+    spans: Vec<(TraceId, u64)>,
+) -> Result<Vec<(TraceId, u64)>, StoreError> {
+    let mut ids: Vec<TraceId> = spans.into_iter().map(|(id, _)| id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut traces = Vec::with_capacity(ids.len());
+    for list in id_lists(&ids) {
+        let answer = store.client.run(&format!(
+            "SELECT trace_id, minMerge(first) AS first FROM {} \
+             WHERE trace_id IN ({list}) GROUP BY trace_id FORMAT RowBinary",
+            store.tables.trace_starts
+        ))?;
+        traces.extend(ids_and_starts(&answer)?);
+    }
+    Ok(traces)
 }
 
 /// Rows of a trace id and a time.

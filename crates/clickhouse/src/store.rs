@@ -94,11 +94,11 @@ impl ClickHouseStore {
             Some(cluster) => format!("cluster('{cluster}', system, parts)"),
             None => "system.parts".to_string(),
         };
-        let [rows, span_index, attr_index, starts, _] = self.tables.by_day_local();
+        let [rows, span_index, attr_index, starts, operation_spans, _] = self.tables.by_day_local();
         let answer = self.client.run(&format!(
             "SELECT toUInt64(sumIf(rows, table = '{rows}')), toUInt64(sum(bytes_on_disk)) \
-             FROM {from} WHERE active AND database = '{db}' \
-             AND table IN ('{rows}', '{span_index}', '{attr_index}', '{starts}') \
+             FROM {from} WHERE active AND database = '{db}' AND table IN \
+             ('{rows}', '{span_index}', '{attr_index}', '{starts}', '{operation_spans}') \
              FORMAT RowBinary"
         ))?;
         let mut r = RowReader::new(&answer[..]);

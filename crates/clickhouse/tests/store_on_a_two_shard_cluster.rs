@@ -492,6 +492,87 @@ fn a_search_by_service_ranks_traces_by_their_start_not_the_spans() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A search by service reads the span index back from the newest spans over a range
+/// sized from the operation's spans per unit of time; where the spans are uneven in time
+/// or a condition thins them out, it reads further back and still finds what the
+/// embedded store finds.
+#[test]
+fn a_search_by_service_reads_back_as_far_as_its_matches_need() {
+    let cluster = Cluster::start(2);
+    let ch = clickhouse(&cluster.url("uneven"));
+    let (local, dir) = embedded("uneven");
+    let mut g = Generator::new(13, T0, 1_000_000);
+    let mut spans = Vec::new();
+    for i in 0..400u64 {
+        let mut trace = g.trace();
+        // The first half spread thinly over the hour before; the rest 1 ms apart.
+        let back = 3_600_000_000_000u64.saturating_sub(i * 18_000_000_000);
+        for s in &mut trace {
+            s.start -= back.min(s.start);
+            s.end -= back.min(s.end);
+        }
+        spans.extend(trace);
+    }
+    for batch in spans.chunks(2000) {
+        ch.append(batch.to_vec()).unwrap();
+        local.append(batch.to_vec()).unwrap();
+    }
+    let last = spans.iter().map(|s| s.start).max().unwrap();
+    let mut queries = Vec::new();
+    for service in local.services().unwrap() {
+        let host = spans
+            .iter()
+            .find(|s| *s.service == *service)
+            .unwrap()
+            .host
+            .clone();
+        let operation = local.operations(&service).unwrap().swap_remove(0);
+        for limit in [1, 7, 20, 250] {
+            let q = SearchQuery {
+                service: Some(service.clone()),
+                limit,
+                ..SearchQuery::default()
+            };
+            queries.push(SearchQuery {
+                operation: Some(operation.clone()),
+                ..q.clone()
+            });
+            queries.push(SearchQuery {
+                host: Some(host.to_string()),
+                ..q.clone()
+            });
+            queries.push(SearchQuery {
+                error: true,
+                ..q.clone()
+            });
+            queries.push(SearchQuery {
+                min_duration: Some(5_000_000),
+                ..q.clone()
+            });
+            queries.push(SearchQuery {
+                window: Some(TimeWindow {
+                    start: last - 3_000_000_000_000,
+                    end: last - 100_000_000,
+                }),
+                ..q.clone()
+            });
+            queries.push(q);
+        }
+    }
+    let mut found_some = 0;
+    for q in &queries {
+        let found = ch.search(q).unwrap();
+        assert_eq!(found, local.search(q).unwrap(), "{q:?}");
+        found_some += usize::from(!found.is_empty());
+    }
+    assert!(
+        found_some > queries.len() / 2,
+        "{found_some} of {}",
+        queries.len()
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A scan whose grouping outgrows the memory a node may give it spills to the node's
 /// disk and still sees every trace whole.
 #[test]
