@@ -10,7 +10,7 @@ use causeway_store::{SearchQuery, StoreError, TimeWindow};
 
 use crate::rowbinary::RowReader;
 use crate::schema;
-use crate::store::{answer_error, id_lists, quote, ClickHouseStore, NS_PER_DAY};
+use crate::store::{answer_error, quote, ClickHouseStore, NS_PER_DAY};
 
 /// The ids of the `q.effective_limit()` traces that match `q` and started last, latest
 /// first (ties by the greater id).
@@ -18,11 +18,6 @@ pub(crate) fn newest_matching(
     store: &ClickHouseStore,
     q: &SearchQuery,
 ) -> Result<Vec<TraceId>, StoreError> {
-    if q.service.is_some() && q.tags.is_empty() {
-        if let Some(ids) = newest_by_span_start(store, q)? {
-            return Ok(ids);
-        }
-    }
     let t = &store.tables;
     let condition = search_condition(q);
     let days = days_condition(q.window);
@@ -37,78 +32,68 @@ pub(crate) fn newest_matching(
             quote(key),
             quote(value)
         ),
-        None if q.service.is_some() && q.tags.is_empty() => format!(
-            "SELECT trace_id FROM {} WHERE {condition} AND {days}",
-            t.span_index_local
-        ),
+        None if q.service.is_some() && q.tags.is_empty() => {
+            return newest_by_span_start(store, q);
+        }
         None => format!("SELECT trace_id FROM {} WHERE {condition}", t.rows_local),
     };
-    let answer = store.client.run(&format!(
-        "SELECT trace_id, minMerge(first) AS first FROM {} WHERE trace_id IN ({matching}) \
-         GROUP BY trace_id ORDER BY first DESC, trace_id DESC LIMIT {} FORMAT RowBinary",
-        t.trace_starts,
-        q.effective_limit()
-    ))?;
-    Ok(ids_and_starts(&answer)?
+    Ok(newest_of(store, &matching, q.effective_limit())?
         .into_iter()
         .map(|(id, _)| id)
         .collect())
 }
 
+/// The `limit` traces that the spans `matching` selects (on each node, of its own
+/// tables) name and that started last, with their starts, latest first.
+fn newest_of(
+    store: &ClickHouseStore,
+    matching: &str,
+    limit: usize,
+) -> Result<Vec<(TraceId, u64)>, StoreError> {
+    let answer = store.client.run(&format!(
+        "SELECT trace_id, minMerge(first) AS first FROM {} WHERE trace_id IN ({matching}) \
+         GROUP BY trace_id ORDER BY first DESC, trace_id DESC LIMIT {limit} FORMAT RowBinary",
+        store.tables.trace_starts,
+    ))?;
+    ids_and_starts(&answer)
+}
+
 /// The newest traces by the span index, read from its latest matching spans back.
 ///
 /// `operation_spans` tells how many spans the service (and operation) has and over what
-/// time; a round reads the matching spans that start at or after a floor chosen to hold
-/// about twice `limit` of them (a range of the index's key, newest last), and the
-/// traces they name are ranked by `trace_starts`. A trace not among them has no matching
-/// span past the floor, so it starts before it: once `limit` of them start at or after
-/// the floor, they are the answer. Otherwise the range grows fourfold (a host, duration
-/// or error condition thins the spans out), and past [`ROUND_SPANS_MAX`] spans a round
-/// gives way to the whole ranking (`None`): a service whose matching spans mostly come
-/// long after their traces start.
+/// time; a round ranks the traces named by the matching spans that start at or after a
+/// floor chosen to leave about twice `limit` of them (a range of the index's key). A
+/// trace none of them names has no matching span after the floor, so it starts before
+/// it: once `limit` of the ranked traces start at or after the floor, they are the
+/// answer. Otherwise the range grows fourfold (a host, duration or error condition thins
+/// the spans out, or they come long after their traces start), until it holds every
+/// matching span.
 fn newest_by_span_start(
     store: &ClickHouseStore,
     q: &SearchQuery,
-) -> Result<Option<Vec<TraceId>>, StoreError> {
-    let t = &store.tables;
+) -> Result<Vec<TraceId>, StoreError> {
     let limit = q.effective_limit();
     let days = days_condition(q.window);
     let Some(range) = operation_range(store, q, &days)? else {
-        return Ok(Some(Vec::new()));
+        return Ok(Vec::new());
     };
     let condition = format!("{} AND {days}", search_condition(q));
-    let cap = limit.saturating_mul(ROUND_SPANS_MAX_PER_TRACE);
-    let mut width = range.width_for(limit.saturating_mul(2));
+    // At least a nanosecond, so that it grows.
+    let mut width = range.width_for(limit.saturating_mul(2)).max(1);
     loop {
         let floor = range.last.saturating_sub(width).max(range.first);
-        let answer = store.client.run(&format!(
-            "SELECT trace_id, start FROM {} WHERE {condition} AND start >= {floor} \
-             ORDER BY start DESC LIMIT {cap} FORMAT RowBinary",
-            t.span_index
-        ))?;
-        let spans = ids_and_starts(&answer)?;
-        // With the cap reached, spans at the earliest start read may be left, so a trace
-        // must start after it.
-        let (floor, capped) = match spans.last() {
-            Some(&(_, earliest)) if spans.len() >= cap => (earliest.saturating_add(1), true),
-            _ => (floor, false),
-        };
-        let every_span_seen = !capped && floor <= range.first;
-        let mut traces = trace_starts(store, spans)?;
-        traces.sort_unstable_by_key(|&(id, start)| std::cmp::Reverse((start, id)));
+        let matching = format!(
+            "SELECT trace_id FROM {} WHERE {condition} AND start >= {floor}",
+            store.tables.span_index_local
+        );
+        let traces = newest_of(store, &matching, limit)?;
+        let every_span_seen = floor <= range.first;
         if every_span_seen || traces.get(limit - 1).is_some_and(|&(_, s)| s >= floor) {
-            traces.truncate(limit);
-            return Ok(Some(traces.into_iter().map(|(id, _)| id).collect()));
-        }
-        if capped {
-            return Ok(None);
+            return Ok(traces.into_iter().map(|(id, _)| id).collect());
         }
         width = width.saturating_mul(4);
     }
 }
-
-/// A round reads at most this many spans per trace asked for.
-const ROUND_SPANS_MAX_PER_TRACE: usize = 128;
 
 /// What `operation_spans` says of the spans a search by service may match.
 struct OperationRange {
@@ -157,26 +142,6 @@ fn operation_range(
         last = last.min(w.end.saturating_sub(1));
     }
     Ok((spans > 0 && first <= last).then_some(OperationRange { spans, first, last }))
-}
-
-/// The first start of each trace the spans name.
-fn trace_starts(
-    store: &ClickHouseStore,
-    spans: Vec<(TraceId, u64)>,
-) -> Result<Vec<(TraceId, u64)>, StoreError> {
-    let mut ids: Vec<TraceId> = spans.into_iter().map(|(id, _)| id).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let mut traces = Vec::with_capacity(ids.len());
-    for list in id_lists(&ids) {
-        let answer = store.client.run(&format!(
-            "SELECT trace_id, minMerge(first) AS first FROM {} \
-             WHERE trace_id IN ({list}) GROUP BY trace_id FORMAT RowBinary",
-            store.tables.trace_starts
-        ))?;
-        traces.extend(ids_and_starts(&answer)?);
-    }
-    Ok(traces)
 }
 
 /// Rows of a trace id and a time.
