@@ -31,6 +31,10 @@ pub struct LocalClusterArgs {
     /// `ca=` names the test authority) instead.
     #[arg(long)]
     https: bool,
+    /// Compress the servers' parts with zstd instead of LZ4: about a quarter fewer bytes
+    /// per span, slower reads (BENCHMARKS.md has both).
+    #[arg(long)]
+    zstd: bool,
 }
 
 /// A ClickHouse store and how to sign in to it.
@@ -106,16 +110,17 @@ fn local_cluster(a: LocalClusterArgs) -> Result<()> {
     if a.shards == 0 {
         anyhow::bail!("--shards must be at least 1");
     }
-    use causeway_clickhouse::local_cluster::Cluster;
-    let cluster = if a.https {
-        let cluster = Cluster::start_with_https(a.shards);
-        outln!("{}", cluster.https_url(&a.database));
-        cluster
-    } else {
-        let cluster = Cluster::start(a.shards);
-        outln!("{}", cluster.url(&a.database));
-        cluster
+    use causeway_clickhouse::local_cluster::{Cluster, ClusterOptions};
+    let options = ClusterOptions {
+        https: a.https,
+        zstd: a.zstd,
     };
+    let cluster = Cluster::start_with(a.shards, options);
+    if a.https {
+        outln!("{}", cluster.https_url(&a.database));
+    } else {
+        outln!("{}", cluster.url(&a.database));
+    }
     statusln!(
         "{} clickhouse-server processes running; press Ctrl-C to stop",
         a.shards

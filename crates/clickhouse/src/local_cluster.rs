@@ -55,25 +55,42 @@ fn binary() -> PathBuf {
     );
 }
 
+/// How a local cluster's servers are set up besides their ports.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClusterOptions {
+    /// Also serve HTTPS, with a certificate for `127.0.0.1` signed by the authority
+    /// [`Cluster::https_url`] names.
+    pub https: bool,
+    /// Compress parts with zstd instead of ClickHouse's default LZ4: fewer bytes per
+    /// span, slower reads.
+    pub zstd: bool,
+}
+
 impl Cluster {
     /// Starts `shards` servers and waits until each answers.
     pub fn start(shards: usize) -> Cluster {
-        Cluster::start_serving(shards, false)
+        Cluster::start_with(shards, ClusterOptions::default())
     }
 
     /// [`Cluster::start`], each node also serving HTTPS with a certificate for
     /// `127.0.0.1` signed by the authority [`Cluster::https_url`] names.
     pub fn start_with_https(shards: usize) -> Cluster {
-        Cluster::start_serving(shards, true)
+        Cluster::start_with(
+            shards,
+            ClusterOptions {
+                https: true,
+                ..ClusterOptions::default()
+            },
+        )
     }
 
     /// Starts the cluster on free ports; again on others when a node cannot start (a
     /// port found free may be taken before the node binds it, by another cluster or an
     /// outgoing connection).
-    fn start_serving(shards: usize, https: bool) -> Cluster {
+    pub fn start_with(shards: usize, options: ClusterOptions) -> Cluster {
         let mut failures = Vec::new();
         for _ in 0..3 {
-            match Cluster::try_start_serving(shards, https) {
+            match Cluster::try_start_with(shards, options) {
                 Ok(cluster) => return cluster,
                 Err(e) => failures.push(e),
             }
@@ -81,7 +98,7 @@ impl Cluster {
         panic!("a local cluster did not start: {}", failures.join("; "));
     }
 
-    fn try_start_serving(shards: usize, https: bool) -> Result<Cluster, String> {
+    fn try_start_with(shards: usize, options: ClusterOptions) -> Result<Cluster, String> {
         let binary = binary();
         let dir = std::env::temp_dir().join(format!(
             "causeway-clickhouse-{}-{}",
@@ -108,7 +125,7 @@ impl Cluster {
             let h = home.display();
             let config = home.join("config.xml");
             std::fs::write(home.join("users.xml"), USERS).expect("write users.xml");
-            let https_port = https.then(free_port);
+            let https_port = options.https.then(free_port);
             let https_config = match https_port {
                 Some(port) => {
                     std::fs::write(home.join("server.pem"), TLS_CERTIFICATE)
@@ -125,6 +142,11 @@ impl Cluster {
                     )
                 }
                 None => String::new(),
+            };
+            let compression = if options.zstd {
+                "<compression><case><method>zstd</method></case></compression>"
+            } else {
+                ""
             };
             std::fs::write(
                 &config,
@@ -147,6 +169,7 @@ impl Cluster {
   <default_database>default</default_database>
   <mark_cache_size>268435456</mark_cache_size>
   <uncompressed_cache_size>268435456</uncompressed_cache_size>
+  {compression}
   <remote_servers><{CLUSTER}>{remote}</{CLUSTER}></remote_servers>
 </yandex>
 "#

@@ -406,11 +406,11 @@ fn retention_drops_whole_days_on_every_shard() {
     // A cutoff a minute after the new spans (the same day) keeps that day whole.
     let cutoff = T0 + 3 * DAY + 60_000_000_000;
     let dropped = ch.drop_days_before(cutoff).unwrap();
-    // Of the span table, the search index and the trace starts on both shards, and of
-    // the operations on at least one.
+    // Of the span table and the four tables derived from it on both shards, and of the
+    // operations on at least one.
     assert!(
-        dropped >= 7,
-        "the old day's spans, index, starts and operations: {dropped}"
+        dropped >= 11,
+        "the old day's spans, indexes, starts, operation spans and operations: {dropped}"
     );
     assert!(ch.trace(old[0].trace_id).unwrap().is_none());
     let by_service = SearchQuery {
@@ -647,4 +647,33 @@ fn only_a_scan_waits_past_the_timeout() {
     };
     assert!(read(Patience::Timeout).is_err());
     assert_eq!(read(Patience::AsLongAsItTakes).unwrap(), [0]);
+}
+
+/// A cluster started with zstd keeps the same spans in fewer bytes than one with
+/// ClickHouse's default LZ4.
+#[test]
+fn a_zstd_cluster_stores_the_spans_in_fewer_bytes() {
+    use causeway_clickhouse::local_cluster::ClusterOptions;
+    let spans = spans();
+    let mut bytes = Vec::new();
+    for zstd in [false, true] {
+        let cluster = Cluster::start_with(
+            1,
+            ClusterOptions {
+                zstd,
+                ..ClusterOptions::default()
+            },
+        );
+        let ch = clickhouse(&cluster.url("compressed"));
+        ch.append(spans.clone()).unwrap();
+        let usage = ch.disk_usage().unwrap();
+        assert_eq!(usage.spans, spans.len() as u64);
+        bytes.push(usage.bytes);
+    }
+    assert!(
+        bytes[1] < bytes[0],
+        "zstd {} against lz4 {}",
+        bytes[1],
+        bytes[0]
+    );
 }
