@@ -542,6 +542,10 @@ mod tests {
 
         let store = ClickHouseStore::open(endpoint, ClickHouseOptions::default()).unwrap();
         assert_eq!(schema::version(store.client()).unwrap(), schema::VERSION);
+        // Spans stored after the upgrade reach the indexes through its views.
+        let after: Vec<Span> = (0..60).flat_map(|_| g.trace()).collect();
+        store.append(after.clone()).unwrap();
+        let spans: Vec<Span> = spans.into_iter().chain(after).collect();
         let span = &spans[spans.len() / 2];
         let by_operation = SearchQuery {
             service: Some(span.service.to_string()),
@@ -579,7 +583,7 @@ mod tests {
                 &|_| ControlFlow::Continue(()),
             )
             .unwrap();
-        assert_eq!(scanned.traces, 60);
+        assert_eq!(scanned.traces, 120);
         assert_eq!(scanned.spans, spans.len() as u64);
     }
 }

@@ -677,3 +677,32 @@ fn a_zstd_cluster_stores_the_spans_in_fewer_bytes() {
         bytes[0]
     );
 }
+
+/// The attribute index takes one row per distinct key, value and trace of a batch, not
+/// one per attribute of each span, before ClickHouse merges anything.
+#[test]
+fn the_attribute_index_takes_a_row_per_distinct_attribute_of_a_trace() {
+    let cluster = Cluster::start(2);
+    let url = cluster.url("per_trace");
+    let ch = clickhouse(&url);
+    ch.append(spans()).unwrap();
+    let client = Client::new(Endpoint::parse(&url).unwrap(), Duration::from_secs(30)).unwrap();
+    let count = |sql: &str| {
+        let answer = client.run(&format!("{sql} FORMAT TSV")).unwrap();
+        String::from_utf8(answer)
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let attributes = count(
+        "SELECT count() FROM per_trace.span_rows \
+         ARRAY JOIN attr_keys AS key, attr_values AS value WHERE length(value) <= 128",
+    );
+    let distinct = count(
+        "SELECT count() FROM (SELECT DISTINCT key, value, trace_id FROM per_trace.span_rows \
+         ARRAY JOIN attr_keys AS key, attr_values AS value WHERE length(value) <= 128)",
+    );
+    assert!(distinct < attributes / 2, "{distinct} of {attributes}");
+    assert_eq!(count("SELECT count() FROM per_trace.attr_index"), distinct);
+}
