@@ -18,23 +18,23 @@ pub(crate) fn newest_matching(
     store: &ClickHouseStore,
     q: &SearchQuery,
 ) -> Result<Vec<TraceId>, StoreError> {
+    if q.service.is_some() && q.tags.is_empty() {
+        return newest_by_span_start(store, q);
+    }
     let t = &store.tables;
     let condition = search_condition(q);
-    let days = days_condition(q.window);
     // The spans that match, each node's own: by a range of the attribute index and then
-    // the few traces it names, or by a range of the span index, or by every span.
+    // the few traces it names, or by every span.
     let matching = match indexed_tag(q) {
         Some((key, value)) => format!(
             "SELECT trace_id FROM {} WHERE trace_id IN (SELECT trace_id FROM {} \
-             WHERE key = {} AND value = {} AND {days}) AND {condition}",
+             WHERE key = {} AND value = {} AND {}) AND {condition}",
             t.rows_local,
             t.attr_index_local,
             quote(key),
-            quote(value)
+            quote(value),
+            days_condition(q.window)
         ),
-        None if q.service.is_some() && q.tags.is_empty() => {
-            return newest_by_span_start(store, q);
-        }
         None => format!("SELECT trace_id FROM {} WHERE {condition}", t.rows_local),
     };
     Ok(newest_of(store, &matching, q.effective_limit())?
