@@ -557,7 +557,10 @@ fn bench_server_config(dir: &std::path::Path) -> Result<ServerConfig> {
         grpc_addr: "127.0.0.1:0".parse()?,
         ingest_addr: "127.0.0.1:0".parse()?,
         http_addr: "127.0.0.1:0".parse()?,
-        query_timeout: std::time::Duration::from_secs(3600),
+        limits: causeway_server::Limits {
+            query_timeout: std::time::Duration::from_secs(3600),
+            ..causeway_server::Limits::default()
+        },
         ..ServerConfig::default()
     })
 }

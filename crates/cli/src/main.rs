@@ -30,6 +30,7 @@ mod logs_read;
 mod pivot;
 mod print;
 mod replicas;
+mod serve_limits;
 mod stats;
 
 use std::net::SocketAddr;
@@ -194,23 +195,9 @@ struct ServeArgs {
     /// Drop the oldest blocks while the store is larger than this many bytes.
     #[arg(long)]
     max_bytes: Option<u64>,
-    /// Largest request body, in bytes, after decompression.
-    #[arg(long, default_value_t = 16 << 20)]
-    max_body: usize,
     /// Spans held in memory before they are written as a Parquet block.
     #[arg(long, default_value_t = StoreOptions::default().head_max_spans)]
     block_spans: usize,
-    /// Ingest requests handled at once, from reading the body to the store's answer;
-    /// more are answered 429 (so bodies held in memory stay below this times --max-body).
-    #[arg(long, default_value_t = ServerConfig::default().max_inflight)]
-    max_inflight: usize,
-    /// Scans over a time window (analyses, expectation checks, exports) run at once.
-    #[arg(long, default_value_t = ServerConfig::default().max_scans)]
-    max_scans: usize,
-    /// How long a request that scans a window may take, waiting for a scan slot
-    /// included; past it the answer is 503 (no slot came free) or 408 (out of time).
-    #[arg(long, default_value = "60s")]
-    query_timeout: humantime::Duration,
     /// A file of Pivot Tracing tracepoint definitions to load at start (repeatable;
     /// later files replace definitions of the same name).
     #[arg(long = "pivot-tracepoints", value_name = "FILE")]
@@ -226,6 +213,8 @@ struct ServeArgs {
     /// ingest answers 503 until ClickHouse catches up.
     #[arg(long, default_value_t = causeway_clickhouse::SpoolOptions::default().max_unshipped_bytes)]
     spool_max_bytes: u64,
+    #[command(flatten)]
+    limits: serve_limits::LimitArgs,
 }
 
 fn fsync_policy(text: &str) -> Result<FsyncPolicy> {
@@ -465,6 +454,9 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn serve(a: ServeArgs) -> Result<()> {
+    if a.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        bail!("--token is blank: give a token, or leave the flag (and CAUSEWAY_TOKEN) out");
+    }
     if a.clickhouse.store.is_some() && a.max_bytes.is_some() {
         bail!("--max-bytes applies to the embedded store; on ClickHouse use --retention");
     }
@@ -477,11 +469,8 @@ fn serve(a: ServeArgs) -> Result<()> {
     let config = ServerConfig {
         pivot_tracepoints,
         pivot_interval: a.pivot_interval.into(),
-        token: a.token.filter(|t| !t.is_empty()),
-        max_body_bytes: a.max_body,
-        max_inflight: a.max_inflight.max(1),
-        max_scans: a.max_scans.max(1),
-        query_timeout: a.query_timeout.into(),
+        token: a.token,
+        limits: a.limits.limits()?,
         store: StoreOptions {
             fsync: fsync_policy(&a.fsync)?,
             retention_age: a.retention.map(Into::into),

@@ -34,12 +34,18 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .merge(crate::logflows::routes())
         .merge(crate::expect::routes())
         .merge(crate::jaeger::routes())
-        .merge(crate::pivot::routes(state.config.max_body_bytes))
+        .merge(crate::pivot::routes(state.config.limits.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::receive::receive_first,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::auth::require_token,
         ))
         .merge(crate::ui::routes())
+        .fallback(crate::json_errors::not_found)
+        .layer(axum::middleware::from_fn(crate::json_errors::as_json))
         .with_state(state)
 }
 
@@ -314,9 +320,9 @@ async fn run_sql(
     let limits = SqlLimits {
         max_rows: req
             .limit
-            .unwrap_or(state.config.sql.max_rows)
-            .min(state.config.sql.max_rows),
-        ..state.config.sql
+            .unwrap_or(state.config.limits.sql.max_rows)
+            .min(state.config.limits.sql.max_rows),
+        ..state.config.limits.sql
     };
     let result = match &state.backend {
         // The query runs on the store's SQL threads, not on these.
@@ -398,6 +404,6 @@ async fn status(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
 async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(&state.store.stats()),
+        crate::metrics::render(&state),
     )
 }

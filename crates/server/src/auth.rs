@@ -15,7 +15,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 /// True when no token is configured or `header` carries it as `Bearer <token>`.
 pub(crate) fn allowed(token: Option<&str>, header: Option<&[u8]>) -> bool {
-    let Some(token) = token.filter(|t| !t.is_empty()) else {
+    let Some(token) = token.filter(|t| !t.trim().is_empty()) else {
         return true;
     };
     let Some(value) = header else { return false };
@@ -37,7 +37,7 @@ pub(crate) async fn require_token(
         .headers()
         .get(axum::http::header::AUTHORIZATION)
         .map(|v| v.as_bytes());
-    if allowed(state.config.token.as_deref(), header) {
+    if allowed(state.config.token(), header) {
         next.run(req).await
     } else {
         // Read a small body so the connection stays usable for the client's next

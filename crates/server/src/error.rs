@@ -20,6 +20,9 @@ pub enum ApiError {
     /// The body is over the configured limit.
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// The change would pass a limit on what the server keeps; the message names it.
+    #[error("{0}")]
+    Conflict(String),
     /// Missing or wrong access token.
     #[error("missing or invalid access token")]
     Unauthorized,
@@ -40,6 +43,26 @@ pub enum ApiError {
 /// Seconds a client should wait before retrying a shed request.
 pub const RETRY_AFTER_SECS: u64 = 1;
 
+/// Longest error message answered; longer ones (which quote what the client sent) are
+/// cut, saying how much was left out.
+pub const MAX_ERROR_BYTES: usize = 4096;
+
+/// `text` cut to [`MAX_ERROR_BYTES`] on a character boundary, saying how much was cut.
+pub fn clip(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= MAX_ERROR_BYTES {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut at = MAX_ERROR_BYTES;
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    std::borrow::Cow::Owned(format!(
+        "{}... ({} more bytes cut)",
+        &text[..at],
+        text.len() - at
+    ))
+}
+
 impl ApiError {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
@@ -48,6 +71,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -87,7 +111,7 @@ impl IntoResponse for ApiError {
         let retry = self.retryable();
         let mut resp = (
             status,
-            axum::Json(serde_json::json!({ "error": self.to_string() })),
+            axum::Json(serde_json::json!({ "error": clip(&self.to_string()) })),
         )
             .into_response();
         if retry {
@@ -104,12 +128,13 @@ impl IntoResponse for ApiError {
 
 impl From<ApiError> for tonic::Status {
     fn from(e: ApiError) -> Self {
-        let msg = e.to_string();
+        let msg = clip(&e.to_string()).into_owned();
         match e {
             ApiError::BadRequest(_) => tonic::Status::invalid_argument(msg),
             ApiError::NotFound(_) => tonic::Status::not_found(msg),
             ApiError::UnsupportedMediaType(_) => tonic::Status::invalid_argument(msg),
             ApiError::PayloadTooLarge(_) => tonic::Status::resource_exhausted(msg),
+            ApiError::Conflict(_) => tonic::Status::failed_precondition(msg),
             ApiError::Unauthorized => tonic::Status::unauthenticated(msg),
             ApiError::TooManyRequests(_) => tonic::Status::resource_exhausted(msg),
             ApiError::Unavailable(_) => tonic::Status::unavailable(msg),

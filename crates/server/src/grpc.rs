@@ -2,8 +2,9 @@
 //! accepted, answered with partial success like the OpenTelemetry Collector.
 //!
 //! The service is written out here rather than generated: its request is taken as raw
-//! bytes, so that, as over HTTP, a request holds an in-flight permit before its body is
-//! buffered and is decoded off the async workers.
+//! bytes, so that, as over HTTP, its body arrives under the body timeout and the receive
+//! budget, takes an in-flight place only once whole, and is decoded off the async
+//! workers.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -18,13 +19,16 @@ use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, En
 use tonic::codegen::{http, BoxFuture, Service, StdError};
 use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
-use crate::ingest::{admit, take, Batch, Encoding, Protocol};
+use crate::ingest::{take, Batch, Encoding, Protocol};
+use crate::receive::{Budgeted, Held, Received};
 use crate::AppState;
 
 const EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+/// Requests one gRPC connection has open at once.
+const MAX_STREAMS_PER_CONNECTION: u32 = 64;
 
 /// Takes the request message as its bytes and writes the response message.
 #[derive(Default)]
@@ -80,10 +84,22 @@ impl UnaryService<Bytes> for Export {
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
         let state = self.state.clone();
         Box::pin(async move {
+            let message = request.into_inner();
+            // The body's frames gave their bytes back when tonic dropped it; the message
+            // holds them again until it is stored.
+            let mut held = Held::default();
+            state
+                .ingest_receiving
+                .grow(&mut held, message.len())
+                .map_err(|r| state.refused(r))?;
+            let received = Received {
+                bytes: message,
+                held,
+            };
             let outcome = take(
                 &state,
                 Protocol::OtlpGrpc,
-                request.into_inner(),
+                received,
                 // tonic has already undone the message's compression.
                 Encoding::Identity,
                 |body| {
@@ -130,13 +146,10 @@ where
                 Ok(Status::unimplemented(format!("no method {path}")).into_http())
             });
         }
+        // The message arrives under the body timeout, its frames held of the budget.
+        let req = req.map(|body| Budgeted::new(body, state.clone()));
         Box::pin(async move {
-            // The permit is held from before the message is read until the store answers.
-            let _permit = match admit(&state) {
-                Ok(p) => p,
-                Err(e) => return Ok(Status::from(e).into_http()),
-            };
-            let limit = state.config.max_body_bytes;
+            let limit = state.config.limits.max_body_bytes;
             let mut grpc = Grpc::new(RawCodec)
                 .apply_compression_config(
                     {
@@ -160,7 +173,7 @@ pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    let token = state.config.token.clone();
+    let token = state.config.token().map(str::to_string);
     let check = move |req: Request<()>| {
         let header = req.metadata().get("authorization").map(|v| v.as_bytes());
         if crate::auth::allowed(token.as_deref(), header) {
@@ -169,10 +182,16 @@ pub(crate) async fn serve(
             Err(Status::unauthenticated("missing or invalid access token"))
         }
     };
-    let service = TraceService { state };
+    let service = TraceService {
+        state: state.clone(),
+    };
+    let incoming = crate::listen::incoming(listener, state);
     let result = tonic::transport::Server::builder()
+        // Each stream's message is bounded by the body limit and the receive budget;
+        // this bounds how many one connection opens at once.
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .add_service(InterceptedService::new(service, check))
-        .serve_with_incoming_shutdown(TcpIncoming::from(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     if let Err(e) = result {
         tracing::error!(error = %e, "OTLP/gRPC listener failed");

@@ -15,10 +15,11 @@ use axum::routing::post;
 use axum::Router;
 use causeway_model::codec::otlp::proto::{ExportTracePartialSuccess, ExportTraceServiceResponse};
 use causeway_model::codec::{jaeger, native, otlp, zipkin};
-use causeway_model::{Span, Value};
+use causeway_model::Span;
 use prost::Message;
 
 use crate::metrics::add;
+use crate::receive::{receive, Budget, Held, Received, Rules};
 use crate::{ApiError, AppState};
 
 /// The content type of a native batch.
@@ -26,7 +27,6 @@ pub const NATIVE_CONTENT_TYPE: &str = "application/x-causeway-native";
 
 /// Rejection messages kept per response; the rest are counted.
 const MESSAGES_KEPT: usize = 10;
-const DAY_NS: u64 = 86_400 * 1_000_000_000;
 
 #[derive(Clone, Copy)]
 pub(crate) enum Protocol {
@@ -99,92 +99,20 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             state.clone(),
             crate::auth::require_token,
         ))
+        .fallback(crate::json_errors::not_found)
+        .layer(axum::middleware::from_fn(crate::json_errors::as_json))
         .with_state(state)
 }
 
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
-fn cut(s: &mut String, max: usize) -> Option<usize> {
-    if s.len() <= max {
-        return None;
-    }
-    let was = s.len();
-    let mut at = max;
-    while !s.is_char_boundary(at) {
-        at -= 1;
-    }
-    s.truncate(at);
-    Some(was)
-}
-
-/// Rejects spans whose times cannot be real and cuts oversized attribute values.
-/// Returns true when any kept span was changed.
-pub(crate) fn screen(spans: &mut Vec<Span>, max_attr: usize, out: &mut Outcome) -> bool {
-    let horizon = now_ns().saturating_add(DAY_NS);
-    let mut changed = false;
-    let mut problems = Vec::new();
-    spans.retain_mut(|s| {
-        let who = || format!("span {} of trace {} ({:?})", s.span_id, s.trace_id, s.name);
-        let problem = if s.start == 0 {
-            Some(format!("{}: start time is 0", who()))
-        } else if s.end < s.start {
-            Some(format!(
-                "{}: ends at {} before it starts at {}",
-                who(),
-                s.end,
-                s.start
-            ))
-        } else if s.start > horizon {
-            Some(format!(
-                "{}: starts at {} ns, more than a day in the future",
-                who(),
-                s.start
-            ))
-        } else {
-            None
-        };
-        if let Some(p) = problem {
-            out.rejected += 1;
-            problems.push(p);
-            return false;
-        }
-        let attrs = s
-            .attributes
-            .iter_mut()
-            .chain(s.events.iter_mut().flat_map(|e| e.attributes.iter_mut()));
-        for kv in attrs {
-            if let Value::Str(v) = &mut kv.value {
-                if let Some(was) = cut(v, max_attr) {
-                    changed = true;
-                    problems.push(format!(
-                        "span {} of trace {}: attribute {:?} cut from {was} to {max_attr} bytes",
-                        s.span_id, s.trace_id, kv.key
-                    ));
-                }
-            }
-        }
-        true
-    });
-    for p in problems {
-        out.note(p);
-    }
-    changed
-}
-
-/// One ingest request's place among the `max_inflight` allowed, taken before its body is
-/// read and held until the store has answered, so that the bodies held, gunzipped and
-/// decoded at once are bounded. None free: 429 at once.
+/// One ingest request's place among the `max_inflight` allowed, taken once its body has
+/// arrived and held until the store has answered, so that the bodies gunzipped and
+/// decoded at once are bounded (a body still arriving holds none). None free: 429 at once.
 pub(crate) fn admit(state: &AppState) -> Result<tokio::sync::SemaphorePermit<'_>, ApiError> {
     state.inflight.try_acquire().map_err(|_| {
         add(&state.metrics.refused_inflight, 1);
         ApiError::TooManyRequests(format!(
             "more than {} ingest requests in flight; retry shortly",
-            state.config.max_inflight
+            state.config.limits.max_inflight
         ))
     })
 }
@@ -210,49 +138,56 @@ impl Batch {
     }
 }
 
-/// Decodes (undoing the content encoding) and screens a body off the async workers, then
-/// appends its spans, durable before this returns. The caller holds an [`admit`] permit.
+/// Decodes (undoing the content encoding) and screens a received body off the async
+/// workers, then appends its spans, durable before this returns. The body keeps its bytes
+/// of the receive budget (and takes its decompressed bytes too) until the store answers;
+/// the request's place among those in flight is taken here, once the body is whole.
 pub(crate) async fn take(
     state: &Arc<AppState>,
     protocol: Protocol,
-    body: Bytes,
+    received: Received,
     encoding: Encoding,
     decode: impl FnOnce(Bytes) -> Result<Batch, String> + Send + 'static,
 ) -> Result<Outcome, ApiError> {
-    let limit = state.config.max_body_bytes;
-    let max_attr = state.config.max_attribute_bytes;
-    let store = state.store.clone();
+    let _permit = admit(state)?;
+    let limit = state.config.limits.max_body_bytes;
+    let app = state.clone();
     // One trip to the blocking pool: decode, screen, append.
     let done = crate::work::blocking(move || {
-        Ok(encoding.undo(body, limit).and_then(|body| {
-            let mut batch = decode(body).map_err(Refusal::Malformed)?;
-            let changed = screen(&mut batch.spans, max_attr, &mut batch.outcome);
-            let n = batch.spans.len();
-            let appended = match batch.records {
-                _ if n == 0 => Ok(()),
-                // A native batch goes to the WAL as received unless screening changed it.
-                Some(r) if !changed && batch.outcome.rejected == 0 => {
-                    store.append_records(&r, batch.spans)
-                }
-                _ => store.append(batch.spans),
-            };
-            Ok((batch.outcome, n, appended))
-        }))
+        let Received { bytes, mut held } = received;
+        Ok(encoding
+            .undo(bytes, limit, &app.ingest_receiving, &mut held)
+            .and_then(|body| {
+                let mut batch = decode(body).map_err(Unusable::Malformed)?;
+                let limits = &app.config.limits.spans;
+                let changed = limits.screen(&mut batch.spans, &mut batch.outcome);
+                let n = batch.spans.len();
+                let appended = match batch.records {
+                    _ if n == 0 => Ok(()),
+                    // A native batch goes to the WAL as received unless screening changed it.
+                    Some(r) if !changed && batch.outcome.rejected == 0 => {
+                        app.store.append_records(&r, batch.spans)
+                    }
+                    _ => app.store.append(batch.spans),
+                };
+                Ok((batch.outcome, n, appended))
+            }))
     })
     .await?;
     let m = &state.metrics;
     let (mut outcome, n, appended) = match done {
         Ok(done) => done,
-        Err(Refusal::TooLarge) => {
+        Err(Unusable::TooLarge) => {
             add(&m.refused_too_large, 1);
             return Err(ApiError::PayloadTooLarge(format!(
                 "request body is over the {limit}-byte limit once decompressed"
             )));
         }
-        Err(Refusal::Malformed(message)) => {
+        Err(Unusable::Malformed(message)) => {
             add(&m.refused_malformed, 1);
             return Err(ApiError::BadRequest(message));
         }
+        Err(Unusable::NotReceived(refusal)) => return Err(state.refused(refusal)),
     };
     add(&m.rejected[protocol as usize], outcome.rejected);
     if let Err(e) = appended {
@@ -284,11 +219,13 @@ fn content_type(headers: &HeaderMap) -> String {
 }
 
 /// Why a body was refused once read.
-pub(crate) enum Refusal {
+pub(crate) enum Unusable {
     /// Over the size limit once decompressed.
     TooLarge,
     /// Not what its content type says; the message names what and where.
     Malformed(String),
+    /// Its decompressed bytes do not fit in the receive budget.
+    NotReceived(crate::receive::Refusal),
 }
 
 /// A body's content encoding.
@@ -316,8 +253,14 @@ impl Encoding {
         }
     }
 
-    /// The body decompressed, at most `limit` bytes.
-    fn undo(self, raw: Bytes, limit: usize) -> Result<Bytes, Refusal> {
+    /// The body decompressed, at most `limit` bytes, its bytes held of `budget`.
+    fn undo(
+        self,
+        raw: Bytes,
+        limit: usize,
+        budget: &Budget,
+        held: &mut Held,
+    ) -> Result<Bytes, Unusable> {
         match self {
             Encoding::Identity => Ok(raw),
             Encoding::Gzip => {
@@ -325,34 +268,34 @@ impl Encoding {
                 flate2::read::GzDecoder::new(&raw[..])
                     .take(limit as u64 + 1)
                     .read_to_end(&mut out)
-                    .map_err(|e| Refusal::Malformed(format!("invalid gzip body: {e}")))?;
+                    .map_err(|e| Unusable::Malformed(format!("invalid gzip body: {e}")))?;
                 if out.len() > limit {
-                    return Err(Refusal::TooLarge);
+                    return Err(Unusable::TooLarge);
                 }
+                budget
+                    .grow(held, out.len())
+                    .map_err(Unusable::NotReceived)?;
                 Ok(Bytes::from(out))
             }
         }
     }
 }
 
-/// Reads the body as sent, within the size limit.
-async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
-    let limit = state.config.max_body_bytes;
-    let too_large = || {
-        add(&state.metrics.refused_too_large, 1);
-        ApiError::PayloadTooLarge(format!("request body is over the {limit}-byte limit"))
+/// Receives an ingest body whole, under the ingest rules (size, time, budget).
+async fn read_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Received, ApiError> {
+    let limits = &state.config.limits;
+    let rules = Rules {
+        limit: limits.max_body_bytes,
+        timeout: limits.body_timeout,
+        budget: &state.ingest_receiving,
     };
-    // A declared length over the limit is refused before reading any of the body.
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(too_large());
-    }
-    axum::body::to_bytes(body, limit)
+    receive(headers, body, rules)
         .await
-        .map_err(|_| too_large())
+        .map_err(|r| state.refused(r))
 }
 
 async fn otlp_http(
@@ -360,7 +303,6 @@ async fn otlp_http(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let _permit = admit(&state)?;
     // Read before the content type is judged, so a refused request leaves the
     // connection clean for the client's next one.
     let body = read_body(&state, &headers, body).await?;
@@ -417,7 +359,6 @@ async fn json_spans(
     (protocol, path, format): (Protocol, &str, &str),
     decode: fn(Bytes) -> Result<Batch, String>,
 ) -> Result<Outcome, ApiError> {
-    let _permit = admit(state)?;
     // Read before the content type is judged, so a refused request leaves the
     // connection clean for the client's next one.
     let body = read_body(state, headers, body).await?;
@@ -476,7 +417,6 @@ async fn native_http(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let _permit = admit(&state)?;
     // Read before the content type is judged, so a refused request leaves the
     // connection clean for the client's next one.
     let body = read_body(&state, &headers, body).await?;

@@ -16,15 +16,20 @@ mod expect;
 mod grpc;
 mod ingest;
 mod jaeger;
+mod json_errors;
+mod listen;
 mod logflows;
 mod metrics;
 mod pivot;
+mod receive;
+mod screen;
 mod ui;
 mod work;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use causeway_clickhouse::{
     ClickHouseOptions, ClickHouseStore, Endpoint, ShippingStore, SpoolOptions,
@@ -36,6 +41,9 @@ use tokio::task::JoinHandle;
 
 pub use error::ApiError;
 pub use ingest::NATIVE_CONTENT_TYPE;
+pub use listen::ConnectionLimits;
+pub use pivot::PivotLimits;
+pub use screen::SpanLimits;
 
 /// OpenTelemetry's default OTLP/gRPC port.
 pub const DEFAULT_GRPC: &str = "127.0.0.1:4317";
@@ -56,32 +64,74 @@ pub struct ServerConfig {
     /// Query API listener.
     pub http_addr: SocketAddr,
     /// Bearer token required on every request when set (and required to bind beyond
-    /// loopback).
+    /// loopback). Blank is no token.
     pub token: Option<String>,
-    /// Largest request body accepted, after decompression.
-    pub max_body_bytes: usize,
-    /// Attribute values longer than this are cut to it (and the cut reported).
-    pub max_attribute_bytes: usize,
-    /// Ingest requests handled at once, from reading the body to the store's answer;
-    /// more are answered 429.
-    pub max_inflight: usize,
-    /// Scans over a time window (analyses, checks, exports) run at once; more wait for a
-    /// slot until their time limit.
-    pub max_scans: usize,
-    /// How long a request that scans a window may take, waiting for a slot included:
-    /// past it the answer is 503 (no slot came free) or 408 (the scan ran out of time).
-    pub query_timeout: std::time::Duration,
+    /// What one client, or a few, may take of the server.
+    pub limits: Limits,
     /// The store's behaviour.
     pub store: StoreOptions,
     /// Store the spans in ClickHouse rather than in `data_dir` (which then holds only
     /// the spool of spans not yet shipped, and the Pivot hub's state).
     pub clickhouse: Option<ClickHouseConfig>,
-    /// Bounds on SQL queries.
-    pub sql: SqlLimits,
     /// Pivot Tracing tracepoint definitions loaded at start: (file name, text).
     pub pivot_tracepoints: Vec<(String, String)>,
     /// How often processes report Pivot Tracing results.
     pub pivot_interval: std::time::Duration,
+}
+
+/// Everything that bounds what requests take of the server: connections, time, memory
+/// and the size of what is stored and answered. Past a limit a request is answered
+/// (413, 408, 429, 503, or a cut reported), never left to take the server down.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Connections per listener, and their timeouts.
+    pub connections: ConnectionLimits,
+    /// How long a request body may take to arrive, from the end of its headers.
+    pub body_timeout: Duration,
+    /// Largest request body accepted, after decompression.
+    pub max_body_bytes: usize,
+    /// Bytes of ingest bodies (OTLP/HTTP, Zipkin, Jaeger, native and OTLP/gRPC) held at
+    /// once, from their first byte (decompressed too) until the store answers; a body
+    /// that finds no room is answered 429.
+    pub max_receiving_bytes: usize,
+    /// The same for request bodies of the query API.
+    pub max_query_receiving_bytes: usize,
+    /// Ingest requests decoded and stored at once (a body still arriving holds no
+    /// place); more are answered 429.
+    pub max_inflight: usize,
+    /// How large a stored span may be.
+    pub spans: SpanLimits,
+    /// Requests that read across the store (searches, analyses, checks, exports) run at
+    /// once; more wait for a place until their time limit.
+    pub max_scans: usize,
+    /// How long such a request may take, waiting for its place included: past it the
+    /// answer is 503 (no place came free) or 408 (it ran out of time).
+    pub query_timeout: Duration,
+    /// Most traces a search answers (`limit` above it is refused).
+    pub max_search_limit: usize,
+    /// Bounds on SQL queries.
+    pub sql: SqlLimits,
+    /// Bounds on the Pivot Tracing hub.
+    pub pivot: PivotLimits,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            connections: ConnectionLimits::default(),
+            body_timeout: Duration::from_secs(30),
+            max_body_bytes: 16 << 20,
+            max_receiving_bytes: 256 << 20,
+            max_query_receiving_bytes: 64 << 20,
+            max_inflight: 64,
+            spans: SpanLimits::default(),
+            max_scans: 2,
+            query_timeout: Duration::from_secs(60),
+            max_search_limit: 1500,
+            sql: SqlLimits::default(),
+            pivot: PivotLimits::default(),
+        }
+    }
 }
 
 /// The ClickHouse store a server ships to.
@@ -123,14 +173,9 @@ impl Default for ServerConfig {
             ingest_addr: addr(DEFAULT_INGEST),
             http_addr: addr(DEFAULT_HTTP),
             token: None,
-            max_body_bytes: 16 << 20,
-            max_attribute_bytes: 64 << 10,
-            max_inflight: 64,
-            max_scans: 2,
-            query_timeout: std::time::Duration::from_secs(60),
+            limits: Limits::default(),
             store: StoreOptions::default(),
             clickhouse: None,
-            sql: SqlLimits::default(),
             pivot_tracepoints: Vec::new(),
             pivot_interval: std::time::Duration::from_secs(1),
         }
@@ -164,12 +209,31 @@ pub enum ServerError {
     /// The Pivot Tracing hub could not start (its tracepoint files or saved state).
     #[error("{0}")]
     Pivot(String),
+    /// The limits contradict each other.
+    #[error("{0}")]
+    Limits(String),
 }
 
 impl ServerConfig {
-    /// Refuses a configuration that would expose a listener without a token.
+    /// The token in force: none when unset or blank.
+    pub(crate) fn token(&self) -> Option<&str> {
+        self.token.as_deref().filter(|t| !t.trim().is_empty())
+    }
+
+    /// Refuses a configuration that would expose a listener without a token, or whose
+    /// limits contradict each other.
     pub fn check(&self) -> Result<(), ServerError> {
-        if self.token.as_deref().is_some_and(|t| !t.is_empty()) {
+        let l = &self.limits;
+        if l.max_receiving_bytes < l.max_body_bytes
+            || l.max_query_receiving_bytes < l.max_body_bytes
+        {
+            return Err(ServerError::Limits(format!(
+                "the receive budgets ({} and {} bytes) must each hold one body of the largest \
+                 size allowed ({} bytes)",
+                l.max_receiving_bytes, l.max_query_receiving_bytes, l.max_body_bytes
+            )));
+        }
+        if self.token().is_some() {
             return Ok(());
         }
         for (addr, role) in self.listeners() {
@@ -201,6 +265,9 @@ pub(crate) struct AppState {
     pub inflight: Semaphore,
     pub scans: work::Scans,
     pub pivot: pivot::Hub,
+    pub gates: listen::Gates,
+    pub ingest_receiving: receive::Budget,
+    pub api_receiving: receive::Budget,
 }
 
 /// A server that is up; its addresses are the ones actually bound (port 0 resolved).
@@ -272,8 +339,9 @@ fn open_backend(
 }
 
 /// Opens the store and starts the three listeners.
-pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
+pub async fn start(mut config: ServerConfig) -> Result<RunningServer, ServerError> {
     config.check()?;
+    config.limits.connections.fit_to_descriptors();
     let grpc = bind(config.grpc_addr, "OTLP/gRPC").await?;
     let ingest = bind(config.ingest_addr, "ingest").await?;
     let http = bind(config.http_addr, "query API").await?;
@@ -302,44 +370,46 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let hub = pivot::Hub::open(
         config.data_dir.join("pivot.json"),
         config.pivot_interval,
+        config.limits.pivot,
         &config.pivot_tracepoints,
     )
     .map_err(ServerError::Pivot)?;
+    let limits = &config.limits;
     let state = Arc::new(AppState {
         pivot: hub,
         store: store.clone(),
         backend: backend.clone(),
-        inflight: Semaphore::new(config.max_inflight.max(1)),
-        scans: work::Scans::new(config.max_scans, config.query_timeout),
+        inflight: Semaphore::new(limits.max_inflight.max(1)),
+        scans: work::Scans::new(limits.max_scans, limits.query_timeout),
         metrics: metrics::Metrics::default(),
+        gates: listen::Gates::new(&limits.connections),
+        ingest_receiving: receive::Budget::new(limits.max_receiving_bytes, "--max-receiving-bytes"),
+        api_receiving: receive::Budget::new(
+            limits.max_query_receiving_bytes,
+            "--max-query-receiving-bytes",
+        ),
         config,
     });
 
     let (stop, stopped) = watch::channel(false);
+    let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(listen::serve_http(
+        ingest,
+        ingest::router(state.clone()),
+        state.clone(),
+        |g| &g.ingest,
+        stopped.clone(),
+    )));
+    tasks.push(tokio::spawn(listen::serve_http(
+        http,
+        api::router(state.clone()),
+        state.clone(),
+        |g| &g.query,
+        stopped.clone(),
+    )));
     let signal = move |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let mut tasks = Vec::new();
-    let ingest_app = ingest::router(state.clone());
-    let rx = stopped.clone();
-    tasks.push(tokio::spawn(async move {
-        if let Err(e) = axum::serve(ingest, ingest_app)
-            .with_graceful_shutdown(signal(rx))
-            .await
-        {
-            tracing::error!(error = %e, "ingest listener failed");
-        }
-    }));
-    let api_app = api::router(state.clone());
-    let rx = stopped.clone();
-    tasks.push(tokio::spawn(async move {
-        if let Err(e) = axum::serve(http, api_app)
-            .with_graceful_shutdown(signal(rx))
-            .await
-        {
-            tracing::error!(error = %e, "query API listener failed");
-        }
-    }));
     let rx = stopped.clone();
     tasks.push(tokio::spawn(grpc::serve(state.clone(), grpc, signal(rx))));
     tracing::info!(%grpc_addr, %ingest_addr, %http_addr, "causeway serving");

@@ -6,8 +6,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use causeway_analysis::logflows::{LogFlows, LogFlowsSummary};
@@ -15,6 +16,7 @@ use serde::Serialize;
 
 use crate::analyses::{scan_whole_spans, Window};
 use crate::api::{limit_param, pairs, window_param};
+use crate::receive::{receive, Received, Rules};
 use crate::work::blocking;
 use crate::{ApiError, AppState};
 
@@ -31,9 +33,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
 
 /// The ingest listener's routes.
 pub(crate) fn ingest_routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/v1/logflow/report", post(keep_report))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_REPORT_BYTES))
+    Router::new().route("/v1/logflow/report", post(keep_report))
 }
 
 fn report_path(state: &AppState) -> PathBuf {
@@ -43,10 +43,20 @@ fn report_path(state: &AppState) -> PathBuf {
 /// Keeps a stitching report (a JSON object), replacing the one before.
 async fn keep_report(
     State(state): State<Arc<AppState>>,
-    body: Bytes,
+    headers: HeaderMap,
+    body: Body,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    let rules = Rules {
+        limit: MAX_REPORT_BYTES,
+        timeout: state.config.limits.body_timeout,
+        budget: &state.ingest_receiving,
+    };
+    let Received { bytes: body, held } = receive(&headers, body, rules)
+        .await
+        .map_err(|r| state.refused(r))?;
     let path = report_path(&state);
     blocking(move || {
+        let _held = held;
         let report: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
             ApiError::BadRequest(format!(
                 "the report is not JSON: {e} (line {}, column {})",

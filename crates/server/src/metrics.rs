@@ -16,14 +16,75 @@ pub(crate) struct Metrics {
     pub refused_inflight: AtomicU64,
     pub refused_malformed: AtomicU64,
     pub refused_too_large: AtomicU64,
+    pub refused_body_timeout: AtomicU64,
+    pub refused_receive_budget: AtomicU64,
 }
 
 pub(crate) fn add(c: &AtomicU64, n: usize) {
     c.fetch_add(n as u64, Ordering::Relaxed);
 }
 
+/// Every metric of the server, in Prometheus' text format.
+pub(crate) fn render(state: &crate::AppState) -> String {
+    let mut out = state.metrics.render(&state.store.stats());
+    let gauge = |out: &mut String, name: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+    };
+    gauge(
+        &mut out,
+        "causeway_connections_open",
+        "Connections open, by listener.",
+    );
+    for (name, gate) in crate::listen::LISTENERS.iter().zip(state.gates.all()) {
+        let _ = writeln!(
+            out,
+            "causeway_connections_open{{listener=\"{name}\"}} {}",
+            gate.open()
+        );
+    }
+    gauge(
+        &mut out,
+        "causeway_connections_max",
+        "Connections a listener holds at most.",
+    );
+    for (name, gate) in crate::listen::LISTENERS.iter().zip(state.gates.all()) {
+        let _ = writeln!(
+            out,
+            "causeway_connections_max{{listener=\"{name}\"}} {}",
+            gate.max()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP causeway_connections_refused_total Connections refused at the listener's cap.\n# TYPE causeway_connections_refused_total counter"
+    );
+    for (name, gate) in crate::listen::LISTENERS.iter().zip(state.gates.all()) {
+        let _ = writeln!(
+            out,
+            "causeway_connections_refused_total{{listener=\"{name}\"}} {}",
+            gate.refused.load(Ordering::Relaxed)
+        );
+    }
+    gauge(
+        &mut out,
+        "causeway_receiving_bytes",
+        "Bytes of request bodies held, by listener.",
+    );
+    for (name, budget) in [
+        ("ingest", &state.ingest_receiving),
+        ("query", &state.api_receiving),
+    ] {
+        let _ = writeln!(
+            out,
+            "causeway_receiving_bytes{{listener=\"{name}\"}} {}",
+            budget.held()
+        );
+    }
+    out
+}
+
 impl Metrics {
-    pub fn render(&self, store: &StoreStats) -> String {
+    fn render(&self, store: &StoreStats) -> String {
         let mut out = String::new();
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let _ = writeln!(
@@ -60,6 +121,8 @@ impl Metrics {
             ("too_many_in_flight", &self.refused_inflight),
             ("malformed", &self.refused_malformed),
             ("too_large", &self.refused_too_large),
+            ("body_timeout", &self.refused_body_timeout),
+            ("receive_budget", &self.refused_receive_budget),
         ] {
             let _ = writeln!(
                 out,

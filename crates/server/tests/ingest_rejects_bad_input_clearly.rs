@@ -187,7 +187,7 @@ fn bad_spans_are_rejected_one_by_one_with_partial_success() {
 
 #[test]
 fn huge_values_deep_nesting_and_oversized_bodies() {
-    let server = TestServer::start_with("huge", |c| c.max_body_bytes = 12 << 20);
+    let server = TestServer::start_with("huge", |c| c.limits.max_body_bytes = 12 << 20);
     // A 10 MB attribute value is cut to the limit, reported, and the span kept.
     let mut s = span(0x20, 1);
     s.attributes

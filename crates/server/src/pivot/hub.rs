@@ -22,8 +22,80 @@ use serde::{Deserialize, Serialize};
 /// Buckets of the time series kept per query.
 pub(crate) const SERIES_BUCKETS: usize = 300;
 
-/// Callsites kept per process.
-const MAX_CALLSITES_PER_PROCESS: usize = 100_000;
+/// Bytes kept of each text field of a callsite (target, name, module, file, a field).
+const MAX_CALLSITE_TEXT: usize = 256;
+/// Field names kept per callsite.
+const MAX_CALLSITE_FIELDS: usize = 64;
+
+/// Bounds on the hub: what it installs, whom it serves, and what it keeps of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PivotLimits {
+    /// Queries installed at once; installing another is refused (409).
+    pub max_queries: usize,
+    /// Tracepoint definitions kept; defining another is refused (409).
+    pub max_definitions: usize,
+    /// Processes served at once; a new one is refused (503) until another expires.
+    pub max_processes: usize,
+    /// A process not heard from for this long is forgotten, with its callsites.
+    pub process_expiry: std::time::Duration,
+    /// Callsites kept of one process.
+    pub max_callsites_per_process: usize,
+    /// Callsites kept over every process.
+    pub max_callsites: usize,
+}
+
+impl Default for PivotLimits {
+    fn default() -> Self {
+        PivotLimits {
+            max_queries: 64,
+            max_definitions: 1000,
+            max_processes: 1024,
+            process_expiry: std::time::Duration::from_secs(600),
+            max_callsites_per_process: 10_000,
+            max_callsites: 200_000,
+        }
+    }
+}
+
+/// Why the hub refused a change.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// The query or definition does not parse or compile.
+    Syntax(SyntaxError),
+    /// A limit is reached; the message says which and how to change it.
+    Full(String),
+}
+
+impl From<SyntaxError> for Refused {
+    fn from(e: SyntaxError) -> Self {
+        Refused::Syntax(e)
+    }
+}
+
+fn cut_text(s: &mut String) {
+    if s.len() > MAX_CALLSITE_TEXT {
+        let mut at = MAX_CALLSITE_TEXT;
+        while !s.is_char_boundary(at) {
+            at -= 1;
+        }
+        s.truncate(at);
+    }
+}
+
+/// A callsite as kept: its texts cut, its fields at most [`MAX_CALLSITE_FIELDS`].
+fn bounded(mut c: CallsiteInfo) -> CallsiteInfo {
+    for text in [&mut c.kind, &mut c.target, &mut c.name, &mut c.level] {
+        cut_text(text);
+    }
+    for text in [&mut c.module, &mut c.file].into_iter().flatten() {
+        cut_text(text);
+    }
+    c.fields.truncate(MAX_CALLSITE_FIELDS);
+    for f in &mut c.fields {
+        cut_text(f);
+    }
+    c
+}
 
 /// An installed query.
 pub(crate) struct HubQuery {
@@ -53,6 +125,8 @@ pub(crate) struct Process {
     pub(crate) callsites: Vec<CallsiteInfo>,
     pub(crate) counters: Counters,
     callsites_known: bool,
+    /// Callsites it registered that were not kept (past a limit).
+    pub(crate) callsites_dropped: u64,
 }
 
 /// Everything the hub knows.
@@ -70,6 +144,7 @@ pub(crate) struct HubState {
     pub(crate) interval_ms: u64,
     /// Groups merged since start (for the benchmark and metrics).
     pub(crate) groups_merged: u64,
+    pub(crate) limits: PivotLimits,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -104,7 +179,7 @@ pub(crate) struct Installed {
 }
 
 impl HubState {
-    pub(crate) fn new(interval_ms: u64) -> HubState {
+    pub(crate) fn new(interval_ms: u64, limits: PivotLimits) -> HubState {
         HubState {
             next_id: 1,
             queries: BTreeMap::new(),
@@ -115,13 +190,31 @@ impl HubState {
             definitions: Vec::new(),
             interval_ms: interval_ms.max(10),
             groups_merged: 0,
+            limits,
         }
     }
 
     /// Adds tracepoint definitions (a file's text); they replace earlier ones of the
     /// same name.
-    pub(crate) fn define(&mut self, file: &str, text: &str) -> Result<usize, SyntaxError> {
+    pub(crate) fn define(&mut self, file: &str, text: &str) -> Result<usize, Refused> {
         let script = causeway_pivot::lang::parse(text)?;
+        let new_names: std::collections::BTreeSet<&str> = script
+            .items
+            .iter()
+            .filter_map(|item| match item {
+                causeway_pivot::lang::ast::Item::Tracepoint(t) => Some(t.name.text.as_str()),
+                _ => None,
+            })
+            .filter(|name| !self.definitions.iter().any(|(n, _)| n == name))
+            .collect();
+        if self.definitions.len() + new_names.len() > self.limits.max_definitions {
+            return Err(Refused::Full(format!(
+                "the hub keeps {} tracepoint definitions, the most it allows \
+                 (--pivot-max-definitions); {} more would not fit",
+                self.definitions.len(),
+                new_names.len()
+            )));
+        }
         let mut added = 0;
         for item in &script.items {
             if let causeway_pivot::lang::ast::Item::Tracepoint(t) = item {
@@ -135,18 +228,25 @@ impl HubState {
             }
         }
         if added == 0 && !script.items.is_empty() {
-            return Err(SyntaxError::new(
+            return Err(Refused::Syntax(SyntaxError::new(
                 causeway_model::source::Pos { line: 1, col: 1 },
                 &format!("no tracepoint definition in {file}"),
                 "`Tracepoint NAME = ...` definitions",
-            ));
+            )));
         }
         self.catalog.add(&script);
         Ok(added)
     }
 
     /// Checks and installs a query; every process gets it with its next report.
-    pub(crate) fn install(&mut self, text: &str, now_ms: u64) -> Result<Installed, SyntaxError> {
+    pub(crate) fn install(&mut self, text: &str, now_ms: u64) -> Result<Installed, Refused> {
+        if self.queries.len() >= self.limits.max_queries {
+            return Err(Refused::Full(format!(
+                "{} queries are installed, the most the hub allows (--pivot-max-queries); \
+                 uninstall one first",
+                self.queries.len()
+            )));
+        }
         let prepared = prepare(text, &self.catalog)?;
         let id = self.next_id;
         let loaded = load(&prepared.script, id, &[])?;
@@ -194,9 +294,53 @@ impl HubState {
         now_ms.saturating_sub(p.last_seen_ms) <= (3 * self.interval_ms).max(3000)
     }
 
-    /// Applies a report; the answer, and whether a batch was applied.
-    pub(crate) fn report(&mut self, r: Report, now_ms: u64) -> (Reply, bool) {
+    /// Forgets the processes not heard from within the expiry, and the last batches of
+    /// instances long gone once they are many.
+    pub(crate) fn expire(&mut self, now_ms: u64) {
+        let expiry = self.limits.process_expiry.as_millis() as u64;
+        self.processes
+            .retain(|_, p| now_ms.saturating_sub(p.last_seen_ms) <= expiry);
+        let keep = self.limits.max_processes.saturating_mul(4);
+        if self.applied.len() > keep {
+            let processes = &self.processes;
+            let mut gone: Vec<u64> = self
+                .applied
+                .keys()
+                .filter(|i| !processes.contains_key(i))
+                .copied()
+                .collect();
+            gone.truncate(self.applied.len() - keep);
+            for i in gone {
+                self.applied.remove(&i);
+            }
+        }
+    }
+
+    /// Callsites kept over every process.
+    pub(crate) fn callsites_kept(&self) -> usize {
+        self.processes.values().map(|p| p.callsites.len()).sum()
+    }
+
+    /// Applies a report; the answer, and whether a batch was applied. A process the hub
+    /// has no room for is refused with the reason.
+    pub(crate) fn report(&mut self, r: Report, now_ms: u64) -> Result<(Reply, bool), String> {
         let instance = r.process.instance;
+        self.expire(now_ms);
+        if !self.processes.contains_key(&instance)
+            && self.processes.len() >= self.limits.max_processes
+        {
+            return Err(format!(
+                "the hub serves {} processes, the most it allows (--pivot-max-processes); \
+                 one is forgotten {} after its last report",
+                self.processes.len(),
+                humantime::format_duration(self.limits.process_expiry)
+            ));
+        }
+        let room = self
+            .limits
+            .max_callsites
+            .saturating_sub(self.callsites_kept());
+        let per_process = self.limits.max_callsites_per_process;
         let mut applied = self.applied.get(&instance).copied().unwrap_or(0);
         let p = self.processes.entry(instance).or_insert_with(|| Process {
             info: r.process.clone(),
@@ -206,19 +350,29 @@ impl HubState {
             callsites: Vec::new(),
             counters: Counters::default(),
             callsites_known: false,
+            callsites_dropped: 0,
         });
         p.info = r.process;
         p.last_seen_ms = now_ms;
         p.installed = r.installed;
         p.failed = r.failed;
         p.counters = r.counters;
+        // What this process may hold: the room left over every process, and what it
+        // holds already (a whole catalog replaces it).
+        let allowed = (room + p.callsites.len()).min(per_process);
+        let offered = r.callsites.len();
+        let mut dropped = 0;
         if r.callsites_from == 0 {
-            p.callsites = r.callsites;
+            p.callsites = r.callsites.into_iter().take(allowed).map(bounded).collect();
             p.callsites_known = true;
+            dropped = offered - p.callsites.len();
         } else if p.callsites_known {
-            p.callsites.extend(r.callsites);
+            let more = allowed.saturating_sub(p.callsites.len());
+            dropped = offered.saturating_sub(more);
+            p.callsites
+                .extend(r.callsites.into_iter().take(more).map(bounded));
         }
-        p.callsites.truncate(MAX_CALLSITES_PER_PROCESS);
+        p.callsites_dropped += dropped as u64;
         let want_callsites = !p.callsites_known;
         let mut changed = false;
         let mut batches = r.batches;
@@ -263,7 +417,7 @@ impl HubState {
             interval_ms: self.interval_ms,
             want_callsites,
         };
-        (reply, changed)
+        Ok((reply, changed))
     }
 
     /// The state worth keeping across a restart, as JSON.

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -26,9 +26,16 @@ use serde_json::json;
 use tokio::sync::watch;
 
 pub(crate) use hub::HubState;
-use hub::{save, HubQuery};
+pub use hub::PivotLimits;
+use hub::{save, HubQuery, Refused};
 
+use crate::api::{limit_param, pairs, param};
+use crate::work::blocking;
 use crate::{ApiError, AppState};
+
+/// Callsites listed per page by default, and at most.
+const CALLSITES_PAGE: usize = 1000;
+const MAX_CALLSITES_PAGE: usize = 10_000;
 
 /// The hub: its state, where it is saved, and a signal for live followers.
 pub(crate) struct Hub {
@@ -51,9 +58,10 @@ impl Hub {
     pub(crate) fn open(
         file: PathBuf,
         interval: Duration,
+        limits: PivotLimits,
         definitions: &[(String, String)],
     ) -> Result<Hub, String> {
-        let mut state = HubState::new(interval.as_millis() as u64);
+        let mut state = HubState::new(interval.as_millis() as u64, limits);
         match std::fs::read(&file) {
             Ok(bytes) => state
                 .restore(&bytes)
@@ -63,7 +71,10 @@ impl Hub {
         }
         // After the saved ones: a file given at start replaces what it defines again.
         for (name, text) in definitions {
-            state.define(name, text).map_err(|e| e.render(name, text))?;
+            state.define(name, text).map_err(|e| match e {
+                Refused::Syntax(e) => e.render(name, text),
+                Refused::Full(m) => format!("{name}: {m}"),
+            })?;
         }
         Ok(Hub {
             state: Mutex::new(state),
@@ -80,16 +91,18 @@ impl Hub {
     fn changed(&self) {
         self.changes.send_modify(|v| *v += 1);
     }
+}
 
-    /// Saves the state (on the blocking pool); an error is the server's.
-    async fn persist(&self) -> Result<(), ApiError> {
-        let file = self.file.clone();
-        let bytes = self.lock().snapshot();
-        tokio::task::spawn_blocking(move || save(&file, &bytes))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?
+/// Saves the hub's state (snapshot and write on the blocking pool); an error is the
+/// server's.
+async fn persist(app: &Arc<AppState>) -> Result<(), ApiError> {
+    let app = app.clone();
+    blocking(move || {
+        let bytes = app.pivot.lock().snapshot();
+        save(&app.pivot.file, &bytes)
             .map_err(|e| ApiError::Internal(format!("saving Pivot Tracing state: {e}")))
-    }
+    })
+    .await
 }
 
 pub(crate) fn routes(max_body: usize) -> Router<Arc<AppState>> {
@@ -109,6 +122,13 @@ pub(crate) fn routes(max_body: usize) -> Router<Arc<AppState>> {
 
 fn syntax(e: &SyntaxError, text: &str) -> ApiError {
     ApiError::BadRequest(e.render("query", text))
+}
+
+fn refused(e: Refused, file: &str, text: &str) -> ApiError {
+    match e {
+        Refused::Syntax(e) => ApiError::BadRequest(e.render(file, text)),
+        Refused::Full(m) => ApiError::Conflict(m),
+    }
 }
 
 #[derive(Deserialize)]
@@ -131,12 +151,20 @@ async fn agent_report(
     State(app): State<Arc<AppState>>,
     Json(report): Json<Report>,
 ) -> Result<Json<Reply>, ApiError> {
+    let _saving = app.pivot.saving.lock().await;
+    let state = app.clone();
+    let (reply, changed) = blocking(move || {
+        state
+            .pivot
+            .lock()
+            .report(report, now_ms())
+            .map_err(ApiError::Unavailable)
+    })
+    .await?;
     let hub = &app.pivot;
-    let _saving = hub.saving.lock().await;
-    let (reply, changed) = hub.lock().report(report, now_ms());
     if changed {
         // Saved before the answer: what the hub acknowledges survives a restart.
-        hub.persist().await?;
+        persist(&app).await?;
         hub.changed();
     }
     Ok(Json(reply))
@@ -149,12 +177,17 @@ async fn install(
     check_size(&body.query)?;
     let hub = &app.pivot;
     let _saving = hub.saving.lock().await;
-    let text = body.query;
-    let installed = hub
-        .lock()
-        .install(&text, now_ms())
-        .map_err(|e| syntax(&e, &text))?;
-    hub.persist().await?;
+    let state = app.clone();
+    let installed = blocking(move || {
+        let text = body.query;
+        state
+            .pivot
+            .lock()
+            .install(&text, now_ms())
+            .map_err(|e| refused(e, "query", &text))
+    })
+    .await?;
+    persist(&app).await?;
     hub.changed();
     Ok((
         StatusCode::CREATED,
@@ -173,12 +206,14 @@ async fn explain(
     Json(body): Json<QueryText>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     check_size(&body.query)?;
-    let text = body.query;
-    let explained = app
-        .pivot
-        .lock()
-        .explain(&text)
-        .map_err(|e| syntax(&e, &text))?;
+    let explained = blocking(move || {
+        let text = body.query;
+        app.pivot
+            .lock()
+            .explain(&text)
+            .map_err(|e| syntax(&e, &text))
+    })
+    .await?;
     Ok(Json(json!({ "explain": explained })))
 }
 
@@ -236,15 +271,18 @@ fn summary(state: &HubState, q: &HubQuery, now: u64) -> QuerySummary {
     }
 }
 
-async fn list(State(app): State<Arc<AppState>>) -> Json<serde_json::Value> {
-    let state = app.pivot.lock();
-    let now = now_ms();
-    let queries: Vec<QuerySummary> = state
-        .queries
-        .values()
-        .map(|q| summary(&state, q, now))
-        .collect();
-    Json(json!({ "queries": queries }))
+async fn list(State(app): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, ApiError> {
+    blocking(move || {
+        let state = app.pivot.lock();
+        let now = now_ms();
+        let queries: Vec<QuerySummary> = state
+            .queries
+            .values()
+            .map(|q| summary(&state, q, now))
+            .collect();
+        Ok(Json(json!({ "queries": queries })))
+    })
+    .await
 }
 
 fn parse_id(id: &str) -> Result<u32, ApiError> {
@@ -261,9 +299,12 @@ async fn one(
     Path(id): Path<String>,
 ) -> Result<Json<QuerySummary>, ApiError> {
     let id = parse_id(&id)?;
-    let state = app.pivot.lock();
-    let q = state.queries.get(&id).ok_or_else(|| not_found(id))?;
-    Ok(Json(summary(&state, q, now_ms())))
+    blocking(move || {
+        let state = app.pivot.lock();
+        let q = state.queries.get(&id).ok_or_else(|| not_found(id))?;
+        Ok(Json(summary(&state, q, now_ms())))
+    })
+    .await
 }
 
 async fn uninstall(
@@ -273,10 +314,11 @@ async fn uninstall(
     let id = parse_id(&id)?;
     let hub = &app.pivot;
     let _saving = hub.saving.lock().await;
-    if !hub.lock().uninstall(id) {
+    let state = app.clone();
+    if !blocking(move || Ok(state.pivot.lock().uninstall(id))).await? {
         return Err(not_found(id));
     }
-    hub.persist().await?;
+    persist(&app).await?;
     hub.changed();
     Ok(StatusCode::NO_CONTENT)
 }
@@ -336,9 +378,12 @@ async fn results(
     Path(id): Path<String>,
 ) -> Result<Json<Results>, ApiError> {
     let id = parse_id(&id)?;
-    let state = app.pivot.lock();
-    let q = state.queries.get(&id).ok_or_else(|| not_found(id))?;
-    Ok(Json(results_of(&state, q)))
+    blocking(move || {
+        let state = app.pivot.lock();
+        let q = state.queries.get(&id).ok_or_else(|| not_found(id))?;
+        Ok(Json(results_of(&state, q)))
+    })
+    .await
 }
 
 /// Server-sent events: the results once, then again after each change (at most once per
@@ -360,11 +405,16 @@ async fn stream(
                 tokio::time::sleep(interval).await;
                 rx.changed().await.ok()?;
             }
-            let data = {
-                let state = app.pivot.lock();
-                let q = state.queries.get(&id)?;
-                serde_json::to_string(&results_of(&state, q)).ok()?
-            };
+            let shared = app.clone();
+            let data = blocking(move || {
+                let state = shared.pivot.lock();
+                Ok(state
+                    .queries
+                    .get(&id)
+                    .and_then(|q| serde_json::to_string(&results_of(&state, q)).ok()))
+            })
+            .await
+            .ok()??;
             let event: Result<Event, Infallible> = Ok(Event::default().event("results").data(data));
             Some((event, (app, rx, false)))
         });
@@ -384,15 +434,21 @@ struct ProcessEntry {
     installed: Vec<u32>,
     failed: Vec<causeway_pivot::protocol::InstallFailure>,
     callsites: usize,
+    /// Callsites it registered that the hub did not keep (past its limits).
+    callsites_dropped: u64,
     /// What the process's advice, baggage and agent dropped since it started.
     counters: serde_json::Value,
 }
 
 /// Every process that reported (connected or not, since the hub started), with what
 /// it runs and what it dropped.
-async fn processes(State(app): State<Arc<AppState>>) -> Json<serde_json::Value> {
-    let state = app.pivot.lock();
+async fn processes(State(app): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, ApiError> {
+    blocking(move || Ok(Json(processes_of(&mut app.pivot.lock())))).await
+}
+
+fn processes_of(state: &mut HubState) -> serde_json::Value {
     let now = now_ms();
+    state.expire(now);
     let mut processes: Vec<ProcessEntry> = state
         .processes
         .iter()
@@ -407,6 +463,7 @@ async fn processes(State(app): State<Arc<AppState>>) -> Json<serde_json::Value> 
             installed: p.installed.clone(),
             failed: p.failed.clone(),
             callsites: p.callsites.len(),
+            callsites_dropped: p.callsites_dropped,
             counters: json!({
                 "bagsMalformed": p.counters.bags_malformed,
                 "bagsOverflowed": p.counters.bags_overflowed,
@@ -416,7 +473,7 @@ async fn processes(State(app): State<Arc<AppState>>) -> Json<serde_json::Value> 
         })
         .collect();
     processes.sort_by(|a, b| (&a.proc_name, a.pid).cmp(&(&b.proc_name, b.pid)));
-    Json(json!({ "processes": processes }))
+    json!({ "processes": processes })
 }
 
 #[derive(Deserialize)]
@@ -432,11 +489,17 @@ async fn define(
     check_size(&body.text)?;
     let hub = &app.pivot;
     let _saving = hub.saving.lock().await;
-    let added = hub
-        .lock()
-        .define("tracepoints", &body.text)
-        .map_err(|e| ApiError::BadRequest(e.render("tracepoints", &body.text)))?;
-    hub.persist().await?;
+    let state = app.clone();
+    let added = blocking(move || {
+        let text = body.text;
+        state
+            .pivot
+            .lock()
+            .define("tracepoints", &text)
+            .map_err(|e| refused(e, "tracepoints", &text))
+    })
+    .await?;
+    persist(&app).await?;
     Ok(Json(json!({ "added": added })))
 }
 
@@ -451,15 +514,34 @@ struct CallsiteEntry {
     tracepoints: Vec<String>,
 }
 
-async fn tracepoints(State(app): State<Arc<AppState>>) -> Json<serde_json::Value> {
-    let state = app.pivot.lock();
+/// The definitions, the named queries, and a page (`offset`, `limit`) of the callsites
+/// the connected processes registered, sorted by target and name, with their total.
+async fn tracepoints(
+    State(app): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let params = pairs(query)?;
+    let limit = limit_param(&params, CALLSITES_PAGE)?;
+    if limit > MAX_CALLSITES_PAGE {
+        return Err(crate::api::bad(
+            "limit",
+            format!("{limit} is over the page's most, {MAX_CALLSITES_PAGE}"),
+        ));
+    }
+    let offset: usize = param(&params, "offset")
+        .map_or(Ok(0), str::parse)
+        .map_err(|_| crate::api::bad("offset", "is not a count".into()))?;
+    blocking(move || Ok(Json(catalog_page(&app.pivot.lock(), offset, limit)))).await
+}
+
+fn catalog_page(state: &HubState, offset: usize, limit: usize) -> serde_json::Value {
     let now = now_ms();
     let mut callsites: Vec<CallsiteEntry> = Vec::new();
-    let mut index: std::collections::HashMap<causeway_pivot::protocol::CallsiteInfo, usize> =
+    let mut index: std::collections::HashMap<&causeway_pivot::protocol::CallsiteInfo, usize> =
         std::collections::HashMap::new();
     for p in state.processes.values().filter(|p| state.connected(p, now)) {
         for c in &p.callsites {
-            let at = *index.entry(c.clone()).or_insert_with(|| {
+            let at = *index.entry(c).or_insert_with(|| {
                 callsites.push(CallsiteEntry {
                     callsite: c.clone(),
                     processes: Vec::new(),
@@ -472,12 +554,18 @@ async fn tracepoints(State(app): State<Arc<AppState>>) -> Json<serde_json::Value
             }
         }
     }
+    drop(index);
+    callsites.sort_by(|a, b| {
+        (&a.callsite.target, &a.callsite.name).cmp(&(&b.callsite.target, &b.callsite.name))
+    });
+    let total = callsites.len();
+    let mut page: Vec<CallsiteEntry> = callsites.into_iter().skip(offset).take(limit).collect();
     let defs: Vec<_> = state
         .definitions
         .iter()
         .filter_map(|(name, _)| state.catalog.tracepoint(name))
         .collect();
-    for e in &mut callsites {
+    for e in &mut page {
         e.processes.sort();
         e.processes.dedup();
         e.tracepoints = defs
@@ -486,9 +574,6 @@ async fn tracepoints(State(app): State<Arc<AppState>>) -> Json<serde_json::Value
             .map(|d| d.name.text.clone())
             .collect();
     }
-    callsites.sort_by(|a, b| {
-        (&a.callsite.target, &a.callsite.name).cmp(&(&b.callsite.target, &b.callsite.name))
-    });
     let definitions: Vec<_> = state
         .definitions
         .iter()
@@ -504,5 +589,12 @@ async fn tracepoints(State(app): State<Arc<AppState>>) -> Json<serde_json::Value
         })
         .collect();
     named.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    Json(json!({ "definitions": definitions, "namedQueries": named, "callsites": callsites }))
+    json!({
+        "definitions": definitions,
+        "namedQueries": named,
+        "callsites": page,
+        "total": total,
+        "offset": offset,
+        "limit": limit,
+    })
 }

@@ -1,0 +1,390 @@
+//! Screening spans before they are stored: spans whose times cannot be real are
+//! rejected, and what is valid but enormous is cut to the [`SpanLimits`] (names, keys,
+//! attribute values with what they nest, and the counts of attributes, events, links and
+//! messages), each cut reported, so one client's spans cannot make every later answer
+//! huge.
+
+use causeway_model::codec::native::MAX_VALUE_DEPTH;
+use causeway_model::{KeyValue, Span, Status, Value};
+
+use crate::ingest::Outcome;
+
+const DAY_NS: u64 = 86_400 * 1_000_000_000;
+
+/// Bytes a non-text scalar counts for against a value's limit.
+const SCALAR_BYTES: usize = 8;
+
+/// How large a stored span may be. Past a limit, text is cut (on a character boundary)
+/// and lists are shortened; the span is kept and the cut reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpanLimits {
+    /// Span, service and host names.
+    pub max_name_bytes: usize,
+    /// Attribute keys.
+    pub max_key_bytes: usize,
+    /// One attribute value, with every string, byte string and element it nests (a
+    /// number counts 8 bytes); also event names, status messages and tracestate.
+    pub max_value_bytes: usize,
+    /// Attributes of one span (its resource's and scope's included); the rest are
+    /// dropped and counted in the span's dropped attributes.
+    pub max_attributes: usize,
+    /// Events of one span; the rest are dropped and counted in its dropped events.
+    pub max_events: usize,
+    /// Links of one span, and messages of one span.
+    pub max_links: usize,
+    /// Attributes of one event or link.
+    pub max_nested_attributes: usize,
+}
+
+impl Default for SpanLimits {
+    fn default() -> Self {
+        SpanLimits {
+            max_name_bytes: 1024,
+            max_key_bytes: 256,
+            max_value_bytes: 64 << 10,
+            max_attributes: 1000,
+            max_events: 1000,
+            max_links: 1000,
+            max_nested_attributes: 128,
+        }
+    }
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// `s` cut to at most `max` bytes on a character boundary; its length before, if cut.
+fn cut(s: &mut String, max: usize) -> Option<usize> {
+    if s.len() <= max {
+        return None;
+    }
+    let was = s.len();
+    let mut at = max;
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    s.truncate(at);
+    Some(was)
+}
+
+/// `v` cut to spend at most `budget` bytes (taken off it); true if anything was cut.
+fn cut_value(v: &mut Value, budget: &mut usize, depth: usize) -> bool {
+    match v {
+        Value::Str(s) => {
+            let cut = cut(s, *budget).is_some();
+            *budget -= s.len();
+            cut
+        }
+        Value::Bytes(b) => {
+            let cut = b.len() > *budget;
+            b.truncate(*budget);
+            *budget -= b.len();
+            cut
+        }
+        Value::Array(items) => {
+            let mut changed = false;
+            let mut kept = 0;
+            for item in items.iter_mut() {
+                // Past the decoders' depth nothing is kept; an element needs room.
+                if depth + 1 >= MAX_VALUE_DEPTH || *budget == 0 {
+                    break;
+                }
+                changed |= cut_value(item, budget, depth + 1);
+                kept += 1;
+            }
+            if kept < items.len() {
+                items.truncate(kept);
+                changed = true;
+            }
+            changed
+        }
+        Value::Bool(_) | Value::I64(_) | Value::F64(_) => {
+            *budget = budget.saturating_sub(SCALAR_BYTES);
+            false
+        }
+    }
+}
+
+/// The bytes `v` counts for against a value's limit (what it nests within the decoders'
+/// depth).
+fn value_bytes(v: &Value, depth: usize) -> usize {
+    match v {
+        Value::Str(s) => s.len(),
+        Value::Bytes(b) => b.len(),
+        Value::Array(items) if depth + 1 < MAX_VALUE_DEPTH => items
+            .iter()
+            .map(|i| value_bytes(i, depth + 1))
+            .fold(0, usize::saturating_add),
+        Value::Array(_) => 0,
+        Value::Bool(_) | Value::I64(_) | Value::F64(_) => SCALAR_BYTES,
+    }
+}
+
+/// Reports of the cuts made to one span, each naming the span and what was cut.
+struct Cuts<'a> {
+    who: String,
+    problems: &'a mut Vec<String>,
+}
+
+impl Cuts<'_> {
+    fn note(&mut self, what: std::fmt::Arguments<'_>) {
+        self.problems.push(format!("{}: {what}", self.who));
+    }
+}
+
+impl SpanLimits {
+    /// Rejects spans whose times cannot be real (start 0, end before start, either more
+    /// than a day in the future) and cuts the rest to the limits. Every rejection and
+    /// cut is noted in `out`. Returns true when a kept span was changed.
+    pub(crate) fn screen(&self, spans: &mut Vec<Span>, out: &mut Outcome) -> bool {
+        let horizon = now_ns().saturating_add(DAY_NS);
+        let mut changed = false;
+        let mut problems = Vec::new();
+        spans.retain_mut(|s| {
+            // Named by ids only: the name itself may be what is too long.
+            let who = format!("span {} of trace {}", s.span_id, s.trace_id);
+            let problem = if s.start == 0 {
+                Some("start time is 0".to_string())
+            } else if s.end < s.start {
+                Some(format!("ends at {} before it starts at {}", s.end, s.start))
+            } else if s.end > horizon {
+                Some(format!(
+                    "ends at {} ns, more than a day in the future",
+                    s.end
+                ))
+            } else {
+                None
+            };
+            if let Some(p) = problem {
+                out.rejected += 1;
+                problems.push(format!("{who}: {p}"));
+                return false;
+            }
+            let mut cuts = Cuts {
+                who,
+                problems: &mut problems,
+            };
+            changed |= self.cut_span(s, horizon, &mut cuts);
+            true
+        });
+        for p in problems {
+            out.note(p);
+        }
+        changed
+    }
+
+    /// Cuts one span to the limits; true if anything was cut.
+    fn cut_span(&self, s: &mut Span, horizon: u64, cuts: &mut Cuts<'_>) -> bool {
+        let mut changed = false;
+        if let Some(was) = cut(&mut s.name, self.max_name_bytes) {
+            cuts.note(format_args!(
+                "name cut from {was} to {} bytes",
+                self.max_name_bytes
+            ));
+            changed = true;
+        }
+        for (what, field) in [("service", &mut s.service), ("host", &mut s.host)] {
+            if field.len() > self.max_name_bytes {
+                let mut text = field.to_string();
+                let was = cut(&mut text, self.max_name_bytes).unwrap_or(0);
+                *field = text.into();
+                cuts.note(format_args!(
+                    "{what} name cut from {was} to {} bytes",
+                    self.max_name_bytes
+                ));
+                changed = true;
+            }
+        }
+        if let Status::Error(message) = &mut s.status {
+            if let Some(was) = cut(message, self.max_value_bytes) {
+                cuts.note(format_args!(
+                    "status message cut from {was} to {} bytes",
+                    self.max_value_bytes
+                ));
+                changed = true;
+            }
+        }
+        if s.trace_state.len() > self.max_value_bytes {
+            cuts.note(format_args!(
+                "tracestate of {} bytes dropped",
+                s.trace_state.len()
+            ));
+            s.trace_state.clear();
+            changed = true;
+        }
+        if s.attributes.len() > self.max_attributes {
+            let over = s.attributes.len() - self.max_attributes;
+            s.attributes.truncate(self.max_attributes);
+            s.dropped_attributes = s
+                .dropped_attributes
+                .saturating_add(u32::try_from(over).unwrap_or(u32::MAX));
+            cuts.note(format_args!(
+                "{over} attributes dropped past the limit of {}",
+                self.max_attributes
+            ));
+            changed = true;
+        }
+        changed |= self.cut_attributes(&mut s.attributes, "", cuts);
+        // Events and messages past the horizon would make the span last forever.
+        let before = s.events.len();
+        s.events.retain(|e| e.time <= horizon);
+        let future = before - s.events.len();
+        if future > 0 {
+            cuts.note(format_args!(
+                "{future} events more than a day in the future dropped"
+            ));
+            changed = true;
+        }
+        if s.events.len() > self.max_events {
+            let over = s.events.len() - self.max_events;
+            s.events.truncate(self.max_events);
+            s.dropped_events = s
+                .dropped_events
+                .saturating_add(u32::try_from(over).unwrap_or(u32::MAX));
+            cuts.note(format_args!(
+                "{over} events dropped past the limit of {}",
+                self.max_events
+            ));
+            changed = true;
+        }
+        for (i, e) in s.events.iter_mut().enumerate() {
+            if let Some(was) = cut(&mut e.name, self.max_value_bytes) {
+                cuts.note(format_args!(
+                    "event {i}'s name cut from {was} to {} bytes",
+                    self.max_value_bytes
+                ));
+                changed = true;
+            }
+            changed |= self.cut_nested(&mut e.attributes, &format!("event {i}'s "), cuts);
+        }
+        if s.links.len() > self.max_links {
+            let over = s.links.len() - self.max_links;
+            s.links.truncate(self.max_links);
+            cuts.note(format_args!(
+                "{over} links dropped past the limit of {}",
+                self.max_links
+            ));
+            changed = true;
+        }
+        for (i, l) in s.links.iter_mut().enumerate() {
+            changed |= self.cut_nested(&mut l.attributes, &format!("link {i}'s "), cuts);
+        }
+        let before = s.messages.len();
+        s.messages.retain(|m| m.time <= horizon);
+        if s.messages.len() > self.max_links {
+            s.messages.truncate(self.max_links);
+        }
+        if s.messages.len() < before {
+            cuts.note(format_args!(
+                "{} messages dropped (past the limit of {} or more than a day in the future)",
+                before - s.messages.len(),
+                self.max_links
+            ));
+            changed = true;
+        }
+        for m in &mut s.messages {
+            if let Some(peer) = &mut m.peer {
+                if let Some(was) = cut(peer, self.max_name_bytes) {
+                    cuts.note(format_args!(
+                        "a message's peer cut from {was} to {} bytes",
+                        self.max_name_bytes
+                    ));
+                    changed = true;
+                }
+            }
+        }
+        changed
+    }
+
+    /// An event's or link's attributes: at most [`SpanLimits::max_nested_attributes`].
+    fn cut_nested(&self, attrs: &mut Vec<KeyValue>, whose: &str, cuts: &mut Cuts<'_>) -> bool {
+        let mut changed = false;
+        if attrs.len() > self.max_nested_attributes {
+            let over = attrs.len() - self.max_nested_attributes;
+            attrs.truncate(self.max_nested_attributes);
+            cuts.note(format_args!(
+                "{over} of {whose}attributes dropped past the limit of {}",
+                self.max_nested_attributes
+            ));
+            changed = true;
+        }
+        changed | self.cut_attributes(attrs, whose, cuts)
+    }
+
+    /// Keys and values cut to their limits.
+    fn cut_attributes(&self, attrs: &mut [KeyValue], whose: &str, cuts: &mut Cuts<'_>) -> bool {
+        let mut changed = false;
+        for kv in attrs {
+            if let Some(was) = cut(&mut kv.key, self.max_key_bytes) {
+                cuts.note(format_args!(
+                    "{whose}attribute key {:?}... cut from {was} to {} bytes",
+                    kv.key.chars().take(40).collect::<String>(),
+                    self.max_key_bytes
+                ));
+                changed = true;
+            }
+            let was = value_bytes(&kv.value, 0);
+            let mut budget = self.max_value_bytes;
+            if cut_value(&mut kv.value, &mut budget, 0) {
+                cuts.note(format_args!(
+                    "{whose}attribute {:?} cut from {was} to {} bytes",
+                    kv.key, self.max_value_bytes
+                ));
+                changed = true;
+            }
+        }
+        changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_is_cut_with_everything_it_nests() {
+        let mut budget = 10;
+        let mut v = Value::Array(vec![
+            Value::Str("abcdef".into()),
+            Value::Str("ghijkl".into()),
+            Value::Str("mnop".into()),
+        ]);
+        assert!(cut_value(&mut v, &mut budget, 0));
+        assert_eq!(
+            v,
+            Value::Array(vec![Value::Str("abcdef".into()), Value::Str("ghij".into())])
+        );
+        let mut budget = 16;
+        let mut numbers = Value::Array((0..10).map(Value::I64).collect());
+        assert!(cut_value(&mut numbers, &mut budget, 0));
+        assert_eq!(numbers, Value::Array(vec![Value::I64(0), Value::I64(1)]));
+        let mut budget = 3;
+        let mut text = Value::Str("é€".into());
+        assert!(cut_value(&mut text, &mut budget, 0));
+        assert_eq!(text, Value::Str("é".into()));
+    }
+
+    #[test]
+    fn a_value_nested_past_the_decoders_depth_is_cut_there() {
+        let mut v = Value::Str("x".into());
+        for _ in 0..40 {
+            v = Value::Array(vec![v]);
+        }
+        let mut budget = 1 << 20;
+        assert!(cut_value(&mut v, &mut budget, 0));
+        let mut depth = 0;
+        let mut at = &v;
+        while let Value::Array(items) = at {
+            depth += 1;
+            match items.first() {
+                Some(inner) => at = inner,
+                None => break,
+            }
+        }
+        assert!(depth <= MAX_VALUE_DEPTH, "{depth}");
+    }
+}

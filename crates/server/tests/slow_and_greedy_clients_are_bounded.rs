@@ -1,0 +1,356 @@
+//! A few clients that are slow or greedy never stop the server for the others: slow
+//! senders do not starve ingest, connections are capped per listener (ingest keeps its
+//! own share), idle and half-sent connections are closed, and the bytes of bodies being
+//! received are bounded.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use causeway_model::codec::{jaeger, native, otlp, zipkin};
+use causeway_model::{Span, SpanId, TraceId};
+use common::TestServer;
+
+const PROTO: (&str, &str) = ("content-type", "application/x-protobuf");
+const JSON: (&str, &str) = ("content-type", "application/json");
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+fn span(trace: u128) -> Span {
+    let t = now() - 1_000_000_000;
+    Span::new(
+        TraceId::new(trace).unwrap(),
+        SpanId::new(1).unwrap(),
+        None,
+        "op",
+        "svc",
+        t,
+        t + 1_000,
+    )
+}
+
+/// A client that sends a request's headers and the start of its body, then a byte now
+/// and then.
+fn slow_sender(addr: std::net::SocketAddr, body_len: usize) -> TcpStream {
+    let mut c = TcpStream::connect(addr).unwrap();
+    write!(
+        c,
+        "POST /v1/traces HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\ncontent-length: {body_len}\r\n\r\n"
+    )
+    .unwrap();
+    c.write_all(&[0x0a]).unwrap();
+    c
+}
+
+/// The status line a raw connection is answered with, or why there is none.
+fn status_line(c: &mut TcpStream, wait: Duration) -> String {
+    c.set_read_timeout(Some(wait)).unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                answer.extend_from_slice(&buf[..n]);
+                if answer.windows(2).any(|w| w == b"\r\n") {
+                    break;
+                }
+            }
+            Err(e) => return format!("no answer: {e}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&answer);
+    text.lines().next().unwrap_or("closed").to_string()
+}
+
+/// True once the server has closed `c` (within `wait`).
+fn closed_within(c: &mut TcpStream, wait: Duration) -> bool {
+    c.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0u8; 1024];
+    let started = Instant::now();
+    while started.elapsed() < wait {
+        match c.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return false,
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+fn metric(server: &TestServer, line_start: &str) -> u64 {
+    let (_, text) = server.get("/metrics");
+    let text = text.as_str().unwrap().to_string();
+    text.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no metric {line_start} in\n{text}"))
+}
+
+/// Sends one span by every ingest protocol; each must be acknowledged. Returns the trace
+/// id the gRPC span was given.
+fn every_protocol_is_acknowledged(server: &TestServer, trace: u128) -> String {
+    for (path, headers, body) in [
+        (
+            "/v1/traces",
+            vec![PROTO],
+            otlp::encode_protobuf(&[span(trace)]),
+        ),
+        (
+            "/v1/traces",
+            vec![JSON],
+            otlp::encode_json(&[span(trace + 1)]),
+        ),
+        (
+            "/api/v2/spans",
+            vec![JSON],
+            zipkin::encode_json(&[span(trace + 2)]),
+        ),
+        (
+            "/v1/jaeger",
+            vec![JSON],
+            jaeger::encode_json(&[span(trace + 3)]),
+        ),
+        (
+            "/v1/native",
+            vec![("content-type", causeway_server::NATIVE_CONTENT_TYPE)],
+            native::encode_all(&[span(trace + 4)]),
+        ),
+    ] {
+        let (status, _, answer) = server.post(path, &headers, &body);
+        assert_eq!(
+            status,
+            200 + u16::from(path == "/api/v2/spans") * 2,
+            "{path}: {}",
+            String::from_utf8_lossy(&answer)
+        );
+    }
+    // OTLP/gRPC, through the OpenTelemetry SDK's exporter.
+    let _rt = server.rt.enter();
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_tonic()
+        .with_endpoint(format!("http://{}", server.server().grpc_addr))
+        .build()
+        .unwrap();
+    use opentelemetry::trace::{Tracer, TracerProvider as _};
+    use opentelemetry_otlp::WithExportConfig;
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_simple_exporter(exporter)
+        .build();
+    let mut id = None;
+    provider.tracer("t").in_span("grpc", |cx| {
+        use opentelemetry::trace::TraceContextExt;
+        id = Some(cx.span().span_context().trace_id().to_string());
+    });
+    provider.shutdown().unwrap();
+    id.unwrap()
+}
+
+fn stored(server: &TestServer, trace: &str) {
+    let (status, body) = server.get(&format!("/api/traces/{trace}"));
+    assert_eq!(status, 200, "trace {trace}: {body}");
+}
+
+#[test]
+fn slow_senders_do_not_starve_ingest() {
+    let server = TestServer::start_with("slow-senders", |c| {
+        c.limits.body_timeout = Duration::from_secs(3);
+    });
+    let addr = server.server().ingest_addr;
+    // As many slow senders as there are in-flight places, each trickling a body.
+    let mut slow: Vec<TcpStream> = (0..64).map(|_| slow_sender(addr, 4096)).collect();
+    let trickle = std::thread::spawn({
+        let mut writers: Vec<TcpStream> = slow.iter().map(|c| c.try_clone().unwrap()).collect();
+        move || {
+            for _ in 0..10 {
+                std::thread::sleep(Duration::from_millis(200));
+                for w in &mut writers {
+                    let _ = w.write_all(&[0x0a]);
+                }
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    for round in 0..3 {
+        let grpc = every_protocol_is_acknowledged(&server, 0x1000 + round * 16);
+        stored(&server, &grpc);
+    }
+    trickle.join().unwrap();
+    // The slow ones are answered 408 once the body timeout passes.
+    for c in &mut slow {
+        let line = status_line(c, Duration::from_secs(10));
+        assert!(line.starts_with("HTTP/1.1 408"), "{line}");
+    }
+    assert!(
+        metric(
+            &server,
+            "causeway_ingest_refused_requests_total{reason=\"body_timeout\"}"
+        ) >= 64
+    );
+}
+
+/// Warnings the server logged, for tests that look for one.
+#[derive(Clone, Default)]
+struct Logged(Arc<Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Logged {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Message<'a>(&'a mut String);
+        impl tracing::field::Visit for Message<'_> {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={value:?} ", field.name()));
+            }
+        }
+        let mut line = String::new();
+        event.record(&mut Message(&mut line));
+        self.0.lock().unwrap().push(line);
+    }
+}
+
+#[test]
+fn connections_past_a_listeners_cap_are_refused_logged_and_counted_and_ingest_keeps_its_share() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let logged = Logged::default();
+    // Global: the server logs from its runtime's threads. Other tests of this file log
+    // into it too, harmlessly.
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(logged.clone()))
+        .unwrap();
+    let server = TestServer::start_with("connection-cap", |c| {
+        c.limits.connections.max_query = 16;
+        c.limits.connections.max_ingest = 16;
+    });
+    let query = server.server().http_addr;
+    let idle: Vec<TcpStream> = (0..16)
+        .map(|_| TcpStream::connect(query).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut over = TcpStream::connect(query).unwrap();
+    let line = status_line(&mut over, Duration::from_secs(5));
+    assert!(line.starts_with("HTTP/1.1 503"), "{line}");
+    // The query API is full; ingest, on its own share, is not.
+    let grpc = every_protocol_is_acknowledged(&server, 0x2000);
+    drop(idle);
+    // Once the idle ones leave, the query API answers again.
+    let mut answered = false;
+    for _ in 0..50 {
+        let mut r = server.http.get(&server.api_url("/metrics")).call().unwrap();
+        if r.status() == 200 {
+            let text = r.body_mut().read_to_string().unwrap();
+            assert!(
+                text.contains("causeway_connections_refused_total{listener=\"query\"} 1"),
+                "{text}"
+            );
+            assert!(
+                text.contains("causeway_connections_max{listener=\"query\"} 16"),
+                "{text}"
+            );
+            answered = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(answered, "the query API never answered again");
+    stored(&server, &grpc);
+    let logged = logged.0.lock().unwrap();
+    assert!(
+        logged
+            .iter()
+            .any(|l| l.contains("connection cap") && l.contains("query")),
+        "{logged:?}"
+    );
+}
+
+#[test]
+fn idle_and_half_sent_connections_are_closed() {
+    let server = TestServer::start_with("idle", |c| {
+        c.limits.connections.idle_timeout = Duration::from_secs(1);
+        c.limits.connections.header_timeout = Duration::from_secs(1);
+    });
+    for addr in [
+        server.server().http_addr,
+        server.server().ingest_addr,
+        server.server().grpc_addr,
+    ] {
+        // Connected and silent.
+        let mut silent = TcpStream::connect(addr).unwrap();
+        assert!(
+            closed_within(&mut silent, Duration::from_secs(10)),
+            "{addr}"
+        );
+    }
+    // Headers a byte at a time, never finished: closed at the header timeout although
+    // bytes keep arriving.
+    let mut trickle = TcpStream::connect(server.server().http_addr).unwrap();
+    trickle.write_all(b"GET /api/status HTTP/1.1\r\n").unwrap();
+    let started = Instant::now();
+    let mut closed = false;
+    while started.elapsed() < Duration::from_secs(10) {
+        if trickle.write_all(b"x").is_err() {
+            closed = true;
+            break;
+        }
+        if closed_within(&mut trickle, Duration::from_millis(300)) {
+            closed = true;
+            break;
+        }
+    }
+    assert!(
+        closed,
+        "a connection trickling its headers was never closed"
+    );
+    // A kept-alive connection that answered a request is closed once idle too.
+    let mut kept = TcpStream::connect(server.server().http_addr).unwrap();
+    kept.write_all(b"GET /api/status HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+    assert!(status_line(&mut kept, Duration::from_secs(5)).starts_with("HTTP/1.1 200"));
+    assert!(closed_within(&mut kept, Duration::from_secs(10)));
+}
+
+#[test]
+fn bodies_being_received_are_bounded_in_bytes() {
+    let server = TestServer::start_with("receive-budget", |c| {
+        c.limits.max_body_bytes = 1 << 20;
+        c.limits.max_receiving_bytes = 1 << 20;
+        c.limits.body_timeout = Duration::from_secs(2);
+    });
+    let addr = server.server().ingest_addr;
+    // One sender holds most of the budget with a body it never finishes.
+    let mut greedy = slow_sender(addr, 1 << 20);
+    greedy.write_all(&vec![0x0a; 900 << 10]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let body = otlp::encode_protobuf(&[span(0x3000)]);
+    let mut big = span(0x3001);
+    big.attributes
+        .push(causeway_model::KeyValue::new("blob", "y".repeat(60 << 10)));
+    let big = otlp::encode_protobuf(&[big.clone(), big.clone(), big]);
+    let (status, _, answer) = server.post("/v1/traces", &[PROTO], &big);
+    assert_eq!(status, 429, "{}", String::from_utf8_lossy(&answer));
+    assert!(
+        String::from_utf8_lossy(&answer).contains("--max-receiving-bytes"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    // A small body still fits.
+    assert_eq!(server.post("/v1/traces", &[PROTO], &body).0, 200);
+    // Once the greedy one times out, its bytes are given back.
+    let line = status_line(&mut greedy, Duration::from_secs(10));
+    assert!(line.starts_with("HTTP/1.1 408"), "{line}");
+    assert_eq!(server.post("/v1/traces", &[PROTO], &big).0, 200);
+    assert!(
+        metric(
+            &server,
+            "causeway_ingest_refused_requests_total{reason=\"receive_budget\"}"
+        ) >= 1
+    );
+}
