@@ -133,12 +133,17 @@ pub(crate) struct LimitArgs {
     /// How long a SQL query may run; past it the answer is 408 and the query stops.
     #[arg(long, default_value_t = secs(SqlLimits::default().timeout))]
     sql_timeout: String,
-    /// Memory one SQL query may use (its joins, sorts, groups and the values it makes).
+    /// Memory one SQL query may use: its joins, sorts and groups draw on it; a batch an
+    /// operator hands on may hold a quarter of it, a value a function makes a 32nd.
     #[arg(long, default_value_t = Size(SqlLimits::default().max_memory))]
     sql_memory: Size,
     /// Rows a SQL query returns at most; more are cut and the answer says so.
     #[arg(long, default_value_t = SqlLimits::default().max_rows)]
     sql_rows: usize,
+    /// Bytes of rows (as JSON) a SQL query returns at most; more are cut and the answer
+    /// says so.
+    #[arg(long, default_value_t = Size(SqlLimits::default().max_result_bytes))]
+    sql_result_bytes: Size,
     /// Pivot Tracing queries installed at once.
     #[arg(long, default_value_t = PivotLimits::default().max_queries)]
     pivot_max_queries: usize,
@@ -196,6 +201,7 @@ impl LimitArgs {
                 timeout: duration("sql-timeout", &self.sql_timeout)?,
                 max_memory: self.sql_memory.0,
                 max_rows: self.sql_rows.max(1),
+                max_result_bytes: self.sql_result_bytes.0,
             },
             pivot: PivotLimits {
                 max_queries: self.pivot_max_queries,

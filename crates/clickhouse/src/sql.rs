@@ -16,6 +16,7 @@ impl ClickHouseStore {
         }
         let seconds = limits.timeout.as_secs().max(1).to_string();
         let rows = (limits.max_rows + 1).to_string();
+        let result_bytes = limits.max_result_bytes.to_string();
         let memory = limits.max_memory.to_string();
         let settings = [
             ("database", self.endpoint().database.as_str()),
@@ -23,6 +24,7 @@ impl ClickHouseStore {
             ("readonly", "2"),
             ("max_execution_time", seconds.as_str()),
             ("max_result_rows", rows.as_str()),
+            ("max_result_bytes", result_bytes.as_str()),
             ("result_overflow_mode", "break"),
             ("max_memory_usage", memory.as_str()),
             ("default_format", "JSONCompact"),

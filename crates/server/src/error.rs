@@ -96,6 +96,9 @@ impl From<StoreError> for ApiError {
                 ApiError::Unavailable(e.to_string())
             }
             StoreError::Sql(m) => ApiError::BadRequest(format!("sql: {m}")),
+            StoreError::SqlLimit(m) => ApiError::BadRequest(format!(
+                "sql: {m} (the server's SQL limits: --sql-memory, --sql-timeout)"
+            )),
             StoreError::SqlTimeout(_) => ApiError::Timeout(e.to_string()),
             other => ApiError::Internal(other.to_string()),
         }

@@ -80,6 +80,18 @@ pub(crate) fn render(state: &crate::AppState) -> String {
             budget.held()
         );
     }
+    if let crate::Backend::Embedded(_) = state.backend {
+        gauge(
+            &mut out,
+            "causeway_sql_queries_running",
+            "SQL queries running, one past its time limit until it has stopped.",
+        );
+        let _ = writeln!(
+            out,
+            "causeway_sql_queries_running {}",
+            causeway_store::sql::running()
+        );
+    }
     out
 }
 

@@ -68,6 +68,12 @@ pub enum StoreError {
     /// A SQL query ran past its time limit.
     #[error("sql: query exceeded its time limit of {0:?}")]
     SqlTimeout(std::time::Duration),
+    /// A SQL query needed more than its limits allow (memory, a value's size).
+    #[error("sql: {0}")]
+    SqlLimit(String),
+    /// The SQL engine failed on its own account.
+    #[error("sql engine: {0}")]
+    SqlInternal(String),
     /// A remote store's server (a ClickHouse node) could not be reached, or refused or
     /// failed a request.
     #[error("store node {node}: {reason}")]

@@ -1,5 +1,12 @@
 //! SQL over the `spans` table (one row per span, attributes as a map) through DataFusion.
-//! Read-only, with a row limit and a time limit.
+//! Read-only and bounded: a query runs on a thread of its own under a time limit that
+//! stops every operator within a batch ([`guard`]), a memory pool for its joins, sorts and
+//! groups, a limit on the values its functions make ([`bounded`]) and on the batches its
+//! operators hand on, and limits on the rows and bytes it answers.
+
+mod bounded;
+mod guard;
+mod shape;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -8,7 +15,10 @@ use std::time::Duration;
 use arrow::json::writer::{JsonArray, WriterBuilder};
 use arrow::json::StructMode;
 use causeway_model::Span;
+use datafusion::common::DataFusionError;
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::{ParquetReadOptions, SQLOptions, SessionConfig, SessionContext};
 use futures_util::StreamExt;
 use serde::Serialize;
@@ -28,9 +38,13 @@ const SPANS_VIEW: &str = "CREATE VIEW spans AS SELECT \
 pub struct SqlLimits {
     /// Rows returned at most; more are cut and the result says so.
     pub max_rows: usize,
-    /// Wall-clock limit.
+    /// Bytes of rows (as JSON) returned at most; more are cut and the result says so.
+    pub max_result_bytes: usize,
+    /// Wall-clock limit: past it the query stops, within a batch of every operator.
     pub timeout: Duration,
-    /// Memory the query may use, in bytes.
+    /// Memory the query may use, in bytes: its joins, sorts and groups draw on it; one
+    /// batch an operator hands on may be a quarter of it, one value a function makes
+    /// a thirty-second.
     pub max_memory: usize,
 }
 
@@ -38,9 +52,21 @@ impl Default for SqlLimits {
     fn default() -> Self {
         SqlLimits {
             max_rows: 10_000,
+            max_result_bytes: 64 << 20,
             timeout: Duration::from_secs(30),
             max_memory: 512 << 20,
         }
+    }
+}
+
+impl SqlLimits {
+    /// Bytes one batch an operator hands on may hold.
+    pub fn max_batch_bytes(&self) -> usize {
+        (self.max_memory / 4).max(1 << 20)
+    }
+    /// Bytes one value a function makes may take.
+    pub fn max_value_bytes(&self) -> usize {
+        (self.max_memory / 32).max(64 << 10)
     }
 }
 
@@ -69,6 +95,33 @@ fn sql_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Sql(e.to_string())
 }
 
+/// A DataFusion error as the store's: the query's fault (a mistake, or a limit it
+/// passed), the time limit, or the engine's own fault.
+fn classify(e: DataFusionError, limits: SqlLimits) -> StoreError {
+    let root = e.find_root();
+    let text = root.to_string();
+    match root {
+        _ if text.contains(guard::STOPPED) => StoreError::SqlTimeout(limits.timeout),
+        // The value and batch limits say what passed them; the pool names operators.
+        DataFusionError::ResourcesExhausted(m) if m.contains(bounded::WOULD_MAKE) => {
+            StoreError::SqlLimit(m.clone())
+        }
+        DataFusionError::ResourcesExhausted(m) => StoreError::SqlLimit(format!(
+            "the query needs more than the {} bytes of memory it may use: {m}",
+            limits.max_memory
+        )),
+        DataFusionError::Internal(_)
+        | DataFusionError::IoError(_)
+        | DataFusionError::ObjectStore(_) => StoreError::SqlInternal(text),
+        _ => StoreError::Sql(e.to_string()),
+    }
+}
+
+/// SQL queries running now (their threads included, until each ends).
+pub fn running() -> usize {
+    RUNNING.load(Ordering::SeqCst)
+}
+
 /// SQL queries running at once, one past its time limit included: DataFusion plans and
 /// computes inside its futures' polls, and planning a many-way join can run for minutes
 /// in one poll. Each query runs on a thread of its own, so such a query holds up neither
@@ -76,6 +129,11 @@ fn sql_err(e: impl std::fmt::Display) -> StoreError {
 /// is "busy" until one ends.
 const MAX_RUNNING: usize = 4;
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
+
+/// The stack of a query's thread: DataFusion plans and optimizes by recursion over the
+/// plan, deeper with every relation joined; reserved, and touched only as deep as a
+/// query goes.
+const SQL_STACK_BYTES: usize = 256 << 20;
 
 /// A place among the [`MAX_RUNNING`] queries, given back when the query's thread ends.
 struct Slot;
@@ -103,9 +161,11 @@ pub async fn query(store: &Store, sql: &str, limits: SqlLimits) -> Result<SqlRes
     let slot = Slot::take().ok_or(StoreError::SqlBusy(MAX_RUNNING))?;
     let (blocks, memory) = store.sql_snapshot();
     let sql = sql.to_string();
+    let watch = Arc::new(guard::Watch::new(limits.timeout, limits.max_batch_bytes()));
     let (answer, answered) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("causeway-sql".into())
+        .stack_size(SQL_STACK_BYTES)
         .spawn(move || {
             let _slot = slot;
             match tokio::runtime::Builder::new_current_thread()
@@ -115,9 +175,10 @@ pub async fn query(store: &Store, sql: &str, limits: SqlLimits) -> Result<SqlRes
                 Ok(rt) => rt.block_on(async {
                     let mut answer = answer;
                     tokio::select! {
-                        r = run(blocks, memory, &sql, limits) => { let _ = answer.send(r); }
-                        // The caller gave up (its time limit): stop at the next yield.
-                        _ = answer.closed() => {}
+                        r = run(blocks, memory, &sql, limits, &watch) => { let _ = answer.send(r); }
+                        // The caller gave up (its time limit): every operator stops at
+                        // its next batch.
+                        _ = answer.closed() => watch.cancel(),
                     }
                 }),
                 Err(e) => {
@@ -140,13 +201,21 @@ async fn run(
     memory: Vec<Span>,
     sql: &str,
     limits: SqlLimits,
+    watch: &Arc<guard::Watch>,
 ) -> Result<SqlResult, StoreError> {
+    let failed = |e: DataFusionError| classify(e, limits);
+    shape::check(sql).map_err(StoreError::SqlLimit)?;
+    // Nothing spills to disk: a query's sorts and groups stay within its memory or fail.
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_limit(limits.max_memory, 1.0)
+        .with_disk_manager_builder(
+            DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
+        )
         .build_arc()
         .map_err(sql_err)?;
     let ctx =
         SessionContext::new_with_config_rt(SessionConfig::new().with_target_partitions(2), runtime);
+    bounded::register(&ctx, limits.max_value_bytes(), limits.max_batch_bytes());
     ctx.register_table("spans_raw", spans_raw(&ctx, blocks, &memory).await?)
         .map_err(sql_err)?;
     ctx.sql(SPANS_VIEW).await.map_err(sql_err)?;
@@ -155,10 +224,7 @@ async fn run(
         .with_allow_ddl(false)
         .with_allow_dml(false)
         .with_allow_statements(false);
-    let df = ctx
-        .sql_with_options(sql, read_only)
-        .await
-        .map_err(sql_err)?;
+    let df = ctx.sql_with_options(sql, read_only).await.map_err(failed)?;
     let schema = df.schema().as_arrow().clone();
     let columns = schema
         .fields()
@@ -168,11 +234,15 @@ async fn run(
             data_type: f.data_type().to_string(),
         })
         .collect();
-    let mut stream = df.execute_stream().await.map_err(sql_err)?;
+    let task = ctx.task_ctx();
+    let plan = df.create_physical_plan().await.map_err(failed)?;
+    let plan = guard::watch_plan(plan, watch).map_err(failed)?;
+    let mut stream = execute_stream(plan, task).map_err(failed)?;
     let mut rows = Vec::new();
+    let mut bytes = 0usize;
     let mut truncated = false;
     while let Some(batch) = stream.next().await {
-        let batch = batch.map_err(sql_err)?;
+        let batch = batch.map_err(failed)?;
         let room = limits.max_rows - rows.len();
         let batch = if batch.num_rows() > room {
             truncated = true;
@@ -180,7 +250,16 @@ async fn run(
         } else {
             batch
         };
-        rows.extend(batch_rows(&batch)?);
+        for row in batch_rows(&batch)? {
+            // The row's size as JSON: what the answer will hold.
+            let size = serde_json::to_vec(&row).map_or(0, |v| v.len());
+            if bytes + size > limits.max_result_bytes {
+                truncated = true;
+                break;
+            }
+            bytes += size;
+            rows.push(row);
+        }
         if truncated || rows.len() >= limits.max_rows {
             truncated |= stream.next().await.is_some();
             break;
@@ -232,4 +311,39 @@ fn batch_rows(
     writer.finish().map_err(sql_err)?;
     drop(writer);
     serde_json::from_slice(&buf).map_err(sql_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_engines_own_failures_are_not_the_querys() {
+        let limits = SqlLimits::default();
+        let internal = DataFusionError::Internal("a bug".into());
+        assert!(matches!(
+            classify(internal, limits),
+            StoreError::SqlInternal(_)
+        ));
+        let wrapped = DataFusionError::Context(
+            "planning".into(),
+            Box::new(DataFusionError::Internal("a bug".into())),
+        );
+        assert!(matches!(
+            classify(wrapped, limits),
+            StoreError::SqlInternal(_)
+        ));
+        let mistake = DataFusionError::Plan("no column x".into());
+        assert!(matches!(classify(mistake, limits), StoreError::Sql(_)));
+        let pool = DataFusionError::ResourcesExhausted("Additional allocation failed".into());
+        match classify(pool, limits) {
+            StoreError::SqlLimit(m) => assert!(m.contains("bytes of memory it may use"), "{m}"),
+            other => panic!("{other}"),
+        }
+        let stopped = DataFusionError::Execution(format!("{} (1s)", guard::STOPPED));
+        assert!(matches!(
+            classify(stopped, limits),
+            StoreError::SqlTimeout(_)
+        ));
+    }
 }
