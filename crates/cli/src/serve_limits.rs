@@ -130,6 +130,10 @@ pub(crate) struct LimitArgs {
     /// Most traces one search answers (a larger `limit` is refused).
     #[arg(long, default_value_t = defaults().max_search_limit)]
     max_search_limit: usize,
+    /// Most spans one answer of whole traces (a Jaeger search) holds; traces past it
+    /// are left out and counted.
+    #[arg(long, default_value_t = defaults().max_answer_spans)]
+    max_answer_spans: usize,
     /// How long a SQL query may run; past it the answer is 408 and the query stops.
     #[arg(long, default_value_t = secs(SqlLimits::default().timeout))]
     sql_timeout: String,
@@ -197,6 +201,7 @@ impl LimitArgs {
             max_scans: self.max_scans.max(1),
             query_timeout: duration("query-timeout", &self.query_timeout)?,
             max_search_limit: self.max_search_limit.max(1),
+            max_answer_spans: self.max_answer_spans.max(1),
             sql: SqlLimits {
                 timeout: duration("sql-timeout", &self.sql_timeout)?,
                 max_memory: self.sql_memory.0,

@@ -405,8 +405,12 @@ impl TraceStore for ShippingStore {
         self.shared.store.trace(id)
     }
 
-    fn search(&self, query: &SearchQuery) -> Result<Vec<TraceSummary>, StoreError> {
-        self.shared.store.search(query)
+    fn search_until(
+        &self,
+        query: &SearchQuery,
+        stop: &(dyn Fn() -> ControlFlow<()> + Sync),
+    ) -> Result<Vec<TraceSummary>, StoreError> {
+        self.shared.store.search_until(query, stop)
     }
 
     fn scan_fields(

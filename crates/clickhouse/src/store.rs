@@ -390,8 +390,15 @@ impl TraceStore for ClickHouseStore {
         Ok(found)
     }
 
-    fn search(&self, query: &SearchQuery) -> Result<Vec<TraceSummary>, StoreError> {
+    fn search_until(
+        &self,
+        query: &SearchQuery,
+        stop: &(dyn Fn() -> ControlFlow<()> + Sync),
+    ) -> Result<Vec<TraceSummary>, StoreError> {
         let ids = search::newest_matching(self, query)?;
+        if stop().is_break() {
+            return Ok(Vec::new());
+        }
         let mut summaries = Vec::with_capacity(ids.len());
         self.select_traces(&ids, &Fields::All, |t| summaries.push(TraceSummary::of(&t)))?;
         // In the order the search found them.

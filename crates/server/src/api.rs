@@ -184,7 +184,6 @@ pub(crate) fn bad(param: &str, e: String) -> ApiError {
 /// JSON object as Jaeger's UI sends).
 pub(crate) fn search_query(params: &[(String, String)]) -> Result<SearchQuery, ApiError> {
     let mut q = SearchQuery::default();
-    let (mut start, mut end) = (None, None);
     for (k, v) in params {
         if v.is_empty() {
             continue;
@@ -215,8 +214,6 @@ pub(crate) fn search_query(params: &[(String, String)]) -> Result<SearchQuery, A
             }
             "minDuration" => q.min_duration = Some(parse_duration(v).map_err(|e| bad(k, e))?),
             "maxDuration" => q.max_duration = Some(parse_duration(v).map_err(|e| bad(k, e))?),
-            "start" => start = Some(parse_time(v).map_err(|e| bad(k, e))?),
-            "end" => end = Some(parse_time(v).map_err(|e| bad(k, e))?),
             "error" => {
                 q.error = v
                     .parse()
@@ -230,18 +227,12 @@ pub(crate) fn search_query(params: &[(String, String)]) -> Result<SearchQuery, A
             _ => {}
         }
     }
-    if start.is_some() || end.is_some() {
-        let w = TimeWindow {
-            start: start.unwrap_or(0),
-            end: end.unwrap_or(u64::MAX),
-        };
-        if w.start > w.end {
-            return Err(ApiError::BadRequest(format!(
-                "start {} is after end {}",
-                w.start, w.end
-            )));
-        }
-        q.window = Some(w);
+    // `start`, `end` and `lookback`, read as every windowed request reads them.
+    if ["start", "end", "lookback"]
+        .iter()
+        .any(|name| param(params, name).is_some())
+    {
+        q.window = Some(window_param(params)?);
     }
     Ok(q)
 }
@@ -249,15 +240,30 @@ pub(crate) fn search_query(params: &[(String, String)]) -> Result<SearchQuery, A
 /// Without `order`, the indexed search: the newest matches, up to the limit. With
 /// `order` (`-duration`, `spans`, ...), every trace of the window (`start`, `end`,
 /// `lookback`) is read through a bulk scan, counted, and the first in that order listed.
+/// Either runs in a scan's place and within the query time limit; `limit` is at most
+/// the server's most.
 async fn search(
     State(state): State<Arc<AppState>>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let params = pairs(query)?;
     let mut q = search_query(&params)?;
+    let most = state.config.limits.max_search_limit;
+    if q.limit > most {
+        return Err(bad(
+            "limit",
+            format!(
+                "{} is over the most traces a search answers, {most} (--max-search-limit)",
+                q.limit
+            ),
+        ));
+    }
     let store = state.store.clone();
     let Some(order) = param(&params, "order") else {
-        let found = store_blocking(move || store.search(&q)).await?;
+        let found = state
+            .scans
+            .run(move |deadline| Ok(store.search_until(&q, &|| deadline.check())?))
+            .await?;
         return Ok(Json(serde_json::json!({ "traces": found })));
     };
     let order: SearchOrder = order.parse().map_err(|e| bad("order", e))?;

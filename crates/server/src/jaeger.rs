@@ -25,7 +25,7 @@ use serde::Serialize;
 use crate::analyses::scan_fields_into;
 use crate::api::pairs;
 use crate::error::RETRY_AFTER_SECS;
-use crate::work::{blocking, store_blocking};
+use crate::work::blocking;
 use crate::{ApiError, AppState};
 
 pub(crate) fn routes() -> Router<Arc<AppState>> {
@@ -318,19 +318,20 @@ async fn operations(
     Ok(counted(list))
 }
 
-/// Reads Jaeger's trace search parameters.
-fn search_query(params: &[(String, String)]) -> Result<SearchQuery, Failure> {
+/// Reads Jaeger's trace search parameters; `limit` is cut to `most`.
+fn search_query(params: &[(String, String)], most: usize) -> Result<SearchQuery, Failure> {
     let service =
         first(params, "service").ok_or_else(|| bad("parameter 'service' is required".into()))?;
     let mut q = SearchQuery {
         service: Some(service.to_string()),
         operation: first(params, "operation").map(str::to_string),
-        limit: DEFAULT_LIMIT,
+        limit: DEFAULT_LIMIT.min(most),
         ..SearchQuery::default()
     };
     if let Some(limit) = integer(params, "limit")? {
         if limit > 0 {
-            q.limit = usize::try_from(limit).unwrap_or(usize::MAX);
+            // At most the server's most (Jaeger's UI asks at most 1 500).
+            q.limit = usize::try_from(limit).unwrap_or(usize::MAX).min(most);
         }
     }
     let end = integer(params, "end")?.unwrap_or_else(now_us);
@@ -436,19 +437,42 @@ async fn traces(
         }
         return Ok(Json(answer));
     }
-    let q = search_query(&params)?;
-    let found = store_blocking(move || {
-        let mut spans = Vec::new();
-        for summary in store.search(&q)? {
-            // A trace dropped by retention between the two reads is left out.
-            if let Some(t) = store.trace(summary.trace_id)? {
-                spans.extend(spans_of(t, raw));
+    let limits = &state.config.limits;
+    let q = search_query(&params, limits.max_search_limit)?;
+    let max_spans = limits.max_answer_spans;
+    let (found, left_out) = state
+        .scans
+        .run(move |deadline| {
+            let mut spans = Vec::new();
+            let mut left_out = 0usize;
+            for summary in store.search_until(&q, &|| deadline.check())? {
+                if deadline.check().is_break() {
+                    break;
+                }
+                // The answer holds whole traces, up to the most spans it may.
+                if spans.len() + summary.span_count > max_spans {
+                    left_out += 1;
+                    continue;
+                }
+                // A trace dropped by retention between the two reads is left out.
+                if let Some(t) = store.trace(summary.trace_id)? {
+                    spans.extend(spans_of(t, raw));
+                }
             }
-        }
-        Ok(jaeger::encode_traces(&spans))
-    })
-    .await?;
-    Ok(Json(Envelope::of(found)))
+            Ok((jaeger::encode_traces(&spans), left_out))
+        })
+        .await?;
+    let mut answer = Envelope::of(found);
+    if left_out > 0 {
+        answer.errors = Some(vec![serde_json::json!({
+            "code": 413,
+            "msg": format!(
+                "{left_out} matching traces left out: an answer holds at most {max_spans} \
+                 spans (--max-answer-spans); narrow the search or lower its limit"
+            ),
+        })]);
+    }
+    Ok(Json(answer))
 }
 
 async fn trace(

@@ -107,8 +107,11 @@ pub struct Limits {
     /// How long such a request may take, waiting for its place included: past it the
     /// answer is 503 (no place came free) or 408 (it ran out of time).
     pub query_timeout: Duration,
-    /// Most traces a search answers (`limit` above it is refused).
+    /// Most traces a search answers (`limit` above it is refused; Jaeger's API cuts it).
     pub max_search_limit: usize,
+    /// Most spans one answer of whole traces holds (a Jaeger search); traces past it are
+    /// left out, and the answer says how many.
+    pub max_answer_spans: usize,
     /// Bounds on SQL queries.
     pub sql: SqlLimits,
     /// Bounds on the Pivot Tracing hub.
@@ -128,6 +131,7 @@ impl Default for Limits {
             max_scans: 2,
             query_timeout: Duration::from_secs(60),
             max_search_limit: 1500,
+            max_answer_spans: 200_000,
             sql: SqlLimits::default(),
             pivot: PivotLimits::default(),
         }

@@ -156,7 +156,7 @@ fn json_errors_state_their_position_once() {
 }
 
 #[test]
-fn an_analysis_past_the_query_time_limit_is_answered_408() {
+fn an_analysis_or_a_search_past_the_query_time_limit_is_answered_408() {
     let server = TestServer::start_with("query-timeout", |c| {
         c.limits.query_timeout = Duration::ZERO;
     });
@@ -166,10 +166,20 @@ fn an_analysis_past_the_query_time_limit_is_answered_408() {
         &otlp::encode_protobuf(&[span(0x71, 1, "a"), span(0x72, 1, "b")]),
     );
     assert_eq!(status, 200);
-    for path in ["/api/dependencies", "/api/patterns", "/api/export"] {
+    for path in [
+        "/api/dependencies",
+        "/api/patterns",
+        "/api/export",
+        "/api/search?service=svc",
+        "/api/search?order=-duration",
+        "/jaeger/api/traces?service=svc",
+    ] {
         let (status, body) = server.get(path);
         assert_eq!(status, 408, "{path}: {body}");
-        let message = body["error"].as_str().unwrap_or_default();
+        let message = body["error"]
+            .as_str()
+            .or(body["errors"][0]["msg"].as_str())
+            .unwrap_or_default();
         assert!(message.contains("query time limit"), "{path}: {message}");
     }
     let (status, answer) = post_api(

@@ -354,3 +354,81 @@ fn bodies_being_received_are_bounded_in_bytes() {
         ) >= 1
     );
 }
+
+#[test]
+fn a_search_cannot_ask_for_more_than_the_servers_most() {
+    let server = TestServer::start_with("search-limit", |c| {
+        c.limits.max_search_limit = 50;
+        c.limits.max_answer_spans = 30;
+    });
+    let spans: Vec<Span> = (0..60u128)
+        .map(|i| {
+            let mut s = span(0x4000 + i);
+            s.start -= i as u64 * 1_000_000;
+            s.end = s.start + 1_000;
+            s
+        })
+        .collect();
+    assert_eq!(
+        server
+            .post("/v1/traces", &[PROTO], &otlp::encode_protobuf(&spans))
+            .0,
+        200
+    );
+    let (status, body) = server.get("/api/search?limit=18446744073709551615");
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = server.get("/api/search?limit=51");
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("--max-search-limit"),
+        "{body}"
+    );
+    let (status, body) = server.get("/api/search?limit=50");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["traces"].as_array().unwrap().len(), 50);
+    // Jaeger's API cuts the limit to the most (50 of the 60 traces), and leaves out
+    // whole traces past the most spans an answer holds, saying so.
+    let (status, body) = server.get("/jaeger/api/traces?service=svc&limit=100000");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"].as_array().unwrap().len(), 30);
+    let note = body["errors"][0]["msg"].as_str().unwrap();
+    assert!(note.contains("20 matching traces left out"), "{note}");
+    assert!(note.contains("--max-answer-spans"), "{note}");
+}
+
+#[test]
+fn a_search_reads_its_lookback_and_refuses_a_bad_one() {
+    let server = TestServer::start("search-lookback");
+    let recent = span(0x5001);
+    let mut old = span(0x5002);
+    old.start -= 3 * 3_600_000_000_000;
+    old.end = old.start + 1_000;
+    assert_eq!(
+        server
+            .post(
+                "/v1/traces",
+                &[PROTO],
+                &otlp::encode_protobuf(&[recent, old])
+            )
+            .0,
+        200
+    );
+    let (status, body) = server.get("/api/search?lookback=1h");
+    assert_eq!(status, 200, "{body}");
+    let found: Vec<&str> = body["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["traceId"].as_str().unwrap())
+        .collect();
+    assert_eq!(found, [TraceId::new(0x5001).unwrap().to_string()]);
+    let (status, body) = server.get("/api/search?lookback=abc");
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("lookback"),
+        "{body}"
+    );
+}

@@ -150,7 +150,17 @@ pub trait TraceStore: Send + Sync {
     /// Every stored span of one trace, assembled; `None` if no span of it is stored.
     fn trace(&self, id: TraceId) -> Result<Option<Trace>, StoreError>;
     /// Traces with a span matching the query, most recent first.
-    fn search(&self, query: &SearchQuery) -> Result<Vec<TraceSummary>, StoreError>;
+    fn search(&self, query: &SearchQuery) -> Result<Vec<TraceSummary>, StoreError> {
+        self.search_until(query, &|| ControlFlow::Continue(()))
+    }
+    /// [`TraceStore::search`], asking `stop` between steps (each trace read, each block
+    /// searched): once it answers `Break` (a deadline passed) the search ends with what
+    /// it found so far.
+    fn search_until(
+        &self,
+        query: &SearchQuery,
+        stop: &(dyn Fn() -> ControlFlow<()> + Sync),
+    ) -> Result<Vec<TraceSummary>, StoreError>;
     /// Visits every trace that starts in `window`, each whole and once, from several
     /// threads at a time.
     fn scan(

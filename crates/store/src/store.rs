@@ -608,7 +608,11 @@ impl TraceStore for Store {
         Ok((!spans.is_empty()).then(|| Trace::assemble(id, spans)))
     }
 
-    fn search(&self, query: &SearchQuery) -> Result<Vec<TraceSummary>, StoreError> {
+    fn search_until(
+        &self,
+        query: &SearchQuery,
+        stop: &(dyn Fn() -> ControlFlow<()> + Sync),
+    ) -> Result<Vec<TraceSummary>, StoreError> {
         let s = &self.shared;
         let mut found: HashMap<TraceId, u64> = HashMap::new();
         read(&s.head).search(query, &mut found);
@@ -617,6 +621,9 @@ impl TraceStore for Store {
             f.head.search(query, &mut found);
         }
         for b in &blocks {
+            if stop().is_break() {
+                return Ok(Vec::new());
+            }
             let window = query.window.unwrap_or(TimeWindow::ALL);
             if !window.overlaps(b.index.min_start, b.index.max_end) {
                 continue;
@@ -636,7 +643,7 @@ impl TraceStore for Store {
         let mut out = Vec::with_capacity(limit.min(order.len()));
         // The indexes narrow; the spans decide (tags and durations on one span).
         for (_, id) in order {
-            if out.len() >= limit {
+            if out.len() >= limit || stop().is_break() {
                 break;
             }
             if let Some(trace) = self.trace(id)? {
