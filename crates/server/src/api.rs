@@ -3,17 +3,15 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderValue};
-use axum::response::{IntoResponse, Response};
+use axum::http::header;
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use causeway_model::codec::{jaeger, native, otlp, zipkin};
 use causeway_model::{Span, Trace, TraceId};
 use causeway_store::sql::{self, SqlLimits};
 use causeway_store::{
-    parse_duration, parse_time, search_sorted, Fields, SearchOrder, SearchQuery, TimeWindow,
+    parse_duration, parse_time, search_sorted, SearchOrder, SearchQuery, TimeWindow,
 };
 use serde::{Deserialize, Serialize};
 
@@ -27,7 +25,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/api/services", get(services))
         .route("/api/services/{service}/operations", get(operations))
         .route("/api/sql", post(run_sql))
-        .route("/api/export", get(export))
+        .route("/api/export", get(crate::export::export))
         .route("/api/status", get(status))
         .route("/metrics", get(metrics))
         .merge(crate::analyses::routes())
@@ -339,68 +337,6 @@ async fn run_sql(
         }
     };
     Ok(Json(result))
-}
-
-/// Export formats.
-#[derive(Clone, Copy)]
-enum Format {
-    Native,
-    OtlpJson,
-    OtlpProtobuf,
-    Zipkin,
-    Jaeger,
-}
-
-async fn export(
-    State(state): State<Arc<AppState>>,
-    RawQuery(query): RawQuery,
-) -> Result<Response, ApiError> {
-    let params = pairs(query)?;
-    let get = |name: &str| param(&params, name);
-    let format = match get("format").unwrap_or("native") {
-        "native" => Format::Native,
-        "otlp-json" => Format::OtlpJson,
-        "otlp-protobuf" | "otlp" => Format::OtlpProtobuf,
-        "zipkin" => Format::Zipkin,
-        "jaeger" | "jaeger-json" => Format::Jaeger,
-        other => {
-            return Err(ApiError::BadRequest(format!(
-            "parameter format: unknown format {other:?} (native, otlp-json, otlp-protobuf, zipkin, jaeger)"
-        )))
-        }
-    };
-    let window = window_param(&params)?;
-    let service = get("service").map(str::to_string);
-    let store = state.store.clone();
-    let (body, content_type) = state
-        .scans
-        .run(move |deadline| {
-            let out = std::sync::Mutex::new(Vec::new());
-            store.scan_fields(window, &Fields::All, &|t| {
-                if service
-                    .as_deref()
-                    .is_none_or(|s| t.spans.iter().any(|sp| &*sp.service == s))
-                {
-                    out.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .extend(t.spans);
-                }
-                deadline.check()
-            })?;
-            let spans = out.into_inner().unwrap_or_else(|p| p.into_inner());
-            Ok(match format {
-                Format::Native => (native::encode_all(&spans), crate::NATIVE_CONTENT_TYPE),
-                Format::OtlpJson => (otlp::encode_json(&spans), "application/json"),
-                Format::OtlpProtobuf => (otlp::encode_protobuf(&spans), "application/x-protobuf"),
-                Format::Zipkin => (zipkin::encode_json(&spans), "application/json"),
-                Format::Jaeger => (jaeger::encode_json(&spans), "application/json"),
-            })
-        })
-        .await?;
-    let mut resp = Response::new(Body::from(body));
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    Ok(resp)
 }
 
 async fn status(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {

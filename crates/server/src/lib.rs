@@ -13,6 +13,7 @@ mod api;
 mod auth;
 pub mod error;
 mod expect;
+mod export;
 mod grpc;
 mod ingest;
 mod jaeger;

@@ -67,7 +67,7 @@ impl Scans {
         let timeout = self.timeout;
         let out = blocking(move || {
             let out = job(&deadline);
-            if deadline.passed.load(Ordering::Relaxed) {
+            if deadline.passed() {
                 return Err(ApiError::Timeout(format!(
                     "the scan was stopped at the query time limit ({}); narrow the window \
                      (start, end, lookback) or raise --query-timeout",
@@ -94,6 +94,16 @@ impl Deadline {
             at: Instant::now() + d,
             passed: AtomicBool::new(false),
         }
+    }
+
+    /// Time left until the deadline.
+    pub(crate) fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    /// Whether a check found the deadline passed.
+    pub(crate) fn passed(&self) -> bool {
+        self.passed.load(Ordering::Relaxed)
     }
 
     /// `Break` once the deadline has passed: the answer to give a store's scan visitor.

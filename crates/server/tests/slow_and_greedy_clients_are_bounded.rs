@@ -432,3 +432,73 @@ fn a_search_reads_its_lookback_and_refuses_a_bad_one() {
         "{body}"
     );
 }
+
+#[test]
+fn exports_are_streamed_whole_and_a_reader_that_stops_gives_back_the_scan_place() {
+    let server = TestServer::start_with("export-stream", |c| {
+        c.limits.max_scans = 1;
+        c.limits.query_timeout = Duration::from_secs(3);
+    });
+    // 20 000 spans of 2 000 traces, each with a 1 KB attribute: tens of MB as JSON.
+    for batch in 0..10u128 {
+        let spans: Vec<Span> = (0..2_000u128)
+            .map(|i| {
+                let n = batch * 2_000 + i;
+                let mut s = span(0x10_0000 + n / 10);
+                s.span_id = SpanId::new(n as u64 + 1).unwrap();
+                s.attributes
+                    .push(causeway_model::KeyValue::new("blob", "z".repeat(1000)));
+                s
+            })
+            .collect();
+        let (status, _, _) = server.post("/v1/traces", &[PROTO], &otlp::encode_protobuf(&spans));
+        assert_eq!(status, 200);
+    }
+    for (format, decode) in [
+        (
+            "native",
+            (|b: &[u8]| native::decode_stream(b).spans.len()) as fn(&[u8]) -> usize,
+        ),
+        ("otlp-protobuf", |b| {
+            otlp::decode_protobuf(b).unwrap().spans.len()
+        }),
+        ("otlp-json", |b| otlp::decode_json(b).unwrap().spans.len()),
+        ("zipkin", |b| zipkin::decode_json(b).unwrap().spans.len()),
+        ("jaeger", |b| jaeger::decode_json(b).unwrap().spans.len()),
+    ] {
+        let mut r = server
+            .http
+            .get(&server.api_url(&format!("/api/export?format={format}")))
+            .call()
+            .unwrap();
+        assert_eq!(r.status(), 200, "{format}");
+        // Streamed: no length known up front.
+        assert!(r.headers().get("content-length").is_none(), "{format}");
+        let body = r
+            .body_mut()
+            .with_config()
+            .limit(1 << 30)
+            .read_to_vec()
+            .unwrap();
+        assert_eq!(decode(&body), 20_000, "{format}");
+    }
+    // A client that reads the head and then nothing holds the only scan place until
+    // the query time limit at most.
+    let mut stalled = TcpStream::connect(server.server().http_addr).unwrap();
+    stalled
+        .write_all(b"GET /api/export?format=jaeger HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+    assert!(status_line(&mut stalled, Duration::from_secs(10)).starts_with("HTTP/1.1 200"));
+    let started = Instant::now();
+    let mut answered = None;
+    while started.elapsed() < Duration::from_secs(20) {
+        let (status, _) = server.get("/api/dependencies");
+        if status == 200 {
+            answered = Some(started.elapsed());
+            break;
+        }
+        assert_eq!(status, 503, "waiting for the scan place");
+    }
+    assert!(answered.is_some(), "the stalled export kept the scan place");
+    drop(stalled);
+}
