@@ -178,12 +178,11 @@ pub(crate) async fn export(
                         _ => ControlFlow::Break(()),
                     }
                 };
-                if hand_on(format.opening().to_vec()).is_break() {
-                    return Ok(());
-                }
+                // The opening waits in the first chunk: a scan that fails before a chunk
+                // is full is answered with its status.
                 let chunker = Mutex::new(Chunker {
                     format,
-                    chunk: Vec::new(),
+                    chunk: format.opening().to_vec(),
                     items: 0,
                 });
                 let stopped = std::sync::atomic::AtomicBool::new(false);
@@ -221,8 +220,7 @@ pub(crate) async fn export(
             let _ = tx.send(Piece::Failed(e)).await;
         }
     });
-    // The first piece decides the status: the opening once a scan's place is taken, or
-    // why there is none.
+    // The first piece decides the status: a first chunk, or why there is none.
     let first = match rx.recv().await {
         Some(Piece::Data(d)) => d,
         Some(Piece::Failed(e)) => return Err(e),
