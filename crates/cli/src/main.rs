@@ -476,6 +476,7 @@ fn serve(a: ServeArgs) -> Result<()> {
             retention_age: a.retention.map(Into::into),
             retention_bytes: a.max_bytes,
             head_max_spans: a.block_spans.max(1),
+            max_catalog_bytes: a.limits.catalog_bytes(),
             ..StoreOptions::default()
         },
         clickhouse: a.clickhouse.server_config(a.spool_max_bytes)?,

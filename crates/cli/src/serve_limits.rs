@@ -119,6 +119,10 @@ pub(crate) struct LimitArgs {
     /// Attributes kept per event and per link.
     #[arg(long, default_value_t = SpanLimits::default().max_nested_attributes)]
     max_event_attributes: usize,
+    /// Bytes of names the service and operation lists hold; spans with names past it
+    /// are stored and searchable, not listed (and counted).
+    #[arg(long, default_value_t = Size(causeway_store::StoreOptions::default().max_catalog_bytes))]
+    max_catalog_bytes: Size,
     /// Requests that read across the store (searches, analyses, checks, exports) run at
     /// once; more wait for a place until their time limit.
     #[arg(long, default_value_t = defaults().max_scans)]
@@ -175,6 +179,11 @@ fn duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
 }
 
 impl LimitArgs {
+    /// Bytes of names the store's service and operation lists hold.
+    pub(crate) fn catalog_bytes(&self) -> usize {
+        self.max_catalog_bytes.0
+    }
+
     /// The limits these flags set.
     pub(crate) fn limits(&self) -> anyhow::Result<Limits> {
         Ok(Limits {

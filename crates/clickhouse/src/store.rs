@@ -338,6 +338,9 @@ fn read_strings(answer: &[u8]) -> Result<Vec<String>, StoreError> {
     Ok(out)
 }
 
+/// Services, or operations of one service, listed at most (the first in order).
+const MAX_LISTED: usize = 10_000;
+
 impl TraceStore for ClickHouseStore {
     fn append(&self, spans: Vec<Span>) -> Result<(), StoreError> {
         if spans.is_empty() {
@@ -468,14 +471,15 @@ impl TraceStore for ClickHouseStore {
 
     fn services(&self) -> Result<Vec<String>, StoreError> {
         read_strings(&self.client.run(&format!(
-            "SELECT DISTINCT service FROM {} ORDER BY service FORMAT RowBinary",
+            "SELECT DISTINCT service FROM {} ORDER BY service LIMIT {MAX_LISTED} FORMAT RowBinary",
             self.tables.operations
         ))?)
     }
 
     fn operations(&self, service: &str) -> Result<Vec<String>, StoreError> {
         read_strings(&self.client.run(&format!(
-            "SELECT DISTINCT name FROM {} WHERE service = {} ORDER BY name FORMAT RowBinary",
+            "SELECT DISTINCT name FROM {} WHERE service = {} ORDER BY name LIMIT {MAX_LISTED} \
+             FORMAT RowBinary",
             self.tables.operations,
             quote(service)
         ))?)

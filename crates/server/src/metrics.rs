@@ -166,6 +166,12 @@ impl Metrics {
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
         }
+        let name = "causeway_store_catalog_refused_spans_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Spans whose service or operation the lists had no room for.\n# TYPE {name} counter\n{name} {}",
+            store.catalog_refused
+        );
         out
     }
 }

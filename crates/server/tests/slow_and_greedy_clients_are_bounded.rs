@@ -502,3 +502,94 @@ fn exports_are_streamed_whole_and_a_reader_that_stops_gives_back_the_scan_place(
     assert!(answered.is_some(), "the stalled export kept the scan place");
     drop(stalled);
 }
+
+fn partial(body: &[u8]) -> (i64, String) {
+    use prost::Message;
+    let r =
+        opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse::decode(body)
+            .unwrap();
+    let p = r.partial_success.unwrap_or_default();
+    (p.rejected_spans, p.error_message)
+}
+
+#[test]
+fn valid_but_enormous_spans_are_cut_and_the_catalog_stays_bounded() {
+    let server = TestServer::start_with("enormous", |c| {
+        c.store.max_catalog_bytes = 4096;
+    });
+    // A 15 MB name, half a million attributes, 100 000 events, a 10 KB key, one span
+    // ending at u64::MAX.
+    let mut named = span(0x6001);
+    named.name = "n".repeat(15 << 20);
+    let mut attributed = span(0x6002);
+    attributed.attributes = (0..500_000)
+        .map(|i| causeway_model::KeyValue::new(format!("k{i}"), i as i64))
+        .collect();
+    let mut eventful = span(0x6003);
+    eventful.events = (0..100_000)
+        .map(|i| causeway_model::Event {
+            time: eventful.start,
+            name: format!("e{i}"),
+            attributes: Vec::new(),
+        })
+        .collect();
+    let mut endless = span(0x6004);
+    endless.end = u64::MAX;
+    let mut keyed = span(0x6005);
+    keyed
+        .attributes
+        .push(causeway_model::KeyValue::new("k".repeat(10_000), "v"));
+    for (s, want) in [
+        (named, "name cut from 15728640 to 1024 bytes"),
+        (
+            attributed,
+            "499000 attributes dropped past the limit of 1000",
+        ),
+        (eventful, "99000 events dropped past the limit of 1000"),
+        (keyed, "cut from 10000 to 256 bytes"),
+    ] {
+        let (status, _, body) = server.post("/v1/traces", &[PROTO], &otlp::encode_protobuf(&[s]));
+        assert_eq!(status, 200);
+        let (rejected, message) = partial(&body);
+        assert_eq!(rejected, 0, "{message}");
+        assert!(message.contains(want), "{message}");
+    }
+    let (status, _, body) = server.post("/v1/traces", &[PROTO], &otlp::encode_protobuf(&[endless]));
+    assert_eq!(status, 200);
+    let (rejected, message) = partial(&body);
+    assert_eq!(rejected, 1);
+    assert!(
+        message.contains("more than a day in the future"),
+        "{message}"
+    );
+    // What is stored is what was kept.
+    let (_, t) = server.get(&format!("/api/traces/{}", TraceId::new(0x6002).unwrap()));
+    assert_eq!(t["spans"][0]["attributes"].as_array().unwrap().len(), 1000);
+    assert_eq!(t["spans"][0]["dropped_attributes"], 499_000);
+    let (_, t) = server.get(&format!("/api/traces/{}", TraceId::new(0x6001).unwrap()));
+    assert_eq!(t["spans"][0]["name"].as_str().unwrap().len(), 1024);
+    let (status, _) = server.get(&format!("/api/traces/{}", TraceId::new(0x6004).unwrap()));
+    assert_eq!(status, 404);
+    // Names past the catalog's bytes are stored, searchable, and not listed.
+    let many: Vec<Span> = (0..200u128)
+        .map(|i| {
+            let mut s = span(0x7000 + i);
+            s.name = format!("operation-with-a-long-name-{i:04}");
+            s
+        })
+        .collect();
+    assert_eq!(
+        server
+            .post("/v1/traces", &[PROTO], &otlp::encode_protobuf(&many))
+            .0,
+        200
+    );
+    let (_, ops) = server.get("/api/services/svc/operations");
+    let listed = ops["operations"].as_array().unwrap().len();
+    assert!((1..200).contains(&listed), "{listed} operations listed");
+    let (status, found) =
+        server.get("/api/search?service=svc&operation=operation-with-a-long-name-0199");
+    assert_eq!(status, 200);
+    assert_eq!(found["traces"].as_array().unwrap().len(), 1, "{found}");
+    assert!(metric(&server, "causeway_store_catalog_refused_spans_total") > 0);
+}

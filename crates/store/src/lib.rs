@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 mod block;
+mod catalog;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod detail;

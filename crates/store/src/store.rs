@@ -1,7 +1,7 @@
 //! The embedded store: ties the WAL, the head, the blocks and the background worker
 //! (block cutting, compaction, retention, interval syncs) together.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -14,6 +14,7 @@ use causeway_model::codec::native;
 use causeway_model::{Span, Trace, TraceId};
 
 use crate::block::{merge_ranges, row_order, Block, BlockWriter};
+use crate::catalog::Catalog;
 use crate::head::Head;
 use crate::merge::MergedTraces;
 use crate::query::{SearchQuery, TimeWindow, TraceSummary};
@@ -57,6 +58,8 @@ pub struct StoreOptions {
     pub retention_bytes: Option<u64>,
     /// Threads for bulk scans.
     pub scan_threads: usize,
+    /// Bytes of names the service and operation lists hold at most.
+    pub max_catalog_bytes: usize,
 }
 
 impl Default for StoreOptions {
@@ -73,6 +76,7 @@ impl Default for StoreOptions {
             scan_threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
+            max_catalog_bytes: 16 << 20,
         }
     }
 }
@@ -94,6 +98,8 @@ pub struct StoreStats {
     pub appended_roots: u64,
     /// Appends refused because block writing was behind.
     pub busy_rejections: u64,
+    /// Spans whose service or operation the service and operation lists had no room for.
+    pub catalog_refused: u64,
 }
 
 struct Frozen {
@@ -110,7 +116,7 @@ struct Shared {
     frozen: RwLock<Vec<Arc<Frozen>>>,
     blocks: RwLock<Vec<Arc<Block>>>,
     synced: Mutex<u64>,
-    catalog: RwLock<BTreeMap<String, BTreeSet<String>>>,
+    catalog: RwLock<Catalog>,
     next_block: AtomicU64,
     appended: AtomicU64,
     appended_roots: AtomicU64,
@@ -210,20 +216,14 @@ impl Store {
         );
         let wal = Wal::create(&wal_dir, last_seq)?;
 
-        let mut catalog: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut catalog = Catalog::new(opts.max_catalog_bytes);
         for b in &blocks {
             for (s, o) in b.index.operations() {
-                catalog
-                    .entry(s.to_string())
-                    .or_default()
-                    .insert(o.to_string());
+                catalog.add(s, o);
             }
         }
         for s in head.iter_spans() {
-            catalog
-                .entry(s.service.to_string())
-                .or_default()
-                .insert(s.name.clone());
+            catalog.add(&s.service, &s.name);
         }
 
         let shared = Arc::new(Shared {
@@ -292,6 +292,7 @@ impl Store {
             appended_spans: s.appended.load(Ordering::Relaxed),
             appended_roots: s.appended_roots.load(Ordering::Relaxed),
             busy_rejections: s.busy.load(Ordering::Relaxed),
+            catalog_refused: read(&s.catalog).refused,
         }
     }
 
@@ -353,19 +354,12 @@ impl Shared {
     fn note_names(&self, spans: &[Span]) {
         let known = {
             let catalog = read(&self.catalog);
-            spans.iter().all(|s| {
-                catalog
-                    .get(&*s.service)
-                    .is_some_and(|ops| ops.contains(&s.name))
-            })
+            spans.iter().all(|s| catalog.knows(&s.service, &s.name))
         };
         if !known {
             let mut catalog = write(&self.catalog);
             for s in spans {
-                catalog
-                    .entry(s.service.to_string())
-                    .or_default()
-                    .insert(s.name.clone());
+                catalog.add(&s.service, &s.name);
             }
         }
     }
@@ -760,13 +754,10 @@ impl TraceStore for Store {
     }
 
     fn services(&self) -> Result<Vec<String>, StoreError> {
-        Ok(read(&self.shared.catalog).keys().cloned().collect())
+        Ok(read(&self.shared.catalog).services())
     }
 
     fn operations(&self, service: &str) -> Result<Vec<String>, StoreError> {
-        Ok(read(&self.shared.catalog)
-            .get(service)
-            .map(|ops| ops.iter().cloned().collect())
-            .unwrap_or_default())
+        Ok(read(&self.shared.catalog).operations(service))
     }
 }
