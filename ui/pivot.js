@@ -96,7 +96,8 @@ async function index() {
 
   page.append(h("h2", {}, "Tracepoints"));
   page.append(h("details.catalog", {},
-    h("summary", {}, `${catalog.definitions.length} definitions · ${catalog.callsites.length} callsites registered by connected processes`),
+    h("summary", {}, `${catalog.definitions.length} definitions · ${catalog.total ?? catalog.callsites.length} callsites registered by connected processes` +
+      (catalog.total > catalog.callsites.length ? ` (the first ${catalog.callsites.length} listed)` : "")),
     catalog.definitions.map((d) => h("pre.definition", { "data-tracepoint": d.name }, d.text)),
     h("table.grid.callsites", {},
       h("thead", {}, h("tr", {}, ["Kind", "Target", "Name", "Fields", "Processes", "Tracepoints"].map((c) => h("th", {}, c)))),

@@ -405,6 +405,9 @@ fn tracepoints(a: TracepointsArgs) -> Result<()> {
     ]
     .map(String::from);
     out!("{}", table(&header, &rows));
+    if let Some(total) = r["total"].as_u64().filter(|&t| t > rows.len() as u64) {
+        eprintln!("the first {} of {total} callsites", rows.len());
+    }
     Ok(())
 }
 
