@@ -36,10 +36,33 @@ fn files(paths: &[PathBuf]) -> Result<Vec<(String, PathBuf)>> {
         } else if path.is_file() {
             out.push((path.to_string_lossy().into_owned(), path.clone()));
         } else {
-            bail!("{}: no such file or directory", path.display());
+            match std::fs::metadata(path) {
+                Ok(m) => bail!(
+                    "{}: not a log file or a directory of them (it is {})",
+                    path.display(),
+                    kind_of(&m.file_type())
+                ),
+                Err(e) => bail!("{}: {e}", path.display()),
+            }
         }
     }
     Ok(out)
+}
+
+/// What a path that is neither a file nor a directory is, in words.
+fn kind_of(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a named pipe"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "neither a file nor a directory"
+    }
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {

@@ -36,20 +36,49 @@ impl SyntaxError {
     }
 
     /// The error as `file:line:col: ...`, then the line and a caret under the column.
+    /// A long line is shown around the column only, and a long `found` is cut, so the
+    /// message stays short however large the text.
     pub fn render(&self, file: &str, src: &str) -> String {
-        let text = src
+        let line = src
             .lines()
             .nth(self.line.saturating_sub(1) as usize)
             .unwrap_or("");
-        let caret: String = text
+        let col = self.col.saturating_sub(1) as usize;
+        let chars = line.chars().count();
+        // The characters shown: at most SHOWN, the column among them.
+        let from = col
+            .saturating_sub(SHOWN / 2)
+            .min(chars.saturating_sub(SHOWN));
+        let shown: String = line.chars().skip(from).take(SHOWN).collect();
+        let before = if from > 0 { "..." } else { "" };
+        let after = if from + SHOWN < chars { "..." } else { "" };
+        let caret: String = before
             .chars()
-            .take(self.col.saturating_sub(1) as usize)
+            .chain(line.chars().skip(from).take(col.saturating_sub(from)))
             .map(|c| if c == '\t' { '\t' } else { ' ' })
             .collect();
         format!(
-            "{file}:{}:{}: found {}, expected {}\n  {text}\n  {caret}^",
-            self.line, self.col, self.found, self.expected
+            "{file}:{}:{}: found {}, expected {}\n  {before}{shown}{after}\n  {caret}^",
+            self.line,
+            self.col,
+            cut_chars(&self.found, SHOWN),
+            self.expected
         )
+    }
+}
+
+/// Characters of a line shown in an error.
+const SHOWN: usize = 120;
+
+/// `s`, cut to `max` characters (saying so).
+fn cut_chars(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => std::borrow::Cow::Owned(format!(
+            "{}... ({} more characters)",
+            &s[..at],
+            s[at..].chars().count()
+        )),
+        None => std::borrow::Cow::Borrowed(s),
     }
 }
 
@@ -66,4 +95,35 @@ pub fn escape(s: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_line_is_shown_around_the_column_with_the_caret_under_it() {
+        let src = format!("{}@{}", "a".repeat(1_000_000), "b".repeat(500_000));
+        let e = SyntaxError::new(
+            Pos {
+                line: 1,
+                col: 1_000_001,
+            },
+            &"@".repeat(10_000),
+            "an expression",
+        );
+        let text = e.render("big.pip", &src);
+        assert!(text.len() < 600, "{} bytes", text.len());
+        assert!(text.starts_with("big.pip:1:1000001: found @@@"), "{text}");
+        assert!(text.contains("(9880 more characters)"), "{text}");
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines[1].find('@').unwrap();
+        assert_eq!(lines[2].find('^'), Some(at), "{text}");
+        // A short line is shown whole, as before.
+        let e = SyntaxError::new(Pos { line: 2, col: 3 }, "x", "y");
+        assert_eq!(
+            e.render("f", "one\ntwo\n"),
+            "f:2:3: found x, expected y\n  two\n    ^"
+        );
+    }
 }

@@ -351,6 +351,14 @@ fn a_public_address_without_a_token_is_refused() {
     };
     let e = config.check().unwrap_err().to_string();
     assert!(e.contains("0.0.0.0:0") && e.contains("token"), "{e}");
+    // A blank token is none.
+    for blank in ["", " ", "\t\n"] {
+        let config = causeway_server::ServerConfig {
+            token: Some(blank.into()),
+            ..config.clone()
+        };
+        assert!(config.check().is_err(), "{blank:?}");
+    }
     let config = causeway_server::ServerConfig {
         token: Some("t".into()),
         ..config

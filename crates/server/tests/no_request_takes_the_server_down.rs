@@ -193,3 +193,37 @@ fn an_analysis_or_a_search_past_the_query_time_limit_is_answered_408() {
     let (status, _) = server.get(&format!("/api/traces/{}", TraceId::new(0x71).unwrap()));
     assert_eq!(status, 200);
 }
+
+#[test]
+fn errors_quote_little_of_the_input_and_are_json_everywhere() {
+    let server = TestServer::start("short-errors");
+    // A 1.5 MB expectations file on one line, wrong near its end.
+    let text = format!(
+        "validator V {{ {} ??? }}",
+        "thread t(*, 1) { task(\"x\"); } ".repeat(50_000)
+    );
+    let body = serde_json::json!({ "text": text }).to_string();
+    let (status, answer) = post_api(&server, "/api/expect/check", body.as_bytes());
+    assert_eq!(status, 400, "{}", &answer[..answer.len().min(500)]);
+    assert!(answer.len() < 2048, "a {}-byte error", answer.len());
+    assert!(answer.contains("request:1:"), "{answer}");
+    // The framework's own refusals (a body of the wrong type, an unknown path, a method
+    // not allowed) are JSON too.
+    let mut r = server
+        .http
+        .post(&server.api_url("/api/pivot/queries"))
+        .header("content-type", "text/plain")
+        .send(&b"From r In Read Select COUNT"[..])
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+    let v: serde_json::Value =
+        serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+    assert!(v["error"].as_str().unwrap().contains("Content-Type"), "{v}");
+    let (status, v) = server.get("/api/no-such-thing");
+    assert_eq!(status, 404);
+    assert_eq!(v["error"], "no endpoint GET /api/no-such-thing");
+    let (status, _, answer) = server.post("/v1/nothing", &[], b"x");
+    assert_eq!(status, 404);
+    let v: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(v["error"], "no endpoint POST /v1/nothing");
+}
