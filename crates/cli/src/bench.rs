@@ -60,6 +60,10 @@ enum What {
     /// Time and peak memory of `causeway infer` on synthetic capture logs shaped like
     /// WAP5's CoDeeN trace (115 proxies, an hour, 4.7M messages).
     InferScale(crate::bench_infer_scale::InferScaleArgs),
+    /// A well-behaved client's ingest alone and beside hostile clients (slow senders,
+    /// an ingest flood, idle connections, greedy SQL, large exports, huge searches),
+    /// with the server's peak memory against a bound.
+    Hostile(crate::bench_hostile::HostileArgs),
 }
 
 #[derive(Args)]
@@ -177,6 +181,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         What::Templates(a) => crate::bench_templates::run(a),
         What::InferDemo(a) => crate::bench_infer_demo::run(a),
         What::InferScale(a) => crate::bench_infer_scale::run(a),
+        What::Hostile(a) => crate::bench_hostile::run(a),
     }
 }
 
@@ -203,7 +208,7 @@ impl Drop for TempDir {
     }
 }
 
-fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -211,7 +216,7 @@ fn now_ns() -> u64 {
 }
 
 /// Percentiles of latencies, in milliseconds.
-fn percentiles(mut v: Vec<Duration>) -> serde_json::Value {
+pub(crate) fn percentiles(mut v: Vec<Duration>) -> serde_json::Value {
     if v.is_empty() {
         return serde_json::Value::Null;
     }
@@ -627,7 +632,7 @@ fn append_when_taken(store: &Store, spans: Vec<Span>) -> Result<()> {
     }
 }
 
-fn report(result: &serde_json::Value, json: bool) -> Result<()> {
+pub(crate) fn report(result: &serde_json::Value, json: bool) -> Result<()> {
     if json {
         outln!("{}", serde_json::to_string_pretty(result)?);
     } else if let Some(map) = result.as_object() {

@@ -10,6 +10,7 @@ mod stdout;
 mod analyze;
 mod bench;
 mod bench_capture;
+mod bench_hostile;
 mod bench_infer;
 mod bench_infer_demo;
 mod bench_infer_scale;

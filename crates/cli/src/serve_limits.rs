@@ -141,8 +141,8 @@ pub(crate) struct LimitArgs {
     /// How long a SQL query may run; past it the answer is 408 and the query stops.
     #[arg(long, default_value_t = secs(SqlLimits::default().timeout))]
     sql_timeout: String,
-    /// Memory one SQL query may use: its joins, sorts and groups draw on it; a batch an
-    /// operator hands on may hold a quarter of it, a value a function makes a 32nd.
+    /// Memory SQL may use, all queries running together: their joins, sorts and groups
+    /// draw on it; a batch an operator hands on may hold an eighth, a value a 32nd.
     #[arg(long, default_value_t = Size(SqlLimits::default().max_memory))]
     sql_memory: Size,
     /// Rows a SQL query returns at most; more are cut and the answer says so.

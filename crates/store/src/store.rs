@@ -296,15 +296,33 @@ impl Store {
         }
     }
 
-    /// The block files and a copy of the in-memory spans: what SQL reads.
-    pub(crate) fn sql_snapshot(&self) -> (Vec<PathBuf>, Vec<Span>) {
-        let s = &self.shared;
-        let mut spans: Vec<Span> = read(&s.head).iter_spans().cloned().collect();
-        for f in read(&s.frozen).iter() {
-            spans.extend(f.head.iter_spans().cloned());
+    /// What SQL reads, to be taken on the query's own thread.
+    pub(crate) fn sql_source(&self) -> SqlSource {
+        SqlSource(self.shared.clone())
+    }
+}
+
+/// The store as a SQL query's thread reads it.
+pub(crate) struct SqlSource(Arc<Shared>);
+
+impl SqlSource {
+    /// The block files, and the in-memory spans as batches: each head's made while it
+    /// is read (no copy of its spans), as a scan's copy would hold it as long.
+    pub(crate) fn snapshot(
+        &self,
+    ) -> Result<(Vec<PathBuf>, Vec<arrow::array::RecordBatch>), arrow::error::ArrowError> {
+        let s = &self.0;
+        let batch_of = |head: &Head| {
+            let spans: Vec<&Span> = head.iter_spans().collect();
+            crate::block::to_batch(&spans)
+        };
+        let mut batches = vec![batch_of(&read(&s.head))?];
+        let frozen: Vec<Arc<Frozen>> = read(&s.frozen).clone();
+        for f in &frozen {
+            batches.push(batch_of(&f.head)?);
         }
         let blocks = read(&s.blocks).iter().map(|b| b.path.clone()).collect();
-        (blocks, spans)
+        Ok((blocks, batches))
     }
 }
 

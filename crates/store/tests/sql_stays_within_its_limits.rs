@@ -129,7 +129,7 @@ async fn aggregates_and_joins_draw_on_the_querys_memory() {
     ] {
         let m = limited(sql::query(&store, query, limits).await);
         assert!(
-            m.contains("bytes of memory it may use"),
+            m.contains("bytes of memory SQL may use"),
             "{query}: {m}"
         );
     }

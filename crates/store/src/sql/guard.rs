@@ -58,7 +58,7 @@ impl Watch {
             if bytes > self.max_batch_bytes {
                 return Err(DataFusionError::ResourcesExhausted(format!(
                     "an operator made a batch of {bytes} bytes ({} rows), over the {} bytes \
-                     one batch may take (a quarter of the query's memory limit)",
+                     one batch may take (an eighth of the SQL memory limit)",
                     b.num_rows(),
                     self.max_batch_bytes
                 )));

@@ -8,21 +8,26 @@ mod bounded;
 mod guard;
 mod shape;
 
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use arrow::array::RecordBatch;
 use arrow::json::writer::{JsonArray, WriterBuilder};
 use arrow::json::StructMode;
-use causeway_model::Span;
 use datafusion::common::DataFusionError;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::memory_pool::{
+    GreedyMemoryPool, MemoryConsumer, MemoryPool, MemoryReservation, TrackConsumersPool,
+};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::{ParquetReadOptions, SQLOptions, SessionConfig, SessionContext};
 use futures_util::StreamExt;
 use serde::Serialize;
 
+use crate::store::SqlSource;
 use crate::{block, Store, StoreError};
 
 /// The `spans` view: ids as hex text, everything else as stored (`detail` left out).
@@ -42,9 +47,9 @@ pub struct SqlLimits {
     pub max_result_bytes: usize,
     /// Wall-clock limit: past it the query stops, within a batch of every operator.
     pub timeout: Duration,
-    /// Memory the query may use, in bytes: its joins, sorts and groups draw on it; one
-    /// batch an operator hands on may be a quarter of it, one value a function makes
-    /// a thirty-second.
+    /// Memory SQL may use, in bytes, all queries running together: their joins, sorts
+    /// and groups draw on it; one batch an operator hands on may be an eighth of it,
+    /// one value a function makes a thirty-second.
     pub max_memory: usize,
 }
 
@@ -62,7 +67,7 @@ impl Default for SqlLimits {
 impl SqlLimits {
     /// Bytes one batch an operator hands on may hold.
     pub fn max_batch_bytes(&self) -> usize {
-        (self.max_memory / 4).max(1 << 20)
+        (self.max_memory / 8).max(1 << 20)
     }
     /// Bytes one value a function makes may take.
     pub fn max_value_bytes(&self) -> usize {
@@ -107,7 +112,7 @@ fn classify(e: DataFusionError, limits: SqlLimits) -> StoreError {
             StoreError::SqlLimit(m.clone())
         }
         DataFusionError::ResourcesExhausted(m) => StoreError::SqlLimit(format!(
-            "the query needs more than the {} bytes of memory it may use: {m}",
+            "the query needs more of the {} bytes of memory SQL may use than are free: {m}",
             limits.max_memory
         )),
         DataFusionError::Internal(_)
@@ -135,6 +140,22 @@ static RUNNING: AtomicUsize = AtomicUsize::new(0);
 /// query goes.
 const SQL_STACK_BYTES: usize = 256 << 20;
 
+/// The memory every query running draws on, one pool per limit (a server has one): the
+/// limit holds for all queries at once, not for each.
+fn shared_pool(bytes: usize) -> Arc<dyn MemoryPool> {
+    static POOLS: Mutex<Vec<(usize, Arc<dyn MemoryPool>)>> = Mutex::new(Vec::new());
+    let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, pool)) = pools.iter().find(|(b, _)| *b == bytes) {
+        return pool.clone();
+    }
+    let pool: Arc<dyn MemoryPool> = Arc::new(TrackConsumersPool::new(
+        GreedyMemoryPool::new(bytes),
+        NonZeroUsize::MIN.saturating_add(4),
+    ));
+    pools.push((bytes, pool.clone()));
+    pool
+}
+
 /// A place among the [`MAX_RUNNING`] queries, given back when the query's thread ends.
 struct Slot;
 
@@ -159,7 +180,7 @@ impl Drop for Slot {
 /// time limit the answer is a timeout, and the query is cancelled at its next yield.
 pub async fn query(store: &Store, sql: &str, limits: SqlLimits) -> Result<SqlResult, StoreError> {
     let slot = Slot::take().ok_or(StoreError::SqlBusy(MAX_RUNNING))?;
-    let (blocks, memory) = store.sql_snapshot();
+    let source = store.sql_source();
     let sql = sql.to_string();
     let watch = Arc::new(guard::Watch::new(limits.timeout, limits.max_batch_bytes()));
     let (answer, answered) = tokio::sync::oneshot::channel();
@@ -175,7 +196,7 @@ pub async fn query(store: &Store, sql: &str, limits: SqlLimits) -> Result<SqlRes
                 Ok(rt) => rt.block_on(async {
                     let mut answer = answer;
                     tokio::select! {
-                        r = run(blocks, memory, &sql, limits, &watch) => { let _ = answer.send(r); }
+                        r = run(&source, &sql, limits, &watch) => { let _ = answer.send(r); }
                         // The caller gave up (its time limit): every operator stops at
                         // its next batch.
                         _ = answer.closed() => watch.cancel(),
@@ -197,17 +218,17 @@ pub async fn query(store: &Store, sql: &str, limits: SqlLimits) -> Result<SqlRes
 }
 
 async fn run(
-    blocks: Vec<std::path::PathBuf>,
-    memory: Vec<Span>,
+    source: &SqlSource,
     sql: &str,
     limits: SqlLimits,
     watch: &Arc<guard::Watch>,
 ) -> Result<SqlResult, StoreError> {
     let failed = |e: DataFusionError| classify(e, limits);
     shape::check(sql).map_err(StoreError::SqlLimit)?;
-    // Nothing spills to disk: a query's sorts and groups stay within its memory or fail.
+    let (blocks, memory) = source.snapshot().map_err(sql_err)?;
+    // Nothing spills to disk: sorts and groups stay within the memory or fail.
     let runtime = RuntimeEnvBuilder::new()
-        .with_memory_limit(limits.max_memory, 1.0)
+        .with_memory_pool(shared_pool(limits.max_memory))
         .with_disk_manager_builder(
             DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
         )
@@ -216,8 +237,8 @@ async fn run(
     let ctx =
         SessionContext::new_with_config_rt(SessionConfig::new().with_target_partitions(2), runtime);
     bounded::register(&ctx, limits.max_value_bytes(), limits.max_batch_bytes());
-    ctx.register_table("spans_raw", spans_raw(&ctx, blocks, &memory).await?)
-        .map_err(sql_err)?;
+    let (table, _in_memory) = spans_raw(&ctx, blocks, memory, limits).await?;
+    ctx.register_table("spans_raw", table).map_err(sql_err)?;
     ctx.sql(SPANS_VIEW).await.map_err(sql_err)?;
 
     let read_only = SQLOptions::new()
@@ -272,15 +293,28 @@ async fn run(
     })
 }
 
+/// The `spans_raw` table: the blocks, and the in-memory spans' batches, which hold their
+/// bytes of the SQL memory for as long as the query runs (the reservation returned).
 async fn spans_raw(
     ctx: &SessionContext,
     blocks: Vec<std::path::PathBuf>,
-    memory: &[Span],
-) -> Result<Arc<dyn datafusion::catalog::TableProvider>, StoreError> {
-    let refs: Vec<&Span> = memory.iter().collect();
-    let batch = block::to_batch(&refs).map_err(sql_err)?;
-    let schema = batch.schema();
-    let mut df = ctx.read_batch(batch).map_err(sql_err)?;
+    memory: Vec<RecordBatch>,
+    limits: SqlLimits,
+) -> Result<
+    (
+        Arc<dyn datafusion::catalog::TableProvider>,
+        MemoryReservation,
+    ),
+    StoreError,
+> {
+    let mut reservation =
+        MemoryConsumer::new("in-memory spans").register(&ctx.runtime_env().memory_pool);
+    let bytes = memory.iter().map(RecordBatch::get_array_memory_size).sum();
+    reservation
+        .try_grow(bytes)
+        .map_err(|e| classify(e, limits))?;
+    let schema = block::to_batch(&[]).map_err(sql_err)?.schema();
+    let mut df = ctx.read_batches(memory).map_err(sql_err)?;
     if !blocks.is_empty() {
         let paths: Vec<String> = blocks
             .iter()
@@ -293,7 +327,7 @@ async fn spans_raw(
             .map_err(sql_err)?;
         df = stored.union(df).map_err(sql_err)?;
     }
-    Ok(df.into_view())
+    Ok((df.into_view(), reservation))
 }
 
 fn batch_rows(
@@ -337,7 +371,7 @@ mod tests {
         assert!(matches!(classify(mistake, limits), StoreError::Sql(_)));
         let pool = DataFusionError::ResourcesExhausted("Additional allocation failed".into());
         match classify(pool, limits) {
-            StoreError::SqlLimit(m) => assert!(m.contains("bytes of memory it may use"), "{m}"),
+            StoreError::SqlLimit(m) => assert!(m.contains("bytes of memory SQL may use"), "{m}"),
             other => panic!("{other}"),
         }
         let stopped = DataFusionError::Execution(format!("{} (1s)", guard::STOPPED));
