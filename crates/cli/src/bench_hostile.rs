@@ -33,6 +33,10 @@ pub(crate) struct HostileArgs {
     /// The server's resident memory may peak at this; past it the run fails.
     #[arg(long, default_value_t = Size(1 << 30))]
     rss_bound: Size,
+    /// The `causeway` binary whose `serve` is measured (default: this one), to set
+    /// another build beside this one.
+    #[arg(long)]
+    server_binary: Option<PathBuf>,
     /// Flags passed to `causeway serve` (its limits), as one string.
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     serve_flags: String,
@@ -69,8 +73,15 @@ struct Server {
 }
 
 impl Server {
-    fn start(data: &std::path::Path, flags: &str) -> Result<Server> {
-        let exe = std::env::current_exe().context("finding the causeway executable")?;
+    fn start(
+        binary: Option<&std::path::Path>,
+        data: &std::path::Path,
+        flags: &str,
+    ) -> Result<Server> {
+        let exe = match binary {
+            Some(b) => b.to_path_buf(),
+            None => std::env::current_exe().context("finding the causeway executable")?,
+        };
         let mut child = Command::new(exe)
             .args(["serve", "--grpc", "127.0.0.1:0", "--ingest", "127.0.0.1:0"])
             .args(["--http", "127.0.0.1:0", "--data"])
@@ -551,7 +562,7 @@ fn all_stored(api: &str, ids: &[TraceId]) -> (usize, usize) {
 
 pub(crate) fn run(a: HostileArgs) -> Result<()> {
     let dir = TempDir::new(a.data.clone(), "hostile");
-    let server = Server::start(&dir.0, &a.serve_flags)?;
+    let server = Server::start(a.server_binary.as_deref(), &dir.0, &a.serve_flags)?;
     preload(&server.ingest)?;
     let peak = Arc::new(Mutex::new(0f64));
     let sampling = Arc::new(AtomicBool::new(false));
@@ -593,6 +604,7 @@ pub(crate) fn run(a: HostileArgs) -> Result<()> {
     let result = serde_json::json!({
         "seconds_per_phase": a.seconds,
         "offered_spans_per_second": a.rate,
+        "server_binary": a.server_binary.as_ref().map(|p| p.display().to_string()),
         "serve_flags": a.serve_flags,
         "hostile_clients_run": a.clients,
         "alone": phase_report(&alone, a.seconds),
