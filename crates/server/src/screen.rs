@@ -89,8 +89,13 @@ fn cut_value(v: &mut Value, budget: &mut usize, depth: usize) -> bool {
             let mut changed = false;
             let mut kept = 0;
             for item in items.iter_mut() {
-                // Past the decoders' depth nothing is kept; an element needs room.
-                if depth + 1 >= MAX_VALUE_DEPTH || *budget == 0 {
+                // Past the decoders' depth nothing is kept; an element needs room (a
+                // number all of its 8 bytes).
+                let scalar = matches!(item, Value::Bool(_) | Value::I64(_) | Value::F64(_));
+                if depth + 1 >= MAX_VALUE_DEPTH
+                    || *budget == 0
+                    || (scalar && *budget < SCALAR_BYTES)
+                {
                     break;
                 }
                 changed |= cut_value(item, budget, depth + 1);
@@ -344,6 +349,112 @@ impl SpanLimits {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use causeway_model::{Event, Link, SpanId, TraceId};
+    use proptest::prelude::*;
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            ".{0,40}".prop_map(Value::Str),
+            proptest::collection::vec(any::<u8>(), 0..40).prop_map(Value::Bytes),
+            any::<i64>().prop_map(Value::I64),
+            any::<bool>().prop_map(Value::Bool),
+        ];
+        leaf.prop_recursive(5, 48, 8, |inner| {
+            proptest::collection::vec(inner, 0..8).prop_map(Value::Array)
+        })
+    }
+
+    fn attributes(n: usize) -> impl Strategy<Value = Vec<KeyValue>> {
+        proptest::collection::vec(
+            (".{0,30}", value()).prop_map(|(key, value)| KeyValue { key, value }),
+            0..n,
+        )
+    }
+
+    fn span() -> impl Strategy<Value = Span> {
+        (
+            ".{0,60}",
+            ".{0,30}",
+            attributes(30),
+            proptest::collection::vec((".{0,50}", attributes(8)), 0..30),
+            proptest::collection::vec(attributes(8), 0..12),
+        )
+            .prop_map(|(name, service, attributes, events, links)| {
+                let t = now_ns() - 1_000_000_000;
+                let mut s = Span::new(
+                    TraceId::new(1).unwrap(),
+                    SpanId::new(1).unwrap(),
+                    None,
+                    name,
+                    &service,
+                    t,
+                    t + 10,
+                );
+                s.attributes = attributes;
+                s.events = events
+                    .into_iter()
+                    .map(|(name, attributes)| Event {
+                        time: t,
+                        name,
+                        attributes,
+                    })
+                    .collect();
+                s.links = links
+                    .into_iter()
+                    .map(|attributes| Link {
+                        trace_id: TraceId::new(2).unwrap(),
+                        span_id: SpanId::new(2).unwrap(),
+                        attributes,
+                    })
+                    .collect();
+                s
+            })
+    }
+
+    /// Small limits, so generated spans pass them often.
+    const SMALL: SpanLimits = SpanLimits {
+        max_name_bytes: 20,
+        max_key_bytes: 10,
+        max_value_bytes: 50,
+        max_attributes: 10,
+        max_events: 8,
+        max_links: 4,
+        max_nested_attributes: 3,
+    };
+
+    proptest! {
+        #[test]
+        fn a_screened_span_is_within_every_limit_and_screening_again_changes_nothing(
+            spans in proptest::collection::vec(span(), 1..4)
+        ) {
+            let mut spans = spans;
+            let mut out = Outcome::default();
+            SMALL.screen(&mut spans, &mut out);
+            for s in &spans {
+                prop_assert!(s.name.len() <= SMALL.max_name_bytes);
+                prop_assert!(s.service.len() <= SMALL.max_name_bytes);
+                prop_assert!(s.attributes.len() <= SMALL.max_attributes);
+                prop_assert!(s.events.len() <= SMALL.max_events);
+                prop_assert!(s.links.len() <= SMALL.max_links);
+                let nested = s.events.iter().map(|e| &e.attributes)
+                    .chain(s.links.iter().map(|l| &l.attributes));
+                for attrs in nested {
+                    prop_assert!(attrs.len() <= SMALL.max_nested_attributes);
+                }
+                let all = s.attributes.iter()
+                    .chain(s.events.iter().flat_map(|e| &e.attributes))
+                    .chain(s.links.iter().flat_map(|l| &l.attributes));
+                for kv in all {
+                    prop_assert!(kv.key.len() <= SMALL.max_key_bytes);
+                    prop_assert!(value_bytes(&kv.value, 0) <= SMALL.max_value_bytes);
+                }
+            }
+            let before = spans.clone();
+            let mut again = Outcome::default();
+            prop_assert!(!SMALL.screen(&mut spans, &mut again));
+            prop_assert_eq!(spans, before);
+        }
+    }
 
     #[test]
     fn a_value_is_cut_with_everything_it_nests() {
