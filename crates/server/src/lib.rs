@@ -132,7 +132,7 @@ impl Default for Limits {
             max_scans: 2,
             query_timeout: Duration::from_secs(60),
             max_search_limit: 1500,
-            max_answer_spans: 200_000,
+            max_answer_spans: 50_000,
             sql: SqlLimits::default(),
             pivot: PivotLimits::default(),
         }

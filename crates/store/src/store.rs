@@ -306,20 +306,29 @@ impl Store {
 pub(crate) struct SqlSource(Arc<Shared>);
 
 impl SqlSource {
-    /// The block files, and the in-memory spans as batches: each head's made while it
-    /// is read (no copy of its spans), as a scan's copy would hold it as long.
-    pub(crate) fn snapshot(
+    /// The block files, and the in-memory spans as batches of at most `chunk` spans, made
+    /// while each head is read (no copy of its spans). `take` is given each batch as it
+    /// is made, and may refuse it (its memory), which ends the snapshot with its error.
+    pub(crate) fn snapshot<E: From<arrow::error::ArrowError>>(
         &self,
-    ) -> Result<(Vec<PathBuf>, Vec<arrow::array::RecordBatch>), arrow::error::ArrowError> {
+        chunk: usize,
+        take: &mut dyn FnMut(&arrow::array::RecordBatch) -> Result<(), E>,
+    ) -> Result<(Vec<PathBuf>, Vec<arrow::array::RecordBatch>), E> {
         let s = &self.0;
-        let batch_of = |head: &Head| {
+        let mut batches = Vec::new();
+        let mut add = |head: &Head| -> Result<(), E> {
             let spans: Vec<&Span> = head.iter_spans().collect();
-            crate::block::to_batch(&spans)
+            for part in spans.chunks(chunk.max(1)) {
+                let batch = crate::block::to_batch(part)?;
+                take(&batch)?;
+                batches.push(batch);
+            }
+            Ok(())
         };
-        let mut batches = vec![batch_of(&read(&s.head))?];
+        add(&read(&s.head))?;
         let frozen: Vec<Arc<Frozen>> = read(&s.frozen).clone();
         for f in &frozen {
-            batches.push(batch_of(&f.head)?);
+            add(&f.head)?;
         }
         let blocks = read(&s.blocks).iter().map(|b| b.path.clone()).collect();
         Ok((blocks, batches))
@@ -674,13 +683,16 @@ impl TraceStore for Store {
         visit: &(dyn Fn(Trace) -> ControlFlow<()> + Sync),
     ) -> Result<ScanStats, StoreError> {
         let s = &self.shared;
-        // In-memory spans are copied so the scan never holds ingest up.
-        let mut memory: Vec<Span> = read(&s.head).iter_spans().cloned().collect();
+        // The head's spans are copied so the scan never holds ingest up; frozen heads no
+        // longer change and are read in place (each part's spans are copied as it is
+        // merged, so one copy of the in-memory spans is held at a time, not two).
+        let head: Vec<Span> = read(&s.head).iter_spans().cloned().collect();
         let (frozen, blocks) = s.sources();
+        let mut memory: Vec<&Span> = head.iter().collect();
         for f in &frozen {
-            memory.extend(f.head.iter_spans().cloned());
+            memory.extend(f.head.iter_spans());
         }
-        memory.sort_by(row_order);
+        memory.sort_by(|a, b| row_order(a, b));
         let blocks: Vec<Arc<Block>> = blocks
             .into_iter()
             .filter(|b| window.overlaps(b.index.min_start, b.index.max_end))
@@ -720,7 +732,8 @@ impl TraceStore for Store {
                 );
                 (b.as_ref(), rows)
             });
-            let mut merged = MergedTraces::new(sources, memory[a..z].to_vec(), fields)?;
+            let part_spans = memory[a..z].iter().map(|sp| (*sp).clone()).collect();
+            let mut merged = MergedTraces::new(sources, part_spans, fields)?;
             while let Some(group) = merged.next_trace()? {
                 if stopped.load(Ordering::Relaxed) {
                     break;

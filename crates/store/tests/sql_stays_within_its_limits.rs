@@ -122,8 +122,31 @@ async fn aggregates_and_joins_draw_on_the_querys_memory() {
         max_memory: 16 << 20,
         ..SqlLimits::default()
     };
+    // One value per group past the value limit (a 32nd of the memory).
+    for (query, function) in [
+        (
+            "SELECT length(string_agg(a.operation || b.operation || repeat('x', 100), ',')) FROM spans a, spans b",
+            "string_agg",
+        ),
+        (
+            "SELECT cardinality(array_agg(a.operation || b.operation)) FROM spans a, spans b",
+            "array_agg",
+        ),
+    ] {
+        let m = limited(sql::query(&store, query, limits).await);
+        assert!(m.contains(&format!("{function}()")), "{query}: {m}");
+        assert!(m.contains("one value may take"), "{query}: {m}");
+    }
+    // Within it, as ever; grouped too.
+    let r = sql::query(
+        &store,
+        "SELECT service, length(string_agg(operation, ',')) FROM spans GROUP BY service",
+        limits,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.rows.len(), 1);
     for query in [
-        "SELECT length(string_agg(a.operation || b.operation || repeat('x', 100), ',')) FROM spans a, spans b",
         "SELECT a.span_id, b.span_id, count(*) FROM spans a, spans b GROUP BY a.span_id, b.span_id",
         "SELECT a.span_id, b.span_id FROM spans a, spans b ORDER BY a.attributes['user'] || b.operation",
     ] {

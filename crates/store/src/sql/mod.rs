@@ -5,6 +5,7 @@
 //! operators hand on, and limits on the rows and bytes it answers.
 
 mod bounded;
+mod bounded_aggregate;
 mod guard;
 mod shape;
 
@@ -122,6 +123,13 @@ fn classify(e: DataFusionError, limits: SqlLimits) -> StoreError {
     }
 }
 
+/// Making the in-memory spans' batches failed: the store's fault, not the query's.
+impl From<arrow::error::ArrowError> for StoreError {
+    fn from(e: arrow::error::ArrowError) -> StoreError {
+        StoreError::SqlInternal(e.to_string())
+    }
+}
+
 /// SQL queries running now (their threads included, until each ends).
 pub fn running() -> usize {
     RUNNING.load(Ordering::SeqCst)
@@ -225,7 +233,7 @@ async fn run(
 ) -> Result<SqlResult, StoreError> {
     let failed = |e: DataFusionError| classify(e, limits);
     shape::check(sql).map_err(StoreError::SqlLimit)?;
-    let (blocks, memory) = source.snapshot().map_err(sql_err)?;
+
     // Nothing spills to disk: sorts and groups stay within the memory or fail.
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_pool(shared_pool(limits.max_memory))
@@ -237,7 +245,8 @@ async fn run(
     let ctx =
         SessionContext::new_with_config_rt(SessionConfig::new().with_target_partitions(2), runtime);
     bounded::register(&ctx, limits.max_value_bytes(), limits.max_batch_bytes());
-    let (table, _in_memory) = spans_raw(&ctx, blocks, memory, limits).await?;
+    bounded_aggregate::register(&ctx, limits.max_value_bytes());
+    let (table, _in_memory) = spans_raw(&ctx, source, limits).await?;
     ctx.register_table("spans_raw", table).map_err(sql_err)?;
     ctx.sql(SPANS_VIEW).await.map_err(sql_err)?;
 
@@ -293,12 +302,15 @@ async fn run(
     })
 }
 
+/// In-memory spans per batch of the `spans_raw` table (each batch's bytes are drawn from
+/// the SQL memory as it is made, so a refusal comes one batch past the limit at most).
+const SNAPSHOT_CHUNK: usize = 4096;
+
 /// The `spans_raw` table: the blocks, and the in-memory spans' batches, which hold their
 /// bytes of the SQL memory for as long as the query runs (the reservation returned).
 async fn spans_raw(
     ctx: &SessionContext,
-    blocks: Vec<std::path::PathBuf>,
-    memory: Vec<RecordBatch>,
+    source: &SqlSource,
     limits: SqlLimits,
 ) -> Result<
     (
@@ -309,10 +321,11 @@ async fn spans_raw(
 > {
     let mut reservation =
         MemoryConsumer::new("in-memory spans").register(&ctx.runtime_env().memory_pool);
-    let bytes = memory.iter().map(RecordBatch::get_array_memory_size).sum();
-    reservation
-        .try_grow(bytes)
-        .map_err(|e| classify(e, limits))?;
+    let (blocks, memory) = source.snapshot(SNAPSHOT_CHUNK, &mut |batch: &RecordBatch| {
+        reservation
+            .try_grow(batch.get_array_memory_size())
+            .map_err(|e| classify(e, limits))
+    })?;
     let schema = block::to_batch(&[]).map_err(sql_err)?.schema();
     let mut df = ctx.read_batches(memory).map_err(sql_err)?;
     if !blocks.is_empty() {
