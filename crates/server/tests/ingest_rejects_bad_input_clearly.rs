@@ -371,7 +371,11 @@ fn shed_load_is_answered_503_with_retry_after() {
     let server = TestServer::start_with("shed", |c| {
         c.store.max_pending_heads = 0;
     });
-    let body = native::encode_all([&span(0x40, 1)]);
+    // A large batch is refused while heads wait (here: always)...
+    let large: Vec<Span> = (1..=causeway_store::SMALL_BATCH_SPANS as u64 + 1)
+        .map(|i| span(0x40, i))
+        .collect();
+    let body = native::encode_all(&large);
     let mut r = server
         .http
         .post(&server.ingest_url("/v1/native"))
@@ -381,6 +385,14 @@ fn shed_load_is_answered_503_with_retry_after() {
     assert_eq!(r.status().as_u16(), 503);
     assert_eq!(r.headers().get("retry-after").unwrap(), "1");
     assert!(r.body_mut().read_to_string().unwrap().contains("retry"));
+    // ...while a small one may still fill one head more: a flood of large batches is
+    // shed before the clients that send as most do.
+    let (status, _, _) = server.post(
+        "/v1/native",
+        &[("content-type", causeway_server::NATIVE_CONTENT_TYPE)],
+        &native::encode_all(&[span(0x41, 1)]),
+    );
+    assert_eq!(status, 200);
 }
 
 #[test]

@@ -30,7 +30,7 @@ pub use query::{
     TraceSummary,
 };
 pub use sorted::{search_sorted, SearchOrder, SortedTraces};
-pub use store::{FsyncPolicy, Store, StoreOptions, StoreStats};
+pub use store::{FsyncPolicy, Store, StoreOptions, StoreStats, SMALL_BATCH_SPANS};
 
 use causeway_model::{Span, Trace, TraceId};
 use std::ops::ControlFlow;

@@ -46,7 +46,8 @@ pub struct StoreOptions {
     /// Cut the head into a block when its first span is this old.
     pub head_max_age: Duration,
     /// Refuse appends (with [`StoreError::Busy`]) while this many cut heads wait to be
-    /// written: this bounds memory under sustained overload.
+    /// written (one more for batches of at most [`SMALL_BATCH_SPANS`]): this bounds
+    /// memory under sustained overload.
     pub max_pending_heads: usize,
     /// Merge small blocks while the result stays under this many spans.
     pub compact_max_spans: u64,
@@ -128,6 +129,10 @@ struct Shared {
     wake: Wake,
     _lock: File,
 }
+
+/// Batches of at most this many spans may still be appended while `max_pending_heads`
+/// heads wait, until one more does (OpenTelemetry SDKs export 512 spans a batch).
+pub const SMALL_BATCH_SPANS: usize = 1024;
 
 /// The embedded store. Dropping it stops the background worker; appended spans stay in
 /// the WAL and come back on the next open.
@@ -350,7 +355,11 @@ impl Shared {
         if spans.is_empty() {
             return Ok(());
         }
-        if read(&self.frozen).len() >= self.opts.max_pending_heads {
+        // Small batches may fill one head more than large ones: under a flood of large
+        // batches that block writing cannot keep up with, the large ones are refused
+        // first, and a client sending as most do is still stored.
+        let reserve = usize::from(spans.len() <= SMALL_BATCH_SPANS);
+        if read(&self.frozen).len() >= self.opts.max_pending_heads + reserve {
             self.busy.fetch_add(1, Ordering::Relaxed);
             return Err(StoreError::Busy);
         }
