@@ -166,8 +166,15 @@ impl Statuses {
 struct Sent {
     at: Instant,
     latency: Duration,
-    acknowledged: bool,
+    /// The last answer's status (0: none).
+    status: u16,
     retries: u32,
+}
+
+impl Sent {
+    fn acknowledged(&self) -> bool {
+        self.status == 200
+    }
 }
 
 /// The well-behaved client: a batch every `1 / (rate / 100)` s for `seconds`, each
@@ -214,7 +221,7 @@ fn steady(ingest: &str, rate: u64, seconds: u64, first_trace: u128) -> (Vec<Sent
         let body = otlp::encode_protobuf(&spans);
         let at = Instant::now();
         let mut retries = 0;
-        let acked = loop {
+        let status = loop {
             let status = http
                 .post(&format!("{ingest}/v1/traces"))
                 .header("content-type", "application/x-protobuf")
@@ -222,21 +229,20 @@ fn steady(ingest: &str, rate: u64, seconds: u64, first_trace: u128) -> (Vec<Sent
                 .map(|r| r.status().as_u16())
                 .unwrap_or(0);
             match status {
-                200 => break true,
                 429 | 503 if retries < 10 => {
                     retries += 1;
                     std::thread::sleep(Duration::from_millis(200));
                 }
-                _ => break false,
+                other => break other,
             }
         };
-        if acked {
+        if status == 200 {
             acknowledged.extend(ids);
         }
         sent.push(Sent {
             at,
             latency: at.elapsed(),
-            acknowledged: acked,
+            status,
             retries,
         });
     }
@@ -245,7 +251,11 @@ fn steady(ingest: &str, rate: u64, seconds: u64, first_trace: u128) -> (Vec<Sent
 
 /// A phase's figures for the well-behaved client.
 fn phase_report(sent: &[Sent], seconds: u64) -> serde_json::Value {
-    let acked: Vec<&Sent> = sent.iter().filter(|s| s.acknowledged).collect();
+    let acked: Vec<&Sent> = sent.iter().filter(|s| s.acknowledged()).collect();
+    let failed = Statuses::default();
+    for s in sent.iter().filter(|s| !s.acknowledged()) {
+        failed.count(s.status);
+    }
     let mut gaps = acked.windows(2).map(|w| w[1].at - w[0].at).max();
     if acked.is_empty() {
         gaps = Some(Duration::from_secs(seconds));
@@ -254,6 +264,7 @@ fn phase_report(sent: &[Sent], seconds: u64) -> serde_json::Value {
         "requests": sent.len(),
         "acknowledged_spans_per_second": (acked.len() as u64 * BATCH_SPANS) as f64 / seconds as f64,
         "failed": sent.len() - acked.len(),
+        "failed_by_last_status": failed.json(),
         "retried": sent.iter().map(|s| u64::from(s.retries)).sum::<u64>(),
         "latency": percentiles(acked.iter().map(|s| s.latency).collect()),
         "longest_without_an_acknowledgement_ms": gaps.map(|g| g.as_millis()),

@@ -1,6 +1,7 @@
 //! Where request work runs. The async workers only move bytes: parsing, decoding, checking
 //! and analysing run on the blocking pool, so a heavy request never stalls the others.
-//! Bulk scans (analyses and checks over a window) are also bounded in number and in time:
+//! Bulk scans (searches, analyses, checks and exports) run on threads of their own, behind
+//! ingest in priority, and are bounded in number and in time:
 //! at most `max_scans` run at once, and a request that cannot finish within
 //! `query_timeout` of its arrival is answered 503 (no scan slot came free) or 408 (its scan
 //! ran out of time), never left waiting.
@@ -65,18 +66,31 @@ impl Scans {
             }
         };
         let timeout = self.timeout;
-        let out = blocking(move || {
-            let out = job(&deadline);
-            if deadline.passed() {
-                return Err(ApiError::Timeout(format!(
-                    "the scan was stopped at the query time limit ({}); narrow the window \
-                     (start, end, lookback) or raise --query-timeout",
-                    humantime::format_duration(timeout)
-                )));
-            }
-            out
-        })
-        .await;
+        // A thread of its own, behind ingest in priority (the scan's threads inherit
+        // it), rather than the blocking pool that ingest shares.
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("causeway-scan".into())
+            .spawn(move || {
+                causeway_store::priority::run_behind_ingest();
+                let out = job(&deadline);
+                let out = if deadline.passed() {
+                    Err(ApiError::Timeout(format!(
+                        "the scan was stopped at the query time limit ({}); narrow the window \
+                         (start, end, lookback) or raise --query-timeout",
+                        humantime::format_duration(timeout)
+                    )))
+                } else {
+                    out
+                };
+                let _ = answer.send(out);
+            })
+            .map_err(|e| ApiError::Internal(format!("cannot start a scan's thread: {e}")))?;
+        let out = answered.await.unwrap_or_else(|_| {
+            Err(ApiError::Internal(
+                "the scan's thread ended without an answer".into(),
+            ))
+        });
         drop(permit);
         out
     }

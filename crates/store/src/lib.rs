@@ -19,6 +19,7 @@ pub mod generate;
 mod head;
 mod index;
 mod merge;
+pub mod priority;
 pub mod query;
 pub mod sorted;
 pub mod sql;

@@ -197,6 +197,7 @@ pub async fn query(store: &Store, sql: &str, limits: SqlLimits) -> Result<SqlRes
         .stack_size(SQL_STACK_BYTES)
         .spawn(move || {
             let _slot = slot;
+            crate::priority::run_behind_ingest();
             match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
