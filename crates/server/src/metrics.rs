@@ -24,67 +24,66 @@ pub(crate) fn add(c: &AtomicU64, n: usize) {
     c.fetch_add(n as u64, Ordering::Relaxed);
 }
 
+/// One metric with a value per listener: its help and type lines, then a line each.
+fn per_listener(
+    out: &mut String,
+    (name, kind, help): (&str, &str, &str),
+    values: impl IntoIterator<Item = (&'static str, u64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (listener, v) in values {
+        let _ = writeln!(out, "{name}{{listener=\"{listener}\"}} {v}");
+    }
+}
+
 /// Every metric of the server, in Prometheus' text format.
 pub(crate) fn render(state: &crate::AppState) -> String {
     let mut out = state.metrics.render(&state.store.stats());
-    let gauge = |out: &mut String, name: &str, help: &str| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-    };
-    gauge(
+    let gates = || crate::listen::LISTENERS.into_iter().zip(state.gates.all());
+    per_listener(
         &mut out,
-        "causeway_connections_open",
-        "Connections open, by listener.",
+        (
+            "causeway_connections_open",
+            "gauge",
+            "Connections open, by listener.",
+        ),
+        gates().map(|(l, g)| (l, g.open() as u64)),
     );
-    for (name, gate) in crate::listen::LISTENERS.iter().zip(state.gates.all()) {
-        let _ = writeln!(
-            out,
-            "causeway_connections_open{{listener=\"{name}\"}} {}",
-            gate.open()
-        );
-    }
-    gauge(
+    per_listener(
         &mut out,
-        "causeway_connections_max",
-        "Connections a listener holds at most.",
+        (
+            "causeway_connections_max",
+            "gauge",
+            "Connections a listener holds at most.",
+        ),
+        gates().map(|(l, g)| (l, g.max() as u64)),
     );
-    for (name, gate) in crate::listen::LISTENERS.iter().zip(state.gates.all()) {
-        let _ = writeln!(
-            out,
-            "causeway_connections_max{{listener=\"{name}\"}} {}",
-            gate.max()
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP causeway_connections_refused_total Connections refused at the listener's cap.\n# TYPE causeway_connections_refused_total counter"
-    );
-    for (name, gate) in crate::listen::LISTENERS.iter().zip(state.gates.all()) {
-        let _ = writeln!(
-            out,
-            "causeway_connections_refused_total{{listener=\"{name}\"}} {}",
-            gate.refused.load(Ordering::Relaxed)
-        );
-    }
-    gauge(
+    per_listener(
         &mut out,
-        "causeway_receiving_bytes",
-        "Bytes of request bodies held, by listener.",
+        (
+            "causeway_connections_refused_total",
+            "counter",
+            "Connections refused at the listener's cap.",
+        ),
+        gates().map(|(l, g)| (l, g.refused.load(Ordering::Relaxed))),
     );
-    for (name, budget) in [
-        ("ingest", &state.ingest_receiving),
-        ("query", &state.api_receiving),
-    ] {
-        let _ = writeln!(
-            out,
-            "causeway_receiving_bytes{{listener=\"{name}\"}} {}",
-            budget.held()
-        );
-    }
+    per_listener(
+        &mut out,
+        (
+            "causeway_receiving_bytes",
+            "gauge",
+            "Bytes of request bodies held, by listener.",
+        ),
+        [
+            ("ingest", state.ingest_receiving.held() as u64),
+            ("query", state.api_receiving.held() as u64),
+        ],
+    );
     if let crate::Backend::Embedded(_) = state.backend {
-        gauge(
-            &mut out,
-            "causeway_sql_queries_running",
-            "SQL queries running, one past its time limit until it has stopped.",
+        let name = "causeway_sql_queries_running";
+        let _ = writeln!(
+            out,
+            "# HELP {name} SQL queries running, one past its time limit until it has stopped.\n# TYPE {name} gauge"
         );
         let _ = writeln!(
             out,

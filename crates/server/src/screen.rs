@@ -141,6 +141,19 @@ impl Cuts<'_> {
     }
 }
 
+/// Keeps the first `max` of `items`, noting how many `what` were dropped; that number.
+fn keep_first<T>(items: &mut Vec<T>, max: usize, what: &str, cuts: &mut Cuts<'_>) -> u32 {
+    if items.len() <= max {
+        return 0;
+    }
+    let over = items.len() - max;
+    items.truncate(max);
+    cuts.note(format_args!(
+        "{over} {what} dropped past the limit of {max}"
+    ));
+    u32::try_from(over).unwrap_or(u32::MAX)
+}
+
 impl SpanLimits {
     /// Rejects spans whose times cannot be real (start 0, end before start, either more
     /// than a day in the future) and cuts the rest to the limits. Every rejection and
@@ -221,18 +234,9 @@ impl SpanLimits {
             s.trace_state.clear();
             changed = true;
         }
-        if s.attributes.len() > self.max_attributes {
-            let over = s.attributes.len() - self.max_attributes;
-            s.attributes.truncate(self.max_attributes);
-            s.dropped_attributes = s
-                .dropped_attributes
-                .saturating_add(u32::try_from(over).unwrap_or(u32::MAX));
-            cuts.note(format_args!(
-                "{over} attributes dropped past the limit of {}",
-                self.max_attributes
-            ));
-            changed = true;
-        }
+        let over = keep_first(&mut s.attributes, self.max_attributes, "attributes", cuts);
+        s.dropped_attributes = s.dropped_attributes.saturating_add(over);
+        changed |= over > 0;
         changed |= self.cut_attributes(&mut s.attributes, "", cuts);
         // Events and messages past the horizon would make the span last forever.
         let before = s.events.len();
@@ -244,18 +248,9 @@ impl SpanLimits {
             ));
             changed = true;
         }
-        if s.events.len() > self.max_events {
-            let over = s.events.len() - self.max_events;
-            s.events.truncate(self.max_events);
-            s.dropped_events = s
-                .dropped_events
-                .saturating_add(u32::try_from(over).unwrap_or(u32::MAX));
-            cuts.note(format_args!(
-                "{over} events dropped past the limit of {}",
-                self.max_events
-            ));
-            changed = true;
-        }
+        let over = keep_first(&mut s.events, self.max_events, "events", cuts);
+        s.dropped_events = s.dropped_events.saturating_add(over);
+        changed |= over > 0;
         for (i, e) in s.events.iter_mut().enumerate() {
             if let Some(was) = cut(&mut e.name, self.max_value_bytes) {
                 cuts.note(format_args!(
@@ -266,15 +261,7 @@ impl SpanLimits {
             }
             changed |= self.cut_nested(&mut e.attributes, &format!("event {i}'s "), cuts);
         }
-        if s.links.len() > self.max_links {
-            let over = s.links.len() - self.max_links;
-            s.links.truncate(self.max_links);
-            cuts.note(format_args!(
-                "{over} links dropped past the limit of {}",
-                self.max_links
-            ));
-            changed = true;
-        }
+        changed |= keep_first(&mut s.links, self.max_links, "links", cuts) > 0;
         for (i, l) in s.links.iter_mut().enumerate() {
             changed |= self.cut_nested(&mut l.attributes, &format!("link {i}'s "), cuts);
         }
@@ -307,16 +294,8 @@ impl SpanLimits {
 
     /// An event's or link's attributes: at most [`SpanLimits::max_nested_attributes`].
     fn cut_nested(&self, attrs: &mut Vec<KeyValue>, whose: &str, cuts: &mut Cuts<'_>) -> bool {
-        let mut changed = false;
-        if attrs.len() > self.max_nested_attributes {
-            let over = attrs.len() - self.max_nested_attributes;
-            attrs.truncate(self.max_nested_attributes);
-            cuts.note(format_args!(
-                "{over} of {whose}attributes dropped past the limit of {}",
-                self.max_nested_attributes
-            ));
-            changed = true;
-        }
+        let what = format!("of {whose}attributes");
+        let changed = keep_first(attrs, self.max_nested_attributes, &what, cuts) > 0;
         changed | self.cut_attributes(attrs, whose, cuts)
     }
 

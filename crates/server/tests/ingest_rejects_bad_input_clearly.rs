@@ -7,9 +7,7 @@ use std::io::Write;
 
 use causeway_model::codec::{native, otlp};
 use causeway_model::{KeyValue, Span, SpanId, TraceId, Value};
-use common::TestServer;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
-use prost::Message;
+use common::{partial, TestServer};
 
 const PROTO: (&str, &str) = ("content-type", "application/x-protobuf");
 const JSON: (&str, &str) = ("content-type", "application/json");
@@ -37,12 +35,6 @@ fn span(trace: u128, id: u64) -> Span {
 fn error_of(body: &[u8]) -> String {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap();
     v["error"].as_str().unwrap().to_string()
-}
-
-fn partial(body: &[u8]) -> (i64, String) {
-    let r = ExportTraceServiceResponse::decode(body).unwrap();
-    let p = r.partial_success.unwrap_or_default();
-    (p.rejected_spans, p.error_message)
 }
 
 fn stored(server: &TestServer, trace: u128) -> usize {

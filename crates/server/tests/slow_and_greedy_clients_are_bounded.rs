@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use causeway_model::codec::{jaeger, native, otlp, zipkin};
 use causeway_model::{Span, SpanId, TraceId};
-use common::TestServer;
+use common::{partial, TestServer};
 
 const PROTO: (&str, &str) = ("content-type", "application/x-protobuf");
 const JSON: (&str, &str) = ("content-type", "application/json");
@@ -501,15 +501,6 @@ fn exports_are_streamed_whole_and_a_reader_that_stops_gives_back_the_scan_place(
     }
     assert!(answered.is_some(), "the stalled export kept the scan place");
     drop(stalled);
-}
-
-fn partial(body: &[u8]) -> (i64, String) {
-    use prost::Message;
-    let r =
-        opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse::decode(body)
-            .unwrap();
-    let p = r.partial_success.unwrap_or_default();
-    (p.rejected_spans, p.error_message)
 }
 
 #[test]

@@ -3,42 +3,10 @@
 //! answers are cut at their row and byte limits; queries too large to plan in bounded
 //! time are refused before planning.
 
-use causeway_model::{KeyValue, Span, SpanId, TraceId};
-use causeway_store::sql::{self, SqlLimits};
-use causeway_store::{FsyncPolicy, Store, StoreError, StoreOptions, TraceStore};
+mod common;
 
-/// A store of `n` spans over 20 operations.
-fn store(name: &str, n: u64) -> (Store, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("causeway-sql-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(
-        &dir,
-        StoreOptions {
-            fsync: FsyncPolicy::Never,
-            ..StoreOptions::default()
-        },
-    )
-    .unwrap();
-    let t = 1_700_000_000_000_000_000u64;
-    let spans: Vec<Span> = (0..n)
-        .map(|i| {
-            let mut s = Span::new(
-                TraceId::new(u128::from(i / 10 + 1)).unwrap(),
-                SpanId::new(i + 1).unwrap(),
-                None,
-                format!("op-{}", i % 20),
-                "svc",
-                t + i * 1000,
-                t + i * 1000 + 500,
-            );
-            s.attributes
-                .push(KeyValue::new("user", format!("user-{}", i % 100)));
-            s
-        })
-        .collect();
-    store.append(spans).unwrap();
-    (store, dir)
-}
+use causeway_store::sql::{self, SqlLimits};
+use causeway_store::StoreError;
 
 fn limited(e: Result<sql::SqlResult, StoreError>) -> String {
     match e {
@@ -50,7 +18,7 @@ fn limited(e: Result<sql::SqlResult, StoreError>) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn functions_that_would_make_huge_values_are_refused_before_they_make_them() {
-    let (store, dir) = store("values", 2_000);
+    let (store, dir) = common::store_of_spans("values", 2_000);
     let limits = SqlLimits::default();
     for (query, function) in [
         ("SELECT length(repeat('x', 1000000000))", "repeat"),
@@ -117,7 +85,7 @@ async fn functions_that_would_make_huge_values_are_refused_before_they_make_them
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aggregates_and_joins_draw_on_the_querys_memory() {
-    let (store, dir) = store("memory", 1_000);
+    let (store, dir) = common::store_of_spans("memory", 1_000);
     let limits = SqlLimits {
         max_memory: 16 << 20,
         ..SqlLimits::default()
@@ -162,7 +130,7 @@ async fn aggregates_and_joins_draw_on_the_querys_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_are_cut_at_their_byte_limit_and_huge_queries_refused_before_planning() {
-    let (store, dir) = store("result-bytes", 2_000);
+    let (store, dir) = common::store_of_spans("result-bytes", 2_000);
     let r = sql::query(
         &store,
         "SELECT repeat(operation, 1000) FROM spans",

@@ -4,39 +4,14 @@
 
 use std::time::{Duration, Instant};
 
-use causeway_model::{Span, SpanId, TraceId};
+mod common;
+
 use causeway_store::sql::{self, SqlLimits};
-use causeway_store::{FsyncPolicy, Store, StoreError, StoreOptions, TraceStore};
+use causeway_store::StoreError;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_query_past_its_time_limit_stops_and_gives_back_its_place() {
-    let dir = std::env::temp_dir().join(format!("causeway-sql-timeout-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(
-        &dir,
-        StoreOptions {
-            fsync: FsyncPolicy::Never,
-            ..StoreOptions::default()
-        },
-    )
-    .unwrap();
-    let t = 1_700_000_000_000_000_000u64;
-    let spans: Vec<Span> = (0..2_000u64)
-        .map(|i| {
-            let id = TraceId::new(u128::from(i / 10 + 1)).unwrap();
-            let name = format!("op-{}", i % 20);
-            Span::new(
-                id,
-                SpanId::new(i + 1).unwrap(),
-                None,
-                name,
-                "svc",
-                t + i,
-                t + i + 1,
-            )
-        })
-        .collect();
-    store.append(spans).unwrap();
+    let (store, dir) = common::store_of_spans("sql-timeout", 2_000);
     let limits = SqlLimits {
         timeout: Duration::from_millis(500),
         ..SqlLimits::default()

@@ -131,6 +131,16 @@ impl TestServer {
     }
 }
 
+/// An OTLP/HTTP protobuf answer's partial success: rejected spans and the message.
+pub fn partial(body: &[u8]) -> (i64, String) {
+    use prost::Message;
+    let r =
+        opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse::decode(body)
+            .unwrap();
+    let p = r.partial_success.unwrap_or_default();
+    (p.rejected_spans, p.error_message)
+}
+
 impl Drop for TestServer {
     fn drop(&mut self) {
         if let Some(s) = self.server.take() {
