@@ -130,6 +130,16 @@ async fn sql_sees_head_and_blocks_and_reads_attributes() {
         .await
         .unwrap();
     assert_eq!(r.rows, vec![vec![json!(3)]]);
+    // Every span in blocks, none in memory: the table is the same.
+    store.flush().unwrap();
+    let r = sql::query(
+        &store,
+        "SELECT count(*) AS n, count(DISTINCT concat(trace_id, span_id)) AS d FROM spans",
+        limits,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.rows, vec![vec![json!(3), json!(3)]]);
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }

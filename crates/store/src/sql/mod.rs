@@ -327,7 +327,14 @@ async fn spans_raw(
             .try_grow(batch.get_array_memory_size())
             .map_err(|e| classify(e, limits))
     })?;
-    let schema = block::to_batch(&[]).map_err(sql_err)?.schema();
+    let empty = block::to_batch(&[]).map_err(sql_err)?;
+    let schema = empty.schema();
+    // With nothing in memory the table still has its columns.
+    let memory = if memory.is_empty() {
+        vec![empty]
+    } else {
+        memory
+    };
     let mut df = ctx.read_batches(memory).map_err(sql_err)?;
     if !blocks.is_empty() {
         let paths: Vec<String> = blocks
