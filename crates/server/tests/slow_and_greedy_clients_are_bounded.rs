@@ -497,7 +497,12 @@ fn exports_are_streamed_whole_and_a_reader_that_stops_gives_back_the_scan_place(
             answered = Some(started.elapsed());
             break;
         }
-        assert_eq!(status, 503, "waiting for the scan place");
+        // 503: no place came free in time; 408: one came free so late that the
+        // scan itself ran out of the request's time.
+        assert!(
+            status == 503 || status == 408,
+            "waiting for the scan place: {status}"
+        );
     }
     assert!(answered.is_some(), "the stalled export kept the scan place");
     drop(stalled);
