@@ -1,9 +1,9 @@
 //! Ordinary logs, as real services write them: `tracing`'s fmt output, one file per
 //! process, beside the traces. Each line ends with the place of the macro call that
 //! wrote it and the trace id of the request it was written for (OpenTelemetry's
-//! `code.filepath`, `code.lineno` and log correlation), which `causeway bench
+//! `code.filepath`, `code.lineno` and log correlation), which `causeway-bench
 //! logs-demo` strips before stitching and keeps as the ground truth (of requests, and
-//! of log points for `causeway bench templates`).
+//! of log points for `causeway-bench templates`).
 
 use std::fs::File;
 use std::path::Path;

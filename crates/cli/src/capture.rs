@@ -42,7 +42,7 @@ pub struct CaptureLogArgs {
 }
 
 /// Writes the library where the loader can map it, once per build of it.
-pub(crate) fn library_file() -> Result<PathBuf> {
+pub fn library_file() -> Result<PathBuf> {
     let crc = causeway_blackbox::format::crc32c(LIBRARY);
     let dir = std::env::temp_dir().join("causeway");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -46,9 +46,9 @@ enum DemoSystem {
 }
 
 /// One running demo process.
-pub(crate) struct Node {
-    pub(crate) label: String,
-    pub(crate) child: Child,
+pub struct Node {
+    pub label: String,
+    pub child: Child,
 }
 
 /// Addresses for every role, on free loopback ports.
@@ -104,7 +104,7 @@ fn wait_ready(topology: &Topology, nodes: &mut [Node], within: Duration) -> Resu
 }
 
 /// Waits until each process (by label) accepts connections at its address.
-pub(crate) fn wait_listening(
+pub fn wait_listening(
     listeners: &[(String, SocketAddr)],
     nodes: &mut [Node],
     within: Duration,
@@ -127,7 +127,7 @@ pub(crate) fn wait_listening(
 }
 
 /// Closes each process's stdin (its signal to finish and flush), then waits for it.
-pub(crate) fn stop_nodes(mut nodes: Vec<Node>) {
+pub fn stop_nodes(mut nodes: Vec<Node>) {
     for n in &mut nodes {
         drop(n.child.stdin.take());
     }
@@ -148,7 +148,7 @@ pub(crate) fn stop_nodes(mut nodes: Vec<Node>) {
     }
 }
 
-pub(crate) fn loopback(addr: SocketAddr) -> SocketAddr {
+pub fn loopback(addr: SocketAddr) -> SocketAddr {
     if addr.ip().is_unspecified() {
         SocketAddr::from(([127, 0, 0, 1], addr.port()))
     } else {
@@ -157,7 +157,7 @@ pub(crate) fn loopback(addr: SocketAddr) -> SocketAddr {
 }
 
 /// The store's directory: the one given, or a temporary one (true) removed at the end.
-pub(crate) fn data_dir(given: Option<PathBuf>) -> (PathBuf, bool) {
+pub fn data_dir(given: Option<PathBuf>) -> (PathBuf, bool) {
     match given {
         Some(d) => (d, false),
         None => (

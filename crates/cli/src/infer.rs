@@ -137,7 +137,7 @@ impl Phases {
 }
 
 /// Reads reconciled messages; a malformed line is reported with file:line and skipped.
-pub(crate) fn read_messages(path: &Path, out: &mut Vec<Message>) -> Result<usize> {
+pub fn read_messages(path: &Path, out: &mut Vec<Message>) -> Result<usize> {
     let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut skipped = 0;
     for (n, line) in std::io::BufReader::new(file).lines().enumerate() {

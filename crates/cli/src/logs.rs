@@ -107,7 +107,7 @@ fn read_sources(dirs: &[PathBuf]) -> Result<Option<SourceIndex>> {
 const OVERLAP_NS: i64 = 10_000_000_000;
 
 /// The default stitching options with `--quiet-ms`.
-pub(crate) fn stitch_options(quiet_ms: u64) -> StitchOptions {
+pub fn stitch_options(quiet_ms: u64) -> StitchOptions {
     StitchOptions {
         quiet_ns: i64::try_from(quiet_ms.saturating_mul(1_000_000)).unwrap_or(i64::MAX),
         ..StitchOptions::default()

@@ -78,16 +78,16 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 }
 
 /// A log file read: the name reported for it, and its bytes.
-pub(crate) type LogFile = (String, Vec<u8>);
+pub type LogFile = (String, Vec<u8>);
 
 /// The logs at `paths` read, and the names of binary files skipped (with a warning).
-pub(crate) fn read_paths(paths: &[PathBuf]) -> Result<(Vec<LogFile>, Vec<String>)> {
+pub fn read_paths(paths: &[PathBuf]) -> Result<(Vec<LogFile>, Vec<String>)> {
     read_files(files(paths)?)
 }
 
 /// The logs `files` name read whole, and the names of binary files skipped.
 fn read_files(files: Vec<(String, PathBuf)>) -> Result<(Vec<LogFile>, Vec<String>)> {
-    let progress = crate::bench::bar(files.len() as u64, "files read");
+    let progress = crate::progress::bar(files.len() as u64, "files read");
     // Files are read (and decompressed) on every core, a file at a time; the results and
     // warnings come out in file order.
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -157,7 +157,7 @@ fn read_one(name: &str, path: &Path) -> Result<FileRead> {
 }
 
 /// The logs as windows: one, read whole, when they fit in one; else read as streams.
-pub(crate) enum Input {
+pub enum Input {
     Whole(Option<Window>),
     Streamed(Windows, ProgressBar),
 }
@@ -179,7 +179,7 @@ impl Input {
 
 /// The logs at `paths` as windows of `options`, the names of the files read (in the
 /// windows' order) and of the binary files skipped.
-pub(crate) fn open(
+pub fn open(
     paths: &[PathBuf],
     options: WindowOptions,
     format: Option<Format>,
@@ -209,7 +209,7 @@ pub(crate) fn open(
         };
         return Ok((Input::Whole(Some(window)), names, skipped));
     }
-    let bar = crate::bench::bytes_bar(size, "read");
+    let bar = crate::progress::bytes_bar(size, "read");
     let mut streams = Vec::new();
     let mut skipped = Vec::new();
     for (name, path) in files {

@@ -98,19 +98,19 @@ fn spawn(
     nodes: &[Node],
     setup: &Setup,
     capture: bool,
-    wrap: &[String],
+    options: &Options,
 ) -> Result<Vec<crate::demo::Node>> {
-    let exe = std::env::current_exe().context("finding the causeway executable")?;
+    let (exe, wrap) = (&options.program, &options.wrap);
     let env = serde_json::to_string(setup)?;
     let mut running = Vec::new();
     for node in nodes {
         let mut command = match wrap.split_first() {
             Some((program, args)) => {
                 let mut c = Command::new(program);
-                c.args(args).arg(&exe);
+                c.args(args).arg(exe);
                 c
             }
-            None => Command::new(&exe),
+            None => Command::new(exe),
         };
         let child = command
             .arg("replicas-node")
@@ -190,7 +190,7 @@ fn listening(servers: &mut [crate::demo::Node], within: Duration) -> Result<Vec<
 }
 
 /// Installs every query of `text`; their ids and names.
-pub(crate) fn install(client: &Client, text: &str, origin: &str) -> Result<Vec<(u64, String)>> {
+pub fn install(client: &Client, text: &str, origin: &str) -> Result<Vec<(u64, String)>> {
     let mut ids = Vec::new();
     for (i, q) in crate::pivot::queries_of(client, text, origin)?
         .into_iter()
@@ -207,7 +207,7 @@ pub(crate) fn install(client: &Client, text: &str, origin: &str) -> Result<Vec<(
 }
 
 /// Waits until each query is acknowledged by `processes` processes.
-pub(crate) fn wait_acknowledged(client: &Client, processes: usize, within: Duration) -> Result<()> {
+pub fn wait_acknowledged(client: &Client, processes: usize, within: Duration) -> Result<()> {
     let deadline = Instant::now() + within;
     loop {
         let r = client.get("/api/pivot/queries")?;
@@ -275,36 +275,38 @@ pub fn run(a: ReplicasArgs) -> Result<()> {
 
 /// The processes of one run of the system: servers listening, clients waiting for
 /// the go signal.
-pub(crate) struct System {
+pub struct System {
     servers: Vec<crate::demo::Node>,
     /// The clients.
-    pub(crate) workers: Vec<crate::demo::Node>,
+    pub workers: Vec<crate::demo::Node>,
     /// How many processes there are.
-    pub(crate) processes: usize,
+    pub processes: usize,
 }
 
 /// How the processes of a [`System`] run.
-pub(crate) struct Options {
+pub struct Options {
     /// The hub's URL; none runs them without the Pivot Tracing agent.
-    pub(crate) hub: Option<String>,
+    pub hub: Option<String>,
     /// Clients read until stopped.
-    pub(crate) repeat: bool,
+    pub repeat: bool,
     /// Clients print their latencies (their standard output is piped).
-    pub(crate) report_latency: bool,
+    pub report_latency: bool,
     /// Values in each op span's `pad` field.
-    pub(crate) pad_values: usize,
+    pub pad_values: usize,
     /// Milliseconds each client waits after each read.
-    pub(crate) pause_ms: u64,
+    pub pause_ms: u64,
+    /// The causeway executable every process is (run as `causeway replicas-node`).
+    pub program: std::path::PathBuf,
     /// A program (and its arguments) every process runs under, such as valgrind.
-    pub(crate) wrap: Vec<String>,
+    pub wrap: Vec<String>,
     /// A W3C baggage member every client request carries.
-    pub(crate) carried_baggage: Option<(String, String)>,
+    pub carried_baggage: Option<(String, String)>,
 }
 
 impl System {
     /// Starts a NameNode, the DataNodes and the clients of `layout`, sending spans to
     /// `ingest`; returns once every server listens.
-    pub(crate) fn start(layout: &Layout, ingest: SocketAddr, options: Options) -> Result<System> {
+    pub fn start(layout: &Layout, ingest: SocketAddr, options: Options) -> Result<System> {
         let mut nodes = vec![Node::NameNode];
         nodes.extend(layout.hosts.iter().map(|h| Node::DataNode(h.clone())));
         let clients: Vec<Node> = layout
@@ -324,14 +326,14 @@ impl System {
                 .map(|h| (h.clone(), any_port))
                 .collect::<BTreeMap<_, _>>(),
             otlp: format!("http://{}/v1/traces", loopback(ingest)),
-            hub: options.hub,
+            hub: options.hub.clone(),
             repeat: options.repeat,
             report_latency: options.report_latency,
             pad_values: options.pad_values,
-            carried_baggage: options.carried_baggage,
+            carried_baggage: options.carried_baggage.clone(),
             pause_ms: options.pause_ms,
         };
-        let mut servers = spawn(&nodes, &setup, true, &options.wrap)?;
+        let mut servers = spawn(&nodes, &setup, true, &options)?;
         let addrs = match listening(&mut servers, Duration::from_secs(20)) {
             Ok(a) => a,
             Err(e) => {
@@ -344,7 +346,7 @@ impl System {
         for (host, addr) in layout.hosts.iter().zip(&addrs[1..]) {
             setup.datanodes.insert(host.clone(), *addr);
         }
-        let workers = match spawn(&clients, &setup, options.report_latency, &options.wrap) {
+        let workers = match spawn(&clients, &setup, options.report_latency, &options) {
             Ok(w) => w,
             Err(e) => {
                 stop_nodes(servers);
@@ -359,7 +361,7 @@ impl System {
     }
 
     /// Tells every client to start.
-    pub(crate) fn go(&mut self) -> Result<()> {
+    pub fn go(&mut self) -> Result<()> {
         for w in self.workers.iter_mut() {
             if let Some(stdin) = w.child.stdin.as_mut() {
                 writeln!(stdin, "go").with_context(|| format!("starting {}", w.label))?;
@@ -369,7 +371,7 @@ impl System {
     }
 
     /// Waits for every client to finish its workload.
-    pub(crate) fn wait_clients(&mut self) -> Result<()> {
+    pub fn wait_clients(&mut self) -> Result<()> {
         for w in self.workers.iter_mut() {
             let status = w
                 .child
@@ -383,7 +385,7 @@ impl System {
     }
 
     /// CPU time the servers have run so far (Linux only).
-    pub(crate) fn servers_cpu_ns(&self) -> Option<u64> {
+    pub fn servers_cpu_ns(&self) -> Option<u64> {
         self.servers
             .iter()
             .map(|n| causeway_demo::replicas::cpu_ns(n.child.id()))
@@ -391,13 +393,13 @@ impl System {
     }
 
     /// Stops every process.
-    pub(crate) fn stop(self) {
+    pub fn stop(self) {
         stop_nodes(self.workers);
         stop_nodes(self.servers);
     }
 
     /// Every process's label and pid.
-    pub(crate) fn pids(&self) -> Vec<(String, u32)> {
+    pub fn pids(&self) -> Vec<(String, u32)> {
         self.servers
             .iter()
             .chain(&self.workers)
@@ -419,6 +421,7 @@ fn drive(
         report_latency: false,
         pad_values: 0,
         pause_ms: 0,
+        program: std::env::current_exe().context("finding the causeway executable")?,
         wrap: Vec::new(),
         carried_baggage: None,
     };

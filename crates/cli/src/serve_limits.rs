@@ -10,7 +10,7 @@ use clap::Args;
 
 /// A size in bytes: a count, or with a unit (`64KiB`, `16MiB`, `1GiB`; `K`, `M`, `G` and
 /// `KB`, `MB`, `GB` are the same powers of 1024).
-pub(crate) fn parse_bytes(text: &str) -> Result<usize, String> {
+pub fn parse_bytes(text: &str) -> Result<usize, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
@@ -39,7 +39,7 @@ fn bytes(n: usize) -> String {
 
 /// A size flag's value: read by [`parse_bytes`], shown with its unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Size(pub(crate) usize);
+pub struct Size(pub usize);
 
 impl std::fmt::Display for Size {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -65,7 +65,7 @@ fn defaults() -> Limits {
 /// The limits, as `serve`'s flags.
 #[derive(Args)]
 #[command(next_help_heading = "Limits (what one client, or a few, may take)")]
-pub(crate) struct LimitArgs {
+pub struct LimitArgs {
     /// Connections the query API holds at once; more are answered 503 and closed.
     #[arg(long, default_value_t = ConnectionLimits::default().max_query)]
     max_connections: usize,
@@ -180,12 +180,12 @@ fn duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
 
 impl LimitArgs {
     /// Bytes of names the store's service and operation lists hold.
-    pub(crate) fn catalog_bytes(&self) -> usize {
+    pub fn catalog_bytes(&self) -> usize {
         self.max_catalog_bytes.0
     }
 
     /// The limits these flags set.
-    pub(crate) fn limits(&self) -> anyhow::Result<Limits> {
+    pub fn limits(&self) -> anyhow::Result<Limits> {
         Ok(Limits {
             connections: ConnectionLimits {
                 max_query: self.max_connections.max(1),

@@ -6,11 +6,13 @@
 use std::io::Write;
 
 /// `print!` that exits quietly when stdout's reader has gone.
+#[macro_export]
 macro_rules! out {
     ($($arg:tt)*) => { $crate::stdout::write(format_args!($($arg)*), false) };
 }
 
 /// `println!` that exits quietly when stdout's reader has gone.
+#[macro_export]
 macro_rules! outln {
     () => { $crate::stdout::write(format_args!(""), true) };
     ($($arg:tt)*) => { $crate::stdout::write(format_args!($($arg)*), true) };
@@ -18,6 +20,7 @@ macro_rules! outln {
 
 /// `println!` for a status line of a long-running command (`serve`, `demo`): a failed
 /// write is ignored.
+#[macro_export]
 macro_rules! statusln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;

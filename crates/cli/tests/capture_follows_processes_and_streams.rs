@@ -1,4 +1,4 @@
-//! `causeway capture` on an unmodified two-process echo (`causeway echo-node`, started
+//! `causeway capture` on an unmodified two-process echo (`causeway-bench echo-node`, started
 //! through `sh`): every process writes its own log, both ends of each connection name
 //! each other, byte offsets run without a gap, datagram checksums pair up, a Unix
 //! socket names its peer process, a process stopped by a signal keeps its buffered
@@ -63,7 +63,7 @@ fn logs(dir: &Path) -> Vec<Log> {
     out
 }
 
-/// Runs `causeway capture` on `sh -c 'causeway echo-node ARGS'`; the logs and the
+/// Runs `causeway capture` on `sh -c 'causeway-bench echo-node ARGS'`; the logs and the
 /// command's JSON summary.
 fn capture(name: &str, echo_args: &str) -> (PathBuf, Vec<Log>, serde_json::Value) {
     let (dir, summary) = common::capture_echo(name, echo_args);
@@ -75,11 +75,11 @@ fn capture(name: &str, echo_args: &str) -> (PathBuf, Vec<Log>, serde_json::Value
 fn echo_pair(logs: &[Log]) -> (&Log, &Log) {
     let client = logs
         .iter()
-        .find(|l| l.origin == Origin::Fork && l.exe.ends_with("causeway"))
+        .find(|l| l.origin == Origin::Fork && l.exe.ends_with(common::ECHO_PROGRAM))
         .expect("the client's log (a fork of the echo server)");
     let server = logs
         .iter()
-        .find(|l| l.pid == client.ppid && l.exe.ends_with("causeway"))
+        .find(|l| l.pid == client.ppid && l.exe.ends_with(common::ECHO_PROGRAM))
         .expect("the server's log (the client's parent)");
     assert_eq!(
         server.origin,
@@ -173,7 +173,7 @@ fn tcp_both_ends_name_each_other_and_their_offsets_are_whole() {
         before_exec
             .records()
             .iter()
-            .any(|r| matches!(r, Record::Exec { path, .. } if path.ends_with(b"causeway"))),
+            .any(|r| matches!(r, Record::Exec { path, .. } if path.ends_with(common::ECHO_PROGRAM.as_bytes()))),
         "the exec is recorded"
     );
     assert!(
@@ -261,9 +261,9 @@ fn a_process_stopped_by_sigterm_keeps_its_buffered_records() {
     let mut child = Command::new(BIN)
         .args(["capture", "--out"])
         .arg(&dir)
+        .arg("--")
+        .arg(common::echo_bin())
         .args([
-            "--",
-            BIN,
             "echo-node",
             "--rounds",
             "100",

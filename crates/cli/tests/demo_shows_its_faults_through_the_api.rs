@@ -217,7 +217,7 @@ fn the_demo_runs_sends_traffic_and_stops_cleanly() {
     std::thread::sleep(Duration::from_secs(9).saturating_sub(running.elapsed()));
     check_expectations(api);
     // Every server span names its connection's other end, over HTTP and gRPC alike
-    // (`causeway bench infer-demo` matches captured messages to requests by it).
+    // (`causeway-bench infer-demo` matches captured messages to requests by it).
     let shop = traces(api, "frontend");
     let servers: Vec<&Span> = shop
         .iter()

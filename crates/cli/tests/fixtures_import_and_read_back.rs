@@ -189,7 +189,7 @@ fn commands_fail_with_a_message_and_exit_status_one() {
     let (code, out, _) = run(&["--help"]);
     assert_eq!(code, 0);
     for cmd in [
-        "serve", "agent", "trace", "search", "sql", "import", "export", "bench",
+        "serve", "agent", "trace", "search", "sql", "import", "export", "logs",
     ] {
         assert!(out.contains(cmd), "{cmd} in --help");
         let (code, _, _) = run(&[cmd, "--help"]);

@@ -48,7 +48,10 @@ fn a_captured_echo_is_one_pattern_of_request_and_reply() {
         .as_str()
         .expect("a pattern")
         .to_string();
-    assert!(top.starts_with("CLIENT>causeway["), "{top}");
+    assert!(
+        top.starts_with(&format!("CLIENT>{}[", common::ECHO_PROGRAM)),
+        "{top}"
+    );
     // The server's delay, from each request's receipt to its reply, once per request.
     let nodes = summary["nodes"].as_array().expect("node delays");
     let server = nodes
@@ -81,7 +84,10 @@ fn a_captured_echo_is_one_pattern_of_request_and_reply() {
     for p in patterns {
         let shape = p["shape"].as_str().expect("a pattern");
         assert!(shape.starts_with("CLIENT>CLIENT"), "{shape}");
-        assert!(!shape.contains("causeway["), "{shape}");
+        assert!(
+            !shape.contains(&format!("{}[", common::ECHO_PROGRAM)),
+            "{shape}"
+        );
     }
     // The connections mode and an ignored port: the server's port leaves nothing.
     let exported_lines: Vec<serde_json::Value> = std::fs::read_to_string(&exported)
@@ -154,7 +160,7 @@ fn inferred_traces_reach_the_store_marked_inferred() {
     let (summary, _) = infer(&[dir.to_str().expect("utf-8"), "--collector", &serve.ingest]);
     assert_eq!(summary["spans_sent"], 10, "{summary}");
     assert_eq!(summary["spans_rejected"], 0);
-    let found = serve.search_service("causeway");
+    let found = serve.search_service(common::ECHO_PROGRAM);
     assert!(!found.is_empty(), "the inferred traces are searchable");
     let spans = serve.trace_spans(found[0]["traceId"].as_str().expect("an id"));
     assert!(!spans.is_empty());
@@ -175,7 +181,7 @@ fn a_names_file_names_the_nodes_and_a_bad_line_is_an_error_with_its_place() {
     let work = temp("infer-names-out");
     std::fs::create_dir_all(&work).expect("dir");
     let names = work.join("names");
-    // The shell that started the echo is `sh -c ...`; the echo is `causeway echo-node`.
+    // The shell that started the echo is `sh -c ...`; the echo is `causeway-bench echo-node`.
     std::fs::write(
         &names,
         "# nodes of the echo\nshell = sh -c\necho = echo-node\n",

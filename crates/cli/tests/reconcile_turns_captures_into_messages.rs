@@ -1,4 +1,4 @@
-//! Reconciliation of real captures (`causeway echo-node` under `causeway capture`): every
+//! Reconciliation of real captures (`causeway-bench echo-node` under `causeway capture`): every
 //! request and every reply becomes one message with both times, the two ends of each
 //! connection pair up, datagrams pair by checksum, and a side that was not captured
 //! leaves messages with one time.
@@ -56,7 +56,7 @@ fn echo_nodes(c: &Captured) -> (String, String) {
     let echo: Vec<_> = c
         .processes
         .iter()
-        .filter(|p| p.program == "causeway")
+        .filter(|p| p.program == common::ECHO_PROGRAM)
         .collect();
     assert_eq!(echo.len(), 2, "{:?}", c.processes);
     let server = echo.iter().min_by_key(|p| p.pid).expect("two");
@@ -129,7 +129,11 @@ fn a_side_not_captured_leaves_one_time_per_message() {
         let path = entry.expect("entry").path();
         all.add_log(&path, &std::fs::read(&path).expect("log"));
     }
-    for p in all.processes.iter().filter(|p| p.program == "causeway") {
+    for p in all
+        .processes
+        .iter()
+        .filter(|p| p.program == common::ECHO_PROGRAM)
+    {
         pids.push((p.pid, p.log.clone()));
     }
     pids.sort();

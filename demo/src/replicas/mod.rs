@@ -165,7 +165,7 @@ pub struct Setup {
     pub hub: Option<String>,
     /// Clients repeat the workload until stopped (else they run it once and exit).
     pub repeat: bool,
-    /// Clients print their requests' latencies when done (for `causeway bench pivot`).
+    /// Clients print their requests' latencies when done (for `causeway-bench pivot`).
     #[serde(default)]
     pub report_latency: bool,
     /// Values clients put in their op span's `pad` field, comma-separated: a query that
@@ -177,7 +177,7 @@ pub struct Setup {
     #[serde(default)]
     pub pause_ms: u64,
     /// A W3C baggage member (key, value) clients put on each op span, so that every
-    /// request carries it: `causeway bench pivot` puts a 60-tuple Pivot Tracing bag there
+    /// request carries it: `causeway-bench pivot` puts a 60-tuple Pivot Tracing bag there
     /// that no advice reads (the paper's "baggage containing 60 tuples, no advice
     /// installed").
     #[serde(default)]

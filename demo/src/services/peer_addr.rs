@@ -1,5 +1,5 @@
 //! Records each request's socket peer on the server span, so that a request can be
-//! matched to the connection it came on (`causeway bench infer --demo` uses it as the
+//! matched to the connection it came on (`causeway-bench infer --demo` uses it as the
 //! ground truth of black-box inference).
 
 use std::net::SocketAddr;

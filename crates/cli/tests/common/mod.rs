@@ -8,6 +8,22 @@ use std::process::{Child, Command, Stdio};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_causeway");
 
+/// The program the capture tests capture: `causeway-bench echo-node`, a loopback echo
+/// pair in two processes.
+pub const ECHO_PROGRAM: &str = "causeway-bench";
+
+/// `causeway-bench`, built beside `causeway` when the workspace's tests are built.
+pub fn echo_bin() -> PathBuf {
+    let bin = Path::new(BIN).with_file_name(ECHO_PROGRAM);
+    assert!(
+        bin.is_file(),
+        "no {} (the capture tests run `causeway-bench echo-node`): run the workspace's \
+         tests, or cargo build -p causeway-bench",
+        bin.display()
+    );
+    bin
+}
+
 pub fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata")
 }
@@ -149,12 +165,14 @@ pub fn capture_into<S: AsRef<std::ffi::OsStr>>(
     out
 }
 
-/// `causeway capture --json` of `sh -c 'causeway echo-node ARGS'` into a fresh directory:
-/// the directory and the command's JSON summary.
+/// `causeway capture --json` of `sh -c 'causeway-bench echo-node ARGS'` into a fresh
+/// directory: the directory and the command's JSON summary.
 pub fn capture_echo(name: &str, echo_args: &str) -> (PathBuf, serde_json::Value) {
     let dir = temp(name);
     let script = format!("\"$0\" echo-node {echo_args} > /dev/null");
-    let out = capture_into(&dir, true, &["sh", "-c", &script, BIN]);
+    let echo = echo_bin();
+    let echo = echo.to_str().expect("a UTF-8 path");
+    let out = capture_into(&dir, true, &["sh", "-c", &script, echo]);
     let summary = serde_json::from_slice(&out.stdout).expect("the JSON summary");
     (dir, summary)
 }

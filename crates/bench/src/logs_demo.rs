@@ -1,4 +1,4 @@
-//! `causeway bench logs-demo`: request flows stitched from the demo's own logs, at
+//! `causeway-bench logs-demo`: request flows stitched from the demo's own logs, at
 //! several loads. The demo writes `tracing` fmt logs with each line's trace id at its
 //! end; the ids are stripped before stitching and kept as the ground truth.
 
@@ -14,7 +14,7 @@ use serde_json::json;
 #[derive(Args)]
 pub struct LogsDemoArgs {
     #[command(flatten)]
-    runs: crate::bench_infer_demo::DemoRuns,
+    runs: crate::infer_demo::DemoRuns,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -25,8 +25,8 @@ pub struct LogsDemoArgs {
 
 /// Runs the demo at `rate`, its logs in `dir/raw`.
 fn run_demo(dir: &Path, rate: f64, duration: humantime::Duration) -> Result<()> {
-    let exe = std::env::current_exe().context("finding the causeway executable")?;
-    let (args, _) = crate::bench_infer_demo::demo_args(&dir.join("store"), rate, duration)?;
+    let exe = crate::harness::causeway_exe()?;
+    let (args, _) = crate::infer_demo::demo_args(&dir.join("store"), rate, duration)?;
     let status = Command::new(&exe)
         .args(args)
         .arg("--logs")
@@ -108,12 +108,13 @@ pub fn run(a: LogsDemoArgs) -> Result<()> {
             run_demo(&dir, rate, a.runs.duration)?;
             strip(&dir)?;
         }
-        let mut row = crate::bench_logs::score_set(&dir, &crate::logs::stitch_options(a.quiet_ms))?;
+        let mut row =
+            crate::logs::score_set(&dir, &causeway_cli::logs::stitch_options(a.quiet_ms))?;
         row["set"] = json!(format!("demo {rate}/s"));
         row["rate"] = json!(rate);
         rows.push(row);
     }
-    crate::bench_logs::print_rows(&rows, a.json)
+    crate::logs::print_rows(&rows, a.json)
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! `causeway echo-node`: a loopback echo pair in two processes, the program the capture
+//! `causeway-bench echo-node`: a loopback echo pair in two processes, the program the capture
 //! is measured and tested on. The process binds a socket, forks, and the child is the
 //! client: it sends `--size` bytes and waits for them back, `--rounds` times, timing each
 //! round trip, then prints a JSON summary. The parent echoes until the client is done.

@@ -1,4 +1,4 @@
-//! `causeway bench infer-demo`: black-box inference held to the demo's own traces. The
+//! `causeway-bench infer-demo`: black-box inference held to the demo's own traces. The
 //! demo runs under `causeway capture` with its instrumentation on; each server span
 //! names the connection its request came on, which matches every captured message to
 //! its true trace (`causeway_blackbox::truth`). Clock offsets are injected into the
@@ -47,8 +47,8 @@ pub struct DemoRuns {
 impl DemoRuns {
     /// Each rate with its run's directory under the root (returned: removed at the end
     /// unless kept), cleared unless reused.
-    pub(crate) fn dirs(&self, tag: &str) -> Result<(crate::bench::TempDir, Vec<(f64, PathBuf)>)> {
-        let root = crate::bench::TempDir::new(self.keep.clone(), tag);
+    pub(crate) fn dirs(&self, tag: &str) -> Result<(crate::harness::TempDir, Vec<(f64, PathBuf)>)> {
+        let root = crate::harness::TempDir::new(self.keep.clone(), tag);
         let mut dirs = Vec::new();
         for &rate in &self.rates {
             let dir = root.0.join(format!("rate-{rate}"));
@@ -135,7 +135,7 @@ pub(crate) fn demo_args(
 /// Runs the demo at `rate` under capture, into `dir/capture` and `dir/store`; returns
 /// the collector's ports.
 fn run_demo(dir: &Path, rate: f64, duration: humantime::Duration) -> Result<[u16; 3]> {
-    let exe = std::env::current_exe().context("finding the causeway executable")?;
+    let exe = crate::harness::causeway_exe()?;
     let (args, ports) = demo_args(&dir.join("store"), rate, duration)?;
     let status = Command::new(&exe)
         .arg("capture")
@@ -215,7 +215,7 @@ fn inject_offsets(messages: &mut [Message]) {
 
 /// The shapes of the patterns holding at least 1% of the traces.
 fn common(patterns: &[Pattern]) -> HashSet<&str> {
-    crate::bench_infer::common(patterns)
+    crate::infer::common(patterns)
         .into_iter()
         .map(|p| p.shape.as_str())
         .collect()

@@ -1,4 +1,4 @@
-//! `causeway bench templates`: log points mined by Drain against the true ones (the
+//! `causeway-bench templates`: log points mined by Drain against the true ones (the
 //! macro call that wrote each line, which the demo's logs carry and `bench logs-demo`
 //! keeps as truth), side by side with Drain3 mining the same messages. Accuracy is
 //! grouping accuracy as the Loghub benchmark counts it (a line is right when the lines
@@ -26,7 +26,7 @@ const PEER_MODES: [&str; 2] = ["default", "masked"];
 #[derive(Args)]
 pub struct TemplatesBenchArgs {
     /// Directories each holding `logs/` and `truth.jsonl` with each line's `point`, as
-    /// `causeway bench logs-demo --keep DIR` leaves them (DIR/rate-*).
+    /// `causeway-bench logs-demo --keep DIR` leaves them (DIR/rate-*).
     #[arg(long = "set", required = true)]
     sets: Vec<PathBuf>,
     /// Leave the peer (Drain3, run with python3) out.
@@ -47,7 +47,7 @@ struct TruthLine {
 type Key = (String, u32);
 
 pub fn run(a: TemplatesBenchArgs) -> Result<()> {
-    let scratch = crate::bench::TempDir::new(None, "templates");
+    let scratch = crate::harness::TempDir::new(None, "templates");
     std::fs::create_dir_all(&scratch.0)?;
     let mut rows = Vec::new();
     for set in &a.sets {
@@ -57,14 +57,14 @@ pub fn run(a: TemplatesBenchArgs) -> Result<()> {
 }
 
 fn score_set(set: &Path, peer: bool, scratch: &Path) -> Result<serde_json::Value> {
-    let (files, _) = crate::logs_read::read_paths(&[set.join("logs")])?;
-    let truth: Vec<(Key, String)> = crate::bench_logs::read_truth::<TruthLine>(set)?
+    let (files, _) = causeway_cli::logs_read::read_paths(&[set.join("logs")])?;
+    let truth: Vec<(Key, String)> = crate::logs::read_truth::<TruthLine>(set)?
         .into_iter()
         .filter_map(|t| Some(((t.file, t.line), t.point?)))
         .collect();
     if truth.is_empty() {
         bail!(
-            "{} gives no line its log point (`point`): runs of `causeway bench logs-demo` \
+            "{} gives no line its log point (`point`): runs of `causeway-bench logs-demo` \
              from before the demo wrote them have none",
             set.join("truth.jsonl").display()
         );
@@ -114,7 +114,7 @@ fn score_set(set: &Path, peer: bool, scratch: &Path) -> Result<serde_json::Value
 
 /// Each line's key and message (its header taken off as `causeway logs` does), in file
 /// order.
-fn messages(files: &[crate::logs_read::LogFile]) -> (Vec<Key>, Vec<String>) {
+fn messages(files: &[causeway_cli::logs_read::LogFile]) -> (Vec<Key>, Vec<String>) {
     let (mut keys, mut messages) = (Vec::new(), Vec::new());
     for (name, bytes) in files {
         for (n, line) in bytes.split(|b| *b == b'\n').enumerate() {

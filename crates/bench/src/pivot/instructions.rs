@@ -1,4 +1,4 @@
-//! `causeway bench pivot --instructions`: what each configuration costs a read in
+//! `causeway-bench pivot --instructions`: what each configuration costs a read in
 //! instructions, every process of the system counted by valgrind's callgrind. Time on a
 //! shared VM moves with the host's load; instruction counts do not, so this resolves
 //! differences far below what latency runs can.
@@ -22,8 +22,8 @@ use causeway_demo::replicas::Layout;
 use serde_json::json;
 
 use super::{queries_of, Config, PivotArgs, PAD_VALUES};
-use crate::client::Client;
-use crate::replicas::{wait_acknowledged, Options, System};
+use causeway_cli::client::Client;
+use causeway_cli::replicas::{wait_acknowledged, Options, System};
 
 /// The agents' report interval in this mode: longer than any run.
 pub(super) const REPORT_INTERVAL: Duration = Duration::from_secs(600);
@@ -50,7 +50,7 @@ pub(super) fn measure(
     let dir = keep.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("causeway-instructions-{}", std::process::id()))
     });
-    let progress = crate::bench::bar((configs.len() * 2) as u64, "runs under callgrind");
+    let progress = causeway_cli::progress::bar((configs.len() * 2) as u64, "runs under callgrind");
     let mut per_read: Vec<(Config, BTreeMap<&'static str, f64>)> = Vec::new();
     let result = (|| -> Result<()> {
         for &config in configs {
@@ -97,6 +97,7 @@ fn count_once(
         report_latency: false,
         pad_values: PAD_VALUES,
         pause_ms: 0,
+        program: crate::harness::causeway_exe()?,
         carried_baggage: (config == Config::Bag60).then(super::carried_bag),
         wrap: vec![
             "valgrind".into(),

@@ -1,4 +1,4 @@
-//! `causeway bench capture`: what the socket-capture library adds, on `causeway
+//! `causeway-bench capture`: what the socket-capture library adds, on `causeway
 //! echo-node` run with and without it in the same round (interleaved, so both see the
 //! same machine). Per intercepted call: the inline echo's median round (four socket calls,
 //! no wake-ups) and a write to /dev/null (one call, not a socket). Throughput: the
@@ -68,7 +68,7 @@ fn echo(
     size: usize,
     preload: Option<(&Path, &Path)>,
 ) -> Result<EchoSummary> {
-    let exe = std::env::current_exe().context("finding the causeway binary")?;
+    let exe = std::env::current_exe().context("finding the causeway-bench binary")?;
     let mut cmd = Command::new(exe);
     cmd.arg("echo-node").args(args).args([
         "--rounds",
@@ -91,7 +91,7 @@ pub fn run(a: CaptureBenchArgs) -> Result<()> {
     if a.runs < 2 {
         bail!("--runs {}: at least 2, for a confidence interval", a.runs);
     }
-    let library = crate::capture::library_file()?;
+    let library = causeway_cli::capture::library_file()?;
     let dir = std::env::temp_dir().join(format!("causeway-bench-capture-{}", std::process::id()));
     let progress = indicatif::ProgressBar::new((a.runs * CASES.len() * 2) as u64);
     // Per case: (plain, captured) summaries, one pair per round.

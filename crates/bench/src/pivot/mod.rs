@@ -1,4 +1,4 @@
-//! `causeway bench pivot`: Pivot Tracing end to end on `causeway demo replicas`.
+//! `causeway-bench pivot`: Pivot Tracing end to end on `causeway demo replicas`.
 //!
 //! - Overhead: the system runs its workload once per configuration and round, the
 //!   configurations interleaved (their order rotates each round), fresh processes each
@@ -29,10 +29,10 @@ use causeway_server::ServerConfig;
 use clap::Args;
 use serde_json::json;
 
-use crate::client::Client;
-use crate::demo::{data_dir, loopback};
-use crate::replicas::{install, wait_acknowledged, Options, System};
 use crate::stats::{mean_ci, median};
+use causeway_cli::client::Client;
+use causeway_cli::demo::{data_dir, loopback};
+use causeway_cli::replicas::{install, wait_acknowledged, Options, System};
 
 mod instructions;
 
@@ -205,7 +205,7 @@ pub fn run(a: PivotArgs) -> Result<()> {
         },
         ..ServerConfig::default()
     };
-    let result = crate::runtime()?.block_on(async move {
+    let result = causeway_cli::runtime()?.block_on(async move {
         let server = causeway_server::start(config).await?;
         let http = format!("http://{}", loopback(server.http_addr));
         let ingest = server.ingest_addr;
@@ -231,7 +231,7 @@ fn measure(a: &PivotArgs, layout: &Layout, http: &str, ingest: SocketAddr) -> Re
         return instructions::measure(a, &configs, layout, http, ingest);
     }
     let installs_run = if a.installs > 0 { a.installs + 1 } else { 0 };
-    let progress = crate::bench::bar(
+    let progress = causeway_cli::progress::bar(
         (a.rounds * configs.len() + installs_run) as u64,
         "runs and installs",
     );
@@ -268,6 +268,7 @@ fn run_once(
         report_latency: true,
         pad_values: PAD_VALUES,
         pause_ms,
+        program: crate::harness::causeway_exe()?,
         wrap: Vec::new(),
         carried_baggage: (config == Config::Bag60).then(carried_bag),
     };
@@ -377,6 +378,7 @@ fn install_to_first_result(
         report_latency: false,
         pad_values: 0,
         pause_ms: 0,
+        program: crate::harness::causeway_exe()?,
         wrap: Vec::new(),
         carried_baggage: None,
     };

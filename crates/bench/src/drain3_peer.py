@@ -1,4 +1,4 @@
-# The peer of `causeway bench templates`: Drain3 (github.com/logpai/Drain3, the Drain
+# The peer of `causeway-bench templates`: Drain3 (github.com/logpai/Drain3, the Drain
 # implementation its authors' group maintains), mining the same messages.
 #
 # Usage: python3 drain3_peer.py MESSAGES MODE

@@ -1,4 +1,4 @@
-//! `causeway bench logs`: request flows stitched from logs, scored against ground truth,
+//! `causeway-bench logs`: request flows stitched from logs, scored against ground truth,
 //! and how fast (issue 19).
 
 use std::path::{Path, PathBuf};
@@ -44,14 +44,14 @@ pub fn run(a: LogsBenchArgs) -> Result<()> {
     };
     let rows = sets
         .iter()
-        .map(|s| score_set(s, &crate::logs::stitch_options(a.quiet_ms)))
+        .map(|s| score_set(s, &causeway_cli::logs::stitch_options(a.quiet_ms)))
         .collect::<Result<Vec<_>>>()?;
     print_rows(&rows, a.json)
 }
 
 /// Stitches the logs of `set` (`logs/`, `truth.jsonl`) and scores them against the truth.
 pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_json::Value> {
-    let (files, _) = crate::logs_read::read_paths(&[set.join("logs")])?;
+    let (files, _) = causeway_cli::logs_read::read_paths(&[set.join("logs")])?;
     let bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
     let truth: Vec<((String, u32), String)> = read_truth::<TruthLine>(set)?
         .into_iter()
@@ -126,7 +126,7 @@ pub(crate) fn read_truth<T: serde::de::DeserializeOwned>(set: &Path) -> Result<V
 /// The bytes the stitched requests take in a store (its blocks, after flushing and
 /// compacting), as `causeway logs --collector` would store them.
 fn stored_bytes(corpus: &Corpus, files: &[(String, Vec<u8>)], requests: &[u32]) -> Result<usize> {
-    let dir = crate::bench::TempDir::new(None, "logs-store");
+    let dir = crate::harness::TempDir::new(None, "logs-store");
     let store = causeway_store::Store::open(&dir.0, causeway_store::StoreOptions::default())
         .context("opening a scratch store")?;
     let spans = causeway_logflow::traces::spans(corpus, files, requests, 1);

@@ -1,4 +1,4 @@
-//! `causeway bench hostile`: a well-behaved client's ingest, alone and then beside
+//! `causeway-bench hostile`: a well-behaved client's ingest, alone and then beside
 //! hostile ones, against `causeway serve` run as a child process (so its memory is its
 //! own): slow senders, an ingest flood, idle connections, greedy SQL, large exports and
 //! searches with huge limits, all at once. Reports the well-behaved client's acknowledged
@@ -19,8 +19,8 @@ use causeway_model::codec::otlp;
 use causeway_model::{Span, SpanId, TraceId};
 use clap::Args;
 
-use crate::bench::{now_ns, percentiles, TempDir};
-use crate::serve_limits::Size;
+use crate::harness::{now_ns, percentiles, TempDir};
+use causeway_cli::serve_limits::Size;
 
 #[derive(Args)]
 pub(crate) struct HostileArgs {
@@ -80,7 +80,7 @@ impl Server {
     ) -> Result<Server> {
         let exe = match binary {
             Some(b) => b.to_path_buf(),
-            None => std::env::current_exe().context("finding the causeway executable")?,
+            None => crate::harness::causeway_exe()?,
         };
         let mut child = Command::new(exe)
             .args(["serve", "--grpc", "127.0.0.1:0", "--ingest", "127.0.0.1:0"])
@@ -629,7 +629,7 @@ pub(crate) fn run(a: HostileArgs) -> Result<()> {
         },
         "acknowledged_traces_stored": {"stored": stored, "acknowledged": acked},
     });
-    crate::bench::report(&result, a.json)?;
+    crate::harness::report(&result, a.json)?;
     if peak_rss.is_some_and(|p| p > bound_mib) {
         bail!("the server's peak resident memory passed the bound of {bound_mib} MiB");
     }

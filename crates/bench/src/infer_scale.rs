@@ -1,4 +1,4 @@
-//! `causeway bench infer-scale`: the time and memory of `causeway infer` on capture logs
+//! `causeway-bench infer-scale`: the time and memory of `causeway infer` on capture logs
 //! shaped like WAP5's CoDeeN trace (115 proxies captured for an hour, 4.7M messages).
 //!
 //! Uncaptured clients send requests to a proxy; a proxy answers from its cache, or asks a
@@ -315,7 +315,7 @@ fn children_peak_rss() -> u64 {
 }
 
 pub fn run(a: InferScaleArgs) -> Result<()> {
-    let dir = crate::bench::TempDir::new(a.keep.clone(), "infer-scale");
+    let dir = crate::harness::TempDir::new(a.keep.clone(), "infer-scale");
     std::fs::create_dir_all(&dir.0).with_context(|| format!("creating {}", dir.0.display()))?;
     let existing = causeway_blackbox::logs::log_files(&dir.0)?;
     let made = if existing.is_empty() {
@@ -332,7 +332,7 @@ pub fn run(a: InferScaleArgs) -> Result<()> {
         .filter_map(|f| std::fs::metadata(f).ok())
         .map(|m| m.len())
         .sum();
-    let exe = std::env::current_exe().context("finding the causeway executable")?;
+    let exe = crate::harness::causeway_exe()?;
     let start = Instant::now();
     let out = Command::new(exe)
         .arg("infer")

@@ -1,4 +1,4 @@
-//! `causeway bench infer`: how well linking recovers real traces from messages with
+//! `causeway-bench infer`: how well linking recovers real traces from messages with
 //! ground truth, WAP5's linking and the greedy baseline side by side, and how long each
 //! takes.
 
@@ -65,7 +65,7 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
     let mut rows = Vec::new();
     for set in &sets {
         let mut messages = Vec::new();
-        crate::infer::read_messages(&set.join("messages.jsonl"), &mut messages)?;
+        causeway_cli::infer::read_messages(&set.join("messages.jsonl"), &mut messages)?;
         // The fixtures' parents name the request a message serves, as linking's do;
         // its causes (WAP5's) are found from them.
         let truth = latest_causes(&messages, &read_truth(&set.join("truth.jsonl"))?);
