@@ -115,7 +115,7 @@ fn local_cluster(a: LocalClusterArgs) -> Result<()> {
         https: a.https,
         zstd: a.zstd,
     };
-    let cluster = Cluster::start_with(a.shards, options);
+    let cluster = Cluster::launch(a.shards, options).map_err(anyhow::Error::msg)?;
     if a.https {
         outln!("{}", cluster.https_url(&a.database));
     } else {

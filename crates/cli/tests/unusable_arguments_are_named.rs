@@ -1,5 +1,5 @@
 //! Arguments a command cannot use are refused with what is wrong with them, and exit 1:
-//! a device given as a log, a blank access token.
+//! a device given as a log, a blank access token, a ClickHouse that will not start.
 
 mod common;
 
@@ -8,7 +8,15 @@ use std::process::Command;
 use common::BIN;
 
 fn refused(args: &[&str]) -> String {
-    let out = Command::new(BIN).args(args).output().unwrap();
+    refused_with(args, &[])
+}
+
+fn refused_with(args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = Command::new(BIN)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{args:?}");
     String::from_utf8_lossy(&out.stderr).to_string()
 }
@@ -38,4 +46,23 @@ fn a_blank_token_is_not_a_token() {
         assert!(e.contains("--token is blank"), "{e}");
     }
     let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn a_local_cluster_that_cannot_start_is_an_error_not_a_panic() {
+    for (server, why) in [
+        (
+            "/no/such/clickhouse-server",
+            "starting /no/such/clickhouse-server",
+        ),
+        ("/bin/false", "node 0 exited"),
+    ] {
+        let e = refused_with(
+            &["ch", "local-cluster"],
+            &[("CAUSEWAY_CLICKHOUSE_SERVER", server)],
+        );
+        assert!(e.contains("a local cluster did not start"), "{e}");
+        assert!(e.contains(why), "{e}");
+        assert!(!e.contains("panicked"), "{e}");
+    }
 }

@@ -27,16 +27,25 @@ pub struct Cluster {
     nodes: Vec<Node>,
 }
 
-fn free_port() -> u16 {
+fn free_port() -> Result<u16, String> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .expect("a free loopback port")
+        .map_err(|e| format!("finding a free loopback port: {e}"))
 }
 
-fn binary() -> PathBuf {
+/// Writes `contents` to `path`, the error naming the file.
+fn write(path: &Path, contents: &str) -> Result<(), String> {
+    std::fs::write(path, contents).map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+fn create_dir(path: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(path).map_err(|e| format!("creating {}: {e}", path.display()))
+}
+
+fn binary() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("CAUSEWAY_CLICKHOUSE_SERVER") {
-        return PathBuf::from(p);
+        return Ok(PathBuf::from(p));
     }
     for dir in std::env::var("PATH")
         .unwrap_or_default()
@@ -45,14 +54,15 @@ fn binary() -> PathBuf {
     {
         let p = Path::new(dir).join("clickhouse-server");
         if p.is_file() {
-            return p;
+            return Ok(p);
         }
     }
-    panic!(
+    Err(
         "a local cluster needs ClickHouse: install Debian's clickhouse-server package \
          (`apt-get install clickhouse-server`; .ci/run does), or set \
          CAUSEWAY_CLICKHOUSE_SERVER to a clickhouse-server binary"
-    );
+            .into(),
+    )
 }
 
 /// How a local cluster's servers are set up besides their ports.
@@ -84,32 +94,44 @@ impl Cluster {
         )
     }
 
+    /// [`Cluster::launch`], for tests: panics when the cluster does not start.
+    pub fn start_with(shards: usize, options: ClusterOptions) -> Cluster {
+        Cluster::launch(shards, options).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// Starts the cluster on free ports; again on others when a node cannot start (a
     /// port found free may be taken before the node binds it, by another cluster or an
-    /// outgoing connection).
-    pub fn start_with(shards: usize, options: ClusterOptions) -> Cluster {
+    /// outgoing connection). The error says why it did not start.
+    pub fn launch(shards: usize, options: ClusterOptions) -> Result<Cluster, String> {
+        let binary = binary()?;
         let mut failures = Vec::new();
         for _ in 0..3 {
-            match Cluster::try_start_with(shards, options) {
-                Ok(cluster) => return cluster,
+            match Cluster::try_start_with(&binary, shards, options) {
+                Ok(cluster) => return Ok(cluster),
                 Err(e) => failures.push(e),
             }
         }
-        panic!("a local cluster did not start: {}", failures.join("; "));
+        Err(format!(
+            "a local cluster did not start: {}",
+            failures.join("; ")
+        ))
     }
 
-    fn try_start_with(shards: usize, options: ClusterOptions) -> Result<Cluster, String> {
-        let binary = binary();
+    fn try_start_with(
+        binary: &Path,
+        shards: usize,
+        options: ClusterOptions,
+    ) -> Result<Cluster, String> {
         let dir = std::env::temp_dir().join(format!(
             "causeway-clickhouse-{}-{}",
             std::process::id(),
-            free_port()
+            free_port()?
         ));
         let ports: Vec<(u16, u16, u16)> = (0..shards)
-            .map(|_| (free_port(), free_port(), free_port()))
-            .collect();
-        std::fs::create_dir_all(&dir).expect("create cluster directory");
-        std::fs::write(dir.join("ca.pem"), TLS_CA).expect("write ca.pem");
+            .map(|_| Ok((free_port()?, free_port()?, free_port()?)))
+            .collect::<Result<_, String>>()?;
+        create_dir(&dir)?;
+        write(&dir.join("ca.pem"), TLS_CA)?;
         let remote: String = ports
             .iter()
             .map(|(_, tcp, _)| {
@@ -121,16 +143,15 @@ impl Cluster {
         let mut nodes = Vec::new();
         for (i, &(http, tcp, interserver)) in ports.iter().enumerate() {
             let home = dir.join(format!("node{i}"));
-            std::fs::create_dir_all(&home).expect("create node directory");
+            create_dir(&home)?;
             let h = home.display();
             let config = home.join("config.xml");
-            std::fs::write(home.join("users.xml"), USERS).expect("write users.xml");
-            let https_port = options.https.then(free_port);
+            write(&home.join("users.xml"), USERS)?;
+            let https_port = options.https.then(free_port).transpose()?;
             let https_config = match https_port {
                 Some(port) => {
-                    std::fs::write(home.join("server.pem"), TLS_CERTIFICATE)
-                        .expect("write server.pem");
-                    std::fs::write(home.join("server.key"), TLS_KEY).expect("write server.key");
+                    write(&home.join("server.pem"), TLS_CERTIFICATE)?;
+                    write(&home.join("server.key"), TLS_KEY)?;
                     format!(
                         "<https_port>{port}</https_port><openSSL><server>\
                          <certificateFile>{h}/server.pem</certificateFile>\
@@ -148,9 +169,9 @@ impl Cluster {
             } else {
                 ""
             };
-            std::fs::write(
+            write(
                 &config,
-                format!(
+                &format!(
                     r#"<?xml version="1.0"?>
 <yandex>
   <logger><level>warning</level><log>{h}/server.log</log><errorlog>{h}/error.log</errorlog><size>10M</size><count>1</count></logger>
@@ -174,8 +195,7 @@ impl Cluster {
 </yandex>
 "#
                 ),
-            )
-            .expect("write config.xml");
+            )?;
             nodes.push(Node {
                 child: None,
                 http_port: http,
@@ -183,7 +203,11 @@ impl Cluster {
                 config,
             });
         }
-        let mut cluster = Cluster { dir, binary, nodes };
+        let mut cluster = Cluster {
+            dir,
+            binary: binary.to_path_buf(),
+            nodes,
+        };
         for i in 0..cluster.nodes.len() {
             cluster.try_start_node(i)?;
         }
@@ -249,7 +273,7 @@ impl Cluster {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", self.binary.display()));
+            .map_err(|e| format!("starting {}: {e}", self.binary.display()))?;
         node.child = Some(child);
         let port = node.http_port;
         let deadline = Instant::now() + Duration::from_secs(60);
