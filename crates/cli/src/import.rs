@@ -16,9 +16,10 @@ pub struct ImportArgs {
     /// Files of OTLP JSON, OTLP protobuf, Zipkin v2 JSON, Jaeger JSON or native records.
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// The collector's ingest address.
-    #[arg(long, default_value = "http://127.0.0.1:4318")]
-    ingest: String,
+    /// The collector's ingest address (as for `agent`, `infer` and `logs`; `--ingest`
+    /// is an older name for it).
+    #[arg(long, alias = "ingest", default_value = "http://127.0.0.1:4318")]
+    collector: String,
     /// Access token, if the collector requires one.
     #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -78,7 +79,7 @@ pub(crate) fn send_spans(
 }
 
 pub fn run(a: ImportArgs) -> Result<()> {
-    let client = Client::new(&a.ingest, a.token.clone());
+    let client = Client::new(&a.collector, a.token.clone());
     let total: u64 = a
         .files
         .iter()

@@ -38,7 +38,7 @@ fn loaded(name: &str) -> (Serve, Vec<String>, std::path::PathBuf) {
         z.join("messaging-kafka.json"),
         generated.clone(),
     ];
-    let mut args = vec!["import", "--ingest", &serve.ingest];
+    let mut args = vec!["import", "--collector", &serve.ingest];
     let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     args.extend(names.iter().map(String::as_str));
     let (code, out, err) = run(&args);

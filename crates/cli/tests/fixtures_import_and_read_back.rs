@@ -41,7 +41,7 @@ fn fixtures_round_trip_through_import_trace_search_sql_and_export() {
     let data = temp("fixtures");
     let serve = Serve::start(&data, &[]);
     let files = fixture_files();
-    let mut args = vec!["import", "--json", "--ingest", &serve.ingest];
+    let mut args = vec!["import", "--json", "--collector", &serve.ingest];
     let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     args.extend(names.iter().map(String::as_str));
     let (code, out, err) = run(&args);

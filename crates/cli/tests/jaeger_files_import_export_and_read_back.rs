@@ -86,7 +86,7 @@ fn a_jaeger_download_imports_reads_back_and_exports_as_jaeger_json() {
     let (code, out, err) = run(&[
         "import",
         "--json",
-        "--ingest",
+        "--collector",
         &serve.ingest,
         file.to_str().unwrap(),
     ]);
@@ -136,6 +136,7 @@ fn a_jaeger_download_imports_reads_back_and_exports_as_jaeger_json() {
     let (code, out, err) = run(&[
         "import",
         "--json",
+        // The flag's older name still works.
         "--ingest",
         &serve2.ingest,
         dump.to_str().unwrap(),
