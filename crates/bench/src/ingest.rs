@@ -43,7 +43,7 @@ pub struct IngestArgs {
     clients: usize,
     /// always, never, or an interval such as 100ms.
     #[arg(long, default_value = "always")]
-    fsync: String,
+    fsync: FsyncPolicy,
     /// Store directory (a fresh temporary one when absent).
     #[arg(long)]
     data: Option<PathBuf>,
@@ -77,7 +77,7 @@ pub fn run(a: IngestArgs) -> Result<()> {
     let sent: usize = bodies.iter().map(|(n, _)| n).sum();
     drop(spans);
 
-    let fsync = causeway_cli::fsync_policy(&a.fsync)?;
+    let fsync = a.fsync;
     let embedded = ingest_into(&a, &bodies, dir.0.clone(), fsync, None)?;
     let Some(endpoint) = bench_endpoint(&a.clickhouse, "ingest")? else {
         let mut result = embedded;
@@ -251,7 +251,7 @@ fn ingest_into(
     Ok(serde_json::json!({
         "store": if clickhouse_run { "clickhouse" } else { "embedded" },
         "protocol": match a.protocol { Protocol::Native => "native", Protocol::Otlp => "otlp-http-protobuf" },
-        "fsync": a.fsync,
+        "fsync": a.fsync.to_string(),
         "spans": sent,
         "batch_spans": a.batch,
         "clients": a.clients,

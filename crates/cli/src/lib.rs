@@ -168,7 +168,7 @@ struct ServeArgs {
     /// When spans are synced: `always` (before each acknowledgement), an interval such as
     /// `100ms`, or `never`.
     #[arg(long, default_value = "always")]
-    fsync: String,
+    fsync: FsyncPolicy,
     /// Drop stored spans older than this (e.g. `7d`, `12h`).
     #[arg(long)]
     retention: Option<humantime::Duration>,
@@ -195,19 +195,6 @@ struct ServeArgs {
     spool_max_bytes: u64,
     #[command(flatten)]
     limits: serve_limits::LimitArgs,
-}
-
-/// `--fsync`: `always`, `never` or an interval.
-pub fn fsync_policy(text: &str) -> Result<FsyncPolicy> {
-    Ok(match text {
-        "always" => FsyncPolicy::Always,
-        "never" => FsyncPolicy::Never,
-        other => {
-            FsyncPolicy::Interval(*other.parse::<humantime::Duration>().with_context(|| {
-                format!("--fsync {other:?}: expected always, never or an interval like 100ms")
-            })?)
-        }
-    })
 }
 
 #[derive(Args)]
@@ -453,7 +440,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         token: a.token,
         limits: a.limits.limits()?,
         store: StoreOptions {
-            fsync: fsync_policy(&a.fsync)?,
+            fsync: a.fsync,
             retention_age: a.retention.map(Into::into),
             retention_bytes: a.max_bytes,
             head_max_spans: a.block_spans.max(1),

@@ -36,6 +36,35 @@ pub enum FsyncPolicy {
     Never,
 }
 
+impl std::fmt::Display for FsyncPolicy {
+    /// As [`FromStr`](std::str::FromStr) reads it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FsyncPolicy::Always => f.write_str("always"),
+            FsyncPolicy::Never => f.write_str("never"),
+            FsyncPolicy::Interval(d) => write!(f, "{}", humantime::format_duration(*d)),
+        }
+    }
+}
+
+impl std::str::FromStr for FsyncPolicy {
+    type Err = String;
+
+    /// `always`, `never`, or an interval such as `100ms` (as `causeway serve --fsync`).
+    fn from_str(text: &str) -> Result<FsyncPolicy, String> {
+        match text {
+            "always" => Ok(FsyncPolicy::Always),
+            "never" => Ok(FsyncPolicy::Never),
+            other => other
+                .parse::<humantime::Duration>()
+                .map(|d| FsyncPolicy::Interval(*d))
+                .map_err(|e| {
+                    format!("{other:?}: expected always, never or an interval like 100ms ({e})")
+                }),
+        }
+    }
+}
+
 /// How the store behaves.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
@@ -799,5 +828,31 @@ impl TraceStore for Store {
 
     fn operations(&self, service: &str) -> Result<Vec<String>, StoreError> {
         Ok(read(&self.shared.catalog).operations(service))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::FsyncPolicy;
+
+    #[test]
+    fn fsync_policies_read_as_the_flag_writes_them() {
+        assert_eq!("always".parse(), Ok(FsyncPolicy::Always));
+        assert_eq!("never".parse(), Ok(FsyncPolicy::Never));
+        assert_eq!(
+            "100ms".parse(),
+            Ok(FsyncPolicy::Interval(Duration::from_millis(100)))
+        );
+        for policy in ["always", "never", "100ms", "1s 500ms"] {
+            let parsed: FsyncPolicy = policy.parse().unwrap();
+            assert_eq!(parsed.to_string(), policy);
+        }
+        let e = "sometimes".parse::<FsyncPolicy>().unwrap_err();
+        assert!(
+            e.contains("\"sometimes\"") && e.contains("always, never"),
+            "{e}"
+        );
     }
 }
