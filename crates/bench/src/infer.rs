@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 
+use causeway_blackbox::infer::read_messages;
 use causeway_blackbox::link::{link, patterns_of, LinkOptions, Mode, Pattern};
 use causeway_blackbox::score::{score, Truth};
 use causeway_blackbox::truth::{assignments, latest_causes};
@@ -65,7 +66,9 @@ pub fn run(a: InferBenchArgs) -> Result<()> {
     let mut rows = Vec::new();
     for set in &sets {
         let mut messages = Vec::new();
-        causeway_cli::infer::read_messages(&set.join("messages.jsonl"), &mut messages)?;
+        for skipped in read_messages(&set.join("messages.jsonl"), &mut messages)? {
+            eprintln!("warning: {skipped}");
+        }
         // The fixtures' parents name the request a message serves, as linking's do;
         // its causes (WAP5's) are found from them.
         let truth = latest_causes(&messages, &read_truth(&set.join("truth.jsonl"))?);

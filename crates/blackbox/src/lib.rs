@@ -1,6 +1,7 @@
 //! Black-box inference (WAP5): the socket calls captured from unmodified programs, read
 //! back per process, reconciled into messages, linked into causal paths, and where those
-//! paths spend their time.
+//! paths spend their time. [`infer::infer`] is the front door: inputs and options in,
+//! paths out.
 
 mod connections;
 pub mod delays;
@@ -11,6 +12,7 @@ pub mod delays;
 pub mod elf;
 #[path = "../../sockcap/src/format.rs"]
 pub mod format;
+pub mod infer;
 pub mod link;
 pub mod logs;
 mod numbers;

@@ -1,13 +1,13 @@
 //! `causeway infer`: capture logs (and reconciled messages) to causal paths.
 
-use std::io::{BufRead as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use causeway_blackbox::delays::{delays_by_index, Delays};
-use causeway_blackbox::link::{link, LinkOptions, Linked, Mode};
-use causeway_blackbox::logs::log_files;
-use causeway_blackbox::reconcile::{leave_out_ports, Captured, Message};
+use causeway_blackbox::delays::Delays;
+use causeway_blackbox::infer::{infer, read_node_names, Inputs, Options};
+use causeway_blackbox::link::{LinkOptions, Linked, Mode};
+use causeway_blackbox::reconcile::Captured;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
@@ -136,52 +136,6 @@ impl Phases {
     }
 }
 
-/// Reads reconciled messages; a malformed line is reported with file:line and skipped.
-pub fn read_messages(path: &Path, out: &mut Vec<Message>) -> Result<usize> {
-    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut skipped = 0;
-    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.with_context(|| format!("{}:{}: reading", path.display(), n + 1))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<Message>(&line) {
-            // Names are interned as they are read, as reconciled ones are.
-            Ok(m) => out.push(m),
-            Err(e) => {
-                skipped += 1;
-                eprintln!("warning: {}:{}: skipped: {e}", path.display(), n + 1);
-            }
-        }
-    }
-    Ok(skipped)
-}
-
-/// Reads a node-naming file: `NAME = TEXT` lines; a malformed line is an error naming
-/// file:line.
-fn read_names(path: &Path) -> Result<Vec<(String, String)>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut rules = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or_default().trim();
-        if line.is_empty() {
-            continue;
-        }
-        match line.split_once('=') {
-            Some((name, text)) if !name.trim().is_empty() && !text.trim().is_empty() => {
-                rules.push((name.trim().to_string(), text.trim().to_string()));
-            }
-            _ => bail!(
-                "{}:{}: expected NAME = TEXT (a name, then text of the command line), found {line:?}",
-                path.display(),
-                n + 1
-            ),
-        }
-    }
-    Ok(rules)
-}
-
 /// mimalloc's option `mi_option_purge_delay` (its place in `mi_option_e`, v2 and v3; the
 /// crate names no constant for it).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
@@ -205,67 +159,52 @@ pub fn run(a: InferArgs) -> Result<()> {
         on: a.phases,
         at: std::time::Instant::now(),
     };
-    let mut files = Vec::new();
-    for dir in &a.dirs {
-        files.extend(log_files(dir)?);
-    }
-    let mut captured = Captured::read(&files)?;
-    if let Some(path) = &a.names {
-        captured.name_nodes(&read_names(path)?);
-    }
-    for (path, damage) in &captured.damage {
+    let inputs = Inputs {
+        capture_dirs: a.dirs.clone(),
+        messages_file: a.messages.clone(),
+        node_names: a
+            .names
+            .as_deref()
+            .map(read_node_names)
+            .transpose()?
+            .unwrap_or_default(),
+    };
+    let defaults = Options::default();
+    let options = Options {
+        mode: match a.mode {
+            ModeArg::Faithful => Mode::Faithful,
+            ModeArg::Greedy => Mode::Greedy,
+            ModeArg::Connections => Mode::Connections,
+        },
+        link: LinkOptions {
+            window_ns: i64::try_from(a.window.as_nanos()).unwrap_or(i64::MAX),
+            spontaneous_factor: a.spontaneous,
+            try_both_band: a.try_both_band,
+            budget: a.budget.min(20),
+            fixed_port_peers: a.fixed_port_peers,
+            learn_slots: !a.no_slots,
+            ..defaults.link
+        },
+        ignore_ports: a.ignore_ports.clone(),
+    };
+    let found = infer(&inputs, &options, |step| phases.done(step))?;
+    for (path, damage) in &found.captured.damage {
         eprintln!(
             "warning: {}: read up to the damage {damage}",
             path.display()
         );
     }
-    phases.done("logs read");
-    let mut messages = captured.messages();
-    phases.done("messages reconciled");
-    let mut skipped = 0;
-    if let Some(path) = &a.messages {
-        skipped = read_messages(path, &mut messages)?;
+    for line in &found.skipped_lines {
+        eprintln!("warning: {line}");
     }
-    let ignored = leave_out_ports(&mut messages, &a.ignore_ports);
-    if ignored > 0 {
-        eprintln!("left out {ignored} messages on the ignored ports");
+    if found.ignored > 0 {
+        eprintln!("left out {} messages on the ignored ports", found.ignored);
     }
     if let Some(path) = &a.export_messages {
-        let mut w = std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
-        );
-        for m in &messages {
-            serde_json::to_writer(&mut w, m)?;
-            w.write_all(b"\n")?;
-        }
-        w.flush()?;
+        write_lines(path, &found.messages)?;
     }
-    let options = LinkOptions {
-        window_ns: i64::try_from(a.window.as_nanos()).unwrap_or(i64::MAX),
-        spontaneous_factor: a.spontaneous,
-        try_both_band: a.try_both_band,
-        budget: a.budget.min(20),
-        listening: captured.listening.clone(),
-        fixed_port_peers: a.fixed_port_peers,
-        learn_slots: !a.no_slots,
-        ..LinkOptions::default()
-    };
-    let mode = match a.mode {
-        ModeArg::Faithful => Mode::Faithful,
-        ModeArg::Greedy => Mode::Greedy,
-        ModeArg::Connections => Mode::Connections,
-    };
-    let linked = link(&messages, mode, &options);
-    phases.done("linked");
     if let Some(path) = &a.assignments {
-        let mut w = std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
-        );
-        for i in 0..linked.placements.len() {
-            serde_json::to_writer(&mut w, &linked.assignment(&messages, i))?;
-            w.write_all(b"\n")?;
-        }
-        w.flush()?;
+        write_lines(path, &found.assignments())?;
     }
     let mut sent = None;
     if let Some(url) = &a.collector {
@@ -273,18 +212,38 @@ pub fn run(a: InferArgs) -> Result<()> {
         let salt = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64 | 1);
-        let assignments = linked.assignments(&messages);
-        let spans = causeway_blackbox::traces::spans(&messages, &assignments, salt);
+        let spans = found.spans(salt);
         let client = crate::client::Client::new(url, a.token.clone());
         let (accepted, rejected) =
             crate::import::send_spans(&client, &spans, |e| eprintln!("collector: {e}"))
                 .with_context(|| format!("sending the inferred traces to {url}"))?;
         sent = Some((accepted, rejected));
     }
-    let delays = delays_by_index(&messages, &linked.causes());
+    let delays = found.delays();
     phases.done("delays");
-    report(&a, &captured, messages.len(), skipped, sent, linked, delays)?;
+    report(
+        &a,
+        &found.captured,
+        found.messages.len(),
+        found.skipped_lines.len(),
+        sent,
+        found.linked,
+        delays,
+    )?;
     phases.done("reported");
+    Ok(())
+}
+
+/// Writes `items` to `path` as JSON lines.
+fn write_lines<T: Serialize>(path: &Path, items: &[T]) -> Result<()> {
+    let mut w = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    for item in items {
+        serde_json::to_writer(&mut w, item)?;
+        w.write_all(b"\n")?;
+    }
+    w.flush()?;
     Ok(())
 }
 
