@@ -44,14 +44,14 @@ pub fn run(a: LogsBenchArgs) -> Result<()> {
     };
     let rows = sets
         .iter()
-        .map(|s| score_set(s, &causeway_cli::logs::stitch_options(a.quiet_ms)))
+        .map(|s| score_set(s, &stitch_options(a.quiet_ms)))
         .collect::<Result<Vec<_>>>()?;
     print_rows(&rows, a.json)
 }
 
 /// Stitches the logs of `set` (`logs/`, `truth.jsonl`) and scores them against the truth.
 pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_json::Value> {
-    let (files, _) = causeway_cli::logs_read::read_paths(&[set.join("logs")])?;
+    let files = read_logs(&set.join("logs"))?;
     let bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
     let truth: Vec<((String, u32), String)> = read_truth::<TruthLine>(set)?
         .into_iter()
@@ -106,6 +106,26 @@ pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_jso
         "total_s": took.as_secs_f64(),
         "mb_per_s": bytes as f64 / 1e6 / took.as_secs_f64(),
     }))
+}
+
+/// `causeway logs`' stitching options with `--quiet-ms`.
+pub(crate) fn stitch_options(quiet_ms: u64) -> StitchOptions {
+    StitchOptions {
+        quiet_ns: i64::try_from(quiet_ms.saturating_mul(1_000_000)).unwrap_or(i64::MAX),
+        ..causeway_logflow::Options::default().stitch
+    }
+}
+
+/// The logs in `dir`, read whole as `causeway logs` reads them.
+pub(crate) fn read_logs(dir: &Path) -> Result<Vec<(String, Vec<u8>)>> {
+    let read = causeway_logflow::input::read_paths(
+        &[dir.to_path_buf()],
+        &causeway_cli::progress::Reading::default(),
+    )?;
+    for w in &read.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(read.files)
 }
 
 /// The rows of `set/truth.jsonl`, one per line of the logs; a row that does not parse

@@ -108,8 +108,7 @@ pub fn run(a: LogsDemoArgs) -> Result<()> {
             run_demo(&dir, rate, a.runs.duration)?;
             strip(&dir)?;
         }
-        let mut row =
-            crate::logs::score_set(&dir, &causeway_cli::logs::stitch_options(a.quiet_ms))?;
+        let mut row = crate::logs::score_set(&dir, &crate::logs::stitch_options(a.quiet_ms))?;
         row["set"] = json!(format!("demo {rate}/s"));
         row["rate"] = json!(rate);
         rows.push(row);

@@ -57,7 +57,7 @@ pub fn run(a: TemplatesBenchArgs) -> Result<()> {
 }
 
 fn score_set(set: &Path, peer: bool, scratch: &Path) -> Result<serde_json::Value> {
-    let (files, _) = causeway_cli::logs_read::read_paths(&[set.join("logs")])?;
+    let files = crate::logs::read_logs(&set.join("logs"))?;
     let truth: Vec<(Key, String)> = crate::logs::read_truth::<TruthLine>(set)?
         .into_iter()
         .filter_map(|t| Some(((t.file, t.line), t.point?)))
@@ -114,7 +114,7 @@ fn score_set(set: &Path, peer: bool, scratch: &Path) -> Result<serde_json::Value
 
 /// Each line's key and message (its header taken off as `causeway logs` does), in file
 /// order.
-fn messages(files: &[causeway_cli::logs_read::LogFile]) -> (Vec<Key>, Vec<String>) {
+fn messages(files: &[causeway_logflow::input::LogFile]) -> (Vec<Key>, Vec<String>) {
     let (mut keys, mut messages) = (Vec::new(), Vec::new());
     for (name, bytes) in files {
         for (n, line) in bytes.split(|b| *b == b'\n').enumerate() {

@@ -17,7 +17,6 @@ mod expect;
 mod import;
 pub mod infer;
 pub mod logs;
-pub mod logs_read;
 mod pivot;
 pub mod print;
 pub mod progress;

@@ -19,3 +19,29 @@ pub fn bytes_bar(len: u64, what: &str) -> ProgressBar {
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     )
 }
+
+/// A bar over the logs `causeway logs` reads: files read whole, or bytes of streams.
+#[derive(Default)]
+pub struct Reading(std::sync::OnceLock<ProgressBar>);
+
+impl causeway_logflow::input::Progress for Reading {
+    fn begin(&self, total: u64, bytes: bool) {
+        let _ = self.0.set(if bytes {
+            bytes_bar(total, "read")
+        } else {
+            bar(total, "files read")
+        });
+    }
+
+    fn advance(&self, n: u64) {
+        if let Some(b) = self.0.get() {
+            b.inc(n);
+        }
+    }
+
+    fn end(&self) {
+        if let Some(b) = self.0.get() {
+            b.finish_and_clear();
+        }
+    }
+}

@@ -1,15 +1,64 @@
-//! `causeway logs`' input: the files named, read whole (parallel per file) when they fit
-//! in one window, else as streams cut into windows; gzip read decompressed, binary files
-//! skipped.
+//! Logs read from files: the files named (directories walked), read whole (parallel per
+//! file) when they fit in one window, else as streams cut into windows; gzip read
+//! decompressed, binary files skipped.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
-use causeway_logflow::format::Format;
-use causeway_logflow::window::{Stream, Window, WindowOptions, Windows};
-use indicatif::ProgressBar;
+use crate::format::Format;
+use crate::window::{Stream, Window, WindowOptions, Windows};
+
+/// Why logs could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// A path named is neither a file nor a directory.
+    #[error("{}: not a log file or a directory of them (it is {kind})", path.display())]
+    NotALog {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead.
+        kind: &'static str,
+    },
+    /// A file or directory could not be read.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being read, named as reported.
+        what: String,
+        /// What failed.
+        source: std::io::Error,
+    },
+}
+
+fn io(what: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> InputError {
+    move |source| InputError::Io {
+        what: what.to_string(),
+        source,
+    }
+}
+
+type Result<T> = std::result::Result<T, InputError>;
+
+/// What reading tells as it goes (a progress bar, say): files read whole, or bytes
+/// read off the disk from streams.
+pub trait Progress: Send + Sync {
+    /// Reading begins: `total` files, or bytes when `bytes`.
+    fn begin(&self, total: u64, bytes: bool);
+    /// `n` more files or bytes read.
+    fn advance(&self, n: u64);
+    /// Reading is over.
+    fn end(&self);
+}
+
+/// Progress told to no one.
+pub struct Quiet;
+
+impl Progress for Quiet {
+    fn begin(&self, _: u64, _: bool) {}
+    fn advance(&self, _: u64) {}
+    fn end(&self) {}
+}
 
 /// Bytes looked at to tell a binary file from a log.
 const SNIFF: usize = 8192;
@@ -36,14 +85,16 @@ fn files(paths: &[PathBuf]) -> Result<Vec<(String, PathBuf)>> {
         } else if path.is_file() {
             out.push((path.to_string_lossy().into_owned(), path.clone()));
         } else {
-            match std::fs::metadata(path) {
-                Ok(m) => bail!(
-                    "{}: not a log file or a directory of them (it is {})",
-                    path.display(),
-                    kind_of(&m.file_type())
-                ),
-                Err(e) => bail!("{}: {e}", path.display()),
-            }
+            return Err(match std::fs::metadata(path) {
+                Ok(m) => InputError::NotALog {
+                    path: path.clone(),
+                    kind: kind_of(&m.file_type()),
+                },
+                Err(source) => InputError::Io {
+                    what: path.display().to_string(),
+                    source,
+                },
+            });
         }
     }
     Ok(out)
@@ -66,8 +117,12 @@ fn kind_of(t: &std::fs::FileType) -> &'static str {
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let path = entry?.path();
+    let listing = |source| InputError::Io {
+        what: format!("reading {}", dir.display()),
+        source,
+    };
+    for entry in std::fs::read_dir(dir).map_err(listing)? {
+        let path = entry.map_err(listing)?.path();
         if path.is_dir() {
             walk(&path, out)?;
         } else if path.is_file() {
@@ -80,14 +135,24 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 /// A log file read: the name reported for it, and its bytes.
 pub type LogFile = (String, Vec<u8>);
 
-/// The logs at `paths` read, and the names of binary files skipped (with a warning).
-pub fn read_paths(paths: &[PathBuf]) -> Result<(Vec<LogFile>, Vec<String>)> {
-    read_files(files(paths)?)
+/// Logs read whole, the names of binary files skipped, and what to warn of (`name: why`).
+pub struct LogsRead {
+    /// The logs, in the order named (a directory's files sorted).
+    pub files: Vec<LogFile>,
+    /// Binary files, left out.
+    pub skipped: Vec<String>,
+    /// Damage read up to, files skipped, each `name: why`.
+    pub warnings: Vec<String>,
 }
 
-/// The logs `files` name read whole, and the names of binary files skipped.
-fn read_files(files: Vec<(String, PathBuf)>) -> Result<(Vec<LogFile>, Vec<String>)> {
-    let progress = crate::progress::bar(files.len() as u64, "files read");
+/// The logs at `paths` read whole.
+pub fn read_paths(paths: &[PathBuf], progress: &dyn Progress) -> Result<LogsRead> {
+    read_files(files(paths)?, progress)
+}
+
+/// The logs `files` name read whole.
+fn read_files(files: Vec<(String, PathBuf)>, progress: &dyn Progress) -> Result<LogsRead> {
+    progress.begin(files.len() as u64, false);
     // Files are read (and decompressed) on every core, a file at a time; the results and
     // warnings come out in file order.
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -106,7 +171,7 @@ fn read_files(files: Vec<(String, PathBuf)>) -> Result<(Vec<LogFile>, Vec<String
                             break;
                         };
                         done.push((i, read_one(name, path)));
-                        progress.inc(1);
+                        progress.advance(1);
                     }
                     done
                 })
@@ -118,20 +183,28 @@ fn read_files(files: Vec<(String, PathBuf)>) -> Result<(Vec<LogFile>, Vec<String
             }
         }
     });
-    progress.finish_and_clear();
-    let mut logs = Vec::new();
-    let mut skipped = Vec::new();
-    for ((name, _), r) in files.into_iter().zip(read) {
-        let (bytes, warnings) = r.context("a file was not read")??;
-        for w in warnings {
-            eprintln!("warning: {name}: {w}");
-        }
+    progress.end();
+    let mut out = LogsRead {
+        files: Vec::new(),
+        skipped: Vec::new(),
+        warnings: Vec::new(),
+    };
+    for ((name, path), r) in files.into_iter().zip(read) {
+        // A reader thread that panicked leaves its files unread.
+        let (bytes, warnings) = r.unwrap_or_else(|| {
+            Err(InputError::Io {
+                what: path.display().to_string(),
+                source: std::io::Error::other("not read"),
+            })
+        })?;
+        out.warnings
+            .extend(warnings.into_iter().map(|w| format!("{name}: {w}")));
         match bytes {
-            Some(bytes) => logs.push((name, bytes)),
-            None => skipped.push(name),
+            Some(bytes) => out.files.push((name, bytes)),
+            None => out.skipped.push(name),
         }
     }
-    Ok((logs, skipped))
+    Ok(out)
 }
 
 /// One file's bytes (decompressed), or none for a binary file, and what to warn of.
@@ -139,7 +212,7 @@ type FileRead = (Option<Vec<u8>>, Vec<String>);
 
 fn read_one(name: &str, path: &Path) -> Result<FileRead> {
     let mut warnings = Vec::new();
-    let mut bytes = std::fs::read(path).with_context(|| format!("reading {name}"))?;
+    let mut bytes = std::fs::read(path).map_err(io(format_args!("reading {name}")))?;
     if bytes.starts_with(&GZIP_MAGIC) {
         let mut plain = Vec::new();
         if let Err(e) = flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_end(&mut plain) {
@@ -156,20 +229,32 @@ fn read_one(name: &str, path: &Path) -> Result<FileRead> {
     Ok((Some(bytes), warnings))
 }
 
-/// The logs as windows: one, read whole, when they fit in one; else read as streams.
-pub enum Input {
+/// Logs as windows: one, read whole, when they fit in one; else read as streams.
+pub struct Input {
+    windows: Windowed,
+    progress: Arc<dyn Progress>,
+    /// The files read, in the windows' order.
+    pub names: Vec<String>,
+    /// Binary files, left out.
+    pub skipped: Vec<String>,
+    /// What opening found to warn of, each `name: why`.
+    pub warnings: Vec<String>,
+}
+
+enum Windowed {
     Whole(Option<Window>),
-    Streamed(Windows, ProgressBar),
+    Streamed(Windows),
 }
 
 impl Input {
+    /// The next window of lines, or none at the end.
     pub fn next_window(&mut self) -> Option<Window> {
-        match self {
-            Input::Whole(w) => w.take(),
-            Input::Streamed(windows, bar) => {
+        match &mut self.windows {
+            Windowed::Whole(w) => w.take(),
+            Windowed::Streamed(windows) => {
                 let w = windows.next_window();
                 if w.is_none() {
-                    bar.finish_and_clear();
+                    self.progress.end();
                 }
                 w
             }
@@ -177,68 +262,77 @@ impl Input {
     }
 }
 
-/// The logs at `paths` as windows of `options`, the names of the files read (in the
-/// windows' order) and of the binary files skipped.
+/// The logs at `paths` as windows of `options`.
 pub fn open(
     paths: &[PathBuf],
     options: WindowOptions,
     format: Option<Format>,
-) -> Result<(Input, Vec<String>, Vec<String>)> {
+    progress: Arc<dyn Progress>,
+) -> Result<Input> {
     let files = files(paths)?;
     let mut size = 0u64;
     let mut compressed = false;
     for (name, path) in &files {
         let mut start = [0u8; 2];
-        let mut f = File::open(path).with_context(|| format!("opening {name}"))?;
+        let mut f = File::open(path).map_err(io(format_args!("opening {name}")))?;
         let n = f
             .read(&mut start)
-            .with_context(|| format!("reading {name}"))?;
+            .map_err(io(format_args!("reading {name}")))?;
         compressed |= start[..n] == GZIP_MAGIC;
         size += f.metadata().map_or(0, |m| m.len());
     }
     if !compressed && size <= options.max_bytes as u64 {
-        let (logs, skipped) = read_files(files)?;
-        let names = logs.iter().map(|(name, _)| name.clone()).collect();
+        let read = read_files(files, progress.as_ref())?;
+        let names = read.files.iter().map(|(name, _)| name.clone()).collect();
         let window = Window {
-            first_lines: vec![1; logs.len()],
-            new_from: vec![1; logs.len()],
-            overlap_from: vec![u32::MAX; logs.len()],
-            files: logs,
+            first_lines: vec![1; read.files.len()],
+            new_from: vec![1; read.files.len()],
+            overlap_from: vec![u32::MAX; read.files.len()],
+            files: read.files,
             warnings: Vec::new(),
             counts: None,
         };
-        return Ok((Input::Whole(Some(window)), names, skipped));
+        return Ok(Input {
+            windows: Windowed::Whole(Some(window)),
+            progress,
+            names,
+            skipped: read.skipped,
+            warnings: read.warnings,
+        });
     }
-    let bar = crate::progress::bytes_bar(size, "read");
+    progress.begin(size, true);
     let mut streams = Vec::new();
     let mut skipped = Vec::new();
+    let mut warnings = Vec::new();
     for (name, path) in files {
-        match stream(&name, &path, &bar)? {
+        match stream(&name, &path, &progress, &mut warnings)? {
             Some(reader) => streams.push(Stream { name, reader }),
             None => {
-                eprintln!("warning: {name}: not a log (binary), skipped");
+                warnings.push(format!("{name}: not a log (binary), skipped"));
                 skipped.push(name);
             }
         }
     }
     let names = streams.iter().map(|s| s.name.clone()).collect();
-    Ok((
-        Input::Streamed(Windows::new(streams, format, options), bar),
+    Ok(Input {
+        windows: Windowed::Streamed(Windows::new(streams, format, options)),
+        progress,
         names,
         skipped,
-    ))
+        warnings,
+    })
 }
 
 /// A file read as it goes, counting the bytes read off the disk.
 struct Counted {
     file: File,
-    bar: ProgressBar,
+    progress: Arc<dyn Progress>,
 }
 
 impl Read for Counted {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.file.read(buf)?;
-        self.bar.inc(n as u64);
+        self.progress.advance(n as u64);
         Ok(n)
     }
 }
@@ -255,15 +349,20 @@ impl<R: Read> Read for GzipErrors<R> {
 }
 
 /// File `path` as a stream of its lines (decompressed), or none if it is binary.
-fn stream(name: &str, path: &Path, bar: &ProgressBar) -> Result<Option<Box<dyn BufRead + Send>>> {
-    let file = File::open(path).with_context(|| format!("opening {name}"))?;
+fn stream(
+    name: &str,
+    path: &Path,
+    progress: &Arc<dyn Progress>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Box<dyn BufRead + Send>>> {
+    let file = File::open(path).map_err(io(format_args!("opening {name}")))?;
     let mut raw = BufReader::new(Counted {
         file,
-        bar: bar.clone(),
+        progress: progress.clone(),
     });
     let gzip = raw
         .fill_buf()
-        .with_context(|| format!("reading {name}"))?
+        .map_err(io(format_args!("reading {name}")))?
         .starts_with(&GZIP_MAGIC);
     let mut reader: Box<dyn BufRead + Send> = if gzip {
         Box::new(BufReader::new(GzipErrors(
@@ -282,7 +381,7 @@ fn stream(name: &str, path: &Path, bar: &ProgressBar) -> Result<Option<Box<dyn B
         return Ok(None);
     }
     if let Some(e) = damaged {
-        eprintln!("warning: {name}: {e}: read up to the damage");
+        warnings.push(format!("{name}: {e}: read up to the damage"));
         return Ok(Some(Box::new(std::io::Cursor::new(start))));
     }
     Ok(Some(Box::new(std::io::Cursor::new(start).chain(reader))))

@@ -2,6 +2,13 @@
 //! Java bytecode to find log points, request identifiers and their order; here the same
 //! facts are learned from the logs themselves.
 //!
+//! [`stitch_logs`] is the front door: windows of logs (from [`input::open`]) and
+//! [`Options`] in, requests out, told to a [`Sink`] as they close.
+//!
+//! - `pipeline`: the front door, each window through the steps below.
+//! - `input`: log files read whole or as streams of windows, gzip decompressed, binary
+//!   files skipped.
+//! - `learned`: what a window taught (templates, identifiers, links), as JSON.
 //! - `corpus`: files read into lines, each with its template, log point and parameter
 //!   values.
 //! - `points`: log points: templates told apart by their URLs' query keys, each query
@@ -35,9 +42,12 @@ pub mod flows;
 pub mod format;
 pub mod header;
 pub mod ids;
+pub mod input;
 mod latest_prints;
+pub mod learned;
 pub mod links;
 mod pair_index;
+pub mod pipeline;
 pub mod points;
 pub mod score;
 pub mod sequences;
@@ -46,3 +56,5 @@ pub mod stitch;
 pub mod tokens;
 pub mod traces;
 pub mod window;
+
+pub use pipeline::{stitch_logs, Options, Sink, Stitched};
