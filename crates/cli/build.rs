@@ -11,6 +11,13 @@ fn main() {
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let sockcap = manifest_dir.join("../sockcap");
     println!("cargo:rerun-if-changed={}", sockcap.join("src").display());
+    // The log format the library writes is a crate of its own.
+    let format = manifest_dir.join("../capture-format");
+    println!("cargo:rerun-if-changed={}", format.join("src").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        format.join("Cargo.toml").display()
+    );
     println!(
         "cargo:rerun-if-changed={}",
         sockcap.join("Cargo.toml").display()

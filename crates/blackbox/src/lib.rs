@@ -5,13 +5,9 @@
 
 mod connections;
 pub mod delays;
-// The capture log format and the ELF check are the preload library's own source files
-// (crates/sockcap), compiled here too: the library links nothing but libc, so it cannot
-// share them as a crate dependency.
-#[path = "../../sockcap/src/elf.rs"]
-pub mod elf;
-#[path = "../../sockcap/src/format.rs"]
-pub mod format;
+// The capture log format and the ELF check, shared with the preload library.
+pub use causeway_capture_format as format;
+pub use causeway_capture_format::elf;
 pub mod infer;
 pub mod link;
 pub mod logs;

@@ -9,8 +9,13 @@
 //!
 //! Encoding writes into a caller's fixed buffer and never allocates: the preload library
 //! encodes inside intercepted calls.
+//!
+//! The preload library (`causeway-sockcap`) and the inference crate (`causeway-blackbox`)
+//! both depend on this crate, which depends on nothing: the library links only libc.
 
 use std::fmt;
+
+pub mod elf;
 
 /// The environment variable naming the directory captured processes write logs to.
 pub const DIR_VAR: &str = "CAUSEWAY_CAPTURE_DIR";
