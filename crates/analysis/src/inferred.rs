@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use causeway_model::{Source, Span, SpanId, Trace, TraceId, Value};
+use causeway_model::{attributes, Source, Span, SpanId, Trace, TraceId, Value};
 use serde::Serialize;
 
 /// Powers of two of nanoseconds a node delay histogram spans.
@@ -174,16 +174,18 @@ struct Hop<'a> {
 
 impl<'a> Hop<'a> {
     fn of(span: &'a Span) -> Hop<'a> {
-        let src = match span.attribute("net.peer.name") {
+        let src = match span.attribute(attributes::NET_PEER_NAME) {
             Some(Value::Str(s)) => program(s),
             _ => "?",
         };
-        let untraced = matches!(span.attribute("causeway.untraced"), Some(Value::Bool(true)))
-            || matches!(span.attribute("causeway.untraced"), Some(Value::Str(s)) if s == "true");
+        let untraced = matches!(
+            span.attribute(attributes::UNTRACED),
+            Some(Value::Bool(true))
+        ) || matches!(span.attribute(attributes::UNTRACED), Some(Value::Str(s)) if s == "true");
         Hop {
             span,
             src,
-            send: int(span, "message.send_ns"),
+            send: int(span, attributes::MESSAGE_SEND_NS),
             recv: (!untraced).then_some(span.start as i64),
         }
     }
@@ -223,7 +225,7 @@ impl InferredPaths {
         let cause: Vec<Option<Option<usize>>> = trace
             .spans
             .iter()
-            .map(|s| match s.attribute("causeway.cause") {
+            .map(|s| match s.attribute(attributes::CAUSE) {
                 // A cause named but not found gives no delay (not the parent's: that
                 // would be the whole handling so far).
                 Some(Value::Str(id)) => Some(

@@ -10,13 +10,11 @@
 
 use std::collections::HashMap;
 
+use causeway_model::attributes::LOG_POINT;
 use causeway_model::{Source, Trace, TraceId, Value};
 use serde::Serialize;
 
 use crate::histogram::{bucket_bounds, Histogram, Percentiles};
-
-/// The event attribute naming a line's log point.
-pub const LOG_POINT: &str = "log.point";
 
 /// Examples kept per histogram bucket.
 const EXAMPLES: usize = 3;

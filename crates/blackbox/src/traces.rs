@@ -12,7 +12,7 @@
 use foldhash::HashMap;
 use std::sync::Arc;
 
-use causeway_model::{KeyValue, Source, Span, SpanId, SpanKind, TraceId};
+use causeway_model::{attributes, KeyValue, Source, Span, SpanId, SpanKind, TraceId};
 
 use crate::link::Assignment;
 use crate::reconcile::{Message, MessageId, MessageIndex};
@@ -89,24 +89,25 @@ pub fn spans(messages: &[Message], assignments: &[Assignment], salt: u64) -> Vec
             confidence: a.probability as f32,
         };
         span.attributes
-            .push(KeyValue::new("net.peer.name", &*m.src));
+            .push(KeyValue::new(attributes::NET_PEER_NAME, &*m.src));
         span.attributes
-            .push(KeyValue::new("net.sock.peer.addr", &*m.src_ep));
+            .push(KeyValue::new(attributes::NET_SOCK_PEER_ADDR, &*m.src_ep));
         span.attributes
-            .push(KeyValue::new("net.sock.host.addr", &*m.dst_ep));
+            .push(KeyValue::new(attributes::NET_SOCK_HOST_ADDR, &*m.dst_ep));
         span.attributes
-            .push(KeyValue::new("message.bytes", m.bytes as i64));
+            .push(KeyValue::new(attributes::MESSAGE_BYTES, m.bytes as i64));
         if let Some(sent) = m.send_ns.get() {
-            span.attributes.push(KeyValue::new("message.send_ns", sent));
+            span.attributes
+                .push(KeyValue::new(attributes::MESSAGE_SEND_NS, sent));
         }
         if m.recv_ns.get().is_none() {
             span.attributes
-                .push(KeyValue::new("causeway.untraced", true));
+                .push(KeyValue::new(attributes::UNTRACED, true));
         }
         let cause = a.cause.as_ref().and_then(|c| index.get(c));
         if let Some(cause) = cause.and_then(span_id) {
             span.attributes
-                .push(KeyValue::new("causeway.cause", cause.to_string()));
+                .push(KeyValue::new(attributes::CAUSE, cause.to_string()));
         }
         out.push(span);
     }

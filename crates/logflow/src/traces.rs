@@ -4,8 +4,7 @@
 //! as `log.point`); the request's first segment is the root and the others hang under it.
 //! A request's span ids share their high bits, which lets a store keep them small.
 
-use causeway_analysis::logflows::LOG_POINT;
-use causeway_model::{Event, KeyValue, Source, Span, SpanId, SpanKind, TraceId};
+use causeway_model::{attributes, Event, KeyValue, Source, Span, SpanId, SpanKind, TraceId};
 use foldhash::HashMap;
 
 use crate::corpus::Corpus;
@@ -107,9 +106,11 @@ pub fn request_spans(flows: &Flows, request: &Request, salt: u64) -> Vec<Span> {
             SpanKind::Internal
         };
         span.source = Source::Logs;
-        span.attributes.push(KeyValue::new("log.file", file_name));
+        span.attributes
+            .push(KeyValue::new(attributes::LOG_FILE, file_name));
         if let Some(thread) = thread.and_then(|t| flows.thread(t)) {
-            span.attributes.push(KeyValue::new("thread.name", thread));
+            span.attributes
+                .push(KeyValue::new(attributes::THREAD_NAME, thread));
         }
         span.events = lines
             .iter()
@@ -117,8 +118,8 @@ pub fn request_spans(flows: &Flows, request: &Request, salt: u64) -> Vec<Span> {
                 time: time(l),
                 name: l.text.to_string(),
                 attributes: vec![
-                    KeyValue::new("log.line", i64::from(l.number)),
-                    KeyValue::new(LOG_POINT, flows.point(l.point)),
+                    KeyValue::new(attributes::LOG_LINE, i64::from(l.number)),
+                    KeyValue::new(attributes::LOG_POINT, flows.point(l.point)),
                 ],
             })
             .collect();
@@ -168,7 +169,7 @@ mod tests {
         assert_eq!(root.name, "order <NUM> <*>");
         assert_eq!(
             root.events[0].attributes[1],
-            KeyValue::new(LOG_POINT, "order <NUM> <*>")
+            KeyValue::new(attributes::LOG_POINT, "order <NUM> <*>")
         );
         let events: Vec<&str> = root.events.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(events, ["order 7 received", "order 7 done"]);
@@ -180,7 +181,7 @@ mod tests {
         );
         assert_eq!(
             child.events[0].attributes[1],
-            KeyValue::new(LOG_POINT, "wrote order = <NUM>")
+            KeyValue::new(attributes::LOG_POINT, "wrote order = <NUM>")
         );
         let events: Vec<&str> = spans[2].events.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(

@@ -7,6 +7,7 @@
 //!   and source.
 //! - [`Trace`]: the spans of one trace assembled into a tree, orphans kept as extra roots.
 //! - [`PathView`]: Pip's view of a trace as per-thread event sequences.
+//! - [`attributes`]: the attribute names inferred and log-stitched spans carry.
 //! - [`source`]: line and column in the text of a query or expectation, and the syntax error
 //!   both languages report.
 //! - [`codec`]: the native span-log record, OTLP protobuf and JSON, Zipkin v2 JSON, Jaeger's
@@ -15,6 +16,7 @@
 //! No I/O and no async: this crate is pure data and conversions.
 #![warn(missing_docs)]
 
+pub mod attributes;
 pub mod codec;
 pub mod ids;
 pub mod path;

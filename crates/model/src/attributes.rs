@@ -1,0 +1,31 @@
+//! The attribute names Causeway's sources write and its analyses read, defined once, as
+//! the OpenTelemetry semantic conventions define theirs. OpenTelemetry's own name is used
+//! where one exists.
+
+/// The sender of the message a span received (OpenTelemetry's network convention): a
+/// node name, for inferred spans.
+pub const NET_PEER_NAME: &str = "net.peer.name";
+/// The sender's endpoint (`host:port`, or a socket path).
+pub const NET_SOCK_PEER_ADDR: &str = "net.sock.peer.addr";
+/// The receiver's endpoint.
+pub const NET_SOCK_HOST_ADDR: &str = "net.sock.host.addr";
+/// The thread a span ran on (OpenTelemetry's `thread.name`).
+pub const THREAD_NAME: &str = "thread.name";
+
+/// An inferred span's message size in bytes.
+pub const MESSAGE_BYTES: &str = "message.bytes";
+/// When an inferred span's message was sent, in nanoseconds since the Unix epoch (the
+/// span starts when it was received).
+pub const MESSAGE_SEND_NS: &str = "message.send_ns";
+/// `true` on an inferred span whose receiver was not captured: its start is the send.
+pub const UNTRACED: &str = "causeway.untraced";
+/// The span id of the inferred span whose message caused this one's (WAP5's cause: the
+/// message after which this one was sent), where that differs from the parent.
+pub const CAUSE: &str = "causeway.cause";
+
+/// The log file (node) a stitched span's lines came from.
+pub const LOG_FILE: &str = "log.file";
+/// On a stitched span's event: the line's number in its file.
+pub const LOG_LINE: &str = "log.line";
+/// On a stitched span's event: the line's log point (its template).
+pub const LOG_POINT: &str = "log.point";
