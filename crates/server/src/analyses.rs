@@ -11,16 +11,17 @@ use causeway_analysis::compare::{compare, Comparison, Profile};
 use causeway_analysis::critical::{critical_path, self_times, Section};
 use causeway_analysis::deps::{Dependencies, Graph, PEER_KEYS};
 use causeway_analysis::inferred::{InferredPaths, InferredSummary};
+use causeway_analysis::main_root;
 use causeway_analysis::patterns::{PatternDetail, PatternId, PatternSummary, Patterns, SortBy};
 use causeway_analysis::skew::{self, Adjusted, ClockOffset};
 use causeway_analysis::stats::{trace_stats, TraceStats};
-use causeway_analysis::{main_root, Sharded};
 use causeway_model::{SpanId, Trace, TraceId};
-use causeway_store::{Fields, ScanStats, SearchQuery, TimeWindow, TraceStore};
+use causeway_store::{ScanStats, SearchQuery, TimeWindow};
 use serde::Serialize;
 
-use crate::api::{bad, limit_param, pairs, param, parse_trace_id, search_query, window_param};
-use crate::work::{blocking, Deadline};
+use crate::params::{bad, limit_param, pairs, param, parse_trace_id, search_query, window_param};
+use crate::scans::{scan_into, scan_whole_spans, Window};
+use crate::work::blocking;
 use crate::{ApiError, AppState};
 
 pub(crate) fn routes() -> Router<Arc<AppState>> {
@@ -120,81 +121,6 @@ async fn stats(
     })
     .await?;
     Ok(Json(body))
-}
-
-/// Feeds every trace of the window to a per-thread accumulator and merges them. Only the
-/// spans' structure is read, and the attributes named in `attributes`: analyses over many
-/// traces need no more, and it reads several times faster.
-fn scan_into<A: Send>(
-    store: &dyn TraceStore,
-    deadline: &Deadline,
-    window: TimeWindow,
-    attributes: &[String],
-    make: impl Fn() -> A,
-    add: impl Fn(&mut A, &Trace) + Sync,
-    merge: impl Fn(&mut A, A),
-) -> Result<(A, ScanStats), ApiError> {
-    let fields = Fields::Structure {
-        attributes: attributes.to_vec(),
-    };
-    scan_fields_into(store, deadline, window, &fields, make, add, merge)
-}
-
-/// [`scan_into`] reading the given fields; the scan stops at the deadline.
-pub(crate) fn scan_fields_into<A: Send>(
-    store: &dyn TraceStore,
-    deadline: &Deadline,
-    window: TimeWindow,
-    fields: &Fields,
-    make: impl Fn() -> A,
-    add: impl Fn(&mut A, &Trace) + Sync,
-    merge: impl Fn(&mut A, A),
-) -> Result<(A, ScanStats), ApiError> {
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let acc = Sharded::new(threads, make);
-    let scanned = store.scan_fields(window, fields, &|t| {
-        acc.with(|a| add(a, &t));
-        deadline.check()
-    })?;
-    Ok((acc.finish(merge), scanned))
-}
-
-/// A window's traces, whole spans (attributes, events, sources), folded into an
-/// accumulator on the scan pool.
-pub(crate) async fn scan_whole_spans<A: Send + 'static>(
-    state: &AppState,
-    window: TimeWindow,
-    make: fn() -> A,
-    add: fn(&mut A, &Trace),
-    merge: fn(&mut A, A),
-) -> Result<(A, ScanStats), ApiError> {
-    let store = state.store.clone();
-    state
-        .scans
-        .run(move |deadline| {
-            scan_fields_into(&*store, deadline, window, &Fields::All, make, add, merge)
-        })
-        .await
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Window {
-    start: u64,
-    end: u64,
-    traces_scanned: u64,
-    spans_scanned: u64,
-}
-
-impl Window {
-    pub(crate) fn of(w: TimeWindow, s: ScanStats) -> Window {
-        Window {
-            start: w.start,
-            end: w.end,
-            traces_scanned: s.traces,
-            spans_scanned: s.spans,
-        }
-    }
 }
 
 #[derive(Serialize)]

@@ -15,8 +15,8 @@ use causeway_model::TraceId;
 use causeway_store::Fields;
 use serde::{Deserialize, Serialize};
 
-use crate::analyses::{scan_fields_into, Window};
-use crate::api::window_param;
+use crate::params::window_param;
+use crate::scans::{scan_fields_into, Window};
 use crate::work::{blocking, store_blocking, Deadline};
 use crate::{ApiError, AppState};
 

@@ -20,7 +20,7 @@ use futures_util::StreamExt as _;
 use prost::Message;
 use tokio::sync::mpsc;
 
-use crate::api::{pairs, param, window_param};
+use crate::params::{pairs, param, window_param};
 use crate::{ApiError, AppState};
 
 /// A chunk is handed on once it holds this much.

@@ -22,9 +22,9 @@ use causeway_model::{Span, SpanKind, Trace, TraceId};
 use causeway_store::{Fields, SearchQuery, TimeWindow};
 use serde::Serialize;
 
-use crate::analyses::scan_fields_into;
-use crate::api::pairs;
 use crate::error::RETRY_AFTER_SECS;
+use crate::params::pairs;
+use crate::scans::scan_fields_into;
 use crate::work::blocking;
 use crate::{ApiError, AppState};
 
@@ -107,7 +107,7 @@ fn unparsable(param: &str, e: impl std::fmt::Display) -> Failure {
 
 /// The first non-empty value of a query parameter.
 fn first<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    crate::api::param(params, name)
+    crate::params::param(params, name)
 }
 
 fn integer(params: &[(String, String)], name: &str) -> Result<Option<u64>, Failure> {

@@ -21,9 +21,13 @@ mod json_errors;
 mod listen;
 mod logflows;
 mod metrics;
+mod params;
 mod pivot;
 mod receive;
+mod scans;
 mod screen;
+mod sql;
+mod traces;
 mod ui;
 mod work;
 

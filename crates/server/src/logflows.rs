@@ -14,9 +14,9 @@ use axum::{Json, Router};
 use causeway_analysis::logflows::{LogFlows, LogFlowsSummary};
 use serde::Serialize;
 
-use crate::analyses::{scan_whole_spans, Window};
-use crate::api::{limit_param, pairs, window_param};
+use crate::params::{limit_param, pairs, window_param};
 use crate::receive::{receive, Received, Rules};
+use crate::scans::{scan_whole_spans, Window};
 use crate::work::blocking;
 use crate::{ApiError, AppState};
 

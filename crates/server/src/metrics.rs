@@ -1,9 +1,17 @@
-//! Counters for `/metrics` (Prometheus text format).
+//! Counters, `/metrics` (Prometheus text format) and `/api/status`.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::Json;
 
 use causeway_store::StoreStats;
+
+use crate::AppState;
 
 /// The ingest protocols, in the order counters are kept.
 pub(crate) const PROTOCOLS: [&str; 5] = ["otlp_grpc", "otlp_http", "zipkin", "native", "jaeger"];
@@ -173,4 +181,17 @@ impl Metrics {
         );
         out
     }
+}
+
+/// `GET /api/status`: the store's counts.
+pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "status": "ok", "store": state.store.stats() }))
+}
+
+/// `GET /metrics`, in Prometheus' text format.
+pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        render(&state),
+    )
 }

@@ -29,7 +29,7 @@ pub(crate) use hub::HubState;
 pub use hub::PivotLimits;
 use hub::{save, HubQuery, Refused};
 
-use crate::api::{limit_param, pairs, param};
+use crate::params::{limit_param, pairs, param};
 use crate::work::blocking;
 use crate::{ApiError, AppState};
 
@@ -523,14 +523,14 @@ async fn tracepoints(
     let params = pairs(query)?;
     let limit = limit_param(&params, CALLSITES_PAGE)?;
     if limit > MAX_CALLSITES_PAGE {
-        return Err(crate::api::bad(
+        return Err(crate::params::bad(
             "limit",
             format!("{limit} is over the page's most, {MAX_CALLSITES_PAGE}"),
         ));
     }
     let offset: usize = param(&params, "offset")
         .map_or(Ok(0), str::parse)
-        .map_err(|_| crate::api::bad("offset", "is not a count".into()))?;
+        .map_err(|_| crate::params::bad("offset", "is not a count".into()))?;
     blocking(move || Ok(Json(catalog_page(&app.pivot.lock(), offset, limit)))).await
 }
 

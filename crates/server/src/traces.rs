@@ -1,0 +1,148 @@
+//! Traces: one by id (with clock skew corrected on request), search (indexed, or a
+//! bulk scan in an order), services and their operations.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::Json;
+use causeway_model::{Span, Trace, TraceId};
+use causeway_store::{search_sorted, SearchOrder};
+use serde::{Deserialize, Serialize};
+
+use crate::params::{bad, pairs, param, parse_trace_id, search_query, window_param};
+use crate::work::{blocking, store_blocking};
+use crate::{ApiError, AppState};
+
+/// A trace as the API returns it: spans by start time, with the tree's roots and the
+/// spans whose parent is missing.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TraceBody {
+    /// The trace id.
+    pub trace_id: TraceId,
+    /// Every span.
+    pub spans: Vec<Span>,
+    /// Span ids of the roots.
+    pub roots: Vec<String>,
+    /// Span ids of roots that name a parent that is not stored.
+    pub orphans: Vec<String>,
+    /// With `?adjust=skew`: the offset added to each host's times (raw time = shown time
+    /// less its host's offset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offsets: Option<Vec<causeway_analysis::skew::ClockOffset>>,
+}
+
+impl TraceBody {
+    fn of(t: Trace) -> TraceBody {
+        let ids = |idx: &[usize]| {
+            idx.iter()
+                .map(|&i| t.spans[i].span_id.to_string())
+                .collect()
+        };
+        TraceBody {
+            trace_id: t.trace_id,
+            roots: ids(&t.roots),
+            orphans: ids(&t.orphans),
+            spans: t.spans.clone(),
+            clock_offsets: None,
+        }
+    }
+}
+
+pub(crate) async fn trace(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<TraceBody>, ApiError> {
+    let id = parse_trace_id(&id)?;
+    let adjust = match pairs(query)?.iter().find(|(k, _)| k == "adjust") {
+        None => false,
+        Some((_, v)) if v == "skew" => true,
+        Some((_, v)) if v == "none" || v.is_empty() => false,
+        Some((k, v)) => return Err(bad(k, format!("{v:?} is not skew or none"))),
+    };
+    let store = state.store.clone();
+    let body = blocking(move || {
+        let Some(t) = store.trace(id)? else {
+            return Err(ApiError::NotFound(format!("trace {id} not found")));
+        };
+        if !adjust {
+            return Ok(TraceBody::of(t));
+        }
+        let adjusted = causeway_analysis::skew::correct(&t);
+        let mut body = TraceBody::of(adjusted.trace);
+        body.clock_offsets = Some(adjusted.offsets);
+        Ok(body)
+    })
+    .await?;
+    Ok(Json(body))
+}
+
+/// Without `order`, the indexed search: the newest matches, up to the limit. With
+/// `order` (`-duration`, `spans`, ...), every trace of the window (`start`, `end`,
+/// `lookback`) is read through a bulk scan, counted, and the first in that order listed.
+/// Either runs in a scan's place and within the query time limit; `limit` is at most
+/// the server's most.
+pub(crate) async fn search(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let params = pairs(query)?;
+    let mut q = search_query(&params)?;
+    let most = state.config.limits.max_search_limit;
+    if q.limit > most {
+        return Err(bad(
+            "limit",
+            format!(
+                "{} is over the most traces a search answers, {most} (--max-search-limit)",
+                q.limit
+            ),
+        ));
+    }
+    let store = state.store.clone();
+    let Some(order) = param(&params, "order") else {
+        let found = state
+            .scans
+            .run(move |deadline| Ok(store.search_until(&q, &|| deadline.check())?))
+            .await?;
+        return Ok(Json(serde_json::json!({ "traces": found })));
+    };
+    let order: SearchOrder = order.parse().map_err(|e| bad("order", e))?;
+    let window = window_param(&params)?;
+    q.window = Some(window);
+    let found = state
+        .scans
+        .run(move |deadline| Ok(search_sorted(&*store, &q, order, &|| deadline.check())?))
+        .await?;
+    Ok(Json(serde_json::json!({
+        "traces": found.traces,
+        "total": found.total,
+        "order": order.to_string(),
+        "window": crate::scans::Window::of(window, found.scanned),
+    })))
+}
+
+pub(crate) async fn services(
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let store = state.store.clone();
+    let services = store_blocking(move || store.services()).await?;
+    Ok(Json(serde_json::json!({ "services": services })))
+}
+
+pub(crate) async fn operations(
+    State(state): State<Arc<AppState>>,
+    Path(service): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let store = state.store.clone();
+    let (ops, known, service) = store_blocking(move || {
+        let ops = store.operations(&service)?;
+        let known = !ops.is_empty() || store.services()?.contains(&service);
+        Ok((ops, known, service))
+    })
+    .await?;
+    if !known {
+        return Err(ApiError::NotFound(format!("service {service:?} not found")));
+    }
+    Ok(Json(serde_json::json!({ "operations": ops })))
+}
