@@ -11,8 +11,8 @@ use causeway_server::agent::{keeps, Agent, AgentConfig};
 use common::TestServer;
 
 fn write_span_logs(dir: &std::path::Path, requests: usize) {
-    let config = causeway::Config::new("checkout-svc").with_span_log_dir(dir);
-    let (dispatch, guard) = causeway::dispatch_with_sinks(config, Vec::new()).unwrap();
+    let config = causeway::testing::config("checkout-svc").with_span_log_dir(dir);
+    let (dispatch, guard) = causeway::dispatch(config).unwrap();
     tracing::dispatcher::with_default(&dispatch, || {
         for i in 0..requests {
             let root = tracing::info_span!("handle request", request = i);

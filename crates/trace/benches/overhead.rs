@@ -265,7 +265,7 @@ fn causeway(mode: Mode, sampler: Sampler) -> Flush {
         .with_mode(mode)
         .with_sampler(sampler)
         .with_queue_spans(1 << 20);
-    let (dispatch, guard) = match causeway::dispatch_with_sinks(config, vec![Box::new(Discard)]) {
+    let (dispatch, guard) = match causeway::dispatch(config.with_sink(Discard)) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("cannot start causeway: {e}");
@@ -326,10 +326,10 @@ fn causeway_pivot(stack: PivotStack, on_the_callsite: bool) -> Flush {
         .with_mode(mode)
         .with_targets("app=info".parse().unwrap_or_default())
         .with_queue_spans(1 << 20);
-    let sinks: Vec<Box<dyn SpanSink>> = vec![Box::new(Discard)];
+    let config = config.with_sink(Discard);
     let started = match stack {
-        PivotStack::Layer => causeway::dispatch_with_sinks(config, sinks),
-        _ => causeway::subscriber_with_sinks(config, sinks).map(|(subscriber, guard)| {
+        PivotStack::Layer => causeway::dispatch(config),
+        _ => causeway::subscriber(config).map(|(subscriber, guard)| {
             let dispatch = if stack == PivotStack::WithFmt {
                 Dispatch::new(subscriber.with_inner(fmt_at_info()))
             } else {

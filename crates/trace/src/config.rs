@@ -57,19 +57,13 @@ impl Mode {
             _ => Err("expected exclusive or layer".into()),
         }
     }
-
-    /// `CAUSEWAY_MODE` if it holds a valid mode, else the default: a deployed program or a
-    /// test suite switches modes without a rebuild.
-    fn from_env_or_default() -> Mode {
-        std::env::var("CAUSEWAY_MODE")
-            .ok()
-            .and_then(|v| Mode::parse(&v).ok())
-            .unwrap_or_default()
-    }
 }
 
-/// How the library records and where it sends spans.
+/// How the library records and where it sends spans. Made by [`Config::new`] (defaults)
+/// or [`Config::from_env`] (the environment), then changed field by field or with the
+/// `with_` methods; new fields will not break code written so.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Config {
     /// Which subscriber records spans ([`crate::init`], [`crate::testing::Recorder`]).
     pub mode: Mode,
@@ -114,23 +108,29 @@ pub struct Config {
     pub pivot_interval: Duration,
     /// The bearer token the hub requires, if any.
     pub hub_token: Option<String>,
+    /// Sinks of the application's own, beside those above ([`Config::with_sink`]).
+    pub(crate) sinks: Vec<crate::pipeline::SharedSink>,
 }
 
+/// The kernel's host name (`gethostname`), else `localhost`.
 fn default_host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_owned())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".to_owned())
+    let mut name = [0u8; 256];
+    // SAFETY: `gethostname` writes at most `name.len()` bytes into the buffer it is given,
+    // which lives for the call.
+    let ok = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0;
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    match std::str::from_utf8(&name[..end]) {
+        Ok(host) if ok && !host.is_empty() => host.to_owned(),
+        _ => "localhost".to_owned(),
+    }
 }
 
 impl Config {
     /// Defaults for a service: always sample, no sinks, 128 annotations per span, the
-    /// exclusive subscriber (unless `CAUSEWAY_MODE` says `layer`).
+    /// exclusive subscriber. Reads no environment variable ([`Config::from_env`] does).
     pub fn new(service: impl Into<String>) -> Config {
         Config {
-            mode: Mode::from_env_or_default(),
+            mode: Mode::default(),
             targets: None,
             service: service.into(),
             host: default_host(),
@@ -148,6 +148,7 @@ impl Config {
             pivot_hub: None,
             pivot_interval: Duration::from_secs(1),
             hub_token: None,
+            sinks: Vec::new(),
         }
     }
 
@@ -339,6 +340,13 @@ impl Config {
     /// Bounds the writer queue.
     pub fn with_queue_spans(mut self, n: usize) -> Config {
         self.queue_spans = n.max(1);
+        self
+    }
+
+    /// Also writes finished spans to `sink` (a clone of this configuration shares it).
+    pub fn with_sink(mut self, sink: impl crate::SpanSink + 'static) -> Config {
+        self.sinks
+            .push(crate::pipeline::SharedSink::new(Box::new(sink)));
         self
     }
 }

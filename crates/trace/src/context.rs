@@ -54,12 +54,6 @@ pub(crate) fn with_record<R>(
 pub trait SpanExt {
     /// The span's context (trace id, span id, flags), if Causeway records it.
     fn context(&self) -> Option<SpanContext>;
-    /// Makes a remote context (from headers or a message) this span's parent: the span
-    /// joins that trace and follows its sampling decision. Call it before the span has
-    /// children.
-    fn set_parent(&self, parent: &SpanContext);
-    /// Applies what [`propagation::extract`] found: the parent (if valid) and the baggage.
-    fn set_extracted(&self, extracted: &Extracted);
     /// The span's baggage (inherited by its children).
     fn baggage(&self) -> Option<Arc<Baggage>>;
     /// Sets one baggage entry on this span, for it and the children created after.
@@ -77,23 +71,6 @@ pub trait SpanExt {
 impl SpanExt for tracing::Span {
     fn context(&self) -> Option<SpanContext> {
         with_record(self, |r| r.context())
-    }
-
-    fn set_parent(&self, parent: &SpanContext) {
-        with_record(self, |r| r.set_remote_parent(parent));
-    }
-
-    fn set_extracted(&self, extracted: &Extracted) {
-        // A Pivot Tracing member stays encoded until advice runs on the span.
-        let w3c = (!extracted.baggage.is_empty()).then(|| Arc::new(extracted.baggage.clone()));
-        with_record(self, |r| {
-            if let Some(p) = &extracted.parent {
-                r.set_remote_parent(p);
-            }
-            if w3c.is_some() {
-                r.baggage = w3c;
-            }
-        });
     }
 
     fn baggage(&self) -> Option<Arc<Baggage>> {
@@ -179,4 +156,12 @@ where
     let span = tracing::Span::current();
     let dispatch = tracing::dispatcher::get_default(|d| d.clone());
     move || tracing::dispatcher::with_default(&dispatch, || span.in_scope(f))
+}
+
+/// Makes a remote context (a message's sender) the parent of `span`, created already:
+/// the span joins that trace and follows its sampling decision. For `message::receive`;
+/// where a request arrives, [`crate::with_remote_parent`] sets the parent before the span
+/// exists, which keeps the fields it is created with.
+pub(crate) fn set_remote_parent(span: &tracing::Span, parent: &SpanContext) {
+    with_record(span, |r| r.set_remote_parent(parent));
 }

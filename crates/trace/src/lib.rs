@@ -69,6 +69,11 @@ pub use subscriber::{CausewaySubscriber, TracepointId, Tracepoints};
 
 pub use causeway_model as model;
 
+// The README's examples compile and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
+
 use pipeline::Pipeline;
 use record::{Process, Recording};
 use sampling::SamplerState;
@@ -166,11 +171,8 @@ pub(crate) fn build_dispatch(
     Ok((dispatch, recording))
 }
 
-/// The sinks a configuration asks for, then `extra`.
-fn sinks_for(
-    config: &Config,
-    extra: Vec<Box<dyn SpanSink>>,
-) -> Result<Vec<Box<dyn SpanSink>>, InitError> {
+/// The sinks a configuration asks for: span logs, OTLP, then the application's own.
+fn sinks_for(config: &Config) -> Result<Vec<Box<dyn SpanSink>>, InitError> {
     let mut sinks: Vec<Box<dyn SpanSink>> = Vec::new();
     if let Some(dir) = &config.span_log_dir {
         let w = sinks::segment::SegmentWriter::open(
@@ -191,7 +193,12 @@ fn sinks_for(
             .map_err(InitError::Thread)?;
         sinks.push(Box::new(s));
     }
-    sinks.extend(extra);
+    sinks.extend(
+        config
+            .sinks
+            .iter()
+            .map(|s| Box::new(s.clone()) as Box<dyn SpanSink>),
+    );
     Ok(sinks)
 }
 
@@ -226,16 +233,7 @@ fn guard(recording: &Recording, config: &Config) -> Result<Guard, InitError> {
 /// Builds the Layer and its guard, to compose with other layers yourself
 /// (`config.targets` is not applied: add the filter you want to the Layer).
 pub fn layer(config: Config) -> Result<(CausewayLayer, Guard), InitError> {
-    layer_with_sinks(config, Vec::new())
-}
-
-/// Like [`layer`], with sinks of your own added to those the configuration asks for.
-pub fn layer_with_sinks(
-    config: Config,
-    extra: Vec<Box<dyn SpanSink>>,
-) -> Result<(CausewayLayer, Guard), InitError> {
-    let sinks = sinks_for(&config, extra)?;
-    let recording = start_recording(&config, sinks)?;
+    let recording = start_recording(&config, sinks_for(&config)?)?;
     let guard = guard(&recording, &config)?;
     Ok((CausewayLayer { shared: recording }, guard))
 }
@@ -252,38 +250,25 @@ pub fn layer_with_sinks(
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn subscriber(config: Config) -> Result<(CausewaySubscriber, Guard), InitError> {
-    subscriber_with_sinks(config, Vec::new())
-}
-
-/// Like [`subscriber`], with sinks of your own added to those the configuration asks for.
-pub fn subscriber_with_sinks(
-    config: Config,
-    extra: Vec<Box<dyn SpanSink>>,
-) -> Result<(CausewaySubscriber, Guard), InitError> {
-    let sinks = sinks_for(&config, extra)?;
-    let recording = start_recording(&config, sinks)?;
+    let recording = start_recording(&config, sinks_for(&config)?)?;
     let guard = guard(&recording, &config)?;
     let subscriber = CausewaySubscriber::new(recording, config.targets.clone());
     Ok((subscriber, guard))
 }
 
-/// The dispatcher `config.mode` asks for and its guard, with sinks of your own added to
-/// those the configuration asks for: to install per thread or per test.
-pub fn dispatch_with_sinks(
-    config: Config,
-    extra: Vec<Box<dyn SpanSink>>,
-) -> Result<(tracing::Dispatch, Guard), InitError> {
-    let sinks = sinks_for(&config, extra)?;
-    let (dispatch, recording) = build_dispatch(&config, sinks)?;
+/// The dispatcher `config.mode` asks for and its guard, not installed: to install for a
+/// thread or a scope (`tracing::dispatcher::with_default`), as tests do.
+pub fn dispatch(config: Config) -> Result<(tracing::Dispatch, Guard), InitError> {
+    let (dispatch, recording) = build_dispatch(&config, sinks_for(&config)?)?;
     Ok((dispatch, guard(&recording, &config)?))
 }
 
 /// Installs Causeway as the global subscriber, in the mode `config.mode` names (by
-/// default the exclusive [`CausewaySubscriber`]). To keep a log output, build it with
-/// [`subscriber`] and give it an inner subscriber; to build your own Registry stack,
-/// use [`layer`].
+/// default the exclusive [`CausewaySubscriber`]): the one way to install it. To keep a
+/// log output, build it with [`subscriber`] and give it an inner subscriber; to build
+/// your own Registry stack, use [`layer`].
 pub fn init(config: Config) -> Result<Guard, InitError> {
-    let (dispatch, guard) = dispatch_with_sinks(config, Vec::new())?;
+    let (dispatch, guard) = dispatch(config)?;
     tracing::dispatcher::set_global_default(dispatch)
         .map_err(|e| InitError::AlreadyInstalled(e.to_string()))?;
     Ok(guard)

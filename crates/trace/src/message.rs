@@ -70,7 +70,7 @@ pub fn send(span: &tracing::Span, peer: Option<&str>, size: Option<u64>) -> Opti
 pub fn receive(span: &tracing::Span, token: &MessageToken, peer: Option<&str>, size: Option<u64>) {
     let is_root = with_record(span, |r| r.parent_id.is_none()).unwrap_or(false);
     if is_root {
-        span.set_parent(&token.context);
+        crate::context::set_remote_parent(span, &token.context);
     } else {
         span.add_link(&token.context, Vec::new());
     }

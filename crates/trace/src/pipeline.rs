@@ -27,6 +27,39 @@ pub trait SpanSink: Send {
     }
 }
 
+/// A sink a [`crate::Config`] carries: shared by the configuration's clones, used by the
+/// one writer thread of the pipeline it starts (the lock is never contended).
+#[derive(Clone)]
+pub(crate) struct SharedSink(Arc<Mutex<Box<dyn SpanSink>>>);
+
+impl SharedSink {
+    pub(crate) fn new(sink: Box<dyn SpanSink>) -> SharedSink {
+        SharedSink(Arc::new(Mutex::new(sink)))
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut dyn SpanSink) -> R) -> R {
+        f(&mut **self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl std::fmt::Debug for SharedSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SpanSink")
+    }
+}
+
+impl SpanSink for SharedSink {
+    fn write(&mut self, spans: &[Span]) {
+        self.with(|s| s.write(spans));
+    }
+    fn flush(&mut self) {
+        self.with(|s| s.flush());
+    }
+    fn sync(&mut self, deadline: Instant) {
+        self.with(|s| s.sync(deadline));
+    }
+}
+
 /// A snapshot of [`Stats`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StatsSnapshot {

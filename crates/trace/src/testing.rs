@@ -6,8 +6,24 @@ use std::time::Duration;
 
 use causeway_model::{Span, Trace};
 
-use crate::config::{Config, InitError};
+use crate::config::{Config, InitError, Mode};
 use crate::pipeline::{Pipeline, SpanSink, StatsSnapshot};
+
+/// A test's configuration for `service`: [`Config::new`], in the subscriber mode the
+/// `CAUSEWAY_MODE` variable names (`exclusive` or `layer`), so that one test suite runs
+/// in either mode without a rebuild.
+///
+/// # Panics
+/// If `CAUSEWAY_MODE` holds anything else: a typo would silently test the other mode.
+pub fn config(service: &str) -> Config {
+    let config = Config::new(service);
+    match std::env::var("CAUSEWAY_MODE") {
+        Ok(mode) => config.with_mode(
+            Mode::parse(&mode).unwrap_or_else(|e| panic!("CAUSEWAY_MODE={mode:?}: {e}")),
+        ),
+        Err(_) => config,
+    }
+}
 
 struct MemorySink(Arc<Mutex<Vec<Span>>>);
 
@@ -47,11 +63,12 @@ impl Default for Recorder {
 }
 
 impl Recorder {
-    /// A recorder for service `test` that samples everything.
+    /// A recorder for service `test` that samples everything, in the mode
+    /// `CAUSEWAY_MODE` names ([`config`]).
     pub fn new() -> Recorder {
         // Starting a thread only fails when the OS is out of resources; a test cannot go
         // on then anyway.
-        Recorder::with_config(Config::new("test")).expect("starting the recorder's writer thread")
+        Recorder::with_config(config("test")).expect("starting the recorder's writer thread")
     }
 
     /// A recorder with this configuration (its sinks are replaced by memory), in the

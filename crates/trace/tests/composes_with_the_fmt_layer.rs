@@ -13,9 +13,10 @@ use tracing_subscriber::layer::SubscriberExt;
 fn run(sampler: Sampler) -> (String, Vec<Span>) {
     let out = Buffer::default();
     let spans = Arc::new(Mutex::new(Vec::new()));
-    let (layer, guard) = causeway::layer_with_sinks(
-        Config::new("fmt-too").with_sampler(sampler),
-        vec![Box::new(Collect(spans.clone()))],
+    let (layer, guard) = causeway::layer(
+        Config::new("fmt-too")
+            .with_sampler(sampler)
+            .with_sink(Collect(spans.clone())),
     )
     .unwrap();
     let writer = out.clone();

@@ -5,14 +5,14 @@
 mod common;
 
 use causeway::testing::Recorder;
-use causeway::Config;
 use common::Counted;
 use tracing_subscriber::filter::Targets;
 
 #[test]
 fn spans_and_events_outside_the_targets_are_neither_formatted_nor_recorded() {
     let targets: Targets = "shop=info,shop::noisy=off".parse().unwrap();
-    let recorder = Recorder::with_config(Config::new("filtered").with_targets(targets)).unwrap();
+    let recorder =
+        Recorder::with_config(causeway::testing::config("filtered").with_targets(targets)).unwrap();
     recorder.in_scope(|| {
         let root = tracing::info_span!(target: "shop", "checkout", field = ?Counted);
         let _r = root.enter();

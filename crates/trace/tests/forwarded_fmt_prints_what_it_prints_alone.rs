@@ -66,7 +66,7 @@ fn forwarded(config: Config, level: LevelFilter) -> (String, Vec<Span>) {
     let out = Buffer::default();
     let spans = Arc::new(Mutex::new(Vec::new()));
     let (subscriber, guard) =
-        causeway::subscriber_with_sinks(config, vec![Box::new(Collect(spans.clone()))]).unwrap();
+        causeway::subscriber(config.with_sink(Collect(spans.clone()))).unwrap();
     tracing::subscriber::with_default(subscriber.with_inner(logs(&out, level)), workload);
     drop(guard);
     let spans = spans.lock().unwrap().clone();
@@ -95,7 +95,7 @@ fn the_inner_fmt_layer_prints_exactly_what_it_prints_alone() {
         expected.contains("request{user=\"alice\"}:http{method=\"GET\"}: hyper: parsed headers"),
         "{expected}"
     );
-    let (text, spans) = forwarded(Config::new("forwarding"), LevelFilter::DEBUG);
+    let (text, spans) = forwarded(causeway::testing::config("forwarding"), LevelFilter::DEBUG);
     assert_eq!(text, expected);
     let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
     for name in ["request", "http", "query", "detached", "worker"] {
@@ -123,7 +123,7 @@ fn spans_only_the_logs_want_are_seen_through() {
     let expected = alone(LevelFilter::DEBUG);
     let targets: Targets = "shop=trace".parse().unwrap();
     let (text, spans) = forwarded(
-        Config::new("forwarding").with_targets(targets),
+        causeway::testing::config("forwarding").with_targets(targets),
         LevelFilter::DEBUG,
     );
     assert_eq!(text, expected);
@@ -137,7 +137,7 @@ fn spans_only_the_logs_want_are_seen_through() {
 fn callsites_the_logs_do_not_want_never_reach_them() {
     let expected = alone(LevelFilter::WARN);
     assert!(!expected.contains("priced the basket"), "{expected}");
-    let (text, spans) = forwarded(Config::new("forwarding"), LevelFilter::WARN);
+    let (text, spans) = forwarded(causeway::testing::config("forwarding"), LevelFilter::WARN);
     assert_eq!(text, expected);
     let request = by_name(&spans, "request");
     assert!(request.events.iter().any(|e| e.name == "priced the basket"));

@@ -7,7 +7,6 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use causeway::sinks::segment;
-use causeway::Config;
 
 #[test]
 fn dropping_the_guard_inside_a_current_thread_runtime_flushes_and_returns() {
@@ -22,10 +21,10 @@ fn dropping_the_guard_inside_a_current_thread_runtime_flushes_and_returns() {
             .unwrap();
         rt.block_on(async move {
             // An exporter to a port nobody listens on, next to the span log.
-            let config = Config::new("current-thread")
+            let config = causeway::testing::config("current-thread")
                 .with_span_log_dir(&run_dir)
                 .with_otlp_endpoint("http://127.0.0.1:9");
-            let (dispatch, guard) = causeway::dispatch_with_sinks(config, Vec::new()).unwrap();
+            let (dispatch, guard) = causeway::dispatch(config).unwrap();
             let _default = tracing::dispatcher::set_default(&dispatch);
             for i in 0..100 {
                 let span = tracing::info_span!("request", i);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::routing::post;
 use axum::Router;
-use causeway::{Config, SpanExt};
+use causeway::SpanExt;
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -47,8 +47,9 @@ fn exported_spans_decode_with_opentelemetry_proto() {
         addr
     });
 
-    let config = Config::new("exporter-test").with_otlp_endpoint(format!("http://{addr}"));
-    let (dispatch, guard) = causeway::dispatch_with_sinks(config, Vec::new()).unwrap();
+    let config =
+        causeway::testing::config("exporter-test").with_otlp_endpoint(format!("http://{addr}"));
+    let (dispatch, guard) = causeway::dispatch(config).unwrap();
     let (trace_id, span_id) = tracing::dispatcher::with_default(&dispatch, || {
         let root = tracing::info_span!("GET /items", otel.kind = "server", http.route = "/items");
         let ctx = root.context().unwrap();
@@ -104,7 +105,7 @@ fn context_from_the_opentelemetry_propagator_is_extracted() {
     TraceContextPropagator::new().inject_context(&cx, &mut carrier);
 
     let extracted = causeway::extract(&carrier);
-    let parent = extracted.parent.expect("a valid parent");
+    let parent = extracted.parent.clone().expect("a valid parent");
     assert_eq!(
         parent.trace_id.to_string(),
         "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -117,8 +118,7 @@ fn context_from_the_opentelemetry_propagator_is_extracted() {
     let rec = causeway::testing::Recorder::new();
     let mut out: HashMap<String, String> = HashMap::new();
     let child = rec.in_scope(|| {
-        let span = tracing::info_span!("handler");
-        span.set_parent(&parent);
+        let span = causeway::with_remote_parent(&extracted, || tracing::info_span!("handler"));
         let _g = span.enter();
         causeway::inject(&mut out);
         span.context().unwrap()
@@ -146,9 +146,10 @@ fn a_silent_collector_does_not_hold_up_the_guard() {
     });
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let mut config = Config::new("blackhole").with_otlp_endpoint(format!("http://{addr}"));
+        let mut config =
+            causeway::testing::config("blackhole").with_otlp_endpoint(format!("http://{addr}"));
         config.shutdown_timeout = Duration::from_millis(500);
-        let (dispatch, guard) = causeway::dispatch_with_sinks(config, Vec::new()).unwrap();
+        let (dispatch, guard) = causeway::dispatch(config).unwrap();
         tracing::dispatcher::with_default(&dispatch, || {
             let _s = tracing::info_span!("lost").entered();
         });

@@ -8,7 +8,6 @@ mod common;
 use std::time::Duration;
 
 use causeway::testing::Recorder;
-use causeway::Config;
 use tonic_health::pb::HealthCheckRequest;
 use tracing::Instrument;
 
@@ -27,7 +26,8 @@ const QUERY: &str = "From d In Done Join s In Served On s -> d Join c In Call On
 
 #[test]
 fn a_bag_goes_out_in_grpc_metadata_and_the_servers_tuples_come_back() {
-    let rec = Recorder::with_config(Config::new("grpc").with_process_name("p")).unwrap();
+    let rec =
+        Recorder::with_config(causeway::testing::config("grpc").with_process_name("p")).unwrap();
     let pivot = rec.pivot();
     common::install(&pivot, 1, TRACEPOINTS, QUERY);
     let runtime = tokio::runtime::Builder::new_current_thread()

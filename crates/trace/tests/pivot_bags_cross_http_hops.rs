@@ -19,7 +19,7 @@ use axum::Router;
 use causeway::middleware::reqwest::TracedRequest;
 use causeway::middleware::tower::TraceLayer;
 use causeway::testing::Recorder;
-use causeway::{Baggage, Config};
+use causeway::Baggage;
 use causeway_pivot::bag::{BagKey, Baggage as Bags};
 use causeway_pivot::value::Value;
 use causeway_pivot::wire::{decode_text, BAGGAGE_MEMBER};
@@ -138,7 +138,8 @@ fn strings(rows: &[&[&str]]) -> Vec<Vec<String>> {
 
 #[test]
 fn bags_go_out_whole_and_come_back_as_what_the_server_added() {
-    let rec = Recorder::with_config(Config::new("test").with_process_name("p")).unwrap();
+    let rec =
+        Recorder::with_config(causeway::testing::config("test").with_process_name("p")).unwrap();
     let pivot = rec.pivot();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -5,7 +5,6 @@
 
 mod common;
 
-use causeway::Config;
 use causeway_pivot::value::Value;
 use common::Counted;
 use tracing_subscriber::filter::Targets;
@@ -22,10 +21,10 @@ fn request() {
 
 #[test]
 fn a_query_enables_a_callsite_below_the_targets_and_uninstalling_frees_it() {
-    let config = Config::new("below")
+    let config = causeway::testing::config("below")
         .with_process_name("below-1")
         .with_targets("shop=info".parse::<Targets>().unwrap());
-    let (subscriber, guard) = causeway::subscriber_with_sinks(config, Vec::new()).unwrap();
+    let (subscriber, guard) = causeway::subscriber(config).unwrap();
     let pivot = guard.pivot();
     let prepared = causeway_pivot::install::prepare(QUERY, &Default::default()).unwrap();
     tracing::subscriber::with_default(subscriber, || {

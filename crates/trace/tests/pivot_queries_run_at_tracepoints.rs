@@ -5,7 +5,7 @@
 mod common;
 
 use causeway::testing::Recorder;
-use causeway::{Config, Mode, Sampler};
+use causeway::{Mode, Sampler};
 use common::rows_of;
 
 const TRACEPOINTS: &str = r#"
@@ -39,7 +39,7 @@ fn one_request(file: &str, replicas: &str) {
 }
 
 fn run(mode: Mode, sampler: Sampler) {
-    let config = Config::new("test")
+    let config = causeway::testing::config("test")
         .with_mode(mode)
         .with_sampler(sampler.clone())
         .with_process_name("proc-1");
@@ -153,7 +153,7 @@ fn the_catalog_lists_registered_callsites() {
 /// rebuilds interest from the calling thread's default).
 #[test]
 fn installs_from_another_thread_take_effect() {
-    let config = Config::new("test").with_sampler(Sampler::Never);
+    let config = causeway::testing::config("test").with_sampler(Sampler::Never);
     let rec = Recorder::with_config(config).unwrap();
     let pivot = rec.pivot();
     rec.in_scope(|| one_request("f0", "A"));

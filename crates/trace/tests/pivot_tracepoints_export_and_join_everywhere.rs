@@ -9,7 +9,7 @@ mod common;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use causeway::testing::Recorder;
-use causeway::{Config, Mode};
+use causeway::Mode;
 use causeway_pivot::value::Value;
 use tracing::instrument::WithSubscriber;
 use tracing::Instrument;
@@ -54,7 +54,7 @@ fn strings(rows: &[Vec<Value>]) -> Vec<Vec<String>> {
 }
 
 fn run(mode: Mode) {
-    let config = Config::new("svc-a")
+    let config = causeway::testing::config("svc-a")
         .with_mode(mode)
         .with_process_name("proc-a");
     let rec = Recorder::with_config(config).unwrap();

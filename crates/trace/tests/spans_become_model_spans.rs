@@ -2,7 +2,7 @@
 
 use causeway::model::{SpanKind, Status, Value};
 use causeway::testing::Recorder;
-use causeway::{Config, Sampler, SpanExt};
+use causeway::{Sampler, SpanExt};
 
 #[test]
 fn fields_become_attributes_and_events_become_span_events() {
@@ -81,7 +81,8 @@ fn error_fields_and_the_span_extension_set_the_status() {
 
 #[test]
 fn the_annotation_cap_counts_what_it_drops_and_never_displaces_structure() {
-    let rec = Recorder::with_config(Config::new("capped").with_max_annotations(4)).unwrap();
+    let rec =
+        Recorder::with_config(causeway::testing::config("capped").with_max_annotations(4)).unwrap();
     rec.in_scope(|| {
         let root = tracing::info_span!("root", a = 1, b = 2, c = 3, otel.kind = "server");
         let _g = root.enter();
@@ -121,7 +122,7 @@ fn follows_from_becomes_a_link() {
 
 #[test]
 fn cpu_time_is_recorded_when_asked() {
-    let rec = Recorder::with_config(Config::new("cpu").with_cpu_time(true)).unwrap();
+    let rec = Recorder::with_config(causeway::testing::config("cpu").with_cpu_time(true)).unwrap();
     rec.in_scope(|| {
         let _s = tracing::info_span!("busy").entered();
         let mut x = 0u64;
@@ -142,7 +143,9 @@ fn cpu_time_is_recorded_when_asked() {
 
 #[test]
 fn never_sampling_records_nothing_but_still_propagates_context() {
-    let rec = Recorder::with_config(Config::new("quiet").with_sampler(Sampler::Never)).unwrap();
+    let rec =
+        Recorder::with_config(causeway::testing::config("quiet").with_sampler(Sampler::Never))
+            .unwrap();
     let mut headers = http::HeaderMap::new();
     rec.in_scope(|| {
         let _s = tracing::info_span!("request").entered();
@@ -163,7 +166,9 @@ fn traceparent(value: &str) -> http::HeaderMap {
 
 #[test]
 fn children_follow_the_remote_sampling_decision() {
-    let rec = Recorder::with_config(Config::new("follower").with_sampler(Sampler::Never)).unwrap();
+    let rec =
+        Recorder::with_config(causeway::testing::config("follower").with_sampler(Sampler::Never))
+            .unwrap();
     let sampled = traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
     rec.in_scope(|| {
         let extracted = causeway::extract(&sampled);
@@ -172,15 +177,11 @@ fn children_follow_the_remote_sampling_decision() {
         });
         let _g = s.enter();
         let _c = tracing::info_span!("work").entered();
-        // Setting the parent after creation joins the trace too (fields given at
-        // creation were not kept: the span was unsampled then).
-        let late = tracing::info_span!(parent: None, "late", dropped = 1);
-        late.set_extracted(&extracted);
     });
     let spans = rec.spans();
     assert_eq!(
         spans.len(),
-        3,
+        2,
         "the remote parent's sampled flag wins over Never"
     );
     let server = spans.iter().find(|s| s.name == "server").unwrap();
@@ -192,15 +193,13 @@ fn children_follow_the_remote_sampling_decision() {
     assert_eq!(server.attribute("route"), Some(&Value::from("/a")));
     let work = spans.iter().find(|s| s.name == "work").unwrap();
     assert_eq!(work.parent_id, Some(server.span_id));
-    let late = spans.iter().find(|s| s.name == "late").unwrap();
-    assert_eq!(late.trace_id, server.trace_id);
-    assert_eq!(late.attribute("dropped"), None);
 
     let rec = Recorder::new(); // Always
     let unsampled = traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00");
     rec.in_scope(|| {
-        let s = tracing::info_span!("server");
-        s.set_extracted(&causeway::extract(&unsampled));
+        let s = causeway::with_remote_parent(&causeway::extract(&unsampled), || {
+            tracing::info_span!("server")
+        });
         let _g = s.enter();
         let _c = tracing::info_span!("work").entered();
     });
@@ -212,8 +211,10 @@ fn children_follow_the_remote_sampling_decision() {
 
 #[test]
 fn probability_sampling_records_the_probability_and_carries_it_downstream() {
-    let rec =
-        Recorder::with_config(Config::new("p").with_sampler(Sampler::Probability(0.5))).unwrap();
+    let rec = Recorder::with_config(
+        causeway::testing::config("p").with_sampler(Sampler::Probability(0.5)),
+    )
+    .unwrap();
     let mut sent = Vec::new();
     rec.in_scope(|| {
         for _ in 0..400 {
@@ -243,8 +244,9 @@ fn probability_sampling_records_the_probability_and_carries_it_downstream() {
     assert_eq!(sampled_header["tracestate"], "cw=p:0.5");
     let down = Recorder::new();
     down.in_scope(|| {
-        let s = tracing::info_span!("downstream");
-        s.set_extracted(&causeway::extract(sampled_header));
+        let _s = causeway::with_remote_parent(&causeway::extract(sampled_header), || {
+            tracing::info_span!("downstream")
+        });
     });
     assert_eq!(down.spans()[0].sampling_probability, 0.5);
 }
@@ -252,7 +254,7 @@ fn probability_sampling_records_the_probability_and_carries_it_downstream() {
 #[test]
 fn adaptive_sampling_holds_the_rate_near_its_target() {
     let rec = Recorder::with_config(
-        Config::new("a").with_sampler(Sampler::Adaptive { per_second: 50.0 }),
+        causeway::testing::config("a").with_sampler(Sampler::Adaptive { per_second: 50.0 }),
     )
     .unwrap();
     rec.in_scope(|| {

@@ -6,7 +6,6 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use causeway::model::Span;
-use causeway::Config;
 use common::{Collect, Counted};
 use tracing_subscriber::filter::Targets;
 
@@ -19,9 +18,10 @@ fn request() {
 #[test]
 fn a_tracepoint_enables_callsites_and_disabling_it_makes_them_free_again() {
     let spans = Arc::new(Mutex::new(Vec::new()));
-    let config = Config::new("tracepoints").with_targets("shop=info".parse::<Targets>().unwrap());
+    let config = causeway::testing::config("tracepoints")
+        .with_targets("shop=info".parse::<Targets>().unwrap());
     let (subscriber, guard) =
-        causeway::subscriber_with_sinks(config, vec![Box::new(Collect(spans.clone()))]).unwrap();
+        causeway::subscriber(config.with_sink(Collect(spans.clone()))).unwrap();
     let tracepoints = subscriber.tracepoints();
     let names = |spans: &Arc<Mutex<Vec<Span>>>| -> Vec<String> {
         assert!(guard.flush());

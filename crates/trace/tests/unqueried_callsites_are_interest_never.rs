@@ -3,7 +3,7 @@
 //! that reads it makes it `always`, and uninstalling the query makes it `never` again.
 //! The level hint follows: the targets' level, `TRACE` only while a query is installed.
 
-use causeway::{Config, Mode};
+use causeway::Mode;
 use tracing::level_filters::LevelFilter;
 use tracing::subscriber::Interest;
 use tracing::Metadata;
@@ -47,10 +47,10 @@ fn only_a_query_lifts_a_callsite_outside_the_targets_out_of_never() {
     let (lookup, noise) =
         tracing::subscriber::with_default(tracing_subscriber::registry(), || (lookup(), noise()));
     for mode in [Mode::Exclusive, Mode::Layer] {
-        let config = Config::new("interest")
+        let config = causeway::testing::config("interest")
             .with_mode(mode)
             .with_targets("shop=info".parse::<Targets>().unwrap());
-        let (dispatch, guard) = causeway::dispatch_with_sinks(config, Vec::new()).unwrap();
+        let (dispatch, guard) = causeway::dispatch(config).unwrap();
         let pivot = guard.pivot();
         // The level `tracing` checks first, over every live dispatcher (this one only).
         let hint = |_: &tracing::Dispatch| Some(LevelFilter::current());

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use causeway::model::Span;
-use causeway::{Config, SpanSink};
+use causeway::SpanSink;
 
 struct SlowSink;
 
@@ -18,9 +18,8 @@ impl SpanSink for SlowSink {
 
 #[test]
 fn overload_drops_and_counts_instead_of_blocking() {
-    let config = Config::new("overload").with_queue_spans(512);
-    let (dispatch, guard) =
-        causeway::dispatch_with_sinks(config, vec![Box::new(SlowSink)]).unwrap();
+    let config = causeway::testing::config("overload").with_queue_spans(512);
+    let (dispatch, guard) = causeway::dispatch(config.with_sink(SlowSink)).unwrap();
     tracing::dispatcher::with_default(&dispatch, || {
         for _ in 0..50_000 {
             let _s = tracing::info_span!("burst").entered();
@@ -50,9 +49,8 @@ impl SpanSink for Stalled {
 #[test]
 fn a_stalled_writer_costs_spans_counted_never_a_blocked_thread() {
     let gate = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
-    let config = Config::new("stalled").with_queue_spans(256);
-    let (dispatch, guard) =
-        causeway::dispatch_with_sinks(config, vec![Box::new(Stalled(gate.clone()))]).unwrap();
+    let config = causeway::testing::config("stalled").with_queue_spans(256);
+    let (dispatch, guard) = causeway::dispatch(config.with_sink(Stalled(gate.clone()))).unwrap();
     tracing::dispatcher::with_default(&dispatch, || {
         for i in 0..20_000 {
             let _s = tracing::info_span!("stuck", i).entered();
