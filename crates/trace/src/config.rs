@@ -98,11 +98,12 @@ pub struct Config {
     pub flush_interval: Duration,
     /// The longest a flush or shutdown waits before giving up.
     pub shutdown_timeout: Duration,
-    /// The process name Pivot Tracing queries see as `procName` (default: the service).
+    /// The process name Pivot Tracing queries see as `procName` (default: the service;
+    /// the `pivot` feature).
     pub process_name: String,
     /// The query API of the `causeway serve` whose Pivot Tracing queries this process
     /// runs (`http://127.0.0.1:7070`); none: queries are installed only through
-    /// [`crate::Guard::pivot`].
+    /// `Guard::pivot`. Without the `pivot` feature, ignored.
     pub pivot_hub: Option<String>,
     /// How often partial results go to the hub (the hub may ask for another interval).
     pub pivot_interval: Duration,
@@ -153,6 +154,7 @@ impl Config {
     }
 
     /// The `procName` Pivot Tracing reports: [`Config::process_name`], else the service.
+    #[cfg(feature = "pivot")]
     pub(crate) fn proc_name(&self) -> &str {
         if self.process_name.is_empty() {
             &self.service

@@ -132,7 +132,7 @@ pub fn inject_span(span: &tracing::Span, carrier: &mut impl Injector) -> bool {
     .flatten();
     let member = bag_text
         .as_deref()
-        .map(|text| (causeway_pivot::wire::BAGGAGE_MEMBER, text));
+        .map(|text| (crate::pivot::BAGGAGE_MEMBER, text));
     propagation::inject_context_with_member(&ctx, baggage.as_deref(), member, carrier);
     true
 }

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use causeway_pivot::lang::ast::ProbeKind;
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
 use tracing::Subscriber;
@@ -13,7 +12,7 @@ use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::clock::now_raw;
-use crate::pivot::{Hooks, Runtime};
+use crate::pivot::{Hooks, ProbeKind, Runtime};
 use crate::record::{Recording, SpanRecord};
 
 /// The `tracing` Layer that records spans for Causeway. Build it with

@@ -32,6 +32,11 @@
 //!
 //! # Features
 //! - `otlp` (default): the OTLP/HTTP protobuf exporter.
+//! - `pivot` (default): Pivot Tracing: queries installed at run time over `tracing`
+//!   callsites ([`Guard::pivot`], `Config::pivot_hub`), their bags carried in W3C
+//!   baggage. Without it no query can run, and nothing of it is compiled in.
+//!
+//! With `default-features = false` neither is compiled, nor an HTTP client.
 //! - `tower`: [`middleware::tower::TraceLayer`], a server layer for axum, hyper and tonic
 //!   servers that extracts the W3C context and opens a server span.
 //! - `reqwest`: [`middleware::reqwest`], client spans with context injection.
@@ -46,6 +51,11 @@ mod layer;
 pub mod message;
 pub mod middleware;
 mod pipeline;
+#[cfg(feature = "pivot")]
+mod pivot;
+// Without the feature, the same names doing nothing: no callsite has advice.
+#[cfg(not(feature = "pivot"))]
+#[path = "pivot_off.rs"]
 mod pivot;
 pub mod propagation;
 mod record;
@@ -60,7 +70,9 @@ pub use config::{Config, InitError, Mode};
 pub use context::{current_context, extract, in_current_span, inject, inject_span, SpanExt};
 pub use layer::CausewayLayer;
 pub use pipeline::{SpanSink, StatsSnapshot};
+#[cfg(feature = "pivot")]
 pub use pivot::carry::{merge_response_baggage, response_baggage};
+#[cfg(feature = "pivot")]
 pub use pivot::Pivot;
 pub use propagation::{Baggage, Extracted, SpanContext, TraceState};
 pub use record::with_remote_parent;
@@ -83,13 +95,16 @@ use sampling::SamplerState;
 #[must_use = "dropping the guard stops the span writer"]
 pub struct Guard {
     pipeline: Arc<Pipeline>,
+    #[cfg(feature = "pivot")]
     pivot: Arc<pivot::Runtime>,
+    #[cfg(feature = "pivot")]
     agent: Option<pivot::agent::Agent>,
     timeout: std::time::Duration,
 }
 
 impl Guard {
     /// The Pivot Tracing queries this process runs.
+    #[cfg(feature = "pivot")]
     pub fn pivot(&self) -> Pivot {
         Pivot(self.pivot.clone())
     }
@@ -107,6 +122,7 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
+        #[cfg(feature = "pivot")]
         if let Some(agent) = self.agent.take() {
             agent.shutdown(self.timeout);
         }
@@ -126,14 +142,8 @@ pub(crate) fn start_recording(
     };
     let pipeline = Pipeline::start(sinks, process, config.queue_spans, config.flush_interval)
         .map_err(InitError::Thread)?;
-    let exports = pivot::ProcessExports {
-        host: config.host.as_str().into(),
-        service: config.service.as_str().into(),
-        proc_name: config.proc_name().into(),
-        pid: i64::from(config.pid).into(),
-    };
     let recording = Arc::new(Recording {
-        pivot: Arc::new(pivot::Runtime::new(exports, clock::random_u64())),
+        pivot: Arc::new(pivot::Runtime::for_process(config, clock::random_u64())),
         sampler: SamplerState::new(config.sampler.clone()),
         pipeline: pipeline.clone(),
         // Counts travel as u16 in a lane (see `lane::Counts`).
@@ -203,31 +213,41 @@ fn sinks_for(config: &Config) -> Result<Vec<Box<dyn SpanSink>>, InitError> {
 }
 
 fn guard(recording: &Recording, config: &Config) -> Result<Guard, InitError> {
-    let agent = match &config.pivot_hub {
-        Some(hub) => Some(
-            pivot::agent::Agent::start(
-                recording.pivot.clone(),
-                hub,
-                config.hub_token.clone(),
-                config.pivot_interval,
-                causeway_pivot::protocol::ProcessInfo {
-                    instance: clock::random_u64(),
-                    service: config.service.clone(),
-                    host: config.host.clone(),
-                    proc_name: config.proc_name().to_owned(),
-                    pid: config.pid,
-                },
-            )
-            .map_err(InitError::Thread)?,
-        ),
-        None => None,
-    };
     Ok(Guard {
         pipeline: recording.pipeline.clone(),
+        #[cfg(feature = "pivot")]
         pivot: recording.pivot.clone(),
-        agent,
+        #[cfg(feature = "pivot")]
+        agent: pivot_agent(recording, config)?,
         timeout: config.shutdown_timeout,
     })
+}
+
+/// The agent that takes Pivot Tracing queries from `config.pivot_hub`, if one is named.
+#[cfg(feature = "pivot")]
+fn pivot_agent(
+    recording: &Recording,
+    config: &Config,
+) -> Result<Option<pivot::agent::Agent>, InitError> {
+    let Some(hub) = &config.pivot_hub else {
+        return Ok(None);
+    };
+    let process = causeway_pivot::protocol::ProcessInfo {
+        instance: clock::random_u64(),
+        service: config.service.clone(),
+        host: config.host.clone(),
+        proc_name: config.proc_name().to_owned(),
+        pid: config.pid,
+    };
+    pivot::agent::Agent::start(
+        recording.pivot.clone(),
+        hub,
+        config.hub_token.clone(),
+        config.pivot_interval,
+        process,
+    )
+    .map(Some)
+    .map_err(InitError::Thread)
 }
 
 /// Builds the Layer and its guard, to compose with other layers yourself

@@ -16,13 +16,10 @@ use causeway_model::{Link, Message, SpanId, SpanKind, Status, TraceId};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Record};
 
-use causeway_pivot::bag::Baggage as PivotBag;
-use causeway_pivot::lang::ast::ProbeKind;
-
 use crate::clock::{new_span_id, new_trace_id, now_raw, raw_to_unix, thread_cpu_ns, thread_no};
 use crate::lane::{Counts, Entry, Extra, RawName, RawValue, TEXT_CHUNK};
 use crate::pipeline::Pipeline;
-use crate::pivot::{Capture, Hooks, Runtime, TracepointSpan};
+use crate::pivot::{Bag as PivotBag, Hooks, ProbeKind, Runtime, TracepointSpan};
 use crate::propagation::{Baggage, Extracted, SpanContext, TraceState, FLAG_SAMPLED};
 use crate::sampling::SamplerState;
 
@@ -582,16 +579,8 @@ impl Recording {
             record.data = Some(data);
         }
         if let Some(hooks) = self.pivot.hooks(meta) {
-            let mut fields = hooks.empty_fields();
-            attrs.record(&mut Capture {
-                wanted: &hooks.fields,
-                values: &mut fields,
-            });
-            let tracepoint = TracepointSpan {
-                hooks,
-                fields,
-                start,
-            };
+            let fields = hooks.capture(attrs);
+            let tracepoint = TracepointSpan::new(hooks, fields, start);
             let example = record.example();
             tracepoint.fire(
                 &self.pivot,
@@ -613,11 +602,7 @@ impl Recording {
         event: &tracing::Event<'_>,
         span: Option<&mut SpanRecord>,
     ) {
-        let mut fields = hooks.empty_fields();
-        event.record(&mut Capture {
-            wanted: &hooks.fields,
-            values: &mut fields,
-        });
+        let fields = hooks.capture(event);
         let (bag, example) = match span {
             Some(r) => {
                 crate::pivot::carry::take_from_baggage(&self.pivot, &mut r.baggage, &mut r.bag);
@@ -698,7 +683,7 @@ impl Recording {
     /// sampled.
     pub(crate) fn finish(&self, record: &mut SpanRecord) {
         if let Some(t) = record.tracepoint.take() {
-            let duration = raw_to_unix(now_raw()).saturating_sub(raw_to_unix(t.start));
+            let duration = raw_to_unix(now_raw()).saturating_sub(raw_to_unix(t.start()));
             let example = record.example();
             t.fire(
                 &self.pivot,

@@ -52,6 +52,7 @@ impl SpanSink for MemorySink {
 pub struct Recorder {
     spans: Arc<Mutex<Vec<Span>>>,
     pipeline: Arc<Pipeline>,
+    #[cfg(feature = "pivot")]
     pivot: crate::Pivot,
     dispatch: tracing::Dispatch,
 }
@@ -80,6 +81,7 @@ impl Recorder {
         Ok(Recorder {
             spans,
             pipeline: recording.pipeline.clone(),
+            #[cfg(feature = "pivot")]
             pivot: crate::Pivot(recording.pivot.clone()),
             dispatch,
         })
@@ -118,6 +120,7 @@ impl Recorder {
     }
 
     /// The Pivot Tracing queries the recorder runs.
+    #[cfg(feature = "pivot")]
     pub fn pivot(&self) -> crate::Pivot {
         self.pivot.clone()
     }

@@ -19,25 +19,59 @@ use std::sync::Arc;
 use causeway_model::source::SyntaxError;
 use causeway_model::TraceId;
 use causeway_pivot::aggregate::Aggregator;
-use causeway_pivot::bag::Baggage;
-use causeway_pivot::lang::ast::ProbeKind;
 use causeway_pivot::protocol::{CallsiteInfo, Counters};
 use tracing::span::Record;
 
 use crate::propagation::Baggage as W3cBaggage;
 
+/// A request's Pivot Tracing bags.
+pub(crate) use causeway_pivot::bag::Baggage as Bag;
+/// When advice runs: at an event, or at a span's creation, entry, exit or close.
+pub(crate) use causeway_pivot::lang::ast::ProbeKind;
+/// The member of W3C baggage a request's bags travel in.
+pub(crate) use causeway_pivot::wire::BAGGAGE_MEMBER;
+
 pub(crate) use fields::Capture;
 pub(crate) use runtime::{Fields, Hooks, ProcessExports, Runtime};
+
+impl Runtime {
+    /// The runtime of a process configured by `config`, its exports (host, service,
+    /// process name, pid) taken from it.
+    pub(crate) fn for_process(config: &crate::Config, seed: u64) -> Runtime {
+        Runtime::new(
+            ProcessExports {
+                host: config.host.as_str().into(),
+                service: config.service.as_str().into(),
+                proc_name: config.proc_name().into(),
+                pid: i64::from(config.pid).into(),
+            },
+            seed,
+        )
+    }
+}
 
 /// A span at a tracepoint callsite: its advice, the fields it reads (as last recorded),
 /// and when it started.
 pub(crate) struct TracepointSpan {
-    pub(crate) hooks: Arc<Hooks>,
-    pub(crate) fields: Fields,
-    pub(crate) start: u64,
+    hooks: Arc<Hooks>,
+    fields: Fields,
+    start: u64,
 }
 
 impl TracepointSpan {
+    pub(crate) fn new(hooks: Arc<Hooks>, fields: Fields, start: u64) -> TracepointSpan {
+        TracepointSpan {
+            hooks,
+            fields,
+            start,
+        }
+    }
+
+    /// When the span started (raw clock).
+    pub(crate) fn start(&self) -> u64 {
+        self.start
+    }
+
     pub(crate) fn record(&mut self, values: &Record<'_>) {
         values.record(&mut Capture {
             wanted: &self.hooks.fields,
@@ -52,7 +86,7 @@ impl TracepointSpan {
         runtime: &Runtime,
         kind: ProbeKind,
         duration_ns: Option<u64>,
-        (w3c, bag): (&mut Option<Arc<W3cBaggage>>, &mut Option<Arc<Baggage>>),
+        (w3c, bag): (&mut Option<Arc<W3cBaggage>>, &mut Option<Arc<Bag>>),
         example: Option<TraceId>,
     ) {
         if self.hooks.fires(kind) {
@@ -63,7 +97,7 @@ impl TracepointSpan {
 }
 
 /// Merges a closing span's bag into its parent's.
-pub(crate) fn merge_bag(into: &mut Option<Arc<Baggage>>, from: Option<Arc<Baggage>>) {
+pub(crate) fn merge_bag(into: &mut Option<Arc<Bag>>, from: Option<Arc<Bag>>) {
     let Some(from) = from else { return };
     match into {
         Some(mine) if Arc::ptr_eq(mine, &from) => {}

@@ -126,9 +126,15 @@ impl Hooks {
         !self.by_kind[kind_index(kind)].is_empty()
     }
 
-    /// The captured fields of a hit, all `Null` until recorded.
-    pub(crate) fn empty_fields(&self) -> Fields {
-        smallvec::smallvec![Value::Null; self.fields.len()]
+    /// The fields this callsite's advice reads, captured from `values` (a span's
+    /// attributes, an event), `Null` where not given.
+    pub(crate) fn capture(&self, values: &impl tracing_subscriber::field::RecordFields) -> Fields {
+        let mut fields = smallvec::smallvec![Value::Null; self.fields.len()];
+        values.record(&mut super::Capture {
+            wanted: &self.fields,
+            values: &mut fields,
+        });
+        fields
     }
 }
 

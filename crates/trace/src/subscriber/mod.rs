@@ -29,9 +29,8 @@ use tracing_core::span::{Attributes, Current, Id, Record};
 use tracing_core::{Event, Interest, LevelFilter, Metadata};
 use tracing_subscriber::filter::Targets;
 
-use causeway_pivot::lang::ast::ProbeKind;
-
 use crate::clock::now_raw;
+use crate::pivot::ProbeKind;
 use crate::record::{Recording, SpanRecord};
 use inner::Inner;
 use slots::{FreeList, Live, Marks, Slots};
@@ -139,10 +138,11 @@ impl CausewaySubscriber {
 
     /// Runs `f` on the Pivot Tracing runtime and the bag of span `id` (an alias's is its
     /// recorded ancestor's).
+    #[cfg(feature = "pivot")]
     pub(crate) fn with_bag<R>(
         &self,
         id: &Id,
-        f: impl FnOnce(&crate::pivot::Runtime, &mut Option<Arc<causeway_pivot::bag::Baggage>>) -> R,
+        f: impl FnOnce(&crate::pivot::Runtime, &mut Option<Arc<crate::pivot::Bag>>) -> R,
     ) -> Option<R> {
         self.slots.with(id.into_u64() & !ALIAS, |l| {
             f(&self.recording.pivot, &mut l.record.bag)

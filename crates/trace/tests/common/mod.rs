@@ -62,6 +62,7 @@ pub fn formatted() -> usize {
 }
 
 /// Each query's result rows (key values, then aggregates) as strings.
+#[cfg(feature = "pivot")]
 pub fn rows_of(
     results: impl IntoIterator<Item = (u32, causeway_pivot::aggregate::Aggregator)>,
 ) -> Vec<(u32, Vec<Vec<String>>)> {
@@ -79,6 +80,7 @@ pub fn rows_of(
 }
 
 /// Installs `query` as query `id`, over the tracepoint definitions in `tracepoints`.
+#[cfg(feature = "pivot")]
 pub fn install(pivot: &causeway::Pivot, id: u32, tracepoints: &str, query: &str) {
     let text = format!("{tracepoints}\n{query}");
     let prepared = causeway_pivot::install::prepare(&text, &Default::default())
