@@ -16,6 +16,7 @@
 //! random latency, occasional errors and an occasional slow path.
 //!
 //! [`run_node`] runs one process's role; `causeway demo` starts one process per role.
+#![warn(missing_docs)]
 
 mod load;
 pub mod logs;

@@ -25,6 +25,7 @@ pub const LOGS_VAR: &str = "CAUSEWAY_DEMO_LOGS";
 pub const TRACE_ID_KEY: &str = "trace_id=";
 /// The keys of the place of the macro call that wrote a line, before its trace id.
 pub const FILEPATH_KEY: &str = "code.filepath=";
+/// The key of the line number of the macro call that wrote a line.
 pub const LINENO_KEY: &str = "code.lineno=";
 
 /// Installs Causeway with a fmt log beside it, written to `dir/<file_name>.log`.

@@ -22,8 +22,11 @@ fn bucket(ns: i64) -> usize {
 /// A node's delays.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct NodeDelay {
+    /// The node, as messages name it (`program[pid]@host` for a captured process).
     pub node: String,
+    /// Delays measured: messages it sent whose assigned cause it had received.
     pub count: u64,
+    /// The mean delay from a cause's receipt to the send it caused (ns).
     pub mean_ns: f64,
     /// Counts per bucket: bucket `k` holds delays from `2^k` up to `2^(k+1)` µs (the first
     /// also shorter ones, the last also longer ones).
@@ -33,17 +36,24 @@ pub struct NodeDelay {
 /// A link's network delays (receipt minus send, on two clocks).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LinkDelay {
+    /// The sending node.
     pub src: String,
+    /// The receiving node.
     pub dst: String,
+    /// Messages on the link with both their send and receive times.
     pub count: u64,
+    /// The mean of receipt minus send (ns; it holds the clocks' offset).
     pub mean_ns: f64,
+    /// The smallest receipt minus send (ns).
     pub min_ns: i64,
 }
 
 /// The clock offset of host `b` relative to host `a` (`b`'s clock minus `a`'s).
 #[derive(Clone, Debug, Serialize)]
 pub struct ClockOffset {
+    /// One host (the first of the two in name order).
     pub a: String,
+    /// The other host, whose clock is measured against `a`'s.
     pub b: String,
     /// From the mean network delays of the two directions.
     pub offset_ns: f64,
@@ -51,13 +61,18 @@ pub struct ClockOffset {
     pub offset_min_ns: f64,
     /// Messages each way.
     pub a_to_b: u64,
+    /// Messages from `b` to `a` (`a_to_b`: from `a` to `b`).
     pub b_to_a: u64,
 }
 
+/// Where the inferred paths spend their time: in nodes, on links, and the hosts' clock offsets.
 #[derive(Debug, Default, Serialize)]
 pub struct Delays {
+    /// Each node's delays, in node name order.
     pub nodes: Vec<NodeDelay>,
+    /// Each link's network delays, in (sender, receiver) name order.
     pub links: Vec<LinkDelay>,
+    /// Each pair of hosts' clock offset (pairs with messages both ways).
     pub clock_offsets: Vec<ClockOffset>,
 }
 

@@ -2,6 +2,7 @@
 //! back per process, reconciled into messages, linked into causal paths, and where those
 //! paths spend their time. [`infer::infer`] is the front door: inputs and options in,
 //! paths out.
+#![warn(missing_docs)]
 
 mod connections;
 pub mod delays;

@@ -138,9 +138,11 @@ pub struct Placement {
 pub struct Pattern {
     /// The shape: `src>dst` per message, children in brackets.
     pub shape: String,
+    /// Path instances of this shape.
     pub count: u64,
     /// The sum of the instances' probabilities.
     pub expected: f64,
+    /// The most probable instance's probability.
     pub max_probability: f64,
 }
 
@@ -149,6 +151,7 @@ pub struct Pattern {
 pub struct Linked {
     /// Each message's placement, in the order of the messages linked.
     pub placements: Vec<Placement>,
+    /// The path patterns found, the most expected first.
     pub patterns: Vec<Pattern>,
     /// Mean causal delay per node pair (ns).
     pub delays: Vec<(String, String, f64)>,

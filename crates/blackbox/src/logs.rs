@@ -10,9 +10,12 @@ use serde::Serialize;
 /// Why capture logs could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
+    /// A file or directory could not be read.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
 }
@@ -20,21 +23,31 @@ pub enum LogError {
 /// One process's log, summarised.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LogSummary {
+    /// The log file.
     pub path: PathBuf,
+    /// The host the process ran on.
     pub host: String,
+    /// The process's id.
     pub pid: u32,
+    /// Its parent's process id.
     pub ppid: u32,
     /// `start` (loaded at program start or exec) or `fork`.
     pub origin: &'static str,
+    /// The executable's path.
     pub exe: String,
+    /// The command line, one string per argument (its first KiB).
     pub args: Vec<String>,
+    /// Records read (up to the damage, if any).
     pub records: u64,
     /// Connections made, accepted or found in use.
     pub connections: u64,
+    /// Bytes the process sent on its sockets.
     pub bytes_sent: u64,
+    /// Bytes it received on its sockets (peeks not counted).
     pub bytes_received: u64,
     /// Records per libc function.
     pub calls: BTreeMap<&'static str, u64>,
+    /// What the capture warned about, in log order.
     pub warnings: Vec<LogWarning>,
     /// Where the log stops being readable (a cut or corrupt log), if it does.
     pub damage: Option<String>,
@@ -43,8 +56,11 @@ pub struct LogSummary {
 /// Something the capture could not see in a process.
 #[derive(Clone, Debug, Serialize)]
 pub struct LogWarning {
+    /// The warning: `dropped`, `io_uring`, `static_exec`, `table_full` or `unknown`.
     pub what: &'static str,
+    /// How many (records dropped, for `dropped`; otherwise 1).
     pub count: u64,
+    /// The capture's text about it (for `static_exec`, the program's path).
     pub detail: String,
 }
 

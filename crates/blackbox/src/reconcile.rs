@@ -27,7 +27,9 @@ use crate::format::{sock, Direction, Endpoint, Reader, Record};
 /// A socket address, owned.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Ep {
+    /// Unknown or not applicable (as [`Endpoint::None`]).
     None,
+    /// An IPv4 or IPv6 address and port.
     Inet(SocketAddr),
     /// A Unix socket's path (empty when unnamed).
     Unix(Vec<u8>),
@@ -81,11 +83,15 @@ type PairKey<'a> = (&'a Ep, &'a Ep, u32, u32);
 pub struct Process {
     /// The node's name: program, pid and host (`python3.11[4242]@web1`).
     pub node: String,
+    /// The host it ran on.
     pub host: String,
+    /// Its process id.
     pub pid: u32,
+    /// The executable's file name (the last part of its path).
     pub program: String,
     /// Its command line, arguments separated by spaces.
     pub command: String,
+    /// The log file it wrote.
     pub log: PathBuf,
 }
 
@@ -94,7 +100,9 @@ pub struct Process {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum MessageId {
+    /// A number (reconciliation numbers messages from 1).
     Int(i64),
+    /// A string.
     Text(Name),
 }
 
@@ -106,6 +114,7 @@ pub struct MessageIndex<'a> {
 }
 
 impl<'a> MessageIndex<'a> {
+    /// Indexes `messages` (by position when their ids are 1, 2, 3, ... in order).
     pub fn of(messages: &'a [Message]) -> MessageIndex<'a> {
         let numbered = messages
             .iter()
@@ -150,13 +159,23 @@ pub fn names_interned() -> (usize, usize, usize) {
 /// One message, in the reconciled-message format (`causeway infer --messages`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Message {
+    /// The message's id.
     pub id: MessageId,
+    /// The sending node.
     pub src: Name,
+    /// The sender's endpoint (address and port, or Unix path).
     pub src_ep: Name,
+    /// The receiving node.
     pub dst: Name,
+    /// The receiver's endpoint.
     pub dst_ep: Name,
+    /// When it was sent (its first send was called), wall-clock ns on the sender's host;
+    /// none when the sender was not captured.
     pub send_ns: MaybeNs,
+    /// When it was received (the read that delivered its last byte returned), wall-clock
+    /// ns on the receiver's host; none when the receiver was not captured.
     pub recv_ns: MaybeNs,
+    /// Its size in bytes.
     pub bytes: u64,
 }
 
@@ -168,8 +187,10 @@ pub struct Message {
 pub struct MaybeNs(i64);
 
 impl MaybeNs {
+    /// No time.
     pub const NONE: MaybeNs = MaybeNs(i64::MIN);
 
+    /// The time, or `None` for [`MaybeNs::NONE`].
     pub fn get(self) -> Option<i64> {
         (self != MaybeNs::NONE).then_some(self.0)
     }
@@ -199,12 +220,15 @@ pub fn leave_out_ports(messages: &mut Vec<Message>, ports: &[u16]) -> usize {
 /// What reconciliation saw and could not use.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
+    /// Logs read.
     pub logs: usize,
     /// Logs read only up to damage (cut short, corrupt).
     pub damaged_logs: usize,
+    /// Connections seen, once per captured end (connected datagram sockets included).
     pub connections: usize,
     /// Connections whose other end was captured too.
     pub connections_paired: usize,
+    /// Datagrams sent by captured processes.
     pub datagrams_sent: usize,
     /// Datagrams whose receipt (or sending) was not captured.
     pub datagrams_unmatched: usize,
@@ -267,8 +291,10 @@ struct End {
 /// Capture logs read into processes and connection ends.
 #[derive(Default)]
 pub struct Captured {
+    /// The captured processes, one per log, in the order the logs were added.
     pub processes: Vec<Process>,
     ends: Vec<End>,
+    /// What reconciliation saw and could not use.
     pub counts: Counts,
     /// The ports each process listened on (its node name to the ports).
     pub listening: HashMap<String, HashSet<u16>>,

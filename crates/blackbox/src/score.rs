@@ -14,22 +14,33 @@ use crate::reconcile::MessageId;
 /// One message's true trace, parent and cause (as in [`Assignment`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Truth {
+    /// The message's id.
     pub id: MessageId,
+    /// Its true trace's id (any JSON value).
     pub trace: serde_json::Value,
+    /// The request it was sent for (none for a root).
     pub parent: Option<MessageId>,
     /// Absent in sets that give parents only (`truth::latest_causes` finds it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<MessageId>,
 }
 
+/// How well inferred paths match the ground truth.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Score {
+    /// Messages scored (those in the truth).
     pub messages: usize,
+    /// B-cubed precision of the messages' grouping into traces.
     pub precision: f64,
+    /// B-cubed recall.
     pub recall: f64,
+    /// B-cubed F1 (precision's and recall's harmonic mean).
     pub f1: f64,
+    /// The share of true traces reconstructed exactly.
     pub exact_traces: f64,
+    /// The share of messages given their true parent.
     pub right_parents: f64,
+    /// The share of messages given their true cause.
     pub right_causes: f64,
 }
 

@@ -24,6 +24,7 @@ use crate::score::Truth;
 /// One instrumented server call: its trace, the client end of its connection, its time.
 #[derive(Clone, Debug)]
 pub struct ServerCall {
+    /// The trace id of the call's span.
     pub trace: String,
     /// Unique among the calls (the span id).
     pub id: u64,
@@ -31,7 +32,9 @@ pub struct ServerCall {
     pub caller: Option<u64>,
     /// The client's `ip:port`, as a message names it.
     pub peer: String,
+    /// When the span started, wall-clock ns (as messages' times).
     pub start_ns: i64,
+    /// When the span ended, wall-clock ns.
     pub end_ns: i64,
 }
 

@@ -12,6 +12,7 @@
 //!
 //! The preload library (`causeway-sockcap`) and the inference crate (`causeway-blackbox`)
 //! both depend on this crate, which depends on nothing: the library links only libc.
+#![warn(missing_docs)]
 
 use std::fmt;
 
@@ -73,43 +74,78 @@ impl fmt::Display for Endpoint<'_> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Call {
+    /// `socket(2)`: a new socket.
     Socket = 1,
+    /// `socketpair(2)`: two connected sockets.
     Socketpair,
+    /// `connect(2)`: a connection opened (or, for a datagram socket, a default peer set).
     Connect,
+    /// `accept(2)`: a connection taken from a listening socket.
     Accept,
+    /// `accept4(2)`: `accept` with flags.
     Accept4,
+    /// `bind(2)`: a local address given to a socket.
     Bind,
+    /// `listen(2)`: a socket made to accept connections.
     Listen,
+    /// `send(2)`.
     Send,
+    /// `sendto(2)`: a send that may name its destination.
     Sendto,
+    /// `sendmsg(2)`.
     Sendmsg,
+    /// `sendmmsg(2)`: several messages in one call (a record each).
     Sendmmsg,
+    /// `recv(2)`.
     Recv,
+    /// `recvfrom(2)`: a receive that may return the sender's address.
     Recvfrom,
+    /// `recvmsg(2)`.
     Recvmsg,
+    /// `recvmmsg(2)`: several messages in one call (a record each).
     Recvmmsg,
+    /// `read(2)` on a socket.
     Read,
+    /// `write(2)` on a socket.
     Write,
+    /// `readv(2)` on a socket.
     Readv,
+    /// `writev(2)` on a socket.
     Writev,
+    /// `pread(2)` (or `pread64`) on a socket.
     Pread,
+    /// `pwrite(2)` (or `pwrite64`) on a socket.
     Pwrite,
+    /// `sendfile(2)`: a send to a socket from a file.
     Sendfile,
+    /// `splice(2)`: bytes moved between a pipe and a socket.
     Splice,
+    /// `close(2)`.
     Close,
+    /// `shutdown(2)`: one or both directions ended.
     Shutdown,
+    /// `dup(2)`.
     Dup,
+    /// `dup2(2)`.
     Dup2,
+    /// `dup3(2)`.
     Dup3,
+    /// `fcntl(2)` with `F_DUPFD` or `F_DUPFD_CLOEXEC`: a descriptor duplicated.
     Fcntl,
+    /// `fork(2)`.
     Fork,
+    /// `vfork(2)` (which the library runs as a fork).
     Vfork,
+    /// `clone(2)` without a shared address space: a new process.
     Clone,
     /// A socket first seen in a data call (inherited, passed over a Unix socket, or made
     /// by a call the library does not see).
     Discovered,
+    /// `close_range(2)` or `closefrom(3)`: each socket in the range closed.
     CloseRange,
+    /// The process ended (`exit`, `_exit`); in the format, written by no library yet.
     Exit,
+    /// `execve(2)` or another exec function: the program replaced.
     Execve,
 }
 
@@ -203,7 +239,9 @@ impl Call {
 /// Which way data moved, seen from the process that logged it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Direction {
+    /// Sent: out of this process.
     Send,
+    /// Received: into this process.
     Recv,
 }
 
@@ -243,45 +281,69 @@ pub mod warning {
 pub enum Record<'a> {
     /// The process writing the log; the first record of every log.
     Process {
+        /// This process's id.
         pid: u32,
+        /// Its parent's process id.
         ppid: u32,
+        /// How the process came to write this log.
         origin: Origin,
+        /// When the log was opened.
         at: Stamp,
+        /// The host's name (`uname`'s nodename).
         host: &'a [u8],
+        /// The executable's path (`/proc/self/exe`).
         exe: &'a [u8],
         /// The command line, arguments separated by NUL bytes (its first KiB).
         args: &'a [u8],
     },
     /// A socket was made (`socket`, or each end of `socketpair`).
     Socket {
+        /// When the call returned.
         at: Stamp,
+        /// [`Call::Socket`] or [`Call::Socketpair`].
         call: Call,
+        /// The new socket's descriptor.
         fd: i32,
+        /// The address family (`AF_INET`, `AF_INET6`, `AF_UNIX`, ...), as the call was given it.
         domain: u16,
+        /// The socket type, as [`sock`] numbers them (the call's flags masked off).
         kind: u16,
+        /// The call's `errno` when it failed, else 0.
         errno: u16,
     },
     /// `bind` or `listen` (the local address as the kernel assigned it).
     Bind {
+        /// When the call returned.
         at: Stamp,
+        /// [`Call::Bind`] or [`Call::Listen`].
         call: Call,
+        /// The socket's descriptor.
         fd: i32,
+        /// The socket's local address after the call.
         local: Endpoint<'a>,
+        /// The call's `errno` when it failed, else 0.
         errno: u16,
     },
     /// A connection (or a connected datagram socket) is known: `connect`, `accept`, or a
     /// socket [`Call::Discovered`] in a data call.
     Connection {
+        /// When the call returned ([`Call::Discovered`]: the stamp of the data call that found it).
         at: Stamp,
+        /// [`Call::Connect`], [`Call::Accept`], [`Call::Accept4`] or [`Call::Discovered`].
         call: Call,
+        /// The connection's descriptor.
         fd: i32,
         /// This process's number for the connection, unique in its log.
         conn: u64,
+        /// The socket type, as [`sock`] numbers them.
         kind: u16,
+        /// This end's address.
         local: Endpoint<'a>,
+        /// The other end's address ([`Endpoint::None`] when unknown).
         peer: Endpoint<'a>,
         /// A Unix socket's peer process (0 when unknown).
         peer_pid: u32,
+        /// The call's `errno` when it failed (`EINPROGRESS`: a non-blocking connect), else 0.
         errno: u16,
         /// Bytes may have moved before the capture saw the socket: offsets count from here.
         mid_stream: bool,
@@ -290,13 +352,19 @@ pub enum Record<'a> {
     /// called (its receiver may finish reading before the call returns) and when a
     /// receive returned.
     Data {
+        /// When a send was called or a receive returned (see above).
         at: Stamp,
+        /// The send or receive function called.
         call: Call,
+        /// The descriptor the call was given.
         fd: i32,
+        /// The connection's number in this process's log (as in its [`Record::Connection`]).
         conn: u64,
+        /// Whether this call sent or received.
         direction: Direction,
         /// Bytes moved; 0 with `errno` set for a failed call.
         bytes: u64,
+        /// The call's `errno` when it failed, else 0.
         errno: u16,
         /// The connection's stream offset in this direction before this call.
         offset: u64,
@@ -309,34 +377,57 @@ pub enum Record<'a> {
     },
     /// `close`, `shutdown` (`how` as in `shutdown(2)`), or `close_range` of a socket.
     Close {
+        /// When the call returned.
         at: Stamp,
+        /// [`Call::Close`], [`Call::Shutdown`] or [`Call::CloseRange`].
         call: Call,
+        /// The socket's descriptor.
         fd: i32,
+        /// The connection's number in this process's log (0 for a socket never connected).
         conn: u64,
+        /// `shutdown`'s `how` (`SHUT_RD`, `SHUT_WR` or `SHUT_RDWR`); 0 for a close.
         how: u8,
+        /// The call's `errno` when it failed, else 0.
         errno: u16,
     },
     /// A socket descriptor was duplicated.
     Dup {
+        /// When the call returned.
         at: Stamp,
+        /// [`Call::Dup`], [`Call::Dup2`], [`Call::Dup3`] or [`Call::Fcntl`].
         call: Call,
+        /// The socket's descriptor that was duplicated.
         old: i32,
+        /// The new descriptor, now the same socket.
         new: i32,
     },
     /// This process forked (`child` is the new process, or -1 with `errno`).
     Fork {
+        /// When the call returned in the parent.
         at: Stamp,
+        /// [`Call::Fork`], [`Call::Vfork`] or [`Call::Clone`].
         call: Call,
+        /// The child's process id, or -1 when the call failed.
         child: i32,
+        /// The call's `errno` when it failed, else 0.
         errno: u16,
     },
     /// This process is about to exec `path` (the new program writes a log of its own).
-    Exec { at: Stamp, path: &'a [u8] },
+    Exec {
+        /// When the exec was about to be called.
+        at: Stamp,
+        /// The program's path, as the exec was given it.
+        path: &'a [u8],
+    },
     /// Something the capture could not see; see [`warning`].
     Warning {
+        /// When the capture noticed.
         at: Stamp,
+        /// What went unseen: one of [`warning`]'s codes.
         code: u16,
+        /// How many (records dropped, for [`warning::DROPPED`]; otherwise 1).
         count: u64,
+        /// What it concerns, as text (for [`warning::STATIC_EXEC`], the program's path).
         detail: &'a [u8],
     },
 }

@@ -15,6 +15,7 @@ use clap::Args;
 /// The preload library, built by this crate's build script.
 const LIBRARY: &[u8] = include_bytes!(env!("CAUSEWAY_SOCKCAP_LIBRARY"));
 
+/// `causeway capture`: run a program with its socket calls captured.
 #[derive(Args)]
 pub struct CaptureArgs {
     /// Directory for the logs (one per process); created if missing.
@@ -28,6 +29,7 @@ pub struct CaptureArgs {
     command: Vec<String>,
 }
 
+/// `causeway capture-log`: print capture logs record by record, or summarised.
 #[derive(Args)]
 pub struct CaptureLogArgs {
     /// Capture logs, or directories of them.
@@ -86,6 +88,7 @@ fn unseen_reason(program: &str) -> Option<String> {
     })
 }
 
+/// Runs `causeway capture`; its exit status is the program's.
 pub fn capture(a: CaptureArgs) -> Result<()> {
     let Some((program, args)) = a.command.split_first() else {
         bail!("no command to run (give it after --)");
@@ -177,6 +180,7 @@ fn report(out: &Path, summaries: &[LogSummary], json: bool) -> Result<()> {
     Ok(())
 }
 
+/// Runs `causeway capture-log`.
 pub fn capture_log(a: CaptureLogArgs) -> Result<()> {
     if a.summary || a.json {
         let summaries = logs::summarize_paths(&a.paths)?;

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 
+/// A blocking client of the query API (and of the collector's ingest): errors carry the server's message and the URL.
 pub struct Client {
     base: String,
     token: Option<String>,
@@ -11,6 +12,7 @@ pub struct Client {
 }
 
 impl Client {
+    /// A client of the server at `base`, sending `token` as a bearer token when given.
     pub fn new(base: &str, token: Option<String>) -> Client {
         Client::with_timeout(base, token, Duration::from_secs(120))
     }
@@ -65,6 +67,7 @@ impl Client {
         Err(anyhow!("{message} (HTTP {status} from {url})"))
     }
 
+    /// GETs `path`: the body of a 2xx answer, else the server's error.
     pub fn get_bytes(&self, path: &str) -> Result<Vec<u8>> {
         let url = self.url(path);
         let mut req = self.agent.get(&url);
@@ -74,11 +77,13 @@ impl Client {
         self.answer(&url, req.call())
     }
 
+    /// GETs `path` and reads the answer as JSON.
     pub fn get(&self, path: &str) -> Result<serde_json::Value> {
         let bytes = self.get_bytes(path)?;
         serde_json::from_slice(&bytes).context("the server answered with invalid JSON")
     }
 
+    /// POSTs `body` of `content_type` to `path`; the JSON answer (null when empty).
     pub fn post(&self, path: &str, content_type: &str, body: &[u8]) -> Result<serde_json::Value> {
         let url = self.url(path);
         let mut req = self.agent.post(&url).header("content-type", content_type);

@@ -11,6 +11,7 @@ use causeway_demo::{Load, Role, Topology, TOPOLOGY_VAR};
 use causeway_server::ServerConfig;
 use clap::Args;
 
+/// `causeway demo`: the server, the shop sending it traces, and load.
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct DemoArgs {
@@ -47,7 +48,9 @@ enum DemoSystem {
 
 /// One running demo process.
 pub struct Node {
+    /// What it is called in messages (its role, or a node of the replicas system).
     pub label: String,
+    /// The running process.
     pub child: Child,
 }
 
@@ -148,6 +151,7 @@ pub fn stop_nodes(mut nodes: Vec<Node>) {
     }
 }
 
+/// `addr`, with an unspecified address (`0.0.0.0`, `::`) replaced by loopback: where a local client connects.
 pub fn loopback(addr: SocketAddr) -> SocketAddr {
     if addr.ip().is_unspecified() {
         SocketAddr::from(([127, 0, 0, 1], addr.port()))
@@ -167,6 +171,7 @@ pub fn data_dir(given: Option<PathBuf>) -> (PathBuf, bool) {
     }
 }
 
+/// Runs `causeway demo`.
 pub fn run(a: DemoArgs) -> Result<()> {
     if let Some(DemoSystem::Replicas(r)) = a.system {
         return crate::replicas::run(r);

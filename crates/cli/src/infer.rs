@@ -11,6 +11,7 @@ use causeway_blackbox::reconcile::Captured;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
+/// `--mode`: how causes are chosen.
 #[derive(Clone, Copy, ValueEnum)]
 pub enum ModeArg {
     /// WAP5's message linking.
@@ -23,6 +24,7 @@ pub enum ModeArg {
     Connections,
 }
 
+/// `--sort`: how patterns are ordered.
 #[derive(Clone, Copy, ValueEnum)]
 pub enum SortArg {
     /// Expected count (the sum of the instances' probabilities).
@@ -33,6 +35,7 @@ pub enum SortArg {
     Sqrt,
 }
 
+/// `causeway infer`: causal paths from captures or reconciled messages (WAP5).
 #[derive(Args)]
 pub struct InferArgs {
     /// Capture directories (from `causeway capture --out`).
@@ -150,6 +153,7 @@ fn return_freed_memory_at_once() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
 }
 
+/// Runs `causeway infer`.
 pub fn run(a: InferArgs) -> Result<()> {
     return_freed_memory_at_once();
     if a.dirs.is_empty() && a.messages.is_none() {

@@ -4,6 +4,7 @@
 //! Exit status: 0 on success, 1 when the command failed (the reason is printed on stderr),
 //! 2 for a usage error. Output cut short by its reader (`| head`) ends the command quietly
 //! with 0; `serve` and `demo` drop their status lines instead and keep running.
+#![warn(missing_docs)]
 
 #[macro_use]
 pub mod stdout;

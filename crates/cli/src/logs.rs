@@ -16,6 +16,7 @@ use causeway_logflow::{stitch_logs, Options, Sink, Stitched};
 use clap::Args;
 use serde_json::json;
 
+/// `causeway logs`: request flows stitched from the logs a system writes (lprof).
 #[derive(Args)]
 pub struct LogsArgs {
     /// Log files, or directories of them (read recursively; a file is a node); gzip
@@ -146,6 +147,7 @@ impl Sink for Outputs<'_> {
     }
 }
 
+/// Runs `causeway logs`.
 pub fn run(a: LogsArgs) -> Result<()> {
     let defaults = Options::default();
     let options = Options {

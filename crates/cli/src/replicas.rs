@@ -25,6 +25,7 @@ use serde_json::json;
 use crate::client::Client;
 use crate::demo::{data_dir, loopback, stop_nodes};
 
+/// `causeway demo replicas`: the replicated file system Pivot Tracing is shown on.
 #[derive(Args)]
 pub struct ReplicasArgs {
     /// Hosts, named A, B, C, ... (3 to 26).
@@ -236,6 +237,7 @@ pub fn wait_acknowledged(client: &Client, processes: usize, within: Duration) ->
     }
 }
 
+/// Runs `causeway demo replicas`.
 pub fn run(a: ReplicasArgs) -> Result<()> {
     let layout = layout(&a)?;
     let queries = match &a.queries {

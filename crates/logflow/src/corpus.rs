@@ -128,6 +128,7 @@ fn split_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// What reading found that it could not use as is.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadCounts {
+    /// Lines read (a continuation line counted with the line it continues).
     pub lines: usize,
     /// Lines cut at [`MAX_LINE`].
     pub cut: usize,
@@ -141,6 +142,7 @@ pub struct ReadCounts {
 pub struct Corpus {
     /// Each file's name as reported.
     pub files: Vec<String>,
+    /// Every line of every file, in file order.
     pub lines: Vec<Line>,
     /// Thread names, by [`Line::thread`].
     pub threads: Vec<Box<str>>,
@@ -158,8 +160,10 @@ pub struct Corpus {
     keys: Vec<(u32, u32)>,
     key_starts: Vec<usize>,
     key_count: usize,
+    /// The templates mined from the messages.
     pub miner: Miner,
     points: Points,
+    /// What reading found that it could not use as is.
     pub counts: ReadCounts,
     /// The lines in time order, sorted once: links, ranking, predecessors and the walk
     /// all read the lines in this order.
@@ -175,7 +179,9 @@ pub struct Moment {
     pub time: i64,
     /// Index into [`Corpus::lines`].
     pub line: usize,
+    /// Index into [`Corpus::files`].
     pub file: u32,
+    /// The line's log point.
     pub point: PointId,
     /// Its (file, log point) numbered densely (see [`Corpus::node_point_count`]), so
     /// that passes keep what they learn of one in a vector rather than a hash map.

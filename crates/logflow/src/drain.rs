@@ -16,8 +16,11 @@ use crate::tokens::{Kind, Mask, Token};
 /// prefix), similarity 0.4, 100 children a node.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// Depth of the parse tree (two less is the prefix of tokens it branches on).
     pub depth: usize,
+    /// Least share of tokens a message must share with a template to join it.
     pub similarity: f64,
+    /// Most children a tree node keeps.
     pub max_children: usize,
 }
 
@@ -43,6 +46,7 @@ pub enum Slot {
 /// A log point.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Template {
+    /// The template's positions: text, or a parameter.
     pub slots: Vec<Slot>,
     /// Lines it took.
     pub count: u64,
@@ -197,6 +201,7 @@ pub struct Miner {
 }
 
 impl Miner {
+    /// An empty miner.
     pub fn new(options: Options) -> Miner {
         Miner {
             options,
@@ -213,6 +218,7 @@ impl Miner {
         self.nodes.len() as u32 - 1
     }
 
+    /// The templates mined so far, by id.
     pub fn templates(&self) -> &[Template] {
         &self.templates
     }

@@ -13,7 +13,9 @@ use crate::points::PointId;
 pub struct FlowLine {
     /// Index into [`Flows::files`].
     pub file: u32,
+    /// Its line number in the file, from 1.
     pub number: u32,
+    /// Its time, in nanoseconds since the Unix epoch, when the line has one.
     pub time_ns: Option<i64>,
     /// See [`Flows::thread`].
     pub thread: Option<u32>,
@@ -27,12 +29,15 @@ pub struct FlowLine {
 /// A request's lines, in the order they were added (time order).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Request {
+    /// The request's number.
     pub id: u32,
+    /// Its lines, in time order.
     pub lines: Vec<FlowLine>,
 }
 
 /// Lines of open requests, and the names they are numbered by.
 pub struct Flows {
+    /// The files (nodes) lines come from, by number.
     pub files: Vec<String>,
     points: Vec<(String, u64)>,
     point_ids: HashMap<String, u32>,

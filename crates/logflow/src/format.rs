@@ -46,7 +46,9 @@ pub struct Format {
 /// Why a pattern is not one, and where (1-based column, in characters).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FormatError {
+    /// Where in the pattern, the first character being 1.
     pub column: usize,
+    /// What is wrong there.
     pub message: String,
 }
 

@@ -7,11 +7,17 @@
 /// A line's severity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Level {
+    /// Fine-grained tracing, below debug.
     Trace,
+    /// Debugging detail.
     Debug,
+    /// Normal operation.
     Info,
+    /// Something unexpected that the program survived.
     Warn,
+    /// A failed operation.
     Error,
+    /// A failure the program cannot go on from.
     Fatal,
 }
 
@@ -93,9 +99,13 @@ pub struct Header<'a> {
     /// A time of day with no date (nanoseconds since midnight), when that is all the
     /// line has.
     pub time_of_day_ns: Option<i64>,
+    /// The level, when the line names one.
     pub level: Option<Level>,
+    /// The thread name (`main` of `[main]`), when the line names one.
     pub thread: Option<&'a str>,
+    /// The logger or module (`t.c.Travel#122`, `demo::cart`), when the line names one.
     pub logger: Option<&'a str>,
+    /// What is left: the message the program wrote.
     pub message: &'a str,
 }
 
@@ -363,10 +373,15 @@ fn is_rust_path(target: &str) -> bool {
 /// message as `key=value`, so that a request id logged as a field is a value too.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct JsonLine {
+    /// The time, in nanoseconds since the Unix epoch.
     pub time_ns: Option<i64>,
+    /// The level field.
     pub level: Option<Level>,
+    /// The thread field.
     pub thread: Option<String>,
+    /// The logger (or target) field.
     pub logger: Option<String>,
+    /// The message field, with the other scalar fields appended as `key=value`.
     pub message: String,
 }
 

@@ -22,10 +22,13 @@ const EXAMPLES: usize = 3;
 /// The evidence for one variable.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Evidence {
+    /// The (log point, parameter) it is.
     pub variable: Variable,
     /// The word before it in its log point (`orderId`): what `--id` and `--not-id` name.
     pub name: String,
+    /// Lines that print it.
     pub lines: usize,
+    /// Distinct values it takes.
     pub distinct: usize,
     /// Share of its values also printed at another log point.
     pub shared: f64,

@@ -35,6 +35,7 @@
 //!   UUIDs, IP addresses, paths).
 //! - `drain`: log points as templates, mined with a Drain-style fixed-depth tree, each
 //!   line's parameter values kept.
+#![warn(missing_docs)]
 
 pub mod corpus;
 pub mod drain;

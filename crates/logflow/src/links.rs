@@ -78,8 +78,11 @@ fn window_of(lag: i64) -> usize {
 /// request, within `window_ns`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Link {
+    /// The variable whose value is printed first.
     pub from: Variable,
+    /// The variable that prints the same value again.
     pub to: Variable,
+    /// How long after the first the value is printed again, at most, in nanoseconds.
     pub window_ns: i64,
     /// The share of matches within the window that chance does not explain.
     pub precision: f64,

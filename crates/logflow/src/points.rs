@@ -21,6 +21,7 @@ pub type PointId = u32;
 /// A log point: a template with its URLs' query keys.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Point {
+    /// The template it refines.
     pub template: TemplateId,
     /// The template's slots with each URL parameter spelled out; none when no parameter
     /// is a URL with a query, the template's slots being the point's (a template can be
@@ -81,6 +82,7 @@ fn name_is_value(name: &str) -> bool {
 }
 
 impl Points {
+    /// Every log point, by id.
     pub fn all(&self) -> &[Point] {
         &self.points
     }

@@ -14,6 +14,7 @@ use crate::flows::{Flows, Request};
 pub struct Sequence {
     /// Each segment's log points, in time order.
     pub segments: Vec<Vec<u32>>,
+    /// Requests with this sequence.
     pub count: u64,
     /// Latency (first line to last), sorted, in nanoseconds: one per request.
     pub latencies_ns: Vec<i64>,

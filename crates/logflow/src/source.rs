@@ -21,6 +21,7 @@ const MAX_CALL: usize = 16 * 1024;
 /// A piece of a log point's printed text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Piece {
+    /// Literal text.
     Text(String),
     /// A value: a `{}` of the format, or a field's.
     Value,
@@ -31,6 +32,7 @@ pub enum Piece {
 pub struct SourcePoint {
     /// The file, relative to the directory read, and the 1-based line of the call.
     pub file: String,
+    /// The 1-based line of the call in that file.
     pub line: u32,
     /// What it prints, in order (never two values in a row: see [`pieces`]).
     pub pieces: Vec<Piece>,
@@ -406,6 +408,7 @@ pub struct SourceIndex {
 }
 
 impl SourceIndex {
+    /// An index of `points` by a word of each one's longest text.
     pub fn new(points: Vec<SourcePoint>) -> SourceIndex {
         let mut by_word: HashMap<String, Vec<usize>> = HashMap::default();
         for (i, p) in points.iter().enumerate() {
@@ -425,6 +428,7 @@ impl SourceIndex {
         SourceIndex { points, by_word }
     }
 
+    /// The log points indexed.
     pub fn points(&self) -> &[SourcePoint] {
         &self.points
     }

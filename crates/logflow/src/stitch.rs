@@ -37,6 +37,7 @@ use crate::links::{self, Links};
 use crate::pair_index::{PairIndex, TABLE_CELLS};
 use crate::points::PointId;
 
+/// How lines are joined into requests.
 #[derive(Clone, Debug)]
 pub struct StitchOptions {
     /// Variables scoring at least this are request identifiers (in the first pass).

@@ -12,10 +12,15 @@
 /// The kind of value a word is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mask {
+    /// A decimal number, with an optional sign and decimal point.
     Num,
+    /// A hexadecimal value: `0x1f`, or eight or more hex digits with a letter among them.
     Hex,
+    /// A UUID.
     Uuid,
+    /// An IPv4 address (four dot-separated decimal parts).
     Ip,
+    /// A path (`/a/b`), with its query string if it has one.
     Path,
 }
 
@@ -52,9 +57,12 @@ impl Kind {
     }
 }
 
+/// A word or a run of punctuation of a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Token<'a> {
+    /// Its text.
     pub text: &'a str,
+    /// What kind of token it is.
     pub kind: Kind,
 }
 

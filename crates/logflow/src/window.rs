@@ -19,7 +19,9 @@ use crate::format::Format;
 
 /// A file read as a stream.
 pub struct Stream {
+    /// The name reported for the file.
     pub name: String,
+    /// The file's lines, decompressed.
     pub reader: Box<dyn BufRead + Send>,
 }
 
@@ -112,6 +114,7 @@ pub struct Windows {
 }
 
 impl Windows {
+    /// Windows over `streams`, their lines read with `format` where the detection does not know them.
     pub fn new(streams: Vec<Stream>, format: Option<Format>, options: WindowOptions) -> Windows {
         Windows {
             files: streams

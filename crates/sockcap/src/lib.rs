@@ -2,6 +2,7 @@
 //! library. It interposes libc's socket calls in every process it is loaded into, and
 //! records each call (never its payload) in that process's capture log, in the format
 //! of `causeway-capture-format`, which `causeway-blackbox` reads back with.
+#![warn(missing_docs)]
 
 // Named as the library's own modules, for the hooks (not compiled into the tests).
 #[cfg(not(test))]
