@@ -7,6 +7,13 @@
 //! ends in a partial record, which [`Reader`] reports with its offset after yielding
 //! everything before it.
 //!
+//! The records: the process (pid, parent pid, start or fork, host, executable, command
+//! line), socket, bind and listen (the address the kernel gave), connection, data,
+//! close and shutdown, dup, fork, exec, and the library's warnings. Every record but the
+//! first carries the thread id and `CLOCK_MONOTONIC` and `CLOCK_REALTIME` at the call's
+//! return. Files are named `HOST-PID-MONO.sockcap` (see [`LOG_SUFFIX`]). The
+//! `capture_logs` fuzz target checks that whatever decodes re-encodes to the same bytes.
+//!
 //! Encoding writes into a caller's fixed buffer and never allocates: the preload library
 //! encodes inside intercepted calls.
 //!
