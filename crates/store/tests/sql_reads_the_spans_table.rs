@@ -1,13 +1,15 @@
 //! SQL over the spans table: head and blocks together, attributes queryable, read-only,
 //! row-limited.
 
+mod common;
+
 use std::time::Duration;
 
 use serde_json::json;
 
 use causeway_model::{KeyValue, Span, SpanId, TraceId};
 use causeway_store::sql::{self, SqlLimits};
-use causeway_store::{FsyncPolicy, Store, StoreError, StoreOptions, TraceStore};
+use causeway_store::{StoreError, TraceStore};
 
 fn span(trace: u128, id: u64, name: &str, service: &str, ms: u64, user: &str) -> Span {
     let mut s = Span::new(
@@ -26,16 +28,7 @@ fn span(trace: u128, id: u64, name: &str, service: &str, ms: u64, user: &str) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sql_sees_head_and_blocks_and_reads_attributes() {
-    let dir = std::env::temp_dir().join(format!("causeway-sql-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(
-        &dir,
-        StoreOptions {
-            fsync: FsyncPolicy::Never,
-            ..StoreOptions::default()
-        },
-    )
-    .unwrap();
+    let (store, dir) = common::fresh_store("sql");
     store
         .append(vec![
             span(1, 1, "GET /a", "web", 5, "alice"),

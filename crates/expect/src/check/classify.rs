@@ -125,15 +125,7 @@ impl Checker {
     fn path_limits(&self, r: &Compiled, path: &Path) -> Option<Mismatch> {
         let m = &path.metrics;
         for b in &r.limits {
-            let value = match b.metric {
-                Metric::RealTime => Some(m.real_ns as f64),
-                Metric::CpuTime => m.cpu_ns.map(|c| c as f64),
-                Metric::Depth => Some(m.depth as f64),
-                Metric::Messages => Some(m.messages as f64),
-                Metric::Threads => Some(m.threads as f64),
-                Metric::Hosts => Some(m.hosts as f64),
-                _ => None,
-            };
+            let value = path_metric(m, b.metric);
             if !b.holds(value) {
                 return Some(Mismatch {
                     recognizer: r.name.clone(),

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use causeway_model::{KeyValue, Span, SpanId, TraceId};
 use causeway_store::{FsyncPolicy, Store, StoreOptions, TraceStore};
 
-/// A store of `n` spans of `svc` over 20 operations, ten to a trace, each with a user.
-pub fn store_of_spans(name: &str, n: u64) -> (Store, PathBuf) {
+/// An empty store in a fresh directory named for `name`, never synced.
+pub fn fresh_store(name: &str) -> (Store, PathBuf) {
     let dir = std::env::temp_dir().join(format!("causeway-store-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let store = Store::open(
@@ -19,6 +19,12 @@ pub fn store_of_spans(name: &str, n: u64) -> (Store, PathBuf) {
         },
     )
     .unwrap();
+    (store, dir)
+}
+
+/// A store of `n` spans of `svc` over 20 operations, ten to a trace, each with a user.
+pub fn store_of_spans(name: &str, n: u64) -> (Store, PathBuf) {
+    let (store, dir) = fresh_store(name);
     let t = 1_700_000_000_000_000_000u64;
     let spans: Vec<Span> = (0..n)
         .map(|i| {
