@@ -14,6 +14,20 @@
 //! - A datagram is a message of its own, matched to its receipt by checksum and size,
 //!   the nearest in time.
 //! - Times are wall-clock nanoseconds as each host's clock read them.
+//! - Nodes are `program[pid]@host`, or what a names file (`causeway infer --names`:
+//!   `NAME = TEXT` lines, matched against the command line) calls them; an end that was
+//!   not captured is a node named by its host's address (its endpoint keeps the port).
+//!
+//! At WAP5's CoDeeN scale (`causeway-bench infer-scale`) memory is the cost that matters.
+//! Names are interned (`ustr`: one copy each, compared and hashed as a pointer); capture
+//! logs are read several at a time (`Captured::read`, parts appended in file order); the
+//! two ends of a TCP connection are paired through their address pair, the ends under one
+//! key chained in index order; a connection's calls are freed once its messages are made,
+//! and its endpoint names are made (formatted and interned) a block of pairs at a time on
+//! every core; connection ends are dropped once the messages are made. A missing time is
+//! `i64::MIN` (`MaybeNs`), not an `Option`. Reconciled messages are numbered 1..n, so
+//! `MessageIndex` finds one by position (a map only for ids given in `--messages`).
+//! `leave_out_ports` (`causeway infer --ignore-port`) drops traffic such as span exports.
 
 use foldhash::{HashMap, HashSet};
 use std::fmt;
@@ -212,7 +226,7 @@ impl From<MaybeNs> for Option<i64> {
 /// system's requests, such as span or metric exports); returns how many.
 pub fn leave_out_ports(messages: &mut Vec<Message>, ports: &[u16]) -> usize {
     let before = messages.len();
-    let on = |ep: &str| crate::roles::port(ep).is_some_and(|p| ports.contains(&p));
+    let on = |ep: &str| port(ep).is_some_and(|p| ports.contains(&p));
     messages.retain(|m| !on(&m.src_ep) && !on(&m.dst_ep));
     before - messages.len()
 }
@@ -841,6 +855,11 @@ impl Captured {
 
 /// Whether a socket bound to `local` receives what is sent to `to` (a wildcard address
 /// matches any).
+/// An `ip:port` endpoint's port.
+pub(crate) fn port(endpoint: &str) -> Option<u16> {
+    endpoint.rsplit_once(':')?.1.parse().ok()
+}
+
 fn ports_match(local: &Ep, to: &Ep) -> bool {
     match (local, to) {
         (Ep::Inet(l), Ep::Inet(t)) => {

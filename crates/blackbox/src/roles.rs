@@ -8,15 +8,10 @@ use foldhash::{HashMap, HashSet};
 use smallvec::SmallVec;
 
 use crate::numbers::Numbered;
-use crate::reconcile::{Message, Name};
+use crate::reconcile::{port, Message, Name};
 
 /// The name patterns give every client node.
 pub const CLIENT: &str = "CLIENT";
-
-/// An `ip:port` endpoint's port.
-pub(crate) fn port(endpoint: &str) -> Option<u16> {
-    endpoint.rsplit_once(':')?.1.parse().ok()
-}
 
 /// The endpoints (node, `ip:port`) on fixed ports, given the ports each node listens on.
 pub fn fixed_endpoints(

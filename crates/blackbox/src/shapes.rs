@@ -7,7 +7,7 @@ use std::hash::BuildHasher;
 
 use foldhash::HashMap;
 
-use crate::link::Pattern;
+use serde::Serialize;
 
 /// Tokens past any name's number: `[`, `]`, ` + ` between roots, and `[...]` where a
 /// tree was cut. Names sort before `[` and `[` before `]`, as they do in text, so that
@@ -164,6 +164,19 @@ struct Tally {
     count: u64,
     expected: f64,
     max_probability: f64,
+}
+
+/// A path pattern: path instances of one shape.
+#[derive(Clone, Debug, Serialize)]
+pub struct Pattern {
+    /// The shape: `src>dst` per message, children in brackets.
+    pub shape: String,
+    /// Path instances of this shape.
+    pub count: u64,
+    /// The sum of the instances' probabilities.
+    pub expected: f64,
+    /// The most probable instance's probability.
+    pub max_probability: f64,
 }
 
 /// Path instances counted by shape, each shape's tokens kept once in one arena (of

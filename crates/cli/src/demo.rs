@@ -1,15 +1,17 @@
 //! `causeway demo`: the server with its embedded store, the demo system (one process per
 //! role, each this binary re-run as `causeway demo-node ROLE`) and a load generator.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use causeway_demo::{Load, Role, Topology, TOPOLOGY_VAR};
 use causeway_server::ServerConfig;
 use clap::Args;
+
+use crate::nodes::{data_dir, loopback, stop_nodes, wait_listening, NodeProcess};
 
 /// `causeway demo`: the server, the shop sending it traces, and load.
 #[derive(Args)]
@@ -46,14 +48,6 @@ enum DemoSystem {
     Replicas(crate::replicas::ReplicasArgs),
 }
 
-/// One running demo process.
-pub struct Node {
-    /// What it is called in messages (its role, or a node of the replicas system).
-    pub label: String,
-    /// The running process.
-    pub child: Child,
-}
-
 /// Addresses for every role, on free loopback ports.
 fn free_ports() -> Result<Topology> {
     let mut topology = Topology::default();
@@ -66,7 +60,7 @@ fn free_ports() -> Result<Topology> {
     Ok(topology)
 }
 
-fn spawn_nodes(topology: &Topology, otlp: &str, logs: Option<&Path>) -> Result<Vec<Node>> {
+fn spawn_nodes(topology: &Topology, otlp: &str, logs: Option<&Path>) -> Result<Vec<NodeProcess>> {
     let exe = std::env::current_exe().context("finding the causeway executable")?;
     let mut nodes = Vec::new();
     for (role, _) in topology.iter() {
@@ -84,7 +78,7 @@ fn spawn_nodes(topology: &Topology, otlp: &str, logs: Option<&Path>) -> Result<V
             .spawn()
             .with_context(|| format!("starting the {role} process"));
         match child {
-            Ok(child) => nodes.push(Node {
+            Ok(child) => nodes.push(NodeProcess {
                 label: role.to_string(),
                 child,
             }),
@@ -98,77 +92,12 @@ fn spawn_nodes(topology: &Topology, otlp: &str, logs: Option<&Path>) -> Result<V
 }
 
 /// Waits until every role accepts connections.
-fn wait_ready(topology: &Topology, nodes: &mut [Node], within: Duration) -> Result<()> {
+fn wait_ready(topology: &Topology, nodes: &mut [NodeProcess], within: Duration) -> Result<()> {
     let listeners: Vec<(String, SocketAddr)> = topology
         .iter()
         .map(|(role, addr)| (role.to_string(), addr))
         .collect();
     wait_listening(&listeners, nodes, within)
-}
-
-/// Waits until each process (by label) accepts connections at its address.
-pub fn wait_listening(
-    listeners: &[(String, SocketAddr)],
-    nodes: &mut [Node],
-    within: Duration,
-) -> Result<()> {
-    let deadline = Instant::now() + within;
-    for (label, addr) in listeners {
-        while TcpStream::connect_timeout(addr, Duration::from_millis(200)).is_err() {
-            if let Some(node) = nodes.iter_mut().find(|n| n.label == *label) {
-                if let Ok(Some(status)) = node.child.try_wait() {
-                    bail!("the {label} process exited at start ({status})");
-                }
-            }
-            if Instant::now() > deadline {
-                bail!("the {label} process did not listen on {addr} within {within:?}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    Ok(())
-}
-
-/// Closes each process's stdin (its signal to finish and flush), then waits for it.
-pub fn stop_nodes(mut nodes: Vec<Node>) {
-    for n in &mut nodes {
-        drop(n.child.stdin.take());
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    for mut n in nodes {
-        loop {
-            match n.child.try_wait() {
-                Ok(Some(_)) | Err(_) => break,
-                Ok(None) if Instant::now() > deadline => {
-                    eprintln!("the {} process did not stop; killing it", n.label);
-                    let _ = n.child.kill();
-                    let _ = n.child.wait();
-                    break;
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            }
-        }
-    }
-}
-
-/// `addr`, with an unspecified address (`0.0.0.0`, `::`) replaced by loopback: where a local client connects.
-pub fn loopback(addr: SocketAddr) -> SocketAddr {
-    if addr.ip().is_unspecified() {
-        SocketAddr::from(([127, 0, 0, 1], addr.port()))
-    } else {
-        addr
-    }
-}
-
-/// The store's directory: the one given, or a temporary one (true) removed at the end.
-pub fn data_dir(given: Option<PathBuf>) -> (PathBuf, bool) {
-    match given {
-        Some(d) => (d, false),
-        None => (
-            std::env::temp_dir().join(format!("causeway-demo-{}", std::process::id())),
-            true,
-        ),
-    }
 }
 
 /// Runs `causeway demo`.

@@ -18,6 +18,7 @@ mod expect;
 mod import;
 pub mod infer;
 pub mod logs;
+pub mod nodes;
 mod pivot;
 pub mod print;
 pub mod progress;

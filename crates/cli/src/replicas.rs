@@ -3,9 +3,19 @@
 //! as `causeway replicas-node ...`.
 //!
 //! With `--queries FILE --json`: installs the file's queries, waits until every process
-//! acknowledged them, runs the workload once, lets every process report its last
-//! results, prints each query's totals as one JSON object and exits 0. Without: the
-//! clients read in a loop and the UI shows the queries installed from it or the CLI.
+//! acknowledged them, sends the clients `go` on stdin and waits for them, closes the
+//! servers' stdin so that each reports its last results as it exits, prints each query's
+//! totals as one JSON object and exits 0. Without: the clients read in a loop and the UI
+//! shows the queries installed from it or the CLI. The NameNode lists the client's own
+//! host first, then `--order` (or a shuffle with `--selection random`).
+//!
+//! The processes are started and stopped as a [`System`], which `causeway-bench pivot`
+//! (`crates/bench/src/pivot/`) also runs: fresh processes per run, with or without the
+//! agent, clients that time each request and print the latencies (`report_latency`), an
+//! optional `pad` field of N values on each op span (which a query exploding it packs into
+//! every request's bag: `pack60`), an optional W3C baggage member put on each op span
+//! (`carried_baggage`: `bag60`'s 60-tuple bag, which no advice reads), and a program every
+//! process runs under (`wrap`: valgrind, for `--instructions`).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -23,7 +33,7 @@ use clap::Args;
 use serde_json::json;
 
 use crate::client::Client;
-use crate::demo::{data_dir, loopback, stop_nodes};
+use crate::nodes::{data_dir, loopback, stop_nodes, NodeProcess};
 
 /// `causeway demo replicas`: the replicated file system Pivot Tracing is shown on.
 #[derive(Args)]
@@ -100,7 +110,7 @@ fn spawn(
     setup: &Setup,
     capture: bool,
     options: &Options,
-) -> Result<Vec<crate::demo::Node>> {
+) -> Result<Vec<NodeProcess>> {
     let (exe, wrap) = (&options.program, &options.wrap);
     let env = serde_json::to_string(setup)?;
     let mut running = Vec::new();
@@ -126,7 +136,7 @@ fn spawn(
             .spawn()
             .with_context(|| format!("starting {}", node.proc_name()));
         match child {
-            Ok(child) => running.push(crate::demo::Node {
+            Ok(child) => running.push(NodeProcess {
                 label: node.proc_name(),
                 child,
             }),
@@ -141,7 +151,7 @@ fn spawn(
 
 /// Where each server listens, in order, as it prints it on standard output (the rest of
 /// which is read and dropped, so that a later line never finds the pipe closed).
-fn listening(servers: &mut [crate::demo::Node], within: Duration) -> Result<Vec<SocketAddr>> {
+fn listening(servers: &mut [NodeProcess], within: Duration) -> Result<Vec<SocketAddr>> {
     use std::io::BufRead as _;
     let (tx, rx) = std::sync::mpsc::channel();
     for (i, n) in servers.iter_mut().enumerate() {
@@ -278,9 +288,9 @@ pub fn run(a: ReplicasArgs) -> Result<()> {
 /// The processes of one run of the system: servers listening, clients waiting for
 /// the go signal.
 pub struct System {
-    servers: Vec<crate::demo::Node>,
+    servers: Vec<NodeProcess>,
     /// The clients.
-    pub workers: Vec<crate::demo::Node>,
+    pub workers: Vec<NodeProcess>,
     /// How many processes there are.
     pub processes: usize,
 }

@@ -31,7 +31,7 @@ use serde_json::json;
 
 use crate::stats::{mean_ci, median};
 use causeway_cli::client::Client;
-use causeway_cli::demo::{data_dir, loopback};
+use causeway_cli::nodes::{data_dir, loopback};
 use causeway_cli::replicas::{install, wait_acknowledged, Options, System};
 
 mod instructions;

@@ -38,6 +38,7 @@ use serde::Serialize;
 
 use crate::reconcile::{Message, MessageId, MessageIndex};
 use crate::rows::Rows;
+pub use crate::shapes::Pattern;
 use crate::shapes::{PatternCounts, ShapeNames};
 use crate::slots::Slots;
 
@@ -138,19 +139,6 @@ pub struct Placement {
     pub cause: Option<u32>,
     /// The instance's probability.
     pub probability: f64,
-}
-
-/// A path pattern: path instances of one shape.
-#[derive(Clone, Debug, Serialize)]
-pub struct Pattern {
-    /// The shape: `src>dst` per message, children in brackets.
-    pub shape: String,
-    /// Path instances of this shape.
-    pub count: u64,
-    /// The sum of the instances' probabilities.
-    pub expected: f64,
-    /// The most probable instance's probability.
-    pub max_probability: f64,
 }
 
 /// What linking inferred.
