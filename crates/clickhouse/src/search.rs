@@ -4,24 +4,50 @@
 //! Which table answers depends on the query: with a tag the attribute index names the
 //! traces to look in; with a service, the span index by (service, name, start) holds the
 //! spans; otherwise every span is read. Traces are ranked by `trace_starts`.
+//!
+//! The ranking is `SELECT trace_id, minMerge(first) FROM trace_starts WHERE trace_id IN
+//! (SELECT trace_id FROM <spans> WHERE <condition>) GROUP BY trace_id ORDER BY ... DESC
+//! LIMIT n`, where `<spans>` is: with a tag the index holds (any but `error=true`, which an
+//! error status meets too; a value up to 128 bytes), `span_rows_local` restricted to the
+//! traces `attr_index_local` names for it (`trace_id` leads the primary key, so only their
+//! granules are read), every condition then checked on each span (tags through
+//! `arrayExists` over the two arrays); with a service and no tag, a range of
+//! `span_index_local`; otherwise every span of `span_rows_local`. The derived tables are
+//! also limited to the window's days.
+//!
+//! A search with a service and no tag ranks only the traces of its newest matching spans
+//! (`newest_by_span_start`): `operation_spans` gives the operation's (or service's) span
+//! count and first and last start in the window, from which a floor is chosen that should
+//! leave twice the limit of spans after it were they spread evenly (doubled again for
+//! unevenness), and the ranking above runs on the matching spans of `span_index_local` at
+//! or after the floor, a range of its key. (18.16 cannot read a key range backwards, so
+//! `ORDER BY start DESC LIMIT n` would read all of a popular operation's rows.) A trace none
+//! of them names has no matching span after the floor, so it starts before it: once `limit`
+//! ranked traces start at or after the floor they are the answer; else the range grows
+//! fourfold (a host, duration or error condition thins the matches, or they come long after
+//! their traces start) until it holds every matching span. The traces found are then loaded
+//! whole and summarised.
 
 use causeway_model::TraceId;
 use causeway_store::{SearchQuery, StoreError, TimeWindow};
 
+use crate::http::Client;
+use crate::literals::{answer_error, quote, NS_PER_DAY};
 use crate::rowbinary::RowReader;
 use crate::schema;
-use crate::store::{answer_error, quote, ClickHouseStore, NS_PER_DAY};
+use crate::schema::Tables;
 
 /// The ids of the `q.effective_limit()` traces that match `q` and started last, latest
 /// first (ties by the greater id).
 pub(crate) fn newest_matching(
-    store: &ClickHouseStore,
+    client: &Client,
+    tables: &Tables,
     q: &SearchQuery,
 ) -> Result<Vec<TraceId>, StoreError> {
     if q.service.is_some() && q.tags.is_empty() {
-        return newest_by_span_start(store, q);
+        return newest_by_span_start(client, tables, q);
     }
-    let t = &store.tables;
+    let t = tables;
     let condition = search_condition(q);
     // The spans that match, each node's own: by a range of the attribute index and then
     // the few traces it names, or by every span.
@@ -37,7 +63,7 @@ pub(crate) fn newest_matching(
         ),
         None => format!("SELECT trace_id FROM {} WHERE {condition}", t.rows_local),
     };
-    Ok(newest_of(store, &matching, q.effective_limit())?
+    Ok(newest_of(client, tables, &matching, q.effective_limit())?
         .into_iter()
         .map(|(id, _)| id)
         .collect())
@@ -46,14 +72,15 @@ pub(crate) fn newest_matching(
 /// The `limit` traces that the spans `matching` selects (on each node, of its own
 /// tables) name and that started last, with their starts, latest first.
 fn newest_of(
-    store: &ClickHouseStore,
+    client: &Client,
+    tables: &Tables,
     matching: &str,
     limit: usize,
 ) -> Result<Vec<(TraceId, u64)>, StoreError> {
-    let answer = store.client.run(&format!(
+    let answer = client.run(&format!(
         "SELECT trace_id, minMerge(first) AS first FROM {} WHERE trace_id IN ({matching}) \
          GROUP BY trace_id ORDER BY first DESC, trace_id DESC LIMIT {limit} FORMAT RowBinary",
-        store.tables.trace_starts,
+        tables.trace_starts,
     ))?;
     ids_and_starts(&answer)
 }
@@ -69,12 +96,13 @@ fn newest_of(
 /// the spans out, or they come long after their traces start), until it holds every
 /// matching span.
 fn newest_by_span_start(
-    store: &ClickHouseStore,
+    client: &Client,
+    tables: &Tables,
     q: &SearchQuery,
 ) -> Result<Vec<TraceId>, StoreError> {
     let limit = q.effective_limit();
     let days = days_condition(q.window);
-    let Some(range) = operation_range(store, q, &days)? else {
+    let Some(range) = operation_range(client, tables, q, &days)? else {
         return Ok(Vec::new());
     };
     let condition = format!("{} AND {days}", search_condition(q));
@@ -84,9 +112,9 @@ fn newest_by_span_start(
         let floor = range.last.saturating_sub(width).max(range.first);
         let matching = format!(
             "SELECT trace_id FROM {} WHERE {condition} AND start >= {floor}",
-            store.tables.span_index_local
+            tables.span_index_local
         );
-        let traces = newest_of(store, &matching, limit)?;
+        let traces = newest_of(client, tables, &matching, limit)?;
         let every_span_seen = floor <= range.first;
         if every_span_seen || traces.get(limit - 1).is_some_and(|&(_, s)| s >= floor) {
             return Ok(traces.into_iter().map(|(id, _)| id).collect());
@@ -116,7 +144,8 @@ impl OperationRange {
 /// The service's (and operation's) spans and their first and last start within `q`'s
 /// window; none when it has no span there.
 fn operation_range(
-    store: &ClickHouseStore,
+    client: &Client,
+    tables: &Tables,
     q: &SearchQuery,
     days: &str,
 ) -> Result<Option<OperationRange>, StoreError> {
@@ -127,10 +156,10 @@ fn operation_range(
     if let Some(s) = &q.operation {
         condition.push(format!("name = {}", quote(s)));
     }
-    let answer = store.client.run(&format!(
+    let answer = client.run(&format!(
         "SELECT toUInt64(countMerge(spans)), minMerge(first), maxMerge(last) FROM {} \
          WHERE {} FORMAT RowBinary",
-        store.tables.operation_spans,
+        tables.operation_spans,
         condition.join(" AND ")
     ))?;
     let mut r = RowReader::new(&answer[..]);

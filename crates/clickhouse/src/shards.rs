@@ -3,14 +3,24 @@
 //! every shard at once. This is ClickHouse's own routing (the `Distributed` table's
 //! selector) done in the client; it works on every version, 18.16 included, where
 //! `optimize_skip_unused_shards` does not exist.
+//!
+//! At open, `system.clusters` gives the shards and their weights, and each listed node says
+//! which shard it is (`is_local`). When every shard has a listed node, the client selects
+//! as the `Distributed` engine does (the key modulo the total weight, each shard as many
+//! slots as its weight): trace by id asks only the shard that holds the trace (its local
+//! table, by primary key), and the bulk scan opens one stream per shard. Otherwise (a shard
+//! not listed, a node down at open, or a `span_rows` whose `engine_full` shows another
+//! sharding key, as an older build made it) reads go through the `Distributed` table.
+//! Search and its summaries always use the `Distributed` tables, which already ask every
+//! shard at once.
 
 use causeway_model::TraceId;
 use causeway_store::StoreError;
 
 use crate::http::Client;
+use crate::literals::quote;
 use crate::rowbinary::RowReader;
 use crate::schema::SHARDING_KEY;
-use crate::store::quote;
 
 /// The cluster's shards and the nodes of the store URL that hold each.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,4 +1,36 @@
 //! [`TraceStore`] on ClickHouse: spans written as RowBinary rows, every read a query.
+//!
+//! Append: the rows are posted with `insert_distributed_sync=1` (answered once every shard
+//! has its rows), then the batch's distinct operations. A span sent twice has the same key,
+//! so merges collapse it, and reads drop identical payloads, as the embedded store drops
+//! identical spans.
+//!
+//! Reads: whole traces come in one query shape, `SELECT trace_id, groupArray(payload) ...
+//! WHERE trace_id IN (<ids>) GROUP BY trace_id`, with `distributed_group_by_no_merge=1` on a
+//! cluster (each shard groups its own traces; a subquery in `<ids>` runs on each shard
+//! against its local tables), streamed and decoded row by row. For a trace by id `<ids>` is
+//! the id, and only the shard that holds it is asked when reads are routed by shard
+//! (`crate::shards`); for a scan `<ids>` are the traces whose `minMerge(first)` in
+//! `trace_starts` lies in the window, one stream per shard, each decoded on its own thread,
+//! a `Break` on one stopping all. Search is `crate::search`. The grouping holds every
+//! payload it groups until it answers, so past `max_bytes_before_external_group_by` (1 GiB,
+//! `ClickHouseOptions::scan_spill_bytes`) a node spills it to its disk: a scan of 1 M traces
+//! otherwise exceeds a query's memory limit. A scan's stream has no overall timeout
+//! (`Patience::AsLongAsItTakes`: the client's timeout bounds connecting and sending only),
+//! since the grouping answers nothing until it is done; the scan's reader stops at the next
+//! trace once the server's query time is up, while a grouping still under way runs to its
+//! end on ClickHouse (18.16 does not cancel a query when its HTTP client leaves). Every
+//! other request is bounded by the client's timeout (60 s). Lists of trace ids go 2 000 to
+//! a query, since ClickHouse parses at most 256 KiB of query text by default. Literals are
+//! quoted with backslash escapes (control characters as `\xHH`).
+//!
+//! Retention (`drop_days_before`, run every minute by the spool's thread under
+//! `--retention`) drops, on every node the URL lists, the day partitions of
+//! `span_rows_local`, `span_index_local`, `attr_index_local`, `trace_starts_local`,
+//! `operation_spans_local` and `operations_local` whose last day is before the cutoff's day
+//! (`ALTER TABLE ... DROP PARTITION ID`, the id checked to be digits). A day already
+//! dropped is a no-op, so several serve processes may all do it. The same statements work on
+//! every version: 18.16 has no TTL. `--max-bytes` is refused with `--store`.
 
 use std::io::BufReader;
 use std::ops::ControlFlow;
@@ -14,12 +46,11 @@ use causeway_store::{
 
 use crate::endpoint::Endpoint;
 use crate::http::{Client, Patience};
+use crate::literals::{answer_error, id_lists, quote, NS_PER_DAY};
 use crate::rowbinary::{RowReader, RowWriter};
 use crate::schema::{self, Tables};
 use crate::search;
 use crate::shards::ShardMap;
-
-pub(crate) const NS_PER_DAY: u64 = 86_400_000_000_000;
 
 /// How the store talks to the cluster.
 #[derive(Debug, Clone)]
@@ -246,43 +277,6 @@ fn decode_distinct(payloads: &mut [Vec<u8>], fields: &Fields) -> Result<Vec<Span
     Ok(spans)
 }
 
-pub(crate) fn answer_error(e: std::io::Error) -> StoreError {
-    StoreError::Remote {
-        node: "(answer)".into(),
-        reason: e.to_string(),
-    }
-}
-
-/// Trace ids as lists of SQL literals, each short enough for one query: ClickHouse
-/// parses at most 256 KiB of query text by default, and 2 000 ids take about 86 KiB.
-pub(crate) fn id_lists(ids: &[TraceId]) -> impl Iterator<Item = String> + '_ {
-    ids.chunks(2_000).map(|chunk| {
-        chunk
-            .iter()
-            .map(|id| format!("unhex('{id}')"))
-            .collect::<Vec<_>>()
-            .join(",")
-    })
-}
-
-/// A ClickHouse string literal.
-pub(crate) fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('\'');
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\'' => out.push_str("\\'"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('\'');
-    out
-}
-
 /// The span table's row for `span` (see `schema::SPAN_COLUMNS`).
 fn write_row(span: &Span, payload: &mut Vec<u8>, rows: &mut RowWriter) {
     payload.clear();
@@ -398,7 +392,7 @@ impl TraceStore for ClickHouseStore {
         query: &SearchQuery,
         stop: &(dyn Fn() -> ControlFlow<()> + Sync),
     ) -> Result<Vec<TraceSummary>, StoreError> {
-        let ids = search::newest_matching(self, query)?;
+        let ids = search::newest_matching(&self.client, &self.tables, query)?;
         if stop().is_break() {
             return Ok(Vec::new());
         }
