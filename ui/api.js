@@ -1,4 +1,7 @@
 // Calls to the query API. Errors carry the API's own message, for the views to show.
+// Answers are parsed so that integers past 2^53 keep their digits (`parseJson`). With a
+// server that has a token, the UI asks for it on a 401 and keeps it in localStorage; the
+// static files themselves are served without it.
 
 const TOKEN_KEY = "causeway.token";
 

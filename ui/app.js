@@ -1,5 +1,19 @@
 // The router: every view's state lives in the URL's hash (`#/view/id?params`), so any
 // page can be shared as a link and restored by the back button.
+//
+// The UI is a single-page app of plain ES modules, served from the binary
+// (crates/server/src/ui.rs). Its views: search (patterns and traces tabs), pattern, trace
+// (virtual rows, critical path, skew correction with each offset's reason), dependencies,
+// compare, expectations (the demo's shop.pip is served as example.pip), pivot, inferred
+// and logs. It only calls the query API (api.js).
+//
+// A view builds its page detached, and only the page the router mounts becomes the one
+// clicks act on, so a slow answer for a trace the user has left cannot take over. Spans,
+// critical-path steps, histogram bars and graph edges can be chosen with the keyboard too
+// (Enter or Space), and the focus returns to the chosen element once its view has
+// redrawn. Choosing within a page (a span, a histogram bar, a graph edge) updates it in
+// place, without a fetch or a scroll; so does sorting a search table. A view's `update`
+// that fetches returns a promise, and the view's state is `updating` until it settles.
 
 import * as search from "./search.js";
 import * as pattern from "./pattern.js";

@@ -2,7 +2,10 @@
 // draws them: the patterns with their count and expected count, one pattern as a
 // timeline (a lane per node, a box for the time a node held the request, an arrow per
 // message with its network delay, a diamond for a node that was not captured), and each
-// node's delay histogram.
+// node's delay histogram. It reads `GET /api/inferred` (causeway_analysis::inferred): a box
+// runs from a message's receipt to the last send it caused (labelled with that delay),
+// an arrow per message carries its network delay, and the hops are placed by their mean
+// send and receive offsets from the path's first message.
 
 import { get } from "./api.js";
 import { go, link } from "./app.js";

@@ -2,6 +2,17 @@
 // and follow its results live as a pivot table: rows and columns chosen from the group
 // keys, totals, and a sparkline of each cell over the last intervals (the paper's
 // Figure 2c). A cell links to a sampled trace where the query's tracepoints ran.
+//
+// `#/pivot` lists the installed queries with how many connected processes acknowledged
+// each, an editor with the paper's queries as examples (/ui/paper-queries.pivot), Explain
+// and Install, and the catalog. `#/pivot/{id}?rows=&cols=&value=` shows who runs the query
+// (polled each interval) and its results: the URL chooses the row keys and the column
+// keys (each key one or the other; several make combined labels `A · B`) and the
+// aggregate. Cells fold the groups they cover (COUNT and SUM add, MIN and MAX compare, an
+// AVERAGE over several groups shows `–`), with row, column and grand totals, a sparkline
+// of the last 60 intervals of `series`, and a link to an example trace. Results follow
+// `/stream` (EventSource), or are polled when a token is needed, since EventSource cannot
+// send one.
 
 import { ApiError, get, send, hasToken, parseJson } from "./api.js";
 import { go, link } from "./app.js";

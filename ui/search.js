@@ -1,6 +1,8 @@
 // Search and patterns, Dapper's workflow: choose a service, a window, optional span name
 // and attribute filters and a cost metric; see the execution patterns (or the traces)
-// that match, and open one.
+// that match, and open one. Sorting a table redraws it in place: the patterns are sorted
+// in the browser, the traces by the server over the whole window (`order=`), the page
+// saying "N of M".
 
 import { get } from "./api.js";
 import { go, link } from "./app.js";

@@ -1,4 +1,4 @@
-//! Causeway's demo system: a small shop of nine processes on loopback, instrumented only
+//! Causeway's demo system: a small shop of ten processes on loopback, instrumented only
 //! through the `causeway` library, its middleware and a few spans of their own.
 //!
 //! ```text

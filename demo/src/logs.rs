@@ -3,7 +3,7 @@
 //! wrote it and the trace id of the request it was written for (OpenTelemetry's
 //! `code.filepath`, `code.lineno` and log correlation), which `causeway-bench
 //! logs-demo` strips before stitching and keeps as the ground truth (of requests, and
-//! of log points for `causeway-bench templates`).
+//! of log points for `causeway-bench templates`). `causeway demo --logs DIR` turns them on.
 
 use std::fs::File;
 use std::path::Path;

@@ -9,6 +9,11 @@
 //! (`causeway.cause`: a node's delay runs from that receipt, else from the parent's); a
 //! receiver that was not captured is marked `causeway.untraced` and timed on the sender's
 //! clock. Traces with any span not inferred are left out.
+//!
+//! `GET /api/inferred` (the server's `analyses` endpoints) runs this over a bulk scan of
+//! the window, grouping the traces by shape: per pattern the count, the expected count,
+//! and per hop the mean send and receive offsets from the path's first message, the
+//! network delay and the sender's delay; per node a power-of-two histogram of delays.
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -14,7 +14,11 @@
 //!
 //! Per-trace analyses are plain functions of a [`Trace`](causeway_model::Trace); analyses
 //! over many traces are accumulators (`add` one trace, `merge` two) that a bulk scan feeds
-//! from several threads through [`Sharded`].
+//! from several threads through [`Sharded`]. The span that stands for the whole request
+//! is the main root ([`main_root`]: a true root if any, then the longest); other roots are
+//! adopted by it. The server runs the critical path, stats and trace comparison on
+//! skew-corrected times, and feeds the windowed analyses spans read with
+//! `Fields::Structure` (the columns and a few named attributes, no events).
 #![warn(missing_docs)]
 
 pub mod compare;

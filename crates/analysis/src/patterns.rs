@@ -5,16 +5,18 @@
 //! are put in a canonical order (by the hash of their own shape), and identical siblings
 //! collapse into one node with a count (a fan-out to 3 replicas and one to 2 are different
 //! shapes). Orphans count as children of the main root. The pattern id is a 64-bit hash of
-//! the shape, computed with fixed constants, so it is the same in every run and version.
+//! the shape, computed with fixed constants, so it is the same in every run and version;
+//! it is written `p` and 16 hex digits.
 //!
 //! A pattern keeps its trace count, error count, a latency histogram (the main root's
 //! duration) with up to three example traces per bucket (the smallest trace ids, so the
 //! choice does not depend on scan order), and per node the mean duration, self time,
 //! start offset from its parent and, for RPCs, network time.
 //!
-//! Memory is bounded: at most `max_nodes` shape nodes are held over all patterns (each
-//! about 200 bytes with its totals, plus about 2.5 KB of histogram per pattern); traces of
-//! shapes first seen beyond that are counted as untracked, with their latency.
+//! Memory is bounded: at most `max_nodes` shape nodes (1 M by default) are held over all
+//! patterns (each about 200 bytes with its totals, plus about 2.5 KB of histogram per
+//! pattern); traces of shapes first seen beyond that are counted as untracked, with their
+//! latency.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;

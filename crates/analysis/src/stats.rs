@@ -1,5 +1,8 @@
 //! Where a trace's time went: network vs server time of each RPC, and totals per service
-//! and per operation.
+//! and per operation. For each RPC (a client span and the server span it called): the
+//! client's and the server's time, the network time between them, and the request and
+//! response gaps (server start after client start, client end after server end; signed,
+//! since skew may make them negative).
 
 use std::collections::BTreeMap;
 

@@ -2,7 +2,8 @@
 //! macro call that wrote each line, which the demo's logs carry and `bench logs-demo`
 //! keeps as truth), side by side with Drain3 mining the same messages. Accuracy is
 //! grouping accuracy as the Loghub benchmark counts it (a line is right when the lines
-//! of its template are exactly the lines of its log point), and B-cubed F1.
+//! of its template are exactly the lines of its log point), and B-cubed F1. Drain3 is run
+//! by `python3` from a script embedded in the binary (`crates/bench/src/drain3_peer.py`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,6 +3,22 @@
 //! of an answer is that request, or something the server received while handling it: an
 //! answer to a call the server made after the request arrived. Other requests the
 //! server received meanwhile are not.
+//!
+//! This serves `Mode::Connections`, the default of `causeway infer` (`Mode::Faithful` is the
+//! paper's linking, `Mode::Greedy` the nearest-parent baseline; why the default departs from
+//! the paper: `docs/decisions/009-where-wap5-departs-from-the-paper.md`). On top of WAP5's
+//! weighing: an answer a server sends on a connection (its end fixed) is caused by the
+//! latest request received on that connection or by an answer to a call the server made
+//! after that request arrived; a server with a request still unanswered does not send
+//! spontaneously (that request is a candidate however long ago it came); and, in two more
+//! rounds with the causes found, a cause must lead back through the server's calls to a
+//! request still open (and, for an answer, to its own request). In every round each
+//! candidate is also weighed by how often its kind of message (node pair) caused the
+//! effect's kind (`Follows`: first from each message's latest candidate, then from the
+//! causes found; smoothed, as a log prior): a server that already has its answer from a
+//! back end does not call it again for that request, the request that just came in does.
+//! Its instances keep an answer in the path of the request it answers. Connection ends are
+//! numbered and looked up in sorted vectors.
 
 use foldhash::{HashMap, HashSet};
 

@@ -2,7 +2,12 @@
 //! receipt to the send it caused (one clock, so no offset in it), with a histogram; each
 //! link's network delay, receipt minus send (two clocks: it holds their offset); and each
 //! pair of hosts' clock offset, estimated by assuming the network delay is the same both
-//! ways (Paxson), from the means and from the minima of the two directions.
+//! ways (Paxson), from the means and from the minima of the two directions:
+//! `(D_ab - D_ba) / 2`.
+//!
+//! Node delays go into a histogram of powers of two from 1 µs; link delays keep their
+//! mean and minimum. Delays run from causes (WAP5's sense), by message index
+//! ([`delays_by_index`]); the UI's Inferred page reads them.
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,6 @@
 //! Names as numbers: linking indexes its tables by node and by endpoint, and millions of
-//! messages name a few million endpoints.
+//! messages name a few million endpoints. Nodes and endpoints are numbered once, for the
+//! fixed endpoints (`crate::roles`) and for the connections.
 
 use foldhash::HashMap;
 

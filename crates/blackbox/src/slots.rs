@@ -1,6 +1,13 @@
 //! How many messages of a kind a message of another kind causes, where that is nearly
 //! always the same (WAP5 links each message on its own, so a path instance may take two
 //! of a server's calls to one service, or none, where every request makes one).
+//!
+//! With `LinkOptions::learn_slots`, the slots are learned from the most likely causes:
+//! the (cause kind, effect kind) pairs where a cause has at most one effect of that kind,
+//! and those where nearly every cause has one. A path instance then takes at most one such
+//! effect per member, and a member that left one to another path takes the next it may
+//! have caused, so that a request's alternative instances differ in which call they hold
+//! rather than in how many, and their expected count stays on one shape.
 
 use foldhash::{HashMap, HashSet};
 

@@ -8,6 +8,10 @@
 //! the sender's clock: from the send to the receipt of the last reply. Spans are
 //! `Source::Inferred` with the instance's probability as confidence; the message's
 //! endpoints, size and send time are attributes.
+//!
+//! `causeway infer --collector` posts these spans to the native ingest like any client
+//! (`crates/cli/src/import.rs`); the trace view shows a trace's source in its header and
+//! each span's in its detail.
 
 use foldhash::HashMap;
 use std::sync::Arc;

@@ -1,6 +1,8 @@
 //! Ground truth for black-box inference from a system that is also instrumented: each
 //! message is matched to the server span of the request it carried, by the connection's
-//! client endpoint (the span's `network.peer.address` and `network.peer.port`) and time.
+//! client endpoint (the span's `network.peer.address` and `network.peer.port`, which the
+//! demo records with a layer inside `TraceLayer`) and time. Truth also comes from
+//! Dapper-style request parents alone, with [`latest_causes`] adding the causes.
 //!
 //! A request message belongs to the first call on its connection still running when it
 //! arrived (an HTTP/1.1 connection carries one request at a time: the span starts just

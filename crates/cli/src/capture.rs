@@ -1,6 +1,16 @@
 //! `causeway capture -- CMD ARGS...`: runs a program with the socket-capture library
 //! preloaded (it and every descendant write a log each), and `causeway capture-log`,
 //! which prints logs record by record.
+//!
+//! This is WAP5's first step: what unmodified programs do with their sockets, one log per
+//! process. The preload library is embedded in the binary (`crates/cli/build.rs` builds
+//! `crates/sockcap` in a target directory of its own); `capture` writes it to
+//! `$TMPDIR/causeway/libcauseway_sockcap-VERSION-CRC.so`, runs CMD with it in `LD_PRELOAD`
+//! and `CAUSEWAY_CAPTURE_DIR` set, and waits (Ctrl-C goes to the program; the command stays
+//! to report). It then summarises the new logs: processes, connections, records, the
+//! library's warnings, damaged logs. Its exit status is the program's. It warns before the
+//! run when CMD is a static ELF (no `PT_INTERP`: `LD_PRELOAD` cannot reach it).
+//! `capture-log PATH...` prints logs record by record, or `--summary` / `--json`.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,12 @@
 //! `causeway demo`: the server with its embedded store, the demo system (one process per
 //! role, each this binary re-run as `causeway demo-node ROLE`) and a load generator.
+//!
+//! The server runs in this process, its store in a temporary directory unless `--data`
+//! names one. Each of the ten roles (frontend, catalog, recommend, orders, cache,
+//! metadata, storage-1 to -3, queue) exports OTLP/HTTP to the ingest port, and an
+//! untraced Poisson load generator drives the frontend. The demo's faults are on purpose
+//! (`demo/src/lib.rs`); its expectations are `demo/expectations/shop.pip`. With `--logs
+//! DIR` each process also writes `tracing`'s fmt output there, for `causeway logs`.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};

@@ -1,6 +1,11 @@
 //! The `causeway` command: every user-facing command, as a library so that the
 //! benchmarks (`crates/bench`) drive the very code users run. The binary is `main.rs`.
 //!
+//! The query, analysis and `expect check/generate/reconcile` commands are thin HTTP clients
+//! of the query API (`--server`, `--token`); `expect parse` runs locally; `import` sends
+//! native batches to the ingest port; `causeway-bench` runs its server in its own process.
+//! The binary uses mimalloc as its global allocator.
+//!
 //! Exit status: 0 on success, 1 when the command failed (the reason is printed on stderr),
 //! 2 for a usage error. Output cut short by its reader (`| head`) ends the command quietly
 //! with 0; `serve` and `demo` drop their status lines instead and keep running.

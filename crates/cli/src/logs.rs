@@ -1,4 +1,14 @@
 //! `causeway logs`: request flows stitched from the logs systems already write (lprof).
+//!
+//! `causeway logs PATH...` reads files and directory trees (`causeway_logflow::input`):
+//! gzip files decompressed (a cut one up to the damage), binary files (a NUL in the first
+//! 8 KiB) skipped. It stitches window by window, writing assignments and sending closed
+//! requests as it goes; the report's templates, identifiers and links are the first
+//! window's (`"windows"` in `--json` says how many there were). It prints the ranking, the
+//! links and the table, or `--json`; writes `--assignments`; and sends the traces to
+//! `--collector`, then its report (the first 50 identifiers with their evidence, and the
+//! first 50 links) to `/v1/logflow/report` on the same ingest listener, which the server
+//! keeps (`crates/server/src/logflows.rs`).
 
 use std::io::Write as _;
 use std::path::PathBuf;

@@ -1,5 +1,11 @@
 //! Where the cluster is: `clickhouse://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...][/DB][?cluster=NAME]`,
 //! or `clickhouses://...[?ca=PEM]` for HTTPS.
+//!
+//! The port is 8123 and the database `causeway` by default. `https://` or `clickhouses://`
+//! mean HTTPS (port 8443) through rustls, checked against Mozilla's roots (`webpki-roots`),
+//! or only against the certificates of the PEM file in `?ca=PATH`. Database and cluster
+//! names must be identifiers, as they go into SQL unquoted; the password is never printed.
+//! Errors name the part of the URL at fault.
 
 use std::fmt;
 

@@ -2,6 +2,13 @@
 //! (`causeway ch local-cluster`): Debian's `clickhouse-server` started as ordinary
 //! processes on loopback, each with its own temporary directory and free ports, stopped
 //! and removed on drop. Nothing is downloaded.
+//!
+//! `Cluster::start(n)` writes a config per node (free loopback ports, `remote_servers`
+//! naming all of them as cluster `causeway`, a temporary directory), starts the servers,
+//! waits for `/ping`, and kills them on drop. A node that exits while starting (a port found
+//! free was taken before it bound it) makes it start the whole cluster again on other ports,
+//! three times at most. `ClusterOptions` adds HTTPS (a test authority's certificate) or zstd
+//! for parts (`<compression>` in the config; LZ4, ClickHouse's default, otherwise).
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -1,9 +1,66 @@
 //! The tables, created and upgraded by numbered migrations that every node records.
 //!
-//! Each node keeps its own `schema_versions`; a migration's statements are all
+//! Each node keeps its own `schema_versions` (TinyLog); a migration's statements are all
 //! `IF NOT EXISTS`, so one cut short runs again from its start. Without ZooKeeper a
 //! ClickHouse cluster has no distributed DDL, so the statements go to every node the URL
-//! lists, and a cluster whose shards are not all listed is reported.
+//! lists; then `cluster('NAME', system, tables)` must show `span_rows_local` on every node of
+//! the cluster, else the error says which count is missing and to list every node. The
+//! schema is at version 4 (`VERSION`):
+//!
+//! - `span_rows_local`: `ReplacingMergeTree`, `PARTITION BY day`, `ORDER BY (trace_id,
+//!   span_id, digest)`, `index_granularity = 1024`, so a read by trace id decompresses one
+//!   or two granules of payloads (1 024 rows each, not the default 8 192). Columns: `day`,
+//!   `trace_id FixedString(16)`, `span_id` and `parent_id` `FixedString(8)` (big-endian, so
+//!   `hex` gives the ids' text; a parent of zeros is none), `digest` (the CRC-32 and length
+//!   of the payload), `start`, `duration`, `service`, `name`, `host`, `pid`, `kind`, `status`
+//!   (0 unset, 1 ok, 2 error), `status_message`, `source`, `attr_keys`/`attr_values` (the
+//!   span's, its events' and its links' attributes as text: 18.16 has no Map), and `payload`
+//!   (the whole span as its native record's payload).
+//! - `span_rows`: `Distributed(NAME, DB, span_rows_local,
+//!   reinterpretAsUInt64(substring(trace_id, 9, 8)))`: a trace's spans share a shard, picked
+//!   by the id's low 8 bytes read little-endian (random in every id scheme, 64-bit ids
+//!   included), a key the client computes too (`crate::shards`).
+//! - `spans`: a view over `span_rows FINAL` (duplicates collapsed at read) with the embedded
+//!   store's SQL column names: hex ids, `operation`, `kind` and `status_code` as words,
+//!   `start_time` in seconds (`toDateTime`; 18.16 has no DateTime64) and `start_ns`,
+//!   `attribute_keys`/`attribute_values`.
+//! - `operations_local` / `operations`: (day, service, name), `ReplacingMergeTree`, sharded
+//!   by service; the service and operation lists read it, not the spans.
+//! - `span_index_local` / `span_index` (from version 2): each span's `day`, `service`,
+//!   `name`, `start`, `duration`, `host`, `status` and `trace_id`, `MergeTree`,
+//!   `PARTITION BY day`, `ORDER BY (service, name, start)`: a search that names a service
+//!   reads one range of it instead of every span (Jaeger's ClickHouse plugin keeps the same
+//!   kind of index).
+//! - `attr_index_local` / `attr_index` (from version 2): `(day, key, value, trace_id)` from
+//!   an `ARRAY JOIN` of the two attribute arrays, values up to 128 bytes,
+//!   `ReplacingMergeTree`, `ORDER BY (key, value, trace_id)` (a trace once per key and value
+//!   after merges): which traces have an attribute, a range away. Its view
+//!   (`attr_index_filler_distinct`, version 4) groups each insert block by `(day, key,
+//!   value, trace_id)`, so it writes a row per distinct attribute of a trace in the block,
+//!   not one per attribute of each span: a fifth to a sixth of the rows, and sustained
+//!   ingest of 57-65 K spans/s where one row per attribute gave 38-44 K. Version 4 creates
+//!   that view before it drops version 2's (`attr_index_filler`), so no insert on the way
+//!   misses both.
+//! - `trace_starts_local` / `trace_starts` (from version 2): `(day, trace_id, first
+//!   AggregateFunction(min, UInt64))`, `AggregatingMergeTree`, `ORDER BY trace_id`: each
+//!   trace's first start, one row per trace and insert block until merged
+//!   (`minMerge(first)` at read). Searches rank by it and scans select by it, so neither
+//!   groups every span by trace.
+//! - `operation_spans_local` / `operation_spans` (from version 3): `(day, service, name,
+//!   spans AggregateFunction(count), first AggregateFunction(min, UInt64), last
+//!   AggregateFunction(max, UInt64))`, `AggregatingMergeTree`, `ORDER BY (service, name)`:
+//!   how many spans an operation has a day and over what time, which sizes the range of
+//!   `span_index` a search by service reads (`crate::search`).
+//!
+//! The four derived tables are filled by materialized views on each node's
+//! `span_rows_local` (`<table>_filler`: a row reaches them with its insert, on the shard
+//! that took it), and the migration that adds one fills it from the spans already stored
+//! (`INSERT ... SELECT`). None minds a batch shipped twice or a migration run twice for what
+//! it answers: an index row twice names the same trace, the least start is the same however
+//! often it is seen, and a span counted twice in `operation_spans` only widens the range
+//! read. All of this runs on 18.16 (`TO` views, `-State`/`-Merge` combinators). On one
+//! server (no `cluster=`) `spans`, `operations` and the derived tables are the MergeTree
+//! tables themselves.
 
 use causeway_store::StoreError;
 

@@ -2,7 +2,19 @@
 //! in a local WAL, and a shipper thread sends them on to ClickHouse in large batches,
 //! retrying with backoff, and records how far it got. A batch shipped but not recorded
 //! (a crash in between) is shipped again after restart; the table's key and the reads'
-//! dropping of identical spans make that harmless. Reads go to ClickHouse.
+//! dropping of identical spans make that harmless. Reads go to ClickHouse, so a span is
+//! visible once shipped.
+//!
+//! `ShippingStore` is what `serve --store` runs. An append goes to the embedded store's WAL
+//! (`causeway_store::wal`, in `<data>/clickhouse-spool/`, `LOCK`ed) and is acknowledged
+//! under the server's fsync policy (group commit); segments are sealed at 64 MiB. The
+//! shipper reads from its checkpoint (`shipped`: a segment and an offset, written to a
+//! temporary file, synced and renamed) up to 16 MiB of whole records, inserts them, then
+//! advances the checkpoint and deletes the segments wholly before it; a torn tail in a
+//! sealed segment is skipped. It wakes every 200 ms or when a batch's worth is waiting; a
+//! failed insert is retried with backoff from 100 ms to 5 s. Past `--spool-max-bytes`
+//! unshipped, appends are refused (`StoreError::Busy`, a 503 with `Retry-After`). The same
+//! thread applies retention every minute (`crate::store`'s `drop_days_before`).
 
 use std::fs::File;
 use std::ops::ControlFlow;

@@ -1,5 +1,12 @@
 //! SQL over the `spans` view, passed to ClickHouse read-only and within the same limits
 //! as the embedded store's SQL: a row limit, a time limit and a memory limit.
+//!
+//! The query goes with `database` set (so `spans` is the view), `readonly=2`,
+//! `max_execution_time`, `max_result_rows` one past the row limit with
+//! `result_overflow_mode=break`, `max_memory_usage`, and `JSONCompact` output with 64-bit
+//! integers unquoted; rows past the limit are cut and `truncated` set. ClickHouse's
+//! refusals (writes under `readonly`, syntax) come back as `StoreError::Sql` (400 with its
+//! message); an unreachable node as `StoreError::Remote` (503 with `Retry-After`).
 
 use causeway_store::sql::{SqlColumn, SqlLimits, SqlResult};
 use causeway_store::StoreError;

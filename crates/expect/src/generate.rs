@@ -1,10 +1,12 @@
 //! Writes recognizers that describe observed paths: one thread pattern per role (threads
-//! of one service that behave alike), runs of equal events as `repeat`, and paths of the
-//! same structure merged into one validator whose repeat and thread counts span what was
-//! seen. With timings, each task gets the observed REAL_TIME range as a limit. Notices are
-//! written as seen, or abstracted: the texts a task logs (a retry, a cache miss) often vary
-//! between requests of one kind, so `Notices::Any` writes none of them and lets every task
-//! log any notices between its other events.
+//! of one service that behave alike, sharing a role and a count), runs of equal events as
+//! `repeat`, and paths of the same structure merged into one validator whose repeat and
+//! thread counts span what was seen. With timings, each task gets the observed REAL_TIME
+//! range as a limit. Notices are written as seen, or abstracted: the texts a task logs (a
+//! retry, a cache miss) often vary between requests of one kind, so `Notices::Any` writes
+//! none of them and gives every task a slot of up to 9 notices (`repeat between 0 and 9
+//! notice(*)`) before each statement, at the end of each body and after each round of a
+//! repeat.
 
 use std::collections::BTreeMap;
 

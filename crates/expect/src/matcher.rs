@@ -4,6 +4,14 @@
 //! return points of running futures and the counters. Revisits are cut, which keeps
 //! typical patterns linear in the thread's length; a step budget ends pathological ones
 //! as undecided rather than hanging.
+//!
+//! The budget is `check::DEFAULT_BUDGET`, 2 M steps per path and recognizer; past it the
+//! verdict is undecided. Until the search first holds two states it is one chain, whose
+//! states cannot repeat, so it keeps no memo of states seen. Two shortcuts keep it from
+//! branching where only one way can succeed: a loop does not exit below its least count,
+//! and a loop the compiler marked (a `repeat ... notice(...)` that nothing after it can
+//! follow with a notice) takes the whole run of notices at once, unless a pending future
+//! could take part of it.
 
 use foldhash::HashSet;
 use foldhash::HashSetExt;

@@ -2,6 +2,12 @@
 //! and receive events), with each message paired to its other end, each task to its end,
 //! and the metrics limits and aggregates read. Building it also reconciles the path:
 //! unpaired messages, reused message ids and tasks without a proper end are reported.
+//!
+//! `Path::of(trace)` builds it from the model's path view (`causeway_model::PathView`,
+//! whose threads are a process's lanes of execution: ADR 002): each task with its
+//! REAL_TIME and CPU_TIME, messages paired by id (the first send with the first receive)
+//! with their peer thread, size and LATENCY, and the path metrics REAL_TIME, CPU_TIME,
+//! DEPTH, MESSAGES, THREADS and HOSTS. In Pip's words this is the reconciler.
 
 use std::sync::Arc;
 

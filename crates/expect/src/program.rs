@@ -1,6 +1,10 @@
 //! Compiles recognizers to programs for the matcher: statements become instructions,
 //! repeats become counted loops, `call` inlines fragments, and parameters become
 //! constants. Names that cannot be resolved are reported here, before any path is read.
+//!
+//! The compiler also marks the loops of `repeat ... notice(...)` that nothing after them
+//! can follow with a notice: such a loop must take the whole run of notices where it
+//! stands, which the matcher then does at once (see `crate::matcher`).
 
 use std::collections::HashMap;
 use std::sync::Arc;

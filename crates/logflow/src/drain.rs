@@ -7,6 +7,14 @@
 //! Values typed by `tokens` are parameters from the start (`<UUID>`, `<NUM>`), as
 //! Drain3's masks make them. Templates change as lines come, so a line's parameter
 //! values are read with [`Miner::parameters`] once every line has been added.
+//!
+//! The tree goes by token count, then the first `depth - 2` tokens; a full node sends new
+//! keys to its `<*>` child. A line goes down to the same leaf whenever it is added or
+//! found (children are never removed, a full node stays full), so `add_in_leaf` returns
+//! the leaf and `find_in_leaf` looks there; a line that every slot of its template agrees
+//! with or takes any value at only adds to the template's count. The tree's nodes live in
+//! one vector (`Miner::nodes`), a node's children by their places in it, so going down a
+//! level is one hash lookup.
 
 use foldhash::HashMap;
 

@@ -1,7 +1,9 @@
 //! Requests gathered across windows: each line given a request is kept, with its log
 //! point's text, until its request is closed (no later window can add to it); then the
 //! request goes whole to the sequence table and to traces. Log points and threads are
-//! numbered across windows by their text.
+//! numbered across windows by their text. A line keeps its file, number, time, thread
+//! and log point, and its rendered text only when traces are wanted, so memory holds open
+//! requests, not the logs. The first window's log points keep the corpus's numbers.
 
 use foldhash::HashMap;
 

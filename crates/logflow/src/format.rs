@@ -3,7 +3,8 @@
 //! text up to the literal text that follows it in the pattern; `{message}` takes the
 //! rest of the line and comes last; `{skip}` takes a field that is read and dropped
 //! (a host, a pid). `{{` and `}}` are literal braces. A line the pattern does not match
-//! is read by the automatic detection instead.
+//! is read by the automatic detection instead. A bad pattern is refused with
+//! the column of its fault.
 
 use std::fmt;
 

@@ -3,6 +3,22 @@
 //! alone), a level, a thread (`[main]`, `ThreadId(02)`) and a logger (`t.c.Travel#122`,
 //! `demo::cart:`). What is not recognised stays in the message: a line with no prefix
 //! is all message.
+//!
+//! `tracing`'s fmt layout is read too: a thread name, the span scope
+//! (`read block{block=19}:`, which stays in the message because it names the request),
+//! then the target. A JSON-object line is read by its fields instead (`parse_json`: time,
+//! level, thread, logger, message, and `tracing`'s `fields`), its other scalar fields
+//! appended to the message as `key=value`. Several timestamps may lead, as a collector's
+//! and the program's.
+//!
+//! All of it is hand-written, with no regular expressions: an ISO timestamp's fields are
+//! read at their fixed places, two digits at a time, and a level word is upper-cased into
+//! one 64-bit number and compared with the names' packed forms. Finding the `tracing`
+//! layout (about a thousand instructions a line) is done once per kind of line:
+//! `LayoutMemo` keeps, for the last eight layouts found in a file, the bytes the search
+//! looked at (through the space after the target's colon), and a line whose rest starts
+//! with the same bytes has the same layout at the same offsets (`parse_with`; a property
+//! test and the `log_lines` fuzz target check it against reading anew).
 
 /// A line's severity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -5,6 +5,10 @@
 //! values, and its values are seen on several nodes. A value that comes back in
 //! separate bursts across the log (a train number, a user id) names an entity that many
 //! requests touch, not a request.
+//!
+//! The score is the share of a variable's values printed at another log point, over the
+//! number of bursts (separated by 2 s) a value comes in, times the distinct values per
+//! line.
 
 use foldhash::HashSet;
 

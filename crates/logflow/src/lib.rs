@@ -1,6 +1,7 @@
 //! Request flows from logs (lprof, Zhao et al., OSDI 2014), from the text alone: lprof read
 //! Java bytecode to find log points, request identifiers and their order; here the same
-//! facts are learned from the logs themselves.
+//! facts are learned from the logs themselves. Why, and what that gives up:
+//! `docs/decisions/008-lprof-from-text.md`.
 //!
 //! [`stitch_logs`] is the front door: windows of logs (from [`input::open`]) and
 //! [`Options`] in, requests out, told to a [`Sink`] as they close.
@@ -35,6 +36,14 @@
 //!   UUIDs, IP addresses, paths).
 //! - `drain`: log points as templates, mined with a Drain-style fixed-depth tree, each
 //!   line's parameter values kept.
+//!
+//! `causeway logs` (`crates/cli/src/logs.rs`) drives it, and `causeway demo --logs DIR`
+//! writes logs to try it on (`demo/src/logs.rs`); `causeway-bench logs-demo` scores the
+//! stitching against the demo's trace ids at several loads, and `causeway-bench templates`
+//! the mined log points against the macro calls that wrote each line. The fuzz targets
+//! `log_lines` (any bytes through reading, mining, ranking, learning links and
+//! stitching), `log_windows` (any bytes cut into small windows and stitched across them)
+//! and `rust_sources` (any bytes to the source scanner) cover what reads untrusted text.
 #![warn(missing_docs)]
 
 pub mod corpus;

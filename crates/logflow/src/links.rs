@@ -10,8 +10,20 @@
 //! gives (each value's rate at A over the log's span). The window with the most matches
 //! above chance is the link's, and the share of its matches above chance its precision.
 //!
+//! A variable is a (file, log point, parameter): the same log point on two nodes is two
+//! variables, so a value passed from one node to another links. Chance is worked out
+//! from each value's rate at A over the time A's node logged (its file's first line to its
+//! last, less pauses longer than 10 s and 100 median gaps, so that a node that logs longer
+//! than the others, or stops for a while, does not make values look rarer): a match by
+//! chance within a window is `1 - e^(-rate × window)`, from one exponential per first print
+//! and its powers. A match is counted once, at A's first print of a value, for all of B's
+//! later prints of it, from the counts of a first pass. A link is kept with at least 5
+//! matches, a precision of 0.6, above-chance matches for 2% of B's lines, and 8 distinct
+//! values at both ends (a status or a method links nothing).
+//!
 //! A value such as `product-43` also matches `43`: services often print an id with a
-//! prefix on one side and bare on the other.
+//! prefix on one side and bare on the other (a name, a `-` or `_`, a number; not
+//! `block-65@storage-1`, whose `1` would match any count).
 
 use foldhash::{HashMap, HashSet};
 

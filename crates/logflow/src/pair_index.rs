@@ -1,7 +1,11 @@
 //! Numbers for pairs of small numbers (two variables, two log points, a key and a
 //! source), given in the order the pairs are first seen, so that what is kept per pair
 //! lives in vectors. The passes over time look a pair up per line or per match: in a
-//! table when it is small (an index, not a hash), else in a map.
+//! table when it is small (an index, not a hash), else in a map. The table has at most
+//! 1 Mi cells. Learning links keeps each pair's matches (32 bytes, in the first-level
+//! cache) apart from its chances, and finds a lag's window from its bit length: the
+//! windows are more than twice apart, so each power of two holds at most one window's
+//! end.
 
 use std::collections::hash_map::Entry;
 

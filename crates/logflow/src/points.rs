@@ -7,6 +7,11 @@
 //! in a request's lines, and a query's values are often what links a request's lines (an
 //! order id handed to the next service). So a line's log point is its template with each
 //! URL spelled out: the path, then each query key as text and its value as a parameter.
+//!
+//! What is shown and scored as templates is Drain's (`causeway-bench templates`);
+//! `causeway logs --json` lists both, `templates` and `points` with each one's template. A
+//! point keeps slots of its own only when it spells out a URL; a plain point reads its
+//! template's (`Corpus::point_shape`), since templates can be thousands of slots long.
 
 use std::fmt::Write;
 

@@ -2,7 +2,7 @@
 //! request's sequence is the log points of each of its segments (a node's, or a
 //! thread's, lines in time order), the segments in a canonical order: like lprof's log
 //! sequence id it keeps the order within a thread and the number of threads, not the
-//! timing between them.
+//! timing between them. Requests are counted as they close (`SequenceTable`).
 
 use foldhash::HashMap;
 

@@ -7,6 +7,10 @@
 //! The scanner is hand-written and bounded: it reads string literals (raw ones too),
 //! character literals and comments, so that a parenthesis or a comma inside them is not
 //! taken for the call's; a call it cannot read is skipped.
+//!
+//! A line whose message ends with a log point's text (found through an index by a word of
+//! the log point's longest text) gets a first token naming the log point's place
+//! (`services/orders.rs:30`), so that Drain mines it with that log point's lines only.
 
 use std::path::{Path, PathBuf};
 

@@ -7,6 +7,9 @@
 //! a word of its own: `[AccountId:4d2a46c7-71cb-4cf1-b5bb-b68406d9da6f]` is `[`,
 //! `AccountId`, `:`, the UUID, `]`. A path with a query string (`/get?key=k&n=2`) is one
 //! path value, as a URL is one value to the code that logs it; `points` reads its query.
+//! Such a path runs to its end (a space, a quote or a closing bracket), so one macro
+//! call's lines have one token count whatever their URLs, and Drain mines them as one
+//! template.
 //! Every delimiter is ASCII, so tokens are whole UTF-8.
 
 /// The kind of value a word is.

@@ -2,7 +2,16 @@
 //! thread's, lines of one request), from its first line to its last, named by its first
 //! line's log point, with an event per line (its number in its file, and its log point
 //! as `log.point`); the request's first segment is the root and the others hang under it.
-//! A request's span ids share their high bits, which lets a store keep them small.
+//! A span is named by a log point, never by a line's values, which would make a name per
+//! request. An event's message is the line as printed after its prefix, run on through
+//! the lines that continue it (a stack trace's frames), up to 64 KiB: the corpus keeps
+//! where each line's message is in its file, 8 bytes a line, or the message itself when it
+//! is not the file's bytes (lossy or JSON); its attributes are `log.line` and `log.point`.
+//!
+//! Trace ids mix the request number into their high half and a per-run salt into the
+//! low. A request's span ids share their high 40 bits (the request number mixed with the
+//! salt) and number its segments from 1 in the low 24, so that a block stores them in
+//! about 2 bytes, not 8.
 
 use causeway_model::{attributes, Event, KeyValue, Source, Span, SpanId, SpanKind, TraceId};
 use foldhash::HashMap;

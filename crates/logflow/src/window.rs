@@ -1,12 +1,20 @@
 //! Logs read as a run of time windows of bounded size, so that memory is bounded by a
 //! window and the requests open across its end, not by the logs.
 //!
-//! The files are read as streams and merged by time; a window takes lines until it holds
-//! its share of bytes, then cuts before the next later time. Its last stretch (the
-//! overlap) is read again at the start of the next window as context: the stitching walk
-//! reads lines in time order and decides from the past alone, so a line of the next
-//! window sees the requests it may continue, and a request seen in both windows keeps one
-//! id (see [`Window::context`]).
+//! The files are read as streams (gzip through its decoder), a line ahead each, and merged
+//! by time; a window takes whole lines (a line with its untimed continuation) until it
+//! holds its bytes (`--window-mb`, 64 MiB), then cuts before the next later time. Its last
+//! stretch, the overlap (the last 10 s, at most half a window; one time for every file, so
+//! that each node's stretch is the same), is read again at the start of the next window as
+//! context: the stitching walk reads lines in time order and decides from the past alone,
+//! so a line of the next window sees the requests it may continue, and a request seen in
+//! both windows keeps one id (see [`Window::context`]). Each window is read, ranked,
+//! linked and stitched on its own; the walk is given the context lines' requests (each a
+//! request of its own in the walk, so later lines tie to them as they would have), and
+//! `Numbering` carries request numbers across: a window's request takes the number of its
+//! context lines, else the next one, in order of its first new line. Requests longer than
+//! the overlap are split. Logs that fit in one window are read whole, in parallel per
+//! file.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -1,4 +1,10 @@
 //! Trace and span identifiers in their W3C forms.
+//!
+//! `TraceId` (128 bits) and `SpanId` (64 bits) wrap non-zero integers, so the all-zero id W3C
+//! reserves as invalid cannot be represented. Text is lower-case hex out and either case in;
+//! a 16-digit trace id (Zipkin's, old Jaeger's) is the id with its high 64 bits zero. Bytes
+//! are big-endian, the OTLP form. A parse error (`IdError`) says which fault it was: the
+//! length, a non-hex character and its position, an all-zero id, or a wrong byte count.
 
 use std::fmt;
 use std::num::{NonZeroU128, NonZeroU64};

@@ -1,6 +1,31 @@
 //! Pip's path view of a trace: one thread per sequential flow of a process (its host, pid
 //! and service, and a lane for work that ran concurrently; see [`ThreadKey`]), each an
 //! ordered list of events: task start/end (nested), notice, send and receive.
+//!
+//! `PathView::from_trace`, and the visitor `for_each_thread` (one reused event buffer, no
+//! list per thread), turn a trace into Pip threads. A thread is a lane: one sequential flow
+//! inside a process, where a process is (host, pid, service), not an execution unit (ADR
+//! 002, `docs/decisions/002-pip-threads-are-lanes-per-process.md`, says why).
+//!
+//! Lanes are assigned by visiting spans in (start, depth) order. A span joins its parent's
+//! lane when the parent is in the same process, is that lane's innermost open span at the
+//! span's start (spans that ended by then are closed first), and the span ends no later
+//! than the parent. Otherwise it opens a new lane of its process; lanes are numbered 0, 1, ...
+//! per process in order of creation and never reused (an idle lane reused would join
+//! unrelated work, two requests a server handled one after the other). So a concurrent
+//! sibling, a served RPC, a consumer, a span that outlives its parent, or one recorded as
+//! starting before its parent each starts a thread. `ThreadKey` is (host, pid, execution
+//! unit of the lane's first span, service, lane); the execution unit is informational.
+//!
+//! The events of a thread are a walk of its span trees: `TaskStart`; at a client span with a
+//! server child a `Send` of the request (at a server span with a client parent a `Recv`);
+//! the span's own notices (span events, clamped to the span) and recorded messages, merged
+//! by time with its same-lane children (an own event at or before a child's start comes
+//! first; at equal times receives, then notices, then sends); the children, recursively;
+//! the remaining own events; the reply `Recv` (client) or `Send` (server); `TaskEnd`. RPC
+//! message ids derive from the client span id (`rpc_request_id`, `rpc_reply_id`). Tasks nest
+//! by construction. Threads are ordered by their first event's time, then by key. Names
+//! and notice texts are interned in a per-OS-thread table of at most 65 536 entries.
 
 use std::sync::Arc;
 

@@ -1,4 +1,25 @@
 //! Spans and what they carry: attributes, events, links, messages, status, source.
+//!
+//! A `Span` holds its ids (`trace_id`, `span_id`, `parent_id`), `name`, `kind` (internal,
+//! server, client, producer, consumer), `service` and `host` (both `Arc<str>`, shared rather
+//! than copied per span), `pid`, `execution_unit`, `start`/`end` (Unix nanoseconds),
+//! `status` (unset, ok, or error with a message), typed `attributes` (bool, i64, f64, string,
+//! bytes, arrays), `events` (time, name, attributes), `links` (trace id, span id,
+//! attributes), Pip `messages`, `cpu_time`, `sampling_probability`, the counts of dropped
+//! attributes and events, the W3C `trace_state` and its `source`.
+//!
+//! For spans from the `causeway` library, `execution_unit` is a per-process number of the OS
+//! thread that created the span (0 when unknown). It is informational: the path view's
+//! threads are lanes of a process, not execution units
+//! (`docs/decisions/002-pip-threads-are-lanes-per-process.md`).
+//!
+//! A `Message` is Pip's: a direction (send or receive), a 64-bit id equal on both ends, a
+//! time, and optionally the peer and the size. One-way messages (queues, timers) join a
+//! receiver's work to the sender's trace this way.
+//!
+//! `Source` says where a span came from: `instrumented` (the `causeway` library),
+//! `imported` (OTLP, Zipkin, Jaeger JSON), `inferred` with a confidence (black-box inference,
+//! `causeway infer`), `logs` (stitched from logs, `causeway logs`).
 
 use std::sync::Arc;
 
@@ -289,7 +310,8 @@ pub struct Span {
     /// The OS process id (0 when unknown).
     #[serde(default)]
     pub pid: u32,
-    /// The OS thread or async task it ran in (0 when unknown): Pip's thread.
+    /// The OS thread or async task it ran in (0 when unknown); informational, since Pip's
+    /// threads are lanes of a process (see `PathView`).
     #[serde(default)]
     pub execution_unit: u64,
     /// Unix nanoseconds at start.

@@ -1,4 +1,11 @@
 //! A trace: the spans of one trace id assembled into a tree (a forest when parents are missing).
+//!
+//! `Trace::assemble` keeps the spans of one trace id, sorts them by (start, span id) unless
+//! they are sorted already (spans read from the store are), keeps the first copy of a
+//! duplicated span id, links parents by index, breaks any parent cycle at its earliest span,
+//! and keeps spans whose parent is missing as extra roots (listed in `orphans`). The result
+//! is always a forest, with `roots`, `children` and `parent` by index. `assemble_all` groups
+//! spans by trace id first.
 
 use std::collections::HashMap;
 

@@ -1,5 +1,11 @@
 //! A process's partial results of one query: the emitted tuples aggregated per group, as
 //! the paper's agents do before reporting each interval, and merged again at the hub.
+//!
+//! Sums of integers are exact (`i128`); AVERAGE is kept as a sum and a count. Each group
+//! keeps an example trace: the first sampled trace whose hit fed it. At most 10 000 groups
+//! are kept per interval (`MAX_GROUPS`), the rest counted. Groups are a `hashbrown` table
+//! with foldhash, keyed by a hash of the values' bytes only and looked up by borrowed keys
+//! (`add_borrowed`), so an emit clones a key only into a new group.
 
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};

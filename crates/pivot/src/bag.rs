@@ -14,6 +14,21 @@
 //! response carries back only what the request's caller does not have yet
 //! ([`Baggage::since_arrival`]): merging is idempotent, so anything more would only be
 //! bytes on the wire and work for the caller.
+//!
+//! A segment holds its tuples as the wire writes them, one after another in one buffer,
+//! each tuple a byte range with its count. A pack encodes the tuple at the end of the
+//! buffer and takes it off again when an earlier tuple has the same bytes (found by
+//! scanning up to 8 tuples, then through a hash index over the bytes); encoding the bag
+//! copies the bytes. A segment that arrives is checked and kept as it came; its values are
+//! decoded the first time advice joins it, once, and kept with it until a pack changes it.
+//! Copies of a request's bags share segments (`HeldSegment`: an `Arc` with the version
+//! that arrived), so copying the bags and merging a copy back copy pointers; a segment is
+//! copied only when a copy packs into one it shares. The bags are a `SmallMap`
+//! (`crate::small_map`), and a First/MostRecent bag holds its first tuple, and a stamped
+//! tuple its first two values, in place (`smallvec`), so a request's first PACK FIRST
+//! allocates only the baggage itself. A bag keeps its last header text until its bags
+//! change (`crate::wire::encode_text_shared`), so a request's second call does not encode
+//! the same bags again.
 
 use std::hash::BuildHasher;
 use std::sync::Arc;

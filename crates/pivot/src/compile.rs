@@ -8,6 +8,13 @@
 //! `z`. A bag packed without a temporal filter holds each distinct projected tuple once,
 //! with a count (projection and COUNT pushed to the source): COUNT, SUM and AVERAGE
 //! weigh by it, MIN and MAX ignore it.
+//!
+//! A query is checked against the tracepoint definitions first: its variables, its joins
+//! (`y -> z` to the From variable or an earlier join), the exports it reads, and that
+//! GroupBy and Select agree. Advice is built children before parents. A Where clause stays
+//! above a First or MostRecent bag, which it would otherwise change the first tuple of; a
+//! Let that nothing reads is dropped. [`explain`] prints the advice in the paper's
+//! notation.
 
 use std::collections::HashMap;
 use std::fmt::Write;

@@ -1,6 +1,7 @@
 //! What an installed query is made of, on both ends: the hub checks a query against its
 //! tracepoint definitions and sends each process one self-contained script (the
-//! definitions it uses, then the query); a process compiles that script to its advice.
+//! definitions it uses, then the query, at most 64 KiB); a process compiles that script to
+//! its advice (`load`).
 
 use causeway_model::source::{Pos, SyntaxError};
 

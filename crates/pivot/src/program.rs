@@ -1,5 +1,19 @@
 //! Advice lowered for running: slots by index instead of by name, and one function that
 //! runs it when a request reaches its tracepoint.
+//!
+//! `Program::run` joins by cross product, applies the steps, and packs or emits. Every path
+//! makes at most 256 tuples a hit (`MAX_FANOUT`); the rest are counted from the bags' sizes,
+//! not made, so a request whose bags hold many tuples cannot stall its thread.
+//!
+//! Advice without Let steps (Q1-Q7 all) runs on tuples of borrowed values: a row of up to
+//! 16 references to the hit's values, each element of an exploded field and each joined
+//! bag's tuples in turn (`Walk`: nested loops, no clone, no reference count touched),
+//! filtered and emitted by reference; a pack that joins bags collects its tuples (owned)
+//! and packs them after the walk. A pack of one exploded field with no join or step reads
+//! each tuple from the hit in place (`pack_exploded`). Other advice builds owned tuples in
+//! per-thread buffers reused between hits. An emit whose keys and arguments are all columns
+//! or constants (`computes` false, decided when lowering) borrows them all. Either way a hit
+//! allocates only for what it keeps: a new group, a new bag.
 
 use std::collections::HashMap;
 use std::sync::Arc;

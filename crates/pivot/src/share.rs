@@ -11,7 +11,9 @@
 //! advice. A process from before shared bags ignores the keys and packs into bags of its
 //! own: joins between it and newer processes then find nothing (every process of a
 //! system is to run a version that reads `Order::bags`). Query ids are never reused, so
-//! a key stays unique after its first query is uninstalled.
+//! a key stays unique after its first query is uninstalled; the hub keeps each query's
+//! keys across restarts. A process runs a shared pack once per hit, at the first hook
+//! with that key at a callsite.
 
 use std::collections::HashMap;
 

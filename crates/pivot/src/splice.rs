@@ -6,7 +6,12 @@
 //! tracepoint (`y.host`).
 //!
 //! A joined query's tuples are its selected rows, one per tuple, so it may not group or
-//! aggregate. Its Where clauses filter before a `First` or `MostRecent` on `y` picks.
+//! aggregate, and it may select only plain names. Its Where clauses filter before a
+//! `First` or `MostRecent` on `y` picks: they choose which tuples there are to pick from.
+//! Cycles and nesting deeper than 8 (`MAX_NESTED_QUERIES`) are refused, and an error
+//! inside a spliced query points at the source's name. `crate::install::prepare` puts the
+//! named queries a query uses into the script each process compiles; the hub keeps every
+//! named query it installs in its catalog, restored with its state.
 
 use causeway_model::source::SyntaxError;
 

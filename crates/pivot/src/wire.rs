@@ -11,10 +11,13 @@
 //! values  := count:uvarint value*
 //! value   := 0 null | 1 false | 2 true | 3 int:zigzag-uvarint | 4 f64le | 5 len:uvarint utf8
 //! ```
-//! Encoding keeps the baggage under a byte limit by dropping whole bags, newest query
-//! first, and marking the overflow. Decoding bounds everything it allocates by the input's
-//! length and reports the field and byte offset of the first fault; a bad bag is never
-//! half-applied.
+//! The W3C member is `cw-pt`. Encoding writes every bag into one buffer, so that cutting
+//! to the limit is a truncation, and keeps the baggage under a byte limit (`MAX_BYTES`,
+//! 2048 by default, under OpenTelemetry's 4096 per member once in base64) by dropping
+//! whole bags, the highest query ids first, and marking the overflow. Decoding refuses
+//! text over 8192 characters, checks every count against the bytes left before it
+//! allocates, reports the field and byte offset of the first fault, and re-sorts and cuts a
+//! First/MostRecent bag from another writer; a bad bag is never half-applied.
 
 use std::sync::Arc;
 

@@ -1,11 +1,19 @@
 //! The agent: tails the span-log directories the `causeway` library writes on a host,
 //! ships their records to a collector in native batches, and remembers how far it got.
 //!
-//! Position is kept per segment file in a checkpoint file, replaced atomically after each
-//! acknowledged batch, so a restart resumes where the last acknowledged batch ended. A torn
-//! last record is left until it is completed or its writer moves to a newer segment. Dapper's
-//! second-stage sampling keeps a whole trace or none of it: a trace is shipped iff a hash of
-//! its id falls under the keep coefficient, the same decision on every host.
+//! Each pass reads every segment (under span-log roots holding one directory per process, or
+//! segment files directly), decodes from the remembered offset, applies Dapper's
+//! second-stage sampling and posts native batches of about 4 MiB to `/v1/native`. The
+//! sampling keeps a whole trace or none of it: a trace is shipped iff a splitmix hash of its
+//! id falls under `--keep`, the same decision on every host.
+//!
+//! Positions live in a JSON checkpoint file (`causeway-agent.checkpoint`: segment path to
+//! byte offset), rewritten through a `.tmp` file, fsync and rename once all of a file's new
+//! records are acknowledged, so a restart resumes where the last acknowledged file ended; a
+//! failure part way re-sends those batches on the next pass, which the store's dedup by id
+//! absorbs. A torn tail in a process's newest segment is left for its writer to finish; in
+//! an older one it is skipped. Fully shipped segments older than `--retain` (1 h) are
+//! deleted. Every pass reads each retained segment file whole, shipped or not.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

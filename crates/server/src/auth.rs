@@ -1,5 +1,12 @@
 //! The bearer token check, for HTTP (a middleware) and gRPC (an interceptor). The token
 //! is compared in constant time and never logged.
+//!
+//! With `--token` (or `CAUSEWAY_TOKEN`), every ingest and API request must carry
+//! `Authorization: Bearer <token>`. A refusal is 401 with `WWW-Authenticate: Bearer` (gRPC:
+//! `unauthenticated`), after reading at most 64 KiB of the body so that the connection stays
+//! usable. The UI's static files are served without the token (`crate::ui`); the UI asks for
+//! it on a 401 and keeps it in `localStorage`. The server refuses to start with a listener
+//! beyond loopback and no token.
 
 use std::sync::Arc;
 

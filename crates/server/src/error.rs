@@ -1,5 +1,12 @@
 //! One error type for every server answer, mapped to both an HTTP status and a gRPC code
 //! so REST and gRPC clients hear the same thing.
+//!
+//! `ApiError` maps to 400 (saying what and where: a JSON line and column stated once, a
+//! field path, a parameter name), 401, 404, 408 (the SQL or scan time limit), 409 (a Pivot
+//! hub limit), 413, 415 (content type or encoding), 429 and 503 (both with
+//! `Retry-After: 1`) and 500 (logged). The body is `{"error": "..."}`, cut at 4 KiB
+//! (`clip`). Syntax errors show their line around the column only
+//! (`causeway_model::source::SyntaxError::render`).
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};

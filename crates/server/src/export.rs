@@ -4,6 +4,12 @@
 //! of the store. A failure before the first byte is answered with its status; one after
 //! it (the time limit, the client gone) ends the body unfinished, so it cannot be taken
 //! for whole.
+//!
+//! The scan fills 1 MiB chunks (the format's opening in the first, its closing in the last;
+//! native records and protobuf requests concatenate, JSON items are joined by commas) and
+//! hands each to the response through a channel of four, waiting for the client within the
+//! deadline. The first chunk decides the status; a failure after it aborts the chunked
+//! transfer.
 
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};

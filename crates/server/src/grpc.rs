@@ -2,9 +2,10 @@
 //! accepted, answered with partial success like the OpenTelemetry Collector.
 //!
 //! The service is written out here rather than generated: its request is taken as raw
-//! bytes, so that, as over HTTP, its body arrives under the body timeout and the receive
-//! budget, takes an in-flight place only once whole, and is decoded off the async
-//! workers.
+//! bytes (a codec of its own), so that, as over HTTP, its body arrives under the body
+//! timeout and the receive budget, takes an in-flight place only once whole, and is decoded
+//! by the same code as OTLP/HTTP, off the async workers. A connection carries at most 64
+//! streams at once. The token is checked in an interceptor (`crate::auth`).
 
 use std::convert::Infallible;
 use std::future::Future;

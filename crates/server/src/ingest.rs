@@ -1,8 +1,15 @@
 //! Ingest over HTTP: OTLP (`/v1/traces`, protobuf or JSON, optionally gzipped), Zipkin v2
 //! JSON (`/api/v2/spans`), Jaeger's JSON (`/v1/jaeger`) and native record batches
-//! (`/v1/native`). Answers as the
-//! OpenTelemetry Collector does: 200 with partial success, 400 naming the problem, 413,
-//! 415, and 429/503 with `Retry-After` when shedding load.
+//! (`/v1/native`). Answers as the OpenTelemetry Collector does: 200 with partial success,
+//! 400 naming the problem, 413, 415, and 429/503 with `Retry-After` when shedding load.
+//!
+//! Every ingest path, gRPC's too, ends in `take`: in one trip to the blocking pool it undoes
+//! gzip, decodes and screens the body (`crate::screen`), then appends the spans to the store.
+//! A native batch with no damaged record that screening did not change is written to the WAL
+//! byte for byte; everything else is re-encoded as native records. Rejected spans are counted
+//! where they are rejected, for `partialSuccess` and `/metrics`. OTLP answers 200 with
+//! `partialSuccess` (protobuf or JSON, as asked); Zipkin answers 202 and native 200 with
+//! `{accepted, rejected, errors}`. At most 10 messages are listed, then "and N more".
 
 use std::io::Read;
 use std::sync::Arc;

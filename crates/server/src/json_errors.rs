@@ -1,6 +1,7 @@
 //! Every error the server answers over HTTP is JSON (`{"error": "..."}`), including
 //! those written by the framework (an unknown path, a method not allowed, a body its
-//! extractor refused), so clients parse one shape.
+//! extractor refused), so clients parse one shape: the framework's plain-text refusals (the
+//! extractors', 405, the 404 fallback) are rewrapped here as `crate::error` writes its own.
 
 use axum::body::Body;
 use axum::extract::Request;

@@ -2,9 +2,35 @@
 //! batches), the query API (and Jaeger's, under `/jaeger/api/`), and the agent that ships
 //! span logs to it.
 //!
-//! [`start`] binds the three listeners and serves until [`RunningServer::shutdown`]. Every
-//! ingest path ends in the same place: spans are screened, then appended to the store and
-//! acknowledged once durable.
+//! [`start`] binds the three listeners, opens the store and serves until
+//! [`RunningServer::shutdown`]:
+//!
+//! - `127.0.0.1:4317`: OTLP/gRPC `TraceService/Export`, gzip accepted (tonic, `grpc`).
+//! - `127.0.0.1:4318`: OTLP/HTTP `POST /v1/traces` (protobuf or JSON, gzip), Zipkin
+//!   `POST /api/v2/spans`, Jaeger JSON `POST /v1/jaeger`, native `POST /v1/native` (axum,
+//!   `ingest`), and the stitching report `causeway logs` posts (`logflows`).
+//! - `127.0.0.1:7070`: the query API (`/api/...`, `/metrics`), Jaeger's query API
+//!   (`/jaeger/api/...`) and the UI (`/`, `/ui/{file}`). `api` routes each path to the module
+//!   that answers it (`traces`, `sql`, `export`, `analyses`, `expect`, `logflows`, `pivot`,
+//!   `jaeger`, `ui`), with `params` (query parameters) and `scans` (window scans).
+//!
+//! Every ingest path ends in the same place: spans are screened, then appended to the store
+//! and acknowledged once durable. A request is bounded by its listener's connection cap
+//! and timeouts (`listen`), the token (`auth`), its body's byte budget and time limit
+//! (`receive`) and, for ingest, an in-flight place taken once the body is whole; decoding,
+//! screening, reading and analysing run off the async workers (`work`). Every limit is a
+//! field of `ServerConfig::limits` (`Limits`) and a `serve` flag
+//! (`crates/cli/src/serve_limits.rs`). While the store has its most frozen heads waiting to
+//! become blocks (`max_pending_heads`, 2), appends fail with `StoreError::Busy`, answered
+//! 503. Why each resource is bounded where it is spent, ingest first:
+//! `docs/decisions/004-bounds-inside-the-server-ingest-first.md`.
+//!
+//! `ServerConfig::clickhouse` picks the backend: `Backend` is the embedded `Store` or the
+//! ClickHouse `ShippingStore` (its spool), and handlers hold it as `Arc<dyn TraceStore>`.
+//! Stopping the server gives the spool up to [`SHIP_ON_SHUTDOWN`] (30 s) to ship what it
+//! holds, so a demo with a temporary data directory loses nothing it acknowledged. `serve`
+//! (like every long-running command) stops so on Ctrl-C or SIGTERM, as a process manager
+//! stops it.
 #![warn(missing_docs)]
 
 pub mod agent;

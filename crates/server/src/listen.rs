@@ -4,8 +4,19 @@
 //! and an HTTP/1 request's headers must arrive within the header timeout (which is also
 //! how long a keep-alive connection waits for its next request).
 //!
+//! The three listeners accept here rather than through `axum::serve`. Each has a `Gate`, a
+//! semaphore of `--max-connections` (query) or `--max-ingest-connections` (each ingest
+//! listener) places; past it the connection gets a canned 503 and is closed, counted, and
+//! logged at most every 10 s. Each connection is a `Guarded` stream that records when a byte
+//! last moved and fails reads and writes once nothing has moved for `--idle-timeout` while
+//! no request on it is being answered; a stalled write fails whatever is in progress, since
+//! the client stopped reading. HTTP/1 connections are served by hyper with
+//! `--header-timeout`; gRPC connections are fed to tonic as a stream of guarded connections.
+//!
 //! The caps are sized to the process's file descriptors at start, so that a flood of
-//! connections to one listener cannot take the descriptors another needs.
+//! connections to one listener cannot take the descriptors another needs: the descriptor
+//! limit is raised to its hard limit and the caps shrunk to fit under it, 512 descriptors
+//! kept back.
 
 use std::convert::Infallible;
 use std::future::Future;

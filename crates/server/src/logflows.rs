@@ -1,7 +1,11 @@
 //! Requests stitched from logs (`causeway logs --collector`): their log-point sequences
 //! over a window, and the latest stitching report (the identifier ranking with its
 //! evidence, and the links learned), which `causeway logs` posts to the ingest listener
-//! and the server keeps in its data directory.
+//! and the server keeps in its data directory. The report is kept as
+//! `DATA/logflow-report.json`, the latest replacing the one before. `GET /api/logs` groups
+//! a window's stitched traces by log-point sequence (`causeway_analysis::logflows`) with
+//! counts, latency histograms and example traces, and returns the report with them; the
+//! UI's Logs page draws both.
 
 use std::path::PathBuf;
 use std::sync::Arc;

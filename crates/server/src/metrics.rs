@@ -1,4 +1,9 @@
 //! Counters, `/metrics` (Prometheus text format) and `/api/status`.
+//!
+//! `/metrics` renders accepted and rejected spans per protocol; refused requests by reason
+//! (busy, in flight, malformed, too large, body timeout, receive budget); connections open,
+//! allowed and refused per listener; bytes of bodies held; SQL queries running; and the
+//! spans the service lists had no room for. `/api/status` gives the store's sizes.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};

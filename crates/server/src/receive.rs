@@ -2,6 +2,16 @@
 //! of it, as it arrives, is counted against a budget of bytes being received that the
 //! request keeps until it is answered: slow senders hold only what they sent, for a
 //! bounded time, and no number of them can hold what complete requests need.
+//!
+//! Past `--body-timeout` the answer is 408; a body over `--max-body` is 413 (a larger
+//! declared `Content-Length` is refused before reading). The budget (`Budget`) is
+//! `--max-receiving-bytes` for ingest, shared by HTTP and gRPC, and
+//! `--max-query-receiving-bytes` for the query API, whose middleware `receive_first` reads
+//! every request body before its handler runs; a frame that finds no room is 429. The bytes,
+//! gunzipped ones too, are held until the request is answered. Only a whole body then takes
+//! an in-flight place (`--max-inflight`, 429 at once when there is none), so a slow sender
+//! holds a few bytes of the budget for at most the body timeout, and nothing a complete
+//! request needs.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -3,6 +3,13 @@
 //! attribute values with what they nest, and the counts of attributes, events, links and
 //! messages), each cut reported, so one client's spans cannot make every later answer
 //! huge.
+//!
+//! Rejected: a zero start, an end before the start, either end more than a day in the
+//! future. Cut, by default: names to 1 KiB, keys to 256 B, each attribute value with
+//! everything it nests to 64 KiB (a number counts 8 bytes; event names, status messages and
+//! tracestate too), 1 000 attributes (the rest counted in `dropped_attributes`), 1 000
+//! events (`dropped_events`), 1 000 links and 1 000 messages, 128 attributes per event or
+//! link. Events and messages more than a day ahead are dropped.
 
 use causeway_model::codec::native::MAX_VALUE_DEPTH;
 use causeway_model::{KeyValue, Span, Status, Value};

@@ -5,6 +5,31 @@
 //! at most `max_scans` run at once, and a request that cannot finish within
 //! `query_timeout` of its arrival is answered 503 (no scan slot came free) or 408 (its scan
 //! ran out of time), never left waiting.
+//!
+//! Where each kind of work runs:
+//! - Ingest: the body is read on the workers (size-limited); gunzip, decoding, screening
+//!   and the append (native encoding, WAL write, fsync, head insert) run on the blocking
+//!   pool (`blocking`).
+//! - Block writing, compaction, retention and interval syncs run on the store's own
+//!   thread, `causeway-store`; an append that fills the head only freezes it.
+//! - Trace by id and the catalog's lists of services and operations run on the blocking
+//!   pool. A request that reads across the store (searches, indexed or sorted; analyses,
+//!   expectation checks and generation, export; Jaeger's searches, operations with their
+//!   span kinds and dependencies) runs through `Scans::run` on a `causeway-scan` thread: at
+//!   most `--max-scans` (2) at once, within `--query-timeout` (60 s) of its arrival, waiting
+//!   for a slot included. No slot in time is 503; a scan past the limit is stopped (the
+//!   store's scan visitor, or `search_until`'s stop check between traces read, answers
+//!   `Break`, and every scan thread stops) and answered 408. A bulk scan spawns its own
+//!   scoped threads (`scan_threads`, one per core), each feeding a per-thread accumulator
+//!   (`causeway_analysis::Sharded`) merged at the end.
+//! - Per-trace analyses (skew correction, critical path, stats, comparison profiles),
+//!   parsing and compiling expectations (nesting bounded at 100 levels, so no input can
+//!   exhaust a stack), checking and generating run on the blocking pool too.
+//! - SQL runs on a thread of its own per query (`causeway-sql`, 256 MiB of stack reserved,
+//!   4 at once; see `causeway_store::sql`).
+//!
+//! A search's `limit` is at most `--max-search-limit` (Jaeger's is cut to it), and a Jaeger
+//! search answers whole traces up to `--max-answer-spans` spans.
 
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,7 +1,9 @@
 //! Socket-call capture for black-box inference (WAP5's LibSockCap): the `LD_PRELOAD`
 //! library. It interposes libc's socket calls in every process it is loaded into, and
 //! records each call (never its payload) in that process's capture log, in the format
-//! of `causeway-capture-format`, which `causeway-blackbox` reads back with.
+//! of `causeway-capture-format`, which `causeway-blackbox` reads back with. Why it is
+//! carried inside the `causeway` binary and writes a log of its own:
+//! `docs/decisions/007-embedded-preload-library-and-its-log.md`.
 #![warn(missing_docs)]
 
 // Named as the library's own modules, for the hooks (not compiled into the tests).

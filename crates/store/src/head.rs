@@ -1,4 +1,6 @@
-//! The in-memory head: spans appended since the last block was cut, grouped by trace.
+//! The in-memory head: spans appended since the last block was cut, grouped by trace
+//! (a map from trace id to its spans), queryable as soon as they are appended. A full head
+//! is frozen and written as a block by the store's worker (see `crate::store`).
 
 use std::collections::HashMap;
 use std::time::Instant;

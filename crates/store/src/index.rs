@@ -1,5 +1,11 @@
 //! The in-memory index of one block: where each trace's rows are, and posting lists that
 //! narrow a search to a few traces before any Parquet page is read.
+//!
+//! It is in memory only, rebuilt from the columns when a block is opened: per trace its
+//! rows, start, end, error flag and duration range; posting lists, with duration ranges, by
+//! (service, operation), by service, and by host; a Bloom filter of `key=value` attribute
+//! pairs (the span's, its events' and its links') per 8 192 rows; and the block's time range
+//! and span count.
 
 use std::collections::HashMap;
 use std::sync::Arc;

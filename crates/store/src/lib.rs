@@ -7,6 +7,14 @@
 //! [`TraceStore`] trait: a trace by id, an indexed search, a parallel bulk scan of every trace
 //! in a time window. [`sorted`] sorts a whole window's matches through the scan; [`sql`]
 //! exposes a `spans` table through DataFusion.
+//!
+//! `TraceStore` is Dapper's Depot API: `append`, `trace(id)`, `search`, `scan`/`scan_fields`
+//! (every trace starting in a window, each whole and once, from several threads),
+//! `services`, `operations`. `Store` (`store.rs`) is its embedded implementation; the
+//! ClickHouse store (`causeway-clickhouse`) implements the same trait, and `conformance`
+//! (feature `conformance`) holds the checks both pass. The service and operation lists are
+//! a `Catalog` (`catalog.rs`) bounded in bytes of names (`max_catalog_bytes`, 16 MiB);
+//! ClickHouse lists at most 10 000.
 #![warn(missing_docs)]
 
 mod block;

@@ -1,4 +1,10 @@
 //! What a search asks for and what it answers, and the time and duration syntax of the API.
+//!
+//! A `SearchQuery` names a service, operation, host, `key=value` tags, duration bounds, an
+//! error flag, a window and a limit (20 by default, 10 000 at most). A tag matches the
+//! span's attributes (its resource's and scope's among them), an event's or a link's, and
+//! the conditions may be met in different places of one span; a trace matches when one of
+//! its spans meets every condition.
 
 use causeway_model::{Span, Trace, TraceId};
 use serde::Serialize;

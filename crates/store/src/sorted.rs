@@ -2,6 +2,12 @@
 //! meeting the conditions is counted, and the first `limit` in the asked order are kept.
 //! The indexed search ([`TraceStore::search`]) stops at its limit, newest first; this one
 //! reads the window through the bulk scan, so "longest first" means longest of all.
+//!
+//! It serves an order other than the index's (the UI's Traces tab, `order=` on
+//! `/api/search`). The scan reads `Fields::Structure`, or `Fields::All` when tags are asked,
+//! since a tag may be an event's. The first `limit` traces in that order (ties by trace id)
+//! are kept in a buffer of twice the limit, cut by selection. It runs under a scan slot and
+//! the query time limit.
 
 use std::cmp::Ordering;
 use std::fmt;

@@ -1,5 +1,62 @@
 //! The embedded store: ties the WAL, the head, the blocks and the background worker
 //! (block cutting, compaction, retention, interval syncs) together.
+//!
+//! ```text
+//! <data>/                    --data, default ./causeway-data
+//!   LOCK                     locked while a Store is open (else StoreError::Locked)
+//!   wal/
+//!     00000000000000000007.wal        WAL segment: native records; number zero-padded to 20 digits
+//!   blocks/
+//!     000000000000002a.parquet        block: name is a counter in 16 hex digits
+//!     000000000000002b.parquet.tmp    block being written; deleted on open
+//! ```
+//!
+//! There is no separate checkpoint file: each block records in its Parquet key-value
+//! metadata `causeway.wal_through` (the last WAL segment whose spans it holds) and
+//! `causeway.replaces` (the JSON list of the blocks it was compacted from). Together they
+//! say which WAL segments are covered and which blocks are stale.
+//!
+//! The write path:
+//! 1. WAL (`crate::wal`): an append writes native records to the open segment and waits as
+//!    the fsync policy says.
+//! 2. Head (`crate::head`): the spans go into the head, queryable at once; the catalog of
+//!    services and span names is updated.
+//! 3. Cut: when the head reaches `head_max_spans` (200 000, `--block-spans`; checked by the
+//!    append itself) or its first span is 60 s old (checked by the worker), the WAL segment
+//!    is sealed (synced unless `never`), a new one opened, and the head frozen with the
+//!    sealed segment's number. While `max_pending_heads` (2) frozen heads wait, appends fail
+//!    with `StoreError::Busy`, which bounds memory under sustained overload.
+//! 4. Block: the worker (thread `causeway-store`) writes frozen heads oldest first (spans
+//!    sorted by trace id, start and span id, exact duplicates dropped; `crate::block`), then
+//!    drops the frozen head and deletes the WAL segments up to its number.
+//!
+//! The worker wakes on a cut or every 200 ms, so an fsync interval shorter than 200 ms syncs
+//! about every 200 ms.
+//!
+//! Reads: a trace by id reads the head, the frozen heads, then each block's index entry and
+//! row range, and assembles the spans (duplicates across them collapse). A search
+//! (`SearchQuery`; `search_until` asks its stop callback between blocks and between the
+//! traces it loads) searches the head linearly, prunes blocks by time, narrows them by
+//! posting lists and Bloom filters, and confirms tag matches from the columns; candidates are
+//! then loaded whole, newest first, and kept when one span meets every condition, until the
+//! limit. The bulk scan splits the trace ids in the window into four parts per scan thread;
+//! each part merges (`crate::merge`) the rows of every block for its ids, read front to back
+//! in 1 024-row batches, with a copy of the in-memory spans, and visits each trace whose
+//! earliest start lies in the window.
+//!
+//! Compaction merges the oldest blocks under `compact_max_spans / 2` (1 M spans) while their
+//! sum stays within 2 M, once at least four exist: it streams them by trace id, drops exact
+//! duplicates, writes the new block with `causeway.replaces`, then unlinks the inputs.
+//! Retention (every 10 s) drops blocks whose newest span is older than `--retention`, then
+//! the oldest while the blocks exceed `--max-bytes`. The head is never dropped, and the
+//! services catalog keeps the names of dropped blocks.
+//!
+//! Recovery (`Store::open`): take `LOCK`; delete `*.parquet.tmp`; open every block
+//! (rebuilding its index, so opening costs time and memory in proportion to the store);
+//! delete blocks named in another's `causeway.replaces` (an interrupted compaction); delete
+//! WAL segments up to the highest `wal_through`; replay the rest into the head, logging and
+//! skipping damage; open a new WAL segment after the last, never appending to an old,
+//! possibly torn one.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;

@@ -1,6 +1,12 @@
 //! The write-ahead log: numbered segment files of native span records. A span is
 //! acknowledged once the bytes holding it are synced; segments are deleted once a block
 //! covers them (the embedded store) or once shipped (the ClickHouse store's spool).
+//!
+//! An append writes native records to the open segment and returns a position (bytes
+//! written since the log was opened). Under `--fsync always` the appender waits until that
+//! position is synced, and concurrent appenders share one `fdatasync` (group commit, `sync_to`);
+//! `--fsync <interval>` syncs from the store's background thread; `never` does not sync. A
+//! new log never appends to an old segment, whose tail may be torn.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;

@@ -1,4 +1,11 @@
 //! Time, ids and thread identity for the hot path.
+//!
+//! The hot path stores raw time-stamp-counter readings (`quanta`); the writer converts them
+//! to Unix time by a continuous, increasing chain of one-second linear segments, each
+//! starting where the last ended and slewed (at most 500 ppm) to close the gap to the system
+//! clock. So spans converted in any order keep the order they were taken in: anchoring
+//! each second afresh would open a gap of the counter's drift (16 µs a second here), enough
+//! to put a child's end after its parent's. `WallClock` has the details.
 
 use std::cell::Cell;
 use std::collections::VecDeque;

@@ -5,7 +5,12 @@
 //! events) and committed at once with one release store, so the application's thread
 //! takes no lock, does no atomic read-modify-write and allocates nothing; the span's
 //! own buffers stay on that thread for the next span. The writer decodes the entries
-//! into model spans. A lane that is full drops the span and counts it.
+//! into model spans. A span becomes these entries: its ids and raw times; its name, trace
+//! state and counts; its text in 48-byte chunks (`TEXT_CHUNK`); a boxed rest for the rare
+//! parts (a name or error of its own, links, messages, dropped counts); its attributes;
+//! its events with theirs. A lane that is full drops the span and counts it, in counters
+//! only the lane's own thread writes (so counting costs no atomic read-modify-write
+//! either).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,6 +1,6 @@
 //! The `tracing` Layer: Causeway's recording on a `tracing_subscriber::Registry`, for
-//! applications that build their own Registry stack. Each span's record lives in the
-//! Registry's extensions.
+//! applications that build their own Registry stack (with `fmt`, filters); see
+//! docs/decisions/001. Each span's record lives in the Registry's extensions.
 
 use std::sync::Arc;
 

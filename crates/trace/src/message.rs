@@ -1,6 +1,10 @@
 //! One-way messages (queues, timers, callbacks): the sender records a send with a message
 //! id and passes a token with the message; the receiver records the receive with the same
 //! id, and its work joins the sender's trace (Pip's messages).
+//!
+//! The token is `<traceparent>;<message id in 16 hex digits>`. A receiving span that is a
+//! root joins the sender's trace as its child; a receiving span that already has a parent
+//! gets a link to the sender instead.
 
 use causeway_model::{Direction, Message, SpanId, TraceId};
 

@@ -1,6 +1,17 @@
 //! The path from a closed span to the sinks: per-thread lanes (see [`crate::lane`])
 //! that never block the application and count what they drop, and one background
 //! thread that decodes them into batches for the sinks.
+//!
+//! Each thread that finishes sampled spans owns a lane of `4 × Config::queue_spans`
+//! entries of 56 bytes, at most 32 768 (about 8 000 spans of a few attributes; smaller
+//! lanes let a tight loop of spans outrun a descheduled writer). A full lane drops the span
+//! and counts it, in per-lane counters only their thread writes. The `causeway-writer`
+//! thread wakes when a lane is a quarter full, on a flush, or every `flush_interval`
+//! (100 ms); it decodes the entries into model `Span`s (service, host and pid added, times
+//! converted by `crate::clock`) in batches of up to 1 024 and writes them to every sink. A
+//! flush takes the command first and then drains every lane, so what a thread finished
+//! before it asked is written. The `Guard` flushes on drop within `shutdown_timeout` (5 s)
+//! and reports the counters.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};

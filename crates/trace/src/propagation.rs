@@ -1,6 +1,12 @@
 //! W3C Trace Context (`traceparent`, `tracestate`) and W3C Baggage, parsed and written
 //! exactly as the specifications say. An invalid `traceparent` means "no parent": the
 //! receiver starts a new trace and ignores `tracestate`. Nothing here panics on input.
+//!
+//! `tracestate` keeps at most 32 members, with keys as Trace Context Level 2 has them (`@`
+//! allowed after the first character). `baggage` keeps at most 180 members and 8 KiB, and is
+//! split with `memchr`, since a Pivot Tracing bag puts a kilobyte in it. The entry points an
+//! application uses are in `crate::context` (`inject`, `extract`, `in_current_span` for
+//! threads and pools) and `crate::message` (one-way messages).
 
 use std::fmt::Write as _;
 use std::sync::Arc;

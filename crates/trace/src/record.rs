@@ -1,11 +1,25 @@
 //! What Causeway records of a span, whichever subscriber drives it (the exclusive
 //! subscriber or the Layer): its context, the sampling decision, the raw fields and
-//! events of sampled spans, and the hand-off of finished spans to the writer.
+//! events of sampled spans, and the hand-off of finished spans to the writer. Both modes
+//! record the same `SpanRecord`s, so they write the same spans.
 //!
 //! The application's thread does as little as it can: ids, the sampling decision, and for
 //! sampled spans the raw fields (keys stay `&'static str`, nothing is formatted that was
 //! not formatted by `tracing` already). Turning a finished span into a model `Span`
 //! (owned keys, service and host) happens on the writer thread.
+//!
+//! A new span's parent is the nearest ancestor with a record, else the remote parent set by
+//! `with_remote_parent` (a thread-local the server middleware fills around span creation);
+//! with neither, the span starts a trace and is sampled there (`crate::sampling`). A sampled
+//! span gets a boxed `Collected` holding its raw fields and a text buffer, reused from the
+//! thread's own spare boxes, so a sampled span allocates nothing in steady state and its
+//! buffers stay in that thread's cache. Fields become attributes, except `otel.name`,
+//! `otel.kind`, `otel.status_code`, `otel.status_message` and `error`, which set the name,
+//! kind and status; events inside a span become span events, and `follows_from` becomes a
+//! link. Attributes and events together are capped (`Config::max_annotations`, 128), the
+//! excess counted. Spans of unsampled traces below their local root keep no record at all.
+//! Times are raw time-stamp-counter readings, converted to Unix time on the writer
+//! (`crate::clock`).
 
 use std::borrow::Cow;
 use std::cell::RefCell;

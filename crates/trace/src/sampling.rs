@@ -1,4 +1,11 @@
 //! Head sampling: the decision made once at a trace's root and carried in the trace flags.
+//!
+//! The decision is made at a span with no local or remote parent: `always`, `never`,
+//! `probability:P` (the trace id's low 64 bits against P, so every process agrees) or
+//! `adaptive:N` (a probability recomputed each second to aim at N sampled roots a second).
+//! Children and downstream processes follow the `sampled` flag. A probability below 1
+//! travels in `tracestate` as `cw=p:<P>` and is recorded on every span of the trace, so a
+//! reader can weigh what it counts.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -8,8 +8,14 @@
 //! others in a static host order (`Selection::First`, the paper's HDFS-6268: the same
 //! DataNodes take every remote read) or shuffled (`Selection::Random`).
 //!
+//! Each process is the `causeway` binary re-run as `causeway replicas-node ...`, set up by
+//! one JSON environment variable ([`SETUP_VAR`]). A client reads each file `reads` times,
+//! one trace a read: `do_next_op`, then `get_block_locations` to the NameNode and
+//! `read_block` from the first location. A scripted client waits for `go` on stdin; a
+//! server runs until its stdin closes, reporting its last results as it exits.
+//!
 //! The processes' tracepoints carry the paper's names; the definitions ship in
-//! [`TRACEPOINTS`].
+//! [`TRACEPOINTS`], and with the paper's Q1-Q7 in `demo/tracepoints/`.
 
 mod client;
 mod datanode;

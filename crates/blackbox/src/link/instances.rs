@@ -2,6 +2,19 @@
 //! caused is taken (probably-true), left to another path (probably-false) or tried both
 //! ways while the tree's budget of try-both decisions lasts; an instance's probability is
 //! the product of its choices' probabilities.
+//!
+//! Instances are built with a heap and a stack, never recursing on the input. The
+//! messages the members may have caused are decided in time order (a cause still
+//! undecided at the same tick goes first), each as one decision among its causes in the
+//! path and "elsewhere": WAP5 multiplies a message's links as if they were independent,
+//! which counts a message left out of every link as a path of its own and inflates
+//! expected counts. The likeliest cause is taken when its probability is over 0.5, when
+//! it is likelier than everything outside the path, or when it is the message's most
+//! likely cause; a choice within `try_both_band` of 0.5, or below it, is tried both ways
+//! while the budget lasts. An instance takes at most one effect per member for a learned
+//! slot (`Partial::filled`), and a member that left one to another path takes the next it
+//! may have caused (`Partial::owed`; see `slots`). In the connections mode an instance
+//! keeps an answer in the path of the request it answers.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -21,6 +21,16 @@
 //! and the roots; they are [`LinkOptions`], with defaults measured on the TraceWeaver
 //! fixtures (BENCHMARKS.md).
 //!
+//! Patterns are call trees (`served_tree`: each message under the request it was sent
+//! for, as a span would be, so that instances differing only in which of a server's
+//! answers came last are one shape), with their count, expected count and largest
+//! probability. A root's instances are alternatives for one request: one trace, each
+//! message with its parent from its most probable instance. [`patterns_of`] gives the
+//! patterns of any assignment (the ground truth's too). A placement carries both the
+//! `parent` (the request a message was sent for: Dapper's parent) and the `cause`
+//! (WAP5's); node delays and clock offsets (`delays`) run from causes. Placements are by
+//! message index; [`Linked::assignments`] adds the message ids where they are written.
+//!
 //! [`link`] runs the steps in order: the messages numbered (`graph`), each node's
 //! timelines (`timelines`), step 1 and 2 (`weigh`, into a `causes` table), step 3
 //! (`instances`), and each message placed (`place`).

@@ -247,11 +247,7 @@ mod tests {
 
     /// Each message's (causes, spontaneous) as `mode` weighs them, and the mean delay of
     /// each message's kind.
-    fn weighed(
-        messages: &[Message],
-        mode: Mode,
-        o: &LinkOptions,
-    ) -> (Vec<Weighed>, Vec<f64>) {
+    fn weighed(messages: &[Message], mode: Mode, o: &LinkOptions) -> (Vec<Weighed>, Vec<f64>) {
         let (graph, connections) = Graph::of(messages, mode, o);
         let timelines = Timelines::of(&graph);
         let kinds = Kinds::of(&graph);

@@ -1,6 +1,12 @@
 //! Which recognizers a path matches: each recognizer's path limits, then its thread
 //! patterns assigned to the path's threads (a matcher run per pair), then the sets of
 //! recognizers built from others.
+//!
+//! A thread is tried only against the patterns its first task admits (the task every match
+//! must begin with, found past leading optional notices) and whose host and limits it meets.
+//! The (pattern, thread) candidates are then narrowed in rounds (a message's peer must be
+//! able to take the pattern it names), and an assignment is searched that meets every
+//! pattern's thread count.
 
 use super::explain::{explain, Failed};
 use super::*;

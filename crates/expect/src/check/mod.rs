@@ -2,6 +2,11 @@
 //! whether it is expected, and for an unexpected path the recognizer that came closest
 //! and where it stopped. Aggregate assertions are evaluated over the checked paths.
 //!
+//! A path is expected when it matches a validator and no invalidator; for the others the
+//! closest validator and where it stopped are reported. Aggregate assertions run over
+//! per-path facts, held in memory for every path of the window when the file has
+//! assertions.
+//!
 //! This module compiles the file into a [`Checker`] and reports on a path;
 //! `classify` decides which recognizers a path matches, `explain` describes where the
 //! closest one stopped, `assertions` evaluates the aggregates over many paths.

@@ -2,7 +2,13 @@
 //! requests: lines that print one value of a ranked request identifier within a window
 //! of each other are one request, on any node; lines of one file (and thread) that
 //! follow each other closely are a run, and runs of different nodes that overlap in
-//! time, or follow closely, are one request.
+//! time, or follow closely, are one request (union-find; by default a value within 2 s,
+//! a run's lines within 50 ms, runs within 30 ms).
+//!
+//! A log point starts requests (per file) when it is the first line of its first-pass
+//! request for at least `start_share` (70%) of `start_evidence` (5) or more lines:
+//! lprof's top-level methods. Log points that pass values on by links for most of their
+//! lines and are never linked to start requests too.
 
 use crate::corpus::{Corpus, Moment};
 use crate::ids::Evidence;

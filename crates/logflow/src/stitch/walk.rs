@@ -1,5 +1,12 @@
 //! The walk: every line in time order, joined to a request by the rules in the module
 //! above (`stitch`), one after another.
+//!
+//! What the walk asks of a (file, log point) and its slots (the links into it, whether
+//! it is a sure identifier or excluded, its predecessors) is looked up once, the first
+//! time a line of it comes, and kept by its number. Each source variable's latest print
+//! of each value is kept in `latest_prints`. Across windows, `stitch_after` is given the
+//! context lines' requests, each a request of its own here, so later lines tie to them as
+//! they would have.
 
 use foldhash::{HashMap, HashSet};
 

@@ -1,5 +1,11 @@
 //! Wire formats: the native span-log record, OTLP (protobuf and JSON), Zipkin v2 JSON,
 //! Jaeger's JSON.
+//!
+//! `detect` tells the formats apart by their first bytes (the native magic, `{` with its
+//! first key, `[`, else OTLP protobuf); `causeway import` uses it. The OTLP, Zipkin and Jaeger
+//! decoders reject a bad span (a wrong-length or zero id, for instance) alone, naming its JSON
+//! path, and keep the rest; a body that is not the format at all is an error. The native
+//! decoder reports damage by byte offset.
 
 pub mod jaeger;
 pub mod native;

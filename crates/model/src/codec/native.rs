@@ -7,8 +7,13 @@
 //! Integers are LEB128 varints, strings are varint-length-prefixed UTF-8, times after the
 //! start are wrapping deltas from it. The checksum (CRC-32, IEEE) covers the payload, so a
 //! torn or corrupt record is detected and skipped; the magic lets a reader find the next
-//! good record after damage in the middle of a file. Records concatenate: a segment file
-//! and a native batch are both a plain sequence of records.
+//! good record after damage in the middle of a file. Records concatenate: a span-log segment
+//! file, a WAL segment and a native batch are all a plain sequence of records.
+//!
+//! `decode_stream` skips and reports damage by byte offset (a torn tail, corrupt bytes, a
+//! record that does not decode) and resynchronises on the magic; its `complete` says how far
+//! a tailing reader may advance. A record longer than 16 MiB (`MAX_RECORD_LEN`) is treated
+//! as corrupt.
 
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@
 //! become children of the server half, unless they ran in the client's service.
 //! Tags become string attributes (`error` becomes the error status), annotations become
 //! events, the remote endpoint becomes `peer.service`, `peer.ipv4`, `peer.ipv6` and
-//! `peer.port` attributes.
+//! `peer.port` attributes. The host is the local endpoint's IP; the pid is 0.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

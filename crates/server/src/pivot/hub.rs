@@ -3,6 +3,24 @@
 //! and the last batch applied per process instance are saved before a report is
 //! answered, so a batch the hub acknowledged is never lost and one it did not is applied
 //! once when re-sent.
+//!
+//! `HubState` holds the queries (canonical text, self-contained script, columns, explain
+//! output, totals, a time series of 300 intervals), the processes (last report, installed
+//! ids, failures, callsites) and, per process instance, the last batch applied. A report's
+//! batches past that number are merged (a state that is not the query's aggregate is
+//! refused per group); the state is saved to `DATA/pivot.json` (write, fsync, rename) before
+//! the answer, under a lock that keeps saves in order. Each group carries an example: the
+//! first sampled trace whose hit fed it. Definitions are saved with the state and load again
+//! at start, then those of `ServerConfig::pivot_tracepoints` (`serve --pivot-tracepoints`),
+//! which replace saved ones of the same name. The time series starts empty after a restart
+//! (the totals do not).
+//!
+//! What the hub holds is bounded (`PivotLimits`): installs and definitions (409 past them),
+//! processes served (503 to a new one), callsites per process and in all (each process
+//! counts those not kept; their texts cut to 256 B, 64 fields each). A process silent past
+//! `process_expiry` is forgotten, and the last batch applied per instance is kept for up to
+//! four times `max_processes` instances: an instance gone past that and back would have a
+//! re-sent batch applied again.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};

@@ -2,6 +2,18 @@
 //! queries (`POST /api/pivot/agent`); operators install, list and remove queries, read
 //! their totals and time series, follow them live, and list the tracepoint definitions
 //! and the callsites processes registered.
+//!
+//! Routes: `POST/GET /api/pivot/queries`, `GET/DELETE /api/pivot/queries/{id}`,
+//! `GET .../results` (one example trace per row, `examples`), `GET .../stream` (server-sent
+//! events, one per change at most once per interval), `GET/POST /api/pivot/tracepoints`
+//! (the definitions; the named queries the hub knows, which stay sources after an
+//! uninstall; and, a page at a time, the callsites connected processes registered with the
+//! definitions that match each), `POST /api/pivot/explain`, and `GET /api/pivot/processes`
+//! (each process's queries, failures and drop counters: malformed and cut bags, fan-out
+//! drops, and the batches its agent dropped after an hour without an answer). Every handler
+//! that holds the hub's lock runs on the blocking pool. `causeway pivot install -f` checks
+//! each query of a file against the hub's definitions and named queries before sending it,
+//! so an error names the file's own line and column.
 
 mod hub;
 

@@ -2,7 +2,11 @@
 //! slot (shared by `dup`ed descriptors) holds the socket's stream offsets.
 //!
 //! Both tables are static arrays of atomics in `.bss`: no allocation, and pages the
-//! program never touches cost nothing. A descriptor past the table is classified on
+//! program never touches cost nothing. Per descriptor (65 536): unknown, not a socket, or a
+//! socket's slot. Per slot (65 536): a reference count (`dup`ed descriptors share a slot),
+//! the socket type, the log's number for the connection, and the bytes sent and received so
+//! far (the stream offsets). A descriptor first seen in a data call is classified with one
+//! `fstat` and remembered; `close` forgets it. A descriptor past the table is classified on
 //! every call and never tracked (counted, and warned about once).
 
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};

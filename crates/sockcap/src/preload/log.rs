@@ -1,13 +1,16 @@
 //! The log file and the per-thread buffers records wait in.
 //!
-//! A thread claims one of [`SLOTS`] static buffers on its first record and keeps it until
-//! it exits (a pthread key's destructor flushes and frees it). A buffer is written to the
-//! log in one `write` of whole records when it is three-quarters full, when its oldest
-//! record is [`FLUSH_AFTER_NS`] old, at fork, at exec and at exit; the log is opened
-//! `O_APPEND`, so threads' flushes never interleave inside a record.
+//! Records are encoded by `causeway-capture-format`, without allocating. A thread claims one
+//! of [`SLOTS`] (256) static 64 KiB buffers on its first record and keeps it until it exits
+//! (a pthread key's destructor flushes and frees it). A buffer is written to the log in one
+//! `write` of whole records when it is three-quarters full, when its oldest record is
+//! [`FLUSH_AFTER_NS`] (200 ms) old, at fork, at exec and at exit; the log is opened
+//! `O_APPEND|O_CLOEXEC` (so threads' flushes never interleave inside a record) and moved to
+//! a descriptor at or above 1000.
 //!
-//! Nothing here allocates or takes a lock: a record is dropped (and counted) rather than
-//! wait, so a hook is safe in a signal handler and after fork.
+//! Nothing here allocates or takes a lock: a buffer in use, or no free buffer, drops the
+//! record and counts it (a `dropped` warning at exit) rather than wait, so a hook is safe in
+//! a signal handler and after fork.
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};

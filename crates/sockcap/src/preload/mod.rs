@@ -3,7 +3,37 @@
 //!
 //! A hook calls the real function first, then (when this process captures, the
 //! descriptor is a socket and no hook of this thread is already running) records what
-//! happened, keeping the program's `errno`. Hooks never allocate, lock or unwind.
+//! happened, keeping the program's `errno`. Hooks never allocate, lock or unwind. The
+//! per-thread re-entry flag lets the library's own calls, and a signal handler's, pass
+//! straight through.
+//!
+//! What the hooks (`hooks`) record:
+//! - A descriptor not known to be a non-socket is recorded; one known to be a file or a
+//!   pipe costs one table load and the indirect call (`fds`).
+//! - `connect` and `accept` number the connection, restart its stream offsets and record
+//!   both names (`getsockname`/`getpeername`; a non-blocking connect's peer is the address
+//!   it was given) and, for Unix sockets, the peer's pid (`SO_PEERCRED`). A socket first seen
+//!   mid-stream (inherited, passed in, a fork's copy) is recorded as `discovered` with
+//!   `mid_stream`.
+//! - Data records carry the stream offset before the call (not advanced by `MSG_PEEK`), the
+//!   byte count, the `errno` of a failure (`EAGAIN`, an event loop polling, is not recorded)
+//!   and, for datagrams, the peer and a CRC-32C of the payload. Never the payload itself.
+//! - `close` on the log's descriptor is refused (it returns 0); `dup2`/`dup3` onto it move
+//!   the log first, and wait, bounded, for writes under way with the old number (a writer
+//!   counts itself under the descriptor's generation before reading it, so it either sees
+//!   the move or is waited for); `close_range` is split around it.
+//! - `fork`, `vfork` (run as fork) and `clone` without `CLONE_VM` give the child a log of its
+//!   own: the parent's buffered records are the parent's, and inherited sockets are numbered
+//!   again in the child's log.
+//! - The `exec` family records the exec, warns when the target is a static ELF, and writes
+//!   every buffer out first. `execl`, `execlp` and `execle` take C varargs, which Rust can
+//!   neither receive nor pass on (and glibc calls its own execve for them, past that hook):
+//!   on x86-64 each is a naked trampoline that saves the argument registers, calls the same
+//!   bookkeeping, restores them and jumps to the real function.
+//! - `_exit` and `_Exit` write everything out.
+//!
+//! At exit, an io_uring descriptor in `/proc/self/fd` is reported: socket I/O submitted
+//! through it is invisible to the library.
 
 mod fds;
 mod hooks;

@@ -1,7 +1,9 @@
 //! The interposed functions' real implementations, found with `dlsym(RTLD_NEXT)`.
 //!
-//! Each is looked up on first use and kept; the library's constructor looks them all up
-//! before the program's threads exist, so a hook rarely calls `dlsym` (which may allocate).
+//! Each is looked up on first use and kept; the library's constructor (in `.init_array`)
+//! looks them all up before the program's threads exist, so a hook rarely calls `dlsym`
+//! (which may allocate). `fcntl` and `clone` are C-variadic; their optional arguments are
+//! declared as fixed ones, which are passed alike on x86_64 and aarch64 Linux.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -5,7 +5,9 @@
 //! At load the library gives the signals below that are still at their default action a
 //! handler that writes every buffer out and re-raises the signal with its default
 //! action. The program never sees the handler: `sigaction` and `signal` report the
-//! default in its place, and a handler the program installs replaces it.
+//! default in its place, and a handler the program installs replaces it. The signals are
+//! SIGINT, SIGTERM, SIGHUP, SIGPIPE and SIGQUIT; the handler is one-shot. A SIGKILL loses
+//! what was buffered.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -1,9 +1,33 @@
 //! Immutable Parquet blocks: spans sorted by trace id so that a trace is a contiguous run
-//! of rows, with page statistics for pruning and a `detail` column holding each span's
-//! complete native encoding.
+//! of rows, with page statistics for pruning and a `detail` column holding what the other
+//! columns do not (`crate::detail`), so that the columns and the detail give back each span
+//! exactly.
 //!
 //! This module opens a block and builds its in-memory index; `write` makes blocks,
 //! `read` decodes their spans.
+//!
+//! One row per span, in (trace id, start, span id) order. Columns: `trace_id` (16 bytes),
+//! `span_id`, `parent_id` (8 bytes, nullable), `service`, `operation`, `kind`, `host`,
+//! `pid`, `start_time` (timestamp ns UTC), `duration_ns`, `status_code`
+//! (`UNSET`/`OK`/`ERROR`), `status_message` (nullable), `attributes` (a map of string to
+//! string; non-string values as text), `source`, `detail`, `nested_attributes` (the
+//! attributes of the span's links, and of its events when the `events` column has no place
+//! for their value, as text, for search) and `events` (`crate::events`). Blocks written
+//! before `nested_attributes` lack it and read as if it were empty; blocks written before
+//! `events` keep events in the detail and all their attributes in `nested_attributes`, and
+//! read as before.
+//!
+//! Row groups are 32 768 rows and pages 1 024 rows, with page statistics and zstd. The
+//! columns of a few repeated names (`service`, `operation`, `kind`, `host`, `pid`, the
+//! status columns, `source`) are stored uncompressed: their dictionary indexes hardly
+//! compress, while every compressed page costs a zstd context to read. `span_id`,
+//! `parent_id`, `start_time`, `detail` and the events' integer attribute values have no
+//! dictionary: their values seldom repeat, and a dictionary of distinct values costs its
+//! indexes on top of them.
+//!
+//! A block file is read by position through a shared descriptor, so concurrent readers never
+//! share a seek offset, and a block unlinked by compaction or retention stays readable to
+//! the readers that hold it.
 
 mod read;
 mod write;

@@ -1,5 +1,11 @@
 //! Reading a block: the spans of given row ranges, batch by batch, with only the fields
 //! asked for decoded, and searches by attribute over its columns.
+//!
+//! `Fields::All` decodes the columns and `detail`; `Fields::Structure` reads only the
+//! columns (ids, names, kind, host, pid, times, status) plus named attributes, for windowed
+//! analyses; `Fields::Paths` reads everything but the attributes, for expectations. The
+//! `events` column is read by the leaves a read needs: `Paths` its times and names, search
+//! and the index its attributes.
 
 use super::*;
 

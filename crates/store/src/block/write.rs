@@ -1,5 +1,11 @@
 //! Writing a block: spans as Arrow columns, written to a temporary file with the
 //! writer's properties (row groups, pages, statistics, compression), synced and renamed.
+//!
+//! Spans come in (trace id, start, span id) order, the store having dropped exact
+//! duplicates. They are written to `<name>.parquet.tmp`, which is fsynced, renamed and its
+//! directory fsynced, so a block file is either whole or absent; the block's index is built
+//! as the rows go by. The key-value metadata records `causeway.wal_through` and
+//! `causeway.replaces` (see `crate::store`).
 
 use super::*;
 

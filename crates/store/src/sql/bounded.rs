@@ -1,6 +1,7 @@
 //! SQL functions that can make a value far larger than their arguments (`repeat`, `lpad`,
-//! `replace`, `range`, `array_repeat`, ...) run wrapped: before one runs, the size of what
-//! it would make is worked out from its arguments, row by row, and a value past the
+//! `rpad`, `replace`, `regexp_replace`, `overlay`, `concat`, `concat_ws`, `array_repeat`,
+//! `array_resize`, `range`, `generate_series`) run wrapped: before one runs, the size of
+//! what it would make is worked out from its arguments, row by row, and a value past the
 //! query's value limit (or a batch past its batch limit) is refused instead of made.
 //! What grows only by adding its inputs (`||`, `array_concat`) is caught a batch later by
 //! the watch over every operator ([`super::guard`]).

@@ -3,6 +3,21 @@
 //! stops every operator within a batch ([`guard`]), a memory pool for its joins, sorts and
 //! groups, a limit on the values its functions make ([`bounded`]) and on the batches its
 //! operators hand on, and limits on the rows and bytes it answers.
+//!
+//! The table is the block files (opened by path, read with today's schema) plus the
+//! in-memory spans as batches (made under each head's lock, their bytes drawn from the SQL
+//! memory), exposed as the read-only view `spans` (ids as hex, `detail` left out). DDL, DML
+//! and other statements are refused. A query runs on a `causeway-sql` thread (256 MiB of
+//! stack reserved), at most 4 at once, more answered "busy". Before planning, which cannot be
+//! interrupted, `shape` bounds the text, relations and expressions. A value a function
+//! makes may be at most a 32nd of the memory (`max_value_bytes`) and a batch an operator
+//! hands on an eighth (`max_batch_bytes`). One `GreedyMemoryPool` per limit is shared by
+//! every query, and nothing spills to disk. Answers are cut at `max_rows` and
+//! `max_result_bytes`.
+//!
+//! Block files are opened by path, so a block removed by compaction or retention during a
+//! query fails it. Aggregates that build strings (`string_agg`) hold up to about twice what
+//! they account to the pool.
 
 mod bounded;
 mod bounded_aggregate;

@@ -5,6 +5,18 @@
 //! A batch of results is numbered and kept until the hub's answer says it was applied,
 //! so a lost answer or a hub restart re-sends it and the hub, which remembers the last
 //! number it applied per process, applies it once.
+//!
+//! With `Config::pivot_hub` (`CAUSEWAY_PIVOT_HUB`) the thread posts a report to
+//! `POST /api/pivot/agent` every interval over its own keep-alive connection: the queries
+//! it runs (and any that failed to compile), new callsites, counters, and its
+//! unacknowledged batches of partial results, each numbered per process instance. The
+//! answer lists every installed query (the agent installs or uninstalls to match) and the
+//! last batch applied (batches up to it are forgotten). After an answer that installed a
+//! query the agent reports again after half an interval, so acknowledgements and first
+//! results come within about 1.5 intervals of the install. Batches the hub has not answered
+//! for 3 600 intervals (an hour at the default 1 s) are dropped and counted. On `Guard`
+//! drop it takes the last results and re-sends until they are applied or the shutdown
+//! timeout passes.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};

@@ -6,6 +6,15 @@
 //! forwards it untouched, as services in other languages do, and decodes nothing. A
 //! request that carries a bag the process has changed gets the bag re-encoded; a
 //! response carries only what the server added ([`Baggage::since_arrival`]).
+//!
+//! The member stays in the span's W3C baggage (`SpanRecord::baggage`, copied to children)
+//! until advice runs on a span; it is then decoded into that span's bag and marked as
+//! arrived. `inject` writes the member as it is when the span has no bag of its own, else
+//! the bag, merged with the member, re-encoded. The tower server layer adds to the
+//! response's `baggage` header only what the server added to the request's bags (nothing
+//! when its advice packed nothing), and the tower client layer and the `reqwest` client
+//! merge a response's bags into the client span. A malformed bag is dropped and counted;
+//! a bag cut to size is counted.
 
 use std::sync::Arc;
 

@@ -1,13 +1,25 @@
 //! Pivot Tracing in the process: the queries it runs ([`Pivot`]), the advice at
 //! tracepoint hits, the request's bags on its spans and in its headers, and the agent
-//! that reports results to the hub in `causeway serve`.
+//! that reports results to the hub in `causeway serve`. Why the runtime lives in the
+//! application's subscriber: `docs/decisions/006-pivot-runtime-inside-the-application.md`.
 //!
 //! Bags live on span records: a child starts with its parent's bag (shared until a PACK
 //! changes it, then copied) and merges it back into its parent when it closes; merging
 //! never counts a tuple twice. A bag that arrived from another process stays encoded in
 //! the record's W3C baggage until advice runs on the span (see `carry`). In an unsampled
 //! trace, a span with no record of its own (see `subscriber`) uses its nearest recorded
-//! ancestor's bag; a span at a tracepoint always gets a record.
+//! ancestor's bag; a span at a tracepoint always gets a record (a slot, in the exclusive
+//! subscriber) and holds its ancestors open. Span records carry the request's bags
+//! (`SpanRecord::bag`) and, at a tracepoint, its advice and captured fields
+//! (`SpanRecord::tracepoint`).
+//!
+//! A callsite a query needs counts as recorded. While a query is installed the exclusive
+//! subscriber's level hint is `TRACE`, so a query reaches callsites below its targets (a
+//! library's `trace!`); a callsite nothing needs still gets `Interest::never`. In Layer
+//! mode with targets, the layer's per-layer filter is `layer::TargetsOrQueried`: `always`
+//! for a callsite the targets or an installed query want, `never` otherwise, with a level
+//! hint of `TRACE` only while a query is installed. An event enabled only for a query's
+//! advice runs it and stays out of the trace.
 
 pub(crate) mod agent;
 pub(crate) mod carry;

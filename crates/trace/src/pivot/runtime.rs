@@ -1,7 +1,18 @@
 //! The queries a process runs and what happens at a tracepoint hit: for each callsite,
-//! the advice that fires there (worked out once, when `tracing` registers the callsite
-//! or interest is rebuilt), the values it observes, and the per-query aggregation of
+//! the advice that fires there, the values it observes, and the per-query aggregation of
 //! what it emits.
+//!
+//! The advice at a callsite, by moment (event, span creation, entry, exit, close), is worked
+//! out on the callsite's first hit after an install and cached by callsite id; with nothing
+//! installed, asking costs one relaxed load. A hit captures only the fields its advice
+//! reads (`super::fields`), adds the process-wide exports, and runs the programs, passing
+//! the trace id of a sampled span so that each group keeps an example trace. Emitted tuples
+//! go to a per-thread aggregator (no lock shared between threads), taken and merged each
+//! interval.
+//!
+//! Installing or uninstalling rebuilds `tracing`'s interest from inside the subscriber's own
+//! dispatcher: with one dispatcher in the process `tracing` asks only the calling thread's
+//! default, and the agent's thread has none, which would silence every callsite.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,6 +1,11 @@
 //! The OTLP/HTTP protobuf exporter: batches go to any OpenTelemetry collector (or
 //! `causeway serve`) from a thread of its own, so a slow collector never stalls the
 //! span-log writer. A full export queue drops batches and counts them.
+//!
+//! Batches are of 512 spans, the queue holds 64 batches, and a batch is tried three times on
+//! what the OTLP specification calls retryable (429, 502, 503, 504, transport errors).
+//! The exporter sends no `Authorization` header, so a process can export directly only to a
+//! server without a token; with a token, write span logs and ship them with the agent.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};

@@ -1,6 +1,10 @@
 //! Span-log segment files (Dapper's local logs): one directory per process, files of
 //! native records rotated by size. A new writer never appends to an old file, so a file
 //! torn by a crash stays torn only at its end, where readers detect and skip it.
+//!
+//! Files are `<span-log dir>/<service>-<pid>/<sequence, 20 digits>.cwlog`, rotated at
+//! `Config::segment_bytes` (64 MiB). A writer that hits a write error also starts a new
+//! file, so a torn record can only be at a file's end. `causeway agent` ships the files.
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};

@@ -1,6 +1,8 @@
 //! Forwarding to an inner subscriber (such as `registry().with(fmt::layer())`, to keep a
 //! service's log output): the callsites the inner subscriber wants are handed to it as
-//! well, with its own span ids kept in the span's slot; the rest never reach it.
+//! well, with its own span ids kept in the span's slot; the rest never reach it. A span
+//! only the inner subscriber wants is transparent to Causeway: it gets a slot for the inner
+//! id, and its children see its parent.
 //!
 //! A `tracing_subscriber::Registry` closes a span's parent by calling `try_close` on the
 //! *current dispatcher*, which is Causeway, with the Registry's own id. Those calls only

@@ -1,18 +1,32 @@
 //! The exclusive subscriber: Causeway's own `tracing::Subscriber`, with no
-//! `tracing_subscriber::Registry` underneath (see docs/decisions/003).
+//! `tracing_subscriber::Registry` underneath (see docs/decisions/003). It is what `init`
+//! installs by default (`Config::mode`, `CAUSEWAY_MODE`); the other mode is
+//! `crate::layer`, on a Registry (docs/decisions/001). Both record the same `SpanRecord`s
+//! (`crate::record`) and write the same spans.
 //!
-//! Spans live in [`slots`]; each thread keeps the ids of the spans it has entered (its
-//! current-span stack) and its free slots. A span of an unsampled trace below its local
-//! root gets no slot at all: its id is an *alias*, its nearest recorded ancestor's id with
-//! bit 63 set, so creating, entering, leaving and dropping it touches nothing shared. An
-//! alias still carries the trace's context (its children, `SpanExt::context` and
-//! `inject` find it through the ancestor); what is set on it alone (baggage, a remote
-//! parent) is not kept.
+//! Spans live in [`slots`]; a span is made in its slot and finished where it lies. Each
+//! thread keeps its free slots and the ids of the spans it has entered (its current-span
+//! stack). The entered spans of every subscriber on a thread are one plain thread-local
+//! stack, each entry tagged with its subscriber, so entering and leaving costs no lookup of
+//! per-subscriber state; a span entered again does not become current again, as on the
+//! Registry.
+//!
+//! A span of an unsampled trace below its local root gets no slot at all: its id is an
+//! *alias*, its nearest recorded ancestor's id with bit 63 set, so creating, entering,
+//! leaving and dropping it touches nothing shared, and no lock is taken to learn that it is
+//! unsampled (the sampling mark sits beside the slot's lock). An alias still carries the
+//! trace's context (its children, `SpanExt::context` and `inject` find it through the
+//! ancestor); what is set on it alone (baggage, a remote parent) is not kept.
 //!
 //! A recorded child holds a reference to its recorded parent, as the Registry's spans do,
 //! so a parent closes (and takes its end time) only after its last child: work spawned
 //! from a request and still running when its handler returns keeps the request's span
 //! open, in both modes alike.
+//!
+//! Callsites outside `Config::targets` get `Interest::never`. `tracepoints` enables and
+//! disables sets of callsites at run time, the hook for Pivot Tracing's queries. `inner`
+//! forwards to an inner subscriber (a Registry with `fmt`, say) the callsites it wants; a
+//! span only the inner subscriber wants is transparent, and its children see its parent.
 
 mod inner;
 mod slots;

@@ -2,15 +2,20 @@
 //! the subscriber lives, reused through per-thread free lists, each guarded by a one-word
 //! spin lock, and `tracing` ids that encode the slot and its generation.
 //!
+//! Pages hold 1 024 slots (4 096 pages at most: 4 M spans open at once). A thread takes free
+//! slots from its own list, which trades batches of 64 with a shared pool.
+//!
 //! An id is `generation << 32 | (index + 1)`; bit 63 is never set (it tags aliases, the
 //! ids of unsampled children, see `super`). A slot's generation is odd while a span lives
 //! in it and even while it is free, so an id whose span has closed (or one made up with
 //! `Id::from_u64`) finds a different generation and is refused: nothing can reach another
 //! span's data through it.
 //!
-//! A span's own operations need no atomic read-modify-write except the lock taken to
-//! read or change its record and the one taken when it closes: a new span writes its
-//! slot before publishing the generation, and the reference count falls with a plain
+//! Beside the lock, as atomics read without it, a slot keeps whether its trace is sampled,
+//! the span's id in the inner subscriber and, for a transparent span, the parent its
+//! children see. A span's own operations need no atomic read-modify-write except the lock
+//! taken to read or change its record and the one taken when it closes: a new span writes
+//! its slot before publishing the generation, and the reference count falls with a plain
 //! store when the last handle goes (as it does for almost every span).
 
 use std::cell::{Cell, UnsafeCell};

@@ -8,7 +8,8 @@
 //!
 //! A span's parent is its first CHILD_OF reference within its trace, else its first
 //! FOLLOWS_FROM one; a FOLLOWS_FROM parent is also kept as a link with
-//! `opentracing.ref_type = follows_from` (see [`Span::follows_from_parent`]). Other
+//! `opentracing.ref_type = follows_from` (see [`Span::follows_from_parent`]), which tells the
+//! critical path that the parent did not wait for it. Other
 //! references become links with their reference type (but for a FOLLOWS_FROM reference to
 //! a CHILD_OF parent, which would read as the parent not waiting), and links are written
 //! back as references. The deprecated `parentSpanID` is read when no reference names a parent.

@@ -4,8 +4,10 @@
 //! and events, and come back on decoding: the execution unit as `thread.id`, the sampling
 //! probability as `causeway.sampling.probability`, thread CPU time as
 //! `causeway.cpu_time_ns`, the source as `causeway.source`, and Pip messages as events named
-//! `causeway.message.send` / `causeway.message.recv`. Other resource attributes and the
-//! instrumentation scope are kept as span attributes, so nothing sent is lost.
+//! `causeway.message.send` / `causeway.message.recv`. `service.name`, `host.name` and
+//! `process.pid` come from the resource; other resource attributes and the instrumentation
+//! scope (name, version, attributes) are kept as span attributes, so nothing sent is lost.
+//! Decoded spans are `imported` unless `causeway.source` says otherwise.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,8 +1,9 @@
 //! The OTLP trace messages (`opentelemetry/proto/{collector/trace,trace,common,resource}/v1`),
 //! declared here with prost's derive so that an instrumented application links no
-//! OpenTelemetry crate, and with the proto3 JSON mapping OTLP/JSON uses: camelCase names,
-//! ids as hex (any case), 64-bit integers as decimal strings (numbers accepted), enums as
-//! integers (names accepted), bytes as base64, unknown fields ignored.
+//! OpenTelemetry crate (CI checks `causeway`'s dependency tree for one), and with the proto3
+//! JSON mapping OTLP/JSON uses: camelCase names, ids as hex (any case), 64-bit integers as
+//! decimal strings (numbers accepted), enums as integers (names accepted), bytes as base64,
+//! unknown fields ignored.
 //!
 //! Only the fields Causeway reads or writes are declared; prost skips the others.
 // The fields are the .proto's, under its names; its documentation is theirs.
