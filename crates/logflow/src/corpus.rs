@@ -176,7 +176,7 @@ pub struct Corpus {
     value_ends: Vec<usize>,
     /// The messages that are not their files' bytes (see [`MessageAt`]), end to end.
     kept_text: String,
-    /// Each line's values' keys (see [`crate::links::keys`]) as numbers, `(slot, key)`,
+    /// Each line's values' keys (see [`keys`]) as numbers, `(slot, key)`,
     /// line after line in time order (`keys[key_starts[at]..key_starts[at + 1]]` for
     /// the line at `at` in the timeline); a value's own text is the first key of its
     /// slot. Numbered once, so that learning links and the walk
@@ -563,7 +563,7 @@ impl Corpus {
         for line in &self.lines {
             line_starts.push(by_line.len());
             for (slot, value) in self.values(line).enumerate() {
-                for key in crate::links::keys(value) {
+                for key in keys(value) {
                     let next = ids.len() as u32;
                     by_line.push((slot as u32, *ids.entry(key).or_insert(next)));
                 }
@@ -663,9 +663,43 @@ fn after_place<'a>(place: Option<&'a str>, tokens: &mut Vec<Token<'a>>) {
     }
 }
 
+/// The keys a value matches by: itself, and the number at its end after a `-` or `_`
+/// when the rest is a name, letters joined by `-` or `_` (`product-43` also as `43`;
+/// not `block-65@storage-1`, two values in one).
+pub fn keys(value: &str) -> impl Iterator<Item = &str> {
+    // By byte: both are ASCII, so never part of a longer character.
+    let suffix = value
+        .bytes()
+        .rposition(|b| b == b'-' || b == b'_')
+        .and_then(|at| {
+            let (head, tail) = (&value[..at], &value[at + 1..]);
+            (!tail.is_empty()
+                && tail.bytes().all(|b| b.is_ascii_digit())
+                && head.bytes().any(|b| b.is_ascii_alphabetic())
+                && head
+                    .bytes()
+                    .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_'))
+            .then_some(tail)
+        });
+    std::iter::once(value).chain(suffix)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_matches_by_itself_and_by_its_numbered_suffix() {
+        assert_eq!(keys("product-43").collect::<Vec<_>>(), ["product-43", "43"]);
+        assert_eq!(keys("rec_7").collect::<Vec<_>>(), ["rec_7", "7"]);
+        assert_eq!(keys("43").collect::<Vec<_>>(), ["43"]);
+        assert_eq!(keys("12-34").collect::<Vec<_>>(), ["12-34"]);
+        assert_eq!(keys("x-").collect::<Vec<_>>(), ["x-"]);
+        assert_eq!(
+            keys("block-65@storage-1").collect::<Vec<_>>(),
+            ["block-65@storage-1"]
+        );
+    }
 
     #[test]
     fn lines_get_their_log_point_values_and_frames_join_their_line() {

@@ -194,27 +194,6 @@ impl Links {
     }
 }
 
-/// The keys a value matches by: itself, and the number at its end after a `-` or `_`
-/// when the rest is a name, letters joined by `-` or `_` (`product-43` also as `43`;
-/// not `block-65@storage-1`, two values in one).
-pub fn keys(value: &str) -> impl Iterator<Item = &str> {
-    // By byte: both are ASCII, so never part of a longer character.
-    let suffix = value
-        .bytes()
-        .rposition(|b| b == b'-' || b == b'_')
-        .and_then(|at| {
-            let (head, tail) = (&value[..at], &value[at + 1..]);
-            (!tail.is_empty()
-                && tail.bytes().all(|b| b.is_ascii_digit())
-                && head.bytes().any(|b| b.is_ascii_alphabetic())
-                && head
-                    .bytes()
-                    .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_'))
-            .then_some(tail)
-        });
-    std::iter::once(value).chain(suffix)
-}
-
 /// The chance of no print within each of [`WINDOWS_NS`], from the chance of none
 /// within a millisecond: powers of it (the windows are 1, 3, 10, ... ms).
 fn quiet_within_windows(quiet_ms: f64) -> [f64; WINDOWS_NS.len()] {
@@ -552,19 +531,6 @@ mod tests {
         for lag in lags {
             assert_eq!(window_of(lag), by_comparisons(lag), "lag {lag}");
         }
-    }
-
-    #[test]
-    fn a_value_matches_by_itself_and_by_its_numbered_suffix() {
-        assert_eq!(keys("product-43").collect::<Vec<_>>(), ["product-43", "43"]);
-        assert_eq!(keys("rec_7").collect::<Vec<_>>(), ["rec_7", "7"]);
-        assert_eq!(keys("43").collect::<Vec<_>>(), ["43"]);
-        assert_eq!(keys("12-34").collect::<Vec<_>>(), ["12-34"]);
-        assert_eq!(keys("x-").collect::<Vec<_>>(), ["x-"]);
-        assert_eq!(
-            keys("block-65@storage-1").collect::<Vec<_>>(),
-            ["block-65@storage-1"]
-        );
     }
 
     #[test]

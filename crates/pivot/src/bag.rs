@@ -204,7 +204,7 @@ impl Segment {
         let mut d = Decoded::default();
         for i in 0..self.ends.len() {
             // Bytes this process encoded, or checked when they arrived: they decode.
-            let mut r = crate::wire::ValuesReader::new(self.tuple_bytes(i));
+            let mut r = crate::tuple_bytes::ValuesReader::new(self.tuple_bytes(i));
             let _ = r.values_into(&mut d.values);
             d.ends.push(d.values.len());
         }
@@ -231,7 +231,7 @@ impl Segment {
             self.cover_index(0);
         }
         let start = self.bytes.len();
-        crate::wire::put_values(&mut self.bytes, values);
+        crate::tuple_bytes::put_values(&mut self.bytes, values);
         let new = &self.bytes[start..];
         let found = if !indexed {
             (0..self.ends.len()).find(|&i| bytes_of(&self.bytes, &self.ends, i) == new)

@@ -21,6 +21,7 @@ use std::fmt::Write;
 
 use causeway_model::source::{Pos, SyntaxError};
 
+pub use crate::catalog::{Catalog, MAX_JOINS};
 use crate::lang::ast::*;
 use crate::lang::{print_expr, print_select_item};
 use crate::splice::{splice, Spliced};
@@ -36,56 +37,8 @@ pub const DEFAULT_EXPORTS: &[&str] = &[
     "tracepoint",
 ];
 
-/// Joins a query may have; the join tree is walked by recursion.
-pub const MAX_JOINS: usize = 32;
-
 /// The export a tracepoint has when all its probes are `span.close`.
 pub const DURATION_EXPORT: &str = "duration";
-
-/// The tracepoint definitions and named queries a query may refer to.
-#[derive(Debug, Default, Clone)]
-pub struct Catalog {
-    tracepoints: HashMap<String, TracepointDef>,
-    queries: HashMap<String, QueryDef>,
-}
-
-impl Catalog {
-    /// Adds the tracepoint definitions and named queries of a parsed file; a later
-    /// definition of a name replaces an earlier one.
-    pub fn add(&mut self, script: &Script) {
-        for item in &script.items {
-            match item {
-                Item::Tracepoint(t) => {
-                    self.tracepoints.insert(t.name.text.clone(), t.clone());
-                }
-                Item::Query(q) => self.add_query(q),
-            }
-        }
-    }
-
-    /// Adds a named query (an unnamed one cannot be referred to).
-    pub fn add_query(&mut self, def: &QueryDef) {
-        if let Some(name) = &def.name {
-            self.queries.insert(name.text.clone(), def.clone());
-        }
-    }
-
-    /// The definition of a tracepoint.
-    pub fn tracepoint(&self, name: &str) -> Option<&TracepointDef> {
-        self.tracepoints.get(name)
-    }
-
-    /// A named query's definition (as a source, a tracepoint of the same name comes
-    /// first).
-    pub fn query(&self, name: &str) -> Option<&QueryDef> {
-        self.queries.get(name)
-    }
-
-    /// Every named query, in no order.
-    pub fn queries(&self) -> impl Iterator<Item = &QueryDef> {
-        self.queries.values()
-    }
-}
 
 /// Whether `tracepoint` exports `field`.
 fn exports(tracepoint: &TracepointDef, field: &str) -> bool {
@@ -171,7 +124,7 @@ pub enum End {
     },
 }
 
-pub(crate) fn err(pos: Pos, found: &str, expected: &str) -> SyntaxError {
+fn err(pos: Pos, found: &str, expected: &str) -> SyntaxError {
     SyntaxError::new(pos, found, expected)
 }
 

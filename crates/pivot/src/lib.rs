@@ -28,6 +28,7 @@
 
 pub mod aggregate;
 pub mod bag;
+mod catalog;
 pub mod compile;
 pub mod install;
 pub mod lang;
@@ -37,5 +38,6 @@ pub mod protocol;
 pub mod share;
 mod small_map;
 pub mod splice;
+mod tuple_bytes;
 pub mod value;
 pub mod wire;

@@ -15,7 +15,7 @@
 
 use causeway_model::source::SyntaxError;
 
-use crate::compile::{err, Catalog, MAX_JOINS};
+use crate::catalog::{Catalog, MAX_JOINS};
 use crate::lang::ast::*;
 use crate::lang::print_select_item;
 
@@ -136,14 +136,14 @@ impl Splicer<'_> {
         for j in &query.joins {
             let name = prefix(&j.var.text);
             if local.names.iter().any(|(from, _)| *from == j.var.text) || known(&self.out, &name) {
-                return Err(err(
+                return Err(SyntaxError::new(
                     j.var.pos,
                     &format!("`{}` again", j.var.text),
                     "a variable name not used before in this query",
                 ));
             }
             if j.before.text != j.var.text {
-                return Err(err(
+                return Err(SyntaxError::new(
                     j.before.pos,
                     &format!("`{}`", j.before.text),
                     &format!("`{}`, the joined variable, before `->`", j.var.text),
@@ -155,7 +155,7 @@ impl Splicer<'_> {
                 .find(|(from, _)| *from == j.after.text)
                 .and_then(|(_, to)| self.out.vars.iter().position(|v| v.0 == *to))
             else {
-                return Err(err(
+                return Err(SyntaxError::new(
                     j.after.pos,
                     &format!("`{}`", j.after.text),
                     "the From variable or a variable joined before, after `->`",
@@ -216,7 +216,7 @@ impl Splicer<'_> {
     fn add_source(&mut self, source: &Name, at: Slot) -> Result<usize, SyntaxError> {
         let out = &mut self.out;
         if out.vars.len() > MAX_JOINS {
-            return Err(err(
+            return Err(SyntaxError::new(
                 source.pos,
                 &format!("join number {}", out.vars.len()),
                 &format!("at most {MAX_JOINS} joins, counting those of joined named queries"),
@@ -228,21 +228,21 @@ impl Splicer<'_> {
             return Ok(out.vars.len() - 1);
         }
         let Some(q) = self.catalog.query(&source.text) else {
-            return Err(err(
+            return Err(SyntaxError::new(
                 source.pos,
                 &format!("`{}`", source.text),
                 "a tracepoint defined in the loaded tracepoint files, or a named query",
             ));
         };
         if self.stack.contains(&source.text) {
-            return Err(err(
+            return Err(SyntaxError::new(
                 source.pos,
                 &format!("`{}`, which sources itself", source.text),
                 "named queries that do not source each other in a cycle",
             ));
         }
         if self.stack.len() >= MAX_NESTED_QUERIES {
-            return Err(err(
+            return Err(SyntaxError::new(
                 source.pos,
                 &format!("named queries nested {} deep", self.stack.len() + 1),
                 &format!("at most {MAX_NESTED_QUERIES}"),
@@ -252,7 +252,7 @@ impl Splicer<'_> {
         self.stack.push(source.text.clone());
         // Errors inside the named query point at where it is used.
         let index = self.add_query(&q.query, at).map_err(|e| {
-            err(
+            SyntaxError::new(
                 source.pos,
                 &format!("`{}`, which does not compile: {e}", source.text),
                 "a named query that compiles on its own",
@@ -271,7 +271,7 @@ impl Splicer<'_> {
 fn joinable(q: &Query, source: &Name) -> Result<(), SyntaxError> {
     for item in &q.select {
         if !matches!(item, SelectItem::Expr(Expr::Ref(_))) || !q.group_by.is_empty() {
-            return Err(err(
+            return Err(SyntaxError::new(
                 source.pos,
                 &format!(
                     "`{}`, which selects `{}`",

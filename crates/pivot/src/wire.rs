@@ -22,7 +22,7 @@
 use std::sync::Arc;
 
 use base64::Engine;
-use causeway_model::codec::native::{put_varint, unzigzag, zigzag};
+use causeway_model::codec::native::put_varint;
 
 use smallvec::SmallVec;
 
@@ -31,7 +31,8 @@ use crate::bag::{
     Temporal,
 };
 use crate::small_map::SmallMap;
-use crate::value::Value;
+pub use crate::tuple_bytes::WireError;
+use crate::tuple_bytes::{put_values, values_into, Check, Reader};
 
 /// The version this code writes and reads.
 pub const VERSION: u8 = 1;
@@ -44,18 +45,6 @@ pub const MAX_TEXT: usize = 8192;
 pub const BAGGAGE_MEMBER: &str = "cw-pt";
 
 const OVERFLOW: u8 = 0xFF;
-
-/// Why bytes are not baggage: the field and the byte offset where reading stopped.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid pivot baggage: {reason} in field {field} at byte {offset}")]
-pub struct WireError {
-    /// The field being read.
-    pub field: &'static str,
-    /// The byte offset.
-    pub offset: usize,
-    /// What was wrong.
-    pub reason: String,
-}
 
 /// Encodes `baggage`, dropping whole bags (the highest query ids first) until the result
 /// is at most `max_bytes`; dropped bags set the overflow mark.
@@ -245,181 +234,6 @@ fn temporal(r: &mut Reader<'_>, first: bool) -> Result<Temporal, WireError> {
     Ok(t)
 }
 
-/// A value as read, borrowing a string from the bytes.
-enum Raw<'a> {
-    Value(Value),
-    Str(&'a str),
-}
-
-/// Where read values go: kept as values, or only checked.
-trait ValueSink {
-    fn take(&mut self, raw: Raw<'_>);
-}
-
-impl<A: smallvec::Array<Item = Value>> ValueSink for SmallVec<A> {
-    fn take(&mut self, raw: Raw<'_>) {
-        self.push(match raw {
-            Raw::Value(v) => v,
-            Raw::Str(s) => Value::Str(smol_str::SmolStr::new(s)),
-        });
-    }
-}
-
-/// Values checked and not kept (a segment that arrived keeps its bytes).
-struct Check;
-
-impl ValueSink for Check {
-    fn take(&mut self, _: Raw<'_>) {}
-}
-
-/// Reads a tuple's values, as [`put_values`] writes them, from bytes already checked.
-pub(crate) struct ValuesReader<'a>(Reader<'a>);
-
-impl<'a> ValuesReader<'a> {
-    pub(crate) fn new(bytes: &'a [u8]) -> ValuesReader<'a> {
-        ValuesReader(Reader { buf: bytes, pos: 0 })
-    }
-
-    /// Appends the values to `out`.
-    pub(crate) fn values_into(&mut self, out: &mut InlineValues) -> Result<(), WireError> {
-        values_into(&mut self.0, out)
-    }
-}
-
-/// Reads a tuple's values into `out`.
-fn values_into(r: &mut Reader<'_>, out: &mut impl ValueSink) -> Result<(), WireError> {
-    let n = r.count("tuple.values", 1)?;
-    for _ in 0..n {
-        let at = r.pos;
-        out.take(match r.u8("value.tag")? {
-            0 => Raw::Value(Value::Null),
-            1 => Raw::Value(Value::Bool(false)),
-            2 => Raw::Value(Value::Bool(true)),
-            3 => Raw::Value(Value::Int(unzigzag(r.varint("value.int")?))),
-            4 => Raw::Value(Value::Float(f64::from_le_bytes(r.array("value.float")?))),
-            5 => {
-                let len = r.count("value.str", 1)?;
-                let at = r.pos;
-                let b = r.take("value.str", len)?;
-                Raw::Str(
-                    std::str::from_utf8(b)
-                        .map_err(|_| r.err_at("value.str", at, "invalid UTF-8".into()))?,
-                )
-            }
-            t => return Err(r.err_at("value.tag", at, format!("unknown tag {t}"))),
-        });
-    }
-    Ok(())
-}
-
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn err_at(&self, field: &'static str, offset: usize, reason: String) -> WireError {
-        WireError {
-            field,
-            offset,
-            reason,
-        }
-    }
-
-    fn take(&mut self, field: &'static str, n: usize) -> Result<&'a [u8], WireError> {
-        if self.buf.len() - self.pos < n {
-            return Err(self.err_at(
-                field,
-                self.pos,
-                format!("needs {n} bytes, {} left", self.buf.len() - self.pos),
-            ));
-        }
-        let s = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
-    }
-
-    fn u8(&mut self, field: &'static str) -> Result<u8, WireError> {
-        Ok(self.take(field, 1)?[0])
-    }
-
-    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], WireError> {
-        let mut a = [0; N];
-        a.copy_from_slice(self.take(field, N)?);
-        Ok(a)
-    }
-
-    /// A varint; most are one byte (counts, lengths, small values).
-    #[inline]
-    fn varint(&mut self, field: &'static str) -> Result<u64, WireError> {
-        match self.buf.get(self.pos) {
-            Some(&b) if b < 0x80 => {
-                self.pos += 1;
-                Ok(u64::from(b))
-            }
-            _ => self.varint_long(field),
-        }
-    }
-
-    fn varint_long(&mut self, field: &'static str) -> Result<u64, WireError> {
-        let start = self.pos;
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.u8(field)?;
-            if shift == 63 && b > 1 {
-                return Err(self.err_at(field, start, "varint overflows 64 bits".into()));
-            }
-            v |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return Ok(v);
-            }
-        }
-        Err(self.err_at(field, start, "varint longer than 10 bytes".into()))
-    }
-
-    /// A count of elements each at least `min_len` bytes long: larger than what is left
-    /// can hold is refused before anything is allocated for it.
-    fn count(&mut self, field: &'static str, min_len: usize) -> Result<usize, WireError> {
-        let at = self.pos;
-        let n = self.varint(field)?;
-        let left = (self.buf.len() - self.pos) as u64;
-        if n > left / min_len as u64 {
-            return Err(self.err_at(
-                field,
-                at,
-                format!("count {n} cannot fit the {left} bytes left"),
-            ));
-        }
-        Ok(n as usize)
-    }
-}
-
-/// Writes a tuple's values (`count value*`). Equal values always write equal bytes, so a
-/// segment finds a tuple packed before by its bytes.
-pub(crate) fn put_values<'v>(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = &'v Value>) {
-    put_varint(out, values.len() as u64);
-    for v in values {
-        match v {
-            Value::Null => out.push(0),
-            Value::Bool(false) => out.push(1),
-            Value::Bool(true) => out.push(2),
-            Value::Int(i) => {
-                out.push(3);
-                put_varint(out, zigzag(*i));
-            }
-            Value::Float(f) => {
-                out.push(4);
-                out.extend_from_slice(&f.to_le_bytes());
-            }
-            Value::Str(s) => {
-                out.push(5);
-                put_varint(out, s.len() as u64);
-                out.extend_from_slice(s.as_bytes());
-            }
-        }
-    }
-}
-
 fn put_bag(out: &mut Vec<u8>, key: BagKey, bag: &Bag) {
     put_varint(out, key.query.into());
     put_varint(out, key.bag.into());
@@ -454,6 +268,7 @@ fn put_bag(out: &mut Vec<u8>, key: BagKey, bag: &Bag) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::value::Value;
     use proptest::prelude::*;
 
     fn value() -> impl Strategy<Value = Value> + Clone {
