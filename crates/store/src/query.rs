@@ -90,9 +90,15 @@ fn tag_matches(span: &Span, key: &str, want: &str) -> bool {
 /// The attributes a tag search looks in: the span's own (its resource's and scope's are
 /// among them), then its events' and links'.
 pub fn searchable_attributes(span: &Span) -> impl Iterator<Item = &causeway_model::KeyValue> {
-    span.attributes
+    span.attributes.iter().chain(nested_attributes(span))
+}
+
+/// The attributes of a span's events and links: search finds a span by them too.
+pub(crate) fn nested_attributes(s: &Span) -> impl Iterator<Item = &causeway_model::KeyValue> {
+    s.events
         .iter()
-        .chain(crate::block::nested_attributes(span))
+        .flat_map(|e| &e.attributes)
+        .chain(s.links.iter().flat_map(|l| &l.attributes))
 }
 
 /// An attribute value as a tag search compares it: a string as itself, anything else in

@@ -34,7 +34,7 @@ mod write;
 
 pub(crate) use read::merge_ranges;
 pub use read::SpanBatches;
-pub(crate) use write::{nested_attributes, row_order, to_batch, BlockWriter};
+pub(crate) use write::{row_order, to_batch, BlockWriter};
 
 use std::fs::File;
 use std::ops::Range;

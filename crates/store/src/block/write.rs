@@ -8,6 +8,7 @@
 //! `causeway.replaces` (see `crate::store`).
 
 use super::*;
+use crate::query::nested_attributes;
 
 /// Arrow columns for a run of spans (the file schema, `detail` included).
 pub(crate) fn to_batch(spans: &[&Span]) -> Result<RecordBatch, arrow::error::ArrowError> {
@@ -99,14 +100,6 @@ pub(crate) fn to_batch(spans: &[&Span]) -> Result<RecordBatch, arrow::error::Arr
             .zip(columns)
             .map(|(name, col)| (*name, col, nullable(name))),
     )
-}
-
-/// The attributes of a span's events and links: search finds a span by them too.
-pub(crate) fn nested_attributes(s: &Span) -> impl Iterator<Item = &causeway_model::KeyValue> {
-    s.events
-        .iter()
-        .flat_map(|e| &e.attributes)
-        .chain(s.links.iter().flat_map(|l| &l.attributes))
 }
 
 /// The nested attributes the `nested_attributes` column holds: those the `events` column
