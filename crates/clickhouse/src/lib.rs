@@ -38,8 +38,8 @@
 
 pub mod endpoint;
 pub mod http;
-#[cfg(feature = "local-cluster")]
 mod literals;
+#[cfg(feature = "local-cluster")]
 pub mod local_cluster;
 pub mod rowbinary;
 pub mod schema;
