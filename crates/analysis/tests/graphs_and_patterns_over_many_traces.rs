@@ -307,8 +307,8 @@ fn patterns_filter_by_service_sort_and_stay_within_their_memory_bound() {
 
 #[test]
 fn merged_patterns_equal_patterns_of_everything() {
-    let mut g = causeway_store::generate::Generator::new(5, 1_700_000_000_000_000_000, MS)
-        .with_request_types(6);
+    let mut g =
+        causeway_testkit::Generator::new(5, 1_700_000_000_000_000_000, MS).with_request_types(6);
     let traces: Vec<Trace> = (0..300)
         .map(|_| {
             let spans = g.trace();

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use causeway_store::generate::Generator;
 use causeway_store::{FsyncPolicy, Store, StoreOptions};
+use causeway_testkit::Generator;
 use clap::Args;
 
 use crate::harness::{

@@ -11,8 +11,8 @@ use causeway_cli::progress::bar;
 use causeway_model::codec::{native, otlp};
 use causeway_model::Span;
 use causeway_server::ServerConfig;
-use causeway_store::generate::Generator;
 use causeway_store::{FsyncPolicy, StoreOptions};
+use causeway_testkit::Generator;
 use clap::{Args, ValueEnum};
 
 use crate::harness::{now_ns, peak_rss_mib, per_span, percentiles, report, TempDir};

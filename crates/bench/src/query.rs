@@ -6,8 +6,8 @@ use std::time::Instant;
 use anyhow::Result;
 use causeway_cli::progress::bar;
 use causeway_model::TraceId;
-use causeway_store::generate::Generator;
 use causeway_store::{FsyncPolicy, Store, StoreOptions, TraceStore};
+use causeway_testkit::Generator;
 use clap::Args;
 
 use crate::harness::{now_ns, peak_rss_mib, per_span, percentiles, report, TempDir};

@@ -7,8 +7,8 @@ use anyhow::Result;
 use causeway_cli::progress::bar;
 use causeway_model::{Span, TraceId};
 use causeway_server::ServerConfig;
-use causeway_store::generate::Generator;
 use causeway_store::{Store, StoreOptions, TraceStore};
+use causeway_testkit::Generator;
 
 pub(crate) fn generate(n: usize, seed: u64, start: u64) -> Vec<Vec<Span>> {
     let mut g = Generator::new(seed, start, 1_000_000);

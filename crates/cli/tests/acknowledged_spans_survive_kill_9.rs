@@ -12,7 +12,7 @@ use std::time::Duration;
 use causeway_clickhouse::local_cluster::Cluster;
 use causeway_model::codec::native;
 use causeway_model::TraceId;
-use causeway_store::generate::Generator;
+use causeway_testkit::Generator;
 use common::{run, temp, Serve};
 
 /// Streams batches until the server dies; returns the acknowledged traces and sizes.

@@ -4,8 +4,8 @@
 mod common;
 
 use causeway_model::codec::native;
-use causeway_store::generate::Generator;
-use common::{fixtures, run, temp, Serve};
+use causeway_testkit::Generator;
+use common::{fixtures, run, temp, Serve, TempDir};
 use serde_json::Value;
 
 const SKEW_TRACE: &str = "1e223ff1f80f1c69";
@@ -18,7 +18,7 @@ fn json(args: &[&str]) -> Value {
 
 /// A server with the skew, yelp and kafka fixtures and 300 generated traces of a few
 /// request types.
-fn loaded(name: &str) -> (Serve, Vec<String>, std::path::PathBuf) {
+fn loaded(name: &str) -> (Serve, Vec<String>, TempDir) {
     let data = temp(name);
     let serve = Serve::start(&data, &[]);
     let generated = data.with_extension("generated.bin");
@@ -47,9 +47,10 @@ fn loaded(name: &str) -> (Serve, Vec<String>, std::path::PathBuf) {
     (serve, ids, data)
 }
 
-fn stop(serve: Serve, data: std::path::PathBuf) {
+/// Stops the server before its data directory goes.
+fn stop(serve: Serve, data: TempDir) {
     drop(serve);
-    let _ = std::fs::remove_dir_all(data);
+    drop(data);
 }
 
 #[test]

@@ -65,7 +65,7 @@ fn logs(dir: &Path) -> Vec<Log> {
 
 /// Runs `causeway capture` on `sh -c 'causeway-bench echo-node ARGS'`; the logs and the
 /// command's JSON summary.
-fn capture(name: &str, echo_args: &str) -> (PathBuf, Vec<Log>, serde_json::Value) {
+fn capture(name: &str, echo_args: &str) -> (common::TempDir, Vec<Log>, serde_json::Value) {
     let (dir, summary) = common::capture_echo(name, echo_args);
     let logs = logs(&dir);
     (dir, logs, summary)

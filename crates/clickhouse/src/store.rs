@@ -516,7 +516,7 @@ mod tests {
         }
         let store = ClickHouseStore::open(endpoint, ClickHouseOptions::default()).unwrap();
         assert!(store.shards().is_none());
-        let mut g = causeway_store::generate::Generator::new(4, 1_700_000_000_000_000_000, 1_000);
+        let mut g = causeway_testkit::Generator::new(4, 1_700_000_000_000_000_000, 1_000);
         let traces: Vec<Vec<Span>> = (0..40).map(|_| g.trace()).collect();
         store.append(traces.concat()).unwrap();
         for t in &traces {
@@ -541,7 +541,7 @@ mod tests {
             client,
             scan_spill_bytes: 1 << 30,
         };
-        let mut g = causeway_store::generate::Generator::new(3, 1_700_000_000_000_000_000, 1_000);
+        let mut g = causeway_testkit::Generator::new(3, 1_700_000_000_000_000_000, 1_000);
         let spans: Vec<Span> = (0..60).flat_map(|_| g.trace()).collect();
         before.append(spans.clone()).unwrap();
 

@@ -13,8 +13,8 @@ use causeway_clickhouse::{
     ClickHouseOptions, ClickHouseStore, Endpoint, ShippingStore, SpoolOptions,
 };
 use causeway_model::{Span, SpanId, TraceId};
-use causeway_store::generate::Generator;
 use causeway_store::{Fields, StoreError, TimeWindow, TraceStore};
+use causeway_testkit::Generator;
 
 const T0: u64 = 1_700_000_000_000_000_000;
 

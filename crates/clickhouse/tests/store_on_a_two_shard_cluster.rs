@@ -10,11 +10,11 @@ use causeway_clickhouse::http::Client;
 use causeway_clickhouse::local_cluster::Cluster;
 use causeway_clickhouse::{ClickHouseOptions, ClickHouseStore, Endpoint};
 use causeway_model::{KeyValue, Span, Status, Trace, TraceId};
-use causeway_store::generate::Generator;
 use causeway_store::sql::SqlLimits;
 use causeway_store::{
     Fields, FsyncPolicy, SearchQuery, Store, StoreError, StoreOptions, TimeWindow, TraceStore,
 };
+use causeway_testkit::Generator;
 
 const T0: u64 = 1_700_000_000_000_000_000;
 

@@ -115,83 +115,12 @@ fn units_of_any_case_and_apart_from_their_number() {
 // Paths to check, built the way paths_are_checked_as_pip_checks_them.rs builds them.
 
 use causeway_expect::path::Path;
-use causeway_model::{Direction, Event, Message, Span, SpanId, Trace, TraceId};
+use causeway_model::Direction;
+use causeway_testkit::TraceBuilder;
 
 const MS: u64 = 1_000_000;
 const SECOND: u64 = 1000 * MS;
 const MINUTE: u64 = 60 * SECOND;
-
-/// Spans of one trace, each on a thread named by its host (pid 1, unit 1).
-struct Tb {
-    spans: Vec<Span>,
-    next: u64,
-    trace: u128,
-}
-
-impl Tb {
-    fn new(trace: u128) -> Tb {
-        Tb {
-            spans: Vec::new(),
-            next: 0,
-            trace,
-        }
-    }
-
-    fn span(
-        &mut self,
-        parent: Option<SpanId>,
-        host: &str,
-        name: &str,
-        start: u64,
-        end: u64,
-    ) -> SpanId {
-        self.next += 1;
-        let id = SpanId::new(self.next).unwrap();
-        let mut s = Span::new(
-            TraceId::new(self.trace).unwrap(),
-            id,
-            parent,
-            name,
-            host,
-            start,
-            end,
-        );
-        s.host = host.into();
-        s.pid = 1;
-        s.execution_unit = 1;
-        self.spans.push(s);
-        id
-    }
-
-    fn get(&mut self, id: SpanId) -> &mut Span {
-        self.spans.iter_mut().find(|s| s.span_id == id).unwrap()
-    }
-
-    fn notice(&mut self, id: SpanId, text: &str, time: u64) {
-        self.get(id).events.push(Event {
-            time,
-            name: text.into(),
-            attributes: vec![],
-        });
-    }
-
-    fn message(&mut self, id: SpanId, direction: Direction, message: u64, time: u64) {
-        self.get(id).messages.push(Message {
-            direction,
-            id: message,
-            time,
-            peer: None,
-            size: Some(64),
-        });
-    }
-
-    fn path(self) -> Path {
-        Path::of(&Trace::assemble(
-            TraceId::new(self.trace).unwrap(),
-            self.spans,
-        ))
-    }
-}
 
 fn checker(src: &str) -> Checker {
     checker_with(src, Params::new())
@@ -213,19 +142,19 @@ fn compile_error(src: &str) -> String {
 
 /// One task on host "h" lasting `ns`.
 fn one_task(name: &str, ns: u64) -> Path {
-    let mut b = Tb::new(1);
-    b.span(None, "h", name, 0, ns);
-    b.path()
+    let mut b = TraceBuilder::new(1);
+    b.task(None, "h", name, 0, ns);
+    Path::of(&b.trace())
 }
 
 /// A root task on `host` with notices at 1, 2, 3... ms.
 fn notices_on(trace: u128, host: &str, texts: &[&str]) -> Path {
-    let mut b = Tb::new(trace);
-    let root = b.span(None, host, "root", 0, 100 * MS);
+    let mut b = TraceBuilder::new(trace);
+    let root = b.task(None, host, "root", 0, 100 * MS);
     for (i, t) in texts.iter().enumerate() {
         b.notice(root, t, (i as u64 + 1) * MS);
     }
-    b.path()
+    Path::of(&b.trace())
 }
 
 fn notices(texts: &[&str]) -> Path {
@@ -262,12 +191,12 @@ validator Multicast {
     );
     let c = checker(src);
     let path = |receiver: &str| {
-        let mut b = Tb::new(2);
-        let root = b.span(None, "client0", "root", 0, 10 * MS);
+        let mut b = TraceBuilder::new(2);
+        let root = b.task(None, "client0", "root", 0, 10 * MS);
         b.notice(root, "sent", MS);
-        let other = b.span(Some(root), receiver, "root", 2 * MS, 9 * MS);
+        let other = b.task(Some(root), receiver, "root", 2 * MS, 9 * MS);
         b.notice(other, "got", 3 * MS);
-        b.path()
+        Path::of(&b.trace())
     };
     assert!(c.check(&path("client1")).0.expected);
     // The receiver's thread on client0 takes no pattern: the sender's wants "sent".
@@ -306,11 +235,11 @@ fn negated_task_names_notices_and_regexes() {
         !c.check(&notices(&["info", "once"])).0.expected,
         "!!\"twice\""
     );
-    let mut b = Tb::new(3);
-    let idle = b.span(None, "h", "idle", 0, 10 * MS);
+    let mut b = TraceBuilder::new(3);
+    let idle = b.task(None, "h", "idle", 0, 10 * MS);
     b.notice(idle, "info", MS);
     b.notice(idle, "twice", 2 * MS);
-    assert!(!c.check(&b.path()).0.expected, "!\"idle\"");
+    assert!(!c.check(&Path::of(&b.trace())).0.expected, "!\"idle\"");
 }
 
 #[test]
@@ -322,12 +251,12 @@ fn negated_send_and_recv_peers() {
     round_trip(src);
     let c = checker(src);
     let path = |server: &str| {
-        let mut b = Tb::new(4);
-        let root = b.span(None, "client0", "root", 0, 10 * MS);
-        b.message(root, Direction::Send, 7, MS);
-        let serve = b.span(Some(root), server, "serve", 2 * MS, 9 * MS);
-        b.message(serve, Direction::Recv, 7, 2 * MS);
-        b.path()
+        let mut b = TraceBuilder::new(4);
+        let root = b.task(None, "client0", "root", 0, 10 * MS);
+        b.message(root, Direction::Send, 7, MS, 64);
+        let serve = b.task(Some(root), server, "serve", 2 * MS, 9 * MS);
+        b.message(serve, Direction::Recv, 7, 2 * MS, 64);
+        Path::of(&b.trace())
     };
     assert!(c.check(&path("db-1")).0.expected);
     // A send to client0 itself is not a send to `!"client0"`.
@@ -552,12 +481,12 @@ assert(min(REAL_TIME, *) >= 10 ms && stddev(REAL_TIME, m/^fab::/) == 5ms);
         "{avg:?}"
     );
     let c = checker(src);
-    let mut b = Tb::new(5);
-    let root = b.span(None, "h", "other", 0, 100 * MS);
-    b.span(Some(root), "h", "fab::read", MS, 11 * MS);
-    b.span(Some(root), "h", "fab::write", 20 * MS, 40 * MS);
+    let mut b = TraceBuilder::new(5);
+    let root = b.task(None, "h", "other", 0, 100 * MS);
+    b.task(Some(root), "h", "fab::read", MS, 11 * MS);
+    b.task(Some(root), "h", "fab::write", 20 * MS, 40 * MS);
     let failed: Vec<u32> = c
-        .assertions(&[c.check(&b.path()).1])
+        .assertions(&[c.check(&Path::of(&b.trace())).1])
         .iter()
         .map(|f| f.line)
         .collect();
@@ -570,13 +499,13 @@ assert(min(REAL_TIME, *) >= 10 ms && stddev(REAL_TIME, m/^fab::/) == 5ms);
 
 /// A root task on "h" with these tasks (each 1 ms, in order) inside.
 fn tasks(names: &[&str]) -> Path {
-    let mut b = Tb::new(6);
-    let root = b.span(None, "h", "root", 0, 100 * MS);
+    let mut b = TraceBuilder::new(6);
+    let root = b.task(None, "h", "root", 0, 100 * MS);
     for (i, n) in names.iter().enumerate() {
         let at = (i as u64 + 1) * 2 * MS;
-        b.span(Some(root), "h", n, at, at + MS);
+        b.task(Some(root), "h", n, at, at + MS);
     }
-    b.path()
+    Path::of(&b.trace())
 }
 
 fn expected(c: &Checker, path: &Path) -> bool {
@@ -669,12 +598,12 @@ fn assigned_literals_bind_a_variable_for_later() {
            } } }"#,
     );
     let path = |first: &str, second: &str, note: &str| {
-        let mut b = Tb::new(7);
-        let root = b.span(None, "h", "root", 0, 100 * MS);
-        b.span(Some(root), "h", first, MS, 2 * MS);
-        b.span(Some(root), "h", second, 3 * MS, 4 * MS);
+        let mut b = TraceBuilder::new(7);
+        let root = b.task(None, "h", "root", 0, 100 * MS);
+        b.task(Some(root), "h", first, MS, 2 * MS);
+        b.task(Some(root), "h", second, 3 * MS, 4 * MS);
         b.notice(root, note, 5 * MS);
-        b.path()
+        Path::of(&b.trace())
     };
     assert!(expected(&c, &path("any", "lookup", "info")));
     // `$t` was rebound to "lookup": the first task's name no longer counts.
@@ -712,14 +641,14 @@ fn a_variable_bound_differently_on_each_branch() {
            } } }"#,
     );
     let path = |note: &str, names: &[&str]| {
-        let mut b = Tb::new(8);
-        let root = b.span(None, "h", "root", 0, 100 * MS);
+        let mut b = TraceBuilder::new(8);
+        let root = b.task(None, "h", "root", 0, 100 * MS);
         b.notice(root, note, MS);
         for (i, n) in names.iter().enumerate() {
             let at = (i as u64 + 2) * 2 * MS;
-            b.span(Some(root), "h", n, at, at + MS);
+            b.task(Some(root), "h", n, at, at + MS);
         }
-        b.path()
+        Path::of(&b.trace())
     };
     assert!(expected(&c, &path("fixed", &["a"])));
     assert!(!expected(&c, &path("fixed", &["b"])));
@@ -767,19 +696,19 @@ fn a_message_binds_its_peer_for_a_reply() {
            }"#,
     );
     let path = |replier: &str| {
-        let mut b = Tb::new(9);
-        let root = b.span(None, "client", "root", 0, 100 * MS);
-        b.message(root, Direction::Send, 1, MS);
-        let a = b.span(Some(root), "server-a", "serve", 2 * MS, 10 * MS);
-        b.message(a, Direction::Recv, 1, 2 * MS);
+        let mut b = TraceBuilder::new(9);
+        let root = b.task(None, "client", "root", 0, 100 * MS);
+        b.message(root, Direction::Send, 1, MS, 64);
+        let a = b.task(Some(root), "server-a", "serve", 2 * MS, 10 * MS);
+        b.message(a, Direction::Recv, 1, 2 * MS, 64);
         let r = if replier == "server-a" {
             a
         } else {
-            b.span(Some(root), replier, "serve", 2 * MS, 10 * MS)
+            b.task(Some(root), replier, "serve", 2 * MS, 10 * MS)
         };
-        b.message(r, Direction::Send, 2, 9 * MS);
-        b.message(root, Direction::Recv, 2, 11 * MS);
-        b.path()
+        b.message(r, Direction::Send, 2, 9 * MS, 64);
+        b.message(root, Direction::Recv, 2, 11 * MS, 64);
+        Path::of(&b.trace())
     };
     assert!(expected(&c, &path("server-a")));
     assert!(!expected(&c, &path("server-b")));
@@ -833,12 +762,12 @@ validator V {
     );
     let c = checker_with(src, Params::from([("N".to_string(), 2.0)]));
     let path = |root_ms: u64, rest: usize| {
-        let mut b = Tb::new(10);
-        let root = b.span(None, "h", "root", 0, root_ms * MS);
+        let mut b = TraceBuilder::new(10);
+        let root = b.task(None, "h", "root", 0, root_ms * MS);
         for i in 0..rest {
-            b.span(Some(root), &format!("other-{i}"), "work", 0, 9 * MS);
+            b.task(Some(root), &format!("other-{i}"), "work", 0, 9 * MS);
         }
-        b.path()
+        Path::of(&b.trace())
     };
     assert!(expected(&c, &path(3, 2)));
     assert!(!expected(&c, &path(1, 2)), "under 1 ms + 1 ms");
@@ -927,21 +856,21 @@ fn a_file_in_every_form_of_pips_grammar_parses_prints_and_checks() {
     assert_eq!(f.items.len(), 14);
     // Checked from its printed form: the same file.
     let c = checker_with(&f.to_string(), Params::from([("MAX".to_string(), 4.0)]));
-    let mut b = Tb::new(11);
-    let root = b.span(None, "client0", "lookup", 0, 50 * MS);
-    b.message(root, Direction::Send, 1, MS);
-    let serve = b.span(Some(root), "server-1", "serve", 2 * MS, 40 * MS);
-    b.message(serve, Direction::Recv, 1, 2 * MS);
-    b.span(Some(serve), "server-1", "shard-1", 3 * MS, 4 * MS);
-    b.span(Some(serve), "server-1", "shard-2", 5 * MS, 6 * MS);
+    let mut b = TraceBuilder::new(11);
+    let root = b.task(None, "client0", "lookup", 0, 50 * MS);
+    b.message(root, Direction::Send, 1, MS, 64);
+    let serve = b.task(Some(root), "server-1", "serve", 2 * MS, 40 * MS);
+    b.message(serve, Direction::Recv, 1, 2 * MS, 64);
+    b.task(Some(serve), "server-1", "shard-1", 3 * MS, 4 * MS);
+    b.task(Some(serve), "server-1", "shard-2", 5 * MS, 6 * MS);
     for (i, text) in ["a", "b", "c", "d", "extra"].iter().enumerate() {
         b.notice(serve, text, (10 + i as u64) * MS);
     }
-    b.message(serve, Direction::Send, 2, 30 * MS);
-    b.message(root, Direction::Recv, 2, 41 * MS);
-    b.span(Some(root), "client0", "prepare", 42 * MS, 43 * MS);
-    b.span(Some(root), "client0", "render", 44 * MS, 45 * MS);
-    let path = b.path();
+    b.message(serve, Direction::Send, 2, 30 * MS, 64);
+    b.message(root, Direction::Recv, 2, 41 * MS, 64);
+    b.task(Some(root), "client0", "prepare", 42 * MS, 43 * MS);
+    b.task(Some(root), "client0", "render", 44 * MS, 45 * MS);
+    let path = Path::of(&b.trace());
     let (report, facts) = c.check(&path);
     assert!(report.expected, "{report:?}");
     // Both is ((Lookup && Retry) || Slow) -> !Lookup: false -> ..., so it holds.

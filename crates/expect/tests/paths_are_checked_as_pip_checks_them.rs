@@ -6,81 +6,10 @@ use causeway_expect::check::Checker;
 use causeway_expect::lang::parse;
 use causeway_expect::path::{Path, Problem};
 use causeway_expect::program::Params;
-use causeway_model::{Direction, Event, Message, Span, SpanId, SpanKind, Trace, TraceId};
+use causeway_model::{Direction, SpanKind};
+use causeway_testkit::TraceBuilder;
 
 const MS: u64 = 1_000_000;
-
-/// Spans of one trace, each on a thread named by its host (pid 1, unit 1).
-struct Tb {
-    spans: Vec<Span>,
-    next: u64,
-    trace: u128,
-}
-
-impl Tb {
-    fn new(trace: u128) -> Tb {
-        Tb {
-            spans: Vec::new(),
-            next: 0,
-            trace,
-        }
-    }
-
-    fn span(
-        &mut self,
-        parent: Option<SpanId>,
-        host: &str,
-        name: &str,
-        start: u64,
-        end: u64,
-    ) -> SpanId {
-        self.next += 1;
-        let id = SpanId::new(self.next).unwrap();
-        let mut s = Span::new(
-            TraceId::new(self.trace).unwrap(),
-            id,
-            parent,
-            name,
-            host,
-            start,
-            end,
-        );
-        s.host = host.into();
-        s.pid = 1;
-        s.execution_unit = 1;
-        self.spans.push(s);
-        id
-    }
-
-    fn get(&mut self, id: SpanId) -> &mut Span {
-        self.spans.iter_mut().find(|s| s.span_id == id).unwrap()
-    }
-
-    fn notice(&mut self, id: SpanId, text: &str, time: u64) {
-        self.get(id).events.push(Event {
-            time,
-            name: text.into(),
-            attributes: vec![],
-        });
-    }
-
-    fn message(&mut self, id: SpanId, direction: Direction, message: u64, time: u64, size: u64) {
-        self.get(id).messages.push(Message {
-            direction,
-            id: message,
-            time,
-            peer: None,
-            size: Some(size),
-        });
-    }
-
-    fn path(self) -> Path {
-        Path::of(&Trace::assemble(
-            TraceId::new(self.trace).unwrap(),
-            self.spans,
-        ))
-    }
-}
 
 fn checker(src: &str) -> Checker {
     checker_with(src, Params::new())
@@ -93,12 +22,12 @@ fn checker_with(src: &str, params: Params) -> Checker {
 
 /// A root task with notices at 1, 2, 3... ms.
 fn notices(texts: &[&str]) -> Path {
-    let mut b = Tb::new(1);
-    let root = b.span(None, "h", "root", 0, 100 * MS);
+    let mut b = TraceBuilder::new(1);
+    let root = b.task(None, "h", "root", 0, 100 * MS);
     for (i, t) in texts.iter().enumerate() {
         b.notice(root, t, (i as u64 + 1) * MS);
     }
-    b.path()
+    Path::of(&b.trace())
 }
 
 #[test]
@@ -166,12 +95,12 @@ fn futures_match_now_or_later_and_done_demands_them_by_its_point() {
 /// The coordinator sends to three disks, takes two replies, notes "replied", and gets the
 /// third reply at `third` (before or after the note), or never.
 fn quorum(trace: u128, third: Option<u64>, reply_size: u64) -> Path {
-    let mut b = Tb::new(trace);
-    let read = b.span(None, "coord", "read", 0, 40 * MS);
+    let mut b = TraceBuilder::new(trace);
+    let read = b.task(None, "coord", "read", 0, 40 * MS);
     for d in 0..3u64 {
         b.message(read, Direction::Send, 10 + d, MS + d, 64);
         let disk = format!("disk-{d}");
-        let srv = b.span(
+        let srv = b.task(
             Some(read),
             &disk,
             "read block",
@@ -187,7 +116,7 @@ fn quorum(trace: u128, third: Option<u64>, reply_size: u64) -> Path {
         }
     }
     b.notice(read, "replied", 22 * MS);
-    b.path()
+    Path::of(&b.trace())
 }
 
 const QUORUM: &str = r#"
@@ -265,9 +194,9 @@ fn limits_on_tasks_and_paths() {
         r#"validator V { limit(REAL_TIME, 20ms); thread T(*, 1) { task("root") limit(REAL_TIME, {1ms, 10ms}) { any(); } } }"#,
     );
     let path = |end| {
-        let mut b = Tb::new(9);
-        b.span(None, "h", "root", 0, end);
-        b.path()
+        let mut b = TraceBuilder::new(9);
+        b.task(None, "h", "root", 0, end);
+        Path::of(&b.trace())
     };
     assert!(c.check(&path(5 * MS)).0.expected);
     assert!(!c.check(&path(15 * MS)).0.expected, "task limit");
@@ -293,21 +222,21 @@ fn variables_bind_a_count_and_a_name_for_later() {
            } } }"#,
     );
     let path = |ins: usize, outs: usize, second: &str| {
-        let mut b = Tb::new(3);
-        let root = b.span(None, "h", "root", 0, 100 * MS);
+        let mut b = TraceBuilder::new(3);
+        let root = b.task(None, "h", "root", 0, 100 * MS);
         let mut t = MS;
         for _ in 0..ins {
             b.notice(root, "in", t);
             t += MS;
         }
-        b.span(Some(root), "h", "step", t, t + 1);
+        b.task(Some(root), "h", "step", t, t + 1);
         t += MS;
         for _ in 0..outs {
             b.notice(root, "out", t);
             t += MS;
         }
-        b.span(Some(root), "h", second, t, t + 1);
-        b.path()
+        b.task(Some(root), "h", second, t, t + 1);
+        Path::of(&b.trace())
     };
     assert!(c.check(&path(3, 3, "step")).0.expected);
     assert!(!c.check(&path(3, 2, "step")).0.expected, "counts differ");
@@ -331,10 +260,10 @@ assert(sqrt(instances(Read)) ** 2 == 4);
         .iter()
         .enumerate()
         .map(|(i, ms)| {
-            let mut b = Tb::new(10 + i as u128);
+            let mut b = TraceBuilder::new(10 + i as u128);
             let start = i as u64 * 10_000 * MS;
-            b.span(None, "h", "root", start, start + ms * MS);
-            c.check(&b.path()).1
+            b.task(None, "h", "root", start, start + ms * MS);
+            c.check(&Path::of(&b.trace())).1
         })
         .collect();
     let failed = c.assertions(&facts);
@@ -346,18 +275,18 @@ assert(sqrt(instances(Read)) ** 2 == 4);
 
 #[test]
 fn the_reconciler_reports_reused_ids_and_tasks_without_an_end() {
-    let mut b = Tb::new(7);
-    let a = b.span(None, "h", "outer", 0, 10 * MS);
+    let mut b = TraceBuilder::new(7);
+    let a = b.task(None, "h", "outer", 0, 10 * MS);
     // Same thread, starts inside "outer" but ends after it: it ran concurrently (an
     // async task), so it is a thread of its own, not an error.
-    b.span(Some(a), "h", "spawned", 2 * MS, 20 * MS);
+    b.task(Some(a), "h", "spawned", 2 * MS, 20 * MS);
     // A span whose end precedes its start never properly ended.
-    b.span(Some(a), "h", "broken", 5 * MS, 4 * MS);
+    b.task(Some(a), "h", "broken", 5 * MS, 4 * MS);
     b.message(a, Direction::Send, 5, MS, 1);
     b.message(a, Direction::Send, 5, 3 * MS, 1);
-    let other = b.span(Some(a), "g", "peer", MS, 9 * MS);
+    let other = b.task(Some(a), "g", "peer", MS, 9 * MS);
     b.message(other, Direction::Recv, 5, 4 * MS, 1);
-    let path = b.path();
+    let path = Path::of(&b.trace());
     assert!(
         path.problems.contains(&Problem::ReusedMessageId {
             message: 5,
@@ -403,11 +332,11 @@ fn a_pathological_pattern_ends_undecided_instead_of_hanging() {
 
 #[test]
 fn rpcs_become_send_and_receive_inside_the_client_and_server_tasks() {
-    let mut b = Tb::new(8);
-    let root = b.span(None, "web", "GET /", 0, 10 * MS);
-    let call = b.span(Some(root), "web", "GET /item", MS, 9 * MS);
+    let mut b = TraceBuilder::new(8);
+    let root = b.task(None, "web", "GET /", 0, 10 * MS);
+    let call = b.task(Some(root), "web", "GET /item", MS, 9 * MS);
     b.get(call).kind = SpanKind::Client;
-    let srv = b.span(Some(call), "db", "GET /item", 2 * MS, 8 * MS);
+    let srv = b.task(Some(call), "db", "GET /item", 2 * MS, 8 * MS);
     b.get(srv).kind = SpanKind::Server;
     let c = checker(
         r#"validator V {
@@ -415,18 +344,18 @@ fn rpcs_become_send_and_receive_inside_the_client_and_server_tasks() {
              thread Db("db", 1) { task("GET /item") { recv(Web); send(Web); } }
            }"#,
     );
-    let (r, _) = c.check(&b.path());
+    let (r, _) = c.check(&Path::of(&b.trace()));
     assert!(r.expected, "{r:?}");
 }
 
 #[test]
 fn the_reconcilers_findings_come_in_message_id_order() {
-    let mut b = Tb::new(8);
-    let a = b.span(None, "h", "root", 0, 10 * MS);
+    let mut b = TraceBuilder::new(8);
+    let a = b.task(None, "h", "root", 0, 10 * MS);
     for (message, at) in [(900, 1), (3, 2), (57, 3), (3, 4), (12, 5)] {
         b.message(a, Direction::Send, message, at * MS, 1);
     }
-    let path = b.path();
+    let path = Path::of(&b.trace());
     let ids: Vec<u64> =
         path.problems
             .iter()

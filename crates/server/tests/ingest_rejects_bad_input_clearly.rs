@@ -6,31 +6,12 @@ mod common;
 use std::io::Write;
 
 use causeway_model::codec::{native, otlp};
-use causeway_model::{KeyValue, Span, SpanId, TraceId, Value};
+use causeway_model::{KeyValue, Span, TraceId, Value};
+use causeway_testkit::{now_ns, recent_span};
 use common::{partial, TestServer};
 
 const PROTO: (&str, &str) = ("content-type", "application/x-protobuf");
 const JSON: (&str, &str) = ("content-type", "application/json");
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
-
-fn span(trace: u128, id: u64) -> Span {
-    let t = now() - 1_000_000_000;
-    Span::new(
-        TraceId::new(trace).unwrap(),
-        SpanId::new(id).unwrap(),
-        None,
-        "op",
-        "svc",
-        t,
-        t + 1_000,
-    )
-}
 
 fn error_of(body: &[u8]) -> String {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap();
@@ -48,11 +29,11 @@ fn stored(server: &TestServer, trace: u128) -> usize {
 #[test]
 fn malformed_payloads_are_refused_with_the_reason_and_nothing_else_is_lost() {
     let server = TestServer::start("bad-input");
-    let good = otlp::encode_protobuf(&[span(1, 1)]);
+    let good = otlp::encode_protobuf(&[recent_span(1, 1, "op")]);
     assert_eq!(server.post("/v1/traces", &[PROTO], &good).0, 200);
 
     // Truncated protobuf.
-    let big = otlp::encode_protobuf(&[span(2, 1), span(2, 2)]);
+    let big = otlp::encode_protobuf(&[recent_span(2, 1, "op"), recent_span(2, 2, "op")]);
     let (status, _, body) = server.post("/v1/traces", &[PROTO], &big[..big.len() - 7]);
     assert_eq!(status, 400);
     assert!(
@@ -111,7 +92,7 @@ fn malformed_payloads_are_refused_with_the_reason_and_nothing_else_is_lost() {
             .post(
                 "/v1/traces",
                 &[PROTO],
-                &otlp::encode_protobuf(&[span(3, 1)])
+                &otlp::encode_protobuf(&[recent_span(3, 1, "op")])
             )
             .0,
         200
@@ -141,7 +122,7 @@ fn bad_spans_are_rejected_one_by_one_with_partial_success() {
           {{"traceId":"0102","spanId":"0000000000000001","name":"short id","startTimeUnixNano":"{t}","endTimeUnixNano":"{t}"}},
           {{"traceId":"0000000000000000000000000000000a","spanId":"0000000000000001","name":"good","startTimeUnixNano":"{t}","endTimeUnixNano":"{t}"}}
         ]}}]}}]}}"#,
-        t = now()
+        t = now_ns()
     );
     let (status, _, body) = server.post("/v1/traces", &[JSON], json.as_bytes());
     assert_eq!(status, 200);
@@ -155,14 +136,14 @@ fn bad_spans_are_rejected_one_by_one_with_partial_success() {
     assert_eq!(stored(&server, 0xa), 1);
 
     // Absurd timestamps: zero, end before start, far future.
-    let mut zero = span(0x10, 1);
+    let mut zero = recent_span(0x10, 1, "op");
     zero.start = 0;
-    let mut backwards = span(0x10, 2);
+    let mut backwards = recent_span(0x10, 2, "op");
     backwards.end = backwards.start - 5;
-    let mut future = span(0x10, 3);
-    future.start = now() + 10 * 86_400_000_000_000;
+    let mut future = recent_span(0x10, 3, "op");
+    future.start = now_ns() + 10 * 86_400_000_000_000;
     future.end = future.start + 1;
-    let fine = span(0x10, 4);
+    let fine = recent_span(0x10, 4, "op");
     let (status, _, body) = server.post(
         "/v1/traces",
         &[PROTO],
@@ -181,7 +162,7 @@ fn bad_spans_are_rejected_one_by_one_with_partial_success() {
 fn huge_values_deep_nesting_and_oversized_bodies() {
     let server = TestServer::start_with("huge", |c| c.limits.max_body_bytes = 12 << 20);
     // A 10 MB attribute value is cut to the limit, reported, and the span kept.
-    let mut s = span(0x20, 1);
+    let mut s = recent_span(0x20, 1, "op");
     s.attributes
         .push(KeyValue::new("blob", "x".repeat(10 << 20)));
     let (status, _, body) = server.post("/v1/traces", &[PROTO], &otlp::encode_protobuf(&[s]));
@@ -207,7 +188,7 @@ fn huge_values_deep_nesting_and_oversized_bodies() {
         for _ in 0..levels {
             v = Value::Array(vec![v]);
         }
-        let mut s = span(0x21, 1);
+        let mut s = recent_span(0x21, 1, "op");
         s.attributes.push(KeyValue::new("deep", v));
         otlp::encode_protobuf(&[s])
     };
@@ -248,7 +229,7 @@ fn huge_values_deep_nesting_and_oversized_bodies() {
     assert_eq!(status, 413);
     // Good gzip is read.
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&otlp::encode_protobuf(&[span(0x22, 1)]))
+    gz.write_all(&otlp::encode_protobuf(&[recent_span(0x22, 1, "op")]))
         .unwrap();
     let (status, _, _) = server.post(
         "/v1/traces",
@@ -302,7 +283,7 @@ fn query_api_errors_name_the_problem() {
 #[test]
 fn a_token_is_required_on_every_listener_when_set() {
     let server = TestServer::start_with("token", |c| c.token = Some("s3cret".into()));
-    let body = native::encode_all([&span(0x30, 1)]);
+    let body = native::encode_all([&recent_span(0x30, 1, "op")]);
     let ct = ("content-type", causeway_server::NATIVE_CONTENT_TYPE);
     assert_eq!(server.post("/v1/native", &[ct], &body).0, 401);
     assert_eq!(
@@ -365,7 +346,7 @@ fn shed_load_is_answered_503_with_retry_after() {
     });
     // A large batch is refused while heads wait (here: always)...
     let large: Vec<Span> = (1..=causeway_store::SMALL_BATCH_SPANS as u64 + 1)
-        .map(|i| span(0x40, i))
+        .map(|i| recent_span(0x40, i, "op"))
         .collect();
     let body = native::encode_all(&large);
     let mut r = server
@@ -382,7 +363,7 @@ fn shed_load_is_answered_503_with_retry_after() {
     let (status, _, _) = server.post(
         "/v1/native",
         &[("content-type", causeway_server::NATIVE_CONTENT_TYPE)],
-        &native::encode_all(&[span(0x41, 1)]),
+        &native::encode_all(&[recent_span(0x41, 1, "op")]),
     );
     assert_eq!(status, 200);
 }
@@ -390,7 +371,7 @@ fn shed_load_is_answered_503_with_retry_after() {
 #[test]
 fn jaeger_json_is_taken_at_v1_jaeger_with_bad_spans_named_by_path() {
     let server = TestServer::start("jaeger-ingest");
-    let t = now() / 1000 - 1_000_000;
+    let t = now_ns() / 1000 - 1_000_000;
     let doc = format!(
         r#"{{"data": [{{"traceID": "30", "spans": [
             {{"spanID": "1", "operationName": "good", "startTime": {t}, "duration": 10, "processID": "p1"}},

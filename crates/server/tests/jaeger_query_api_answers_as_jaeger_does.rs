@@ -5,7 +5,8 @@
 mod common;
 
 use causeway_model::codec::jaeger;
-use causeway_model::{Span, SpanId, SpanKind, Status, TraceId};
+use causeway_model::{Span, SpanKind, Status, TraceId};
+use causeway_testkit::now_ns;
 use common::TestServer;
 use serde_json::{json, Value as Json};
 
@@ -15,13 +16,6 @@ const MS: u64 = 1_000_000;
 const TRACE_A: u128 = 0x0af7651916cd43dd8448eb211c80319c;
 const TRACE_B: u128 = 0x6b221d5bc9e6496c;
 const TRACE_C: u128 = 0xc0ffee;
-
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
 
 #[allow(clippy::too_many_arguments)]
 fn span(
@@ -35,15 +29,7 @@ fn span(
     start: u64,
     end: u64,
 ) -> Span {
-    let mut s = Span::new(
-        TraceId::new(trace).unwrap(),
-        SpanId::new(id).unwrap(),
-        parent.and_then(SpanId::new),
-        name,
-        service,
-        start,
-        end,
-    );
+    let mut s = causeway_testkit::span(trace, id, parent, name, service, start, end);
     s.kind = kind;
     s.host = host.into();
     s

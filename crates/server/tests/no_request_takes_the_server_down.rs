@@ -9,28 +9,9 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use causeway_model::codec::otlp;
-use causeway_model::{Span, SpanId, TraceId};
+use causeway_model::TraceId;
+use causeway_testkit::recent_span;
 use common::TestServer;
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
-
-fn span(trace: u128, id: u64, name: &str) -> Span {
-    let t = now() - 1_000_000_000;
-    Span::new(
-        TraceId::new(trace).unwrap(),
-        SpanId::new(id).unwrap(),
-        None,
-        name,
-        "svc",
-        t,
-        t + 1_000,
-    )
-}
 
 fn post_api(server: &TestServer, path: &str, body: &[u8]) -> (u16, String) {
     let mut r = server
@@ -65,7 +46,7 @@ fn a_200_000_deep_expectation_is_refused_and_the_server_keeps_serving() {
 #[test]
 fn a_body_still_arriving_holds_no_inflight_place() {
     let server = TestServer::start_with("inflight", |c| c.limits.max_inflight = 1);
-    let body = otlp::encode_protobuf(&[span(0x51, 1, "slow")]);
+    let body = otlp::encode_protobuf(&[recent_span(0x51, 1, "slow")]);
     // A client that sends its headers and half its body, then stalls.
     let mut slow = TcpStream::connect(server.server().ingest_addr).unwrap();
     write!(
@@ -83,7 +64,7 @@ fn a_body_still_arriving_holds_no_inflight_place() {
         let (status, _, answer) = server.post(
             "/v1/traces",
             &[("content-type", "application/x-protobuf")],
-            &otlp::encode_protobuf(&[span(0x52 + i, 1, "fast")]),
+            &otlp::encode_protobuf(&[recent_span(0x52 + i, 1, "fast")]),
         );
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
     }
@@ -102,9 +83,9 @@ fn a_body_still_arriving_holds_no_inflight_place() {
 fn a_span_named_like_a_cut_message_is_still_counted_as_rejected() {
     let server = TestServer::start("rejected-count");
     // Rejected (start 0), with a name that reads like an attribute-cut note.
-    let mut bad = span(0x61, 1, "x cut from y");
+    let mut bad = recent_span(0x61, 1, "x cut from y");
     bad.start = 0;
-    let mut long = span(0x61, 2, "fine");
+    let mut long = recent_span(0x61, 2, "fine");
     long.attributes
         .push(causeway_model::KeyValue::new("blob", "y".repeat(100 << 10)));
     let (status, _, body) = server.post(
@@ -163,7 +144,7 @@ fn an_analysis_or_a_search_past_the_query_time_limit_is_answered_408() {
     let (status, _, _) = server.post(
         "/v1/traces",
         &[("content-type", "application/x-protobuf")],
-        &otlp::encode_protobuf(&[span(0x71, 1, "a"), span(0x72, 1, "b")]),
+        &otlp::encode_protobuf(&[recent_span(0x71, 1, "a"), recent_span(0x72, 1, "b")]),
     );
     assert_eq!(status, 200);
     for path in [

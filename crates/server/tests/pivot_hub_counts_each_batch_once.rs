@@ -136,7 +136,7 @@ fn batches_count_once_and_survive_a_restart() {
     let server = ts.server.take().unwrap();
     ts.rt.block_on(server.shutdown());
     let mut config = ServerConfig {
-        data_dir: ts.dir.clone(),
+        data_dir: ts.dir.to_path_buf(),
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
         ingest_addr: "127.0.0.1:0".parse().unwrap(),
         http_addr: "127.0.0.1:0".parse().unwrap(),

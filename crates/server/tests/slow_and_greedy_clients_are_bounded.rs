@@ -12,30 +12,11 @@ use std::time::{Duration, Instant};
 
 use causeway_model::codec::{jaeger, native, otlp, zipkin};
 use causeway_model::{Span, SpanId, TraceId};
+use causeway_testkit::recent_span;
 use common::{partial, TestServer};
 
 const PROTO: (&str, &str) = ("content-type", "application/x-protobuf");
 const JSON: (&str, &str) = ("content-type", "application/json");
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
-
-fn span(trace: u128) -> Span {
-    let t = now() - 1_000_000_000;
-    Span::new(
-        TraceId::new(trace).unwrap(),
-        SpanId::new(1).unwrap(),
-        None,
-        "op",
-        "svc",
-        t,
-        t + 1_000,
-    )
-}
 
 /// A client that sends a request's headers and the start of its body, then a byte now
 /// and then.
@@ -105,27 +86,27 @@ fn every_protocol_is_acknowledged(server: &TestServer, trace: u128) -> String {
         (
             "/v1/traces",
             vec![PROTO],
-            otlp::encode_protobuf(&[span(trace)]),
+            otlp::encode_protobuf(&[recent_span(trace, 1, "op")]),
         ),
         (
             "/v1/traces",
             vec![JSON],
-            otlp::encode_json(&[span(trace + 1)]),
+            otlp::encode_json(&[recent_span(trace + 1, 1, "op")]),
         ),
         (
             "/api/v2/spans",
             vec![JSON],
-            zipkin::encode_json(&[span(trace + 2)]),
+            zipkin::encode_json(&[recent_span(trace + 2, 1, "op")]),
         ),
         (
             "/v1/jaeger",
             vec![JSON],
-            jaeger::encode_json(&[span(trace + 3)]),
+            jaeger::encode_json(&[recent_span(trace + 3, 1, "op")]),
         ),
         (
             "/v1/native",
             vec![("content-type", causeway_server::NATIVE_CONTENT_TYPE)],
-            native::encode_all(&[span(trace + 4)]),
+            native::encode_all(&[recent_span(trace + 4, 1, "op")]),
         ),
     ] {
         let (status, _, answer) = server.post(path, &headers, &body);
@@ -329,8 +310,8 @@ fn bodies_being_received_are_bounded_in_bytes() {
     let mut greedy = slow_sender(addr, 1 << 20);
     greedy.write_all(&vec![0x0a; 900 << 10]).unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let body = otlp::encode_protobuf(&[span(0x3000)]);
-    let mut big = span(0x3001);
+    let body = otlp::encode_protobuf(&[recent_span(0x3000, 1, "op")]);
+    let mut big = recent_span(0x3001, 1, "op");
     big.attributes
         .push(causeway_model::KeyValue::new("blob", "y".repeat(60 << 10)));
     let big = otlp::encode_protobuf(&[big.clone(), big.clone(), big]);
@@ -363,7 +344,7 @@ fn a_search_cannot_ask_for_more_than_the_servers_most() {
     });
     let spans: Vec<Span> = (0..60u128)
         .map(|i| {
-            let mut s = span(0x4000 + i);
+            let mut s = recent_span(0x4000 + i, 1, "op");
             s.start -= i as u64 * 1_000_000;
             s.end = s.start + 1_000;
             s
@@ -402,8 +383,8 @@ fn a_search_cannot_ask_for_more_than_the_servers_most() {
 #[test]
 fn a_search_reads_its_lookback_and_refuses_a_bad_one() {
     let server = TestServer::start("search-lookback");
-    let recent = span(0x5001);
-    let mut old = span(0x5002);
+    let recent = recent_span(0x5001, 1, "op");
+    let mut old = recent_span(0x5002, 1, "op");
     old.start -= 3 * 3_600_000_000_000;
     old.end = old.start + 1_000;
     assert_eq!(
@@ -444,7 +425,7 @@ fn exports_are_streamed_whole_and_a_reader_that_stops_gives_back_the_scan_place(
         let spans: Vec<Span> = (0..2_000u128)
             .map(|i| {
                 let n = batch * 2_000 + i;
-                let mut s = span(0x10_0000 + n / 10);
+                let mut s = recent_span(0x10_0000 + n / 10, 1, "op");
                 s.span_id = SpanId::new(n as u64 + 1).unwrap();
                 s.attributes
                     .push(causeway_model::KeyValue::new("blob", "z".repeat(1000)));
@@ -515,13 +496,13 @@ fn valid_but_enormous_spans_are_cut_and_the_catalog_stays_bounded() {
     });
     // A 15 MB name, half a million attributes, 100 000 events, a 10 KB key, one span
     // ending at u64::MAX.
-    let mut named = span(0x6001);
+    let mut named = recent_span(0x6001, 1, "op");
     named.name = "n".repeat(15 << 20);
-    let mut attributed = span(0x6002);
+    let mut attributed = recent_span(0x6002, 1, "op");
     attributed.attributes = (0..500_000)
         .map(|i| causeway_model::KeyValue::new(format!("k{i}"), i as i64))
         .collect();
-    let mut eventful = span(0x6003);
+    let mut eventful = recent_span(0x6003, 1, "op");
     eventful.events = (0..100_000)
         .map(|i| causeway_model::Event {
             time: eventful.start,
@@ -529,9 +510,9 @@ fn valid_but_enormous_spans_are_cut_and_the_catalog_stays_bounded() {
             attributes: Vec::new(),
         })
         .collect();
-    let mut endless = span(0x6004);
+    let mut endless = recent_span(0x6004, 1, "op");
     endless.end = u64::MAX;
-    let mut keyed = span(0x6005);
+    let mut keyed = recent_span(0x6005, 1, "op");
     keyed
         .attributes
         .push(causeway_model::KeyValue::new("k".repeat(10_000), "v"));
@@ -569,7 +550,7 @@ fn valid_but_enormous_spans_are_cut_and_the_catalog_stays_bounded() {
     // Names past the catalog's bytes are stored, searchable, and not listed.
     let many: Vec<Span> = (0..200u128)
         .map(|i| {
-            let mut s = span(0x7000 + i);
+            let mut s = recent_span(0x7000 + i, 1, "op");
             s.name = format!("operation-with-a-long-name-{i:04}");
             s
         })

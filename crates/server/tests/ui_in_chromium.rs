@@ -9,6 +9,7 @@ mod common;
 use std::time::Duration;
 
 use causeway_model::{Event, KeyValue, Span, SpanId, SpanKind, Status, TraceId};
+use causeway_testkit::{now_ns, TraceBuilder};
 use chromium::Chromium;
 use common::TestServer;
 
@@ -31,89 +32,14 @@ const BLOCK_ID: i64 = 9_007_199_254_740_993;
 /// count as skew).
 const DB2_AHEAD: u64 = 25 * MS;
 
-struct Builder {
-    spans: Vec<Span>,
-    trace: TraceId,
-    next: u64,
-}
-
-impl Builder {
-    fn new(trace: u128) -> Builder {
-        Builder {
-            spans: Vec::new(),
-            trace: TraceId::new(trace).unwrap(),
-            next: (trace as u64) << 20,
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn span(
-        &mut self,
-        parent: Option<SpanId>,
-        service: &str,
-        host: &str,
-        kind: SpanKind,
-        name: &str,
-        start: u64,
-        end: u64,
-    ) -> SpanId {
-        self.next += 1;
-        let id = SpanId::new(self.next).unwrap();
-        let mut s = Span::new(self.trace, id, parent, name, service, start, end);
-        s.kind = kind;
-        s.host = host.into();
-        self.spans.push(s);
-        id
-    }
-
-    fn last(&mut self) -> &mut Span {
-        self.spans.last_mut().unwrap()
-    }
-
-    /// A client span in `from` and its server span in `to`, the server inside the client.
-    #[allow(clippy::too_many_arguments)]
-    fn rpc(
-        &mut self,
-        parent: SpanId,
-        from: (&str, &str),
-        to: (&str, &str),
-        name: &str,
-        start: u64,
-        end: u64,
-        skew: u64,
-    ) -> SpanId {
-        let client = self.span(
-            Some(parent),
-            from.0,
-            from.1,
-            SpanKind::Client,
-            name,
-            start,
-            end,
-        );
-        let lag = ((end - start) / 10).min(MS / 2);
-        self.span(
-            Some(client),
-            to.0,
-            to.1,
-            SpanKind::Server,
-            name,
-            start + lag + skew,
-            end - lag + skew,
-        )
-    }
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
+/// A trace's builder, its span ids apart from every other trace's.
+fn builder(trace: u128) -> TraceBuilder {
+    TraceBuilder::new(trace).ids_from(((trace as u64) << 20) + 1)
 }
 
 fn home(i: u64, t: u64) -> Vec<Span> {
     let slow = if SLOW.contains(&i) { 200 * MS } else { 0 };
-    let mut b = Builder::new(0x1000 + i as u128);
+    let mut b = builder(0x1000 + i as u128);
     let root = b.span(
         None,
         "web",
@@ -158,8 +84,7 @@ fn home(i: u64, t: u64) -> Vec<Span> {
         0,
     );
     if i == FAILED {
-        b.spans.iter_mut().find(|s| s.span_id == db).unwrap().status =
-            Status::Error("checksum mismatch".into());
+        b.get(db).status = Status::Error("checksum mismatch".into());
     }
     if slow > 0 {
         b.span(
@@ -172,11 +97,11 @@ fn home(i: u64, t: u64) -> Vec<Span> {
             t + 9 * MS + slow,
         );
     }
-    b.spans
+    b.spans()
 }
 
 fn buy(i: u64, t: u64) -> Vec<Span> {
-    let mut b = Builder::new(0x2000 + i as u128);
+    let mut b = builder(0x2000 + i as u128);
     let root = b.span(
         None,
         "web",
@@ -206,12 +131,12 @@ fn buy(i: u64, t: u64) -> Vec<Span> {
             skew,
         );
     }
-    b.spans
+    b.spans()
 }
 
 /// One trace of 10 001 spans: 100 chunks, each a call whose server parses 98 rows.
 fn big(t: u64) -> Vec<Span> {
-    let mut b = Builder::new(0x3000);
+    let mut b = builder(0x3000);
     let root = b.span(
         None,
         "importer",
@@ -245,7 +170,7 @@ fn big(t: u64) -> Vec<Span> {
             );
         }
     }
-    b.spans
+    b.spans()
 }
 
 fn hex(trace: u128) -> String {
@@ -253,7 +178,7 @@ fn hex(trace: u128) -> String {
 }
 
 fn load(server: &TestServer) {
-    let t0 = now() - 10 * 60 * 1_000 * MS;
+    let t0 = now_ns() - 10 * 60 * 1_000 * MS;
     let mut spans = Vec::new();
     for i in 0..HOMES {
         spans.extend(home(i, t0 + i * 100 * MS));
@@ -263,9 +188,9 @@ fn load(server: &TestServer) {
     }
     spans.extend(big(t0 + 7_000 * MS));
     // Two hours back, out of the windows the search checks count.
-    spans.extend(cycle(now() - 2 * 3_600_000 * MS));
-    spans.extend(inferred(now() - 2 * 3_600_000 * MS));
-    spans.extend(stitched(now() - 2 * 3_600_000 * MS));
+    spans.extend(cycle(now_ns() - 2 * 3_600_000 * MS));
+    spans.extend(inferred(now_ns() - 2 * 3_600_000 * MS));
+    spans.extend(stitched(now_ns() - 2 * 3_600_000 * MS));
     server.server().store.append(spans).unwrap();
     report_stitching(server);
 }

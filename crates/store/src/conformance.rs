@@ -13,8 +13,9 @@ use causeway_model::{
     Direction, Event, KeyValue, Link, Message, Span, SpanId, Status, TraceId, Value,
 };
 
-use crate::generate::Generator;
 use crate::{search_sorted, Fields, SearchQuery, TimeWindow, TraceStore};
+pub use causeway_testkit::span;
+use causeway_testkit::Generator;
 
 /// The start of the spans the checks store (November 2023).
 pub const T0: u64 = 1_700_000_000_000_000_000;
@@ -65,27 +66,6 @@ macro_rules! conformance_tests {
 pub fn traces(n: usize, seed: u64) -> Vec<Vec<Span>> {
     let mut g = Generator::new(seed, T0, 1_000_000);
     (0..n).map(|_| g.trace()).collect()
-}
-
-/// A span with just the fields the checks vary.
-pub fn span(
-    trace: u128,
-    id: u64,
-    parent: Option<u64>,
-    name: &str,
-    service: &str,
-    start: u64,
-    end: u64,
-) -> Span {
-    Span::new(
-        TraceId::new(trace).expect("a nonzero trace id"),
-        SpanId::new(id).expect("a nonzero span id"),
-        parent.and_then(SpanId::new),
-        name,
-        service,
-        start,
-        end,
-    )
 }
 
 /// The span ids of `spans`, sorted.

@@ -23,7 +23,6 @@ mod catalog;
 pub mod conformance;
 mod detail;
 mod events;
-pub mod generate;
 mod head;
 mod index;
 mod merge;

@@ -282,7 +282,7 @@ fn appends_faster_than_blocks_are_written_are_refused_rather_than_held() {
     let batch = 500;
     // The head is frozen once full, and at most two frozen heads wait for the writer.
     let bound = (2 + 1) * (2_000 + batch) as u64;
-    let mut g = causeway_store::generate::Generator::new(9, T0, 1_000);
+    let mut g = causeway_testkit::Generator::new(9, T0, 1_000);
     let mut busy = 0;
     let mut appended = 0;
     while appended < 200_000 {

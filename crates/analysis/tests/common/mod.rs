@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use causeway_model::{Span, SpanId, SpanKind, Trace, TraceId};
+use causeway_model::{Span, SpanKind, Trace, TraceId};
 
 pub const TRACE: u128 = 0xabc;
 
@@ -17,15 +17,7 @@ pub fn span(
     start: u64,
     end: u64,
 ) -> Span {
-    let mut s = Span::new(
-        TraceId::new(TRACE).unwrap(),
-        SpanId::new(id).unwrap(),
-        parent.and_then(SpanId::new),
-        name,
-        service,
-        start,
-        end,
-    );
+    let mut s = causeway_testkit::span(TRACE, id, parent, name, service, start, end);
     s.kind = kind;
     s.host = Arc::from(format!("{service}-host"));
     s

@@ -6,6 +6,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+pub use causeway_testkit::TempDir;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_causeway");
 
 /// The program the capture tests capture: `causeway-bench echo-node`, a loopback echo
@@ -28,10 +30,9 @@ pub fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata")
 }
 
-pub fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("causeway-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A fresh directory for test `name`, removed when dropped.
+pub fn temp(name: &str) -> TempDir {
+    TempDir::new(&format!("cli-{name}"))
 }
 
 /// `causeway serve` as a child process on free loopback ports.
@@ -167,7 +168,7 @@ pub fn capture_into<S: AsRef<std::ffi::OsStr>>(
 
 /// `causeway capture --json` of `sh -c 'causeway-bench echo-node ARGS'` into a fresh
 /// directory: the directory and the command's JSON summary.
-pub fn capture_echo(name: &str, echo_args: &str) -> (PathBuf, serde_json::Value) {
+pub fn capture_echo(name: &str, echo_args: &str) -> (TempDir, serde_json::Value) {
     let dir = temp(name);
     let script = format!("\"$0\" echo-node {echo_args} > /dev/null");
     let echo = echo_bin();

@@ -2,16 +2,17 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use causeway_server::{RunningServer, ServerConfig};
 use causeway_store::{FsyncPolicy, StoreOptions};
+use causeway_testkit::TempDir;
 
 pub struct TestServer {
     pub rt: tokio::runtime::Runtime,
     pub server: Option<RunningServer>,
-    pub dir: PathBuf,
+    /// The store's directory, removed after the server stops.
+    pub dir: TempDir,
     pub http: ureq::Agent,
 }
 
@@ -21,11 +22,9 @@ impl TestServer {
     }
 
     pub fn start_with(name: &str, tweak: impl FnOnce(&mut ServerConfig)) -> TestServer {
-        let dir =
-            std::env::temp_dir().join(format!("causeway-server-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = TempDir::new(&format!("server-{name}"));
         let mut config = ServerConfig {
-            data_dir: dir.clone(),
+            data_dir: dir.to_path_buf(),
             grpc_addr: "127.0.0.1:0".parse().unwrap(),
             ingest_addr: "127.0.0.1:0".parse().unwrap(),
             http_addr: "127.0.0.1:0".parse().unwrap(),
@@ -146,6 +145,5 @@ impl Drop for TestServer {
         if let Some(s) = self.server.take() {
             self.rt.block_on(s.shutdown());
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -1,0 +1,22 @@
+//! What Causeway's tests and benchmarks share, so that none copies it: a generator of
+//! realistic traces ([`Generator`]), spans and traces built by hand ([`span`],
+//! [`recent_span`], [`TraceBuilder`]), temporary directories removed on drop
+//! ([`TempDir`]) and the wall clock in nanoseconds ([`now_ns`]).
+//!
+//! A dev-dependency only (and the benchmark harnesses'): no product crate depends on it.
+#![warn(missing_docs)]
+
+mod builder;
+pub mod generate;
+mod temp;
+
+pub use builder::{recent_span, span, TraceBuilder};
+pub use generate::Generator;
+pub use temp::TempDir;
+
+/// Nanoseconds since the Unix epoch, now.
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
