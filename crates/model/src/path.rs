@@ -1,26 +1,27 @@
 //! Pip's path view of a trace: one thread per sequential flow of a process (its host, pid
-//! and service, and a lane for work that ran concurrently; see [`ThreadKey`]), each an
+//! and service, and a strand for work that ran concurrently; see [`ThreadKey`]), each an
 //! ordered list of events: task start/end (nested), notice, send and receive.
 //!
 //! `PathView::from_trace`, and the visitor `for_each_thread` (one reused event buffer, no
-//! list per thread), turn a trace into Pip threads. A thread is a lane: one sequential flow
-//! inside a process, where a process is (host, pid, service), not an execution unit (ADR
-//! 002, `docs/decisions/002-pip-threads-are-lanes-per-process.md`, says why).
+//! list per thread), turn a trace into Pip threads. A thread is a strand: one sequential
+//! flow inside a process, where a process is (host, pid, service), not an execution unit
+//! (ADR 002, `docs/decisions/002-pip-threads-are-lanes-per-process.md`, says why; it
+//! calls strands lanes, the name the writer's per-thread rings keep).
 //!
-//! Lanes are assigned by visiting spans in (start, depth) order. A span joins its parent's
-//! lane when the parent is in the same process, is that lane's innermost open span at the
+//! Strands are assigned by visiting spans in (start, depth) order. A span joins its parent's
+//! strand when the parent is in the same process, is that strand's innermost open span at the
 //! span's start (spans that ended by then are closed first), and the span ends no later
-//! than the parent. Otherwise it opens a new lane of its process; lanes are numbered 0, 1, ...
-//! per process in order of creation and never reused (an idle lane reused would join
+//! than the parent. Otherwise it opens a new strand of its process; strands are numbered
+//! 0, 1, ... per process in order of creation and never reused (an idle strand reused would join
 //! unrelated work, two requests a server handled one after the other). So a concurrent
 //! sibling, a served RPC, a consumer, a span that outlives its parent, or one recorded as
 //! starting before its parent each starts a thread. `ThreadKey` is (host, pid, execution
-//! unit of the lane's first span, service, lane); the execution unit is informational.
+//! unit of the strand's first span, service, strand); the execution unit is informational.
 //!
 //! The events of a thread are a walk of its span trees: `TaskStart`; at a client span with a
 //! server child a `Send` of the request (at a server span with a client parent a `Recv`);
 //! the span's own notices (span events, clamped to the span) and recorded messages, merged
-//! by time with its same-lane children (an own event at or before a child's start comes
+//! by time with its same-strand children (an own event at or before a child's start comes
 //! first; at equal times receives, then notices, then sends); the children, recursively;
 //! the remaining own events; the reply `Recv` (client) or `Send` (server); `TaskEnd`. RPC
 //! message ids derive from the client span id (`rpc_request_id`, `rpc_reply_id`). Tasks nest
@@ -41,14 +42,14 @@ pub struct ThreadKey {
     /// The process id.
     pub pid: u32,
     /// The OS thread the flow's first span ran on. Flows are not split by it: async tasks
-    /// move between a runtime's threads, so the lane says what ran in sequence.
+    /// move between a runtime's threads, so the strand says what ran in sequence.
     pub execution_unit: u64,
     /// The service, to tell apart processes that report no host or pid.
     pub service: Arc<str>,
     /// Which sequential flow of the process: 0, or 1, 2, ... for spans that ran
     /// concurrently with others (threads, or async tasks interleaved on one thread), since
     /// a Pip thread is sequential.
-    pub lane: u32,
+    pub strand: u32,
 }
 
 /// One event of a Pip thread.
@@ -157,8 +158,8 @@ fn rank(e: &PathEvent) -> u8 {
     }
 }
 
-/// One lane of a process while the lanes are assigned.
-struct Lane {
+/// One strand of a process while the strands are assigned.
+struct Strand {
     /// Index of its process.
     process: usize,
     /// Its number within the process.
@@ -169,24 +170,24 @@ struct Lane {
     top: Option<usize>,
 }
 
-/// The lane of each span, and the execution unit of the span that opened its lane: a
-/// span stays in its parent's lane when it nests there (its parent is the innermost open
-/// span of that lane and it ends within it); otherwise it opens a new lane.
-fn lanes(trace: &Trace, depth: &[usize]) -> Vec<(u32, u64, usize)> {
+/// The strand of each span, and the execution unit of the span that opened its strand: a
+/// span stays in its parent's strand when it nests there (its parent is the innermost open
+/// span of that strand and it ends within it); otherwise it opens a new strand.
+fn strands(trace: &Trace, depth: &[usize]) -> Vec<(u32, u64, usize)> {
     type Process<'t> = (&'t str, u32, &'t str);
     let mut order: Vec<usize> = (0..trace.spans.len()).collect();
     order.sort_by_key(|&i| (trace.spans[i].start, depth[i]));
     // A trace has few processes: a list compared by pointer first (the store shares one
-    // copy of each name) beats hashing the names of every span. Each with its lane count.
+    // copy of each name) beats hashing the names of every span. Each with its strand count.
     let mut processes: Vec<(Process, u32)> = Vec::new();
-    // Every lane of the trace, in order of creation: the flow number is the index.
-    let mut flows: Vec<Lane> = Vec::new();
-    // Each lane's open spans form a stack, linked through the span below each one.
+    // Every strand of the trace, in order of creation: the flow number is the index.
+    let mut flows: Vec<Strand> = Vec::new();
+    // Each strand's open spans form a stack, linked through the span below each one.
     let mut below: Vec<Option<usize>> = vec![None; trace.spans.len()];
     // Each span's process, and its flow once it has one.
     let mut process_of: Vec<usize> = vec![0; trace.spans.len()];
     let mut flow_of: Vec<Option<usize>> = vec![None; trace.spans.len()];
-    let mut lane = vec![(0u32, 0u64, 0usize); trace.spans.len()];
+    let mut strand = vec![(0u32, 0u64, 0usize); trace.spans.len()];
     let end = |i: usize| trace.spans[i].end.max(trace.spans[i].start);
     for i in order {
         let s = &trace.spans[i];
@@ -210,9 +211,9 @@ fn lanes(trace: &Trace, depth: &[usize]) -> Vec<(u32, u64, usize)> {
             },
         };
         process_of[i] = at;
-        // A span nests in a lane when its parent is that lane's innermost open span (at
-        // most one lane's) and it ends within it. Spans that ended by this start are
-        // closed first; starts only grow, so closing one lane late closes the same spans.
+        // A span nests in a strand when its parent is that strand's innermost open span (at
+        // most one strand's) and it ends within it. Spans that ended by this start are
+        // closed first; starts only grow, so closing one strand late closes the same spans.
         let nests = parent.and_then(|p| {
             let f = flow_of[p]?;
             let l = &mut flows[f];
@@ -221,14 +222,14 @@ fn lanes(trace: &Trace, depth: &[usize]) -> Vec<(u32, u64, usize)> {
             }
             (l.process == at && l.top == Some(p) && end(i) <= end(p)).then_some(f)
         });
-        // A span that cannot nest opens a lane of its own: reusing an idle lane would join
+        // A span that cannot nest opens a strand of its own: reusing an idle strand would join
         // unrelated work (two requests a server handled one after the other).
         let flow = match nests {
             Some(f) => f,
             None => {
                 let number = processes[at].1;
                 processes[at].1 += 1;
-                flows.push(Lane {
+                flows.push(Strand {
                     process: at,
                     number,
                     unit: s.execution_unit,
@@ -241,9 +242,9 @@ fn lanes(trace: &Trace, depth: &[usize]) -> Vec<(u32, u64, usize)> {
         below[i] = l.top;
         l.top = Some(i);
         flow_of[i] = Some(flow);
-        lane[i] = (l.number, l.unit, flow);
+        strand[i] = (l.number, l.unit, flow);
     }
-    lane
+    strand
 }
 
 impl PathView {
@@ -273,11 +274,11 @@ pub fn for_each_thread(trace: &Trace, mut visit: impl FnMut(ThreadKey, &mut Vec<
         }
         d
     };
-    let lanes = lanes(trace, &depth);
-    // Within a lane spans nest, so each thread is a walk of its span trees: a task's
+    let strands = strands(trace, &depth);
+    // Within a strand spans nest, so each thread is a walk of its span trees: a task's
     // start, its own events merged by time with its children, its end. A flow is one
-    // lane of one process, so one thread.
-    let flow: Vec<usize> = lanes.iter().map(|l| l.2).collect();
+    // strand of one process, so one thread.
+    let flow: Vec<usize> = strands.iter().map(|l| l.2).collect();
     let flows = flow.iter().max().map_or(0, |f| f + 1);
     // Each flow's roots, in one list grouped by flow: (flow, start, depth, span).
     let mut roots: Vec<(usize, u64, usize, usize)> = Vec::with_capacity(trace.spans.len());
@@ -298,13 +299,13 @@ pub fn for_each_thread(trace: &Trace, mut visit: impl FnMut(ThreadKey, &mut Vec<
             continue;
         }
         let s = &trace.spans[root.3];
-        let (lane, unit, _) = lanes[root.3];
+        let (strand, unit, _) = strands[root.3];
         let key = ThreadKey {
             host: s.host.clone(),
             pid: s.pid,
             execution_unit: unit,
             service: s.service.clone(),
-            lane,
+            strand,
         };
         threads.push((s.start, key, at));
     }
@@ -555,7 +556,7 @@ mod tests {
             })
             .collect();
         assert_eq!(starts, [vec![2], vec![1, 3]]);
-        assert_eq!(view.threads[1].key.lane, 1);
+        assert_eq!(view.threads[1].key.strand, 1);
     }
 
     #[test]
@@ -578,12 +579,12 @@ mod tests {
                 })
                 .collect()
         };
-        assert_eq!(view.threads[0].key.lane, 0);
+        assert_eq!(view.threads[0].key.strand, 0);
         assert_eq!(
             names(&view.threads[0]),
             ["+op1", "+op2", "+op4", "-op4", "-op2", "-op1"]
         );
-        assert_eq!(view.threads[1].key.lane, 1);
+        assert_eq!(view.threads[1].key.strand, 1);
         assert_eq!(names(&view.threads[1]), ["+op3", "-op3"]);
     }
 }

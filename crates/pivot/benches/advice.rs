@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use causeway_pivot::aggregate::Aggregator;
-use causeway_pivot::bag::{Baggage, Hlc};
+use causeway_pivot::bag::{Bags, Hlc};
 use causeway_pivot::install::{load, prepare};
 use causeway_pivot::program::{Context, Lowered, Observed, Program};
 use causeway_pivot::protocol::{Group, Report};
@@ -85,7 +85,7 @@ impl Hit {
         &mut self,
         p: &Program,
         observed: &[Observed],
-        bag: &mut Option<Arc<Baggage>>,
+        bag: &mut Option<Arc<Bags>>,
         agg: &mut Aggregator,
     ) {
         let mut next = self.next;
@@ -114,7 +114,7 @@ fn hit() -> Hit {
 }
 
 /// A bag holding `n` distinct `c.user` tuples, as `Op` packs them.
-fn bag_of(n: usize) -> Baggage {
+fn bag_of(n: usize) -> Bags {
     let q = query("From r In Read Join c In Op On c -> r GroupBy c.user Select c.user, COUNT");
     let op = program(&q, "Op");
     let mut bag = None;

@@ -1,4 +1,4 @@
-//! Baggage: the tuples a request carries from advice to later advice (the paper's section
+//! Bags: the tuples a request carries from advice to later advice (the paper's section
 //! 3), in the process. Branches copy and joins merge, and merging two copies never counts a
 //! tuple twice:
 //!
@@ -10,9 +10,9 @@
 //!   timestamp that respects causality (a hybrid logical clock) and a unique origin; a
 //!   merge is the union by stamp, cut again to the `n` first or most recent.
 //!
-//! A process marks what arrived with a request ([`Baggage::mark_arrived`]), so that its
+//! A process marks what arrived with a request ([`Bags::mark_arrived`]), so that its
 //! response carries back only what the request's caller does not have yet
-//! ([`Baggage::since_arrival`]): merging is idempotent, so anything more would only be
+//! ([`Bags::since_arrival`]): merging is idempotent, so anything more would only be
 //! bytes on the wire and work for the caller.
 //!
 //! A segment holds its tuples as the wire writes them, one after another in one buffer,
@@ -55,7 +55,7 @@ pub struct BagKey {
 
 /// The bags of one request at one point of its execution.
 #[derive(Debug, Clone, Default)]
-pub struct Baggage {
+pub struct Bags {
     pub(crate) bags: BagMap,
     /// Bags were dropped somewhere on the way to keep the baggage under its size limit.
     pub overflowed: bool,
@@ -73,8 +73,8 @@ pub(crate) struct EncodedText {
     pub(crate) text: Option<(std::sync::Arc<str>, bool)>,
 }
 
-impl PartialEq for Baggage {
-    fn eq(&self, other: &Baggage) -> bool {
+impl PartialEq for Bags {
+    fn eq(&self, other: &Bags) -> bool {
         (&self.bags, self.overflowed) == (&other.bags, other.overflowed)
     }
 }
@@ -336,7 +336,7 @@ impl Temporal {
     }
 }
 
-impl Baggage {
+impl Bags {
     /// True when no bag holds anything.
     pub fn is_empty(&self) -> bool {
         self.bags.is_empty()
@@ -421,7 +421,7 @@ impl Baggage {
         self.tuples(key).collect()
     }
 
-    /// [`Baggage::unpack`] without collecting them.
+    /// [`Bags::unpack`] without collecting them.
     pub fn tuples(&self, key: BagKey) -> impl Iterator<Item = (&[Value], u64)> {
         let (grouped, temporal) = match self.bags.get(&key) {
             None => (None, None),
@@ -439,7 +439,7 @@ impl Baggage {
 
     /// A copy for a branch of the request (a child span, a call to another process): it
     /// reads everything packed so far and writes segments of its own.
-    pub fn branch(&self) -> Baggage {
+    pub fn branch(&self) -> Bags {
         let mut copy = self.clone();
         for bag in copy.bags.values_mut() {
             if let Bag::Grouped(g) = bag {
@@ -450,7 +450,7 @@ impl Baggage {
     }
 
     /// Merges a branch back (a closed child span, a response): nothing is counted twice.
-    pub fn merge(&mut self, other: &Baggage) {
+    pub fn merge(&mut self, other: &Bags) {
         self.text.take();
         self.overflowed |= other.overflowed;
         for (key, theirs) in &other.bags {
@@ -488,7 +488,7 @@ impl Baggage {
         }
     }
 
-    /// Marks everything as having arrived with the request: [`Baggage::since_arrival`]
+    /// Marks everything as having arrived with the request: [`Bags::since_arrival`]
     /// leaves it out.
     pub fn mark_arrived(&mut self) {
         for bag in self.bags.values_mut() {
@@ -504,8 +504,8 @@ impl Baggage {
 
     /// What was packed or merged in since the request arrived: the segments packed
     /// further and the stamped tuples that did not arrive. `None` when nothing is new.
-    pub fn since_arrival(&self) -> Option<Baggage> {
-        let mut delta = Baggage::default();
+    pub fn since_arrival(&self) -> Option<Bags> {
+        let mut delta = Bags::default();
         for (key, bag) in &self.bags {
             let new = match bag {
                 Bag::Grouped(g) => {
@@ -590,7 +590,7 @@ mod tests {
     }
 
     fn pack(
-        b: &mut Baggage,
+        b: &mut Bags,
         key: BagKey,
         values: Vec<Value>,
         weight: u64,
@@ -599,7 +599,7 @@ mod tests {
         b.pack_grouped(key, std::iter::once((values.iter(), weight)), ids);
     }
 
-    fn counts(b: &Baggage) -> Vec<(String, u64)> {
+    fn counts(b: &Bags) -> Vec<(String, u64)> {
         let mut v: Vec<(String, u64)> = b
             .unpack(K)
             .into_iter()
@@ -612,7 +612,7 @@ mod tests {
     #[test]
     fn a_branch_merged_back_counts_each_pack_once() {
         let mut ids = ids();
-        let mut parent = Baggage::default();
+        let mut parent = Bags::default();
         pack(&mut parent, K, vec!["A".into()], 1, &mut ids);
         let mut child = parent.branch();
         pack(&mut child, K, vec!["B".into()], 1, &mut ids);
@@ -639,7 +639,7 @@ mod tests {
 
     #[test]
     fn copies_share_segments_until_one_packs() {
-        let segments = |b: &Baggage| match b.bags.get(&K) {
+        let segments = |b: &Bags| match b.bags.get(&K) {
             Some(Bag::Grouped(g)) => g
                 .segments
                 .values()
@@ -648,7 +648,7 @@ mod tests {
             _ => Vec::new(),
         };
         let mut ids = ids();
-        let mut a = Baggage::default();
+        let mut a = Bags::default();
         pack(&mut a, K, vec!["A".into()], 1, &mut ids);
         let b = a.branch();
         assert_eq!(segments(&a), segments(&b));
@@ -666,7 +666,7 @@ mod tests {
 
     #[test]
     fn first_and_most_recent_keep_their_tuples_through_merges() {
-        let mut a = Baggage::default();
+        let mut a = Bags::default();
         a.pack_temporal(K, true, 2, 30, 1, vec!["late".into()]);
         let mut b = a.branch();
         b.pack_temporal(K, true, 2, 10, 2, vec!["early".into()]);
@@ -676,7 +676,7 @@ mod tests {
         let got: Vec<String> = a.unpack(K).iter().map(|(v, _)| v[0].to_string()).collect();
         assert_eq!(got, ["early", "middle"]);
 
-        let mut r = Baggage::default();
+        let mut r = Bags::default();
         for (ts, name) in [(5, "a"), (9, "c"), (7, "b")] {
             r.pack_temporal(K, false, 1, ts, ts, vec![name.into()]);
         }
@@ -689,7 +689,7 @@ mod tests {
     fn a_response_carries_back_only_what_the_server_added() {
         const F: BagKey = BagKey { query: 1, bag: 1 };
         let mut ids = ids();
-        let mut client = Baggage::default();
+        let mut client = Bags::default();
         pack(&mut client, K, vec!["A".into()], 1, &mut ids);
         pack(&mut client, K, vec!["B".into()], 1, &mut ids);
         client.pack_temporal(F, true, 2, 10, 1, vec!["early".into()]);
@@ -734,7 +734,7 @@ mod tests {
             split in 0usize..40,
         ) {
             let mut ids = ids();
-            let mut bag = Baggage::default();
+            let mut bag = Bags::default();
             let mut model: std::collections::BTreeMap<(String, i64), u64> = Default::default();
             for (i, hit) in hits.iter().enumerate() {
                 if i == split {

@@ -22,7 +22,7 @@ use causeway_model::TraceId;
 use smallvec::SmallVec;
 
 use crate::aggregate::Aggregator;
-use crate::bag::{BagKey, Baggage, Hlc, InlineValues};
+use crate::bag::{BagKey, Bags, Hlc, InlineValues};
 use crate::compile::{Advice, End, Plan, Step};
 use crate::lang::ast::{AggFn, Expr, Temporal};
 use crate::value::{self, Value};
@@ -286,7 +286,7 @@ impl Program {
     pub fn run(
         &self,
         observed: &[Observed],
-        baggage: &mut Option<Arc<Baggage>>,
+        baggage: &mut Option<Arc<Bags>>,
         aggregator: &mut Aggregator,
         cx: &mut Context<'_>,
     ) {
@@ -311,7 +311,7 @@ impl Program {
         &self,
         s: &mut Scratch,
         observed: &[Observed],
-        baggage: &mut Option<Arc<Baggage>>,
+        baggage: &mut Option<Arc<Bags>>,
         aggregator: &mut Aggregator,
         cx: &mut Context<'_>,
     ) {
@@ -384,7 +384,7 @@ impl Program {
     fn pack_exploded(
         &self,
         observed: &[Observed],
-        baggage: &mut Option<Arc<Baggage>>,
+        baggage: &mut Option<Arc<Bags>>,
         cx: &mut Context<'_>,
     ) -> bool {
         let ProgramEnd::Pack {
@@ -433,7 +433,7 @@ impl Program {
         &self,
         s: &mut Scratch,
         observed: &[Observed],
-        baggage: &mut Option<Arc<Baggage>>,
+        baggage: &mut Option<Arc<Bags>>,
         aggregator: &mut Aggregator,
         cx: &mut Context<'_>,
     ) -> bool {
@@ -507,7 +507,7 @@ impl Program {
     fn pack_projected(
         &self,
         packed: &[(InlineValues, u64)],
-        baggage: &mut Option<Arc<Baggage>>,
+        baggage: &mut Option<Arc<Bags>>,
         cx: &mut Context<'_>,
     ) {
         let ProgramEnd::Pack { key, mode, .. } = &self.end else {
@@ -541,7 +541,7 @@ impl Program {
         &self,
         row: &T,
         weight: u64,
-        baggage: &mut Option<Arc<Baggage>>,
+        baggage: &mut Option<Arc<Bags>>,
         aggregator: &mut Aggregator,
         computed: &mut Vec<Value>,
         cx: &mut Context<'_>,
@@ -617,7 +617,7 @@ fn pack_grouped<'r, T: Columns + ?Sized + 'r>(
     key: BagKey,
     slots: &[usize],
     rows: impl ExactSizeIterator<Item = (&'r T, u64)>,
-    baggage: &mut Option<Arc<Baggage>>,
+    baggage: &mut Option<Arc<Bags>>,
     cx: &mut Context<'_>,
 ) {
     if rows.len() == 0 {
@@ -636,7 +636,7 @@ type Exploded<'a> = SmallVec<[(usize, &'a [Value]); 2]>;
 
 /// Packs one tuple into a `First(n)` (`first`) or `MostRecent(n)` bag, stamped now.
 fn pack_stamped(
-    baggage: &mut Baggage,
+    baggage: &mut Bags,
     key: BagKey,
     (first, n): (bool, u32),
     values: impl IntoIterator<Item = Value>,
@@ -651,7 +651,7 @@ fn pack_stamped(
 struct Walk<'a> {
     program: &'a Program,
     many: &'a [(usize, &'a [Value])],
-    bags: Option<&'a Baggage>,
+    bags: Option<&'a Bags>,
 }
 
 impl<'a> Walk<'a> {

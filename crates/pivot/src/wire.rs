@@ -1,4 +1,4 @@
-//! Baggage on the wire: a compact binary form, carried as base64url (no padding) in one
+//! Bags on the wire: a compact binary form, carried as base64url (no padding) in one
 //! member of the W3C `baggage` header on requests and in a header of its own on
 //! responses, so services in other languages forward it untouched.
 //!
@@ -27,8 +27,7 @@ use causeway_model::codec::native::put_varint;
 use smallvec::SmallVec;
 
 use crate::bag::{
-    Bag, BagKey, Baggage, EncodedText, Grouped, HeldSegment, InlineValues, Segment, Stamped,
-    Temporal,
+    Bag, BagKey, Bags, EncodedText, Grouped, HeldSegment, InlineValues, Segment, Stamped, Temporal,
 };
 use crate::small_map::SmallMap;
 pub use crate::tuple_bytes::WireError;
@@ -48,12 +47,12 @@ const OVERFLOW: u8 = 0xFF;
 
 /// Encodes `baggage`, dropping whole bags (the highest query ids first) until the result
 /// is at most `max_bytes`; dropped bags set the overflow mark.
-pub fn encode(baggage: &Baggage, max_bytes: usize) -> Vec<u8> {
+pub fn encode(baggage: &Bags, max_bytes: usize) -> Vec<u8> {
     encode_cut(baggage, max_bytes).0
 }
 
 /// [`encode`], and whether bags were dropped to fit.
-fn encode_cut(baggage: &Baggage, max_bytes: usize) -> (Vec<u8>, bool) {
+fn encode_cut(baggage: &Bags, max_bytes: usize) -> (Vec<u8>, bool) {
     // One buffer for every bag, sized for a request's usual few small bags: a cut drops
     // bags from the end, so it is a truncation.
     let mut out = Vec::with_capacity(256);
@@ -78,12 +77,12 @@ fn encode_cut(baggage: &Baggage, max_bytes: usize) -> (Vec<u8>, bool) {
 }
 
 /// [`encode`] as base64url text, or `None` when the baggage is empty (no header needed).
-pub fn encode_text(baggage: &Baggage, max_bytes: usize) -> Option<String> {
+pub fn encode_text(baggage: &Bags, max_bytes: usize) -> Option<String> {
     encode_text_cut(baggage, max_bytes).map(|(text, _)| text)
 }
 
 /// [`encode_text`], and whether bags were dropped to fit (for the overflow counter).
-pub fn encode_text_cut(baggage: &Baggage, max_bytes: usize) -> Option<(String, bool)> {
+pub fn encode_text_cut(baggage: &Bags, max_bytes: usize) -> Option<(String, bool)> {
     if baggage.is_empty() && !baggage.overflowed {
         return None;
     }
@@ -96,7 +95,7 @@ pub fn encode_text_cut(baggage: &Baggage, max_bytes: usize) -> Option<(String, b
 
 /// [`encode_text_cut`] shared: the text is kept with the baggage until its bags change,
 /// so sending the same bags again (a request's second call) encodes nothing.
-pub fn encode_text_shared(baggage: &Baggage, max_bytes: usize) -> Option<(Arc<str>, bool)> {
+pub fn encode_text_shared(baggage: &Bags, max_bytes: usize) -> Option<(Arc<str>, bool)> {
     let fresh = || EncodedText {
         max_bytes,
         overflowed: baggage.overflowed,
@@ -111,7 +110,7 @@ pub fn encode_text_shared(baggage: &Baggage, max_bytes: usize) -> Option<(Arc<st
 }
 
 /// Decodes base64url text from a header.
-pub fn decode_text(text: &str) -> Result<Baggage, WireError> {
+pub fn decode_text(text: &str) -> Result<Bags, WireError> {
     if text.len() > MAX_TEXT {
         return Err(WireError {
             field: "text",
@@ -130,7 +129,7 @@ pub fn decode_text(text: &str) -> Result<Baggage, WireError> {
 }
 
 /// Decodes the binary form.
-pub fn decode(bytes: &[u8]) -> Result<Baggage, WireError> {
+pub fn decode(bytes: &[u8]) -> Result<Bags, WireError> {
     let mut r = Reader { buf: bytes, pos: 0 };
     let version = r.u8("version")?;
     if version != VERSION {
@@ -140,7 +139,7 @@ pub fn decode(bytes: &[u8]) -> Result<Baggage, WireError> {
             format!("version {version}, this reader knows {VERSION}"),
         ));
     }
-    let mut baggage = Baggage::default();
+    let mut baggage = Bags::default();
     while r.pos < bytes.len() {
         if bytes[r.pos] == OVERFLOW && r.pos + 1 == bytes.len() {
             baggage.overflowed = true;
@@ -310,7 +309,7 @@ mod tests {
         )
     }
 
-    fn apply(b: &mut Baggage, p: &Pack, ids: &mut dyn FnMut() -> u64) {
+    fn apply(b: &mut Bags, p: &Pack, ids: &mut dyn FnMut() -> u64) {
         match p {
             Pack::Grouped(q, i, v, w) => b.pack_grouped(
                 BagKey { query: *q, bag: *i },
@@ -325,13 +324,13 @@ mod tests {
         }
     }
 
-    fn build(packs: &[Pack]) -> Baggage {
+    fn build(packs: &[Pack]) -> Bags {
         let mut next = 0u64;
         let mut ids = || {
             next += 1;
             next
         };
-        let mut b = Baggage::default();
+        let mut b = Bags::default();
         for p in packs {
             apply(&mut b, p, &mut ids);
         }
@@ -343,13 +342,13 @@ mod tests {
         /// overflow mark asked, and a second send of unchanged bags reuses it.
         #[test]
         fn the_kept_text_follows_every_change(packs in packs(), max in 8usize..200) {
-            let mut b = Baggage::default();
+            let mut b = Bags::default();
             let mut next = 0u64;
             let mut ids = || {
                 next += 1;
                 next
             };
-            let fresh = |b: &Baggage, max: usize| {
+            let fresh = |b: &Bags, max: usize| {
                 encode_text_cut(b, max).map(|(t, cut)| (Arc::<str>::from(t), cut))
             };
             for p in &packs {

@@ -3,7 +3,7 @@
 //! NameNode's response.
 
 use causeway_pivot::aggregate::Aggregator;
-use causeway_pivot::bag::{Baggage, Hlc};
+use causeway_pivot::bag::{Bags, Hlc};
 use causeway_pivot::compile::{compile, Catalog};
 use causeway_pivot::lang::ast::Item;
 use causeway_pivot::lang::{parse, parse_query};
@@ -50,7 +50,7 @@ impl World {
         q: &Lowered,
         tracepoint: &str,
         observed: &[Observed],
-        bag: &mut Baggage,
+        bag: &mut Bags,
         agg: &mut Aggregator,
     ) {
         self.now += 10;
@@ -122,7 +122,7 @@ fn read(
     locations: &str,
     dn_host: &str,
 ) {
-    let mut request = Baggage::default();
+    let mut request = Bags::default();
     w.hit(
         q,
         "StressTest.DoNextOp",
@@ -217,7 +217,7 @@ fn q6_and_q3_count_reads_per_host() {
     let mut a3 = Aggregator::new(&q3.funcs);
     let mut w = World::new();
     for (client, dn) in [("A", "A"), ("B", "A"), ("B", "D"), ("B", "A")] {
-        let mut request = Baggage::default();
+        let mut request = Bags::default();
         w.hit(
             &q6,
             "StressTest.DoNextOp",
@@ -250,7 +250,7 @@ fn q2_joins_the_first_client_protocol_only() {
     let q = lowered("Q2", 2);
     let mut agg = Aggregator::new(&q.funcs);
     let mut w = World::new();
-    let mut request = Baggage::default();
+    let mut request = Bags::default();
     w.hit(
         &q,
         "ClientProtocols",
@@ -280,7 +280,7 @@ fn q2_joins_the_first_client_protocol_only() {
     }
     assert_eq!(rows(&agg), ["mr-sort 350"]);
     // Without a client protocol before it, a read joins nothing.
-    let mut lone = Baggage::default();
+    let mut lone = Bags::default();
     w.hit(
         &q,
         "DataNodeMetrics.incrBytesRead",
@@ -314,14 +314,14 @@ fn partial_results_merge_to_the_totals_of_one_aggregator() {
             &q,
             "DN.DataTransferProtocol",
             &obs,
-            &mut Baggage::default(),
+            &mut Bags::default(),
             &mut whole,
         );
         w.hit(
             &q,
             "DN.DataTransferProtocol",
             &obs,
-            &mut Baggage::default(),
+            &mut Bags::default(),
             &mut parts[(i % 2) as usize],
         );
     }
@@ -336,7 +336,7 @@ fn a_join_larger_than_the_fanout_cap_is_cut_and_counted() {
     let q = lowered("Q5", 5);
     let mut agg = Aggregator::new(&q.funcs);
     let mut w = World::new();
-    let mut request = Baggage::default();
+    let mut request = Bags::default();
     for c in 0..40 {
         // Forty distinct client hosts packed in one request.
         w.hit(
@@ -378,7 +378,7 @@ fn an_exploded_field_packed_past_the_fanout_cap_is_cut_and_counted() {
     );
     let mut agg = Aggregator::new(&q.funcs);
     let mut w = World::new();
-    let mut request = Baggage::default();
+    let mut request = Bags::default();
     let list: Vec<String> = (0..400).map(|r| format!("r{r}")).collect();
     let obs = in_observe_order(&q.programs[0], &[("g.replicas", replicas(&list.join(",")))]);
     w.hit(&q, "NN.GetBlockLocations", &obs, &mut request, &mut agg);

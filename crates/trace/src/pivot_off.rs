@@ -8,10 +8,10 @@ use causeway_model::TraceId;
 use tracing::span::Record;
 use tracing::{Dispatch, Metadata};
 
-use crate::propagation::Baggage as W3cBaggage;
+use crate::propagation::Baggage;
 
 /// A request's bags: none without Pivot Tracing.
-pub(crate) enum Bag {}
+pub(crate) enum Bags {}
 
 /// When advice would run.
 #[derive(Clone, Copy)]
@@ -58,7 +58,7 @@ impl TracepointSpan {
         _: &Runtime,
         _: ProbeKind,
         _: Option<u64>,
-        _: (&mut Option<Arc<W3cBaggage>>, &mut Option<Arc<Bag>>),
+        _: (&mut Option<Arc<Baggage>>, &mut Option<Arc<Bags>>),
         _: Option<TraceId>,
     ) {
     }
@@ -90,7 +90,7 @@ impl Runtime {
         _: ProbeKind,
         _: &Fields,
         _: Option<u64>,
-        _: &mut Option<Arc<Bag>>,
+        _: &mut Option<Arc<Bags>>,
         _: Option<TraceId>,
     ) {
         match *hooks {}
@@ -98,27 +98,27 @@ impl Runtime {
 }
 
 /// Nothing to merge: no span has a bag.
-pub(crate) fn merge_bag(_: &mut Option<Arc<Bag>>, _: Option<Arc<Bag>>) {}
+pub(crate) fn merge_bag(_: &mut Option<Arc<Bags>>, _: Option<Arc<Bags>>) {}
 
 pub(crate) mod carry {
     //! Bags across processes: none to carry.
 
     use std::sync::Arc;
 
-    use super::{Bag, Runtime};
-    use crate::propagation::Baggage as W3cBaggage;
+    use super::{Bags, Runtime};
+    use crate::propagation::Baggage;
 
     pub(crate) fn with_bag<R>(
         _: &tracing::Span,
-        _: impl FnOnce(&Runtime, &mut Option<Arc<Bag>>) -> R,
+        _: impl FnOnce(&Runtime, &mut Option<Arc<Bags>>) -> R,
     ) -> Option<R> {
         None
     }
 
     pub(crate) fn take_from_baggage(
         _: &Runtime,
-        _: &mut Option<Arc<W3cBaggage>>,
-        _: &mut Option<Arc<Bag>>,
+        _: &mut Option<Arc<Baggage>>,
+        _: &mut Option<Arc<Bags>>,
     ) {
     }
 
@@ -132,8 +132,8 @@ pub(crate) mod carry {
 
     pub(crate) fn outgoing_member(
         _: &Runtime,
-        _: &mut Option<Arc<W3cBaggage>>,
-        _: Option<Arc<Bag>>,
+        _: &mut Option<Arc<Baggage>>,
+        _: Option<Arc<Bags>>,
     ) -> Option<Arc<str>> {
         None
     }

@@ -33,7 +33,7 @@ use tracing::span::{Attributes, Record};
 use crate::clock::{new_span_id, new_trace_id, now_raw, raw_to_unix, thread_cpu_ns, thread_no};
 use crate::lane::{Counts, Entry, Extra, RawName, RawValue, TEXT_CHUNK};
 use crate::pipeline::Pipeline;
-use crate::pivot::{Bag as PivotBag, Hooks, ProbeKind, Runtime, TracepointSpan};
+use crate::pivot::{Bags, Hooks, ProbeKind, Runtime, TracepointSpan};
 use crate::propagation::{Baggage, Extracted, SpanContext, TraceState, FLAG_SAMPLED};
 use crate::sampling::SamplerState;
 
@@ -92,7 +92,7 @@ pub(crate) struct SpanRecord {
     pub(crate) trace_state: TraceState,
     pub(crate) baggage: Option<Arc<Baggage>>,
     /// The request's Pivot Tracing bags.
-    pub(crate) bag: Option<Arc<PivotBag>>,
+    pub(crate) bag: Option<Arc<Bags>>,
     /// The advice and fields of a span at a tracepoint callsite.
     pub(crate) tracepoint: Option<Box<TracepointSpan>>,
     pub(crate) probability: f64,
@@ -526,7 +526,7 @@ pub(crate) struct Inherited {
     pub(crate) flags: u8,
     pub(crate) trace_state: TraceState,
     pub(crate) baggage: Option<Arc<Baggage>>,
-    pub(crate) bag: Option<Arc<PivotBag>>,
+    pub(crate) bag: Option<Arc<Bags>>,
     pub(crate) probability: f64,
 }
 

@@ -20,7 +20,7 @@ use causeway::middleware::reqwest::TracedRequest;
 use causeway::middleware::tower::TraceLayer;
 use causeway::testing::Recorder;
 use causeway::Baggage;
-use causeway_pivot::bag::{BagKey, Baggage as Bags};
+use causeway_pivot::bag::{BagKey, Bags};
 use causeway_pivot::value::Value;
 use causeway_pivot::wire::{decode_text, BAGGAGE_MEMBER};
 

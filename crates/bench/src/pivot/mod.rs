@@ -101,13 +101,13 @@ const PAD_VALUES: usize = 60;
 /// `bag60`'s W3C baggage member: a Pivot Tracing bag of 60 tuples (the `pad` values)
 /// under a query id no process runs, so nothing decodes or packs it.
 fn carried_bag() -> (String, String) {
-    use causeway_pivot::bag::{BagKey, Baggage};
+    use causeway_pivot::bag::{BagKey, Bags};
     use causeway_pivot::value::Value;
     use causeway_pivot::wire::{encode_text, BAGGAGE_MEMBER, MAX_BYTES};
     let values: Vec<Value> = (0..PAD_VALUES)
         .map(|i| Value::from(format!("pad-tuple-{i:04}").as_str()))
         .collect();
-    let mut bag = Baggage::default();
+    let mut bag = Bags::default();
     let mut next = 0;
     let key = BagKey {
         query: u32::MAX,

@@ -5,7 +5,7 @@
 //! the span ([`take_from_baggage`]): a process none of whose advice runs in the request
 //! forwards it untouched, as services in other languages do, and decodes nothing. A
 //! request that carries a bag the process has changed gets the bag re-encoded; a
-//! response carries only what the server added ([`Baggage::since_arrival`]).
+//! response carries only what the server added ([`Bags::since_arrival`]).
 //!
 //! The member stays in the span's W3C baggage (`SpanRecord::baggage`, copied to children)
 //! until advice runs on a span; it is then decoded into that span's bag and marked as
@@ -18,13 +18,13 @@
 
 use std::sync::Arc;
 
-use causeway_pivot::bag::Baggage;
+use causeway_pivot::bag::Bags;
 use causeway_pivot::wire::BAGGAGE_MEMBER;
 use tracing_subscriber::registry::{LookupSpan, Registry};
 
 use super::Runtime;
 use crate::layer::CausewayLayer;
-use crate::propagation::{self, Baggage as W3cBaggage};
+use crate::propagation::{self, Baggage};
 use crate::record::SpanRecord;
 use crate::subscriber::CausewaySubscriber;
 
@@ -32,7 +32,7 @@ use crate::subscriber::CausewaySubscriber;
 /// nearest recorded ancestor's when it has no record).
 pub(crate) fn with_bag<R>(
     span: &tracing::Span,
-    f: impl FnOnce(&Runtime, &mut Option<Arc<Baggage>>) -> R,
+    f: impl FnOnce(&Runtime, &mut Option<Arc<Bags>>) -> R,
 ) -> Option<R> {
     let mut f = Some(f);
     span.with_subscriber(|(id, dispatch)| {
@@ -59,8 +59,8 @@ pub(crate) fn with_bag<R>(
 #[inline]
 pub(crate) fn take_from_baggage(
     runtime: &Runtime,
-    w3c: &mut Option<Arc<W3cBaggage>>,
-    bag: &mut Option<Arc<Baggage>>,
+    w3c: &mut Option<Arc<Baggage>>,
+    bag: &mut Option<Arc<Bags>>,
 ) {
     if !runtime.active() || w3c.is_none() {
         return;
@@ -68,11 +68,7 @@ pub(crate) fn take_from_baggage(
     move_member(runtime, w3c, bag);
 }
 
-fn move_member(
-    runtime: &Runtime,
-    w3c: &mut Option<Arc<W3cBaggage>>,
-    bag: &mut Option<Arc<Baggage>>,
-) {
+fn move_member(runtime: &Runtime, w3c: &mut Option<Arc<Baggage>>, bag: &mut Option<Arc<Bags>>) {
     let Some(b) = w3c.as_mut() else { return };
     if b.get(BAGGAGE_MEMBER).is_none() {
         return;
@@ -93,8 +89,8 @@ fn move_member(
 /// the bag, so the text replaces it.
 pub(crate) fn outgoing_member(
     runtime: &Runtime,
-    w3c: &mut Option<Arc<W3cBaggage>>,
-    mut bag: Option<Arc<Baggage>>,
+    w3c: &mut Option<Arc<Baggage>>,
+    mut bag: Option<Arc<Bags>>,
 ) -> Option<Arc<str>> {
     if !runtime.active() || bag.is_none() {
         return None;
@@ -131,7 +127,7 @@ pub fn merge_response_baggage(span: &tracing::Span, headers: &http::HeaderMap) {
             .get_all(propagation::BAGGAGE)
             .iter()
             .filter_map(|v| v.to_str().ok());
-        let w3c = W3cBaggage::parse(values);
+        let w3c = Baggage::parse(values);
         let Some(text) = w3c.get(BAGGAGE_MEMBER) else {
             return;
         };

@@ -34,10 +34,10 @@ use causeway_pivot::aggregate::Aggregator;
 use causeway_pivot::protocol::{CallsiteInfo, Counters};
 use tracing::span::Record;
 
-use crate::propagation::Baggage as W3cBaggage;
+use crate::propagation::Baggage;
 
 /// A request's Pivot Tracing bags.
-pub(crate) use causeway_pivot::bag::Baggage as Bag;
+pub(crate) use causeway_pivot::bag::Bags;
 /// When advice runs: at an event, or at a span's creation, entry, exit or close.
 pub(crate) use causeway_pivot::lang::ast::ProbeKind;
 /// The member of W3C baggage a request's bags travel in.
@@ -98,7 +98,7 @@ impl TracepointSpan {
         runtime: &Runtime,
         kind: ProbeKind,
         duration_ns: Option<u64>,
-        (w3c, bag): (&mut Option<Arc<W3cBaggage>>, &mut Option<Arc<Bag>>),
+        (w3c, bag): (&mut Option<Arc<Baggage>>, &mut Option<Arc<Bags>>),
         example: Option<TraceId>,
     ) {
         if self.hooks.fires(kind) {
@@ -109,7 +109,7 @@ impl TracepointSpan {
 }
 
 /// Merges a closing span's bag into its parent's.
-pub(crate) fn merge_bag(into: &mut Option<Arc<Bag>>, from: Option<Arc<Bag>>) {
+pub(crate) fn merge_bag(into: &mut Option<Arc<Bags>>, from: Option<Arc<Bags>>) {
     let Some(from) = from else { return };
     match into {
         Some(mine) if Arc::ptr_eq(mine, &from) => {}

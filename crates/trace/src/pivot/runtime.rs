@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use causeway_model::source::SyntaxError;
 use causeway_model::TraceId;
 use causeway_pivot::aggregate::Aggregator;
-use causeway_pivot::bag::{BagKey, Baggage, Hlc};
+use causeway_pivot::bag::{BagKey, Bags, Hlc};
 use causeway_pivot::compile::{Catalog, DURATION_EXPORT};
 use causeway_pivot::install::load;
 use causeway_pivot::lang::ast::{AggFn, ProbeKind, TracepointDef};
@@ -407,7 +407,7 @@ impl Runtime {
         kind: ProbeKind,
         fields: &[Value],
         duration_ns: Option<u64>,
-        bag: &mut Option<Arc<Baggage>>,
+        bag: &mut Option<Arc<Bags>>,
         example: Option<TraceId>,
     ) {
         let list = &hooks.by_kind[kind_index(kind)];
@@ -512,7 +512,7 @@ impl Runtime {
     }
 
     /// A bag that arrived in a header; a malformed one is counted and dropped.
-    pub(crate) fn decode_bag(&self, text: &str) -> Option<Arc<Baggage>> {
+    pub(crate) fn decode_bag(&self, text: &str) -> Option<Arc<Bags>> {
         match causeway_pivot::wire::decode_text(text) {
             Ok(bag) => {
                 lock(&self.clock).observe(bag.max_stamp());
@@ -526,7 +526,7 @@ impl Runtime {
     }
 
     /// A bag as header text, cut to the size limit (counted when cut); none when empty.
-    pub(crate) fn encode_bag(&self, bag: &Baggage) -> Option<Arc<str>> {
+    pub(crate) fn encode_bag(&self, bag: &Bags) -> Option<Arc<str>> {
         let (text, cut) =
             causeway_pivot::wire::encode_text_shared(bag, causeway_pivot::wire::MAX_BYTES)?;
         if cut {

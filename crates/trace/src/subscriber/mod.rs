@@ -156,7 +156,7 @@ impl CausewaySubscriber {
     pub(crate) fn with_bag<R>(
         &self,
         id: &Id,
-        f: impl FnOnce(&crate::pivot::Runtime, &mut Option<Arc<crate::pivot::Bag>>) -> R,
+        f: impl FnOnce(&crate::pivot::Runtime, &mut Option<Arc<crate::pivot::Bags>>) -> R,
     ) -> Option<R> {
         self.slots.with(id.into_u64() & !ALIAS, |l| {
             f(&self.recording.pivot, &mut l.record.bag)
