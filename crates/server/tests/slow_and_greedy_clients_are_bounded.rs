@@ -3,6 +3,7 @@
 //! own share), idle and half-sent connections are closed, and the bytes of bodies being
 //! received are bounded.
 
+#[path = "serving/common.rs"]
 mod common;
 
 use std::io::{Read, Write};

@@ -2,7 +2,7 @@
 //! Jaeger's units and parameter names, so Grafana's Jaeger data source and Jaeger's UI
 //! read Causeway as they read Jaeger.
 
-mod common;
+use crate::common;
 
 use causeway_model::codec::jaeger;
 use causeway_model::{Span, SpanKind, Status, TraceId};

@@ -3,7 +3,7 @@
 //! stop reporting are forgotten; the callsite catalog is answered in pages, and building
 //! it holds no async worker, so the rest of the API answers meanwhile.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! file is refused, in-flight limits hold while bodies arrive, scans end at their time
 //! limit, and every error is counted and worded once.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -2,7 +2,7 @@
 //! resumable from the checkpoint without loss or re-sending, tolerant of a torn last
 //! record, sampled whole-trace, and cleaned up after retention.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,15 +4,15 @@
 //! rows and columns chosen from the group keys, errors with their place, and uninstall.
 //! Screenshots go to `target/ui-screenshots/`.
 
-mod chromium;
-mod common;
+use crate::chromium;
+use crate::common;
 
 use causeway_server::ServerConfig;
 use chromium::Chromium;
 use common::TestServer;
 use serde_json::{json, Value};
 
-const TRACEPOINTS: &str = include_str!("../../../demo/tracepoints/replicas.pivot");
+const TRACEPOINTS: &str = include_str!("../../../../demo/tracepoints/replicas.pivot");
 const EXAMPLE_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
 fn tweak(c: &mut ServerConfig) {

@@ -3,8 +3,8 @@
 //! critical path, skew correction, folding, a 10K-span trace, dependencies, compare, and
 //! the error and empty states. Screenshots go to `target/ui-screenshots/`.
 
-mod chromium;
-mod common;
+use crate::chromium;
+use crate::common;
 
 use std::time::Duration;
 

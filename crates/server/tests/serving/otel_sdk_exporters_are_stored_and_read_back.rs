@@ -3,7 +3,7 @@
 //! attributes, events and status intact: from the embedded store, and from two servers
 //! sharing a two-shard ClickHouse cluster, each answering for what the other received.
 
-mod common;
+use crate::common;
 
 use causeway_clickhouse::local_cluster::Cluster;
 use common::TestServer;

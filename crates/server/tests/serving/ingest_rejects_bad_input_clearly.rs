@@ -1,7 +1,7 @@
 //! Bad input gets a clear answer naming the problem, never a panic, and never disturbs
 //! other data.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 

@@ -3,7 +3,7 @@
 //! across a restart of the hub, as are the tracepoint definitions posted to it; what a
 //! process dropped is listed with it.
 
-mod common;
+use crate::common;
 
 use causeway_server::ServerConfig;
 use common::TestServer;
