@@ -1,6 +1,6 @@
 //! Clock-skew correction and RPC timing on hand-built traces and the Zipkin fixtures.
 
-mod common;
+use crate::common;
 
 use causeway_analysis::skew::correct;
 use causeway_analysis::stats::{rpc_hops, trace_stats};

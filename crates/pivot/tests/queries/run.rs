@@ -10,8 +10,8 @@ use causeway_pivot::lang::{parse, parse_query};
 use causeway_pivot::program::{lower, Context, Lowered, Observed, Program, MAX_FANOUT};
 use causeway_pivot::value::Value;
 
-const TRACEPOINTS: &str = include_str!("../../../demo/tracepoints/replicas.pivot");
-const PAPER: &str = include_str!("../../../demo/tracepoints/paper-queries.pivot");
+const TRACEPOINTS: &str = include_str!("../../../../demo/tracepoints/replicas.pivot");
+const PAPER: &str = include_str!("../../../../demo/tracepoints/paper-queries.pivot");
 
 fn lowered(src: &str, id: u32) -> Lowered {
     let mut catalog = Catalog::default();

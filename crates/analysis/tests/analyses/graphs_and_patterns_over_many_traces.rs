@@ -1,7 +1,7 @@
 //! Dependencies, execution patterns and comparisons over hand-built traces, the Zipkin
 //! fixtures and generated traces.
 
-mod common;
+use crate::common;
 
 use causeway_analysis::compare::{compare, Change, Profile};
 use causeway_analysis::deps::{Dependencies, EdgeKind};

@@ -1,6 +1,6 @@
 //! The critical path and self times of hand-built traces with known answers.
 
-mod common;
+use crate::common;
 
 use causeway_analysis::critical::{critical_path, self_times};
 use causeway_model::Trace;

@@ -3,7 +3,7 @@
 //! testCases/test1.js` to `test9.js`, Apache-2.0; the traces transcribed here, times as
 //! given), and leaves out the children Jaeger calls non-blocking.
 
-mod common;
+use crate::common;
 
 use causeway_analysis::critical::critical_path;
 use causeway_model::span::{FOLLOWS_FROM, REF_TYPE};

@@ -5,7 +5,7 @@ use causeway_pivot::lang::ast::*;
 use causeway_pivot::lang::{parse, parse_query, print_script};
 use proptest::prelude::*;
 
-const PAPER: &str = include_str!("../../../demo/tracepoints/paper-queries.pivot");
+const PAPER: &str = include_str!("../../../../demo/tracepoints/paper-queries.pivot");
 
 fn queries(src: &str) -> Vec<QueryDef> {
     parse(src)

@@ -5,8 +5,8 @@ use causeway_pivot::compile::{compile, explain, Catalog, End};
 use causeway_pivot::lang::ast::{Item, Temporal};
 use causeway_pivot::lang::{parse, parse_query};
 
-const TRACEPOINTS: &str = include_str!("../../../demo/tracepoints/replicas.pivot");
-const PAPER: &str = include_str!("../../../demo/tracepoints/paper-queries.pivot");
+const TRACEPOINTS: &str = include_str!("../../../../demo/tracepoints/replicas.pivot");
+const PAPER: &str = include_str!("../../../../demo/tracepoints/paper-queries.pivot");
 
 fn catalog() -> Catalog {
     let mut c = Catalog::default();

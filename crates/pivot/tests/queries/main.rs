@@ -1,0 +1,5 @@
+//! Pivot Tracing's language, compiler and advice, as one binary.
+
+mod compile;
+mod lang;
+mod run;
