@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use causeway_model::codec::{otlp, zipkin};
-use causeway_model::{Span, SpanId, SpanKind, Status, Trace, TraceId, Value};
+use crate::spans::{find, sid};
+use causeway_model::{Span, SpanKind, Status, Trace, TraceId, Value};
 
 fn fixture(rel: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -16,17 +17,6 @@ fn zipkin(name: &str) -> Vec<Span> {
     let d = zipkin::decode_json(&fixture(&format!("zipkin/{name}"))).unwrap();
     assert!(d.rejected.is_empty(), "{:?}", d.rejected);
     d.spans
-}
-
-fn sid(s: &str) -> SpanId {
-    SpanId::parse(s).unwrap()
-}
-
-fn find<'a>(spans: &'a [Span], id: &str) -> &'a Span {
-    spans
-        .iter()
-        .find(|s| s.span_id == sid(id))
-        .unwrap_or_else(|| panic!("no span {id}"))
 }
 
 #[test]

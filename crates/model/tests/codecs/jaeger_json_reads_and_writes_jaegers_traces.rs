@@ -3,7 +3,8 @@
 
 use causeway_model::codec::{self, jaeger, Format};
 use causeway_model::span::{FOLLOWS_FROM, REF_TYPE};
-use causeway_model::{Span, SpanId, SpanKind, Status, Trace, TraceId, Value};
+use crate::spans::{find, sid};
+use causeway_model::{Span, SpanKind, Status, Trace, TraceId, Value};
 use proptest::prelude::*;
 
 /// Two traces as Jaeger's query API answers `/api/traces?service=frontend`: one with a
@@ -155,17 +156,6 @@ const ANSWER: &str = r#"{
   "offset": 0,
   "errors": null
 }"#;
-
-fn sid(s: &str) -> SpanId {
-    SpanId::parse(s).unwrap()
-}
-
-fn find<'a>(spans: &'a [Span], id: &str) -> &'a Span {
-    spans
-        .iter()
-        .find(|s| s.span_id == sid(id))
-        .unwrap_or_else(|| panic!("no span {id}"))
-}
 
 fn short_trace() -> TraceId {
     TraceId::new(0x3c1a4f6e2b9d8e07).unwrap()
