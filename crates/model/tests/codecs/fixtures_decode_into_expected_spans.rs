@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use causeway_model::codec::{otlp, zipkin};
 use crate::spans::{find, sid};
+use causeway_model::codec::{otlp, zipkin};
 use causeway_model::{Span, SpanKind, Status, Trace, TraceId, Value};
 
 fn fixture(rel: &str) -> Vec<u8> {

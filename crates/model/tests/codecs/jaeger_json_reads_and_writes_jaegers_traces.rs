@@ -1,9 +1,9 @@
 //! Jaeger's JSON, as its query API answers and its UI downloads it, reads into spans and
 //! is written back in the same shape.
 
+use crate::spans::{find, sid};
 use causeway_model::codec::{self, jaeger, Format};
 use causeway_model::span::{FOLLOWS_FROM, REF_TYPE};
-use crate::spans::{find, sid};
 use causeway_model::{Span, SpanKind, Status, Trace, TraceId, Value};
 use proptest::prelude::*;
 
