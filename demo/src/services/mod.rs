@@ -35,7 +35,9 @@ pub(crate) async fn serve(
             .layer(peer_addr::PeerAddrLayer)
             .add_service(MetadataServer)
             .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(listener),
+                // Without TCP_NODELAY an answer's last frame waited for the client's
+                // delayed ACK: 11% of Locate calls spent 30-64 ms on loopback.
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
                 stop,
             )
             .await?;
