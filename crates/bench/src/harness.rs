@@ -29,12 +29,7 @@ impl Drop for TempDir {
     }
 }
 
-pub(crate) fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
+pub(crate) use causeway_testkit::now_ns;
 
 /// Percentiles of latencies, in milliseconds.
 pub(crate) fn percentiles(mut v: Vec<Duration>) -> serde_json::Value {

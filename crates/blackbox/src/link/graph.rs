@@ -131,8 +131,9 @@ impl Kinds {
         let mut pairs: Vec<KindPair> = Vec::new();
         let of = (0..graph.messages.len() as u32)
             .map(|i| {
-                *numbers.entry(graph.kind_pair(i)).or_insert_with(|| {
-                    pairs.push(graph.kind_pair(i));
+                let pair = graph.kind_pair(i);
+                *numbers.entry(pair).or_insert_with(|| {
+                    pairs.push(pair);
                     (pairs.len() - 1) as Kind
                 })
             })
