@@ -8,4 +8,5 @@ mod generated_recognizers_match_their_paths;
 mod paths_are_checked_as_pip_checks_them;
 mod printed_deep_nesting_parses_again;
 mod recorded_code_is_checked_in_a_rust_test;
+mod the_demo_checkout_passes_however_its_writes_interleave;
 mod the_language_parses_and_prints_pip_files;
