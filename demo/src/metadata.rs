@@ -5,12 +5,12 @@
 use std::convert::Infallible;
 use std::task::{Context, Poll};
 
-use causeway::middleware::tower::{ClientTraceLayer, Layer};
+use causeway::middleware::tower::{ClientTraceLayer, Layer, TraceService};
 use tonic::codegen::{http, Body, BoxFuture, StdError};
 use tonic::transport::Channel;
 use tracing::Instrument;
 
-use crate::{millis, Role};
+use crate::{millis, BoxError, Role};
 
 /// `Locate`'s request: a block id.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -90,9 +90,22 @@ where
     }
 }
 
+/// A channel to the metadata service at `addr` whose calls are client spans naming it.
+pub(crate) fn traced_channel(
+    addr: std::net::SocketAddr,
+) -> Result<TraceService<Channel>, BoxError> {
+    let channel = Channel::from_shared(format!("http://{addr}"))?.connect_lazy();
+    Ok(ClientTraceLayer::new()
+        .server(addr.to_string().parse()?)
+        .layer(channel))
+}
+
 /// Asks the metadata service where `block` lives, inside a client span.
-pub(crate) async fn locate(channel: &Channel, block: u64) -> Result<Vec<String>, tonic::Status> {
-    let mut grpc = tonic::client::Grpc::new(ClientTraceLayer::new().layer(channel.clone()));
+pub(crate) async fn locate(
+    channel: &TraceService<Channel>,
+    block: u64,
+) -> Result<Vec<String>, tonic::Status> {
+    let mut grpc = tonic::client::Grpc::new(channel.clone());
     grpc.ready()
         .await
         .map_err(|e| tonic::Status::unavailable(format!("metadata not ready: {e}")))?;

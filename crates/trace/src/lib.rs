@@ -41,6 +41,8 @@
 //!   servers that extracts the W3C context and opens a server span.
 //! - `reqwest`: [`middleware::reqwest`], client spans with context injection.
 //! - `tonic`: [`middleware::tonic`], an interceptor that injects context into gRPC calls.
+//! - `axum`, `tonic-server`: server spans record both ends of their connection
+//!   ([`middleware::endpoints`]).
 #![warn(missing_docs)]
 
 mod clock;

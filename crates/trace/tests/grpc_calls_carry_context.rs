@@ -1,5 +1,5 @@
 //! A tonic client and server on loopback: the client layer opens a client span and
-//! injects its context, the server layer joins it.
+//! injects its context, the server layer joins it; both record the connection's ends.
 
 mod common;
 
@@ -47,5 +47,18 @@ async fn a_grpc_call_is_one_trace_with_client_and_server_spans() {
             .attribute("http.response.status_code")
             .and_then(|v| v.as_i64()),
         Some(200)
+    );
+    let int = |s: &causeway::model::Span, key: &str| {
+        s.attribute(key)
+            .and_then(|v| v.as_i64())
+            .unwrap_or_else(|| panic!("{key} missing on {:?}", s.attributes))
+    };
+    let port = int(client, "server.port");
+    assert_eq!(int(server, "server.port"), port);
+    assert_eq!(int(server, "network.local.port"), port);
+    assert_ne!(int(server, "network.peer.port"), port);
+    assert_eq!(
+        server.attribute("network.peer.address"),
+        Some(&Value::from("127.0.0.1"))
     );
 }

@@ -1,5 +1,6 @@
 //! Two axum services on loopback, one calling the other with reqwest: one trace, with
-//! server and client spans in the right parent-child order.
+//! server and client spans in the right parent-child order, each recording both ends of
+//! its connection.
 
 use std::net::SocketAddr;
 use std::sync::OnceLock;
@@ -7,6 +8,7 @@ use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
+use causeway::middleware::endpoints::Endpoints;
 use causeway::middleware::reqwest::TracedRequest;
 use causeway::middleware::tower::TraceLayer;
 use causeway::model::{SpanKind, Status};
@@ -24,7 +26,14 @@ fn recorder() -> &'static Recorder {
 async fn serve(app: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<Endpoints>(),
+        )
+        .await
+        .unwrap()
+    });
     addr
 }
 
@@ -146,4 +155,30 @@ async fn one_trace_spans_both_services() {
     // the client span lies around the server span it caused (same clock here)
     assert!(a_client.start <= b_server.start && b_server.end <= a_client.end);
     assert_eq!(t.spans.len(), 6);
+
+    // Both ends of the connection, under OpenTelemetry's names.
+    let text = |s: &causeway::model::Span, key: &str| {
+        s.attribute(key)
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| panic!("{key} missing on {}: {:?}", s.name, s.attributes))
+    };
+    let int = |s: &causeway::model::Span, key: &str| {
+        s.attribute(key)
+            .and_then(|v| v.as_i64())
+            .unwrap_or_else(|| panic!("{key} missing on {}: {:?}", s.name, s.attributes))
+    };
+    let backend_port = int(b_server, "network.local.port");
+    assert_eq!(text(a_client, "server.address"), "127.0.0.1");
+    assert_eq!(int(a_client, "server.port"), backend_port);
+    assert_eq!(text(a_client, "network.peer.address"), "127.0.0.1");
+    assert_eq!(int(a_client, "network.peer.port"), backend_port);
+    assert_eq!(text(b_server, "server.address"), "127.0.0.1");
+    assert_eq!(int(b_server, "server.port"), backend_port);
+    assert_eq!(text(b_server, "network.local.address"), "127.0.0.1");
+    assert_eq!(text(b_server, "network.peer.address"), "127.0.0.1");
+    let client_port = int(b_server, "network.peer.port");
+    assert_eq!(int(b_server, "client.port"), client_port);
+    assert_ne!(client_port, backend_port);
+    // The frontend's server span was reached on another port.
+    assert_ne!(int(a_server, "network.local.port"), backend_port);
 }

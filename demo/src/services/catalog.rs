@@ -5,6 +5,7 @@
 use axum::extract::{Query, State};
 use axum::routing::get;
 use axum::Router;
+use causeway::middleware::tower::TraceService;
 use tonic::transport::Channel;
 use tracing::Instrument;
 
@@ -16,12 +17,12 @@ use crate::{chance, metadata, millis, BoxError, Role};
 #[derive(Clone)]
 struct Catalog {
     peers: Peers,
-    metadata: Channel,
+    metadata: TraceService<Channel>,
 }
 
 pub(super) fn router(peers: Peers) -> Result<Router, BoxError> {
     let addr = peers.topology().addr(Role::Metadata)?;
-    let metadata = Channel::from_shared(format!("http://{addr}"))?.connect_lazy();
+    let metadata = metadata::traced_channel(addr)?;
     Ok(Router::new()
         .route("/products", get(products))
         .with_state(Catalog { peers, metadata }))

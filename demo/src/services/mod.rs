@@ -4,7 +4,6 @@ mod cache;
 mod catalog;
 mod frontend;
 mod orders;
-mod peer_addr;
 mod queue;
 mod recommend;
 mod storage;
@@ -13,6 +12,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
+use causeway::middleware::endpoints::Endpoints;
 use causeway::middleware::tower::TraceLayer;
 use http::StatusCode;
 use tracing::Instrument;
@@ -32,7 +32,6 @@ pub(crate) async fn serve(
     if role == Role::Metadata {
         tonic::transport::Server::builder()
             .layer(TraceLayer::new())
-            .layer(peer_addr::PeerAddrLayer)
             .add_service(MetadataServer)
             .serve_with_incoming_shutdown(
                 // Without TCP_NODELAY an answer's last frame waited for the client's
@@ -56,11 +55,10 @@ pub(crate) async fn serve(
     };
     let router = router
         .layer(axum::middleware::from_fn(access_log))
-        .layer(peer_addr::PeerAddrLayer)
         .layer(TraceLayer::new());
     axum::serve(
         listener,
-        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        router.into_make_service_with_connect_info::<Endpoints>(),
     )
     .with_graceful_shutdown(stop)
     .await?;

@@ -28,13 +28,22 @@ pub async fn send(
         otel.kind = "client",
         http.request.method = %method,
         url.full = %url,
-        server.address = url.host_str().unwrap_or_default(),
+        server.address = tracing::field::Empty,
+        server.port = tracing::field::Empty,
+        network.peer.address = tracing::field::Empty,
+        network.peer.port = tracing::field::Empty,
         http.response.status_code = tracing::field::Empty,
     );
+    if let Ok(uri) = url.as_str().parse::<http::Uri>() {
+        super::endpoints::record_client(&span, &uri, None);
+    }
     inject_span(&span, request.headers_mut());
     let result = client.execute(request).instrument(span.clone()).await;
     match &result {
         Ok(resp) => {
+            if let Some(peer) = resp.remote_addr() {
+                super::endpoints::record_peer(&span, peer);
+            }
             crate::pivot::carry::merge_response_baggage(&span, resp.headers());
             let status = resp.status();
             span.record("http.response.status_code", status.as_u16());

@@ -17,6 +17,7 @@ use tracing::Instrument;
 
 pub use tower_layer::Layer;
 
+use super::endpoints;
 use crate::context::{inject_span, SpanExt};
 use crate::propagation;
 use crate::record::with_remote_parent;
@@ -44,7 +45,8 @@ fn new_span<B>(req: &http::Request<B>, kind: SpanKind) -> tracing::Span {
             otel.kind = "client",
             http.request.method = %method,
             url.full = %req.uri(),
-            server.address = req.uri().host().unwrap_or_default(),
+            server.address = tracing::field::Empty,
+            server.port = tracing::field::Empty,
             rpc.system = if grpc { "grpc" } else { "" },
             http.response.status_code = tracing::field::Empty,
             rpc.grpc.status_code = tracing::field::Empty,
@@ -60,10 +62,14 @@ fn new_span<B>(req: &http::Request<B>, kind: SpanKind) -> tracing::Span {
             rpc.system = if grpc { "grpc" } else { "" },
             http.response.status_code = tracing::field::Empty,
             rpc.grpc.status_code = tracing::field::Empty,
-            // The connection's other end, recorded by a layer inside this one that
-            // knows the server's connection type (see [`TraceLayer`]).
+            server.address = tracing::field::Empty,
+            server.port = tracing::field::Empty,
+            client.address = tracing::field::Empty,
+            client.port = tracing::field::Empty,
             network.peer.address = tracing::field::Empty,
             network.peer.port = tracing::field::Empty,
+            network.local.address = tracing::field::Empty,
+            network.local.port = tracing::field::Empty,
         ),
     };
     span
@@ -110,9 +116,10 @@ fn carry_bags_back<B>(span: &tracing::Span, resp: &mut http::Response<B>, kind: 
 
 /// The server-side layer: one server span per request, joined to the caller's trace.
 ///
-/// The span has `network.peer.address` and `network.peer.port` fields, empty until a
-/// layer inside this one that knows the server's connection info records them on
-/// `Span::current()` (the inner service is called inside the span).
+/// The span records the connection's ends (see [`super::endpoints`]) when the server puts
+/// them in the request's extensions: serve axum with
+/// `into_make_service_with_connect_info::<Endpoints>()` (feature `axum`); tonic's servers
+/// put them there themselves (feature `tonic-server`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TraceLayer;
 
@@ -129,19 +136,32 @@ impl<S> Layer<S> for TraceLayer {
         TraceService {
             inner,
             kind: SpanKind::Server,
+            server: None,
         }
     }
 }
 
 /// The client-side layer: one client span per request, its context injected into the
 /// request's headers (`traceparent`, `tracestate`, `baggage`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ClientTraceLayer;
+///
+/// The span's `server.address`/`server.port` come from the request's URI; a channel that
+/// adds its origin below this layer (tonic's) sends bare paths, so name the server with
+/// [`ClientTraceLayer::server`].
+#[derive(Debug, Clone, Default)]
+pub struct ClientTraceLayer {
+    server: Option<http::uri::Authority>,
+}
 
 impl ClientTraceLayer {
     /// The layer.
     pub fn new() -> ClientTraceLayer {
-        ClientTraceLayer
+        ClientTraceLayer::default()
+    }
+
+    /// The server every request goes to, for requests whose URI names none.
+    pub fn server(mut self, server: http::uri::Authority) -> ClientTraceLayer {
+        self.server = Some(server);
+        self
     }
 }
 
@@ -151,6 +171,7 @@ impl<S> Layer<S> for ClientTraceLayer {
         TraceService {
             inner,
             kind: SpanKind::Client,
+            server: self.server.clone(),
         }
     }
 }
@@ -161,6 +182,8 @@ impl<S> Layer<S> for ClientTraceLayer {
 pub struct TraceService<S> {
     inner: S,
     kind: SpanKind,
+    /// The server a client's bare-path requests go to.
+    server: Option<http::uri::Authority>,
 }
 
 impl<S, B, ResB> Service<http::Request<B>> for TraceService<S>
@@ -181,9 +204,12 @@ where
             let extracted = propagation::extract(req.headers());
             // Created with its remote parent in place, so the sampling decision (and the
             // fields it keeps) is right from the start.
-            with_remote_parent(&extracted, || new_span(&req, SpanKind::Server))
+            let span = with_remote_parent(&extracted, || new_span(&req, SpanKind::Server));
+            endpoints::record_server(&span, &req);
+            span
         } else {
             let span = new_span(&req, SpanKind::Client);
+            endpoints::record_client(&span, req.uri(), self.server.as_ref());
             inject_span(&span, req.headers_mut());
             span
         };

@@ -113,5 +113,8 @@ pub async fn traced_health_client() -> TracedHealthClient {
         .connect()
         .await
         .unwrap();
-    tonic_health::pb::health_client::HealthClient::new(ClientTraceLayer::new().layer(channel))
+    let server = addr.to_string().parse().unwrap();
+    tonic_health::pb::health_client::HealthClient::new(
+        ClientTraceLayer::new().server(server).layer(channel),
+    )
 }
