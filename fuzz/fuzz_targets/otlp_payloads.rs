@@ -1,4 +1,5 @@
-//! OTLP protobuf and JSON bodies from the network never panic the decoder.
+//! OTLP protobuf and JSON bodies from the network, traces and logs, never panic the
+//! decoders.
 #![no_main]
 
 use causeway_model::codec::otlp;
@@ -11,4 +12,15 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(again.spans.len(), d.spans.len());
     }
     let _ = otlp::decode_json(data);
+    for decoded in [
+        otlp::logs::decode_logs_protobuf(data),
+        otlp::logs::decode_logs_json(data),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        // Every record is kept on a carrier or rejected.
+        let kept: usize = decoded.carriers.iter().map(|c| c.events.len()).sum();
+        assert_eq!(kept, decoded.records);
+    }
 });

@@ -6,6 +6,8 @@
 //!   typed attributes, events, links, Pip messages, status, CPU time, sampling probability
 //!   and source.
 //! - [`Trace`]: the spans of one trace assembled into a tree, orphans kept as extra roots.
+//! - [`logs`]: log records carried to the spans they belong to, placed when a trace is
+//!   assembled.
 //! - [`PathView`]: Pip's view of a trace as per-thread event sequences.
 //! - [`attributes`]: the attribute names inferred and log-stitched spans carry.
 //! - [`source`]: line and column in the text of a query or expectation, and the syntax error
@@ -19,6 +21,7 @@
 pub mod attributes;
 pub mod codec;
 pub mod ids;
+pub mod logs;
 pub mod path;
 pub mod source;
 pub mod span;

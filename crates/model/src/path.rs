@@ -20,7 +20,8 @@
 //!
 //! The events of a thread are a walk of its span trees: `TaskStart`; at a client span with a
 //! server child a `Send` of the request (at a server span with a client parent a `Recv`);
-//! the span's own notices (span events, clamped to the span) and recorded messages, merged
+//! the span's own notices (span events other than attached log records, clamped to the
+//! span; log-record carriers are no part of a path) and recorded messages, merged
 //! by time with its same-strand children (an own event at or before a child's start comes
 //! first; at equal times receives, then notices, then sends); the children, recursively;
 //! the remaining own events; the reply `Recv` (client) or `Send` (server); `TaskEnd`. RPC
@@ -286,7 +287,9 @@ pub fn for_each_thread(trace: &Trace, mut visit: impl FnMut(ThreadKey, &mut Vec<
     for i in 0..trace.spans.len() {
         spans_in[flow[i]] += 1;
         let local_parent = trace.parent[i].filter(|&p| flow[p] == flow[i]);
-        if local_parent.is_none() {
+        // Log records are not the program's path: a carrier has no parent or children, so
+        // it is left out here.
+        if local_parent.is_none() && !trace.spans[i].is_log_carrier() {
             roots.push((flow[i], trace.spans[i].start, depth[i], i));
         }
     }
@@ -415,7 +418,9 @@ fn push_rpc_events(
 fn inside_events(trace: &Trace, i: usize) -> Vec<PathEvent> {
     let s = &trace.spans[i];
     let mut inside = Vec::with_capacity(s.events.len() + s.messages.len());
-    for e in &s.events {
+    // Log records attached to a span are not its notices: a path's verdict must not change
+    // when its logs arrive.
+    for e in s.events.iter().filter(|e| !crate::logs::is_log_event(e)) {
         inside.push(PathEvent::Notice {
             span_id: s.span_id,
             text: name(&e.name),

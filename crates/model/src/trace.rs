@@ -32,13 +32,15 @@ pub struct Trace {
 
 impl Trace {
     /// Assembles spans that share `trace_id`; spans of other traces are ignored.
-    /// Duplicate span ids keep the first span seen. A parent cycle (corrupt input)
+    /// Log records carried for spans are moved onto them ([`crate::logs`]). Duplicate span
+    /// ids keep the first span seen. A parent cycle (corrupt input)
     /// is broken by making its earliest span a root, so the result is always a forest.
     pub fn assemble(trace_id: TraceId, spans: impl IntoIterator<Item = Span>) -> Trace {
         // A Vec passes through whole, and `retain` moves no span while all belong, as
         // they do from the store.
         let mut spans: Vec<Span> = spans.into_iter().collect();
         spans.retain(|s| s.trace_id == trace_id);
+        crate::logs::place_log_records(&mut spans);
         let order = |a: &Span, b: &Span| a.start.cmp(&b.start).then(a.span_id.cmp(&b.span_id));
         // Spans read from the store arrive in this order; moving large spans is not free.
         if !spans.is_sorted_by(|a, b| order(a, b).is_le()) {

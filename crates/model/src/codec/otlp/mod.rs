@@ -7,13 +7,15 @@
 //! `causeway.message.send` / `causeway.message.recv`. `service.name`, `host.name` and
 //! `process.pid` come from the resource; other resource attributes and the instrumentation
 //! scope (name, version, attributes) are kept as span attributes, so nothing sent is lost.
-//! Decoded spans are `imported` unless `causeway.source` says otherwise.
+//! Decoded spans are `imported` unless `causeway.source` says otherwise. OTLP logs are read
+//! by [`logs`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use prost::Message as _;
 
+pub mod logs;
 pub mod proto;
 
 use proto as pc;

@@ -1,4 +1,5 @@
-//! The OTLP trace messages (`opentelemetry/proto/{collector/trace,trace,common,resource}/v1`),
+//! The OTLP trace and log messages
+//! (`opentelemetry/proto/{collector/trace,collector/logs,trace,logs,common,resource}/v1`),
 //! declared here with prost's derive so that an instrumented application links no
 //! OpenTelemetry crate (CI checks `causeway`'s dependency tree for one), and with the proto3
 //! JSON mapping OTLP/JSON uses: camelCase names, ids as hex (any case), 64-bit integers as
@@ -197,6 +198,101 @@ pub struct Status {
     #[prost(int32, tag = "3")]
     #[serde(with = "status_code")]
     pub code: i32,
+}
+
+/// `ExportLogsServiceRequest`.
+#[derive(Clone, PartialEq, prost::Message, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ExportLogsServiceRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub resource_logs: Vec<ResourceLogs>,
+}
+
+/// `ExportLogsServiceResponse`.
+#[derive(Clone, PartialEq, prost::Message, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ExportLogsServiceResponse {
+    #[prost(message, optional, tag = "1")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial_success: Option<ExportLogsPartialSuccess>,
+}
+
+/// `ExportLogsPartialSuccess`.
+#[derive(Clone, PartialEq, prost::Message, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ExportLogsPartialSuccess {
+    #[prost(int64, tag = "1")]
+    #[serde(deserialize_with = "int64::deserialize")]
+    pub rejected_log_records: i64,
+    #[prost(string, tag = "2")]
+    pub error_message: String,
+}
+
+/// `ResourceLogs`.
+#[derive(Clone, PartialEq, prost::Message, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResourceLogs {
+    #[prost(message, optional, tag = "1")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<Resource>,
+    #[prost(message, repeated, tag = "2")]
+    pub scope_logs: Vec<ScopeLogs>,
+    #[prost(string, tag = "3")]
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub schema_url: String,
+}
+
+/// `ScopeLogs`.
+#[derive(Clone, PartialEq, prost::Message, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ScopeLogs {
+    #[prost(message, optional, tag = "1")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<InstrumentationScope>,
+    #[prost(message, repeated, tag = "2")]
+    pub log_records: Vec<LogRecord>,
+    #[prost(string, tag = "3")]
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub schema_url: String,
+}
+
+/// `LogRecord`.
+#[derive(Clone, PartialEq, prost::Message, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LogRecord {
+    #[prost(fixed64, tag = "1")]
+    #[serde(with = "uint64")]
+    pub time_unix_nano: u64,
+    #[prost(fixed64, tag = "11")]
+    #[serde(with = "uint64")]
+    pub observed_time_unix_nano: u64,
+    #[prost(int32, tag = "2")]
+    #[serde(with = "severity_number")]
+    pub severity_number: i32,
+    #[prost(string, tag = "3")]
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub severity_text: String,
+    #[prost(message, optional, tag = "5")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<AnyValue>,
+    #[prost(message, repeated, tag = "6")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attributes: Vec<KeyValue>,
+    #[prost(uint32, tag = "7")]
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_attributes_count: u32,
+    #[prost(fixed32, tag = "8")]
+    #[serde(skip_serializing_if = "is_zero")]
+    pub flags: u32,
+    #[prost(bytes = "vec", tag = "9")]
+    #[serde(with = "hex_id", skip_serializing_if = "Vec::is_empty")]
+    pub trace_id: Vec<u8>,
+    #[prost(bytes = "vec", tag = "10")]
+    #[serde(with = "hex_id", skip_serializing_if = "Vec::is_empty")]
+    pub span_id: Vec<u8>,
+    #[prost(string, tag = "12")]
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub event_name: String,
 }
 
 /// `KeyValue`.
@@ -445,6 +541,37 @@ enum_number_or_name!(
 enum_number_or_name!(
     status_code,
     ["STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"]
+);
+
+enum_number_or_name!(
+    severity_number,
+    [
+        "SEVERITY_NUMBER_UNSPECIFIED",
+        "SEVERITY_NUMBER_TRACE",
+        "SEVERITY_NUMBER_TRACE2",
+        "SEVERITY_NUMBER_TRACE3",
+        "SEVERITY_NUMBER_TRACE4",
+        "SEVERITY_NUMBER_DEBUG",
+        "SEVERITY_NUMBER_DEBUG2",
+        "SEVERITY_NUMBER_DEBUG3",
+        "SEVERITY_NUMBER_DEBUG4",
+        "SEVERITY_NUMBER_INFO",
+        "SEVERITY_NUMBER_INFO2",
+        "SEVERITY_NUMBER_INFO3",
+        "SEVERITY_NUMBER_INFO4",
+        "SEVERITY_NUMBER_WARN",
+        "SEVERITY_NUMBER_WARN2",
+        "SEVERITY_NUMBER_WARN3",
+        "SEVERITY_NUMBER_WARN4",
+        "SEVERITY_NUMBER_ERROR",
+        "SEVERITY_NUMBER_ERROR2",
+        "SEVERITY_NUMBER_ERROR3",
+        "SEVERITY_NUMBER_ERROR4",
+        "SEVERITY_NUMBER_FATAL",
+        "SEVERITY_NUMBER_FATAL2",
+        "SEVERITY_NUMBER_FATAL3",
+        "SEVERITY_NUMBER_FATAL4"
+    ]
 );
 
 /// Trace and span ids: hex in OTLP/JSON, upper or lower case. The length is judged where
