@@ -313,7 +313,7 @@ function row(i, r) {
   const label = h("div.label", { style: { paddingLeft: `${4 + v.depth[i] * 14}px` } },
     kids ? h("button.fold", { type: "button", "data-fold": s.span_id, "aria-expanded": String(!v.collapsed.has(i)), title: `${kids} children` }, v.collapsed.has(i) ? "▸" : "▾") : h("span.leaf"),
     h("span.dot", { style: { background: serviceColor(s.service) } }),
-    h("span.svc", {}, s.service), " ", h("span.op", {}, s.name),
+    h("span.svc", {}, s.service), " ", h("span.op", {}, s.name === "causeway.log_records" ? "log lines (their span not received)" : s.name),
     v.collapsed.has(i) ? h("span.hidden-count", {}, ` +${descendants(i)}`) : "");
   const lane = h("div.lane");
   const left = pct(s.start), right = pct(s.end);
@@ -334,7 +334,7 @@ function row(i, r) {
       lane.append(h("div.cp", { style: { left: `${a}%`, width: `max(1px, ${b - a}%)` } }));
     }
   }
-  for (const e of s.events || []) lane.append(h("span.event", { style: { left: `${pct(e.time)}%` }, title: e.name }));
+  for (const e of s.events || []) lane.append(h(isLogLine(e) ? "span.event.log" : "span.event", { style: { left: `${pct(e.time)}%` }, title: e.name }));
   lane.append(h("span.dur", { style: right > 85 ? { right: `${100 - left}%`, textAlign: "right" } : { left: `${right}%` } }, duration(s.end - s.start)));
   el.append(label, lane);
   return el;
@@ -470,12 +470,32 @@ function drawDetail() {
     h("h3", {}, s.name),
     h("table.kv", {}, rows.map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, v)))),
     s.attributes && s.attributes.length ? [h("h4", {}, "Attributes"), kv(s.attributes)] : h("p.hint", {}, "No attributes."),
-    s.events && s.events.length ? [h("h4", {}, "Events"), h("table.kv", {}, s.events.map((e) => h("tr", {},
-      h("th", {}, rel(e.time)), h("td", {}, h("span.event-name", {}, e.name), (e.attributes || []).map((a) => h("div.sub", {}, `${a.key} = ${text(a.value)}`))))))] : "",
+    eventTable("Events", (s.events || []).filter((e) => !isLogLine(e)), rel),
+    eventTable("Logs", (s.events || []).filter(isLogLine), rel),
     s.messages && s.messages.length ? [h("h4", {}, "Messages"), h("table.kv", {}, s.messages.map((m) => h("tr", {},
       h("th", {}, rel(m.time)), h("td", {}, `${m.direction} ${m.peer ? "to/from " + m.peer : ""} (${m.size ?? "?"} bytes)`))))] : "",
     s.links && s.links.length ? [h("h4", {}, "Links"), h("ul", {}, s.links.map((l) => h("li", {}, h("a", { href: link("trace", l.trace_id, { span: l.span_id }) }, `${l.trace_id}/${l.span_id}`))))] : "",
     h("p.ids", {}, `span ${s.span_id}`, s.parent_id ? ` · parent ${s.parent_id}` : ""));
+}
+
+/** Whether an event is a log record attached to the span (OTLP logs, log lines with ids). */
+function isLogLine(e) {
+  return (e.attributes || []).some((a) => a.key === "causeway.source" && a.value === "logs");
+}
+
+/** A titled table of events: time, name (a log line's level first), attributes. */
+function eventTable(title, events, rel) {
+  if (!events.length) return "";
+  const shown = (a) => a.key !== "level" && a.key !== "causeway.source";
+  return [h("h4", {}, title), h("table.kv", {}, events.map((e) => {
+    const level = (e.attributes || []).find((a) => a.key === "level");
+    return h("tr", {},
+      h("th", {}, rel(e.time)),
+      h("td", {},
+        level ? h(`span.level.level-${String(level.value).toLowerCase()}`, {}, String(level.value)) : "",
+        h("span.event-name", {}, e.name),
+        (e.attributes || []).filter(shown).map((a) => h("div.sub", {}, `${a.key} = ${text(a.value)}`))));
+  }))];
 }
 
 function text(value) {

@@ -1,5 +1,6 @@
-//! OTLP/gRPC ingest (`opentelemetry.proto.collector.trace.v1.TraceService/Export`), gzip
-//! accepted, answered with partial success like the OpenTelemetry Collector.
+//! OTLP/gRPC ingest (`opentelemetry.proto.collector.trace.v1.TraceService/Export` and
+//! `opentelemetry.proto.collector.logs.v1.LogsService/Export`), gzip accepted, answered
+//! with partial success like the OpenTelemetry Collector.
 //!
 //! The service is written out here rather than generated: its request is taken as raw
 //! bytes (a codec of its own), so that, as over HTTP, its body arrives under the body
@@ -12,8 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use causeway_model::codec::otlp;
-use causeway_model::codec::otlp::proto::ExportTraceServiceResponse;
+use causeway_model::codec::otlp::proto::{ExportLogsServiceResponse, ExportTraceServiceResponse};
 use prost::bytes::{Buf, Bytes};
 use prost::Message as _;
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
@@ -22,31 +22,72 @@ use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 
-use crate::ingest::{take, Batch, Encoding, Protocol};
+use crate::ingest::{take, Batch, Encoding, Outcome, Protocol};
 use crate::receive::{Budgeted, Held, Received};
 use crate::AppState;
 
-const EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+/// What one OTLP service takes: its name, how its messages are decoded and answered.
+trait Signal: Send + Sync + 'static {
+    const NAME: &'static str;
+    const EXPORT: &'static str;
+    const PROTOCOL: Protocol;
+    type Response: prost::Message + Default + Send + 'static;
+    fn decode(body: Bytes) -> Result<Batch, String>;
+    fn reply(outcome: &Outcome) -> Self::Response;
+}
+
+struct Traces;
+
+impl Signal for Traces {
+    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
+    const EXPORT: &'static str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+    const PROTOCOL: Protocol = Protocol::OtlpGrpc;
+    type Response = ExportTraceServiceResponse;
+    fn decode(body: Bytes) -> Result<Batch, String> {
+        crate::ingest::decode_spans_protobuf(body)
+    }
+    fn reply(outcome: &Outcome) -> ExportTraceServiceResponse {
+        ExportTraceServiceResponse {
+            partial_success: outcome.partial_success(),
+        }
+    }
+}
+
+struct Logs;
+
+impl Signal for Logs {
+    const NAME: &'static str = "opentelemetry.proto.collector.logs.v1.LogsService";
+    const EXPORT: &'static str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+    const PROTOCOL: Protocol = Protocol::OtlpLogsGrpc;
+    type Response = ExportLogsServiceResponse;
+    fn decode(body: Bytes) -> Result<Batch, String> {
+        crate::ingest::decode_logs_protobuf(body)
+    }
+    fn reply(outcome: &Outcome) -> ExportLogsServiceResponse {
+        ExportLogsServiceResponse {
+            partial_success: outcome.logs_partial_success(),
+        }
+    }
+}
 
 /// Requests one gRPC connection has open at once.
 const MAX_STREAMS_PER_CONNECTION: u32 = 64;
 
 /// Takes the request message as its bytes and writes the response message.
-#[derive(Default)]
-struct RawCodec;
+struct RawCodec<S>(std::marker::PhantomData<S>);
 
 struct RawDecoder;
 
-struct ResponseEncoder;
+struct ResponseEncoder<S>(std::marker::PhantomData<S>);
 
-impl Codec for RawCodec {
-    type Encode = ExportTraceServiceResponse;
+impl<S: Signal> Codec for RawCodec<S> {
+    type Encode = S::Response;
     type Decode = Bytes;
-    type Encoder = ResponseEncoder;
+    type Encoder = ResponseEncoder<S>;
     type Decoder = RawDecoder;
 
-    fn encoder(&mut self) -> ResponseEncoder {
-        ResponseEncoder
+    fn encoder(&mut self) -> ResponseEncoder<S> {
+        ResponseEncoder(std::marker::PhantomData)
     }
 
     fn decoder(&mut self) -> RawDecoder {
@@ -63,8 +104,8 @@ impl Decoder for RawDecoder {
     }
 }
 
-impl Encoder for ResponseEncoder {
-    type Item = ExportTraceServiceResponse;
+impl<S: Signal> Encoder for ResponseEncoder<S> {
+    type Item = S::Response;
     type Error = Status;
 
     fn encode(&mut self, item: Self::Item, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
@@ -74,13 +115,14 @@ impl Encoder for ResponseEncoder {
 }
 
 /// The Export method.
-struct Export {
+struct Export<S> {
     state: Arc<AppState>,
+    signal: std::marker::PhantomData<S>,
 }
 
-impl UnaryService<Bytes> for Export {
-    type Response = ExportTraceServiceResponse;
-    type Future = BoxFuture<Response<ExportTraceServiceResponse>, Status>;
+impl<S: Signal> UnaryService<Bytes> for Export<S> {
+    type Response = S::Response;
+    type Future = BoxFuture<Response<S::Response>, Status>;
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
         let state = self.state.clone();
@@ -99,34 +141,39 @@ impl UnaryService<Bytes> for Export {
             };
             let outcome = take(
                 &state,
-                Protocol::OtlpGrpc,
+                S::PROTOCOL,
                 received,
                 // tonic has already undone the message's compression.
                 Encoding::Identity,
-                |body| {
-                    let decoded = otlp::decode_protobuf(&body).map_err(|e| e.to_string())?;
-                    Ok(Batch::decoded(decoded.spans, &decoded.rejected))
-                },
+                S::decode,
             )
             .await?;
-            Ok(Response::new(ExportTraceServiceResponse {
-                partial_success: outcome.partial_success(),
-            }))
+            Ok(Response::new(S::reply(&outcome)))
         })
     }
 }
 
-/// The TraceService: routes Export, answers UNIMPLEMENTED to anything else.
-#[derive(Clone)]
-struct TraceService {
+/// An OTLP service (`TraceService`, `LogsService`): routes Export, answers UNIMPLEMENTED
+/// to anything else.
+struct Collector<S> {
     state: Arc<AppState>,
+    signal: std::marker::PhantomData<S>,
 }
 
-impl NamedService for TraceService {
-    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
+impl<S> Clone for Collector<S> {
+    fn clone(&self) -> Self {
+        Collector {
+            state: self.state.clone(),
+            signal: std::marker::PhantomData,
+        }
+    }
 }
 
-impl<B> Service<http::Request<B>> for TraceService
+impl<S: Signal> NamedService for Collector<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S: Signal, B> Service<http::Request<B>> for Collector<S>
 where
     B: tonic::codegen::Body + Send + 'static,
     B::Error: Into<StdError> + Send + 'static,
@@ -141,7 +188,7 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let state = self.state.clone();
-        if req.uri().path() != EXPORT {
+        if req.uri().path() != S::EXPORT {
             let path = req.uri().path().to_owned();
             return Box::pin(async move {
                 Ok(Status::unimplemented(format!("no method {path}")).into_http())
@@ -151,7 +198,7 @@ where
         let req = req.map(|body| Budgeted::new(body, state.clone()));
         Box::pin(async move {
             let limit = state.config.limits.max_body_bytes;
-            let mut grpc = Grpc::new(RawCodec)
+            let mut grpc = Grpc::new(RawCodec::<S>(std::marker::PhantomData))
                 .apply_compression_config(
                     {
                         let mut accept = tonic::codec::EnabledCompressionEncodings::default();
@@ -161,8 +208,9 @@ where
                     tonic::codec::EnabledCompressionEncodings::default(),
                 )
                 .apply_max_message_size_config(Some(limit), None);
-            let export = Export {
+            let export = Export::<S> {
                 state: state.clone(),
+                signal: std::marker::PhantomData,
             };
             Ok(grpc.unary(export, req).await)
         })
@@ -183,15 +231,21 @@ pub(crate) async fn serve(
             Err(Status::unauthenticated("missing or invalid access token"))
         }
     };
-    let service = TraceService {
+    let traces = Collector::<Traces> {
         state: state.clone(),
+        signal: std::marker::PhantomData,
+    };
+    let logs = Collector::<Logs> {
+        state: state.clone(),
+        signal: std::marker::PhantomData,
     };
     let incoming = crate::listen::incoming(listener, state);
     let result = tonic::transport::Server::builder()
         // Each stream's message is bounded by the body limit and the receive budget;
         // this bounds how many one connection opens at once.
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
-        .add_service(InterceptedService::new(service, check))
+        .add_service(InterceptedService::new(traces, check.clone()))
+        .add_service(InterceptedService::new(logs, check))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     if let Err(e) = result {

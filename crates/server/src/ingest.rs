@@ -1,4 +1,5 @@
-//! Ingest over HTTP: OTLP (`/v1/traces`, protobuf or JSON, optionally gzipped), Zipkin v2
+//! Ingest over HTTP: OTLP (`/v1/traces`, and `/v1/logs` whose records go to their spans
+//! through carriers, see `causeway_model::logs`; protobuf or JSON, optionally gzipped), Zipkin v2
 //! JSON (`/api/v2/spans`), Jaeger's JSON (`/v1/jaeger`) and native record batches
 //! (`/v1/native`). Answers as the OpenTelemetry Collector does: 200 with partial success,
 //! 400 naming the problem, 413, 415, and 429/503 with `Retry-After` when shedding load.
@@ -20,10 +21,12 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
-use causeway_model::codec::otlp::proto::{ExportTracePartialSuccess, ExportTraceServiceResponse};
+use causeway_model::codec::otlp::proto::{
+    ExportLogsPartialSuccess, ExportLogsServiceResponse, ExportTracePartialSuccess,
+    ExportTraceServiceResponse,
+};
 use causeway_model::codec::{jaeger, native, otlp, zipkin};
 use causeway_model::Span;
-use prost::Message;
 
 use crate::metrics::add;
 use crate::receive::{receive, Budget, Held, Received, Rules};
@@ -42,6 +45,15 @@ pub(crate) enum Protocol {
     Zipkin = 2,
     Native = 3,
     Jaeger = 4,
+    OtlpLogsGrpc = 5,
+    OtlpLogsHttp = 6,
+}
+
+impl Protocol {
+    /// Whether the protocol's batches are log records (on carriers) rather than spans.
+    fn carries_log_records(self) -> bool {
+        matches!(self, Protocol::OtlpLogsGrpc | Protocol::OtlpLogsHttp)
+    }
 }
 
 /// What happened to a batch that was taken.
@@ -70,10 +82,25 @@ impl Outcome {
 
     /// OTLP's partial success, when anything was rejected or changed.
     pub fn partial_success(&self) -> Option<ExportTracePartialSuccess> {
-        (self.rejected > 0 || !self.messages.is_empty()).then(|| ExportTracePartialSuccess {
-            rejected_spans: self.rejected as i64,
-            error_message: self.message(),
-        })
+        self.rejected_and_message()
+            .map(|(rejected, message)| ExportTracePartialSuccess {
+                rejected_spans: rejected,
+                error_message: message,
+            })
+    }
+
+    /// OTLP's partial success for a logs request: the records rejected, and why.
+    pub fn logs_partial_success(&self) -> Option<ExportLogsPartialSuccess> {
+        self.rejected_and_message()
+            .map(|(rejected, message)| ExportLogsPartialSuccess {
+                rejected_log_records: rejected,
+                error_message: message,
+            })
+    }
+
+    fn rejected_and_message(&self) -> Option<(i64, String)> {
+        (self.rejected > 0 || !self.messages.is_empty())
+            .then(|| (self.rejected as i64, self.message()))
     }
 
     pub fn note(&mut self, message: String) {
@@ -97,6 +124,7 @@ impl Outcome {
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/traces", post(otlp_http))
+        .route("/v1/logs", post(otlp_logs_http))
         .route("/api/v2/spans", post(zipkin_http))
         .route("/v1/jaeger", post(jaeger_http))
         .route("/v1/native", post(native_http))
@@ -168,9 +196,14 @@ pub(crate) async fn take(
                 let mut batch = decode(body).map_err(Unusable::Malformed)?;
                 let limits = &app.config.limits.spans;
                 let changed = limits.screen(&mut batch.spans, &mut batch.outcome);
-                let n = batch.spans.len();
+                // What the sender counts: spans, or the log records on the carriers.
+                let n = if protocol.carries_log_records() {
+                    batch.spans.iter().map(|c| c.events.len()).sum()
+                } else {
+                    batch.spans.len()
+                };
                 let appended = match batch.records {
-                    _ if n == 0 => Ok(()),
+                    _ if batch.spans.is_empty() => Ok(()),
                     // A native batch goes to the WAL as received unless screening changed it.
                     Some(r) if !changed && batch.outcome.rejected == 0 => {
                         app.store.append_records(&r, batch.spans)
@@ -310,34 +343,70 @@ async fn otlp_http(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let (outcome, json) = otlp_body(&state, &headers, body, Protocol::OtlpHttp).await?;
+    let reply = ExportTraceServiceResponse {
+        partial_success: outcome.partial_success(),
+    };
+    Ok(otlp_reply(json, reply))
+}
+
+async fn otlp_logs_http(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let (outcome, json) = otlp_body(&state, &headers, body, Protocol::OtlpLogsHttp).await?;
+    let reply = ExportLogsServiceResponse {
+        partial_success: outcome.logs_partial_success(),
+    };
+    Ok(otlp_reply(json, reply))
+}
+
+/// An OTLP/HTTP body of spans or logs (`protocol`), read, judged by content type and taken;
+/// with whether it was JSON, which the answer is in too.
+async fn otlp_body(
+    state: &Arc<AppState>,
+    headers: &HeaderMap,
+    body: Body,
+    protocol: Protocol,
+) -> Result<(Outcome, bool), ApiError> {
     // Read before the content type is judged, so a refused request leaves the
     // connection clean for the client's next one.
-    let body = read_body(&state, &headers, body).await?;
-    let ct = content_type(&headers);
+    let body = read_body(state, headers, body).await?;
+    let ct = content_type(headers);
+    let path = if protocol.carries_log_records() {
+        "/v1/logs"
+    } else {
+        "/v1/traces"
+    };
     let json = match ct.as_str() {
         "application/x-protobuf" | "application/protobuf" => false,
         "application/json" => true,
         other => {
             return Err(ApiError::UnsupportedMediaType(format!(
-                "unsupported content type {other:?} for /v1/traces: send application/x-protobuf or application/json"
+                "unsupported content type {other:?} for {path}: send application/x-protobuf or application/json"
             )))
         }
     };
-    let encoding = Encoding::of(&headers)?;
-    let outcome = take(&state, Protocol::OtlpHttp, body, encoding, move |body| {
-        let decoded = if json {
-            otlp::decode_json(&body)
+    let encoding = Encoding::of(headers)?;
+    let decode = if protocol.carries_log_records() {
+        if json {
+            decode_logs_json
         } else {
-            otlp::decode_protobuf(&body)
+            decode_logs_protobuf
         }
-        .map_err(|e| e.to_string())?;
-        Ok(Batch::decoded(decoded.spans, &decoded.rejected))
-    })
-    .await?;
-    let reply = ExportTraceServiceResponse {
-        partial_success: outcome.partial_success(),
+    } else if json {
+        decode_spans_json
+    } else {
+        decode_spans_protobuf
     };
-    Ok(if json {
+    let outcome = take(state, protocol, body, encoding, decode).await?;
+    Ok((outcome, json))
+}
+
+/// OTLP's answer, as JSON or protobuf as the request was.
+fn otlp_reply<M: prost::Message + serde::Serialize>(json: bool, reply: M) -> Response {
+    if json {
         axum::Json(reply).into_response()
     } else {
         let mut resp = Response::new(Body::from(reply.encode_to_vec()));
@@ -346,7 +415,28 @@ async fn otlp_http(
             HeaderValue::from_static("application/x-protobuf"),
         );
         resp
-    })
+    }
+}
+
+/// The OTLP decoders, one per signal and encoding, as `take` runs them.
+pub(crate) fn decode_spans_protobuf(body: Bytes) -> Result<Batch, String> {
+    let decoded = otlp::decode_protobuf(&body).map_err(|e| e.to_string())?;
+    Ok(Batch::decoded(decoded.spans, &decoded.rejected))
+}
+
+fn decode_spans_json(body: Bytes) -> Result<Batch, String> {
+    let decoded = otlp::decode_json(&body).map_err(|e| e.to_string())?;
+    Ok(Batch::decoded(decoded.spans, &decoded.rejected))
+}
+
+pub(crate) fn decode_logs_protobuf(body: Bytes) -> Result<Batch, String> {
+    let decoded = otlp::logs::decode_logs_protobuf(&body).map_err(|e| e.to_string())?;
+    Ok(Batch::decoded(decoded.carriers, &decoded.rejected))
+}
+
+fn decode_logs_json(body: Bytes) -> Result<Batch, String> {
+    let decoded = otlp::logs::decode_logs_json(&body).map_err(|e| e.to_string())?;
+    Ok(Batch::decoded(decoded.carriers, &decoded.rejected))
 }
 
 fn summary(outcome: &Outcome) -> serde_json::Value {

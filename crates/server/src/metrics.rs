@@ -1,6 +1,6 @@
 //! Counters, `/metrics` (Prometheus text format) and `/api/status`.
 //!
-//! `/metrics` renders accepted and rejected spans per protocol; refused requests by reason
+//! `/metrics` renders accepted and rejected spans and log records per protocol; refused requests by reason
 //! (busy, in flight, malformed, too large, body timeout, receive budget); connections open,
 //! allowed and refused per listener; bytes of bodies held; SQL queries running; and the
 //! spans the service lists had no room for. `/api/status` gives the store's sizes.
@@ -18,13 +18,16 @@ use causeway_store::StoreStats;
 
 use crate::AppState;
 
-/// The ingest protocols, in the order counters are kept.
+/// The ingest protocols of spans, in the order counters are kept (`ingest::Protocol`).
 pub(crate) const PROTOCOLS: [&str; 5] = ["otlp_grpc", "otlp_http", "zipkin", "native", "jaeger"];
+/// The ingest protocols of log records, whose counters follow those of spans.
+const LOG_PROTOCOLS: [&str; 2] = ["otlp_grpc", "otlp_http"];
 
 #[derive(Default)]
 pub(crate) struct Metrics {
-    pub accepted: [AtomicU64; 5],
-    pub rejected: [AtomicU64; 5],
+    /// Spans (log records, for the log protocols) accepted, by `ingest::Protocol`.
+    pub accepted: [AtomicU64; 7],
+    pub rejected: [AtomicU64; 7],
     pub refused_busy: AtomicU64,
     pub refused_inflight: AtomicU64,
     pub refused_malformed: AtomicU64,
@@ -111,29 +114,36 @@ impl Metrics {
     fn render(&self, store: &StoreStats) -> String {
         let mut out = String::new();
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "# HELP causeway_ingest_spans_total Spans accepted, by protocol."
-        );
-        let _ = writeln!(out, "# TYPE causeway_ingest_spans_total counter");
-        for (p, c) in PROTOCOLS.iter().zip(&self.accepted) {
-            let _ = writeln!(
-                out,
-                "causeway_ingest_spans_total{{protocol=\"{p}\"}} {}",
-                get(c)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP causeway_ingest_rejected_spans_total Spans rejected as invalid, by protocol."
-        );
-        let _ = writeln!(out, "# TYPE causeway_ingest_rejected_spans_total counter");
-        for (p, c) in PROTOCOLS.iter().zip(&self.rejected) {
-            let _ = writeln!(
-                out,
-                "causeway_ingest_rejected_spans_total{{protocol=\"{p}\"}} {}",
-                get(c)
-            );
+        let counted = [
+            ("spans", "Spans", &PROTOCOLS[..], 0),
+            (
+                "log_records",
+                "Log records",
+                &LOG_PROTOCOLS[..],
+                PROTOCOLS.len(),
+            ),
+        ];
+        for (unit, what, protocols, first) in counted {
+            let accepted = &self.accepted[first..];
+            let rejected = &self.rejected[first..];
+            for (name, help, counters) in [
+                (
+                    format!("causeway_ingest_{unit}_total"),
+                    "accepted",
+                    accepted,
+                ),
+                (
+                    format!("causeway_ingest_rejected_{unit}_total"),
+                    "rejected as invalid",
+                    rejected,
+                ),
+            ] {
+                let _ = writeln!(out, "# HELP {name} {what} {help}, by protocol.");
+                let _ = writeln!(out, "# TYPE {name} counter");
+                for (p, c) in protocols.iter().zip(counters) {
+                    let _ = writeln!(out, "{name}{{protocol=\"{p}\"}} {}", get(c));
+                }
+            }
         }
         let _ = writeln!(
             out,

@@ -142,10 +142,14 @@ pub fn decode_payload(payload: &[u8]) -> Result<Span, DecodeError> {
 
 /// Like [`decode_payload`], but the attributes of the span, its events and its links are
 /// read past (their framing checked), not kept: several allocations fewer per span for readers that
-/// only need a span's structure, events and messages.
+/// only need a span's structure, events and messages. The few that are structure are kept:
+/// those marking log records and where they go ([`crate::logs`]).
 pub fn decode_payload_without_attributes(payload: &[u8]) -> Result<Span, DecodeError> {
     decode_payload_with(payload, false)
 }
+
+/// Attributes kept even by [`decode_payload_without_attributes`].
+const STRUCTURAL_KEYS: [&str; 2] = [crate::logs::EVENT_SOURCE, crate::logs::UNPLACED];
 
 fn decode_payload_with(payload: &[u8], keep_attributes: bool) -> Result<Span, DecodeError> {
     let mut r = Reader {
@@ -616,12 +620,21 @@ impl<'a> Reader<'a> {
     fn attrs(&mut self, field: &'static str) -> Result<Vec<KeyValue>, DecodeError> {
         let n = self.count(field)?;
         if !self.keep_attributes {
+            // Only the attributes that say what a span or event is (a log record and where
+            // it goes) are kept: a trace's structure depends on them.
+            let mut kept = Vec::new();
             for _ in 0..n {
                 let len = self.count("attribute.key")?;
-                self.take("attribute.key", len)?;
-                self.skip_value(0)?;
+                let key = self.take("attribute.key", len)?;
+                if STRUCTURAL_KEYS.iter().any(|k| k.as_bytes() == key) {
+                    let key = String::from_utf8_lossy(key).into_owned();
+                    let value = self.value(0)?;
+                    kept.push(KeyValue { key, value });
+                } else {
+                    self.skip_value(0)?;
+                }
             }
-            return Ok(Vec::new());
+            return Ok(kept);
         }
         let mut v = Vec::with_capacity(n);
         for _ in 0..n {
@@ -810,20 +823,30 @@ mod tests {
         }
 
         #[test]
-        fn decoding_without_attributes_gives_the_span_with_its_attribute_lists_empty(
-            span in strategies::span(),
+        fn decoding_without_attributes_gives_the_span_with_only_its_structural_attributes(
+            mut span in strategies::span(),
             cut in any::<prop::sample::Index>(),
+            log_line in any::<bool>(),
         ) {
+            if log_line {
+                span.events.push(crate::logs::log_event(span.start, "a line".into(), Some("INFO"), vec![]));
+                span.attributes.push(KeyValue::new(crate::logs::UNPLACED, true));
+            }
             let mut buf = Vec::new();
             encode(&span, &mut buf);
             let payload = &buf[HEADER_LEN..];
             let mut want = span.clone();
-            want.attributes.clear();
+            let structural = |a: &KeyValue| STRUCTURAL_KEYS.contains(&a.key.as_str());
+            want.attributes.retain(structural);
             for e in &mut want.events {
-                e.attributes.clear();
+                e.attributes.retain(structural);
             }
             for l in &mut want.links {
-                l.attributes.clear();
+                l.attributes.retain(structural);
+            }
+            if log_line {
+                prop_assert_eq!(want.attributes.len(), 1);
+                prop_assert!(crate::logs::is_log_event(want.events.last().unwrap()));
             }
             prop_assert_eq!(decode_payload_without_attributes(payload), Ok(want));
             // A cut payload fails in both modes, never panics.

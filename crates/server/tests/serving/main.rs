@@ -10,6 +10,7 @@ mod ingest_rejects_bad_input_clearly;
 mod jaeger_query_api_answers_as_jaeger_does;
 mod no_request_takes_the_server_down;
 mod otel_sdk_exporters_are_stored_and_read_back;
+mod otlp_logs_land_on_their_spans;
 mod pivot_hub_counts_each_batch_once;
 mod pivot_hub_stays_bounded;
 mod pivot_page_in_chromium;

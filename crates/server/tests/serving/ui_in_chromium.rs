@@ -8,7 +8,8 @@ use crate::common;
 
 use std::time::Duration;
 
-use causeway_model::{Event, KeyValue, Span, SpanId, SpanKind, Status, TraceId};
+use causeway_model::logs::{log_event, LOG_RECORDS};
+use causeway_model::{Event, KeyValue, Source, Span, SpanId, SpanKind, Status, TraceId};
 use causeway_testkit::{now_ns, TraceBuilder};
 use chromium::Chromium;
 use common::TestServer;
@@ -97,7 +98,28 @@ fn home(i: u64, t: u64) -> Vec<Span> {
             t + 9 * MS + slow,
         );
     }
-    b.spans()
+    let mut spans = b.spans();
+    if i == SLOW[0] {
+        // A log record of the api span, arrived apart from it (as OTLP logs do).
+        let mut carrier = Span::new(
+            spans[0].trace_id,
+            api,
+            None,
+            LOG_RECORDS,
+            "api",
+            t + 4 * MS,
+            t + 4 * MS,
+        );
+        carrier.source = Source::Logs;
+        carrier.events = vec![log_event(
+            t + 4 * MS,
+            "items listed".into(),
+            Some("WARN"),
+            vec![],
+        )];
+        spans.push(carrier);
+    }
+    spans
 }
 
 fn buy(i: u64, t: u64) -> Vec<Span> {
@@ -630,6 +652,14 @@ fn every_page_renders(server: &TestServer, name: &str) {
         "every digit of an integer past 2^53: {}",
         ui.text(".detail")
     );
+    // Its log line, sent apart from it, under Logs with its level, and on its time line.
+    let detail = ui.text(".detail");
+    assert!(
+        detail.contains("LOGS") && detail.contains("WARN") && detail.contains("items listed"),
+        "{detail}"
+    );
+    assert_eq!(ui.count(".detail .level-warn"), 1);
+    assert_eq!(ui.count(".lane .event.log"), 1);
 
     // Clock skew: db-2 runs ahead; the corrected view names its offset, the raw one says raw.
     let buy_id = hex(0x2000);

@@ -94,14 +94,16 @@ pub fn decode_logs_request(req: &ExportLogsServiceRequest) -> DecodedLogs {
 
 /// A record's trace, span (if it names one) and event; else the field at fault and why.
 fn decode_record(r: &LogRecord) -> Result<(TraceId, Option<SpanId>, Event), (String, String)> {
-    if r.trace_id.is_empty() {
+    // OpenTelemetry writes an absent id as zeros as often as it leaves it out.
+    let absent = |id: &[u8]| id.iter().all(|b| *b == 0);
+    if absent(&r.trace_id) {
         return Err((
             "traceId".into(),
             "the record names no trace; Causeway keeps the log records of traces only".into(),
         ));
     }
     let trace = TraceId::from_bytes(&r.trace_id).map_err(|e| ("traceId".into(), id_err(e)))?;
-    let span = if r.span_id.is_empty() {
+    let span = if absent(&r.span_id) {
         None
     } else {
         Some(SpanId::from_bytes(&r.span_id).map_err(|e| ("spanId".into(), id_err(e)))?)
@@ -164,8 +166,10 @@ mod tests {
          "body":{"stringValue":"basket read"},"traceId":"5b8efff798038103d269b633813fc60c",
          "spanId":"eee19b7ec3c1b174"},
         {"observedTimeUnixNano":"1700000000000000300","severityNumber":17,
-         "body":{"intValue":"5"},"traceId":"5b8efff798038103d269b633813fc60c"},
-        {"timeUnixNano":"1700000000000000400","body":{"stringValue":"no trace"}},
+         "body":{"intValue":"5"},"traceId":"5b8efff798038103d269b633813fc60c",
+         "spanId":"0000000000000000"},
+        {"timeUnixNano":"1700000000000000400","body":{"stringValue":"no trace"},
+         "traceId":"00000000000000000000000000000000","spanId":"0000000000000000"},
         {"timeUnixNano":"1700000000000000500","traceId":"5b8e","spanId":"eee19b7ec3c1b174"}
       ]}]}]}"#;
 
