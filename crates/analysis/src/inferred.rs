@@ -3,12 +3,15 @@
 //! probabilities), each hop with its mean network delay and its sender's mean delay
 //! before sending it, and each node's delay histogram.
 //!
-//! An inferred trace has a span per message at its receiver (see `causeway-blackbox`'s
-//! `traces`): the span starts at the receipt, and names the sender (`net.peer.name`), the
-//! send time (`message.send_ns`) and the span of the message that caused it
-//! (`causeway.cause`: a node's delay runs from that receipt, else from the parent's); a
-//! receiver that was not captured is marked `causeway.untraced` and timed on the sender's
-//! clock. Traces with any span not inferred are left out.
+//! An inferred trace has a server (or consumer) span per request at its receiver, under the
+//! caller's client span (see `causeway-blackbox`'s `traces`): the server span starts at the
+//! receipt and names the sender (`net.peer.name`), the send time (`message.send_ns`), the
+//! span of the message that caused it (`causeway.cause`: a node's delay runs from that
+//! receipt, else from the parent's), and its reply's send and receipt
+//! (`message.reply.send_ns`, `message.reply.recv_ns`, `causeway.reply.cause`): each
+//! request and each reply is a hop, as WAP5 draws them. A receiver that was not captured is
+//! marked `causeway.untraced` and timed on the sender's clock. Traces with any span not
+//! inferred are left out.
 //!
 //! `GET /api/inferred` (the server's `analyses` endpoints) runs this over a bulk scan of
 //! the window, grouping the traces by shape: per pattern the count, the expected count,
@@ -17,7 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use causeway_model::{attributes, Source, Span, SpanId, Trace, TraceId, Value};
+use causeway_model::{attributes, Source, Span, SpanId, SpanKind, Trace, TraceId, Value};
 use serde::Serialize;
 
 /// Powers of two of nanoseconds a node delay histogram spans.
@@ -169,34 +172,125 @@ fn int(s: &Span, key: &str) -> Option<i64> {
     }
 }
 
-/// One message as its span tells it.
+/// One message as the spans tell it: a request (its server or consumer span), or a reply
+/// (the `message.reply.*` of the server span it answers).
 struct Hop<'a> {
-    span: &'a Span,
     src: &'a str,
+    dst: &'a str,
     send: Option<i64>,
     recv: Option<i64>,
+    /// Where it sorts among its siblings: its receipt, else its send.
+    at: i64,
+    /// The hop of the request it was sent for.
+    parent: Option<usize>,
+    /// The hop after whose receipt it was sent: `Some(None)` when named but not in the
+    /// trace; `None` (spans written before causes were) falls back to the parent.
+    cause: Option<Option<usize>>,
 }
 
-impl<'a> Hop<'a> {
-    fn of(span: &'a Span) -> Hop<'a> {
-        let src = match span.attribute(attributes::NET_PEER_NAME) {
-            Some(Value::Str(s)) => program(s),
-            _ => "?",
-        };
-        let untraced = matches!(
-            span.attribute(attributes::UNTRACED),
-            Some(Value::Bool(true))
-        ) || matches!(span.attribute(attributes::UNTRACED), Some(Value::Str(s)) if s == "true");
-        Hop {
-            span,
-            src,
-            send: int(span, attributes::MESSAGE_SEND_NS),
-            recv: (!untraced).then_some(span.start as i64),
-        }
-    }
+impl Hop<'_> {
     fn untraced(&self) -> bool {
         self.recv.is_none()
     }
+}
+
+fn is_untraced(span: &Span) -> bool {
+    matches!(
+        span.attribute(attributes::UNTRACED),
+        Some(Value::Bool(true))
+    ) || matches!(span.attribute(attributes::UNTRACED), Some(Value::Str(s)) if s == "true")
+}
+
+fn text<'a>(span: &'a Span, key: &str) -> Option<&'a str> {
+    match span.attribute(key)? {
+        Value::Str(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// The messages of an inferred trace: a hop per request, and one per reply.
+fn hops(trace: &Trace) -> Vec<Hop<'_>> {
+    let spans = &trace.spans;
+    // A caller's client (or producer) span is the other end of its server span's hop.
+    let caller_side = |i: usize| matches!(spans[i].kind, SpanKind::Client | SpanKind::Producer);
+    let mut request: Vec<Option<usize>> = vec![None; spans.len()];
+    let mut reply: Vec<Option<usize>> = vec![None; spans.len()];
+    let mut out = Vec::with_capacity(spans.len());
+    for (i, s) in spans.iter().enumerate() {
+        if caller_side(i) {
+            continue;
+        }
+        let src = text(s, attributes::NET_PEER_NAME).map_or("?", program);
+        let recv = (!is_untraced(s)).then_some(s.start as i64);
+        let send = int(s, attributes::MESSAGE_SEND_NS);
+        request[i] = Some(out.len());
+        out.push(Hop {
+            src,
+            dst: &s.service,
+            send,
+            recv,
+            at: s.start as i64,
+            parent: None,
+            cause: None,
+        });
+        let (sent, received) = (
+            int(s, attributes::REPLY_SEND_NS),
+            int(s, attributes::REPLY_RECV_NS),
+        );
+        if sent.is_some() || received.is_some() {
+            reply[i] = Some(out.len());
+            out.push(Hop {
+                src: &s.service,
+                dst: src,
+                send: sent,
+                recv: received,
+                at: received.or(sent).unwrap_or(s.end as i64),
+                parent: request[i],
+                cause: None,
+            });
+        }
+    }
+    // What each span's id stands for as a cause: a server span its request's receipt, a
+    // client span its reply's.
+    let mut receipt: HashMap<SpanId, usize> = HashMap::new();
+    for (i, s) in spans.iter().enumerate() {
+        if let Some(h) = request[i] {
+            receipt.insert(s.span_id, h);
+        }
+        if let (Some(h), Some(p)) = (reply[i], trace.parent[i]) {
+            if caller_side(p) {
+                receipt.insert(spans[p].span_id, h);
+            }
+        }
+    }
+    let named = |s: &Span, key: &str| match s.attribute(key) {
+        // A cause named but not found gives no delay (not the parent's: that would be
+        // the whole handling so far).
+        Some(Value::Str(id)) => Some(
+            id.parse::<SpanId>()
+                .ok()
+                .and_then(|id| receipt.get(&id).copied()),
+        ),
+        _ => None,
+    };
+    for (i, s) in spans.iter().enumerate() {
+        let Some(h) = request[i] else { continue };
+        // The nearest hop above, past the caller's own span; assembled traces have no
+        // cycles, and the walk is bounded by the spans anyway.
+        let mut up = trace.parent[i];
+        for _ in 0..spans.len() {
+            match up {
+                Some(p) if request[p].is_none() => up = trace.parent[p],
+                _ => break,
+            }
+        }
+        out[h].parent = up.and_then(|p| request[p]);
+        out[h].cause = named(s, attributes::CAUSE);
+        if let Some(r) = reply[i] {
+            out[r].cause = named(s, attributes::REPLY_CAUSE);
+        }
+    }
+    out
 }
 
 fn bucket(ns: i64) -> usize {
@@ -218,34 +312,12 @@ impl InferredPaths {
             return;
         };
         self.traces += 1;
-        let hops: Vec<Hop> = trace.spans.iter().map(Hop::of).collect();
-        let index: HashMap<SpanId, usize> = trace
-            .spans
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.span_id, i))
-            .collect();
-        // Each span's cause: `Some(None)` when named but not in the trace; `None` (spans
-        // written before causes were) falls back to the parent.
-        let cause: Vec<Option<Option<usize>>> = trace
-            .spans
-            .iter()
-            .map(|s| match s.attribute(attributes::CAUSE) {
-                // A cause named but not found gives no delay (not the parent's: that
-                // would be the whole handling so far).
-                Some(Value::Str(id)) => Some(
-                    id.parse::<SpanId>()
-                        .ok()
-                        .and_then(|id| index.get(&id).copied()),
-                ),
-                _ => None,
-            })
-            .collect();
+        let hops = hops(trace);
         let mut children: Vec<Vec<usize>> = vec![Vec::new(); hops.len()];
         let mut roots = Vec::new();
-        for (i, s) in trace.spans.iter().enumerate() {
-            match s.parent_id.and_then(|p| index.get(&p)) {
-                Some(&p) if p != i => children[p].push(i),
+        for (i, h) in hops.iter().enumerate() {
+            match h.parent {
+                Some(p) if p != i => children[p].push(i),
                 _ => roots.push(i),
             }
         }
@@ -257,12 +329,12 @@ impl InferredPaths {
             let mut stack = vec![(r, false)];
             while let Some((i, expanded)) = stack.pop() {
                 if expanded {
-                    let mut kids: Vec<(&str, u64, usize)> = children[i]
+                    let mut kids: Vec<(&str, i64, usize)> = children[i]
                         .iter()
-                        .filter_map(|&c| Some((shape[c].as_deref()?, trace.spans[c].start, c)))
+                        .filter_map(|&c| Some((shape[c].as_deref()?, hops[c].at, c)))
                         .collect();
                     kids.sort();
-                    let mut s = format!("{}>{}", hops[i].src, hops[i].span.service);
+                    let mut s = format!("{}>{}", hops[i].src, hops[i].dst);
                     if !kids.is_empty() {
                         let inner: Vec<&str> = kids.iter().map(|k| k.0).collect();
                         s = format!("{s}[{}]", inner.join(","));
@@ -276,9 +348,7 @@ impl InferredPaths {
                 }
             }
         }
-        roots.sort_by(|&a, &b| {
-            (&shape[a], trace.spans[a].start).cmp(&(&shape[b], trace.spans[b].start))
-        });
+        roots.sort_by(|&a, &b| (&shape[a], hops[a].at).cmp(&(&shape[b], hops[b].at)));
         let key = roots
             .iter()
             .filter_map(|&r| shape[r].as_deref())
@@ -308,7 +378,7 @@ impl InferredPaths {
                 .iter()
                 .map(|&(i, parent)| HopTotals {
                     src: hops[i].src.to_string(),
-                    dst: hops[i].span.service.to_string(),
+                    dst: hops[i].dst.to_string(),
                     parent,
                     untraced: hops[i].untraced(),
                     ..HopTotals::default()
@@ -323,7 +393,7 @@ impl InferredPaths {
         }
         for (place, &(i, parent)) in order.iter().enumerate() {
             let hop = &hops[i];
-            let from = cause[i].unwrap_or_else(|| parent.map(|q| order[q].0));
+            let from = hop.cause.unwrap_or_else(|| parent.map(|q| order[q].0));
             let node_delay = from.and_then(|c| Some(hop.send? - hops[c].recv?));
             let totals = &mut p.hops[place];
             totals.send.add(hop.send.map(|t| t - origin));

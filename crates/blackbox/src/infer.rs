@@ -140,7 +140,8 @@ impl Inference {
         self.linked.assignments(&self.messages)
     }
 
-    /// The inferred traces as spans (one per message, at its receiver), marked inferred
+    /// The inferred traces as spans (a client and a server span per request and its reply,
+    /// see [`crate::traces`]), marked inferred
     /// with their path's probability; `salt` makes the ids of one run differ from
     /// another's.
     pub fn spans(&self, salt: u64) -> Vec<Span> {

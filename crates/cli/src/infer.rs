@@ -61,8 +61,8 @@ pub struct InferArgs {
     #[arg(long)]
     assignments: Option<PathBuf>,
     /// Send the inferred traces to this collector (the ingest address, as for `causeway
-    /// agent --collector`): a span per message at its receiver, marked inferred with its
-    /// path's probability.
+    /// agent --collector`): a request and its reply as one RPC (a client span at the caller,
+    /// a server span at the receiver), marked inferred with its path's probability.
     #[arg(long)]
     collector: Option<String>,
     /// Access token, if the collector requires one.

@@ -1,7 +1,8 @@
 //! The black-box pipeline on common servers nobody instrumented: nginx (a master and two
 //! workers, keep-alive to its upstream) in front of Python's threaded http.server, driven
 //! by curl, all under `causeway capture`; `causeway infer` finds each request's whole path,
-//! curl → nginx → python → nginx → curl. CI installs nginx (.ci/run).
+//! curl → nginx → python → nginx → curl; sent to the server, each request and its reply is
+//! one call in the dependency graph. CI installs nginx (.ci/run).
 
 mod common;
 
@@ -97,5 +98,54 @@ fn each_request_through_nginx_to_python_is_one_inferred_path() {
         .filter_map(|p| p["count"].as_u64())
         .sum();
     assert!(whole >= 8, "{whole} whole paths: {:#}", summary["patterns"]);
+
+    // In the store, a request and its reply are one RPC: nginx calls python once per
+    // request that reached it, and python calls nobody.
+    let reached: u64 = summary["patterns"]
+        .as_array()
+        .expect("patterns")
+        .iter()
+        .filter_map(|p| {
+            // Only nginx calls python; python's replies are `python3...>nginx...`.
+            let hops = p["shape"].as_str()?.matches(">python3").count() as u64;
+            Some(hops * p["count"].as_u64()?)
+        })
+        .sum();
+    let data = temp("nginx-python-data");
+    let serve = common::Serve::start(&data, &[]);
+    let out = Command::new(BIN)
+        .arg("infer")
+        .arg(&caps)
+        .args(["--collector", &serve.ingest])
+        .output()
+        .expect("causeway infer --collector");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!serve.search_service("nginx").is_empty());
+    let deps: serde_json::Value = ureq::get(&format!("{}/api/dependencies", serve.api))
+        .call()
+        .expect("dependencies")
+        .body_mut()
+        .read_json()
+        .expect("JSON");
+    // Services are programs (`nginx`, `python3.11`).
+    let calls = |caller: &str, callee: &str| {
+        let named = |v: &serde_json::Value, prefix: &str| {
+            v.as_str().is_some_and(|n| n.starts_with(prefix))
+        };
+        deps["edges"]
+            .as_array()
+            .expect("edges")
+            .iter()
+            .filter(|e| named(&e["caller"], caller) && named(&e["callee"], callee))
+            .map(|e| e["calls"].as_u64().expect("calls"))
+            .sum::<u64>()
+    };
+    assert_eq!(calls("nginx", "python3"), reached, "{deps:#}");
+    assert!(reached >= 8, "{reached}: {:#}", summary["patterns"]);
+    assert_eq!(calls("python3", "nginx"), 0, "a reply is no call: {deps:#}");
     let _ = std::fs::remove_dir_all(work);
 }

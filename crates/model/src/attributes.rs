@@ -20,8 +20,18 @@ pub const MESSAGE_SEND_NS: &str = "message.send_ns";
 /// `true` on an inferred span whose receiver was not captured: its start is the send.
 pub const UNTRACED: &str = "causeway.untraced";
 /// The span id of the inferred span whose message caused this one's (WAP5's cause: the
-/// message after which this one was sent), where that differs from the parent.
+/// message after which this one was sent), where that differs from the parent. A call's
+/// client span stands for its reply's receipt.
 pub const CAUSE: &str = "causeway.cause";
+/// On an inferred server span: when its reply was sent (the server's clock), in
+/// nanoseconds since the Unix epoch.
+pub const REPLY_SEND_NS: &str = "message.reply.send_ns";
+/// On an inferred server span: when its caller received the reply (the caller's clock).
+pub const REPLY_RECV_NS: &str = "message.reply.recv_ns";
+/// On an inferred server span: the reply's size in bytes.
+pub const REPLY_BYTES: &str = "message.reply.bytes";
+/// On an inferred server span: the span id of what caused the reply (see [`CAUSE`]).
+pub const REPLY_CAUSE: &str = "causeway.reply.cause";
 
 /// The log file (node) a stitched span's lines came from.
 pub const LOG_FILE: &str = "log.file";

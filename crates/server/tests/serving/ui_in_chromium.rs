@@ -281,56 +281,35 @@ fn report_stitching(server: &TestServer) {
 }
 
 /// A path inferred from black-box messages, as `causeway infer` sends it: a client's
-/// request to `web`, web's call to an uncaptured `db` (timed on web's clock), and db's
-/// answer.
+/// request to `web`, and web's call to an uncaptured `db` (a client span at web, db's
+/// server span timed on web's clock) with db's answer.
 fn inferred(t: u64) -> Vec<Span> {
+    use causeway_model::attributes as a;
     let trace = TraceId::new(INFERRED).unwrap();
     let id = |n| SpanId::new(n).unwrap();
-    let span = |n, parent, from: &str, service: &str, start, end, sent: Option<u64>| {
-        let mut s = Span::new(
-            trace,
-            id(n),
-            parent,
-            format!("from {from}"),
-            service,
-            start,
-            end,
-        );
+    let span = |n, parent, name: String, service: &str, start, end| {
+        let mut s = Span::new(trace, id(n), parent, name, service, start, end);
         s.source = causeway_model::Source::Inferred { confidence: 0.62 };
-        s.attributes
-            .push(causeway_model::KeyValue::new("net.peer.name", from));
-        if let Some(sent) = sent {
-            s.attributes.push(causeway_model::KeyValue::new(
-                "message.send_ns",
-                sent as i64,
-            ));
-        }
         s
     };
-    let mut call = span(
-        2,
-        Some(id(1)),
-        "web[9]@h1",
-        "db",
-        t + MS,
-        t + 3 * MS,
-        Some(t + MS),
-    );
-    call.attributes
-        .push(causeway_model::KeyValue::new("causeway.untraced", true));
-    vec![
-        span(
-            1,
-            None,
-            "curl[7]@h0",
-            "web",
-            t,
-            t + 4 * MS,
-            Some(t - MS / 5),
-        ),
-        call,
-        span(3, Some(id(2)), "db", "web", t + 3 * MS, t + 3 * MS, None),
-    ]
+    let mut web = span(1, None, "from curl".into(), "web", t, t + 4 * MS);
+    web.kind = SpanKind::Server;
+    web.attributes.extend([
+        KeyValue::new(a::NET_PEER_NAME, "curl[7]@h0"),
+        KeyValue::new(a::MESSAGE_SEND_NS, (t - MS / 5) as i64),
+    ]);
+    let mut call = span(2, Some(id(1)), "to db".into(), "web", t + MS, t + 3 * MS);
+    call.kind = SpanKind::Client;
+    call.attributes.push(KeyValue::new(a::NET_PEER_NAME, "db"));
+    let mut db = span(3, Some(id(2)), "from web".into(), "db", t + MS, t + 3 * MS);
+    db.kind = SpanKind::Server;
+    db.attributes.extend([
+        KeyValue::new(a::NET_PEER_NAME, "web[9]@h1"),
+        KeyValue::new(a::MESSAGE_SEND_NS, (t + MS) as i64),
+        KeyValue::new(a::UNTRACED, true),
+        KeyValue::new(a::REPLY_RECV_NS, (t + 3 * MS) as i64),
+    ]);
+    vec![web, call, db]
 }
 
 /// A root and two spans whose parent links form a cycle (each names the other).
