@@ -38,6 +38,7 @@ pub use causeway_capture_format::elf;
 pub mod infer;
 pub mod link;
 pub mod logs;
+mod naming;
 mod numbers;
 mod parallel;
 pub mod reconcile;

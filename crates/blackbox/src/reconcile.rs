@@ -14,9 +14,11 @@
 //! - A datagram is a message of its own, matched to its receipt by checksum and size,
 //!   the nearest in time.
 //! - Times are wall-clock nanoseconds as each host's clock read them.
-//! - Nodes are `program[pid]@host`, or what a names file (`causeway infer --names`:
-//!   `NAME = TEXT` lines, matched against the command line) calls them; an end that was
-//!   not captured is a node named by its host's address (its endpoint keeps the port).
+//! - Nodes are `program[pid]@host` with what tells alike programs apart after the program
+//!   (`crate::naming`: an interpreter's script, a listening port), or what a names file
+//!   (`causeway infer --names`: `NAME = TEXT` lines, matched against the command line)
+//!   calls them; an end that was not captured is a node named by its host's address (its
+//!   endpoint keeps the port).
 //!
 //! At WAP5's CoDeeN scale (`causeway-bench infer-scale`) memory is the cost that matters.
 //! Names are interned (`ustr`: one copy each, compared and hashed as a pointer); capture
@@ -107,6 +109,9 @@ pub struct Process {
     pub command: String,
     /// The log file it wrote.
     pub log: PathBuf,
+    /// Whether a names file named it (`causeway infer --names`).
+    #[serde(skip)]
+    pub named: bool,
 }
 
 /// A message's id as the reconciled-message format has it: any JSON number or string
@@ -400,6 +405,7 @@ impl Captured {
                         program,
                         command,
                         log: path.to_path_buf(),
+                        named: false,
                     });
                 }
                 Record::Bind {
@@ -506,6 +512,7 @@ impl Captured {
                         .extend(ports);
                 }
                 p.node = name.clone();
+                p.named = true;
             }
         }
     }
@@ -513,6 +520,7 @@ impl Captured {
     /// Reconciles everything added into messages, numbered from 1 in send (else receive)
     /// time order. The connection ends are used up: a second call finds none.
     pub fn messages(&mut self) -> Vec<Message> {
+        self.name_distinctly();
         // A log holds each thread's records in the order its buffers were written: the
         // calls of one connection are put back in the order they returned.
         for end in &mut self.ends {

@@ -133,9 +133,8 @@ fn each_request_through_nginx_to_python_is_one_inferred_path() {
         .expect("JSON");
     // Services are programs (`nginx`, `python3.11`).
     let calls = |caller: &str, callee: &str| {
-        let named = |v: &serde_json::Value, prefix: &str| {
-            v.as_str().is_some_and(|n| n.starts_with(prefix))
-        };
+        let named =
+            |v: &serde_json::Value, prefix: &str| v.as_str().is_some_and(|n| n.starts_with(prefix));
         deps["edges"]
             .as_array()
             .expect("edges")
@@ -147,5 +146,14 @@ fn each_request_through_nginx_to_python_is_one_inferred_path() {
     assert_eq!(calls("nginx", "python3"), reached, "{deps:#}");
     assert!(reached >= 8, "{reached}: {:#}", summary["patterns"]);
     assert_eq!(calls("python3", "nginx"), 0, "a reply is no call: {deps:#}");
+    // Python's server is named by its module, apart from any other Python program.
+    let python = deps["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter_map(|n| n["service"].as_str())
+        .find(|s| s.starts_with("python3"))
+        .expect("python's node");
+    assert!(python.ends_with(":http.server"), "{python}");
     let _ = std::fs::remove_dir_all(work);
 }
