@@ -7,7 +7,8 @@
 //! (WAP5 §4); [`link`] scores each message's candidate causes and builds path instances and
 //! patterns (WAP5 §5.1), by default with what a capture knows of connections
 //! (`connections`, `slots`); [`delays`] measures where paths spend their time (§5.2);
-//! [`traces`] makes spans of the common model; [`score`] and [`truth`] measure the result
+//! [`traces`] makes spans of the common model; [`join`] puts them in the instrumented traces
+//! of the same requests; [`score`] and [`truth`] measure the result
 //! against ground truth. Where linking departs from the paper, and why:
 //! `docs/decisions/009-where-wap5-departs-from-the-paper.md`.
 //!
@@ -36,6 +37,7 @@ pub mod delays;
 pub use causeway_capture_format as format;
 pub use causeway_capture_format::elf;
 pub mod infer;
+pub mod join;
 pub mod link;
 pub mod logs;
 mod naming;

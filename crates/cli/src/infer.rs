@@ -6,8 +6,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use causeway_blackbox::delays::Delays;
 use causeway_blackbox::infer::{infer, read_node_names, Inputs, Options};
+use causeway_blackbox::join::JoinReport;
 use causeway_blackbox::link::{LinkOptions, Linked, Mode};
 use causeway_blackbox::reconcile::Captured;
+use causeway_model::{Source, Span};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
@@ -65,6 +67,13 @@ pub struct InferArgs {
     /// a server span at the receiver), marked inferred with its path's probability.
     #[arg(long)]
     collector: Option<String>,
+    /// Join the inferred paths to the instrumented traces of the same requests, read from
+    /// this query API (as `causeway --api`, e.g. http://127.0.0.1:7070) for the captured
+    /// window: what instrumented processes reported stands for what the capture saw of
+    /// them, the rest is placed in their traces, a proxy in front becomes the parent of
+    /// the root. Needs --collector.
+    #[arg(long, requires = "collector", value_name = "URL")]
+    join: Option<String>,
     /// Access token, if the collector requires one.
     #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -216,12 +225,23 @@ pub fn run(a: InferArgs) -> Result<()> {
         let salt = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64 | 1);
-        let spans = found.spans(salt);
+        let mut spans = found.spans(salt);
+        let mut join = None;
+        if let Some(api) = &a.join {
+            let instrumented = instrumented_spans(api, a.token.clone(), &spans)?;
+            let joined = causeway_blackbox::join::join(spans, &instrumented);
+            spans = joined.spans;
+            join = Some(joined.report);
+        }
         let client = crate::client::Client::new(url, a.token.clone());
         let (accepted, rejected) =
             crate::import::send_spans(&client, &spans, |e| eprintln!("collector: {e}"))
                 .with_context(|| format!("sending the inferred traces to {url}"))?;
-        sent = Some((accepted, rejected));
+        sent = Some(Sent {
+            accepted,
+            rejected,
+            join,
+        });
     }
     let delays = found.delays();
     phases.done("delays");
@@ -236,6 +256,45 @@ pub fn run(a: InferArgs) -> Result<()> {
     )?;
     phases.done("reported");
     Ok(())
+}
+
+/// What was sent to the collector.
+struct Sent {
+    accepted: usize,
+    rejected: usize,
+    join: Option<JoinReport>,
+}
+
+/// Instrumented spans can start this long before the first captured message of their
+/// request (a long request whose capture began midway).
+const JOIN_LOOKBACK_NS: u64 = 60_000_000_000;
+
+/// The spans not inferred that the API holds for the window of `inferred`, through its
+/// native export.
+fn instrumented_spans(api: &str, token: Option<String>, inferred: &[Span]) -> Result<Vec<Span>> {
+    let (Some(start), Some(end)) = (
+        inferred.iter().map(|s| s.start).min(),
+        inferred.iter().map(|s| s.end).max(),
+    ) else {
+        return Ok(Vec::new());
+    };
+    let window = format!(
+        "/api/export?format=native&start={}&end={}",
+        start.saturating_sub(JOIN_LOOKBACK_NS),
+        end
+    );
+    let body = crate::client::Client::new(api, token)
+        .get_bytes(&window)
+        .with_context(|| format!("reading the instrumented spans from {api}"))?;
+    let decoded = causeway_model::codec::native::decode_stream(&body);
+    if let Some(problem) = decoded.problems.first() {
+        eprintln!("warning: the export from {api} was damaged: {problem}");
+    }
+    Ok(decoded
+        .spans
+        .into_iter()
+        .filter(|s| !matches!(s.source, Source::Inferred { .. }))
+        .collect())
 }
 
 /// Writes `items` to `path` as JSON lines.
@@ -256,7 +315,7 @@ fn report(
     captured: &Captured,
     messages: usize,
     skipped: usize,
-    sent: Option<(usize, usize)>,
+    sent: Option<Sent>,
     mut linked: Linked,
     delays: Delays,
 ) -> Result<()> {
@@ -289,6 +348,8 @@ fn report(
             skipped_lines: usize,
             spans_sent: Option<usize>,
             spans_rejected: Option<usize>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            join: Option<&'a JoinReport>,
             traces: usize,
             patterns: &'a [causeway_blackbox::link::Pattern],
             causal_delays: Vec<CausalDelay<'a>>,
@@ -301,8 +362,9 @@ fn report(
             counts: &captured.counts,
             messages,
             skipped_lines: skipped,
-            spans_sent: sent.map(|(accepted, _)| accepted),
-            spans_rejected: sent.map(|(_, rejected)| rejected),
+            spans_sent: sent.as_ref().map(|s| s.accepted),
+            spans_rejected: sent.as_ref().map(|s| s.rejected),
+            join: sent.as_ref().and_then(|s| s.join.as_ref()),
             traces,
             patterns: &linked.patterns[..a.top.min(linked.patterns.len())],
             causal_delays: linked
@@ -328,8 +390,23 @@ fn report(
         traces,
         linked.patterns.len()
     );
-    if let Some((accepted, rejected)) = sent {
-        outln!("sent {accepted} spans to the collector ({rejected} rejected)");
+    if let Some(sent) = &sent {
+        outln!(
+            "sent {} spans to the collector ({} rejected)",
+            sent.accepted,
+            sent.rejected
+        );
+        if let Some(j) = &sent.join {
+            outln!(
+                "joined {} of {} inferred traces to instrumented ones ({} split), {} spans placed, {} anchored, {} roots given a caller",
+                j.joined,
+                j.inferred_traces,
+                j.split,
+                j.placed_spans,
+                j.anchored_spans,
+                j.parent_links
+            );
+        }
     }
     outln!(
         "{:>10} {:>7} {:>8} {:>9}  pattern",

@@ -17,23 +17,19 @@ fn have(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-#[test]
-fn each_request_through_nginx_to_python_is_one_inferred_path() {
-    for program in ["nginx", "python3", "curl"] {
-        assert!(have(program), "{program} is needed (.ci/run installs it)");
-    }
-    let work = temp("nginx-python");
-    std::fs::create_dir_all(&work).expect("dir");
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
-    let (front, back) = (
-        listener.local_addr().expect("addr").port(),
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("a port")
-            .local_addr()
-            .expect("addr")
-            .port(),
-    );
-    drop(listener);
+/// Two free loopback ports.
+fn two_ports() -> (u16, u16) {
+    let a = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let b = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    (
+        a.local_addr().expect("addr").port(),
+        b.local_addr().expect("addr").port(),
+    )
+}
+
+/// An nginx configuration in `work`: two workers listening on `front`, keep-alive to the
+/// upstream on `back`.
+fn nginx_conf(work: &std::path::Path, front: u16, back: u16) -> std::path::PathBuf {
     let conf = work.join("nginx.conf");
     let w = work.display();
     std::fs::write(
@@ -49,6 +45,19 @@ fn each_request_through_nginx_to_python_is_one_inferred_path() {
         ),
     )
     .expect("nginx.conf");
+    conf
+}
+
+#[test]
+fn each_request_through_nginx_to_python_is_one_inferred_path() {
+    for program in ["nginx", "python3", "curl"] {
+        assert!(have(program), "{program} is needed (.ci/run installs it)");
+    }
+    let work = temp("nginx-python");
+    std::fs::create_dir_all(&work).expect("dir");
+    let (front, back) = two_ports();
+    let conf = nginx_conf(&work, front, back);
+    let w = work.display();
     let script = format!(
         "cd {w} && python3 -m http.server {back} --bind 127.0.0.1 >/dev/null 2>&1 & P=$!; \
          nginx -c {conf} -p {w} 2>/dev/null & N=$!; \
@@ -155,5 +164,135 @@ fn each_request_through_nginx_to_python_is_one_inferred_path() {
         .find(|s| s.starts_with("python3"))
         .expect("python's node");
     assert!(python.ends_with(":http.server"), "{python}");
+    let _ = std::fs::remove_dir_all(work);
+}
+
+/// GET on the server's query API.
+fn api_get(serve: &common::Serve, path: &str) -> serde_json::Value {
+    ureq::get(&format!("{}{path}", serve.api))
+        .call()
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .body_mut()
+        .read_json()
+        .expect("JSON")
+}
+
+#[test]
+fn a_request_through_nginx_to_an_instrumented_service_is_one_trace() {
+    for program in ["nginx", "curl"] {
+        assert!(have(program), "{program} is needed (.ci/run installs it)");
+    }
+    let work = temp("nginx-instrumented");
+    std::fs::create_dir_all(&work).expect("dir");
+    let data = temp("nginx-instrumented-data");
+    let serve = common::Serve::start(&data, &[]);
+    let ingest_port = serve.ingest.rsplit(':').next().expect("a port").to_string();
+    let (front, back) = two_ports();
+    let conf = nginx_conf(&work, front, back);
+    let w = work.display();
+    // A replica of the demo's storage, instrumented, exporting to the server; nginx in
+    // front of it. The replica runs until its stdin (a FIFO the shell writes) ends, and
+    // flushes its spans then.
+    let script = format!(
+        "cd {w} && mkfifo hold; \
+         CAUSEWAY_DEMO_TOPOLOGY=storage-1=127.0.0.1:{back} \
+         CAUSEWAY_OTLP_ENDPOINT={ingest}/v1/traces {BIN} demo-node storage-1 <hold & S=$!; exec 3>hold; \
+         nginx -c {conf} -p {w} 2>/dev/null & N=$!; \
+         for i in $(seq 100); do curl -sf -o /dev/null 'http://127.0.0.1:{front}/read?block=0' && break; sleep 0.1; done; \
+         for i in 1 2 3 4 5 6 7 8; do curl -s -o /dev/null \"http://127.0.0.1:{front}/read?block=$i\"; done; \
+         kill $N; exec 3>&-; wait",
+        ingest = serve.ingest,
+        conf = conf.display()
+    );
+    let caps = work.join("caps");
+    let out = Command::new(BIN)
+        .args(["capture", "--out"])
+        .arg(&caps)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .expect("causeway capture");
+    assert!(
+        out.status.success(),
+        "{:?} {} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !serve.search_service("storage-1").is_empty(),
+        "the replica's spans arrived"
+    );
+    let out = Command::new(BIN)
+        .arg("infer")
+        .arg(&caps)
+        .args(["--ignore-port", &ingest_port, "--collector", &serve.ingest])
+        .args(["--join", &serve.api, "--json"])
+        .output()
+        .expect("causeway infer --join");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let join = &summary["join"];
+    assert!(join["joined"].as_u64() >= Some(8), "{join}");
+    assert_eq!(join["split"], 0, "{join}");
+
+    // Each request is one trace: curl's and nginx's inferred spans, and under nginx's call
+    // the replica's instrumented server span with its own children.
+    let found = api_get(&serve, "/api/search?service=storage-1&limit=100");
+    let traces = found["traces"].as_array().expect("traces");
+    let mut whole = 0;
+    let mut last = String::new();
+    for t in traces {
+        let body = api_get(
+            &serve,
+            &format!("/api/traces/{}", t["traceId"].as_str().expect("id")),
+        );
+        let spans = body["spans"].as_array().expect("spans");
+        let by_id = |id: &serde_json::Value| spans.iter().find(|s| &s["span_id"] == id);
+        let roots: Vec<&serde_json::Value> =
+            spans.iter().filter(|s| s["parent_id"].is_null()).collect();
+        let replica = spans
+            .iter()
+            .find(|s| s["service"] == "storage-1" && s["kind"] == "server")
+            .expect("the replica's server span");
+        assert_eq!(replica["source"]["type"], "instrumented");
+        let caller = by_id(&replica["parent_id"]);
+        last = spans
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {} {} {} {} <- {}\n",
+                    s["service"],
+                    s["kind"],
+                    s["name"],
+                    s["source"]["type"],
+                    s["span_id"],
+                    s["parent_id"]
+                )
+            })
+            .collect();
+        // curl's call (a client: its process never listened), nginx's server span and
+        // its call, the replica's instrumented server span.
+        let parent = |s: &serde_json::Value| by_id(&s["parent_id"]);
+        let nginx_server = caller.and_then(parent);
+        if roots.len() == 1
+            && roots[0]["service"] == "curl"
+            && caller.is_some_and(|c| {
+                c["service"] == "nginx" && c["kind"] == "client" && c["name"] == "to storage-1"
+            })
+            && nginx_server.is_some_and(|s| s["service"] == "nginx" && s["kind"] == "server")
+            && nginx_server.and_then(parent).is_some_and(|r| r == roots[0])
+        {
+            whole += 1;
+        }
+    }
+    assert!(
+        whole >= 8,
+        "{whole} of {} traces start at curl through nginx; the last:\n{last}",
+        traces.len()
+    );
     let _ = std::fs::remove_dir_all(work);
 }

@@ -7,7 +7,8 @@
 //!   and source.
 //! - [`Trace`]: the spans of one trace assembled into a tree, orphans kept as extra roots.
 //! - [`logs`]: log records carried to the spans they belong to, placed when a trace is
-//!   assembled.
+//!   assembled; [`parent_links`]: parents found after the fact, given to spans recorded
+//!   without one.
 //! - [`PathView`]: Pip's view of a trace as per-thread event sequences.
 //! - [`attributes`]: the attribute names inferred and log-stitched spans carry.
 //! - [`source`]: line and column in the text of a query or expectation, and the syntax error
@@ -22,6 +23,7 @@ pub mod attributes;
 pub mod codec;
 pub mod ids;
 pub mod logs;
+pub mod parent_links;
 pub mod path;
 pub mod source;
 pub mod span;

@@ -32,7 +32,9 @@ pub struct Trace {
 
 impl Trace {
     /// Assembles spans that share `trace_id`; spans of other traces are ignored.
-    /// Log records carried for spans are moved onto them ([`crate::logs`]). Duplicate span
+    /// Parents found after the fact are given to spans recorded without one
+    /// ([`crate::parent_links`]), and log records carried for spans are moved onto them
+    /// ([`crate::logs`]). Duplicate span
     /// ids keep the first span seen. A parent cycle (corrupt input)
     /// is broken by making its earliest span a root, so the result is always a forest.
     pub fn assemble(trace_id: TraceId, spans: impl IntoIterator<Item = Span>) -> Trace {
@@ -40,6 +42,7 @@ impl Trace {
         // they do from the store.
         let mut spans: Vec<Span> = spans.into_iter().collect();
         spans.retain(|s| s.trace_id == trace_id);
+        crate::parent_links::apply_parent_links(&mut spans);
         crate::logs::place_log_records(&mut spans);
         let order = |a: &Span, b: &Span| a.start.cmp(&b.start).then(a.span_id.cmp(&b.span_id));
         // Spans read from the store arrive in this order; moving large spans is not free.

@@ -2,7 +2,8 @@
 //! held in memory, and bounded in the bytes of names they hold, so that spans with ever
 //! new names cannot grow the lists (and every answer listing them) without end. Spans
 //! whose names find no room are stored and searchable as ever; they are counted. The
-//! carriers of log records (`causeway_model::logs`) name their service, not an operation.
+//! carriers of log records (`causeway_model::logs`) and parent links
+//! (`causeway_model::parent_links`) name their service, not an operation.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -57,13 +58,16 @@ impl Catalog {
         self.names.keys().cloned().collect()
     }
 
-    /// The operations of `service`; log-record carriers are not one.
+    /// The operations of `service`; log-record carriers and parent links are not one.
     pub(crate) fn operations(&self, service: &str) -> Vec<String> {
         self.names
             .get(service)
             .map(|ops| {
                 ops.iter()
-                    .filter(|o| o.as_str() != causeway_model::logs::LOG_RECORDS)
+                    .filter(|o| {
+                        o.as_str() != causeway_model::logs::LOG_RECORDS
+                            && o.as_str() != causeway_model::parent_links::PARENT_LINK
+                    })
                     .cloned()
                     .collect()
             })

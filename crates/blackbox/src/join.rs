@@ -1,0 +1,473 @@
+//! Inferred paths joined to the instrumented traces of the same requests: what a capture
+//! saw of a process that also reports spans is already in a trace, and the rest of the path
+//! (what uninstrumented processes did, and the proxies in front) belongs in that trace.
+//!
+//! Instrumented spans are certain anchors. An inferred server span is the instrumented
+//! server span of the same process whose connection it came on (`network.peer.port`, and
+//! `network.local.port` or `server.port`, against the captured endpoints) and whose time
+//! overlaps it, the nearest start first; an inferred client span is the instrumented
+//! client span of its process that called the same server port (`server.port` or
+//! `network.peer.port`) and was open when the request left. A process is its pid and host;
+//! a host name no capture reported (a service that names its host itself, as the demo's
+//! do) is taken to be the captured one with that pid.
+//!
+//! An inferred trace with anchors joins the instrumented trace most of them are in: its
+//! anchored spans are dropped (the instrumented ones tell the same, with certainty), the
+//! others take that trace's id and, where their inferred parent was anchored, the
+//! instrumented span as parent. An instrumented span recorded as a root whose inferred
+//! caller was not anchored (a proxy in front) gets that caller as parent through a parent
+//! link (`causeway_model::parent_links`); a recorded parent is never replaced. Spans placed
+//! in an instrumented trace carry `causeway.parent.confidence`, their path's probability,
+//! and the service an instrumented span of their process reported; a call to an
+//! instrumented server is named by that server's service (`to storage-1`). Inferred traces without
+//! an anchor stay traces of their own.
+
+use std::sync::Arc;
+
+use foldhash::{HashMap, HashSet};
+
+use causeway_model::parent_links::parent_link;
+use causeway_model::{attributes, KeyValue, Source, Span, SpanId, SpanKind, TraceId, Value};
+
+/// On an inferred span placed in an instrumented trace: how sure its parent link is.
+pub const PARENT_CONFIDENCE: &str = "causeway.parent.confidence";
+
+/// How close in time (ns) a captured message and an instrumented span's ends must be: the
+/// socket call and the span's start or end are a few calls apart on one clock.
+const SLACK_NS: u64 = 2_000_000;
+
+/// What joining did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct JoinReport {
+    /// Inferred traces looked at.
+    pub inferred_traces: usize,
+    /// Of those, joined to an instrumented trace.
+    pub joined: usize,
+    /// Of those, with anchors in more than one instrumented trace (joined to the one with
+    /// most; the others' anchored parts were left where they are).
+    pub split: usize,
+    /// Inferred spans an instrumented span stood for.
+    pub anchored_spans: usize,
+    /// Inferred spans placed in instrumented traces.
+    pub placed_spans: usize,
+    /// Instrumented roots given an inferred parent.
+    pub parent_links: usize,
+}
+
+/// The spans to store, and what was done.
+pub struct Joined {
+    /// Inferred spans (those of joined traces rewritten into them) and parent links.
+    pub spans: Vec<Span>,
+    /// Counts.
+    pub report: JoinReport,
+}
+
+fn port_of(endpoint: &str) -> Option<i64> {
+    endpoint.rsplit_once(':')?.1.parse().ok()
+}
+
+fn int(span: &Span, key: &str) -> Option<i64> {
+    match span.attribute(key)? {
+        Value::I64(v) => Some(*v),
+        Value::Str(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn text<'a>(span: &'a Span, key: &str) -> Option<&'a str> {
+    match span.attribute(key)? {
+        Value::Str(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// The instrumented spans of each process, by start.
+struct Anchors<'a> {
+    by_pid: HashMap<u32, Vec<&'a Span>>,
+    /// The hosts captures ran on.
+    captured_hosts: HashSet<Arc<str>>,
+}
+
+impl<'a> Anchors<'a> {
+    fn new(instrumented: &'a [Span], inferred: &[Span]) -> Anchors<'a> {
+        let mut by_pid: HashMap<u32, Vec<&Span>> = HashMap::default();
+        for s in instrumented {
+            if s.pid != 0 {
+                by_pid.entry(s.pid).or_default().push(s);
+            }
+        }
+        for spans in by_pid.values_mut() {
+            spans.sort_by_key(|s| s.start);
+        }
+        let captured_hosts = inferred
+            .iter()
+            .filter(|s| s.pid != 0)
+            .map(|s| s.host.clone())
+            .collect();
+        Anchors {
+            by_pid,
+            captured_hosts,
+        }
+    }
+
+    /// Whether the instrumented span `s` ran in the captured process `inferred` ran in.
+    fn same_process(&self, s: &Span, inferred: &Span) -> bool {
+        s.pid == inferred.pid && (s.host == inferred.host || !self.captured_hosts.contains(&s.host))
+    }
+
+    fn of<'s>(&'s self, inferred: &'s Span) -> impl Iterator<Item = &'a Span> + 's {
+        self.by_pid
+            .get(&inferred.pid)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(move |s| self.same_process(s, inferred))
+    }
+
+    /// The instrumented span `inferred` (a server or client span) stands for.
+    fn find(&self, inferred: &Span) -> Option<&'a Span> {
+        let peer = text(inferred, attributes::NET_SOCK_PEER_ADDR).and_then(port_of);
+        let local = text(inferred, attributes::NET_SOCK_HOST_ADDR).and_then(port_of);
+        let candidates = self.of(inferred);
+        let near = |s: &&Span| s.start.abs_diff(inferred.start);
+        match inferred.kind {
+            SpanKind::Server => candidates
+                .filter(|s| s.kind == SpanKind::Server)
+                .filter(|s| peer.is_some() && int(s, "network.peer.port") == peer)
+                .filter(|s| {
+                    let port = int(s, "network.local.port").or(int(s, "server.port"));
+                    port.is_none() || local.is_none() || port == local
+                })
+                .filter(|s| {
+                    s.start <= inferred.end + SLACK_NS && inferred.start <= s.end + SLACK_NS
+                })
+                .min_by_key(near),
+            SpanKind::Client => candidates
+                .filter(|s| s.kind == SpanKind::Client)
+                .filter(|s| {
+                    peer.is_some()
+                        && (int(s, "server.port") == peer || int(s, "network.peer.port") == peer)
+                })
+                .filter(|s| {
+                    s.start <= inferred.start + SLACK_NS && inferred.start <= s.end + SLACK_NS
+                })
+                .min_by_key(near),
+            _ => None,
+        }
+    }
+}
+
+/// Joins `inferred` spans (as `crate::traces::spans` makes them) to the `instrumented`
+/// spans of the same processes and time.
+pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
+    let anchors = Anchors::new(instrumented, &inferred);
+    let mut report = JoinReport::default();
+    let mut by_trace: HashMap<TraceId, Vec<Span>> = HashMap::default();
+    let mut order = Vec::new();
+    for s in inferred {
+        let spans = by_trace.entry(s.trace_id).or_default();
+        if spans.is_empty() {
+            order.push(s.trace_id);
+        }
+        spans.push(s);
+    }
+    let mut out = Vec::new();
+    for id in order {
+        let spans = by_trace.remove(&id).unwrap_or_default();
+        report.inferred_traces += 1;
+        let found: Vec<Option<&Span>> = spans.iter().map(|s| anchors.find(s)).collect();
+        let mut votes: HashMap<TraceId, usize> = HashMap::default();
+        for a in found.iter().flatten() {
+            *votes.entry(a.trace_id).or_default() += 1;
+        }
+        let Some(target) = votes
+            .iter()
+            .max_by_key(|(t, n)| (**n, std::cmp::Reverse(**t)))
+            .map(|(t, _)| *t)
+        else {
+            out.extend(spans);
+            continue;
+        };
+        report.joined += 1;
+        report.split += usize::from(votes.len() > 1);
+        // Each anchored inferred span's instrumented span.
+        let stands_for: HashMap<SpanId, &Span> = spans
+            .iter()
+            .zip(&found)
+            .filter_map(|(s, a)| Some((s.span_id, (*a)?)))
+            .collect();
+        report.anchored_spans += stands_for.len();
+        // A kept call whose callee is instrumented is named by the callee's service.
+        let callee_of: HashMap<SpanId, &Arc<str>> = spans
+            .iter()
+            .filter_map(|s| Some((s.parent_id?, &stands_for.get(&s.span_id)?.service)))
+            .collect();
+        let kept: HashSet<SpanId> = spans
+            .iter()
+            .filter(|s| !stands_for.contains_key(&s.span_id))
+            .map(|s| s.span_id)
+            .collect();
+        for s in &spans {
+            let confidence = match s.source {
+                Source::Inferred { confidence } => f64::from(confidence),
+                _ => 1.0,
+            };
+            if let Some(anchor) = stands_for.get(&s.span_id) {
+                // A root whose caller only the capture saw: that caller is its parent.
+                let caller = s.parent_id.filter(|p| kept.contains(p));
+                if let (None, Some(caller), true) =
+                    (anchor.parent_id, caller, anchor.trace_id == target)
+                {
+                    let mut link = parent_link(s, anchor.span_id, caller);
+                    link.trace_id = target;
+                    out.push(link);
+                    report.parent_links += 1;
+                }
+                continue;
+            }
+            let mut placed = s.clone();
+            placed.trace_id = target;
+            if let Some(anchor) = s.parent_id.and_then(|p| stands_for.get(&p)) {
+                placed.parent_id = Some(anchor.span_id);
+            }
+            if let (SpanKind::Client | SpanKind::Producer, Some(callee)) =
+                (s.kind, callee_of.get(&s.span_id))
+            {
+                placed.name = format!("to {callee}");
+            }
+            if let Some(reported) = anchors.of(s).next() {
+                placed.service = Arc::clone(&reported.service);
+            }
+            placed
+                .attributes
+                .push(KeyValue::new(PARENT_CONFIDENCE, confidence));
+            out.push(placed);
+            report.placed_spans += 1;
+        }
+    }
+    Joined { spans: out, report }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn span(
+        trace: u128,
+        id: u64,
+        parent: Option<u64>,
+        kind: SpanKind,
+        host: &str,
+        pid: u32,
+        (start, end): (u64, u64),
+    ) -> Span {
+        let mut s = Span::new(
+            TraceId::new(trace).unwrap(),
+            SpanId::new(id).unwrap(),
+            parent.and_then(SpanId::new),
+            format!("op{id}"),
+            "svc",
+            start,
+            end,
+        );
+        s.kind = kind;
+        s.host = host.into();
+        s.pid = pid;
+        s
+    }
+
+    fn inferred(mut s: Span, peer: &str, local: &str) -> Span {
+        s.source = Source::Inferred { confidence: 0.8 };
+        s.attributes
+            .push(KeyValue::new(attributes::NET_SOCK_PEER_ADDR, peer));
+        s.attributes
+            .push(KeyValue::new(attributes::NET_SOCK_HOST_ADDR, local));
+        s
+    }
+
+    /// curl -> nginx (captured, not instrumented) -> api (instrumented, captured) ->
+    /// cache (captured, not instrumented).
+    fn request(at: u64, trace: u128, client_port: &str) -> (Vec<Span>, Vec<Span>) {
+        let t = |a: u64, b: u64| (at + a * MS, at + b * MS);
+        let base = (trace as u64) * 100;
+        let inferred_spans = vec![
+            inferred(
+                span(1, base + 1, None, SpanKind::Server, "h", 10, t(0, 10)),
+                "127.0.0.1:50000",
+                "127.0.0.1:80",
+            ),
+            inferred(
+                span(
+                    1,
+                    base + 2,
+                    Some(base + 1),
+                    SpanKind::Client,
+                    "h",
+                    10,
+                    t(1, 9),
+                ),
+                "127.0.0.1:8080",
+                client_port,
+            ),
+            inferred(
+                span(
+                    1,
+                    base + 3,
+                    Some(base + 2),
+                    SpanKind::Server,
+                    "h",
+                    20,
+                    t(1, 9),
+                ),
+                client_port,
+                "127.0.0.1:8080",
+            ),
+            inferred(
+                span(
+                    1,
+                    base + 4,
+                    Some(base + 3),
+                    SpanKind::Client,
+                    "h",
+                    20,
+                    t(3, 5),
+                ),
+                "127.0.0.1:6379",
+                "127.0.0.1:40000",
+            ),
+            inferred(
+                span(
+                    1,
+                    base + 5,
+                    Some(base + 4),
+                    SpanKind::Server,
+                    "h",
+                    30,
+                    t(3, 5),
+                ),
+                "127.0.0.1:40000",
+                "127.0.0.1:6379",
+            ),
+        ];
+        let mut server = span(
+            trace,
+            base + 50,
+            None,
+            SpanKind::Server,
+            "h",
+            20,
+            (at + MS + 10_000, at + 9 * MS - 10_000),
+        );
+        server.service = "api".into();
+        server.attributes.push(KeyValue::new(
+            "network.peer.port",
+            port_of(client_port).unwrap(),
+        ));
+        server
+            .attributes
+            .push(KeyValue::new("network.local.port", 8080i64));
+        let mut client = span(
+            trace,
+            base + 51,
+            Some(base + 50),
+            SpanKind::Client,
+            "h",
+            20,
+            (at + 3 * MS - 10_000, at + 5 * MS + 10_000),
+        );
+        client.service = "api".into();
+        client
+            .attributes
+            .push(KeyValue::new("server.port", 6379i64));
+        (inferred_spans, vec![server, client])
+    }
+
+    #[test]
+    fn a_proxy_and_an_uninstrumented_callee_join_the_instrumented_trace() {
+        let (mut inferred_spans, mut instrumented) = request(1_000 * MS, 7, "127.0.0.1:51000");
+        // A second request on the same connections, later, is another trace.
+        let (more, more_instrumented) = request(1_100 * MS, 8, "127.0.0.1:51000");
+        for s in &mut inferred_spans {
+            s.trace_id = TraceId::new(1).unwrap();
+        }
+        let mut more = more;
+        for s in &mut more {
+            s.trace_id = TraceId::new(2).unwrap();
+        }
+        inferred_spans.extend(more);
+        instrumented.extend(more_instrumented);
+        let joined = join(inferred_spans, &instrumented);
+        assert_eq!(
+            joined.report,
+            JoinReport {
+                inferred_traces: 2,
+                joined: 2,
+                split: 0,
+                anchored_spans: 4,
+                placed_spans: 6,
+                parent_links: 2,
+            }
+        );
+        for (trace, base) in [(7u128, 700u64), (8, 800)] {
+            let trace_id = TraceId::new(trace).unwrap();
+            let mine: Vec<&Span> = joined
+                .spans
+                .iter()
+                .filter(|s| s.trace_id == trace_id)
+                .collect();
+            let id = |n: u64| SpanId::new(base + n).unwrap();
+            let find = |n: u64| {
+                mine.iter()
+                    .find(|s| s.span_id == id(n) && !s.is_parent_link())
+            };
+            // nginx's spans and the cache's server span, in the instrumented trace.
+            assert!(find(1).is_some() && find(2).is_some() && find(5).is_some());
+            // The inferred api spans are gone: the instrumented ones stand for them.
+            assert!(find(3).is_none() && find(4).is_none());
+            // The cache's server span hangs under api's instrumented client span.
+            assert_eq!(find(5).unwrap().parent_id, Some(id(51)));
+            assert_eq!(
+                find(5).unwrap().attribute(PARENT_CONFIDENCE),
+                Some(&Value::F64(0.800000011920929))
+            );
+            assert_eq!(find(2).unwrap().name, "to api");
+            // nginx's client span becomes the parent of api's root.
+            let link = mine.iter().find(|s| s.is_parent_link()).unwrap();
+            assert_eq!((link.span_id, link.parent_id), (id(50), Some(id(2))));
+        }
+    }
+
+    #[test]
+    fn traces_without_anchors_stay_and_instrumented_services_name_their_processes() {
+        let (inferred_spans, instrumented) = request(1_000 * MS, 7, "127.0.0.1:51000");
+        // Ten seconds later the captured request overlaps no instrumented span.
+        let late: Vec<Span> = inferred_spans
+            .iter()
+            .cloned()
+            .map(|mut s| {
+                s.start += 10_000 * MS;
+                s.end += 10_000 * MS;
+                s
+            })
+            .collect();
+        let joined = join(late.clone(), &instrumented);
+        assert_eq!(joined.report.joined, 0);
+        assert_eq!(joined.spans, late);
+
+        // A call from the instrumented process that its instrumentation did not see.
+        let mut bare = inferred_spans;
+        bare.retain(|s| s.pid == 20 || s.pid == 30);
+        let mut uninstrumented_call = instrumented.clone();
+        uninstrumented_call.retain(|s| s.kind == SpanKind::Server);
+        let joined = join(bare, &uninstrumented_call);
+        let call = joined
+            .spans
+            .iter()
+            .find(|s| s.kind == SpanKind::Client)
+            .unwrap();
+        assert_eq!(&*call.service, "api");
+        assert_eq!(call.parent_id, Some(SpanId::new(750).unwrap()));
+    }
+}

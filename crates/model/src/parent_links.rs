@@ -1,0 +1,99 @@
+//! Parents found after the fact: a span recorded as a root (its caller was not
+//! instrumented, a proxy say) whose caller another source saw. Stores append and never
+//! rewrite, so the parent travels as a *link*: a span named [`PARENT_LINK`] with the id of
+//! the span it is for, and that span's new parent as its parent. [`Trace::assemble`] gives
+//! the parent to a span that has none and drops the link; a span's recorded parent is
+//! never replaced. A link whose span is not in the trace is dropped.
+//!
+//! [`Trace::assemble`]: crate::Trace::assemble
+
+use crate::span::Span;
+use crate::SpanId;
+
+/// The name of a span that gives another span its parent.
+pub const PARENT_LINK: &str = "causeway.parent_link";
+
+impl Span {
+    /// Whether this span only gives a parent to another (see [the module](crate::parent_links)).
+    pub fn is_parent_link(&self) -> bool {
+        self.name == PARENT_LINK
+    }
+}
+
+/// A link giving span `child` of `template`'s trace the parent `parent`, with `template`'s
+/// source and times.
+pub fn parent_link(template: &Span, child: SpanId, parent: SpanId) -> Span {
+    let mut link = Span::new(
+        template.trace_id,
+        child,
+        Some(parent),
+        PARENT_LINK,
+        &template.service,
+        template.start,
+        template.end,
+    );
+    link.source = template.source;
+    link
+}
+
+/// Applies the links among `spans` and removes them.
+pub(crate) fn apply_parent_links(spans: &mut Vec<Span>) {
+    if !spans.iter().any(Span::is_parent_link) {
+        return;
+    }
+    let (links, mut rest): (Vec<Span>, Vec<Span>) = spans.drain(..).partition(Span::is_parent_link);
+    let by_id: foldhash::HashMap<SpanId, usize> = rest
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.span_id, i))
+        .collect();
+    for link in links {
+        if let Some(&i) = by_id.get(&link.span_id) {
+            let span = &mut rest[i];
+            if span.parent_id.is_none() && link.parent_id != Some(span.span_id) {
+                span.parent_id = link.parent_id;
+            }
+        }
+    }
+    *spans = rest;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Source, Trace, TraceId};
+
+    fn span(id: u64, parent: Option<u64>, service: &str) -> Span {
+        Span::new(
+            TraceId::new(5).unwrap(),
+            SpanId::new(id).unwrap(),
+            parent.and_then(SpanId::new),
+            format!("op{id}"),
+            service,
+            id * 10,
+            id * 10 + 100,
+        )
+    }
+
+    #[test]
+    fn a_root_takes_its_found_parent_and_a_recorded_parent_stays() {
+        let mut proxy = span(1, None, "nginx");
+        proxy.source = Source::Inferred { confidence: 0.9 };
+        let id = |n| SpanId::new(n).unwrap();
+        let spans = vec![
+            proxy.clone(),
+            span(2, None, "api"),
+            span(3, Some(2), "db"),
+            parent_link(&proxy, id(2), id(1)),
+            // Never over a recorded parent, and never for a span not here.
+            parent_link(&proxy, id(3), id(1)),
+            parent_link(&proxy, id(9), id(1)),
+        ];
+        let t = Trace::assemble(TraceId::new(5).unwrap(), spans);
+        assert_eq!(t.spans.len(), 3);
+        assert_eq!(t.span(id(2)).unwrap().parent_id, Some(id(1)));
+        assert_eq!(t.span(id(3)).unwrap().parent_id, Some(id(2)));
+        assert_eq!(t.roots.len(), 1);
+        assert_eq!(t.spans[t.roots[0]].span_id, id(1));
+    }
+}
