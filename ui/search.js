@@ -9,7 +9,9 @@ import { go, link } from "./app.js";
 import { h, duration, count, instant, lookbackSelect, state, serviceColor, shortId } from "./format.js";
 
 /** The parameters the form owns; the rest of the URL (tab, order) is the table's. */
-const FILTERS = ["service", "operation", "tags", "lookback", "start", "end", "minDuration", "maxDuration", "error"];
+const FILTERS = ["service", "operation", "tags", "lookback", "start", "end", "minDuration", "maxDuration", "error", "source"];
+/** The sources a span can come from, as the API's `source` filter names them. */
+const SOURCES = { instrumented: "instrumented", imported: "other tracers", inferred: "inferred (capture)", logs: "stitched from logs" };
 
 /** The patterns tab's cost metrics, by their API names. */
 const COSTS = { count: "count", total: "total time", tail: "tail latency (p99)" };
@@ -98,6 +100,9 @@ function form(params, services, operations) {
     h("label", {}, "Window", lookbackSelect(params.get("lookback"))),
     h("label", {}, "Min duration", h("input", { name: "minDuration", value: val("minDuration"), placeholder: "e.g. 100ms", size: 8 })),
     h("label", {}, "Max duration", h("input", { name: "maxDuration", value: val("maxDuration"), placeholder: "e.g. 2s", size: 8 })),
+    h("label", {}, "Source",
+      h("select", { name: "source" }, h("option", { value: "" }, "any source"),
+        Object.entries(SOURCES).map(([v, l]) => h("option", { value: v, selected: v === val("source") }, l)))),
     h("label.check", {}, h("input", { type: "checkbox", name: "error", value: "true", checked: val("error") === "true" }), "errors only"),
     h("label", {}, "Cost",
       h("select", { name: "sort", "aria-label": "cost metric" },

@@ -277,6 +277,9 @@ struct SearchArgs {
     /// Only spans that ended in error.
     #[arg(long)]
     error: bool,
+    /// Only spans from this source.
+    #[arg(long, value_parser = causeway_model::Source::KINDS)]
+    source: Option<String>,
     /// Most traces to list.
     #[arg(long, default_value_t = 20)]
     limit: usize,
@@ -569,6 +572,7 @@ fn search(a: SearchArgs) -> Result<()> {
     add("service", &a.service);
     add("operation", &a.operation);
     add("host", &a.host);
+    add("source", &a.source);
     add("minDuration", &a.min_duration);
     add("maxDuration", &a.max_duration);
     add("start", &a.start);

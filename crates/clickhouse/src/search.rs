@@ -206,6 +206,16 @@ fn search_condition(q: &SearchQuery) -> String {
     if q.error {
         all.push("status = 2".into());
     }
+    if let Some(kind) = &q.source {
+        // Inferred spans' source carries their confidence (`inferred:0.75`).
+        all.push(format!(
+            "(source = {kind} OR startsWith(source, {prefix})) AND name NOT IN ({}, {})",
+            quote(causeway_model::logs::LOG_RECORDS),
+            quote(causeway_model::parent_links::PARENT_LINK),
+            kind = quote(kind),
+            prefix = quote(&format!("{kind}:")),
+        ));
+    }
     if let Some(w) = q.window {
         all.push(format!("start >= {} AND start < {}", w.start, w.end));
     }

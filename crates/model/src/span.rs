@@ -265,6 +265,19 @@ pub enum Source {
 }
 
 impl Source {
+    /// The kinds of source, as [`Source::kind`] names them.
+    pub const KINDS: [&'static str; 4] = ["instrumented", "imported", "inferred", "logs"];
+
+    /// The source's kind without its confidence: one of [`Source::KINDS`].
+    pub fn kind(self) -> &'static str {
+        match self {
+            Source::Instrumented => "instrumented",
+            Source::Imported => "imported",
+            Source::Inferred { .. } => "inferred",
+            Source::Logs => "logs",
+        }
+    }
+
     /// A short textual form: `instrumented`, `imported`, `logs`, `inferred:0.75`.
     pub fn to_text(self) -> String {
         match self {

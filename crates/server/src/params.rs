@@ -116,6 +116,18 @@ pub(crate) fn search_query(params: &[(String, String)]) -> Result<SearchQuery, A
                     .parse()
                     .map_err(|_| bad(k, format!("{v:?} is not true or false")))?
             }
+            "source" => {
+                if !causeway_model::Source::KINDS.contains(&v.as_str()) {
+                    return Err(bad(
+                        k,
+                        format!(
+                            "{v:?} is not a source: {}",
+                            causeway_model::Source::KINDS.join(", ")
+                        ),
+                    ));
+                }
+                q.source = Some(v.clone());
+            }
             "limit" => {
                 q.limit = v
                     .parse()

@@ -9,8 +9,9 @@ use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use causeway_model::logs::{log_event, LOG_RECORDS};
 use causeway_model::{
-    Direction, Event, KeyValue, Link, Message, Span, SpanId, Status, TraceId, Value,
+    Direction, Event, KeyValue, Link, Message, Source, Span, SpanId, Status, TraceId, Value,
 };
 
 use crate::{search_sorted, Fields, SearchQuery, TimeWindow, TraceStore};
@@ -176,7 +177,8 @@ pub fn search_finds_by_service_operation_tags_duration_host_and_window(backend: 
     b.attributes.push(KeyValue::new("http.status_code", 500i64));
     b.status = Status::Error("boom".into());
     b.host = "web-2".into();
-    let c = span(
+    b.source = Source::Imported;
+    let mut c = span(
         3,
         1,
         None,
@@ -185,7 +187,14 @@ pub fn search_finds_by_service_operation_tags_duration_host_and_window(backend: 
         T0 + 2_000,
         T0 + 7_000_000,
     );
-    store.append(vec![a]).unwrap();
+    c.source = Source::Inferred { confidence: 0.5 };
+    // Log records of `a`'s span: not a span of any source.
+    let mut carrier = span(1, 1, None, LOG_RECORDS, "frontend", T0 + 500, T0 + 500);
+    carrier.source = Source::Logs;
+    carrier
+        .events
+        .push(log_event(T0 + 500, "cart read".into(), None, vec![]));
+    store.append(vec![a, carrier]).unwrap();
     backend.settle(&store);
     store.append(vec![b, c]).unwrap();
 
@@ -286,6 +295,38 @@ pub fn search_finds_by_service_operation_tags_duration_host_and_window(backend: 
             vec![],
         ),
         ("limit", SearchQuery { limit: 1, ..q() }, vec![3]),
+        (
+            "source",
+            SearchQuery {
+                source: Some("inferred".into()),
+                ..q()
+            },
+            vec![3],
+        ),
+        (
+            "source imported",
+            SearchQuery {
+                source: Some("imported".into()),
+                ..q()
+            },
+            vec![2],
+        ),
+        (
+            "source instrumented",
+            SearchQuery {
+                source: Some("instrumented".into()),
+                ..q()
+            },
+            vec![1],
+        ),
+        (
+            "log records are no source's spans",
+            SearchQuery {
+                source: Some("logs".into()),
+                ..q()
+            },
+            vec![],
+        ),
     ];
     for (what, query, want) in &cases {
         assert_eq!(&ids(query), want, "{what}");

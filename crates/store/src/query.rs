@@ -52,6 +52,9 @@ pub struct SearchQuery {
     pub max_duration: Option<u64>,
     /// Only spans that ended in error.
     pub error: bool,
+    /// Only spans from this kind of source (one of `Source::KINDS`); log-record carriers
+    /// and parent links are no source's spans.
+    pub source: Option<String>,
     /// Window the span's start must lie in.
     pub window: Option<TimeWindow>,
     /// Most traces to return (0 means the default, 20).
@@ -75,6 +78,9 @@ impl SearchQuery {
             && self.min_duration.is_none_or(|d| span.duration() >= d)
             && self.max_duration.is_none_or(|d| span.duration() <= d)
             && (!self.error || span.is_error())
+            && self.source.as_deref().is_none_or(|kind| {
+                span.source.kind() == kind && !span.is_log_carrier() && !span.is_parent_link()
+            })
             && self.window.is_none_or(|w| w.contains(span.start))
             && self.tags.iter().all(|(k, v)| tag_matches(span, k, v))
     }

@@ -472,6 +472,20 @@ fn every_page_renders(server: &TestServer, name: &str) {
     assert!(ui
         .text(".results .summary")
         .starts_with(&format!("{} traces", HOMES / 2)));
+    // Source filter: the one inferred trace (two hours old).
+    assert_eq!(
+        ui.open("#/search?lookback=3h&source=inferred&tab=traces"),
+        "ready"
+    );
+    assert_eq!(ui.count("table.traces tbody tr"), 1);
+    assert_eq!(
+        ui.eval("document.querySelector('table.traces tbody tr').dataset.id"),
+        hex(INFERRED)
+    );
+    assert_eq!(
+        ui.eval("document.querySelector('select[name=source]').value"),
+        "inferred"
+    );
     // The traces tab, sorted by duration, longest first: a slow one leads.
     assert_eq!(
         ui.open("#/search?lookback=1h&service=web&tab=traces&order=-duration"),
