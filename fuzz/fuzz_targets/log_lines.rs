@@ -1,10 +1,12 @@
 //! Log files of any bytes are read, their log points mined, their identifiers ranked and
 //! their lines stitched without a panic; every line read gets a request. A line's header
-//! read with what the line before it was found to be is the one read anew.
+//! read with what the line before it was found to be is the one read anew. Lines that name
+//! a trace become log records without a panic.
 #![no_main]
 
 use causeway_logflow::corpus::Corpus;
 use causeway_logflow::drain::Options;
+use causeway_logflow::context::LogRecords;
 use causeway_logflow::{header, ids, links, stitch};
 use libfuzzer_sys::fuzz_target;
 
@@ -17,9 +19,13 @@ fuzz_target!(|data: &[u8]| {
         ("b.log".to_string(), rest[at..].to_vec()),
     ];
     let mut memo = header::LayoutMemo::default();
-    for line in String::from_utf8_lossy(rest).lines() {
+    let mut records = LogRecords::default();
+    for (n, line) in String::from_utf8_lossy(rest).lines().enumerate() {
         assert_eq!(header::parse_with(line, &mut memo), header::parse(line));
+        records.read_line("a.log", n as u32 + 1, line);
     }
+    let kept: usize = records.take_carriers().iter().map(|c| c.events.len()).sum();
+    assert_eq!(kept + records.untimed, records.lines);
     let corpus = Corpus::read(&files, Options::default());
     let ranked = ids::rank(&corpus);
     let links = links::learn(&corpus, &links::LinkOptions::default());

@@ -8,13 +8,16 @@
 //! links and the table, or `--json`; writes `--assignments`; and sends the traces to
 //! `--collector`, then its report (the first 50 identifiers with their evidence, and the
 //! first 50 links) to `/v1/logflow/report` on the same ingest listener, which the server
-//! keeps (`crates/server/src/logflows.rs`).
+//! keeps (`crates/server/src/logflows.rs`). With `--collector`, lines that name their
+//! trace (`causeway_logflow::context`) are also sent, window by window, as log records of
+//! their spans.
 
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use causeway_logflow::context::LogRecords;
 use causeway_logflow::corpus::ReadCounts;
 use causeway_logflow::flows::{Flows, Request};
 use causeway_logflow::format::Format;
@@ -46,7 +49,9 @@ pub struct LogsArgs {
     top: usize,
     /// Send the requests as traces to this collector (the ingest address, as for
     /// `causeway agent --collector`, e.g. `http://127.0.0.1:4318`): a span per node (or
-    /// thread) segment, an event per line, marked as stitched from logs.
+    /// thread) segment, an event per line, marked as stitched from logs. Lines that name
+    /// their trace (a `traceparent`, `trace_id=`/`span_id=` fields) also go to that
+    /// trace's span, under its logs (a file's service is its name: `orders.log`, orders).
     #[arg(long)]
     collector: Option<String>,
     /// Take variables of this name (the word before the value in its log point, as the
@@ -218,7 +223,39 @@ pub fn run(a: LogsArgs) -> Result<()> {
         sent: (0, 0),
     };
     let names = input.names.clone();
-    let stitched = stitch_logs(|| input.next_window(), names, &options, &mut outputs)?;
+    // Lines that name their trace go to their spans, a window at a time.
+    let mut records = LogRecords::default();
+    let mut records_sent = (0, 0);
+    let mut records_failed = None;
+    let records_to = a
+        .collector
+        .as_deref()
+        .map(|url| (crate::client::Client::new(url, a.token.clone()), url));
+    let next_window = || {
+        let window = input.next_window()?;
+        if let Some((client, url)) = &records_to {
+            records.read_window(&window);
+            let carriers = records.take_carriers();
+            if !carriers.is_empty() && records_failed.is_none() {
+                match crate::import::send_spans(client, &carriers, |e| eprintln!("collector: {e}"))
+                {
+                    Ok((accepted, refused)) => {
+                        records_sent = (records_sent.0 + accepted, records_sent.1 + refused)
+                    }
+                    Err(e) => {
+                        records_failed = Some(
+                            e.context(format!("sending the log lines with trace ids to {url}")),
+                        )
+                    }
+                }
+            }
+        }
+        Some(window)
+    };
+    let stitched = stitch_logs(next_window, names, &options, &mut outputs)?;
+    if let Some(e) = records_failed {
+        return Err(e);
+    }
     if let Some(w) = outputs.assignments.as_mut() {
         w.flush()?;
     }
@@ -231,11 +268,12 @@ pub fn run(a: LogsArgs) -> Result<()> {
     let report = Report {
         stitched: &stitched,
         skipped: &input.skipped,
+        lines_with_trace_ids: records_to.is_some().then_some(records.lines),
     };
     if let Some((client, url)) = &outputs.collector {
         eprintln!(
-            "sent {} spans to {url} ({} refused)",
-            outputs.sent.0, outputs.sent.1
+            "sent {} spans to {url} ({} refused); {} lines named their trace: sent to their spans on {} carriers ({} refused, {} without a time left out)",
+            outputs.sent.0, outputs.sent.1, records.lines, records_sent.0, records_sent.1, records.untimed
         );
         // What the Logs page shows beside the requests: why they were stitched so.
         const SHOWN: usize = 50;
@@ -264,6 +302,8 @@ pub fn run(a: LogsArgs) -> Result<()> {
 struct Report<'a> {
     stitched: &'a Stitched,
     skipped: &'a [String],
+    /// Lines that named their trace (looked for only when sending to a collector).
+    lines_with_trace_ids: Option<usize>,
 }
 
 impl Report<'_> {
@@ -294,6 +334,7 @@ impl Report<'_> {
             "continuation_lines": c.continuations,
             "lossy_lines": c.lossy,
             "requests": self.stitched.requests,
+            "lines_with_trace_ids": self.lines_with_trace_ids,
             "templates": self.learned().templates,
             "points": self.flows().points().iter().enumerate().map(|(id, (text, count))| json!({
                 "id": id,

@@ -1,6 +1,7 @@
 //! `causeway logs` on a directory of two services' plain logs: one assignment per input
 //! line (stack frames included), requests joined across the two by their order id and
-//! their timing, a binary file reported and skipped, and the JSON tables.
+//! their timing, a binary file reported and skipped, and the JSON tables; lines that name
+//! their trace go to that trace's spans.
 
 mod common;
 
@@ -249,6 +250,104 @@ fn stitched_requests_reach_the_store_as_traces_from_logs() {
     drop(serve);
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(data);
+}
+
+#[test]
+fn lines_that_name_their_trace_go_to_its_spans() {
+    use causeway_model::SpanKind;
+    let data = temp("logs-ids-data");
+    let serve = common::Serve::start(&data, &[]);
+    let dir = temp("logs-ids");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let now = std::time::SystemTime::now();
+    let ns = |ms: u64| {
+        (now + std::time::Duration::from_millis(ms))
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_nanos() as u64
+    };
+    let at = |ms: u64| humantime::format_rfc3339_millis(now + std::time::Duration::from_millis(ms));
+    // The instrumented trace: orders' checkout calls payments.
+    let mut b = causeway_testkit::TraceBuilder::new(0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736);
+    let root = b.span(
+        None,
+        "orders",
+        "",
+        SpanKind::Server,
+        "checkout",
+        ns(0),
+        ns(100),
+    );
+    b.span(
+        Some(root),
+        "payments",
+        "",
+        SpanKind::Internal,
+        "charge",
+        ns(10),
+        ns(60),
+    );
+    let body = causeway_model::codec::otlp::encode_json(&b.spans());
+    ureq::post(&format!("{}/v1/traces", serve.ingest))
+        .header("content-type", "application/json")
+        .send(&body[..])
+        .expect("the trace is taken");
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    std::fs::write(
+        dir.join("orders.log"),
+        format!(
+            "{} INFO [main] basket read trace_id={trace} span_id=0000000000000001\n\
+             {} INFO [main] order 9 without ids\n",
+            at(5),
+            at(90)
+        ),
+    )
+    .expect("orders.log");
+    // Only the trace: the line goes to the payments span whose time holds it.
+    std::fs::write(
+        dir.join("payments.log"),
+        format!(
+            "{{\"ts\":\"{}\",\"level\":\"WARN\",\"msg\":\"card slow\",\"traceId\":\"{trace}\"}}\n",
+            at(20)
+        ),
+    )
+    .expect("payments.log");
+    let out = logs(&dir, &["--collector", &serve.ingest, "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["lines_with_trace_ids"], 2, "{report}");
+    let spans = serve.trace_spans(trace);
+    let lines = |name: &str| -> Vec<(String, String)> {
+        let span = spans
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no span {name}: {spans:?}"));
+        span["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let level = e["attributes"]
+                    .as_array()
+                    .and_then(|a| a.iter().find(|kv| kv["key"] == "level"))
+                    .map_or(String::new(), |kv| kv["value"].to_string());
+                (e["name"].as_str().unwrap_or_default().to_string(), level)
+            })
+            .collect()
+    };
+    let checkout = lines("checkout");
+    assert_eq!(checkout.len(), 1, "{checkout:?}");
+    assert!(
+        checkout[0].0.contains("basket read") && checkout[0].1 == "\"INFO\"",
+        "{checkout:?}"
+    );
+    let charge = lines("charge");
+    assert_eq!(charge.len(), 1, "{charge:?}");
+    assert!(
+        charge[0].0.contains("card slow") && charge[0].1 == "\"WARN\"",
+        "{charge:?}"
+    );
+    assert_eq!(spans.len(), 2, "no carrier left over: {spans:?}");
+    drop(serve);
 }
 
 #[test]

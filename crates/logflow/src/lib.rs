@@ -9,6 +9,8 @@
 //! - `pipeline`: the front door, each window through the steps below.
 //! - `input`: log files read whole or as streams of windows, gzip decompressed, binary
 //!   files skipped.
+//! - `context`: lines that name their trace (a `traceparent`, `trace_id=` fields), as
+//!   log records of their spans.
 //! - `learned`: what a window taught (templates, identifiers, links), as JSON.
 //! - `corpus`: files read into lines, each with its template, log point and parameter
 //!   values.
@@ -46,6 +48,7 @@
 //! and `rust_sources` (any bytes to the source scanner) cover what reads untrusted text.
 #![warn(missing_docs)]
 
+pub mod context;
 pub mod corpus;
 pub mod drain;
 pub mod flows;
