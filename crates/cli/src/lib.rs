@@ -206,8 +206,14 @@ struct ServeArgs {
 #[derive(Args)]
 struct AgentArgs {
     /// A span-log directory (the library's CAUSEWAY_SPAN_LOG_DIR); repeatable.
-    #[arg(long = "dir", required = true)]
+    #[arg(long = "dir", required_unless_present = "logs")]
     dirs: Vec<PathBuf>,
+    /// Application log files to follow, as a glob (`/var/log/shop/*.log*`; quote it);
+    /// repeatable. Lines that name their trace (a traceparent, trace_id/span_id fields) go
+    /// to its spans as log records. A file is followed across renames by its inode, so
+    /// match the rotated names too to read the lines written just before a rotation.
+    #[arg(long = "logs", value_name = "GLOB")]
+    logs: Vec<String>,
     /// The collector's ingest address.
     #[arg(long, default_value = "http://127.0.0.1:4318")]
     collector: String,
@@ -497,6 +503,7 @@ fn agent(a: AgentArgs) -> Result<()> {
         keep: a.keep,
         retention: a.retain.into(),
         token: a.token,
+        logs: a.logs,
         ..AgentConfig::default()
     })?;
     loop {
@@ -504,10 +511,12 @@ fn agent(a: AgentArgs) -> Result<()> {
             Ok(stats) => {
                 if a.json {
                     outln!("{}", serde_json::to_string(&stats)?);
-                } else if stats.shipped + stats.sampled_out + stats.deleted > 0 || a.once {
+                } else if stats.shipped + stats.sampled_out + stats.deleted + stats.log_lines > 0
+                    || a.once
+                {
                     outln!(
-                        "shipped {} spans in {} batches, sampled out {}, deleted {} segments, skipped {} damaged records",
-                        stats.shipped, stats.batches, stats.sampled_out, stats.deleted, stats.damaged
+                        "shipped {} spans in {} batches, sampled out {}, deleted {} segments, skipped {} damaged records; read {} log lines, {} of them log records of traces",
+                        stats.shipped, stats.batches, stats.sampled_out, stats.deleted, stats.damaged, stats.log_lines, stats.log_records
                     );
                 }
             }

@@ -182,3 +182,106 @@ fn shipped_segments_are_deleted_after_retention_and_a_down_collector_loses_nothi
     let _ = std::fs::remove_dir_all(&logs);
     let _ = std::fs::remove_file(&checkpoint);
 }
+
+#[test]
+fn log_files_are_followed_across_rotation_and_restarts() {
+    use std::io::Write as _;
+    let server = TestServer::start("agent-logs");
+    let logs = server.dir.with_extension("applogs");
+    let checkpoint = server.dir.with_extension("logs-checkpoint");
+    let _ = std::fs::remove_dir_all(&logs);
+    let _ = std::fs::remove_file(&checkpoint);
+    std::fs::create_dir_all(&logs).unwrap();
+    // The instrumented request the lines are of.
+    const TRACE: &str = "5b8efff798038103d269b633813fc60c";
+    let base = std::time::SystemTime::now() - Duration::from_secs(5);
+    let ns = |ms: u64| {
+        (base + Duration::from_millis(ms))
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    let mut b = causeway_testkit::TraceBuilder::new(u128::from_str_radix(TRACE, 16).unwrap());
+    b.span(
+        None,
+        "orders",
+        "app-2",
+        causeway_model::SpanKind::Server,
+        "checkout",
+        ns(0),
+        ns(1_000),
+    );
+    let (status, _, _) = server.post(
+        "/v1/traces",
+        &[("content-type", "application/json")],
+        &causeway_model::codec::otlp::encode_json(&b.spans()),
+    );
+    assert_eq!(status, 200);
+    let line = |ms: u64, text: &str| {
+        format!(
+            "{} INFO {text} trace_id={TRACE} span_id=0000000000000001\n",
+            humantime::format_rfc3339_millis(base + Duration::from_millis(ms))
+        )
+    };
+    let current = logs.join("orders.log");
+    std::fs::write(
+        &current,
+        format!(
+            "{}{}a line of no trace\n{}",
+            line(100, "basket read"),
+            line(200, "basket priced"),
+            // Still being written: read once it ends.
+            line(300, "quorum reached").trim_end(),
+        ),
+    )
+    .unwrap();
+    let agent = || {
+        Agent::new(AgentConfig {
+            logs: vec![format!("{}/orders.log*", logs.display())],
+            collector: server.ingest_url(""),
+            checkpoint: checkpoint.clone(),
+            ..AgentConfig::default()
+        })
+        .unwrap()
+    };
+    let events = || -> Vec<String> {
+        let (_, trace) = server.get(&format!("/api/traces/{TRACE}"));
+        let spans = trace["spans"].as_array().unwrap().clone();
+        assert_eq!(spans.len(), 1, "{trace}");
+        spans[0]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let stats = agent().run_once().unwrap();
+    assert_eq!((stats.log_lines, stats.log_records), (3, 2));
+    assert_eq!(events().len(), 2);
+
+    // The line ends, the file is rotated (renamed), a new one started; the agent restarts.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&current)
+        .unwrap();
+    f.write_all(b"\n").unwrap();
+    drop(f);
+    std::fs::rename(&current, logs.join("orders.log.1")).unwrap();
+    std::fs::write(&current, line(400, "order placed")).unwrap();
+    let stats = agent().run_once().unwrap();
+    assert_eq!((stats.log_lines, stats.log_records), (2, 2));
+    let names = events();
+    assert_eq!(names.len(), 4, "{names:?}");
+    for (name, want) in names.iter().zip([
+        "basket read",
+        "basket priced",
+        "quorum reached",
+        "order placed",
+    ]) {
+        assert!(name.contains(want), "{names:?}");
+    }
+    // Nothing new: nothing sent.
+    let stats = agent().run_once().unwrap();
+    assert_eq!((stats.log_lines, stats.batches), (0, 0));
+    assert_eq!(events().len(), 4);
+}

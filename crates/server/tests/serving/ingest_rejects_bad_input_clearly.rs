@@ -261,7 +261,10 @@ fn query_api_errors_name_the_problem() {
     let (status, body) = server.get("/api/search?source=guessed");
     assert_eq!(status, 400);
     let error = body["error"].as_str().unwrap();
-    assert!(error.contains("source") && error.contains("inferred"), "{body}");
+    assert!(
+        error.contains("source") && error.contains("inferred"),
+        "{body}"
+    );
     let (status, body) = server.get("/api/search?start=tomorrow");
     assert_eq!(status, 400);
     assert!(body["error"].as_str().unwrap().contains("start"), "{body}");

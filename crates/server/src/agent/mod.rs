@@ -14,10 +14,15 @@
 //! absorbs. A torn tail in a process's newest segment is left for its writer to finish; in
 //! an older one it is skipped. Fully shipped segments older than `--retain` (1 h) are
 //! deleted. Every pass reads each retained segment file whole, shipped or not.
+//!
+//! With `logs` globs it also follows application log files (`logs`): their lines that name
+//! a trace go to the collector as log records of their spans.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
+
+mod logs;
 
 use causeway::sinks::segment::segment_files;
 use causeway_model::codec::native;
@@ -41,6 +46,8 @@ pub struct AgentConfig {
     pub batch_bytes: usize,
     /// Bearer token for the collector.
     pub token: Option<String>,
+    /// Application log files to follow (glob patterns, `/var/log/shop/*.log*`).
+    pub logs: Vec<String>,
 }
 
 impl Default for AgentConfig {
@@ -53,6 +60,7 @@ impl Default for AgentConfig {
             retention: Duration::from_secs(3600),
             batch_bytes: 4 << 20,
             token: None,
+            logs: Vec::new(),
         }
     }
 }
@@ -101,12 +109,20 @@ pub struct PassStats {
     pub deleted: u64,
     /// Batches sent.
     pub batches: u64,
+    /// Log-file lines read.
+    pub log_lines: u64,
+    /// Of those, lines that named a trace, shipped as log records.
+    pub log_records: u64,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Checkpoint {
     /// Byte offset up to which each segment has been shipped.
     offsets: BTreeMap<PathBuf, u64>,
+    /// How far each followed log file has been read, by its identity (`device:inode`), so a
+    /// file renamed by rotation keeps its place.
+    #[serde(default)]
+    logs: BTreeMap<String, logs::Position>,
 }
 
 /// True when Dapper's second-stage sampling keeps this trace: the decision depends only on
@@ -196,6 +212,7 @@ impl Agent {
             }
         }
         self.expire(&mut stats)?;
+        self.ship_logs(&mut stats)?;
         Ok(stats)
     }
 
