@@ -51,12 +51,28 @@ pub(crate) const LOG: &str = "shop::log";
 /// The environment variable that carries the topology to each process.
 pub const TOPOLOGY_VAR: &str = "CAUSEWAY_DEMO_TOPOLOGY";
 
+/// The environment variable naming the Pivot Tracing hub (`causeway serve`'s query API)
+/// each process takes queries from.
+pub const PIVOT_HUB_VAR: &str = "CAUSEWAY_PIVOT_HUB";
+
+/// The shop's tracepoints (`demo/tracepoints/shop.pivot`), which `causeway demo` defines
+/// on its hub.
+pub const SHOP_TRACEPOINTS: &str = include_str!("../tracepoints/shop.pivot");
+
+/// The query `causeway demo` installs: the catalog's block reads by the replica they land
+/// on.
+pub const SHOP_QUERY: &str = "From read In Storage.DiskRead\n\
+    Join block In First(Catalog.ReadBlock) On block -> read\n\
+    GroupBy read.host\n\
+    Select read.host, COUNT";
+
 /// Runs `role` until stdin closes or the process is interrupted, sending its spans to the
 /// OTLP/HTTP endpoint `otlp_endpoint` (a `/v1/traces` URL).
 pub fn run_node(role: Role, topology: Topology, otlp_endpoint: &str) -> Result<(), BoxError> {
     let mut config = node_config(role.service())?;
     config.host = role.host().to_owned();
     config.otlp_endpoint = Some(otlp_endpoint.to_owned());
+    config.pivot_hub = std::env::var(PIVOT_HUB_VAR).ok().filter(|h| !h.is_empty());
     config.shutdown_timeout = Duration::from_secs(3);
     // Only the demo's own spans and the middleware's: not the internals of h2, hyper
     // and tonic, which also open `tracing` spans.

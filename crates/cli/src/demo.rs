@@ -14,7 +14,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use causeway_demo::{Load, Role, Topology, TOPOLOGY_VAR};
+use causeway_demo::{
+    Load, Role, Topology, PIVOT_HUB_VAR, SHOP_QUERY, SHOP_TRACEPOINTS, TOPOLOGY_VAR,
+};
+use causeway_server::agent::{Agent, AgentConfig};
 use causeway_server::ServerConfig;
 use clap::Args;
 
@@ -38,8 +41,10 @@ pub struct DemoArgs {
     /// Stop after this long (e.g. `30s`, `10m`); default: run until Ctrl-C.
     #[arg(long)]
     duration: Option<humantime::Duration>,
-    /// Have each process also write an ordinary log (`tracing`'s fmt output, each line
-    /// ending with its trace id) to DIR/<service>.log, for `causeway logs`.
+    /// Where each process writes its ordinary log (`tracing`'s fmt output, each line
+    /// ending with its trace id), DIR/<service>.log (default: `logs` in the data
+    /// directory). The demo follows them as `causeway agent --logs` does: each line goes to
+    /// its request's trace; `causeway logs DIR` stitches them without the ids.
     #[arg(long, value_name = "DIR")]
     logs: Option<PathBuf>,
     /// Keep the spans in ClickHouse (as `causeway serve --store`); --data then holds the
@@ -67,7 +72,12 @@ fn free_ports() -> Result<Topology> {
     Ok(topology)
 }
 
-fn spawn_nodes(topology: &Topology, otlp: &str, logs: Option<&Path>) -> Result<Vec<NodeProcess>> {
+fn spawn_nodes(
+    topology: &Topology,
+    otlp: &str,
+    hub: &str,
+    logs: &Path,
+) -> Result<Vec<NodeProcess>> {
     let exe = std::env::current_exe().context("finding the causeway executable")?;
     let mut nodes = Vec::new();
     for (role, _) in topology.iter() {
@@ -75,10 +85,9 @@ fn spawn_nodes(topology: &Topology, otlp: &str, logs: Option<&Path>) -> Result<V
         command
             .args(["demo-node", role.service()])
             .env(TOPOLOGY_VAR, topology.to_string())
-            .env("CAUSEWAY_OTLP_ENDPOINT", otlp);
-        if let Some(dir) = logs {
-            command.env(causeway_demo::logs::LOGS_VAR, dir);
-        }
+            .env("CAUSEWAY_OTLP_ENDPOINT", otlp)
+            .env(PIVOT_HUB_VAR, hub)
+            .env(causeway_demo::logs::LOGS_VAR, logs);
         let child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -122,8 +131,11 @@ pub fn run(a: DemoArgs) -> Result<()> {
         clickhouse: a
             .clickhouse
             .server_config(causeway_clickhouse::SpoolOptions::default().max_unshipped_bytes)?,
+        pivot_tracepoints: vec![("shop.pivot".into(), SHOP_TRACEPOINTS.into())],
         ..a.listen.config(data.clone())
     };
+    let logs = a.logs.clone().unwrap_or_else(|| data.join("logs"));
+    let checkpoint = data.join("demo-logs.checkpoint");
     let shown = match &config.clickhouse {
         Some(c) => format!("spans in {}, spool in {}", c.endpoint, data.display()),
         None => format!("data in {}", data.display()),
@@ -132,16 +144,21 @@ pub fn run(a: DemoArgs) -> Result<()> {
         let server = causeway_server::start(config).await?;
         let topology = free_ports()?;
         let otlp = format!("http://{}/v1/traces", loopback(server.ingest_addr));
-        if let Some(dir) = &a.logs {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating the log directory {}", dir.display()))?;
+        let ingest = format!("http://{}", loopback(server.ingest_addr));
+        let http = format!("http://{}", loopback(server.http_addr));
+        std::fs::create_dir_all(&logs)
+            .with_context(|| format!("creating the log directory {}", logs.display()))?;
+        if let Err(e) = install_query(&http) {
+            statusln!("warning: the example Pivot Tracing query was not installed: {e:#}");
         }
-        let mut nodes = spawn_nodes(&topology, &otlp, a.logs.as_deref())?;
+        let follower = LogFollower::start(&logs, &ingest, checkpoint)?;
+        let mut nodes = spawn_nodes(&topology, &otlp, &http, &logs)?;
         let ready = tokio::task::block_in_place(|| {
             wait_ready(&topology, &mut nodes, Duration::from_secs(20))
         });
         if let Err(e) = ready {
             stop_nodes(nodes);
+            follower.stop();
             server.shutdown().await;
             return Err(e);
         }
@@ -151,14 +168,12 @@ pub fn run(a: DemoArgs) -> Result<()> {
             statusln!("  {:<10} {addr}", role.service());
         }
         statusln!("  OTLP/HTTP  {otlp}");
-        if let Some(dir) = &a.logs {
-            statusln!(
-                "  logs       {} (stitch them: causeway logs {} --collector http://{})",
-                dir.display(),
-                dir.display(),
-                loopback(server.ingest_addr)
-            );
-        }
+        statusln!(
+            "  logs       {} (each line in its trace; stitched without ids: causeway logs {} --collector {ingest})",
+            logs.display(),
+            logs.display(),
+        );
+        statusln!("  Pivot      the shop's tracepoints and a query (the Pivot page; causeway pivot list --server {http})");
         statusln!("open the UI: {ui}");
         let until = match a.duration {
             Some(d) => format!("for {d}"),
@@ -184,7 +199,11 @@ pub fn run(a: DemoArgs) -> Result<()> {
         }
         bar.finish_and_clear();
         statusln!("stopping");
-        tokio::task::block_in_place(|| stop_nodes(nodes));
+        tokio::task::block_in_place(|| {
+            stop_nodes(nodes);
+            // The lines written last go too.
+            follower.stop();
+        });
         let (counts, stats) = (load.counts(), server.store.stats());
         statusln!(
             "{} requests ({} failed); {} traces, {} spans collected; UI was {ui}",
@@ -200,6 +219,52 @@ pub fn run(a: DemoArgs) -> Result<()> {
         let _ = std::fs::remove_dir_all(&data);
     }
     result
+}
+
+/// The demo's logs followed as `causeway agent --logs` follows them, once a second on a
+/// thread of its own, until stopped (then once more).
+struct LogFollower {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl LogFollower {
+    fn start(dir: &Path, ingest: &str, checkpoint: PathBuf) -> Result<LogFollower> {
+        let mut agent = Agent::new(AgentConfig {
+            logs: vec![format!("{}/*.log*", dir.display())],
+            collector: ingest.to_string(),
+            checkpoint,
+            ..AgentConfig::default()
+        })?;
+        let (stop, stopped) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || loop {
+            let last = !matches!(
+                stopped.recv_timeout(Duration::from_secs(1)),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+            );
+            if let Err(e) = agent.run_once() {
+                tracing::warn!(error = %e, "following the demo's logs");
+            }
+            if last {
+                return;
+            }
+        });
+        Ok(LogFollower { stop, thread })
+    }
+
+    fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// Installs the shop's example Pivot Tracing query on the hub at `http`.
+fn install_query(http: &str) -> Result<()> {
+    crate::client::Client::new(http, None).post_json(
+        "/api/pivot/queries",
+        &serde_json::json!({ "query": SHOP_QUERY }),
+    )?;
+    Ok(())
 }
 
 /// Shows the counts as they grow (a spinner on a terminal, a line every 10 s otherwise).

@@ -3,7 +3,8 @@
 //! While it runs, the API shows what the demo is built to show: the replica-selection
 //! skew (catalog reads only the first replica), the quorum writes to all three, the
 //! queue's messages, and patterns of the home page. Its traces are checked against the
-//! demo's expectations (demo/expectations/shop.pip) with the Rust test API.
+//! demo's expectations (demo/expectations/shop.pip) with the Rust test API; its log lines
+//! are in them, and its Pivot Tracing query shows the skew too.
 
 mod common;
 
@@ -236,6 +237,24 @@ fn the_demo_runs_sends_traffic_and_stops_cleanly() {
             s.name
         );
     }
+
+    // Each process's log lines are in its requests' traces, under their spans' logs.
+    let logged = shop
+        .iter()
+        .flat_map(|t| &t.spans)
+        .flat_map(|s| &s.events)
+        .filter(|e| causeway_model::logs::is_log_event(e))
+        .count();
+    assert!(logged > 0, "no log line in the shop's traces");
+    // Pivot Tracing: the shop's tracepoints are defined, every process took the example
+    // query, and its results show the replica skew (all of the catalog's reads on disk-1).
+    let pivot = get(&format!("{api}/api/pivot/queries"));
+    let query = &pivot["queries"][0];
+    assert_eq!(query["processes"].as_array().map(Vec::len), Some(10), "{pivot}");
+    let results = get(&format!("{api}/api/pivot/queries/{}/results", query["id"]));
+    let rows = results["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1, "{results}");
+    assert_eq!(rows[0][0], "disk-1", "{results}");
 
     // It stops by itself and says what it collected.
     let summary = loop {

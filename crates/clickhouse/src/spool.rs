@@ -268,7 +268,10 @@ impl Shared {
             .fetch_add(records.len() as u64, Ordering::Relaxed);
         self.appended
             .fetch_add(spans.len() as u64, Ordering::Relaxed);
-        let roots = spans.iter().filter(|s| s.parent_id.is_none()).count() as u64;
+        let roots = spans
+            .iter()
+            .filter(|s| s.parent_id.is_none() && !s.is_carrier())
+            .count() as u64;
         self.appended_roots.fetch_add(roots, Ordering::Relaxed);
         if self.opts.fsync == FsyncPolicy::Always {
             self.sync_to(pos)?;

@@ -18,6 +18,12 @@ impl Span {
     pub fn is_parent_link(&self) -> bool {
         self.name == PARENT_LINK
     }
+
+    /// Whether this span only carries something for another (log records, a parent found
+    /// later): no work of its own, no root of a trace.
+    pub fn is_carrier(&self) -> bool {
+        self.is_log_carrier() || self.is_parent_link()
+    }
 }
 
 /// A link giving span `child` of `template`'s trace the parent `parent`, with `template`'s

@@ -78,9 +78,10 @@ impl SearchQuery {
             && self.min_duration.is_none_or(|d| span.duration() >= d)
             && self.max_duration.is_none_or(|d| span.duration() <= d)
             && (!self.error || span.is_error())
-            && self.source.as_deref().is_none_or(|kind| {
-                span.source.kind() == kind && !span.is_log_carrier() && !span.is_parent_link()
-            })
+            && self
+                .source
+                .as_deref()
+                .is_none_or(|kind| span.source.kind() == kind && !span.is_carrier())
             && self.window.is_none_or(|w| w.contains(span.start))
             && self.tags.iter().all(|(k, v)| tag_matches(span, k, v))
     }

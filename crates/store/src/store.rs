@@ -181,7 +181,8 @@ pub struct StoreStats {
     pub head_spans: u64,
     /// Spans appended since the store opened.
     pub appended_spans: u64,
-    /// Root spans (no parent) appended since the store opened: the traces collected.
+    /// Root spans (no parent, and no carrier of log records or parents) appended since the
+    /// store opened: the traces collected.
     pub appended_roots: u64,
     /// Appends refused because block writing was behind.
     pub busy_rejections: u64,
@@ -451,7 +452,10 @@ impl Shared {
         }
         self.note_names(&spans);
         let n = spans.len() as u64;
-        let roots = spans.iter().filter(|s| s.parent_id.is_none()).count() as u64;
+        let roots = spans
+            .iter()
+            .filter(|s| s.parent_id.is_none() && !s.is_carrier())
+            .count() as u64;
         let (pos, full) = {
             let mut wal = lock(&self.wal);
             let pos = wal.append(records)?;
