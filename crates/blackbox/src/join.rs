@@ -7,7 +7,10 @@
 //! `network.local.port` or `server.port`, against the captured endpoints) and whose time
 //! overlaps it, the nearest start first; an inferred client span is the instrumented
 //! client span of its process that called the same server port (`server.port` or
-//! `network.peer.port`) and was open when the request left. A process is its pid and host;
+//! `network.peer.port`) and was open when the request left. An inferred server span whose
+//! caller was not captured is served for the instrumented client span of another process
+//! that called its port and was open all the while it ran (the shortest, each call taken
+//! once): it hangs under it. A process is its pid and host;
 //! a host name no capture reported (a service that names its host itself, as the demo's
 //! do) is taken to be the captured one with that pid.
 //!
@@ -52,6 +55,9 @@ pub struct JoinReport {
     pub placed_spans: usize,
     /// Instrumented roots given an inferred parent.
     pub parent_links: usize,
+    /// Inferred roots placed under the instrumented call that sent them (found by the port
+    /// it called and its time: its caller was not captured).
+    pub callers: usize,
 }
 
 /// The spans to store, and what was done.
@@ -84,6 +90,8 @@ fn text<'a>(span: &'a Span, key: &str) -> Option<&'a str> {
 /// The instrumented spans of each process, by start.
 struct Anchors<'a> {
     by_pid: HashMap<u32, Vec<&'a Span>>,
+    /// Instrumented client spans by the server port they called.
+    clients_by_port: HashMap<i64, Vec<&'a Span>>,
     /// The hosts captures ran on.
     captured_hosts: HashSet<Arc<str>>,
 }
@@ -99,6 +107,12 @@ impl<'a> Anchors<'a> {
         for spans in by_pid.values_mut() {
             spans.sort_by_key(|s| s.start);
         }
+        let mut clients_by_port: HashMap<i64, Vec<&Span>> = HashMap::default();
+        for s in instrumented {
+            if let (SpanKind::Client, Some(port)) = (s.kind, int(s, "server.port")) {
+                clients_by_port.entry(port).or_default().push(s);
+            }
+        }
         let captured_hosts = inferred
             .iter()
             .filter(|s| s.pid != 0)
@@ -106,6 +120,7 @@ impl<'a> Anchors<'a> {
             .collect();
         Anchors {
             by_pid,
+            clients_by_port,
             captured_hosts,
         }
     }
@@ -122,6 +137,20 @@ impl<'a> Anchors<'a> {
             .flatten()
             .copied()
             .filter(move |s| self.same_process(s, inferred))
+    }
+
+    /// The instrumented client span that sent the request `inferred` (a server span whose
+    /// caller was not captured) served: one of another process that called its port and
+    /// was open all the while it ran, the shortest not yet taken by another.
+    fn caller(&self, inferred: &Span, taken: &HashSet<SpanId>) -> Option<&'a Span> {
+        let port = text(inferred, attributes::NET_SOCK_HOST_ADDR).and_then(port_of)?;
+        self.clients_by_port
+            .get(&port)?
+            .iter()
+            .copied()
+            .filter(|c| !self.same_process(c, inferred) && !taken.contains(&c.span_id))
+            .filter(|c| c.start <= inferred.start + SLACK_NS && inferred.end <= c.end + SLACK_NS)
+            .min_by_key(|c| c.duration())
     }
 
     /// The instrumented span `inferred` (a server or client span) stands for.
@@ -172,12 +201,26 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
         spans.push(s);
     }
     let mut out = Vec::new();
+    // Instrumented calls already given a callee.
+    let mut taken: HashSet<SpanId> = HashSet::default();
     for id in order {
         let spans = by_trace.remove(&id).unwrap_or_default();
         report.inferred_traces += 1;
         let found: Vec<Option<&Span>> = spans.iter().map(|s| anchors.find(s)).collect();
+        // A root served for a caller the capture did not see: the instrumented call that
+        // sent it, if one did.
+        let callers: Vec<Option<&Span>> = spans
+            .iter()
+            .zip(&found)
+            .map(|(s, a)| {
+                let uncaught = a.is_none() && s.parent_id.is_none() && s.kind == SpanKind::Server;
+                let caller = anchors.caller(s, &taken).filter(|_| uncaught)?;
+                taken.insert(caller.span_id);
+                Some(caller)
+            })
+            .collect();
         let mut votes: HashMap<TraceId, usize> = HashMap::default();
-        for a in found.iter().flatten() {
+        for a in found.iter().chain(&callers).flatten() {
             *votes.entry(a.trace_id).or_default() += 1;
         }
         let Some(target) = votes
@@ -207,7 +250,7 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             .filter(|s| !stands_for.contains_key(&s.span_id))
             .map(|s| s.span_id)
             .collect();
-        for s in &spans {
+        for (s, caller) in spans.iter().zip(&callers) {
             let confidence = match s.source {
                 Source::Inferred { confidence } => f64::from(confidence),
                 _ => 1.0,
@@ -229,6 +272,10 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             placed.trace_id = target;
             if let Some(anchor) = s.parent_id.and_then(|p| stands_for.get(&p)) {
                 placed.parent_id = Some(anchor.span_id);
+            }
+            if let Some(caller) = caller.filter(|c| c.trace_id == target) {
+                placed.parent_id = Some(caller.span_id);
+                report.callers += 1;
             }
             if let (SpanKind::Client | SpanKind::Producer, Some(callee)) =
                 (s.kind, callee_of.get(&s.span_id))
@@ -408,6 +455,7 @@ mod tests {
                 anchored_spans: 4,
                 placed_spans: 6,
                 parent_links: 2,
+                callers: 0,
             }
         );
         for (trace, base) in [(7u128, 700u64), (8, 800)] {
@@ -469,5 +517,62 @@ mod tests {
             .unwrap();
         assert_eq!(&*call.service, "api");
         assert_eq!(call.parent_id, Some(SpanId::new(750).unwrap()));
+    }
+
+    #[test]
+    fn an_uncaptured_callers_instrumented_calls_take_one_callee_each() {
+        // catalog (instrumented, not captured) calls the cache (captured, not instrumented)
+        // twice at once; each captured request is served for one of the calls.
+        let mut calls = Vec::new();
+        for (trace, id, (start, end)) in [(9u128, 91u64, (0, 10)), (9, 92, (1, 6))] {
+            let mut call = span(
+                trace,
+                id,
+                Some(90),
+                SpanKind::Client,
+                "h",
+                40,
+                (start * MS, end * MS),
+            );
+            call.service = "catalog".into();
+            call.attributes.push(KeyValue::new("server.port", 6379i64));
+            calls.push(call);
+        }
+        let served = |trace: u128, id: u64, (start, end): (u64, u64), peer: &str| {
+            let s = span(
+                trace,
+                id,
+                None,
+                SpanKind::Server,
+                "h",
+                30,
+                (start * MS, end * MS),
+            );
+            inferred(s, peer, "127.0.0.1:6379")
+        };
+        let inferred_spans = vec![
+            served(1, 11, (2, 5), "127.0.0.1:50001"),
+            served(2, 21, (3, 9), "127.0.0.1:50002"),
+            // A request at another port is no one's.
+            inferred(
+                span(3, 31, None, SpanKind::Server, "h", 30, (2 * MS, 3 * MS)),
+                "127.0.0.1:50003",
+                "127.0.0.1:80",
+            ),
+        ];
+        let joined = join(inferred_spans, &calls);
+        assert_eq!((joined.report.joined, joined.report.callers), (2, 2));
+        let parent = |id: u64| {
+            joined
+                .spans
+                .iter()
+                .find(|s| s.span_id == SpanId::new(id).unwrap())
+                .map(|s| (s.trace_id.get(), s.parent_id.map(SpanId::get)))
+                .unwrap()
+        };
+        // The short call holds the short request; the long one the other.
+        assert_eq!(parent(11), (9, Some(92)));
+        assert_eq!(parent(21), (9, Some(91)));
+        assert_eq!(parent(31), (3, None));
     }
 }

@@ -398,11 +398,12 @@ fn report(
         );
         if let Some(j) = &sent.join {
             outln!(
-                "joined {} of {} inferred traces to instrumented ones ({} split), {} spans placed, {} anchored, {} roots given a caller",
+                "joined {} of {} inferred traces to instrumented ones ({} split), {} spans placed ({} under the instrumented call that sent them), {} anchored, {} roots given a caller",
                 j.joined,
                 j.inferred_traces,
                 j.split,
                 j.placed_spans,
+                j.callers,
                 j.anchored_spans,
                 j.parent_links
             );

@@ -250,7 +250,11 @@ fn the_demo_runs_sends_traffic_and_stops_cleanly() {
     // query, and its results show the replica skew (all of the catalog's reads on disk-1).
     let pivot = get(&format!("{api}/api/pivot/queries"));
     let query = &pivot["queries"][0];
-    assert_eq!(query["processes"].as_array().map(Vec::len), Some(10), "{pivot}");
+    assert_eq!(
+        query["processes"].as_array().map(Vec::len),
+        Some(10),
+        "{pivot}"
+    );
     let results = get(&format!("{api}/api/pivot/queries/{}/results", query["id"]));
     let rows = results["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 1, "{results}");
