@@ -10,8 +10,9 @@
 //! receipt, else from the parent's), and its reply's send and receipt
 //! (`message.reply.send_ns`, `message.reply.recv_ns`, `causeway.reply.cause`): each
 //! request and each reply is a hop, as WAP5 draws them. A receiver that was not captured is
-//! marked `causeway.untraced` and timed on the sender's clock. Traces with any span not
-//! inferred are left out.
+//! marked `causeway.untraced` and timed on the sender's clock. Of a trace inferred paths
+//! joined (see `causeway-blackbox`'s `join`), the inferred spans are the path; traces
+//! without any are left out.
 //!
 //! `GET /api/inferred` (the server's `analyses` endpoints) runs this over a bulk scan of
 //! the window, grouping the traces by shape: per pattern the count, the expected count,
@@ -217,7 +218,8 @@ fn hops(trace: &Trace) -> Vec<Hop<'_>> {
     let mut reply: Vec<Option<usize>> = vec![None; spans.len()];
     let mut out = Vec::with_capacity(spans.len());
     for (i, s) in spans.iter().enumerate() {
-        if caller_side(i) {
+        // Instrumented spans of a trace inferred paths joined are not hops.
+        if caller_side(i) || !matches!(s.source, Source::Inferred { .. }) {
             continue;
         }
         let src = text(s, attributes::NET_PEER_NAME).map_or("?", program);
@@ -298,17 +300,17 @@ fn bucket(ns: i64) -> usize {
 }
 
 impl InferredPaths {
-    /// Adds one trace (ignored unless every span is inferred).
+    /// Adds the inferred part of one trace (ignored when it has none).
     pub fn add(&mut self, trace: &Trace) {
         let probability = trace
             .spans
             .iter()
-            .map(|s| match s.source {
+            .filter_map(|s| match s.source {
                 Source::Inferred { confidence } => Some(f64::from(confidence)),
                 _ => None,
             })
-            .try_fold(0.0f64, |max, p| Some(max.max(p?)));
-        let Some(probability) = probability.filter(|_| !trace.spans.is_empty()) else {
+            .reduce(f64::max);
+        let Some(probability) = probability else {
             return;
         };
         self.traces += 1;
@@ -557,7 +559,9 @@ mod tests {
         b.add(&path(2, 100 * MS, 4, 0.75));
         // An instrumented trace is not an inferred path.
         let mut plain = path(3, 0, 1, 1.0);
-        plain.spans[0].source = Source::Instrumented;
+        for s in &mut plain.spans {
+            s.source = Source::Instrumented;
+        }
         b.add(&plain);
         a.merge(b);
         let s = a.summary(10);
@@ -587,6 +591,19 @@ mod tests {
         assert_eq!(web.count, 2);
         assert_eq!(web.buckets.iter().map(|b| b.count).sum::<u64>(), 2);
         assert!(web.buckets[0].low_ns <= 2 * MS && web.buckets.last().unwrap().high_ns > 4 * MS);
+    }
+
+    #[test]
+    fn the_inferred_part_of_a_joined_trace_is_a_path() {
+        // curl's request to web was instrumented; web's call to db was inferred.
+        let mut joined = path(4, 0, 1, 0.5);
+        joined.spans[0].source = Source::Instrumented;
+        let mut a = InferredPaths::default();
+        a.add(&joined);
+        let s = a.summary(10);
+        assert_eq!(s.traces, 1);
+        assert_eq!(s.patterns[0].shape, "web>db[db>web]");
+        assert_eq!(s.patterns[0].hops[0].parent, None);
     }
 
     #[test]

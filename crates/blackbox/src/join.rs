@@ -10,7 +10,8 @@
 //! `network.peer.port`) and was open when the request left. An inferred server span whose
 //! caller was not captured is served for the instrumented client span of another process
 //! that called its port and was open all the while it ran (the shortest, each call taken
-//! once): it hangs under it. A process is its pid and host;
+//! once): it hangs under it, and names that call's service as its sender. A process is its
+//! pid and host;
 //! a host name no capture reported (a service that names its host itself, as the demo's
 //! do) is taken to be the captured one with that pid.
 //!
@@ -275,6 +276,13 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             }
             if let Some(caller) = caller.filter(|c| c.trace_id == target) {
                 placed.parent_id = Some(caller.span_id);
+                // The sender, which the capture knew only by its address.
+                placed
+                    .attributes
+                    .retain(|a| a.key != attributes::NET_PEER_NAME);
+                placed
+                    .attributes
+                    .push(KeyValue::new(attributes::NET_PEER_NAME, &*caller.service));
                 report.callers += 1;
             }
             if let (SpanKind::Client | SpanKind::Producer, Some(callee)) =
@@ -574,5 +582,13 @@ mod tests {
         assert_eq!(parent(11), (9, Some(92)));
         assert_eq!(parent(21), (9, Some(91)));
         assert_eq!(parent(31), (3, None));
+        let sender = joined
+            .spans
+            .iter()
+            .find(|s| s.span_id == SpanId::new(11).unwrap());
+        assert_eq!(
+            sender.and_then(|s| s.attribute(attributes::NET_PEER_NAME)),
+            Some(&Value::from("catalog"))
+        );
     }
 }
