@@ -88,28 +88,52 @@ fn text<'a>(span: &'a Span, key: &str) -> Option<&'a str> {
     }
 }
 
+/// Spans in order of start, found by the time they may overlap.
+#[derive(Default)]
+struct ByStart<'a> {
+    spans: Vec<&'a Span>,
+    /// The longest span's duration: how far before a time a span overlapping it may start.
+    longest: u64,
+}
+
+impl<'a> ByStart<'a> {
+    fn push(&mut self, s: &'a Span) {
+        self.longest = self.longest.max(s.duration());
+        self.spans.push(s);
+    }
+
+    /// The spans that may overlap `[from, to]`: those starting by `to` and not so early
+    /// that even the longest would end before `from`.
+    fn around(&self, from: u64, to: u64) -> impl Iterator<Item = &'a Span> + '_ {
+        let end = self.spans.partition_point(|s| s.start <= to);
+        let earliest = from.saturating_sub(self.longest);
+        self.spans[..end]
+            .iter()
+            .rev()
+            .take_while(move |s| s.start >= earliest)
+            .copied()
+    }
+}
+
 /// The instrumented spans of each process, by start.
 struct Anchors<'a> {
-    by_pid: HashMap<u32, Vec<&'a Span>>,
+    by_pid: HashMap<u32, ByStart<'a>>,
     /// Instrumented client spans by the server port they called.
-    clients_by_port: HashMap<i64, Vec<&'a Span>>,
+    clients_by_port: HashMap<i64, ByStart<'a>>,
     /// The hosts captures ran on.
     captured_hosts: HashSet<Arc<str>>,
 }
 
 impl<'a> Anchors<'a> {
     fn new(instrumented: &'a [Span], inferred: &[Span]) -> Anchors<'a> {
-        let mut by_pid: HashMap<u32, Vec<&Span>> = HashMap::default();
-        for s in instrumented {
+        let mut by_pid: HashMap<u32, ByStart> = HashMap::default();
+        let mut clients_by_port: HashMap<i64, ByStart> = HashMap::default();
+        let mut sorted: Vec<&Span> = instrumented.iter().collect();
+        sorted.sort_by_key(|s| s.start);
+        for s in sorted {
             if s.pid != 0 {
                 by_pid.entry(s.pid).or_default().push(s);
             }
-        }
-        for spans in by_pid.values_mut() {
-            spans.sort_by_key(|s| s.start);
-        }
-        let mut clients_by_port: HashMap<i64, Vec<&Span>> = HashMap::default();
-        for s in instrumented {
             if let (SpanKind::Client, Some(port)) = (s.kind, int(s, "server.port")) {
                 clients_by_port.entry(port).or_default().push(s);
             }
@@ -131,13 +155,28 @@ impl<'a> Anchors<'a> {
         s.pid == inferred.pid && (s.host == inferred.host || !self.captured_hosts.contains(&s.host))
     }
 
-    fn of<'s>(&'s self, inferred: &'s Span) -> impl Iterator<Item = &'a Span> + 's {
+    /// The instrumented spans of `inferred`'s process that may overlap `[from, to]`.
+    fn of<'s>(
+        &'s self,
+        inferred: &'s Span,
+        from: u64,
+        to: u64,
+    ) -> impl Iterator<Item = &'a Span> + 's {
         self.by_pid
             .get(&inferred.pid)
             .into_iter()
-            .flatten()
-            .copied()
+            .flat_map(move |spans| spans.around(from, to))
             .filter(move |s| self.same_process(s, inferred))
+    }
+
+    /// The service an instrumented span of `inferred`'s process reported, if any did.
+    fn service_of(&self, inferred: &Span) -> Option<&'a Arc<str>> {
+        let spans = self.by_pid.get(&inferred.pid)?;
+        let s = spans
+            .spans
+            .iter()
+            .find(|s| self.same_process(s, inferred))?;
+        Some(&s.service)
     }
 
     /// The instrumented client span that sent the request `inferred` (a server span whose
@@ -147,8 +186,10 @@ impl<'a> Anchors<'a> {
         let port = text(inferred, attributes::NET_SOCK_HOST_ADDR).and_then(port_of)?;
         self.clients_by_port
             .get(&port)?
-            .iter()
-            .copied()
+            .around(
+                inferred.end.saturating_sub(SLACK_NS),
+                inferred.start + SLACK_NS,
+            )
             .filter(|c| !self.same_process(c, inferred) && !taken.contains(&c.span_id))
             .filter(|c| c.start <= inferred.start + SLACK_NS && inferred.end <= c.end + SLACK_NS)
             .min_by_key(|c| c.duration())
@@ -158,7 +199,11 @@ impl<'a> Anchors<'a> {
     fn find(&self, inferred: &Span) -> Option<&'a Span> {
         let peer = text(inferred, attributes::NET_SOCK_PEER_ADDR).and_then(port_of);
         let local = text(inferred, attributes::NET_SOCK_HOST_ADDR).and_then(port_of);
-        let candidates = self.of(inferred);
+        let candidates = self.of(
+            inferred,
+            inferred.start.saturating_sub(SLACK_NS),
+            inferred.end + SLACK_NS,
+        );
         let near = |s: &&Span| s.start.abs_diff(inferred.start);
         match inferred.kind {
             SpanKind::Server => candidates
@@ -290,8 +335,8 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             {
                 placed.name = format!("to {callee}");
             }
-            if let Some(reported) = anchors.of(s).next() {
-                placed.service = Arc::clone(&reported.service);
+            if let Some(service) = anchors.service_of(s) {
+                placed.service = Arc::clone(service);
             }
             placed
                 .attributes
