@@ -7,7 +7,10 @@
 //! `network.local.port` or `server.port`, against the captured endpoints) and whose time
 //! overlaps it, the nearest start first; an inferred client span is the instrumented
 //! client span of its process that called the same server port (`server.port` or
-//! `network.peer.port`) and was open when the request left. An inferred server span whose
+//! `network.peer.port`) and was open when the request left. An inferred server span at a
+//! receiver that was not captured is the instrumented server span reached on its port from
+//! its sender's connection (a proxy under capture in front of an instrumented service).
+//! An inferred server span whose
 //! caller was not captured is served for the instrumented client span of another process
 //! that called its port and was open all the while it ran (the shortest, each call taken
 //! once): it hangs under it, and names that call's service as its sender. A process is its
@@ -15,10 +18,11 @@
 //! a host name no capture reported (a service that names its host itself, as the demo's
 //! do) is taken to be the captured one with that pid.
 //!
-//! An inferred trace with anchors joins the instrumented trace most of them are in: its
-//! anchored spans are dropped (the instrumented ones tell the same, with certainty), the
-//! others take that trace's id and, where their inferred parent was anchored, the
-//! instrumented span as parent. An instrumented span recorded as a root whose inferred
+//! An inferred trace with anchors joins the instrumented traces they are in: its anchored
+//! spans are dropped (the instrumented ones tell the same, with certainty), and each other
+//! span goes to its own anchor's trace, else to that of the first anchored span below it,
+//! else to its parent's (so two requests that linking put in one path go to their own
+//! traces), taking the instrumented span as parent where its inferred parent was anchored. An instrumented span recorded as a root whose inferred
 //! caller was not anchored (a proxy in front) gets that caller as parent through a parent
 //! link (`causeway_model::parent_links`); a recorded parent is never replaced. Spans placed
 //! in an instrumented trace carry `causeway.parent.confidence`, their path's probability,
@@ -47,8 +51,9 @@ pub struct JoinReport {
     pub inferred_traces: usize,
     /// Of those, joined to an instrumented trace.
     pub joined: usize,
-    /// Of those, with anchors in more than one instrumented trace (joined to the one with
-    /// most; the others' anchored parts were left where they are).
+    /// Of those, with anchors in more than one instrumented trace: linking put several
+    /// requests in one path, or an uninstrumented process between two instrumented ones
+    /// split a request in two; each part went to the trace of its anchors.
     pub split: usize,
     /// Inferred spans an instrumented span stood for.
     pub anchored_spans: usize,
@@ -120,6 +125,8 @@ struct Anchors<'a> {
     by_pid: HashMap<u32, ByStart<'a>>,
     /// Instrumented client spans by the server port they called.
     clients_by_port: HashMap<i64, ByStart<'a>>,
+    /// Instrumented server spans by the port they were reached on.
+    servers_by_port: HashMap<i64, ByStart<'a>>,
     /// The hosts captures ran on.
     captured_hosts: HashSet<Arc<str>>,
 }
@@ -128,6 +135,7 @@ impl<'a> Anchors<'a> {
     fn new(instrumented: &'a [Span], inferred: &[Span]) -> Anchors<'a> {
         let mut by_pid: HashMap<u32, ByStart> = HashMap::default();
         let mut clients_by_port: HashMap<i64, ByStart> = HashMap::default();
+        let mut servers_by_port: HashMap<i64, ByStart> = HashMap::default();
         let mut sorted: Vec<&Span> = instrumented.iter().collect();
         sorted.sort_by_key(|s| s.start);
         for s in sorted {
@@ -136,6 +144,10 @@ impl<'a> Anchors<'a> {
             }
             if let (SpanKind::Client, Some(port)) = (s.kind, int(s, "server.port")) {
                 clients_by_port.entry(port).or_default().push(s);
+            }
+            let local = int(s, "network.local.port").or(int(s, "server.port"));
+            if let (SpanKind::Server, Some(port)) = (s.kind, local) {
+                servers_by_port.entry(port).or_default().push(s);
             }
         }
         let captured_hosts = inferred
@@ -146,6 +158,7 @@ impl<'a> Anchors<'a> {
         Anchors {
             by_pid,
             clients_by_port,
+            servers_by_port,
             captured_hosts,
         }
     }
@@ -199,11 +212,24 @@ impl<'a> Anchors<'a> {
     fn find(&self, inferred: &Span) -> Option<&'a Span> {
         let peer = text(inferred, attributes::NET_SOCK_PEER_ADDR).and_then(port_of);
         let local = text(inferred, attributes::NET_SOCK_HOST_ADDR).and_then(port_of);
-        let candidates = self.of(
-            inferred,
+        let (from, to) = (
             inferred.start.saturating_sub(SLACK_NS),
             inferred.end + SLACK_NS,
         );
+        if inferred.pid == 0 && inferred.kind == SpanKind::Server {
+            // The receiver was not captured (its span is timed on the sender's clock): the
+            // instrumented server reached on that port from that connection.
+            return self
+                .servers_by_port
+                .get(&local?)?
+                .around(from, to)
+                .filter(|s| peer.is_some() && int(s, "network.peer.port") == peer)
+                .filter(|s| {
+                    s.start <= inferred.end + SLACK_NS && inferred.start <= s.end + SLACK_NS
+                })
+                .min_by_key(|s| s.start.abs_diff(inferred.start));
+        }
+        let candidates = self.of(inferred, from, to);
         let near = |s: &&Span| s.start.abs_diff(inferred.start);
         match inferred.kind {
             SpanKind::Server => candidates
@@ -269,7 +295,7 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
         for a in found.iter().chain(&callers).flatten() {
             *votes.entry(a.trace_id).or_default() += 1;
         }
-        let Some(target) = votes
+        let Some(majority) = votes
             .iter()
             .max_by_key(|(t, n)| (**n, std::cmp::Reverse(**t)))
             .map(|(t, _)| *t)
@@ -279,6 +305,12 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
         };
         report.joined += 1;
         report.split += usize::from(votes.len() > 1);
+        let anchored: Vec<Option<TraceId>> = found
+            .iter()
+            .zip(&callers)
+            .map(|(a, c)| a.or(*c).map(|s| s.trace_id))
+            .collect();
+        let target = targets(&spans, &anchored, majority);
         // Each anchored inferred span's instrumented span.
         let stands_for: HashMap<SpanId, &Span> = spans
             .iter()
@@ -296,7 +328,12 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             .filter(|s| !stands_for.contains_key(&s.span_id))
             .map(|s| s.span_id)
             .collect();
-        for (s, caller) in spans.iter().zip(&callers) {
+        let target_of: HashMap<SpanId, TraceId> = spans
+            .iter()
+            .zip(&target)
+            .map(|(s, t)| (s.span_id, *t))
+            .collect();
+        for ((s, caller), &target) in spans.iter().zip(&callers).zip(&target) {
             let confidence = match s.source {
                 Source::Inferred { confidence } => f64::from(confidence),
                 _ => 1.0,
@@ -304,11 +341,10 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             if let Some(anchor) = stands_for.get(&s.span_id) {
                 // A root whose caller only the capture saw: that caller is its parent.
                 let caller = s.parent_id.filter(|p| kept.contains(p));
-                if let (None, Some(caller), true) =
-                    (anchor.parent_id, caller, anchor.trace_id == target)
-                {
+                let caller_here = caller.and_then(|c| target_of.get(&c)) == Some(&anchor.trace_id);
+                if let (None, Some(caller), true) = (anchor.parent_id, caller, caller_here) {
                     let mut link = parent_link(s, anchor.span_id, caller);
-                    link.trace_id = target;
+                    link.trace_id = anchor.trace_id;
                     out.push(link);
                     report.parent_links += 1;
                 }
@@ -318,6 +354,9 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             placed.trace_id = target;
             if let Some(anchor) = s.parent_id.and_then(|p| stands_for.get(&p)) {
                 placed.parent_id = Some(anchor.span_id);
+            } else if s.parent_id.and_then(|p| target_of.get(&p)) != Some(&target) {
+                // The parent went to another request's trace: this part starts here.
+                placed.parent_id = None;
             }
             if let Some(caller) = caller.filter(|c| c.trace_id == target) {
                 placed.parent_id = Some(caller.span_id);
@@ -346,6 +385,53 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
         }
     }
     Joined { spans: out, report }
+}
+
+/// The trace each span of an inferred trace goes to: its anchor's; else that of the first
+/// anchored span below it (its call's callee, a proxy's forwarded request); else its
+/// parent's; else `majority`. So where linking put two requests in one path, each part
+/// goes to the trace of the request it served.
+fn targets(spans: &[Span], anchored: &[Option<TraceId>], majority: TraceId) -> Vec<TraceId> {
+    let index: HashMap<SpanId, usize> = spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.span_id, i))
+        .collect();
+    let parent: Vec<Option<usize>> = spans
+        .iter()
+        .map(|s| s.parent_id.and_then(|p| index.get(&p).copied()))
+        .collect();
+    // Children before parents, without recursion (inferred trees can be deep): a span's
+    // depth, then spans by depth, deepest first.
+    let mut depth = vec![0usize; spans.len()];
+    for i in 0..spans.len() {
+        let (mut at, mut d) = (parent[i], 0);
+        while let Some(p) = at {
+            d += 1;
+            if d > spans.len() {
+                break; // a cycle: no deeper than the spans
+            }
+            at = parent[p];
+        }
+        depth[i] = d;
+    }
+    let mut order: Vec<usize> = (0..spans.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(depth[i]), spans[i].start));
+    let mut below: Vec<Option<TraceId>> = anchored.to_vec();
+    for &i in &order {
+        if let (Some(t), Some(p)) = (below[i], parent[i]) {
+            if below[p].is_none() {
+                below[p] = Some(t);
+            }
+        }
+    }
+    let mut out: Vec<Option<TraceId>> = below;
+    for &i in order.iter().rev() {
+        if out[i].is_none() {
+            out[i] = parent[i].and_then(|p| out[p]);
+        }
+    }
+    out.into_iter().map(|t| t.unwrap_or(majority)).collect()
 }
 
 #[cfg(test)]
@@ -634,6 +720,130 @@ mod tests {
         assert_eq!(
             sender.and_then(|s| s.attribute(attributes::NET_PEER_NAME)),
             Some(&Value::from("catalog"))
+        );
+    }
+
+    #[test]
+    fn a_captured_proxy_in_front_of_an_uncaptured_instrumented_service_joins_it() {
+        // nginx (captured) calls api (instrumented, not captured: its inferred span has no
+        // pid and is timed on nginx's clock).
+        let nginx = inferred(
+            span(1, 1, None, SpanKind::Server, "h", 10, (0, 10 * MS)),
+            "127.0.0.1:50000",
+            "127.0.0.1:80",
+        );
+        let call = inferred(
+            span(1, 2, Some(1), SpanKind::Client, "h", 10, (MS, 9 * MS)),
+            "127.0.0.1:8080",
+            "127.0.0.1:51000",
+        );
+        let api = inferred(
+            span(1, 3, Some(2), SpanKind::Server, "", 0, (MS, 9 * MS)),
+            "127.0.0.1:51000",
+            "127.0.0.1:8080",
+        );
+        let mut root = span(
+            7,
+            50,
+            None,
+            SpanKind::Server,
+            "web-1",
+            20,
+            (MS + 100_000, 9 * MS - 100_000),
+        );
+        root.service = "api".into();
+        root.attributes
+            .push(KeyValue::new("network.peer.port", 51000i64));
+        root.attributes
+            .push(KeyValue::new("network.local.port", 8080i64));
+        let joined = join(vec![nginx, call, api], &[root]);
+        assert_eq!((joined.report.joined, joined.report.parent_links), (1, 1));
+        let link = joined.spans.iter().find(|s| s.is_parent_link()).unwrap();
+        assert_eq!(
+            (link.span_id.get(), link.parent_id.map(SpanId::get)),
+            (50, Some(2))
+        );
+        let call = joined.spans.iter().find(|s| s.span_id.get() == 2).unwrap();
+        assert_eq!((call.trace_id.get(), call.name.as_str()), (7, "to api"));
+        assert!(joined.spans.iter().all(|s| s.span_id.get() != 3));
+    }
+
+    #[test]
+    fn two_requests_linked_into_one_path_go_to_their_own_traces() {
+        // The capture linked two requests through the proxy as one path: the proxy's one
+        // server span with both forwarded calls under it.
+        let proxy = inferred(
+            span(1, 1, None, SpanKind::Server, "h", 10, (0, 30 * MS)),
+            "127.0.0.1:50000",
+            "127.0.0.1:80",
+        );
+        let mut spans = vec![proxy];
+        let mut roots = Vec::new();
+        for (n, (start, end), conn) in [
+            (0u64, (MS, 9 * MS), 51_000i64),
+            (1, (20 * MS, 29 * MS), 51_001),
+        ] {
+            let call = 10 + n;
+            spans.push(inferred(
+                span(1, call, Some(1), SpanKind::Client, "h", 10, (start, end)),
+                "127.0.0.1:8080",
+                &format!("127.0.0.1:{conn}"),
+            ));
+            spans.push(inferred(
+                span(1, 20 + n, Some(call), SpanKind::Server, "", 0, (start, end)),
+                &format!("127.0.0.1:{conn}"),
+                "127.0.0.1:8080",
+            ));
+            let mut root = span(
+                7 + u128::from(n),
+                50 + n,
+                None,
+                SpanKind::Server,
+                "web-1",
+                20,
+                (start + 100_000, end - 100_000),
+            );
+            root.attributes
+                .push(KeyValue::new("network.peer.port", conn));
+            root.attributes
+                .push(KeyValue::new("network.local.port", 8080i64));
+            roots.push(root);
+        }
+        let joined = join(spans, &roots);
+        assert_eq!((joined.report.split, joined.report.parent_links), (1, 2));
+        let get = |id: u64| {
+            joined
+                .spans
+                .iter()
+                .find(|s| s.span_id.get() == id && !s.is_parent_link())
+                .unwrap()
+        };
+        assert_eq!(
+            (
+                get(1).trace_id.get(),
+                get(10).trace_id.get(),
+                get(11).trace_id.get()
+            ),
+            (7, 7, 8)
+        );
+        assert_eq!(get(10).parent_id.map(SpanId::get), Some(1));
+        // The second call starts its trace: its parent went to the first request's.
+        assert_eq!(get(11).parent_id, None);
+        let links: Vec<(u128, u64, Option<u64>)> = joined
+            .spans
+            .iter()
+            .filter(|s| s.is_parent_link())
+            .map(|s| {
+                (
+                    s.trace_id.get(),
+                    s.span_id.get(),
+                    s.parent_id.map(SpanId::get),
+                )
+            })
+            .collect();
+        assert!(
+            links.contains(&(7, 50, Some(10))) && links.contains(&(8, 51, Some(11))),
+            "{links:?}"
         );
     }
 }

@@ -17,8 +17,9 @@
 //! - Nodes are `program[pid]@host` with what tells alike programs apart after the program
 //!   (`crate::naming`: an interpreter's script, a listening port), or what a names file
 //!   (`causeway infer --names`: `NAME = TEXT` lines, matched against the command line)
-//!   calls them; an end that was not captured is a node named by its host's address (its
-//!   endpoint keeps the port).
+//!   calls them; an end that was not captured is a node named by its host's address when
+//!   it connected (a client: its ports are its many connections), and by its address and
+//!   port when the captured process connected to it (a server there).
 //!
 //! At WAP5's CoDeeN scale (`causeway-bench infer-scale`) memory is the cost that matters.
 //! Names are interned (`ustr`: one copy each, compared and hashed as a pointer); capture
@@ -661,7 +662,22 @@ impl Captured {
         let sa = &self.ends[a];
         let (local, peer) = (sa.local.name(), sa.peer.name());
         let Some(b) = b else {
-            return [local, peer, sa.peer.host(), Name::default()];
+            // The uncaptured end of a connection this process made is a server: its port
+            // tells it apart from the other programs of its host (a client there too).
+            let accepted = match &sa.local {
+                Ep::Inet(addr) => self
+                    .processes
+                    .get(sa.process)
+                    .and_then(|p| self.listening.get(&p.node))
+                    .is_some_and(|ports| ports.contains(&addr.port())),
+                _ => true,
+            };
+            let node = if accepted {
+                sa.peer.host()
+            } else {
+                peer.clone()
+            };
+            return [local, peer, node, Name::default()];
         };
         let sb = &self.ends[b];
         // Mirrored addresses: one end's local is the other's peer.

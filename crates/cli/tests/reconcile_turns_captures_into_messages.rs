@@ -155,12 +155,12 @@ fn a_side_not_captured_leaves_one_time_per_message() {
         "the client's requests: sent, receipt unknown"
     );
     assert_eq!(received.iter().map(|m| m.bytes).sum::<u64>(), 20 * 100);
-    // The uncaptured server is a node named by its host's address; its endpoint keeps
-    // the port.
+    // The uncaptured server is a node named by its address and port (the client connected
+    // to it), apart from any other uncaptured program of its host.
     assert!(
         received
             .iter()
-            .all(|m| &*m.src == "127.0.0.1" && m.src_ep.starts_with("127.0.0.1:")),
+            .all(|m| m.src == m.src_ep && m.src_ep.starts_with("127.0.0.1:")),
         "{received:?}"
     );
     let _ = std::fs::remove_dir_all(dir);
