@@ -672,11 +672,7 @@ impl Captured {
                     .is_some_and(|ports| ports.contains(&addr.port())),
                 _ => true,
             };
-            let node = if accepted {
-                sa.peer.host()
-            } else {
-                peer.clone()
-            };
+            let node = if accepted { sa.peer.host() } else { peer };
             return [local, peer, node, Name::default()];
         };
         let sb = &self.ends[b];
