@@ -259,6 +259,16 @@ function inferredNote(spans) {
   return spans.some((s) => s.source && s.source.type === "logs") ? h("span.inferred", {}, " · stitched from logs") : "";
 }
 
+/** How sure a span's parent link is: recorded by the span's own source, or inferred with
+ * its path's probability (a span placed in an instrumented trace by the join says so). */
+function parentLinkText(s) {
+  const placed = (s.attributes || []).find((a) => a.key === "causeway.parent.confidence");
+  if (placed) return `inferred (probability ${Number(placed.value).toFixed(2)})`;
+  if (s.source && s.source.type === "inferred") return `inferred (probability ${s.source.confidence.toFixed(2)})`;
+  if (s.source && s.source.type === "logs") return "stitched from logs";
+  return "recorded";
+}
+
 /** A span's source, as the detail panel shows it. */
 function sourceText(source) {
   if (!source || source.type === "instrumented") return "instrumented";
@@ -455,6 +465,7 @@ function drawDetail() {
     ["Status", s.status ? s.status.code + (s.status.message ? `: ${s.status.message}` : "") : "unset"],
     ["Source", sourceText(s.source)],
   ];
+  if (s.parent_id) rows.push(["Parent link", parentLinkText(s)]);
   const srv = view.server[i];
   if (srv >= 0) {
     const t = view.spans[srv];

@@ -645,6 +645,12 @@ fn every_page_renders(server: &TestServer, name: &str) {
         "every digit of an integer past 2^53: {}",
         ui.text(".detail")
     );
+    // Its parent link was recorded by its own instrumentation.
+    assert!(
+        ui.text(".detail").contains("Parent link\trecorded"),
+        "{}",
+        ui.text(".detail")
+    );
     // Its log line, sent apart from it, under Logs with its level, and on its time line.
     let detail = ui.text(".detail");
     assert!(
@@ -696,6 +702,23 @@ fn every_page_renders(server: &TestServer, name: &str) {
     );
     assert!(
         ui.text(".detail").contains("inferred (probability 0.62)"),
+        "{}",
+        ui.text(".detail")
+    );
+    // The root has no parent link; a child's is inferred with its path's probability.
+    assert!(
+        !ui.text(".detail").contains("Parent link"),
+        "{}",
+        ui.text(".detail")
+    );
+    ui.click(".rows .row:nth-child(2)");
+    ui.wait_for(
+        "document.querySelector('.detail')?.innerText.includes('Parent link')",
+        "the child's detail",
+    );
+    assert!(
+        ui.text(".detail")
+            .contains("Parent link\tinferred (probability 0.62)"),
         "{}",
         ui.text(".detail")
     );
