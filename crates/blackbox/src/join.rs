@@ -75,7 +75,7 @@ pub struct Joined {
 }
 
 fn port_of(endpoint: &str) -> Option<i64> {
-    endpoint.rsplit_once(':')?.1.parse().ok()
+    crate::reconcile::port(endpoint).map(i64::from)
 }
 
 fn int(span: &Span, key: &str) -> Option<i64> {
@@ -87,10 +87,7 @@ fn int(span: &Span, key: &str) -> Option<i64> {
 }
 
 fn text<'a>(span: &'a Span, key: &str) -> Option<&'a str> {
-    match span.attribute(key)? {
-        Value::Str(s) => Some(s),
-        _ => None,
-    }
+    span.attribute(key)?.as_str()
 }
 
 /// Spans in order of start, found by the time they may overlap.
@@ -403,18 +400,29 @@ fn targets(spans: &[Span], anchored: &[Option<TraceId>], majority: TraceId) -> V
         .collect();
     // Children before parents, without recursion (inferred trees can be deep): a span's
     // depth, then spans by depth, deepest first.
-    let mut depth = vec![0usize; spans.len()];
+    // Each walk up stops at a span whose depth is known, so every span is walked once.
+    let mut depth: Vec<Option<usize>> = vec![None; spans.len()];
+    let mut walk = Vec::new();
     for i in 0..spans.len() {
-        let (mut at, mut d) = (parent[i], 0);
-        while let Some(p) = at {
-            d += 1;
-            if d > spans.len() {
+        let mut at = Some(i);
+        let mut base = 0;
+        while let Some(s) = at {
+            if let Some(d) = depth[s] {
+                base = d + 1;
+                break;
+            }
+            if walk.len() > spans.len() {
                 break; // a cycle: no deeper than the spans
             }
-            at = parent[p];
+            walk.push(s);
+            at = parent[s];
         }
-        depth[i] = d;
+        for (k, &s) in walk.iter().rev().enumerate() {
+            depth[s].get_or_insert(base + k);
+        }
+        walk.clear();
     }
+    let depth: Vec<usize> = depth.into_iter().map(|d| d.unwrap_or(0)).collect();
     let mut order: Vec<usize> = (0..spans.len()).collect();
     order.sort_by_key(|&i| (std::cmp::Reverse(depth[i]), spans[i].start));
     let mut below: Vec<Option<TraceId>> = anchored.to_vec();

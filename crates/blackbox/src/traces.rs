@@ -44,6 +44,17 @@ fn answers(reply: &Message, request: &Message) -> bool {
         && reply.dst_ep == request.src_ep
 }
 
+/// A message's attributes at one of its ends: the other end (`peer`: node and endpoint),
+/// this end's endpoint, and the size.
+fn endpoints((node, endpoint): (&str, &str), own: &str, bytes: u64) -> [KeyValue; 4] {
+    [
+        KeyValue::new(attributes::NET_PEER_NAME, node),
+        KeyValue::new(attributes::NET_SOCK_PEER_ADDR, endpoint),
+        KeyValue::new(attributes::NET_SOCK_HOST_ADDR, own),
+        KeyValue::new(attributes::MESSAGE_BYTES, bytes as i64),
+    ]
+}
+
 /// A span at `node` of the inferred trace `trace`.
 fn inferred_span(
     (trace, id, parent): (TraceId, SpanId, Option<SpanId>),
@@ -145,12 +156,8 @@ pub fn spans(messages: &[Message], assignments: &[Assignment], salt: u64) -> Vec
             } else {
                 SpanKind::Producer
             };
-            span.attributes.extend([
-                KeyValue::new(attributes::NET_PEER_NAME, &*m.dst),
-                KeyValue::new(attributes::NET_SOCK_PEER_ADDR, &*m.dst_ep),
-                KeyValue::new(attributes::NET_SOCK_HOST_ADDR, &*m.src_ep),
-                KeyValue::new(attributes::MESSAGE_BYTES, m.bytes as i64),
-            ]);
+            span.attributes
+                .extend(endpoints((&m.dst, &m.dst_ep), &m.src_ep, m.bytes));
             out.push(span);
         }
         let start = m.recv_ns.get().or(m.send_ns.get()).unwrap_or(0);
@@ -167,12 +174,8 @@ pub fn spans(messages: &[Message], assignments: &[Assignment], salt: u64) -> Vec
         } else {
             SpanKind::Consumer
         };
-        span.attributes.extend([
-            KeyValue::new(attributes::NET_PEER_NAME, &*m.src),
-            KeyValue::new(attributes::NET_SOCK_PEER_ADDR, &*m.src_ep),
-            KeyValue::new(attributes::NET_SOCK_HOST_ADDR, &*m.dst_ep),
-            KeyValue::new(attributes::MESSAGE_BYTES, m.bytes as i64),
-        ]);
+        span.attributes
+            .extend(endpoints((&m.src, &m.src_ep), &m.dst_ep, m.bytes));
         if let Some(sent) = m.send_ns.get() {
             span.attributes
                 .push(KeyValue::new(attributes::MESSAGE_SEND_NS, sent));

@@ -17,6 +17,19 @@ fn have(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Runs `command` (a `causeway` command line, `what`), which must succeed.
+fn succeed(command: &mut Command, what: &str) -> std::process::Output {
+    let out = command.output().expect(what);
+    assert!(
+        out.status.success(),
+        "{what}: {:?} {} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Two free loopback ports.
 fn two_ports() -> (u16, u16) {
     let a = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
@@ -67,27 +80,19 @@ fn each_request_through_nginx_to_python_is_one_inferred_path() {
         conf = conf.display()
     );
     let caps = work.join("caps");
-    let out = Command::new(BIN)
-        .args(["capture", "--out"])
-        .arg(&caps)
-        .args(["--", "sh", "-c", &script])
-        .output()
-        .expect("causeway capture");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        Command::new(BIN)
+            .args(["capture", "--out"])
+            .arg(&caps)
+            .args(["--", "sh", "-c", &script]),
+        "causeway capture",
     );
-    let out = Command::new(BIN)
-        .arg("infer")
-        .arg(&caps)
-        .args(["--json", "--top", "200"])
-        .output()
-        .expect("causeway infer");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeed(
+        Command::new(BIN)
+            .arg("infer")
+            .arg(&caps)
+            .args(["--json", "--top", "200"]),
+        "causeway infer",
     );
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     // Every request curl made once both servers were up, each with its whole path (the
@@ -122,16 +127,12 @@ fn each_request_through_nginx_to_python_is_one_inferred_path() {
         .sum();
     let data = temp("nginx-python-data");
     let serve = common::Serve::start(&data, &[]);
-    let out = Command::new(BIN)
-        .arg("infer")
-        .arg(&caps)
-        .args(["--collector", &serve.ingest])
-        .output()
-        .expect("causeway infer --collector");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        Command::new(BIN)
+            .arg("infer")
+            .arg(&caps)
+            .args(["--collector", &serve.ingest]),
+        "causeway infer --collector",
     );
     assert!(!serve.search_service("nginx").is_empty());
     let deps: serde_json::Value = ureq::get(&format!("{}/api/dependencies", serve.api))
@@ -205,34 +206,24 @@ fn a_request_through_nginx_to_an_instrumented_service_is_one_trace() {
         conf = conf.display()
     );
     let caps = work.join("caps");
-    let out = Command::new(BIN)
-        .args(["capture", "--out"])
-        .arg(&caps)
-        .args(["--", "sh", "-c", &script])
-        .output()
-        .expect("causeway capture");
-    assert!(
-        out.status.success(),
-        "{:?} {} {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        Command::new(BIN)
+            .args(["capture", "--out"])
+            .arg(&caps)
+            .args(["--", "sh", "-c", &script]),
+        "causeway capture",
     );
     assert!(
         !serve.search_service("storage-1").is_empty(),
         "the replica's spans arrived"
     );
-    let out = Command::new(BIN)
-        .arg("infer")
-        .arg(&caps)
-        .args(["--ignore-port", &ingest_port, "--collector", &serve.ingest])
-        .args(["--join", &serve.api, "--json"])
-        .output()
-        .expect("causeway infer --join");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeed(
+        Command::new(BIN)
+            .arg("infer")
+            .arg(&caps)
+            .args(["--ignore-port", &ingest_port, "--collector", &serve.ingest])
+            .args(["--join", &serve.api, "--json"]),
+        "causeway infer --join",
     );
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let join = &summary["join"];

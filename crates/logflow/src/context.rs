@@ -103,15 +103,6 @@ fn level_name(level: Level) -> &'static str {
     }
 }
 
-/// The service a log file's lines are of: its name without directory and extension.
-pub fn service_of_file(name: &str) -> &str {
-    let base = name.rsplit('/').next().unwrap_or(name);
-    base.split('.')
-        .next()
-        .filter(|s| !s.is_empty())
-        .unwrap_or(base)
-}
-
 /// The lines of windows that name their trace, gathered into carriers.
 #[derive(Default)]
 pub struct LogRecords {
@@ -161,7 +152,7 @@ impl LogRecords {
         let event = log_event(time, message, level.map(level_name), attributes);
         self.events
             .entry((
-                service_of_file(name).to_string(),
+                crate::traces::service(name).to_string(),
                 context.trace,
                 context.span,
             ))

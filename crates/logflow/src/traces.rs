@@ -23,7 +23,7 @@ use crate::flows::{FlowLine, Flows, Request};
 const NAME_CHARS: usize = 80;
 
 /// A file's service name: its file name without directories and extension.
-fn service(file: &str) -> &str {
+pub(crate) fn service(file: &str) -> &str {
     let name = file.rsplit('/').next().unwrap_or(file);
     name.split_once('.').map_or(name, |(stem, _)| stem)
 }

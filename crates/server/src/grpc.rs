@@ -44,7 +44,7 @@ impl Signal for Traces {
     const PROTOCOL: Protocol = Protocol::OtlpGrpc;
     type Response = ExportTraceServiceResponse;
     fn decode(body: Bytes) -> Result<Batch, String> {
-        crate::ingest::decode_spans_protobuf(body)
+        crate::ingest::decode_otlp(body, false, false)
     }
     fn reply(outcome: &Outcome) -> ExportTraceServiceResponse {
         ExportTraceServiceResponse {
@@ -61,7 +61,7 @@ impl Signal for Logs {
     const PROTOCOL: Protocol = Protocol::OtlpLogsGrpc;
     type Response = ExportLogsServiceResponse;
     fn decode(body: Bytes) -> Result<Batch, String> {
-        crate::ingest::decode_logs_protobuf(body)
+        crate::ingest::decode_otlp(body, true, false)
     }
     fn reply(outcome: &Outcome) -> ExportLogsServiceResponse {
         ExportLogsServiceResponse {

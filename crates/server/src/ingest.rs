@@ -389,17 +389,8 @@ async fn otlp_body(
         }
     };
     let encoding = Encoding::of(headers)?;
-    let decode = if protocol.carries_log_records() {
-        if json {
-            decode_logs_json
-        } else {
-            decode_logs_protobuf
-        }
-    } else if json {
-        decode_spans_json
-    } else {
-        decode_spans_protobuf
-    };
+    let logs = protocol.carries_log_records();
+    let decode = move |body| decode_otlp(body, logs, json);
     let outcome = take(state, protocol, body, encoding, decode).await?;
     Ok((outcome, json))
 }
@@ -418,25 +409,17 @@ fn otlp_reply<M: prost::Message + serde::Serialize>(json: bool, reply: M) -> Res
     }
 }
 
-/// The OTLP decoders, one per signal and encoding, as `take` runs them.
-pub(crate) fn decode_spans_protobuf(body: Bytes) -> Result<Batch, String> {
-    let decoded = otlp::decode_protobuf(&body).map_err(|e| e.to_string())?;
-    Ok(Batch::decoded(decoded.spans, &decoded.rejected))
-}
-
-fn decode_spans_json(body: Bytes) -> Result<Batch, String> {
-    let decoded = otlp::decode_json(&body).map_err(|e| e.to_string())?;
-    Ok(Batch::decoded(decoded.spans, &decoded.rejected))
-}
-
-pub(crate) fn decode_logs_protobuf(body: Bytes) -> Result<Batch, String> {
-    let decoded = otlp::logs::decode_logs_protobuf(&body).map_err(|e| e.to_string())?;
-    Ok(Batch::decoded(decoded.carriers, &decoded.rejected))
-}
-
-fn decode_logs_json(body: Bytes) -> Result<Batch, String> {
-    let decoded = otlp::logs::decode_logs_json(&body).map_err(|e| e.to_string())?;
-    Ok(Batch::decoded(decoded.carriers, &decoded.rejected))
+/// An OTLP body of spans, or of log records (`logs`), protobuf or JSON (`json`), as `take`
+/// runs it.
+pub(crate) fn decode_otlp(body: Bytes, logs: bool, json: bool) -> Result<Batch, String> {
+    let (spans, rejected) = match (logs, json) {
+        (false, false) => otlp::decode_protobuf(&body).map(|d| (d.spans, d.rejected)),
+        (false, true) => otlp::decode_json(&body).map(|d| (d.spans, d.rejected)),
+        (true, false) => otlp::logs::decode_logs_protobuf(&body).map(|d| (d.carriers, d.rejected)),
+        (true, true) => otlp::logs::decode_logs_json(&body).map(|d| (d.carriers, d.rejected)),
+    }
+    .map_err(|e| e.to_string())?;
+    Ok(Batch::decoded(spans, &rejected))
 }
 
 fn summary(outcome: &Outcome) -> serde_json::Value {

@@ -10,10 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use prost::Message as _;
-
 use super::proto::{ExportLogsServiceRequest, LogRecord};
-use super::{any_to_value, attrs_from, id_err, resource_info, OtlpError};
+use super::{any_to_value, attrs_from, id_err, read_json, read_protobuf, resource_info, OtlpError};
 use crate::ids::{SpanId, TraceId};
 use crate::logs::{log_event, unplaced_carrier_id, LOG_RECORDS, UNPLACED};
 use crate::span::{Event, KeyValue, Source, Span, Value};
@@ -32,19 +30,13 @@ pub struct DecodedLogs {
 /// Decodes an OTLP/HTTP protobuf logs body. A body that is not a valid message is an
 /// error; otherwise invalid records are listed in `rejected` and the rest are kept.
 pub fn decode_logs_protobuf(body: &[u8]) -> Result<DecodedLogs, OtlpError> {
-    let req = ExportLogsServiceRequest::decode(body).map_err(|e| OtlpError {
-        path: "body".into(),
-        reason: format!("invalid OTLP logs protobuf: {e}"),
-    })?;
+    let req: ExportLogsServiceRequest = read_protobuf(body, "OTLP logs protobuf")?;
     Ok(decode_logs_request(&req))
 }
 
 /// Decodes an OTLP/JSON logs body, with serde's line and column on a malformed one.
 pub fn decode_logs_json(body: &[u8]) -> Result<DecodedLogs, OtlpError> {
-    let req: ExportLogsServiceRequest = serde_json::from_slice(body).map_err(|e| OtlpError {
-        path: format!("line {} column {}", e.line(), e.column()),
-        reason: format!("invalid OTLP/JSON logs: {}", crate::codec::json_message(&e)),
-    })?;
+    let req: ExportLogsServiceRequest = read_json(body, "OTLP/JSON logs")?;
     Ok(decode_logs_request(&req))
 }
 
@@ -154,6 +146,7 @@ mod tests {
     use super::super::proto::{Any, AnyValue, Resource, ResourceLogs, ScopeLogs};
     use super::*;
     use proptest::prelude::*;
+    use prost::Message as _;
 
     const JSON: &str = r#"{"resourceLogs":[{"resource":{"attributes":[
         {"key":"service.name","value":{"stringValue":"checkout"}},

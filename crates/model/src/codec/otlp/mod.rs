@@ -63,20 +63,34 @@ pub struct Decoded {
 /// Decodes an OTLP/HTTP protobuf body. A body that is not a valid message is an error;
 /// otherwise invalid spans are listed in `rejected` and the rest are kept.
 pub fn decode_protobuf(body: &[u8]) -> Result<Decoded, OtlpError> {
-    let req = Request::decode(body).map_err(|e| OtlpError {
-        path: "body".into(),
-        reason: format!("invalid OTLP protobuf: {e}"),
-    })?;
-    Ok(decode_request(&req))
+    Ok(decode_request(&read_protobuf(body, "OTLP protobuf")?))
 }
 
 /// Decodes an OTLP/JSON body, with serde's line and column on a malformed one.
 pub fn decode_json(body: &[u8]) -> Result<Decoded, OtlpError> {
-    let req: Request = serde_json::from_slice(body).map_err(|e| OtlpError {
+    Ok(decode_request(&read_json(body, "OTLP/JSON")?))
+}
+
+/// A protobuf body as the message `M` (`what` names it in the error).
+pub(crate) fn read_protobuf<M: prost::Message + Default>(
+    body: &[u8],
+    what: &str,
+) -> Result<M, OtlpError> {
+    M::decode(body).map_err(|e| OtlpError {
+        path: "body".into(),
+        reason: format!("invalid {what}: {e}"),
+    })
+}
+
+/// A JSON body as the message `M`, with serde's line and column on a malformed one.
+pub(crate) fn read_json<M: serde::de::DeserializeOwned>(
+    body: &[u8],
+    what: &str,
+) -> Result<M, OtlpError> {
+    serde_json::from_slice(body).map_err(|e| OtlpError {
         path: format!("line {} column {}", e.line(), e.column()),
-        reason: format!("invalid OTLP/JSON: {}", super::json_message(&e)),
-    })?;
-    Ok(decode_request(&req))
+        reason: format!("invalid {what}: {}", super::json_message(&e)),
+    })
 }
 
 /// Encodes spans as an OTLP protobuf body.
