@@ -202,6 +202,11 @@ impl Connections {
         served_by_call(cause).unwrap_or(cause)
     }
 
+    /// Whether message `i` is a request: received by a server on one of its fixed ports.
+    pub(crate) fn is_request(&self, i: usize) -> bool {
+        self.is_request.get(i).copied().unwrap_or(false)
+    }
+
     /// For a message a server sent on a connection, the latest message it received on that
     /// connection before (the request it answers).
     pub(crate) fn answers(&self, answer: u32) -> Option<u32> {

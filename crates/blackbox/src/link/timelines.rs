@@ -40,7 +40,10 @@ impl Timelines {
     /// messages into it before the send (in the connections mode, only those its
     /// connections allow). An uncaptured sender's is only a message its receiver sent it
     /// on the same connection (endpoints reversed) before the receipt, both on the
-    /// receiver's clock: A→B→A. A new connection from outside (a client) has no cause.
+    /// receiver's clock: A→B→A. A new connection from outside (a client) has no cause,
+    /// and in the connections mode neither has a request an uncaptured sender makes to a
+    /// server's fixed port: a client that keeps its connection alive asks anew, its next
+    /// request is not caused by the last answer.
     pub(super) fn candidates(
         &self,
         graph: &Graph<'_>,
@@ -59,6 +62,9 @@ impl Timelines {
             (None, None) => return,
         };
         let by_connections = graph.by_connections();
+        if reply && by_connections && connections.is_request(i) {
+            return;
+        }
         let end = list.partition_point(|(at, _)| *at <= t);
         for &(at, j) in list[..end].iter().rev() {
             if t - at > limit_ns || found.len() >= max {
@@ -174,5 +180,50 @@ mod tests {
         let mut lost = messages.clone();
         lost[2].recv_ns = None.into();
         assert_eq!(candidates_of(&lost, &o, 2, 1_000_000, 8), vec![]);
+    }
+
+    #[test]
+    fn an_uncaptured_clients_next_request_on_a_kept_alive_connection_has_no_cause() {
+        // An uncaptured client asks front twice on one connection: the answer to the
+        // first came back on it before the second.
+        let messages = vec![
+            msg(
+                1,
+                "CLIENT",
+                "10.0.0.9:40000",
+                "front",
+                "10.0.0.1:80",
+                None,
+                Some(0),
+            ),
+            msg(
+                2,
+                "front",
+                "10.0.0.1:80",
+                "CLIENT",
+                "10.0.0.9:40000",
+                Some(1_000),
+                None,
+            ),
+            msg(
+                3,
+                "CLIENT",
+                "10.0.0.9:40000",
+                "front",
+                "10.0.0.1:80",
+                None,
+                Some(2_000),
+            ),
+        ];
+        let o = servers_listening();
+        let candidates = |mode: Mode| {
+            let (graph, connections) = Graph::of(&messages, mode, &o);
+            let mut found = Vec::new();
+            Timelines::of(&graph).candidates(&graph, &connections, 2, 1_000_000, 8, &mut found);
+            found
+        };
+        assert_eq!(candidates(Mode::Connections), vec![]);
+        // WAP5 as published takes the answer for its cause (A→B→A).
+        assert_eq!(candidates(Mode::Faithful), vec![(1, 1_000)]);
     }
 }

@@ -212,6 +212,22 @@ impl Weigher<'_> {
                 }
             }
         }
+        if let (true, None, Some(received)) = (
+            graph.by_connections(),
+            graph.messages[i].send_ns.get(),
+            graph.messages[i].recv_ns.get(),
+        ) {
+            // An answer from an uncaptured server is caused by the call it answers on its
+            // connection, however slow the server was.
+            let call = self.connections.asked_by(i as u32);
+            if let Some(j) = call.filter(|&j| eligible(i, j)) {
+                spontaneous_weight = 0.0;
+                if !found.iter().any(|(k, _)| *k == j) {
+                    let sent = graph.messages[j as usize].send_ns.get().unwrap_or(received);
+                    found.push((j, received - sent));
+                }
+            }
+        }
         // Scores as logarithms, scaled by the best before exponentiating: a cause long
         // before its effect must not underflow to 0/0.
         scores.clear();
