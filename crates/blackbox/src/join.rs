@@ -342,6 +342,9 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
                 if let (None, Some(caller), true) = (anchor.parent_id, caller, caller_here) {
                     let mut link = parent_link(s, anchor.span_id, caller);
                     link.trace_id = anchor.trace_id;
+                    // The link is of the instrumented span: the address the capture knew
+                    // its process by is no service.
+                    link.service = anchor.service.clone();
                     out.push(link);
                     report.parent_links += 1;
                 }
@@ -771,6 +774,8 @@ mod tests {
             (link.span_id.get(), link.parent_id.map(SpanId::get)),
             (50, Some(2))
         );
+        // Of the instrumented service, not of the address the capture knew it by.
+        assert_eq!(&*link.service, "api");
         let call = joined.spans.iter().find(|s| s.span_id.get() == 2).unwrap();
         assert_eq!((call.trace_id.get(), call.name.as_str()), (7, "to api"));
         assert!(joined.spans.iter().all(|s| s.span_id.get() != 3));

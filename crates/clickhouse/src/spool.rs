@@ -268,11 +268,13 @@ impl Shared {
             .fetch_add(records.len() as u64, Ordering::Relaxed);
         self.appended
             .fetch_add(spans.len() as u64, Ordering::Relaxed);
-        let roots = spans
-            .iter()
-            .filter(|s| s.parent_id.is_none() && !s.is_carrier())
-            .count() as u64;
-        self.appended_roots.fetch_add(roots, Ordering::Relaxed);
+        let roots = causeway_model::parent_links::roots_added(spans);
+        // A parent link makes a root stored before no root: the count goes down.
+        let _ = self
+            .appended_roots
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                Some(r.saturating_add_signed(roots))
+            });
         if self.opts.fsync == FsyncPolicy::Always {
             self.sync_to(pos)?;
         }

@@ -26,6 +26,20 @@ impl Span {
     }
 }
 
+/// The trace roots `spans` add to a store: its roots, less those its parent links give a
+/// parent (each link's span was stored as a root before, or is one in `spans`).
+pub fn roots_added(spans: &[Span]) -> i64 {
+    spans.iter().fold(0, |n, s| {
+        if s.is_parent_link() {
+            n - 1
+        } else if s.parent_id.is_none() && !s.is_carrier() {
+            n + 1
+        } else {
+            n
+        }
+    })
+}
+
 /// A link giving span `child` of `template`'s trace the parent `parent`, with `template`'s
 /// source and times.
 pub fn parent_link(template: &Span, child: SpanId, parent: SpanId) -> Span {
@@ -101,5 +115,22 @@ mod tests {
         assert_eq!(t.span(id(3)).unwrap().parent_id, Some(id(2)));
         assert_eq!(t.roots.len(), 1);
         assert_eq!(t.spans[t.roots[0]].span_id, id(1));
+    }
+
+    #[test]
+    fn a_batch_that_gives_a_stored_root_its_parent_adds_no_trace() {
+        let id = |n| SpanId::new(n).unwrap();
+        let proxy = span(1, None, "nginx");
+        // The instrumented trace, stored first: one root.
+        assert_eq!(
+            roots_added(&[span(2, None, "api"), span(3, Some(2), "db")]),
+            1
+        );
+        // The proxy's part joined to it later: its root, and the link that makes the
+        // stored root its child.
+        assert_eq!(
+            roots_added(&[proxy.clone(), parent_link(&proxy, id(2), id(1))]),
+            0
+        );
     }
 }

@@ -452,10 +452,7 @@ impl Shared {
         }
         self.note_names(&spans);
         let n = spans.len() as u64;
-        let roots = spans
-            .iter()
-            .filter(|s| s.parent_id.is_none() && !s.is_carrier())
-            .count() as u64;
+        let roots = causeway_model::parent_links::roots_added(&spans);
         let (pos, full) = {
             let mut wal = lock(&self.wal);
             let pos = wal.append(records)?;
@@ -464,7 +461,12 @@ impl Shared {
             (pos, head.spans() >= self.opts.head_max_spans)
         };
         self.appended.fetch_add(n, Ordering::Relaxed);
-        self.appended_roots.fetch_add(roots, Ordering::Relaxed);
+        // A parent link makes a root stored before no root: the count goes down.
+        let _ = self
+            .appended_roots
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                Some(r.saturating_add_signed(roots))
+            });
         if full {
             // Freeze the full head now rather than when the worker next looks: while it
             // writes a block, appends would otherwise grow the head without bound.
