@@ -217,14 +217,35 @@ fn hops(trace: &Trace) -> Vec<Hop<'_>> {
     let mut request: Vec<Option<usize>> = vec![None; spans.len()];
     let mut reply: Vec<Option<usize>> = vec![None; spans.len()];
     let mut out = Vec::with_capacity(spans.len());
+    let inferred = |i: usize| matches!(spans[i].source, Source::Inferred { .. });
     for (i, s) in spans.iter().enumerate() {
-        // Instrumented spans of a trace inferred paths joined are not hops.
-        if caller_side(i) || !matches!(s.source, Source::Inferred { .. }) {
+        if caller_side(i) {
             continue;
         }
-        let src = text(s, attributes::NET_PEER_NAME).map_or("?", program);
-        let recv = (!is_untraced(s)).then_some(s.start as i64);
-        let send = int(s, attributes::MESSAGE_SEND_NS);
+        let (src, send, recv, replied) = if inferred(i) {
+            let src = text(s, attributes::NET_PEER_NAME).map_or("?", program);
+            let recv = (!is_untraced(s)).then_some(s.start as i64);
+            let send = int(s, attributes::MESSAGE_SEND_NS);
+            let replied = (
+                int(s, attributes::REPLY_SEND_NS),
+                int(s, attributes::REPLY_RECV_NS),
+            );
+            (src, send, recv, replied)
+        } else {
+            // Of a joined trace's instrumented spans, only a server an inferred call
+            // reached is a hop: the join put it in place of the call's inferred server
+            // span, so the call's ends are its caller's span and its own.
+            let Some(p) = trace.parent[i].filter(|&p| caller_side(p) && inferred(p)) else {
+                continue;
+            };
+            let caller = &spans[p];
+            let replied = match s.kind {
+                SpanKind::Server => (Some(s.end as i64), Some(caller.end as i64)),
+                _ => (None, None),
+            };
+            let send = Some(caller.start as i64);
+            (&*caller.service, send, Some(s.start as i64), replied)
+        };
         request[i] = Some(out.len());
         out.push(Hop {
             src,
@@ -235,10 +256,7 @@ fn hops(trace: &Trace) -> Vec<Hop<'_>> {
             parent: None,
             cause: None,
         });
-        let (sent, received) = (
-            int(s, attributes::REPLY_SEND_NS),
-            int(s, attributes::REPLY_RECV_NS),
-        );
+        let (sent, received) = replied;
         if sent.is_some() || received.is_some() {
             reply[i] = Some(out.len());
             out.push(Hop {
@@ -604,6 +622,55 @@ mod tests {
         assert_eq!(s.traces, 1);
         assert_eq!(s.patterns[0].shape, "web>db[db>web]");
         assert_eq!(s.patterns[0].hops[0].parent, None);
+    }
+
+    #[test]
+    fn an_instrumented_server_an_inferred_call_reached_ends_that_calls_hop() {
+        // A captured edge proxy (inferred: its server span and its call) in front of an
+        // instrumented frontend, which the join made the call's child.
+        let trace = TraceId::new(9).unwrap();
+        let id = |k: u64| SpanId::new(k).unwrap();
+        let mut server = Span::new(trace, id(1), None, "from lb", "edge", 0, 10 * MS);
+        server.kind = SpanKind::Server;
+        server.attributes.push(KeyValue::new("net.peer.name", "lb"));
+        server
+            .attributes
+            .push(KeyValue::new("message.reply.send_ns", (10 * MS) as i64));
+        let mut call = Span::new(trace, id(2), Some(id(1)), "to frontend", "edge", MS, 9 * MS);
+        call.kind = SpanKind::Client;
+        for s in [&mut server, &mut call] {
+            s.source = Source::Inferred { confidence: 0.9 };
+        }
+        let mut frontend = Span::new(
+            trace,
+            id(3),
+            Some(id(2)),
+            "GET /",
+            "frontend",
+            2 * MS,
+            8 * MS,
+        );
+        frontend.kind = SpanKind::Server;
+        let mut inner = Span::new(
+            trace,
+            id(4),
+            Some(id(3)),
+            "render",
+            "frontend",
+            3 * MS,
+            4 * MS,
+        );
+        inner.kind = SpanKind::Server;
+        let mut a = InferredPaths::default();
+        a.add(&Trace::assemble(trace, vec![server, call, frontend, inner]));
+        let s = a.summary(10);
+        assert_eq!(
+            s.patterns[0].shape,
+            "lb>edge[edge>frontend[frontend>edge],edge>lb]"
+        );
+        let hop = &s.patterns[0].hops[1];
+        assert_eq!((hop.src.as_str(), hop.dst.as_str()), ("edge", "frontend"));
+        assert_eq!(hop.network_ns, Some(MS as f64));
     }
 
     #[test]
