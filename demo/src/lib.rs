@@ -15,9 +15,11 @@
 //! whose third reply arrives after the answer (FAB in the Pip paper); one-way messages;
 //! random latency, occasional errors and an occasional slow path.
 //!
-//! [`run_node`] runs one process's role; `causeway demo` starts one process per role.
+//! [`run_node`] runs one process's role; `causeway demo` starts one process per role, and
+//! an uninstrumented reverse proxy in front of the frontend ([`edge`]) under capture.
 #![warn(missing_docs)]
 
+pub mod edge;
 mod load;
 pub mod logs;
 mod metadata;

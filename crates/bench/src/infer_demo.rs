@@ -107,7 +107,8 @@ fn free_port() -> Result<u16> {
 }
 
 /// The arguments that run `causeway demo` at `rate` for `duration` with its store in
-/// `store`, its collector on free loopback ports (returned: gRPC, ingest, HTTP).
+/// `store`, its collector on free loopback ports (returned: gRPC, ingest, HTTP). Every
+/// process is instrumented (`--no-edge`): its traces are the ground truth.
 pub(crate) fn demo_args(
     store: &Path,
     rate: f64,
@@ -128,6 +129,7 @@ pub(crate) fn demo_args(
         format!("127.0.0.1:{ingest}").into(),
         "--http".into(),
         format!("127.0.0.1:{http}").into(),
+        "--no-edge".into(),
     ];
     Ok((args.to_vec(), [grpc, ingest, http]))
 }

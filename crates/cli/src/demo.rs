@@ -4,7 +4,11 @@
 //! The server runs in this process, its store in a temporary directory unless `--data`
 //! names one. Each of the ten roles (frontend, catalog, recommend, orders, cache,
 //! metadata, storage-1 to -3, queue) exports OTLP/HTTP to the ingest port, and an
-//! untraced Poisson load generator drives the frontend. The demo's faults are on purpose
+//! untraced Poisson load generator drives the frontend through an edge proxy that has no
+//! instrumentation (`demo/src/edge.rs`): it runs under socket capture, and
+//! `crate::demo_sources` infers its part of each request and joins it to the request's
+//! trace every two seconds (`--no-edge` sends the load straight to the frontend). The
+//! demo's faults are on purpose
 //! (`demo/src/lib.rs`); its expectations are `demo/expectations/shop.pip`. With `--logs
 //! DIR` each process also writes `tracing`'s fmt output there, for `causeway logs`.
 
@@ -14,10 +18,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use causeway_demo::edge::EDGE_VAR;
 use causeway_demo::{
     Load, Role, Topology, PIVOT_HUB_VAR, SHOP_QUERY, SHOP_TRACEPOINTS, TOPOLOGY_VAR,
 };
-use causeway_server::agent::{Agent, AgentConfig};
 use causeway_server::ServerConfig;
 use clap::Args;
 
@@ -47,6 +51,13 @@ pub struct DemoArgs {
     /// its request's trace; `causeway logs DIR` stitches them without the ids.
     #[arg(long, value_name = "DIR")]
     logs: Option<PathBuf>,
+    /// No edge proxy: the load goes straight to the frontend. By default an edge with no
+    /// instrumentation at all stands in front of it, run under socket capture, and its
+    /// part of each request is inferred and joined to the request's trace; without it
+    /// every process is instrumented (the ground truth `causeway-bench infer-demo` scores
+    /// inference against).
+    #[arg(long)]
+    no_edge: bool,
     /// Keep the spans in ClickHouse (as `causeway serve --store`); --data then holds the
     /// spool.
     #[command(flatten)]
@@ -136,6 +147,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
     };
     let logs = a.logs.clone().unwrap_or_else(|| data.join("logs"));
     let checkpoint = data.join("demo-logs.checkpoint");
+    let captures = data.join("captures");
     let shown = match &config.clickhouse {
         Some(c) => format!("spans in {}, spool in {}", c.endpoint, data.display()),
         None => format!("data in {}", data.display()),
@@ -151,19 +163,32 @@ pub fn run(a: DemoArgs) -> Result<()> {
         if let Err(e) = install_query(&http) {
             statusln!("warning: the example Pivot Tracing query was not installed: {e:#}");
         }
-        let follower = LogFollower::start(&logs, &ingest, checkpoint)?;
+        let follower = crate::demo_sources::follow_logs(&logs, &ingest, checkpoint)?;
         let mut nodes = spawn_nodes(&topology, &otlp, &http, &logs)?;
-        let ready = tokio::task::block_in_place(|| {
-            wait_ready(&topology, &mut nodes, Duration::from_secs(20))
+        let edge = if a.no_edge { None } else { Some(free_port()?) };
+        let started = tokio::task::block_in_place(|| {
+            if let Some(edge) = edge {
+                nodes.push(spawn_edge(edge, topology.addr(Role::Frontend)?, &captures)?);
+            }
+            wait_ready(&topology, &mut nodes, Duration::from_secs(20))?;
+            let edge: Vec<(String, SocketAddr)> =
+                edge.map(|e| ("edge".to_string(), e)).into_iter().collect();
+            wait_listening(&edge, &mut nodes, Duration::from_secs(20))
         });
-        if let Err(e) = ready {
+        if let Err(e) = started {
             stop_nodes(nodes);
             follower.stop();
             server.shutdown().await;
             return Err(e);
         }
         let ui = format!("http://{}/", loopback(server.http_addr));
+        let joiner = edge.map(|_| {
+            crate::demo_sources::join_captures(captures.clone(), http.clone(), ingest.clone(), EDGE_HOST)
+        });
         statusln!("causeway demo is running ({shown})");
+        if let Some(edge) = edge {
+            statusln!("  {:<10} {edge} (no instrumentation, captured: its part of each request inferred and joined)", "edge");
+        }
         for (role, addr) in topology.iter() {
             statusln!("  {:<10} {addr}", role.service());
         }
@@ -180,7 +205,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
             None => "until Ctrl-C".into(),
         };
         statusln!("sending {} requests/s {until}", a.rate);
-        let load = Load::new(topology.addr(Role::Frontend)?, a.rate)?;
+        let load = Load::new(edge.unwrap_or(topology.addr(Role::Frontend)?), a.rate)?;
         let stop = async {
             match a.duration {
                 Some(d) => tokio::select! {
@@ -201,8 +226,11 @@ pub fn run(a: DemoArgs) -> Result<()> {
         statusln!("stopping");
         tokio::task::block_in_place(|| {
             stop_nodes(nodes);
-            // The lines written last go too.
+            // The lines written and the requests captured last go too.
             follower.stop();
+            if let Some(joiner) = joiner {
+                joiner.stop();
+            }
         });
         let (counts, stats) = (load.counts(), server.store.stats());
         statusln!(
@@ -221,41 +249,34 @@ pub fn run(a: DemoArgs) -> Result<()> {
     result
 }
 
-/// The demo's logs followed as `causeway agent --logs` follows them, once a second on a
-/// thread of its own, until stopped (then once more).
-struct LogFollower {
-    stop: std::sync::mpsc::Sender<()>,
-    thread: std::thread::JoinHandle<()>,
+/// The host the demo names its edge proxy's node (as its processes name theirs).
+const EDGE_HOST: &str = "edge-1";
+
+/// A free loopback port.
+fn free_port() -> Result<SocketAddr> {
+    let l = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(l.local_addr()?)
 }
 
-impl LogFollower {
-    fn start(dir: &Path, ingest: &str, checkpoint: PathBuf) -> Result<LogFollower> {
-        let mut agent = Agent::new(AgentConfig {
-            logs: vec![format!("{}/*.log*", dir.display())],
-            collector: ingest.to_string(),
-            checkpoint,
-            ..AgentConfig::default()
-        })?;
-        let (stop, stopped) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || loop {
-            let last = !matches!(
-                stopped.recv_timeout(Duration::from_secs(1)),
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-            );
-            if let Err(e) = agent.run_once() {
-                tracing::warn!(error = %e, "following the demo's logs");
-            }
-            if last {
-                return;
-            }
-        });
-        Ok(LogFollower { stop, thread })
-    }
-
-    fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.thread.join();
-    }
+/// Starts the edge proxy at `listen` in front of `upstream`, its socket calls captured
+/// into `captures` (as `causeway capture` would).
+fn spawn_edge(listen: SocketAddr, upstream: SocketAddr, captures: &Path) -> Result<NodeProcess> {
+    std::fs::create_dir_all(captures)
+        .with_context(|| format!("creating {}", captures.display()))?;
+    let exe = std::env::current_exe().context("finding the causeway executable")?;
+    let child = Command::new(exe)
+        .args(["demo-node", "edge"])
+        .env(EDGE_VAR, format!("{listen} {upstream}"))
+        .env("LD_PRELOAD", crate::capture::library_file()?)
+        .env(causeway_blackbox::format::DIR_VAR, captures)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .context("starting the edge process")?;
+    Ok(NodeProcess {
+        label: "edge".into(),
+        child,
+    })
 }
 
 /// Installs the shop's example Pivot Tracing query on the hub at `http`.
@@ -295,6 +316,16 @@ async fn progress(
 
 /// `causeway demo-node ROLE`: one demo process, configured by its parent's environment.
 pub fn node(role: &str) -> Result<()> {
+    if role == "edge" {
+        let var = std::env::var(EDGE_VAR).with_context(|| {
+            format!("{EDGE_VAR} is not set (demo-node is run by causeway demo)")
+        })?;
+        let (listen, upstream) = var
+            .split_once(' ')
+            .with_context(|| format!("{EDGE_VAR}={var:?} is not `LISTEN UPSTREAM`"))?;
+        return causeway_demo::edge::run_edge(listen.parse()?, upstream.parse()?)
+            .map_err(|e| anyhow::anyhow!("edge: {e}"));
+    }
     let role: Role = role.parse()?;
     let topology: Topology = std::env::var(TOPOLOGY_VAR)
         .with_context(|| format!("{TOPOLOGY_VAR} is not set (demo-node is run by causeway demo)"))?

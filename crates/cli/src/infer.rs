@@ -271,7 +271,11 @@ const JOIN_LOOKBACK_NS: u64 = 60_000_000_000;
 
 /// The spans not inferred that the API holds for the window of `inferred`, through its
 /// native export.
-fn instrumented_spans(api: &str, token: Option<String>, inferred: &[Span]) -> Result<Vec<Span>> {
+pub(crate) fn instrumented_spans(
+    api: &str,
+    token: Option<String>,
+    inferred: &[Span],
+) -> Result<Vec<Span>> {
     let (Some(start), Some(end)) = (
         inferred.iter().map(|s| s.start).min(),
         inferred.iter().map(|s| s.end).max(),

@@ -19,6 +19,7 @@ pub mod capture;
 pub mod ch;
 pub mod client;
 pub mod demo;
+mod demo_sources;
 mod expect;
 mod import;
 pub mod infer;

@@ -1,0 +1,136 @@
+//! The demo's sources besides instrumentation, each followed on a thread of its own while
+//! the shop runs: its processes' log files, shipped as `causeway agent --logs` ships them,
+//! and the capture of its uninstrumented edge proxy, inferred and joined to the
+//! instrumented traces as `causeway infer --join` joins them, a window at a time.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Result;
+use causeway_blackbox::infer::{infer, Inputs, Options};
+use causeway_blackbox::join::join;
+use causeway_server::agent::{Agent, AgentConfig};
+
+/// A task run every `every` on a thread of its own until stopped, then once more.
+pub(crate) struct Repeating {
+    stop: Sender<()>,
+    thread: JoinHandle<()>,
+}
+
+impl Repeating {
+    /// `pass` is told whether it is the last.
+    fn start(every: Duration, mut pass: impl FnMut(bool) + Send + 'static) -> Repeating {
+        let (stop, stopped) = channel();
+        let thread = std::thread::spawn(move || loop {
+            let last = !matches!(stopped.recv_timeout(every), Err(RecvTimeoutError::Timeout));
+            pass(last);
+            if last {
+                return;
+            }
+        });
+        Repeating { stop, thread }
+    }
+
+    /// Stops after one more pass (so the lines and requests of the last moments go too).
+    pub(crate) fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// Follows the log files in `dir`, once a second.
+pub(crate) fn follow_logs(dir: &Path, ingest: &str, checkpoint: PathBuf) -> Result<Repeating> {
+    let mut agent = Agent::new(AgentConfig {
+        logs: vec![format!("{}/*.log*", dir.display())],
+        collector: ingest.to_string(),
+        checkpoint,
+        ..AgentConfig::default()
+    })?;
+    Ok(Repeating::start(Duration::from_secs(1), move |_| {
+        if let Err(e) = agent.run_once() {
+            tracing::warn!(error = %e, "following the demo's logs");
+        }
+    }))
+}
+
+/// How long after a request began its inferred path is taken while the shop runs: its
+/// messages have been captured and its instrumented spans exported by then. The last
+/// pass, once the processes have stopped (their captures and spans flushed), takes all.
+const SETTLE: Duration = Duration::from_secs(3);
+
+/// Infers the paths of the capture in `captures` every two seconds, and sends those that
+/// began in the window since the last pass, joined to the instrumented traces the query
+/// API at `api` holds, to `ingest`. The edge's node is `edge` on host `edge_host`.
+pub(crate) fn join_captures(
+    captures: PathBuf,
+    api: String,
+    ingest: String,
+    edge_host: &'static str,
+) -> Repeating {
+    let client = crate::client::Client::new(&ingest, None);
+    let mut from = now_ns();
+    let mut pass = 0u64;
+    Repeating::start(Duration::from_secs(2), move |last| {
+        pass += 1;
+        let settle = if last { Duration::ZERO } else { SETTLE };
+        let to = now_ns().saturating_sub(settle.as_nanos() as u64);
+        if to <= from {
+            return;
+        }
+        let inputs = Inputs {
+            capture_dirs: vec![captures.clone()],
+            node_names: vec![("edge".into(), "demo-node edge".into())],
+            ..Inputs::default()
+        };
+        let inferred = match infer(&inputs, &Options::default(), |_| {}) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, "inferring the edge's paths");
+                return;
+            }
+        };
+        // Each pass numbers its paths afresh: its own salt keeps their ids apart.
+        let spans = inferred.spans(from ^ pass.rotate_left(48));
+        let mut starts = std::collections::HashMap::new();
+        for s in &spans {
+            let start = starts.entry(s.trace_id).or_insert(u64::MAX);
+            *start = (*start).min(s.start);
+        }
+        let window: Vec<_> = spans
+            .into_iter()
+            .filter(|s| (from..to).contains(&starts[&s.trace_id]))
+            .collect();
+        from = to;
+        if window.is_empty() {
+            return;
+        }
+        let instrumented = match crate::infer::instrumented_spans(&api, None, &window) {
+            Ok(spans) => spans,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the instrumented spans to join");
+                return;
+            }
+        };
+        let mut joined = join(window, &instrumented).spans;
+        for s in &mut joined {
+            if &*s.service == "edge" {
+                s.host = edge_host.into();
+            }
+        }
+        if let Err(e) = crate::import::send_spans(
+            &client,
+            &joined,
+            |e| tracing::warn!(error = %e, "sending the edge's paths"),
+        ) {
+            tracing::warn!(error = %e, "sending the edge's paths");
+        }
+    })
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
