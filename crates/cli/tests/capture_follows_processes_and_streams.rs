@@ -478,3 +478,57 @@ fn a_program_that_runs_another_through_execl_keeps_its_records() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A thread sends one datagram and goes quiet; the main thread keeps sending, then says
+/// it is ready and sleeps. Nothing ends the process, so only another thread can write the
+/// quiet thread's buffer out.
+const QUIET_THREAD: &str = "
+import os, socket, threading, time
+def quiet():
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'qq', ('127.0.0.1', 9))
+    time.sleep(60)
+threading.Thread(target=quiet, daemon=True).start()
+busy = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(20):
+    time.sleep(0.05)
+    busy.sendto(b'b', ('127.0.0.1', 9))
+print(os.getpid(), flush=True)
+time.sleep(60)
+";
+
+#[test]
+fn a_quiet_threads_records_reach_the_log_while_the_program_runs() {
+    let dir = temp("capture-quiet-thread");
+    let mut child = Command::new(BIN)
+        .args(["capture", "--out"])
+        .arg(&dir)
+        .args(["--", "python3", "-c", QUIET_THREAD])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("running causeway capture");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the program's pid");
+    let pid: i32 = line.trim().parse().expect("a pid");
+    // Read while the program still runs: its buffers are not written out at exit.
+    let logs = logs(&dir);
+    // SAFETY: killing the captured program, a process this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let _ = child.wait();
+    // Each exec starts a log of its own (a `python3` on PATH may be a launcher script).
+    let mine: Vec<&Log> = logs.iter().filter(|l| l.pid == pid as u32).collect();
+    assert!(!mine.is_empty(), "the program's logs");
+    let sent = |n: u64| {
+        mine.iter()
+            .flat_map(|l| l.records())
+            .filter(|r| {
+                matches!(r, Record::Data { direction: Direction::Send, bytes, .. } if *bytes == n)
+            })
+            .count()
+    };
+    assert!(sent(1) >= 15, "the busy thread's sends: {}", sent(1));
+    assert_eq!(sent(2), 1, "the quiet thread's send");
+    let _ = std::fs::remove_dir_all(dir);
+}

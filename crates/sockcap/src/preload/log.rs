@@ -4,7 +4,11 @@
 //! of [`SLOTS`] (256) static 64 KiB buffers on its first record and keeps it until it exits
 //! (a pthread key's destructor flushes and frees it). A buffer is written to the log in one
 //! `write` of whole records when it is three-quarters full, when its oldest record is
-//! [`FLUSH_AFTER_NS`] (200 ms) old, at fork, at exec and at exit; the log is opened
+//! [`FLUSH_AFTER_NS`] (200 ms) old, at fork, at exec and at exit. A thread only sees its
+//! own buffer's age when it records, so a thread that went quiet (a worker parked while
+//! another serves) would hold its records until it woke: at most every 200 ms, a thread
+//! that records also writes out the other threads' buffers that are that old, so a capture
+//! read while the program runs lags it by about that much; the log is opened
 //! `O_APPEND|O_CLOEXEC` (so threads' flushes never interleave inside a record) and moved to
 //! a descriptor at or above 1000.
 //!
@@ -43,6 +47,9 @@ struct Slot {
     owner: AtomicU32,
     /// Held while the buffer is written to or flushed.
     busy: AtomicBool,
+    /// Set while another thread writes this buffer out because it went stale: its owner
+    /// then waits for it (briefly) instead of dropping its record.
+    swept: AtomicBool,
     len: UnsafeCell<usize>,
     /// When the oldest record in the buffer was written (monotonic ns).
     oldest: UnsafeCell<u64>,
@@ -56,6 +63,7 @@ static BUFFERS: [Slot; SLOTS] = [const {
     Slot {
         owner: AtomicU32::new(0),
         busy: AtomicBool::new(false),
+        swept: AtomicBool::new(false),
         len: UnsafeCell::new(0),
         oldest: UnsafeCell::new(0),
         buf: UnsafeCell::new([0; BUFFER]),
@@ -161,7 +169,7 @@ pub fn emit(record: &Record<'_>, now_ns: u64) {
         DROPPED.fetch_add(1, Ordering::Relaxed);
         return;
     };
-    if slot.busy.swap(true, Ordering::Acquire) {
+    if slot.busy.swap(true, Ordering::Acquire) && !wait_for_sweep(slot) {
         DROPPED.fetch_add(1, Ordering::Relaxed);
         return;
     }
@@ -193,6 +201,60 @@ pub fn emit(record: &Record<'_>, now_ns: u64) {
         write_out(len, buf);
     }
     slot.busy.store(false, Ordering::Release);
+    let last = LAST_SWEEP.load(Ordering::Relaxed);
+    if now_ns.saturating_sub(last) > FLUSH_AFTER_NS
+        && LAST_SWEEP
+            .compare_exchange(last, now_ns, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        sweep(slot, now_ns);
+    }
+}
+
+/// When a thread last wrote out the buffers other threads left to go stale (monotonic ns).
+static LAST_SWEEP: AtomicU64 = AtomicU64::new(0);
+
+/// How long an owner waits (yields) for another thread writing its stale buffer out.
+const SWEEP_WAIT_YIELDS: u32 = 10_000;
+
+/// Writes out the buffers other than `mine` whose oldest record is [`FLUSH_AFTER_NS`] old.
+fn sweep(mine: &Slot, now_ns: u64) {
+    for slot in &BUFFERS {
+        if std::ptr::eq(slot, mine) || slot.owner.load(Ordering::Acquire) == 0 {
+            continue;
+        }
+        // Announced before taking the buffer, so an owner that finds it taken waits.
+        slot.swept.store(true, Ordering::SeqCst);
+        if !slot.busy.swap(true, Ordering::Acquire) {
+            // SAFETY: `busy` is ours.
+            let stale = unsafe {
+                *slot.len.get() > 0 && now_ns.saturating_sub(*slot.oldest.get()) > FLUSH_AFTER_NS
+            };
+            if stale {
+                flush(slot);
+            }
+            slot.busy.store(false, Ordering::Release);
+        }
+        slot.swept.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Takes `slot`'s `busy` once a sweeping thread lets it go; false if nobody is sweeping it
+/// (its owner holds it: a signal handler interrupted the owner's own record) or the wait
+/// ran out.
+fn wait_for_sweep(slot: &Slot) -> bool {
+    for _ in 0..SWEEP_WAIT_YIELDS {
+        if !slot.swept.load(Ordering::SeqCst) {
+            // The sweeper may have let go between our swap and this check.
+            return !slot.busy.swap(true, Ordering::Acquire);
+        }
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
+        if !slot.busy.swap(true, Ordering::Acquire) {
+            return true;
+        }
+    }
+    false
 }
 
 /// Writes a buffer's records to the log. The caller holds `busy`.
@@ -294,6 +356,7 @@ pub fn reset_after_fork() {
         // SAFETY: the child has one thread, so no other user of the cells exists.
         unsafe { *slot.len.get() = 0 };
         slot.busy.store(false, Ordering::Relaxed);
+        slot.swept.store(false, Ordering::Relaxed);
         slot.owner.store(0, Ordering::Relaxed);
     }
     MINE.with(|m| m.set(0));
