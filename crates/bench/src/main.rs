@@ -14,6 +14,7 @@ mod infer;
 mod infer_demo;
 mod infer_scale;
 mod ingest;
+mod join_demo;
 mod logs;
 mod logs_demo;
 mod pivot;
@@ -67,6 +68,10 @@ enum What {
     /// (the ground truth), at several loads: grouping, parents, patterns, node delays,
     /// injected clock offsets; WAP5's linking and the greedy baseline.
     InferDemo(crate::infer_demo::InferDemoArgs),
+    /// One request, one trace, with part of the system uninstrumented: the demo's edge
+    /// proxy, captured and joined while the demo runs, against the frontend's
+    /// instrumented requests, at several loads.
+    JoinDemo(crate::join_demo::JoinDemoArgs),
     /// Time and peak memory of `causeway infer` on synthetic capture logs shaped like
     /// WAP5's CoDeeN trace (115 proxies, an hour, 4.7M messages).
     InferScale(crate::infer_scale::InferScaleArgs),
@@ -93,6 +98,7 @@ fn run(what: What) -> Result<()> {
         What::LogsDemo(a) => crate::logs_demo::run(a),
         What::Templates(a) => crate::templates::run(a),
         What::InferDemo(a) => crate::infer_demo::run(a),
+        What::JoinDemo(a) => crate::join_demo::run(a),
         What::InferScale(a) => crate::infer_scale::run(a),
         What::Hostile(a) => crate::hostile::run(a),
         What::EchoNode(a) => crate::echo::run(a),

@@ -224,14 +224,20 @@ pub fn run(a: DemoArgs) -> Result<()> {
         }
         bar.finish_and_clear();
         statusln!("stopping");
-        tokio::task::block_in_place(|| {
+        let freshness = tokio::task::block_in_place(|| {
             stop_nodes(nodes);
             // The lines written and the requests captured last go too.
             follower.stop();
-            if let Some(joiner) = joiner {
-                joiner.stop();
-            }
+            joiner.map(|j| j.stop())
         });
+        if let Some(f) = &freshness {
+            statusln!(
+                "edge: the parts of {} requests joined, p50 {:.1} s, p99 {:.1} s after they began",
+                f.requests,
+                f.p50.as_secs_f64(),
+                f.p99.as_secs_f64()
+            );
+        }
         let (counts, stats) = (load.counts(), server.store.stats());
         statusln!(
             "{} requests ({} failed); {} traces, {} spans collected; UI was {ui}",

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -60,6 +61,40 @@ pub(crate) fn follow_logs(dir: &Path, ingest: &str, checkpoint: PathBuf) -> Resu
 /// pass, once the processes have stopped (their captures and spans flushed), takes all.
 const SETTLE: Duration = Duration::from_secs(3);
 
+/// The edge's capture joined while the demo runs, and how fresh the joins were.
+pub(crate) struct Joiner {
+    repeating: Repeating,
+    freshness: Arc<Mutex<Vec<u64>>>,
+}
+
+/// How long after their requests began the edge's parts were sent, joined.
+pub(crate) struct Freshness {
+    pub(crate) requests: usize,
+    pub(crate) p50: Duration,
+    pub(crate) p99: Duration,
+}
+
+/// Freshness samples kept (the first ones, on a long run).
+const MAX_SAMPLES: usize = 1 << 20;
+
+impl Joiner {
+    /// Stops after one more pass, which takes every request left.
+    pub(crate) fn stop(self) -> Freshness {
+        self.repeating.stop();
+        let mut samples = self.freshness.lock().map(|s| s.clone()).unwrap_or_default();
+        samples.sort_unstable();
+        let at = |q: f64| {
+            let i = ((samples.len() as f64 * q) as usize).min(samples.len().saturating_sub(1));
+            Duration::from_nanos(samples.get(i).copied().unwrap_or(0))
+        };
+        Freshness {
+            requests: samples.len(),
+            p50: at(0.5),
+            p99: at(0.99),
+        }
+    }
+}
+
 /// Infers the paths of the capture in `captures` every two seconds, and sends those that
 /// began in the window since the last pass, joined to the instrumented traces the query
 /// API at `api` holds, to `ingest`. The edge's node is `edge` on host `edge_host`.
@@ -68,11 +103,13 @@ pub(crate) fn join_captures(
     api: String,
     ingest: String,
     edge_host: &'static str,
-) -> Repeating {
+) -> Joiner {
     let client = crate::client::Client::new(&ingest, None);
     let mut from = now_ns();
     let mut pass = 0u64;
-    Repeating::start(Duration::from_secs(2), move |last| {
+    let freshness = Arc::new(Mutex::new(Vec::new()));
+    let samples = freshness.clone();
+    let repeating = Repeating::start(Duration::from_secs(2), move |last| {
         pass += 1;
         let settle = if last { Duration::ZERO } else { SETTLE };
         let to = now_ns().saturating_sub(settle.as_nanos() as u64);
@@ -102,7 +139,7 @@ pub(crate) fn join_captures(
             .into_iter()
             .filter(|s| (from..to).contains(&starts[&s.trace_id]))
             .collect();
-        from = to;
+        let window_from = std::mem::replace(&mut from, to);
         if window.is_empty() {
             return;
         }
@@ -125,8 +162,19 @@ pub(crate) fn join_captures(
             |e| tracing::warn!(error = %e, "sending the edge's paths"),
         ) {
             tracing::warn!(error = %e, "sending the edge's paths");
+            return;
         }
-    })
+        let sent = now_ns();
+        if let Ok(mut samples) = samples.lock() {
+            let room = MAX_SAMPLES.saturating_sub(samples.len());
+            let window_starts = starts.values().filter(|s| (window_from..to).contains(*s));
+            samples.extend(window_starts.map(|s| sent.saturating_sub(*s)).take(room));
+        }
+    });
+    Joiner {
+        repeating,
+        freshness,
+    }
 }
 
 fn now_ns() -> u64 {

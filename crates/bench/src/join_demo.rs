@@ -1,0 +1,200 @@
+//! `causeway-bench join-demo`: one request, one trace, when part of the system is not
+//! instrumented. `causeway demo` runs its shop behind an edge proxy with no
+//! instrumentation, under socket capture, and joins the edge's inferred part of each
+//! request to the request's instrumented trace while it runs. The frontend is
+//! instrumented, so each of its entry spans is one request the load sent (the ground
+//! truth); the store is then read for how many of them became exactly one trace with
+//! the edge's part in place, how many inferred parts stayed traces of their own, and (from
+//! the demo's own report) how long after a request began its part was sent, joined.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::{bail, Context, Result};
+use causeway_model::{Source, SpanKind, Trace};
+use causeway_store::{Store, StoreOptions, TimeWindow, TraceStore as _};
+use clap::Args;
+use serde_json::json;
+
+#[derive(Args)]
+pub struct JoinDemoArgs {
+    #[command(flatten)]
+    runs: crate::infer_demo::DemoRuns,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The demo's line on how fresh the joins were, kept in the run's directory.
+const FRESHNESS_FILE: &str = "edge-freshness.txt";
+
+/// Runs the demo (with its edge) at `rate`, its store in `dir/store`, and keeps its line
+/// on the joins' freshness.
+fn run_demo(dir: &Path, rate: f64, duration: humantime::Duration) -> Result<()> {
+    let exe = crate::harness::causeway_exe()?;
+    let (args, _) = crate::infer_demo::demo_args(&dir.join("store"), rate, duration)?;
+    // The harness's demo arguments leave the edge out (their traces are ground truth
+    // elsewhere); this benchmark is about it.
+    let args: Vec<_> = args.into_iter().filter(|a| a != "--no-edge").collect();
+    let out = Command::new(&exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running the demo")?;
+    if !out.status.success() {
+        bail!("the demo ended with {}", out.status);
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("edge: "))
+        .context("the demo printed no line on the edge's joins")?;
+    std::fs::write(dir.join(FRESHNESS_FILE), line)?;
+    Ok(())
+}
+
+/// The p50 and p99 (seconds) of `edge: the parts of N requests joined, p50 X s, p99 Y s
+/// after they began`.
+fn freshness(line: &str) -> Option<(f64, f64)> {
+    let after = |key: &str| -> Option<f64> {
+        line.split_once(key)?
+            .1
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some((after(" p50 ")?, after(" p99 ")?))
+}
+
+/// What the stored traces say of the requests.
+#[derive(Default)]
+struct Counts {
+    /// Requests: the frontend's entry spans (its server spans not under one of its own).
+    requests: AtomicU64,
+    /// Requests whose trace has one root, the edge's inferred server span, with the
+    /// edge's call to the frontend the parent of the frontend's entry.
+    joined: AtomicU64,
+    /// Edge calls to the frontend that ended at an instrumented entry span (the
+    /// dependency graph's edge -> frontend calls).
+    edge_calls: AtomicU64,
+    /// Traces of inferred spans only: a part of a request that joined no trace.
+    stray: AtomicU64,
+}
+
+impl Counts {
+    fn add(&self, t: &Trace) {
+        let spans = &t.spans;
+        if spans
+            .iter()
+            .all(|s| matches!(s.source, Source::Inferred { .. }))
+        {
+            self.stray.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let edge = |i: usize| {
+            &*spans[i].service == "edge" && matches!(spans[i].source, Source::Inferred { .. })
+        };
+        for (i, s) in spans.iter().enumerate() {
+            let parent = t.parent[i];
+            let entry = &*s.service == "frontend"
+                && s.kind == SpanKind::Server
+                && parent.is_none_or(|p| &*spans[p].service != "frontend");
+            if !entry {
+                continue;
+            }
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            let Some(call) = parent.filter(|&p| edge(p) && spans[p].kind == SpanKind::Client)
+            else {
+                continue;
+            };
+            self.edge_calls.fetch_add(1, Ordering::Relaxed);
+            let from_edge = t.parent[call].is_some_and(|r| {
+                edge(r) && spans[r].kind == SpanKind::Server && t.parent[r].is_none()
+            });
+            if from_edge && t.roots.len() == 1 {
+                self.joined.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn measure(dir: &Path, rate: f64, a: &JoinDemoArgs) -> Result<serde_json::Value> {
+    if !a.runs.reuse {
+        run_demo(dir, rate, a.runs.duration)?;
+    }
+    let store_dir = dir.join("store");
+    let store = Store::open(&store_dir, StoreOptions::default())
+        .with_context(|| format!("opening the store in {}", store_dir.display()))?;
+    let counts = Counts::default();
+    store.scan(TimeWindow::ALL, &|t| counts.add(&t))?;
+    let line = std::fs::read_to_string(dir.join(FRESHNESS_FILE)).unwrap_or_default();
+    let (p50, p99) = freshness(&line).unzip();
+    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    let requests = get(&counts.requests);
+    let share = |n: u64| n as f64 / requests.max(1) as f64;
+    Ok(json!({
+        "rate": rate,
+        "requests": requests,
+        "joined": get(&counts.joined),
+        "one_trace": share(get(&counts.joined)),
+        "edge_calls": get(&counts.edge_calls),
+        "edge_calls_per_request": share(get(&counts.edge_calls)),
+        "stray_inferred_traces": get(&counts.stray),
+        "freshness_p50_s": p50,
+        "freshness_p99_s": p99,
+    }))
+}
+
+pub fn run(a: JoinDemoArgs) -> Result<()> {
+    let (_root, dirs) = a.runs.dirs("join-demo")?;
+    let mut rows = Vec::new();
+    for (rate, dir) in dirs {
+        if !a.runs.reuse {
+            eprintln!("running the demo at {rate}/s for {}", a.runs.duration);
+        }
+        rows.push(measure(&dir, rate, &a)?);
+    }
+    if a.json {
+        outln!("{}", serde_json::to_string(&rows)?);
+        return Ok(());
+    }
+    outln!(
+        "{:>6} {:>8} {:>8} {:>9} {:>11} {:>6} {:>8} {:>8}",
+        "rate/s",
+        "requests",
+        "joined",
+        "one trace",
+        "edge calls",
+        "stray",
+        "fresh50",
+        "fresh99"
+    );
+    for r in &rows {
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        outln!(
+            "{:>6} {:>8} {:>8} {:>8.1}% {:>10.1}% {:>6} {:>7.1}s {:>7.1}s",
+            f("rate"),
+            f("requests"),
+            f("joined"),
+            f("one_trace") * 100.0,
+            f("edge_calls_per_request") * 100.0,
+            f("stray_inferred_traces"),
+            f("freshness_p50_s"),
+            f("freshness_p99_s"),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_demos_freshness_line_reads_back() {
+        let line = "edge: the parts of 640 requests joined, p50 4.1 s, p99 5.9 s after they began";
+        assert_eq!(super::freshness(line), Some((4.1, 5.9)));
+        assert_eq!(super::freshness("edge: nothing"), None);
+    }
+}
