@@ -545,6 +545,66 @@ mod tests {
     }
 
     #[test]
+    fn an_uncaptured_servers_answer_on_a_kept_alive_connection_is_for_the_latest_call() {
+        // An uncaptured client asks a captured proxy over one kept-alive connection; the
+        // proxy forwards each request to an uncaptured server over another. Most answers
+        // take 7 ms; every fourth takes 250 ms and comes after the call before it.
+        let mut messages = Vec::new();
+        let (client, edge, edge_out, server) = (
+            "10.0.0.9:40000",
+            "10.0.0.1:80",
+            "10.0.0.1:6000",
+            "10.0.0.3:8080",
+        );
+        let ms = 1_000_000i64;
+        for k in 0..40i64 {
+            let t = k * 300 * ms;
+            let took = if k % 4 == 3 { 250 * ms } else { 7 * ms };
+            let id = |n: i64| 4 * k + n;
+            messages.push(msg(id(1), "CLIENT", client, "edge", edge, None, Some(t)));
+            messages.push(msg(
+                id(2),
+                "edge",
+                edge_out,
+                "server",
+                server,
+                Some(t + ms / 10),
+                None,
+            ));
+            messages.push(msg(
+                id(3),
+                "server",
+                server,
+                "edge",
+                edge_out,
+                None,
+                Some(t + took),
+            ));
+            messages.push(msg(
+                id(4),
+                "edge",
+                edge,
+                "CLIENT",
+                client,
+                Some(t + took + ms / 10),
+                None,
+            ));
+        }
+        let options = listening_on(&[("edge", 80)]);
+        let linked = link(&messages, Mode::Connections, &options);
+        for k in 0..40i64 {
+            let answer = assigned(&linked, &messages, 4 * k + 3);
+            assert_eq!(answer.parent, Some(MessageId::Int(4 * k + 2)), "answer {k}");
+            let forwarded = assigned(&linked, &messages, 4 * k + 4);
+            assert_eq!(
+                forwarded.parent,
+                Some(MessageId::Int(4 * k + 1)),
+                "request {k}"
+            );
+        }
+    }
+
+    #[test]
     fn an_ambiguous_cause_is_tried_both_ways() {
         // Two messages into B 1 ms apart, then one out of B: both are plausible causes.
         let messages = vec![

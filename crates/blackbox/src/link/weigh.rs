@@ -218,14 +218,14 @@ impl Weigher<'_> {
             graph.messages[i].recv_ns.get(),
         ) {
             // An answer from an uncaptured server is caused by the call it answers on its
-            // connection, however slow the server was.
+            // connection (the latest sent on it), however slow the server was; earlier
+            // calls on a kept-alive connection were answered before.
             let call = self.connections.asked_by(i as u32);
             if let Some(j) = call.filter(|&j| eligible(i, j)) {
                 spontaneous_weight = 0.0;
-                if !found.iter().any(|(k, _)| *k == j) {
-                    let sent = graph.messages[j as usize].send_ns.get().unwrap_or(received);
-                    found.push((j, received - sent));
-                }
+                let sent = graph.messages[j as usize].send_ns.get().unwrap_or(received);
+                found.clear();
+                found.push((j, received - sent));
             }
         }
         // Scores as logarithms, scaled by the best before exponentiating: a cause long
