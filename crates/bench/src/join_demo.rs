@@ -74,7 +74,8 @@ fn freshness(line: &str) -> Option<(f64, f64)> {
 struct Counts {
     /// Requests: the frontend's entry spans (its server spans not under one of its own).
     requests: AtomicU64,
-    /// Requests whose trace has one root, the edge's inferred server span, with the
+    /// Requests whose trace has one root (log-record carriers aside), the edge's inferred
+    /// server span, with the
     /// edge's call to the frontend the parent of the frontend's entry.
     joined: AtomicU64,
     /// Edge calls to the frontend that ended at an instrumented entry span (the
@@ -114,7 +115,10 @@ impl Counts {
             let from_edge = t.parent[call].is_some_and(|r| {
                 edge(r) && spans[r].kind == SpanKind::Server && t.parent[r].is_none()
             });
-            if from_edge && t.roots.len() == 1 {
+            // Log records no span took stay on a carrier of their own, a root that is no
+            // part of the request's tree.
+            let roots = t.roots.iter().filter(|&&r| !spans[r].is_carrier()).count();
+            if from_edge && roots == 1 {
                 self.joined.fetch_add(1, Ordering::Relaxed);
             }
         }
