@@ -254,24 +254,17 @@ fn a_unix_socket_names_its_peer_process() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-#[test]
-fn a_process_stopped_by_sigterm_keeps_its_buffered_records() {
-    let dir = temp("capture-sigterm");
-    // 100 rounds fill well under a buffer, so nothing is written before the kill.
+/// Starts `causeway capture --out DIR -- PROGRAM...` and reads the first line the
+/// program prints.
+fn capture_until_first_line(
+    dir: &Path,
+    program: &[&std::ffi::OsStr],
+) -> (std::process::Child, String) {
     let mut child = Command::new(BIN)
         .args(["capture", "--out"])
-        .arg(&dir)
+        .arg(dir)
         .arg("--")
-        .arg(common::echo_bin())
-        .args([
-            "echo-node",
-            "--rounds",
-            "100",
-            "--size",
-            "10",
-            "--linger-ms",
-            "20000",
-        ])
+        .args(program)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -279,7 +272,27 @@ fn a_process_stopped_by_sigterm_keeps_its_buffered_records() {
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("stdout"))
         .read_line(&mut line)
-        .expect("the echo summary");
+        .expect("the program's first line");
+    (child, line)
+}
+
+#[test]
+fn a_process_stopped_by_sigterm_keeps_its_buffered_records() {
+    let dir = temp("capture-sigterm");
+    // 100 rounds fill well under a buffer, so nothing is written before the kill.
+    let echo = common::echo_bin();
+    let args = [
+        "echo-node",
+        "--rounds",
+        "100",
+        "--size",
+        "10",
+        "--linger-ms",
+        "20000",
+    ];
+    let mut program = vec![echo.as_os_str()];
+    program.extend(args.iter().map(std::ffi::OsStr::new));
+    let (mut child, line) = capture_until_first_line(&dir, &program);
     let summary: serde_json::Value = serde_json::from_str(&line).expect("JSON");
     let client_pid = summary["client_pid"].as_i64().expect("client_pid") as i32;
     // SAFETY: signalling the lingering echo client, a child process of this test's.
@@ -499,18 +512,8 @@ time.sleep(60)
 #[test]
 fn a_quiet_threads_records_reach_the_log_while_the_program_runs() {
     let dir = temp("capture-quiet-thread");
-    let mut child = Command::new(BIN)
-        .args(["capture", "--out"])
-        .arg(&dir)
-        .args(["--", "python3", "-c", QUIET_THREAD])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("running causeway capture");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the program's pid");
+    let program = ["python3", "-c", QUIET_THREAD].map(std::ffi::OsStr::new);
+    let (mut child, line) = capture_until_first_line(&dir, &program);
     let pid: i32 = line.trim().parse().expect("a pid");
     // Read while the program still runs: its buffers are not written out at exit.
     let logs = logs(&dir);
