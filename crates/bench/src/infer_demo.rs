@@ -107,12 +107,13 @@ fn free_port() -> Result<u16> {
 }
 
 /// The arguments that run `causeway demo` at `rate` for `duration` with its store in
-/// `store`, its collector on free loopback ports (returned: gRPC, ingest, HTTP). Every
-/// process is instrumented (`--no-edge`): its traces are the ground truth.
+/// `store`, its collector on free loopback ports (returned: gRPC, ingest, HTTP). Without
+/// `edge`, every process is instrumented (`--no-edge`): its traces are the ground truth.
 pub(crate) fn demo_args(
     store: &Path,
     rate: f64,
     duration: humantime::Duration,
+    edge: bool,
 ) -> Result<(Vec<std::ffi::OsString>, [u16; 3])> {
     let (grpc, ingest, http) = (free_port()?, free_port()?, free_port()?);
     let args = [
@@ -129,16 +130,19 @@ pub(crate) fn demo_args(
         format!("127.0.0.1:{ingest}").into(),
         "--http".into(),
         format!("127.0.0.1:{http}").into(),
-        "--no-edge".into(),
     ];
-    Ok((args.to_vec(), [grpc, ingest, http]))
+    let mut args = args.to_vec();
+    if !edge {
+        args.push("--no-edge".into());
+    }
+    Ok((args, [grpc, ingest, http]))
 }
 
 /// Runs the demo at `rate` under capture, into `dir/capture` and `dir/store`; returns
 /// the collector's ports.
 fn run_demo(dir: &Path, rate: f64, duration: humantime::Duration) -> Result<[u16; 3]> {
     let exe = crate::harness::causeway_exe()?;
-    let (args, ports) = demo_args(&dir.join("store"), rate, duration)?;
+    let (args, ports) = demo_args(&dir.join("store"), rate, duration, false)?;
     let status = Command::new(&exe)
         .arg("capture")
         .arg("--out")

@@ -33,10 +33,7 @@ const FRESHNESS_FILE: &str = "edge-freshness.txt";
 /// on the joins' freshness.
 fn run_demo(dir: &Path, rate: f64, duration: humantime::Duration) -> Result<()> {
     let exe = crate::harness::causeway_exe()?;
-    let (args, _) = crate::infer_demo::demo_args(&dir.join("store"), rate, duration)?;
-    // The harness's demo arguments leave the edge out (their traces are ground truth
-    // elsewhere); this benchmark is about it.
-    let args: Vec<_> = args.into_iter().filter(|a| a != "--no-edge").collect();
+    let (args, _) = crate::infer_demo::demo_args(&dir.join("store"), rate, duration, true)?;
     let out = Command::new(&exe)
         .args(args)
         .stdin(Stdio::null())

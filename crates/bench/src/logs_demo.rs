@@ -26,7 +26,7 @@ pub struct LogsDemoArgs {
 /// Runs the demo at `rate`, its logs in `dir/raw`.
 fn run_demo(dir: &Path, rate: f64, duration: humantime::Duration) -> Result<()> {
     let exe = crate::harness::causeway_exe()?;
-    let (args, _) = crate::infer_demo::demo_args(&dir.join("store"), rate, duration)?;
+    let (args, _) = crate::infer_demo::demo_args(&dir.join("store"), rate, duration, false)?;
     let status = Command::new(&exe)
         .args(args)
         .arg("--logs")

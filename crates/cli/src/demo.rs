@@ -71,16 +71,22 @@ enum DemoSystem {
     Replicas(crate::replicas::ReplicasArgs),
 }
 
-/// Addresses for every role, on free loopback ports.
-fn free_ports() -> Result<Topology> {
+/// Addresses for every role, and one for the edge, on distinct free loopback ports (all
+/// held until all are chosen).
+fn free_ports() -> Result<(Topology, SocketAddr)> {
     let mut topology = Topology::default();
     let mut held = Vec::new();
-    for role in Role::ALL {
+    let mut free = || -> Result<SocketAddr> {
         let l = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-        topology.insert(role, l.local_addr()?);
+        let addr = l.local_addr()?;
         held.push(l);
+        Ok(addr)
+    };
+    for role in Role::ALL {
+        topology.insert(role, free()?);
     }
-    Ok(topology)
+    let edge = free()?;
+    Ok((topology, edge))
 }
 
 fn spawn_nodes(
@@ -154,7 +160,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
     };
     let result = crate::runtime()?.block_on(async move {
         let server = causeway_server::start(config).await?;
-        let topology = free_ports()?;
+        let (topology, edge) = free_ports()?;
         let otlp = format!("http://{}/v1/traces", loopback(server.ingest_addr));
         let ingest = format!("http://{}", loopback(server.ingest_addr));
         let http = format!("http://{}", loopback(server.http_addr));
@@ -165,7 +171,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         }
         let follower = crate::demo_sources::follow_logs(&logs, &ingest, checkpoint)?;
         let mut nodes = spawn_nodes(&topology, &otlp, &http, &logs)?;
-        let edge = if a.no_edge { None } else { Some(free_port()?) };
+        let edge = (!a.no_edge).then_some(edge);
         let started = tokio::task::block_in_place(|| {
             if let Some(edge) = edge {
                 nodes.push(spawn_edge(edge, topology.addr(Role::Frontend)?, &captures)?);
@@ -257,12 +263,6 @@ pub fn run(a: DemoArgs) -> Result<()> {
 
 /// The host the demo names its edge proxy's node (as its processes name theirs).
 const EDGE_HOST: &str = "edge-1";
-
-/// A free loopback port.
-fn free_port() -> Result<SocketAddr> {
-    let l = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok(l.local_addr()?)
-}
 
 /// Starts the edge proxy at `listen` in front of `upstream`, its socket calls captured
 /// into `captures` (as `causeway capture` would).

@@ -135,22 +135,23 @@ pub(crate) fn join_captures(
             let start = starts.entry(s.trace_id).or_insert(u64::MAX);
             *start = (*start).min(s.start);
         }
-        let window: Vec<_> = spans
+        let window = from..to;
+        from = to;
+        let began: Vec<_> = spans
             .into_iter()
-            .filter(|s| (from..to).contains(&starts[&s.trace_id]))
+            .filter(|s| window.contains(&starts[&s.trace_id]))
             .collect();
-        let window_from = std::mem::replace(&mut from, to);
-        if window.is_empty() {
+        if began.is_empty() {
             return;
         }
-        let instrumented = match crate::infer::instrumented_spans(&api, None, &window) {
+        let instrumented = match crate::infer::instrumented_spans(&api, None, &began) {
             Ok(spans) => spans,
             Err(e) => {
                 tracing::warn!(error = %e, "reading the instrumented spans to join");
                 return;
             }
         };
-        let mut joined = join(window, &instrumented).spans;
+        let mut joined = join(began, &instrumented).spans;
         for s in &mut joined {
             if &*s.service == "edge" {
                 s.host = edge_host.into();
@@ -167,7 +168,7 @@ pub(crate) fn join_captures(
         let sent = now_ns();
         if let Ok(mut samples) = samples.lock() {
             let room = MAX_SAMPLES.saturating_sub(samples.len());
-            let window_starts = starts.values().filter(|s| (window_from..to).contains(*s));
+            let window_starts = starts.values().filter(|s| window.contains(*s));
             samples.extend(window_starts.map(|s| sent.saturating_sub(*s)).take(room));
         }
     });

@@ -31,6 +31,19 @@ fn succeed(command: &mut Command, what: &str) -> std::process::Output {
 }
 
 /// Two free loopback ports.
+/// Runs `sh -c SCRIPT` under `causeway capture`, its logs in WORK/caps (returned).
+fn capture_script(work: &std::path::Path, script: &str) -> std::path::PathBuf {
+    let caps = work.join("caps");
+    succeed(
+        Command::new(BIN)
+            .args(["capture", "--out"])
+            .arg(&caps)
+            .args(["--", "sh", "-c", script]),
+        "causeway capture",
+    );
+    caps
+}
+
 fn two_ports() -> (u16, u16) {
     let a = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
     let b = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
@@ -79,14 +92,7 @@ fn each_request_through_nginx_to_python_is_one_inferred_path() {
          kill $N $P; wait",
         conf = conf.display()
     );
-    let caps = work.join("caps");
-    succeed(
-        Command::new(BIN)
-            .args(["capture", "--out"])
-            .arg(&caps)
-            .args(["--", "sh", "-c", &script]),
-        "causeway capture",
-    );
+    let caps = capture_script(&work, &script);
     let out = succeed(
         Command::new(BIN)
             .arg("infer")
@@ -205,14 +211,7 @@ fn a_request_through_nginx_to_an_instrumented_service_is_one_trace() {
         ingest = serve.ingest,
         conf = conf.display()
     );
-    let caps = work.join("caps");
-    succeed(
-        Command::new(BIN)
-            .args(["capture", "--out"])
-            .arg(&caps)
-            .args(["--", "sh", "-c", &script]),
-        "causeway capture",
-    );
+    let caps = capture_script(&work, &script);
     assert!(
         !serve.search_service("storage-1").is_empty(),
         "the replica's spans arrived"
