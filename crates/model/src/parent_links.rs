@@ -62,9 +62,11 @@ pub(crate) fn apply_parent_links(spans: &mut Vec<Span>) {
         return;
     }
     let (links, mut rest): (Vec<Span>, Vec<Span>) = spans.drain(..).partition(Span::is_parent_link);
+    // Carriers of a span's log records share its id: the link is for the span.
     let by_id: foldhash::HashMap<SpanId, usize> = rest
         .iter()
         .enumerate()
+        .filter(|(_, s)| !s.is_log_carrier())
         .map(|(i, s)| (s.span_id, i))
         .collect();
     for link in links {
@@ -109,8 +111,15 @@ mod tests {
             parent_link(&proxy, id(3), id(1)),
             parent_link(&proxy, id(9), id(1)),
         ];
+        // The root's log records, on a carrier that has its id, arrived after it.
+        let mut carrier = span(2, None, "api");
+        carrier.name = crate::logs::LOG_RECORDS.into();
+        carrier.source = Source::Logs;
+        carrier.events.push(crate::logs::log_event(5, "a line".into(), None, vec![]));
+        let spans = [spans, vec![carrier]].concat();
         let t = Trace::assemble(TraceId::new(5).unwrap(), spans);
         assert_eq!(t.spans.len(), 3);
+        assert_eq!(t.span(id(2)).unwrap().events.len(), 1);
         assert_eq!(t.span(id(2)).unwrap().parent_id, Some(id(1)));
         assert_eq!(t.span(id(3)).unwrap().parent_id, Some(id(2)));
         assert_eq!(t.roots.len(), 1);
