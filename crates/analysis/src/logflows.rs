@@ -6,12 +6,13 @@
 //! template). A request's sequence is its first segment, then the others by node (calls
 //! made in parallel start in any order), each as its node and its log points in time
 //! order (a log point repeated back to back counted once).
-//! Traces with any span not stitched from logs are left out.
+//! A trace the lines were joined to (`causeway logs --join`) counts by the spans that hold
+//! them, each a segment; traces without stitched lines are left out.
 
 use std::collections::HashMap;
 
 use causeway_model::attributes::LOG_POINT;
-use causeway_model::{Source, Trace, TraceId, Value};
+use causeway_model::{Event, Span, Trace, TraceId, Value};
 use serde::Serialize;
 
 use crate::histogram::{bucket_bounds, Histogram, Percentiles};
@@ -87,31 +88,45 @@ pub struct LogFlowsSummary {
 }
 
 impl LogFlows {
-    /// Adds one trace (ignored unless every span was stitched from logs).
+    /// Adds one trace's stitched lines (a trace with none is ignored).
     pub fn add(&mut self, trace: &Trace) {
-        if trace.spans.is_empty() || trace.spans.iter().any(|s| s.source != Source::Logs) {
+        let point_of = |e: &Event| {
+            e.attributes
+                .iter()
+                .find(|kv| &*kv.key == LOG_POINT)
+                .map(|kv| match &kv.value {
+                    Value::Str(s) => s.to_string(),
+                    other => other.to_string(),
+                })
+        };
+        // A segment per span holding stitched lines: a stitched trace's own spans, or the
+        // spans of a trace the lines were joined to (`causeway_logflow::join`).
+        let mut held: Vec<(&Span, Vec<(u64, String)>)> = trace
+            .spans
+            .iter()
+            .filter_map(|span| {
+                let lines: Vec<(u64, String)> = span
+                    .events
+                    .iter()
+                    .filter_map(|e| Some((e.time, point_of(e)?)))
+                    .collect();
+                (!lines.is_empty()).then_some((span, lines))
+            })
+            .collect();
+        if held.is_empty() {
             return;
         }
         self.traces += 1;
-        let mut order: Vec<usize> = (0..trace.spans.len()).collect();
-        order.sort_by_key(|&i| (trace.spans[i].start, &trace.spans[i].service));
-        let mut lines = 0u64;
-        let mut segments: Vec<Segment> = order
+        held.sort_by_key(|(span, lines)| (lines[0].0, &span.service));
+        let (mut start, mut end, mut lines) = (u64::MAX, 0, 0u64);
+        let mut segments: Vec<Segment> = held
             .into_iter()
-            .map(|i| {
-                let span = &trace.spans[i];
+            .map(|(span, held)| {
                 let mut points: Vec<String> = Vec::new();
-                for event in &span.events {
+                for (time, point) in held {
                     lines += 1;
-                    let point = event
-                        .attributes
-                        .iter()
-                        .find(|kv| &*kv.key == LOG_POINT)
-                        .map(|kv| match &kv.value {
-                            Value::Str(s) => s.to_string(),
-                            other => other.to_string(),
-                        })
-                        .unwrap_or_else(|| event.name.clone());
+                    start = start.min(time);
+                    end = end.max(time);
                     if points.last() != Some(&point) {
                         points.push(point);
                     }
@@ -126,8 +141,6 @@ impl LogFlows {
         if let Some(rest) = segments.get_mut(1..) {
             rest.sort();
         }
-        let start = trace.spans.iter().map(|s| s.start).min().unwrap_or(0);
-        let end = trace.spans.iter().map(|s| s.end).max().unwrap_or(start);
         let latency = end.saturating_sub(start);
         let totals = self.sequences.entry(segments).or_default();
         totals.latency.record(latency);
@@ -206,7 +219,7 @@ impl LogFlows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use causeway_model::{Event, KeyValue, Span, SpanId};
+    use causeway_model::{KeyValue, Source, SpanId};
 
     /// A stitched request: a span per (node, start ms, end ms, log points).
     fn request(id: u128, segments: &[(&str, u64, u64, &[&str])]) -> Trace {
@@ -224,7 +237,9 @@ mod tests {
                     .iter()
                     .enumerate()
                     .map(|(k, p)| Event {
-                        time: start * ms + k as u64,
+                        // Spread over the segment: first line at its start, last at its end.
+                        time: start * ms
+                            + (end - start) * ms * k as u64 / (points.len() as u64 - 1).max(1),
                         name: format!("{p} with values"),
                         attributes: vec![KeyValue::new(LOG_POINT, *p)],
                     })
@@ -257,15 +272,19 @@ mod tests {
             ],
         ));
         b.add(&request(3, &[("web", 0, 10, &["started", "failed"])]));
-        // A trace with a span not from logs is not a stitched request.
-        let mut mixed = request(4, home);
-        mixed.spans[1].source = Source::Instrumented;
-        b.add(&mixed);
+        // Lines joined to an instrumented trace count by the span holding them; a trace
+        // without stitched lines is no request from logs.
+        let mut joined = request(4, home);
+        joined.spans[1].source = Source::Instrumented;
+        b.add(&joined);
+        let mut plain = request(5, &[("web", 0, 10, &["x"])]);
+        plain.spans[0].events.clear();
+        b.add(&plain);
         a.merge(b);
         let s = a.summary(10);
-        assert_eq!((s.traces, s.sequence_count), (3, 2));
+        assert_eq!((s.traces, s.sequence_count), (4, 2));
         let first = &s.sequences[0];
-        assert_eq!(first.count, 2);
+        assert_eq!(first.count, 3);
         assert_eq!(
             first.segments,
             [
@@ -279,15 +298,15 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(first.mean_lines, 4.5);
+        assert_eq!(first.mean_lines, 14.0 / 3.0);
         assert_eq!(first.latency.max, 50_000_000);
-        assert_eq!(first.histogram.iter().map(|b| b.count).sum::<u64>(), 2);
+        assert_eq!(first.histogram.iter().map(|b| b.count).sum::<u64>(), 3);
         let examples: Vec<TraceId> = first
             .histogram
             .iter()
             .flat_map(|b| b.examples.clone())
             .collect();
-        assert_eq!(examples.len(), 2);
+        assert_eq!(examples.len(), 3);
         assert_eq!(s.sequences[1].count, 1);
     }
 }

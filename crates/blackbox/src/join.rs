@@ -37,8 +37,7 @@ use foldhash::{HashMap, HashSet};
 use causeway_model::parent_links::parent_link;
 use causeway_model::{attributes, KeyValue, Source, Span, SpanId, SpanKind, TraceId, Value};
 
-/// On an inferred span placed in an instrumented trace: how sure its parent link is.
-pub const PARENT_CONFIDENCE: &str = "causeway.parent.confidence";
+pub use causeway_model::attributes::PARENT_CONFIDENCE;
 
 /// How close in time (ns) a captured message and an instrumented span's ends must be: the
 /// socket call and the span's start or end are a few calls apart on one clock.

@@ -21,6 +21,7 @@ use causeway_logflow::context::LogRecords;
 use causeway_logflow::corpus::ReadCounts;
 use causeway_logflow::flows::{Flows, Request};
 use causeway_logflow::format::Format;
+use causeway_logflow::join::LogJoinReport;
 use causeway_logflow::learned::Learned;
 use causeway_logflow::sequences::Sequence;
 use causeway_logflow::source::SourceIndex;
@@ -54,6 +55,14 @@ pub struct LogsArgs {
     /// trace's span, under its logs (a file's service is its name: `orders.log`, orders).
     #[arg(long)]
     collector: Option<String>,
+    /// Join the stitched requests to the traces of the same requests, read from this
+    /// query API (as `causeway --api`, e.g. http://127.0.0.1:7070) for each window: a
+    /// node's lines of a request go, as its log records, to the span of that node whose
+    /// interval holds them and whose attributes share most of their values, saying how
+    /// sure that is; requests matching no trace stay traces of their own. Needs
+    /// --collector.
+    #[arg(long, requires = "collector", value_name = "URL")]
+    join: Option<String>,
     /// Take variables of this name (the word before the value in its log point, as the
     /// ranking shows it) for request identifiers, whatever their score; repeatable.
     #[arg(long = "id", value_name = "NAME")]
@@ -125,6 +134,10 @@ struct Outputs<'a> {
     salt: u64,
     /// Spans the collector accepted and refused.
     sent: (usize, usize),
+    /// The query API the requests are joined to traces from, with its token.
+    join: Option<(String, Option<String>)>,
+    /// What joining did, summed over windows.
+    joined: LogJoinReport,
 }
 
 impl Sink for Outputs<'_> {
@@ -150,10 +163,16 @@ impl Sink for Outputs<'_> {
         let Some((client, url)) = &self.collector else {
             return Ok(());
         };
-        let spans: Vec<_> = requests
+        let mut spans: Vec<_> = requests
             .iter()
             .flat_map(|r| request_spans(flows, r, self.salt))
             .collect();
+        if let Some((api, token)) = &self.join {
+            let traces = crate::infer::instrumented_spans(api, token.clone(), &spans)?;
+            let joined = causeway_logflow::join::join(spans, &traces);
+            self.joined.add(&joined.report);
+            spans = joined.spans;
+        }
         let (accepted, rejected) =
             crate::import::send_spans(client, &spans, |e| eprintln!("collector: {e}"))
                 .with_context(|| format!("sending the stitched requests to {url}"))?;
@@ -221,6 +240,8 @@ pub fn run(a: LogsArgs) -> Result<()> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64 | 1),
         sent: (0, 0),
+        join: a.join.clone().map(|api| (api, a.token.clone())),
+        joined: LogJoinReport::default(),
     };
     let names = input.names.clone();
     // Lines that name their trace go to their spans, a window at a time.
@@ -269,23 +290,20 @@ pub fn run(a: LogsArgs) -> Result<()> {
         stitched: &stitched,
         skipped: &input.skipped,
         lines_with_trace_ids: records_to.is_some().then_some(records.lines),
+        joined: outputs.join.is_some().then_some(&outputs.joined),
     };
     if let Some((client, url)) = &outputs.collector {
         eprintln!(
             "sent {} spans to {url} ({} refused); {} lines named their trace: sent to their spans on {} carriers ({} refused, {} without a time left out)",
             outputs.sent.0, outputs.sent.1, records.lines, records_sent.0, records_sent.1, records.untimed
         );
-        // What the Logs page shows beside the requests: why they were stitched so.
-        const SHOWN: usize = 50;
-        let learned = &stitched.learned;
-        let summary = json!({
-            "run": format!("{:016x}", outputs.salt),
-            "files": stitched.flows.files.len(),
-            "lines": stitched.counts.lines,
-            "requests": stitched.requests,
-            "identifiers": learned.identifiers.iter().take(SHOWN).collect::<Vec<_>>(),
-            "links": learned.links.iter().take(SHOWN).collect::<Vec<_>>(),
-        });
+        if let Some(j) = &report.joined {
+            eprintln!(
+                "joined {} of {} requests to traces: {} of {} lines on their spans, {} kept under their trace (no span of their node held them), {} left for want of evidence telling two traces apart",
+                j.joined, j.requests, j.placed, j.lines, j.kept, j.ambiguous
+            );
+        }
+        let summary = stitching_report(outputs.salt, &stitched);
         client
             .post_json("/v1/logflow/report", &summary)
             .with_context(|| format!("sending the stitching report to {url}"))?;
@@ -298,12 +316,29 @@ pub fn run(a: LogsArgs) -> Result<()> {
     Ok(())
 }
 
+/// What the Logs page shows beside the requests, why they were stitched so: the first
+/// identifiers with their evidence, and the first links, of run `run`.
+pub(crate) fn stitching_report(run: u64, stitched: &Stitched) -> serde_json::Value {
+    const SHOWN: usize = 50;
+    let learned = &stitched.learned;
+    json!({
+        "run": format!("{run:016x}"),
+        "files": stitched.flows.files.len(),
+        "lines": stitched.counts.lines,
+        "requests": stitched.requests,
+        "identifiers": learned.identifiers.iter().take(SHOWN).collect::<Vec<_>>(),
+        "links": learned.links.iter().take(SHOWN).collect::<Vec<_>>(),
+    })
+}
+
 /// Everything `causeway logs` reports.
 struct Report<'a> {
     stitched: &'a Stitched,
     skipped: &'a [String],
     /// Lines that named their trace (looked for only when sending to a collector).
     lines_with_trace_ids: Option<usize>,
+    /// What joining to traces did, with `--join`.
+    joined: Option<&'a LogJoinReport>,
 }
 
 impl Report<'_> {
@@ -335,6 +370,7 @@ impl Report<'_> {
             "lossy_lines": c.lossy,
             "requests": self.stitched.requests,
             "lines_with_trace_ids": self.lines_with_trace_ids,
+            "join": self.joined,
             "templates": self.learned().templates,
             "points": self.flows().points().iter().enumerate().map(|(id, (text, count))| json!({
                 "id": id,

@@ -28,6 +28,8 @@
 //!   (lprof's table).
 //! - `traces`: stitched requests as traces (a span per node or thread segment, an event
 //!   per line).
+//! - `join`: stitched requests joined to the traces of the same requests, each node's
+//!   lines placed on the span of that node that held them and shares their values.
 //! - `window`: logs read as time windows of bounded size, each reading the end of the
 //!   one before again, so that memory does not grow with the logs.
 //! - `score`: B-cubed precision, recall and F1 of lines grouped into requests.
@@ -56,6 +58,7 @@ pub mod format;
 pub mod header;
 pub mod ids;
 pub mod input;
+pub mod join;
 mod latest_prints;
 pub mod learned;
 pub mod links;

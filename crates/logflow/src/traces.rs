@@ -137,6 +137,41 @@ pub fn request_spans(flows: &Flows, request: &Request, salt: u64) -> Vec<Span> {
     out
 }
 
+/// A [`Sink`](crate::Sink) that keeps the requests stitching closes as spans, made by
+/// [`request_spans`] with `salt` (stitching must keep lines: `Options::keep_lines`).
+pub struct RequestSpans {
+    /// The spans of the requests closed so far.
+    pub spans: Vec<Span>,
+    salt: u64,
+}
+
+impl RequestSpans {
+    /// No spans yet; ids salted with `salt`.
+    pub fn new(salt: u64) -> RequestSpans {
+        RequestSpans {
+            spans: Vec::new(),
+            salt,
+        }
+    }
+}
+
+impl crate::Sink for RequestSpans {
+    type Error = std::convert::Infallible;
+
+    fn warning(&mut self, _: &str) {}
+
+    fn line(&mut self, _: u32, _: u32, _: u32) -> Result<(), Self::Error> {
+        Ok(())
+    }
+
+    fn closed(&mut self, flows: &Flows, requests: &[Request]) -> Result<(), Self::Error> {
+        for r in requests {
+            self.spans.extend(request_spans(flows, r, self.salt));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

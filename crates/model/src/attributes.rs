@@ -39,3 +39,10 @@ pub const LOG_FILE: &str = "log.file";
 pub const LOG_LINE: &str = "log.line";
 /// On a stitched span's event: the line's log point (its template).
 pub const LOG_POINT: &str = "log.point";
+
+/// On a span placed in an instrumented trace by joining another source to it (an inferred
+/// span, a node's stitched log lines): how sure its parent link is, from 0 to 1.
+pub const PARENT_CONFIDENCE: &str = "causeway.parent.confidence";
+/// On a log record placed on a span by joining stitched lines to instrumented traces: how
+/// sure the placement is, from 0 to 1.
+pub const LOG_CONFIDENCE: &str = "causeway.log.confidence";
