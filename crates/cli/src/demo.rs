@@ -94,6 +94,7 @@ fn spawn_nodes(
     otlp: &str,
     hub: &str,
     logs: &Path,
+    plain_logs: &[&str],
 ) -> Result<Vec<NodeProcess>> {
     let exe = std::env::current_exe().context("finding the causeway executable")?;
     let mut nodes = Vec::new();
@@ -104,7 +105,8 @@ fn spawn_nodes(
             .env(TOPOLOGY_VAR, topology.to_string())
             .env("CAUSEWAY_OTLP_ENDPOINT", otlp)
             .env(PIVOT_HUB_VAR, hub)
-            .env(causeway_demo::logs::LOGS_VAR, logs);
+            .env(causeway_demo::logs::LOGS_VAR, logs)
+            .env(causeway_demo::logs::PLAIN_LOGS_VAR, plain_logs.join(","));
         let child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -170,8 +172,11 @@ pub fn run(a: DemoArgs) -> Result<()> {
             statusln!("warning: the example Pivot Tracing query was not installed: {e:#}");
         }
         let follower = crate::demo_sources::follow_logs(&logs, &ingest, checkpoint)?;
-        let mut nodes = spawn_nodes(&topology, &otlp, &http, &logs)?;
         let edge = (!a.no_edge).then_some(edge);
+        // Partly instrumented, as real systems are: with the edge, one service's log
+        // prints no ids either. Without it, every line names its trace (ground truth).
+        let plain_logs: &[&str] = if edge.is_some() { &[PLAIN_LOGS] } else { &[] };
+        let mut nodes = spawn_nodes(&topology, &otlp, &http, &logs, plain_logs)?;
         let started = tokio::task::block_in_place(|| {
             if let Some(edge) = edge {
                 nodes.push(spawn_edge(edge, topology.addr(Role::Frontend)?, &captures)?);
@@ -191,6 +196,9 @@ pub fn run(a: DemoArgs) -> Result<()> {
         let joiner = edge.map(|_| {
             crate::demo_sources::join_captures(captures.clone(), http.clone(), ingest.clone(), EDGE_HOST)
         });
+        let plain_joiner = plain_logs.first().map(|service| {
+            crate::demo_sources::join_plain_logs(logs.join(format!("{service}.log")), http.clone(), ingest.clone())
+        });
         statusln!("causeway demo is running ({shown})");
         if let Some(edge) = edge {
             statusln!("  {:<10} {edge} (no instrumentation, captured: its part of each request inferred and joined)", "edge");
@@ -200,8 +208,12 @@ pub fn run(a: DemoArgs) -> Result<()> {
         }
         statusln!("  OTLP/HTTP  {otlp}");
         statusln!(
-            "  logs       {} (each line in its trace; stitched without ids: causeway logs {} --collector {ingest})",
+            "  logs       {} (each line in its trace; {}; stitched without ids: causeway logs {} --collector {ingest})",
             logs.display(),
+            match plain_logs.first() {
+                Some(s) => format!("{s}'s prints no ids: stitched and joined"),
+                None => "every line names its trace".into(),
+            },
             logs.display(),
         );
         statusln!("  Pivot      the shop's tracepoints and a query (the Pivot page; causeway pivot list --server {http})");
@@ -234,11 +246,19 @@ pub fn run(a: DemoArgs) -> Result<()> {
             stop_nodes(nodes);
             // The lines written and the requests captured last go too.
             follower.stop();
-            joiner.map(|j| j.stop())
+            (joiner.map(|j| j.stop()), plain_joiner.map(|j| j.stop()))
         });
-        if let Some(f) = &freshness {
+        if let Some(f) = &freshness.0 {
             statusln!(
                 "edge: the parts of {} requests joined, p50 {:.1} s, p99 {:.1} s after they began",
+                f.requests,
+                f.p50.as_secs_f64(),
+                f.p99.as_secs_f64()
+            );
+        }
+        if let (Some(f), Some(service)) = (&freshness.1, plain_logs.first()) {
+            statusln!(
+                "{service}'s plain log: {} requests stitched and sent, p50 {:.1} s, p99 {:.1} s after they began",
                 f.requests,
                 f.p50.as_secs_f64(),
                 f.p99.as_secs_f64()
@@ -263,6 +283,11 @@ pub fn run(a: DemoArgs) -> Result<()> {
 
 /// The host the demo names its edge proxy's node (as its processes name theirs).
 const EDGE_HOST: &str = "edge-1";
+
+/// The service whose log prints no ids when the edge runs: its lines reach their traces
+/// only by stitching and joining. The catalog serves every home page, so the concurrency
+/// its lines must be told apart under is the shop's highest.
+const PLAIN_LOGS: &str = "catalog";
 
 /// Starts the edge proxy at `listen` in front of `upstream`, its socket calls captured
 /// into `captures` (as `causeway capture` would).

@@ -4,8 +4,9 @@
 //! skew (catalog reads only the first replica), the quorum writes to all three, the
 //! queue's messages, and patterns of the home page. Its traces are checked against the
 //! demo's expectations (demo/expectations/shop.pip) with the Rust test API; its log lines
-//! are in them, and its Pivot Tracing query shows the skew too. The uninstrumented edge
-//! proxy's part of each request, inferred from its socket calls, joins the same traces.
+//! are in them (the catalog's, which print no ids, stitched and joined), and its Pivot
+//! Tracing query shows the skew too. The uninstrumented edge proxy's part of each request,
+//! inferred from its socket calls, joins the same traces.
 
 mod common;
 
@@ -23,11 +24,16 @@ const SHOP: &str = include_str!("../../../demo/expectations/shop.pip");
 
 /// Traces that started more than 3 s ago, so all their spans have arrived.
 fn traces(api: &str, service: &str) -> Vec<Trace> {
+    traces_settled(api, service, Duration::from_secs(3))
+}
+
+/// Traces that started more than `settled` ago.
+fn traces_settled(api: &str, service: &str, settled: Duration) -> Vec<Trace> {
     let end = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos()
-        - 3_000_000_000;
+        - settled.as_nanos();
     let found = get(&format!(
         "{api}/api/search?service={service}&limit=60&end={end}"
     ));
@@ -48,7 +54,14 @@ fn traces(api: &str, service: &str) -> Vec<Trace> {
 /// HDFS-6268 assertion, and a quorum write that skipped a replica is caught.
 fn check_expectations(api: &str) {
     let expectations = Expectations::new(SHOP).param("REPLICAS", 3.0);
-    let home = traces(api, "catalog");
+    // Lines of the catalog's plain log that joined no request stay traces of their own:
+    // no path of the shop's.
+    let mut home = traces(api, "catalog");
+    home.retain(|t| {
+        t.spans
+            .iter()
+            .any(|s| s.source != causeway_model::Source::Logs)
+    });
     let checkout = traces(api, "orders");
     assert!(home.len() >= 10 && checkout.len() >= 5);
     let mut all = home.clone();
@@ -294,6 +307,35 @@ fn the_demo_runs_sends_traffic_and_stops_cleanly() {
         .filter(|e| causeway_model::logs::is_log_event(e))
         .count();
     assert!(logged > 0, "no log line in the shop's traces");
+    // The catalog's log prints no ids: its lines are stitched and joined to the traces of
+    // their requests, on the catalog's spans, each saying how sure that is; the Logs page
+    // shows their flows. The joiner takes requests older than 3 s every 2 s, and
+    // stitching a window takes a while in a debug build: 9 s is past its p99.
+    let catalog = traces_settled(api, "catalog", Duration::from_secs(9));
+    let with_plain_lines = catalog
+        .iter()
+        .filter(|t| {
+            t.spans.iter().any(|s| {
+                &*s.service == "catalog"
+                    && s.source == causeway_model::Source::Instrumented
+                    && s.events.iter().any(|e| {
+                        e.attributes
+                            .iter()
+                            .any(|a| a.key == causeway_model::attributes::LOG_CONFIDENCE)
+                    })
+            })
+        })
+        .count();
+    assert!(
+        with_plain_lines >= 10 && with_plain_lines * 5 >= catalog.len() * 4,
+        "{with_plain_lines} of {} catalog traces with its plain log's lines joined",
+        catalog.len()
+    );
+    let flows = get(&format!("{api}/api/logs?start=0"));
+    assert_eq!(
+        flows["sequences"][0]["segments"][0]["node"], "catalog",
+        "{flows}"
+    );
     // Pivot Tracing: the shop's tracepoints are defined, every process took the example
     // query, and its results show the replica skew (all of the catalog's reads on disk-1).
     let pivot = get(&format!("{api}/api/pivot/queries"));

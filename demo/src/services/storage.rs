@@ -61,6 +61,8 @@ async fn read(State(r): State<Replica>, Query(b): Query<Block>) -> Result<String
             format!("block {} failed its checksum", b.block),
         ));
     }
+    // The read is over: its span ends here, not when the handler returns.
+    drop(span);
     tracing::info!(target: crate::LOG, block = b.block, replica = r.number, "block read");
     Ok(format!("block-{}@storage-{}", b.block, r.number))
 }
