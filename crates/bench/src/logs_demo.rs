@@ -1,14 +1,26 @@
 //! `causeway-bench logs-demo`: request flows stitched from the demo's own logs, at
 //! several loads. The demo writes `tracing` fmt logs with each line's trace id at its
-//! end; the ids are stripped before stitching and kept as the ground truth.
+//! end; the ids are stripped before stitching and kept as the ground truth. The stitched
+//! requests are then joined to the demo's stored traces, as `causeway logs --join` joins
+//! them, and each line's trace is held against the one it named.
 
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use causeway_demo::logs::{FILEPATH_KEY, LINENO_KEY, TRACE_ID_KEY};
+use causeway_demo::logs::{FILEPATH_KEY, LINENO_KEY, SPAN_ID_KEY, TRACE_ID_KEY};
+use causeway_logflow::join::join;
+use causeway_logflow::stitch::StitchOptions;
+use causeway_logflow::stitch_logs;
+use causeway_logflow::traces::RequestSpans;
+use causeway_model::attributes::{LOG_FILE, LOG_LINE, PARENT_CONFIDENCE};
+use causeway_model::{Source, Value};
+use causeway_store::{Store, StoreOptions, TimeWindow, TraceStore as _};
 use clap::Args;
+use foldhash::HashMap;
 use serde_json::json;
 
 #[derive(Args)]
@@ -41,17 +53,28 @@ fn run_demo(dir: &Path, rate: f64, duration: humantime::Duration) -> Result<()> 
     Ok(())
 }
 
-/// The line without its trace id, and the id (None when the line has none).
-fn strip_trace_id(line: &str) -> (&str, Option<&str>) {
-    let Some(at) = line.rfind(TRACE_ID_KEY) else {
+/// The line without the hex id of `len` digits after `key` at its end, and the id (None
+/// when the line has none).
+fn strip_id<'a>(line: &'a str, key: &str, len: usize) -> (&'a str, Option<&'a str>) {
+    let Some(at) = line.rfind(key) else {
         return (line, None);
     };
-    let id = &line[at + TRACE_ID_KEY.len()..];
-    if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+    let id = &line[at + key.len()..];
+    if id.len() == len && id.bytes().all(|b| b.is_ascii_hexdigit()) {
         (line[..at].trim_end(), Some(id))
     } else {
         (line, None)
     }
+}
+
+/// The line without its trace id, and the id (None when the line has none).
+fn strip_trace_id(line: &str) -> (&str, Option<&str>) {
+    strip_id(line, TRACE_ID_KEY, 32)
+}
+
+/// The line without its span id, and the id (None when the line has none).
+fn strip_span_id(line: &str) -> (&str, Option<&str>) {
+    strip_id(line, SPAN_ID_KEY, 16)
 }
 
 /// The line without the place of the macro call that wrote it, and the place
@@ -70,7 +93,8 @@ fn strip_place(line: &str) -> (&str, Option<String>) {
 }
 
 /// Writes `dir/raw`'s logs without their trace ids and places to `dir/logs`, and both to
-/// `dir/truth.jsonl` (a line with no trace id is a request of its own).
+/// `dir/truth.jsonl` with the span it was written in (a line with no trace id is a
+/// request of its own).
 fn strip(dir: &Path) -> Result<()> {
     let (raw, logs) = (dir.join("raw"), dir.join("logs"));
     std::fs::create_dir_all(&logs)?;
@@ -88,15 +112,112 @@ fn strip(dir: &Path) -> Result<()> {
         let mut out = std::io::BufWriter::new(std::fs::File::create(logs.join(&name))?);
         for (n, line) in text.lines().enumerate() {
             let (stripped, trace) = strip_trace_id(line);
+            let (stripped, span) = strip_span_id(stripped);
             let (stripped, point) = strip_place(stripped);
             writeln!(out, "{stripped}")?;
             let trace = trace.map_or_else(|| format!("-{file}:{}", n + 1), str::to_owned);
-            let row = json!({"file": file, "line": n + 1, "trace": trace, "point": point});
+            let row =
+                json!({"file": file, "line": n + 1, "trace": trace, "span": span, "point": point});
             writeln!(truth, "{row}")?;
         }
         out.flush()?;
     }
     Ok(truth.flush()?)
+}
+
+/// The stitched requests of `dir/logs` (stitched as `causeway logs` stitches, window by
+/// window) joined to the traces in `dir/store`, each line's placement scored against the
+/// trace it named: placed on it, placed on another, or left out of every stored trace.
+fn score_join(dir: &Path, stitch: StitchOptions) -> Result<serde_json::Value> {
+    let options = causeway_logflow::Options {
+        stitch,
+        keep_lines: true,
+        ..causeway_logflow::Options::default()
+    };
+    let mut input = causeway_logflow::input::open(
+        &[dir.join("logs")],
+        options.window,
+        None,
+        Arc::new(causeway_cli::progress::Reading::default()),
+    )?;
+    let names = input.names.clone();
+    let mut requests = RequestSpans::new(1);
+    let Ok(_) = stitch_logs(|| input.next_window(), names, &options, &mut requests);
+    let store_dir = dir.join("store");
+    let store = Store::open(&store_dir, StoreOptions::default())
+        .with_context(|| format!("opening the store in {}", store_dir.display()))?;
+    let traces = std::sync::Mutex::new(Vec::new());
+    store.scan(TimeWindow::ALL, &|t| {
+        let kept = t
+            .spans
+            .into_iter()
+            .filter(|s| s.source != Source::Logs && !s.is_carrier());
+        if let Ok(mut traces) = traces.lock() {
+            traces.extend(kept);
+        }
+    })?;
+    let traces = traces.into_inner().unwrap_or_default();
+    let start = Instant::now();
+    let joined = join(requests.spans, &traces);
+    let took = start.elapsed();
+    // Each line's placement: (trace, span); a line kept under a trace as a span of its
+    // own has its stitched span's id, which no truth names.
+    let mut placed: HashMap<(String, i64), (String, String)> = HashMap::default();
+    let in_trace = joined
+        .spans
+        .iter()
+        .filter(|s| s.is_log_carrier() || s.attributes.iter().any(|a| a.key == PARENT_CONFIDENCE));
+    for span in in_trace {
+        let span_file = span
+            .attributes
+            .iter()
+            .find(|a| a.key == LOG_FILE)
+            .map(|a| &a.value);
+        for e in &span.events {
+            let attr = |key: &str| e.attributes.iter().find(|a| a.key == key).map(|a| &a.value);
+            if let (Some(Value::Str(file)), Some(Value::I64(line))) =
+                (attr(LOG_FILE).or(span_file), attr(LOG_LINE))
+            {
+                let at = (span.trace_id.to_string(), span.span_id.to_string());
+                placed.insert((file.clone(), *line), at);
+            }
+        }
+    }
+    let (mut lines, mut right, mut right_span, mut wrong) = (0u64, 0u64, 0u64, 0u64);
+    for t in crate::logs::read_truth::<TruthLine>(dir)? {
+        // A line written outside every span names no trace.
+        if t.trace.starts_with('-') {
+            continue;
+        }
+        lines += 1;
+        match placed.get(&(t.file.clone(), i64::from(t.line))) {
+            Some((trace, span)) if *trace == t.trace => {
+                right += 1;
+                right_span += u64::from(t.span.as_ref() == Some(span));
+            }
+            Some(_) => wrong += 1,
+            None => {}
+        }
+    }
+    let share = |n: u64| n as f64 / lines.max(1) as f64;
+    Ok(json!({
+        "lines": lines,
+        "right_trace": share(right),
+        "right_span": share(right_span),
+        "wrong_trace": share(wrong),
+        "left_out": share(lines - right - wrong),
+        "report": joined.report,
+        "join_ns_per_line": took.as_nanos() as f64 / joined.report.lines.max(1) as f64,
+    }))
+}
+
+/// A line of `truth.jsonl`: the trace and span its line named.
+#[derive(serde::Deserialize)]
+struct TruthLine {
+    file: String,
+    line: u32,
+    trace: String,
+    span: Option<String>,
 }
 
 pub fn run(a: LogsDemoArgs) -> Result<()> {
@@ -108,12 +229,43 @@ pub fn run(a: LogsDemoArgs) -> Result<()> {
             run_demo(&dir, rate, a.runs.duration)?;
             strip(&dir)?;
         }
-        let mut row = crate::logs::score_set(&dir, &crate::logs::stitch_options(a.quiet_ms))?;
+        let options = crate::logs::stitch_options(a.quiet_ms);
+        let mut row = crate::logs::score_set(&dir, &options)?;
+        row["join"] = score_join(&dir, options)?;
         row["set"] = json!(format!("demo {rate}/s"));
         row["rate"] = json!(rate);
         rows.push(row);
     }
-    crate::logs::print_rows(&rows, a.json)
+    crate::logs::print_rows(&rows, a.json)?;
+    if !a.json {
+        outln!();
+        outln!("joined to the stored traces (`causeway logs --join`), lines that named a trace:");
+        outln!(
+            "{:<12} {:>8} {:>12} {:>11} {:>12} {:>9} {:>12}",
+            "set",
+            "lines",
+            "right trace",
+            "right span",
+            "wrong trace",
+            "left out",
+            "ns per line"
+        );
+        for r in &rows {
+            let j = &r["join"];
+            let f = |k: &str| j[k].as_f64().unwrap_or(f64::NAN);
+            outln!(
+                "{:<12} {:>8} {:>11.1}% {:>10.1}% {:>11.1}% {:>8.1}% {:>12.0}",
+                r["set"].as_str().unwrap_or(""),
+                f("lines"),
+                f("right_trace") * 100.0,
+                f("right_span") * 100.0,
+                f("wrong_trace") * 100.0,
+                f("left_out") * 100.0,
+                f("join_ns_per_line"),
+            );
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -123,11 +275,19 @@ mod tests {
     #[test]
     fn a_trailing_trace_id_and_place_are_cut_off_and_returned() {
         let id = "a2cd7f8497f529f3ae8ebcab0f2ac4a1";
-        let line = format!("2026-11-26T09:53:08Z  INFO x: lookup key=rec-27 trace_id={id}");
-        assert_eq!(
-            strip_trace_id(&line),
-            ("2026-11-26T09:53:08Z  INFO x: lookup key=rec-27", Some(id))
+        let line = format!(
+            "2026-11-26T09:53:08Z  INFO x: lookup key=rec-27 span_id=00f067aa0ba902b7 trace_id={id}"
         );
+        let (rest, trace) = strip_trace_id(&line);
+        assert_eq!(trace, Some(id));
+        assert_eq!(
+            strip_span_id(rest),
+            (
+                "2026-11-26T09:53:08Z  INFO x: lookup key=rec-27",
+                Some("00f067aa0ba902b7")
+            )
+        );
+        assert_eq!(strip_span_id("x span_id=123"), ("x span_id=123", None));
         let placed = "INFO x: lookup key=rec-27 code.filepath=demo/src/x.rs code.lineno=31";
         assert_eq!(
             strip_place(placed),
