@@ -16,7 +16,8 @@
 //! once): it hangs under it, and names that call's service as its sender. A process is its
 //! pid and host;
 //! a host name no capture reported (a service that names its host itself, as the demo's
-//! do) is taken to be the captured one with that pid.
+//! do) is taken to be the captured one with that pid, and a node named by a rule (whose
+//! name hides its pid) is the process whose spans report that name as their service.
 //!
 //! An inferred trace with anchors joins the instrumented traces they are in: its anchored
 //! spans are dropped (the instrumented ones tell the same, with certainty), and each other
@@ -42,6 +43,12 @@ pub use causeway_model::attributes::PARENT_CONFIDENCE;
 /// How close in time (ns) a captured message and an instrumented span's ends must be: the
 /// socket call and the span's start or end are a few calls apart on one clock.
 const SLACK_NS: u64 = 2_000_000;
+
+/// The same for a server span known by its connection (the client's port and its own):
+/// only calls on that one connection compete, and a tracer's clock may be milliseconds
+/// off the system's (the `causeway` library slews gaps of up to 10 ms: the demo's queue
+/// ran 2.1 ms behind at 120 requests a second).
+const CONNECTION_SLACK_NS: u64 = 10_000_000;
 
 /// What joining did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -119,6 +126,8 @@ impl<'a> ByStart<'a> {
 /// The instrumented spans of each process, by start.
 struct Anchors<'a> {
     by_pid: HashMap<u32, ByStart<'a>>,
+    /// By service, for inferred spans of a node named by a rule (which hides its pid).
+    by_service: HashMap<&'a str, ByStart<'a>>,
     /// Instrumented client spans by the server port they called.
     clients_by_port: HashMap<i64, ByStart<'a>>,
     /// Instrumented server spans by the port they were reached on.
@@ -130,6 +139,7 @@ struct Anchors<'a> {
 impl<'a> Anchors<'a> {
     fn new(instrumented: &'a [Span], inferred: &[Span]) -> Anchors<'a> {
         let mut by_pid: HashMap<u32, ByStart> = HashMap::default();
+        let mut by_service: HashMap<&str, ByStart> = HashMap::default();
         let mut clients_by_port: HashMap<i64, ByStart> = HashMap::default();
         let mut servers_by_port: HashMap<i64, ByStart> = HashMap::default();
         let mut sorted: Vec<&Span> = instrumented.iter().collect();
@@ -138,6 +148,7 @@ impl<'a> Anchors<'a> {
             if s.pid != 0 {
                 by_pid.entry(s.pid).or_default().push(s);
             }
+            by_service.entry(&s.service).or_default().push(s);
             if let (SpanKind::Client, Some(port)) = (s.kind, int(s, "server.port")) {
                 clients_by_port.entry(port).or_default().push(s);
             }
@@ -153,6 +164,7 @@ impl<'a> Anchors<'a> {
             .collect();
         Anchors {
             by_pid,
+            by_service,
             clients_by_port,
             servers_by_port,
             captured_hosts,
@@ -160,7 +172,12 @@ impl<'a> Anchors<'a> {
     }
 
     /// Whether the instrumented span `s` ran in the captured process `inferred` ran in.
+    /// A node named by a rule (`--name`) has no pid: it is the process whose spans report
+    /// that name as their service.
     fn same_process(&self, s: &Span, inferred: &Span) -> bool {
+        if inferred.pid == 0 {
+            return s.service == inferred.service;
+        }
         s.pid == inferred.pid && (s.host == inferred.host || !self.captured_hosts.contains(&s.host))
     }
 
@@ -171,8 +188,12 @@ impl<'a> Anchors<'a> {
         from: u64,
         to: u64,
     ) -> impl Iterator<Item = &'a Span> + 's {
-        self.by_pid
-            .get(&inferred.pid)
+        let spans = if inferred.pid == 0 {
+            self.by_service.get(&*inferred.service)
+        } else {
+            self.by_pid.get(&inferred.pid)
+        };
+        spans
             .into_iter()
             .flat_map(move |spans| spans.around(from, to))
             .filter(move |s| self.same_process(s, inferred))
@@ -204,13 +225,16 @@ impl<'a> Anchors<'a> {
             .min_by_key(|c| c.duration())
     }
 
-    /// The instrumented span `inferred` (a server or client span) stands for.
-    fn find(&self, inferred: &Span) -> Option<&'a Span> {
+    /// The instrumented span `inferred` (a server or client span) stands for. A server
+    /// span is known by its connection; a client span only by the port it called, so of
+    /// calls made in parallel to one server one not yet in `anchored` is taken first
+    /// (otherwise all would find the nearest).
+    fn find(&self, inferred: &Span, anchored: &HashSet<SpanId>) -> Option<&'a Span> {
         let peer = text(inferred, attributes::NET_SOCK_PEER_ADDR).and_then(port_of);
         let local = text(inferred, attributes::NET_SOCK_HOST_ADDR).and_then(port_of);
         let (from, to) = (
-            inferred.start.saturating_sub(SLACK_NS),
-            inferred.end + SLACK_NS,
+            inferred.start.saturating_sub(CONNECTION_SLACK_NS),
+            inferred.end + CONNECTION_SLACK_NS,
         );
         if inferred.pid == 0 && inferred.kind == SpanKind::Server {
             // The receiver was not captured (its span is timed on the sender's clock): the
@@ -220,13 +244,13 @@ impl<'a> Anchors<'a> {
                 .get(&local?)?
                 .around(from, to)
                 .filter(|s| peer.is_some() && int(s, "network.peer.port") == peer)
-                .filter(|s| {
-                    s.start <= inferred.end + SLACK_NS && inferred.start <= s.end + SLACK_NS
-                })
+                .filter(|s| s.start <= to && from <= s.end)
                 .min_by_key(|s| s.start.abs_diff(inferred.start));
         }
         let candidates = self.of(inferred, from, to);
-        let near = |s: &&Span| s.start.abs_diff(inferred.start);
+        // Both ends: calls to one server from one process in parallel start together and
+        // end apart.
+        let near = |s: &&Span| s.start.abs_diff(inferred.start) + s.end.abs_diff(inferred.end);
         match inferred.kind {
             SpanKind::Server => candidates
                 .filter(|s| s.kind == SpanKind::Server)
@@ -235,9 +259,7 @@ impl<'a> Anchors<'a> {
                     let port = int(s, "network.local.port").or(int(s, "server.port"));
                     port.is_none() || local.is_none() || port == local
                 })
-                .filter(|s| {
-                    s.start <= inferred.end + SLACK_NS && inferred.start <= s.end + SLACK_NS
-                })
+                .filter(|s| s.start <= to && from <= s.end)
                 .min_by_key(near),
             SpanKind::Client => candidates
                 .filter(|s| s.kind == SpanKind::Client)
@@ -248,7 +270,7 @@ impl<'a> Anchors<'a> {
                 .filter(|s| {
                     s.start <= inferred.start + SLACK_NS && inferred.start <= s.end + SLACK_NS
                 })
-                .min_by_key(near),
+                .min_by_key(|s| (anchored.contains(&s.span_id), near(s))),
             _ => None,
         }
     }
@@ -269,12 +291,23 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
         spans.push(s);
     }
     let mut out = Vec::new();
-    // Instrumented calls already given a callee.
+    // Instrumented calls already given a callee, and spans already standing for an
+    // inferred one.
     let mut taken: HashSet<SpanId> = HashSet::default();
+    let mut anchored: HashSet<SpanId> = HashSet::default();
     for id in order {
         let spans = by_trace.remove(&id).unwrap_or_default();
         report.inferred_traces += 1;
-        let found: Vec<Option<&Span>> = spans.iter().map(|s| anchors.find(s)).collect();
+        let found: Vec<Option<&Span>> = spans
+            .iter()
+            .map(|s| {
+                let found = anchors.find(s, &anchored);
+                if let Some(a) = found {
+                    anchored.insert(a.span_id);
+                }
+                found
+            })
+            .collect();
         // A root served for a caller the capture did not see: the instrumented call that
         // sent it, if one did.
         let callers: Vec<Option<&Span>> = spans
@@ -578,6 +611,106 @@ mod tests {
             .attributes
             .push(KeyValue::new("server.port", 6379i64));
         (inferred_spans, vec![server, client])
+    }
+
+    /// Two calls from one process to one server, in parallel: each instrumented call
+    /// stands for one inferred call and takes its callee, also when the captured nodes
+    /// were named by a rule (no pid: the process is the service of that name).
+    #[test]
+    fn parallel_calls_each_take_their_own_callee_also_from_named_nodes() {
+        for named in [false, true] {
+            let pid = |p: u32| if named { 0 } else { p };
+            let mut root = span(7, 1, None, SpanKind::Server, "h", 20, (0, 20 * MS));
+            root.attributes
+                .push(KeyValue::new("network.peer.port", 50000i64));
+            root.attributes
+                .push(KeyValue::new("network.local.port", 8080i64));
+            let call = |id: u64, (start, end): (u64, u64)| {
+                let mut c = span(7, id, Some(1), SpanKind::Client, "h", 20, (start, end));
+                c.attributes.push(KeyValue::new("server.port", 6379i64));
+                c
+            };
+            // Both inferred calls are nearest the first instrumented one.
+            let mut instrumented = vec![
+                root,
+                call(2, (MS, 5 * MS)),
+                call(3, (MS + 50_000, 5 * MS + 100_000)),
+            ];
+            for s in &mut instrumented {
+                s.service = "catalog".into();
+            }
+            let mut spans = vec![inferred(
+                span(
+                    1,
+                    10,
+                    None,
+                    SpanKind::Server,
+                    "h",
+                    pid(20),
+                    (10_000, 19 * MS),
+                ),
+                "127.0.0.1:50000",
+                "127.0.0.1:8080",
+            )];
+            for (n, (start, end)) in [
+                (MS + 20_000, 5 * MS + 40_000),
+                (MS + 10_000, 5 * MS - 10_000),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let n = n as u64;
+                let local = format!("127.0.0.1:{}", 40000 + n);
+                spans.push(inferred(
+                    span(
+                        1,
+                        11 + 2 * n,
+                        Some(10),
+                        SpanKind::Client,
+                        "h",
+                        pid(20),
+                        (start, end),
+                    ),
+                    "127.0.0.1:6379",
+                    &local,
+                ));
+                spans.push(inferred(
+                    span(
+                        1,
+                        12 + 2 * n,
+                        Some(11 + 2 * n),
+                        SpanKind::Server,
+                        "h",
+                        pid(30),
+                        (start + 10_000, end - 10_000),
+                    ),
+                    &local,
+                    "127.0.0.1:6379",
+                ));
+            }
+            for s in &mut spans {
+                s.service = if [12, 14].contains(&s.span_id.get()) {
+                    "cache".into()
+                } else {
+                    "catalog".into()
+                };
+            }
+            let joined = join(spans, &instrumented);
+            let callees: Vec<(u128, Option<u64>)> = joined
+                .spans
+                .iter()
+                .filter(|s| &*s.service == "cache")
+                .map(|s| (s.trace_id.get(), s.parent_id.map(SpanId::get)))
+                .collect();
+            assert_eq!(callees.len(), 2, "named: {named}: {callees:?}");
+            let mut parents: Vec<Option<u64>> = callees.iter().map(|c| c.1).collect();
+            parents.sort();
+            assert_eq!(parents, [Some(2), Some(3)], "named: {named}: {callees:?}");
+            assert!(
+                callees.iter().all(|c| c.0 == 7),
+                "named: {named}: {callees:?}"
+            );
+        }
     }
 
     #[test]
