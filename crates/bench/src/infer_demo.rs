@@ -86,7 +86,7 @@ fn injected_offset(node: &str) -> i64 {
 
 /// Names each demo process by its role, and the demo's own process (the load generator
 /// and the collector) `demo`.
-fn node_names() -> Vec<(String, String)> {
+pub(crate) fn node_names() -> Vec<(String, String)> {
     let mut rules: Vec<(String, String)> = Role::ALL
         .iter()
         .map(|r| {
@@ -273,17 +273,27 @@ fn write_lines<T: serde::Serialize>(path: &Path, items: &[T]) -> Result<()> {
     Ok(w.flush()?)
 }
 
-fn measure(dir: &Path, rate: f64, a: &InferDemoArgs) -> Result<Vec<serde_json::Value>> {
+/// Runs the demo at `rate` under capture into `dir` (or, with `--reuse`, reads the run
+/// kept there); returns the collector's ports.
+pub(crate) fn run_or_reuse(dir: &Path, rate: f64, runs: &DemoRuns) -> Result<[u16; 3]> {
     let ports_file = dir.join("collector-ports.json");
-    let collector_ports: [u16; 3] = if a.runs.reuse {
+    if runs.reuse {
         let text = std::fs::read_to_string(&ports_file)
             .with_context(|| format!("reading {}", ports_file.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("reading {}", ports_file.display()))?
-    } else {
-        let ports = run_demo(dir, rate, a.runs.duration)?;
-        std::fs::write(&ports_file, serde_json::to_string(&ports)?)?;
-        ports
-    };
+        return serde_json::from_str(&text)
+            .with_context(|| format!("reading {}", ports_file.display()));
+    }
+    eprintln!(
+        "running the demo under capture at {rate}/s for {}",
+        runs.duration
+    );
+    let ports = run_demo(dir, rate, runs.duration)?;
+    std::fs::write(&ports_file, serde_json::to_string(&ports)?)?;
+    Ok(ports)
+}
+
+fn measure(dir: &Path, rate: f64, a: &InferDemoArgs) -> Result<Vec<serde_json::Value>> {
+    let collector_ports = run_or_reuse(dir, rate, &a.runs)?;
     let (calls, stored_traces) = server_calls(&dir.join("store"))?;
     let mut captured = Captured::read(&log_files(&dir.join("capture"))?)?;
     captured.name_nodes(&node_names());
@@ -382,12 +392,6 @@ pub fn run(a: InferDemoArgs) -> Result<()> {
     let (_root, dirs) = a.runs.dirs("infer-demo")?;
     let mut rows = Vec::new();
     for (rate, dir) in dirs {
-        if !a.runs.reuse {
-            eprintln!(
-                "running the demo at {rate}/s for {} under capture",
-                a.runs.duration
-            );
-        }
         rows.extend(measure(&dir, rate, &a)?);
     }
     if a.json {

@@ -15,6 +15,7 @@ mod infer_demo;
 mod infer_scale;
 mod ingest;
 mod join_demo;
+mod join_hidden;
 mod logs;
 mod logs_demo;
 mod pivot;
@@ -72,6 +73,10 @@ enum What {
     /// proxy, captured and joined while the demo runs, against the frontend's
     /// instrumented requests, at several loads.
     JoinDemo(crate::join_demo::JoinDemoArgs),
+    /// The join held to the truth with evidence hidden: the demo instrumented and
+    /// captured whole, the spans of some services dropped, the capture inferred and
+    /// joined to the rest, against the full instrumentation, at several loads.
+    JoinHidden(crate::join_hidden::JoinHiddenArgs),
     /// Time and peak memory of `causeway infer` on synthetic capture logs shaped like
     /// WAP5's CoDeeN trace (115 proxies, an hour, 4.7M messages).
     InferScale(crate::infer_scale::InferScaleArgs),
@@ -99,6 +104,7 @@ fn run(what: What) -> Result<()> {
         What::Templates(a) => crate::templates::run(a),
         What::InferDemo(a) => crate::infer_demo::run(a),
         What::JoinDemo(a) => crate::join_demo::run(a),
+        What::JoinHidden(a) => crate::join_hidden::run(a),
         What::InferScale(a) => crate::infer_scale::run(a),
         What::Hostile(a) => crate::hostile::run(a),
         What::EchoNode(a) => crate::echo::run(a),

@@ -1,0 +1,240 @@
+//! `causeway-bench join-hidden`: the join held to the truth with evidence hidden. The
+//! demo runs with every process instrumented and captured (as `infer-demo` runs it); then
+//! the spans of some services are dropped, as if those services had no instrumentation,
+//! the capture is inferred and joined to the spans left, and the joined traces are held
+//! against the full instrumentation: the hidden server spans recovered in their request's
+//! trace under the client span that called them, the traces whose structure (each
+//! server span's service under its caller's service) is the instrumented one, the inferred
+//! traces left over, and the dependency graph's calls per edge.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use causeway_blackbox::infer::{infer, Inputs, Options};
+use causeway_blackbox::join::join;
+use causeway_model::{Source, Span, SpanId, SpanKind, Trace, TraceId};
+use causeway_store::{Store, StoreOptions, TimeWindow, TraceStore as _};
+use clap::Args;
+use serde_json::json;
+
+#[derive(Args)]
+pub struct JoinHiddenArgs {
+    #[command(flatten)]
+    runs: crate::infer_demo::DemoRuns,
+    /// The services whose spans are dropped, as if they had no instrumentation.
+    #[arg(long, value_delimiter = ',', default_values_t = ["cache".to_string(), "metadata".to_string()])]
+    hide: Vec<String>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Every span the demo stored (log carriers aside).
+fn stored_spans(store_dir: &Path) -> Result<Vec<Span>> {
+    let store = Store::open(store_dir, StoreOptions::default())
+        .with_context(|| format!("opening the store in {}", store_dir.display()))?;
+    let spans = Mutex::new(Vec::new());
+    store.scan(TimeWindow::ALL, &|t| {
+        let kept = t.spans.into_iter().filter(|s| !s.is_carrier());
+        if let Ok(mut spans) = spans.lock() {
+            spans.extend(kept);
+        }
+    })?;
+    Ok(spans.into_inner().unwrap_or_default())
+}
+
+/// Traces assembled from `spans`.
+fn traces(spans: Vec<Span>) -> Vec<Trace> {
+    let mut by_trace: HashMap<TraceId, Vec<Span>> = HashMap::new();
+    for s in spans {
+        by_trace.entry(s.trace_id).or_default().push(s);
+    }
+    by_trace
+        .into_iter()
+        .map(|(id, spans)| Trace::assemble(id, spans))
+        .collect()
+}
+
+/// A trace's calls: each server span's service under its caller's (the service of the
+/// span above it; none for a root, or for a caller not among `services`: the load
+/// generator, captured, is no service of the shop's), sorted.
+fn structure(t: &Trace, services: &HashSet<String>) -> Vec<(String, String)> {
+    let mut calls: Vec<(String, String)> = t
+        .spans
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.kind == SpanKind::Server)
+        .map(|(i, s)| {
+            let caller = t.parent[i]
+                .map(|p| &*t.spans[p].service)
+                .filter(|c| services.contains(*c))
+                .unwrap_or("");
+            (caller.to_string(), s.service.to_string())
+        })
+        .collect();
+    calls.sort();
+    calls
+}
+
+/// Calls per (caller, callee) over `traces`.
+fn dependencies(traces: &[Trace], services: &HashSet<String>) -> BTreeMap<(String, String), u64> {
+    let mut deps = BTreeMap::new();
+    for t in traces {
+        for call in structure(t, services) {
+            if !call.0.is_empty() && call.0 != call.1 {
+                *deps.entry(call).or_default() += 1;
+            }
+        }
+    }
+    deps
+}
+
+fn measure(dir: &Path, rate: f64, a: &JoinHiddenArgs) -> Result<serde_json::Value> {
+    let collector_ports = crate::infer_demo::run_or_reuse(dir, rate, &a.runs)?;
+    let all = stored_spans(&dir.join("store"))?;
+    let hidden = |s: &Span| a.hide.iter().any(|h| *h == *s.service);
+    let truth = traces(all.clone());
+    let services: HashSet<String> = all.iter().map(|s| s.service.to_string()).collect();
+    let truth_ids: HashSet<TraceId> = truth.iter().map(|t| t.trace_id).collect();
+    let visible: Vec<Span> = all.into_iter().filter(|s| !hidden(s)).collect();
+    let start = Instant::now();
+    let inputs = Inputs {
+        capture_dirs: vec![dir.join("capture")],
+        node_names: crate::infer_demo::node_names(),
+        ..Inputs::default()
+    };
+    let options = Options {
+        ignore_ports: collector_ports.to_vec(),
+        ..Options::default()
+    };
+    let inferred = infer(&inputs, &options, |_| {})?;
+    let inferred_at = start.elapsed();
+    let joined = join(inferred.spans(0x5eed), &visible);
+    let joined_at = start.elapsed() - inferred_at;
+    let mut combined = visible;
+    combined.extend(joined.spans);
+    let found = traces(combined);
+    let found_by_id: HashMap<TraceId, &Trace> = found.iter().map(|t| (t.trace_id, t)).collect();
+
+    // The hidden server spans, each under its caller's client span: recovered when an
+    // inferred server span of that service hangs under the same client span.
+    let (mut hidden_calls, mut recovered, mut same_structure, mut requests) = (0, 0, 0, 0);
+    let mut per_service: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for t in &truth {
+        if !t.spans.iter().any(|s| s.source == Source::Instrumented) {
+            continue;
+        }
+        requests += 1;
+        let joined = found_by_id.get(&t.trace_id);
+        same_structure +=
+            usize::from(joined.is_some_and(|j| structure(j, &services) == structure(t, &services)));
+        for (i, s) in t.spans.iter().enumerate() {
+            if !(hidden(s) && s.kind == SpanKind::Server) {
+                continue;
+            }
+            let Some(caller) = t.parent[i].map(|p| &t.spans[p]).filter(|c| !hidden(c)) else {
+                continue;
+            };
+            hidden_calls += 1;
+            let under_caller = |j: &&Trace| {
+                let caller_id: SpanId = caller.span_id;
+                j.spans.iter().any(|x| {
+                    x.service == s.service
+                        && x.kind == SpanKind::Server
+                        && matches!(x.source, Source::Inferred { .. })
+                        && x.parent_id == Some(caller_id)
+                })
+            };
+            let got = joined.is_some_and(under_caller);
+            recovered += usize::from(got);
+            let e = per_service
+                .entry(s.service.to_string())
+                .or_insert((0usize, 0usize));
+            e.0 += 1;
+            e.1 += usize::from(got);
+        }
+    }
+    let stray = found
+        .iter()
+        .filter(|t| !truth_ids.contains(&t.trace_id))
+        .count();
+    let (truth_deps, found_deps) = (
+        dependencies(&truth, &services),
+        dependencies(&found, &services),
+    );
+    let mut edges = Vec::new();
+    let mut worst: f64 = 0.0;
+    for (edge, &n) in &truth_deps {
+        let got = found_deps.get(edge).copied().unwrap_or(0);
+        let off = (got as f64 - n as f64) / n.max(1) as f64;
+        worst = worst.max(off.abs());
+        edges.push(json!({"caller": edge.0, "callee": edge.1, "truth": n, "joined": got}));
+    }
+    let extra: Vec<_> = found_deps
+        .iter()
+        .filter(|(e, _)| !truth_deps.contains_key(*e))
+        .map(|(e, n)| json!({"caller": e.0, "callee": e.1, "joined": n}))
+        .collect();
+    let share = |n: usize, of: usize| n as f64 / of.max(1) as f64;
+    Ok(json!({
+        "rate": rate,
+        "hidden": a.hide,
+        "requests": requests,
+        "same_structure": share(same_structure, requests),
+        "hidden_calls": hidden_calls,
+        "recovered": share(recovered, hidden_calls),
+        "recovered_by_service": per_service
+            .iter()
+            .map(|(service, (calls, got))| (service.clone(), json!({"calls": calls, "recovered": share(*got, *calls)})))
+            .collect::<serde_json::Map<_, _>>(),
+        "stray_inferred_traces": stray,
+        "dependency_edges": edges,
+        "extra_edges": extra,
+        "worst_edge_error": worst,
+        "infer_s": inferred_at.as_secs_f64(),
+        "join_s": joined_at.as_secs_f64(),
+        "join_report": joined.report,
+    }))
+}
+
+pub fn run(a: JoinHiddenArgs) -> Result<()> {
+    let (_root, dirs) = a.runs.dirs("infer-demo")?;
+    let mut rows = Vec::new();
+    for (rate, dir) in dirs {
+        rows.push(measure(&dir, rate, &a)?);
+    }
+    if a.json {
+        outln!("{}", serde_json::to_string(&rows)?);
+        return Ok(());
+    }
+    outln!("hidden: {}", a.hide.join(", "));
+    outln!(
+        "{:>6} {:>8} {:>15} {:>12} {:>10} {:>6} {:>11} {:>11}",
+        "rate/s",
+        "requests",
+        "same structure",
+        "hidden calls",
+        "recovered",
+        "stray",
+        "worst edge",
+        "extra edges"
+    );
+    for r in &rows {
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        outln!(
+            "{:>6} {:>8} {:>14.1}% {:>12} {:>9.1}% {:>6} {:>10.1}% {:>11}",
+            f("rate"),
+            f("requests"),
+            f("same_structure") * 100.0,
+            f("hidden_calls"),
+            f("recovered") * 100.0,
+            f("stray_inferred_traces"),
+            f("worst_edge_error") * 100.0,
+            r["extra_edges"].as_array().map_or(0, Vec::len),
+        );
+    }
+    Ok(())
+}
