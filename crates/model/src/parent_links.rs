@@ -115,7 +115,9 @@ mod tests {
         let mut carrier = span(2, None, "api");
         carrier.name = crate::logs::LOG_RECORDS.into();
         carrier.source = Source::Logs;
-        carrier.events.push(crate::logs::log_event(5, "a line".into(), None, vec![]));
+        carrier
+            .events
+            .push(crate::logs::log_event(5, "a line".into(), None, vec![]));
         let spans = [spans, vec![carrier]].concat();
         let t = Trace::assemble(TraceId::new(5).unwrap(), spans);
         assert_eq!(t.spans.len(), 3);
