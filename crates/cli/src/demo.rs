@@ -171,11 +171,12 @@ pub fn run(a: DemoArgs) -> Result<()> {
         if let Err(e) = install_query(&http) {
             statusln!("warning: the example Pivot Tracing query was not installed: {e:#}");
         }
-        let follower = crate::demo_sources::follow_logs(&logs, &ingest, checkpoint)?;
         let edge = (!a.no_edge).then_some(edge);
         // Partly instrumented, as real systems are: with the edge, one service's log
         // prints no ids either. Without it, every line names its trace (ground truth).
         let plain_logs: &[&str] = if edge.is_some() { &[PLAIN_LOGS] } else { &[] };
+        let join = plain_logs.first().map(|_| http.clone());
+        let follower = crate::demo_sources::follow_logs(&logs, &ingest, checkpoint, join)?;
         let mut nodes = spawn_nodes(&topology, &otlp, &http, &logs, plain_logs)?;
         let started = tokio::task::block_in_place(|| {
             if let Some(edge) = edge {
@@ -195,9 +196,6 @@ pub fn run(a: DemoArgs) -> Result<()> {
         let ui = format!("http://{}/", loopback(server.http_addr));
         let joiner = edge.map(|_| {
             crate::demo_sources::join_captures(captures.clone(), http.clone(), ingest.clone(), EDGE_HOST)
-        });
-        let plain_joiner = plain_logs.first().map(|service| {
-            crate::demo_sources::join_plain_logs(logs.join(format!("{service}.log")), http.clone(), ingest.clone())
         });
         statusln!("causeway demo is running ({shown})");
         if let Some(edge) = edge {
@@ -245,8 +243,8 @@ pub fn run(a: DemoArgs) -> Result<()> {
         let freshness = tokio::task::block_in_place(|| {
             stop_nodes(nodes);
             // The lines written and the requests captured last go too.
-            follower.stop();
-            (joiner.map(|j| j.stop()), plain_joiner.map(|j| j.stop()))
+            let followed = follower.stop();
+            (joiner.map(|j| j.stop()), followed)
         });
         if let Some(f) = &freshness.0 {
             statusln!(
@@ -256,7 +254,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
                 f.p99.as_secs_f64()
             );
         }
-        if let (Some(f), Some(service)) = (&freshness.1, plain_logs.first()) {
+        if let (f, Some(service)) = (&freshness.1, plain_logs.first()) {
             statusln!(
                 "{service}'s plain log: {} requests stitched and sent, p50 {:.1} s, p99 {:.1} s after they began",
                 f.requests,

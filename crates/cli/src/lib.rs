@@ -215,6 +215,13 @@ struct AgentArgs {
     /// match the rotated names too to read the lines written just before a rotation.
     #[arg(long = "logs", value_name = "GLOB")]
     logs: Vec<String>,
+    /// Join the lines of followed files that name no trace to the traces of their
+    /// requests, read from this query API (as `causeway --api`, e.g.
+    /// http://127.0.0.1:7070): each file is stitched (lprof) with its last 10 s as
+    /// context, and a request's lines go, once it is 3 s old, to the spans of its file's
+    /// service that held them and share their values (as `causeway logs --join`).
+    #[arg(long, requires = "logs", value_name = "URL")]
+    join: Option<String>,
     /// The collector's ingest address.
     #[arg(long, default_value = "http://127.0.0.1:4318")]
     collector: String,
@@ -505,10 +512,17 @@ fn agent(a: AgentArgs) -> Result<()> {
         retention: a.retain.into(),
         token: a.token,
         logs: a.logs,
+        join: a.join,
         ..AgentConfig::default()
     })?;
     loop {
-        match agent.run_once() {
+        // A single pass joins every request it read: there is no later pass to wait for.
+        let pass = if a.once {
+            agent.finish()
+        } else {
+            agent.run_once()
+        };
+        match pass {
             Ok(stats) => {
                 if a.json {
                     outln!("{}", serde_json::to_string(&stats)?);
@@ -516,8 +530,8 @@ fn agent(a: AgentArgs) -> Result<()> {
                     || a.once
                 {
                     outln!(
-                        "shipped {} spans in {} batches, sampled out {}, deleted {} segments, skipped {} damaged records; read {} log lines, {} of them log records of traces",
-                        stats.shipped, stats.batches, stats.sampled_out, stats.deleted, stats.damaged, stats.log_lines, stats.log_records
+                        "shipped {} spans in {} batches, sampled out {}, deleted {} segments, skipped {} damaged records; read {} log lines, {} of them log records of traces; {} requests stitched from lines without ids, {} joined to traces ({} lines on spans)",
+                        stats.shipped, stats.batches, stats.sampled_out, stats.deleted, stats.damaged, stats.log_lines, stats.log_records, stats.plain_requests, stats.plain_requests_joined, stats.plain_lines_placed
                     );
                 }
             }

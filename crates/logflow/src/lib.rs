@@ -30,6 +30,8 @@
 //!   per line).
 //! - `join`: stitched requests joined to the traces of the same requests, each node's
 //!   lines placed on the span of that node that held them and shares their values.
+//! - `tail`: a growing log file stitched a window at a time, the lines of the passes
+//!   before as context (the agent's and the demo's plain logs).
 //! - `window`: logs read as time windows of bounded size, each reading the end of the
 //!   one before again, so that memory does not grow with the logs.
 //! - `score`: B-cubed precision, recall and F1 of lines grouped into requests.
@@ -69,6 +71,7 @@ pub mod score;
 pub mod sequences;
 pub mod source;
 pub mod stitch;
+pub mod tail;
 pub mod tokens;
 pub mod traces;
 pub mod window;

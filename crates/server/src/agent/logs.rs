@@ -8,7 +8,8 @@
 //! at its beginning. A file shorter than its position was truncated (copytruncate): read
 //! from the start. Positions are saved in the checkpoint once the collector has taken a
 //! file's records, so a restart neither loses nor re-sends lines; files gone are forgotten.
-//! At most 16 MiB of a file is read per pass.
+//! At most 16 MiB of a file is read per pass. With `join`, what a file gained goes to its
+//! tail (`super::plain`) when none of it named a trace.
 
 use std::collections::HashSet;
 use std::io::{Read as _, Seek as _};
@@ -73,12 +74,20 @@ impl Agent {
                 self.checkpoint.logs.insert(key, position);
                 continue;
             }
-            let (lines, consumed) = self.ship_lines(&path, &position, stats)?;
+            let (lines, consumed, plain) = self.ship_lines(&path, &position, stats)?;
+            if let (Some(plain), true) = (plain, self.config.join.is_some()) {
+                let name = path.file_name().map_or_else(
+                    || path.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
+                self.tail_lines(&key, &name, position.lines + 1, plain);
+            }
             position.offset += consumed;
             position.lines += lines;
             self.checkpoint.logs.insert(key, position);
             self.save()?;
         }
+        self.tails.retain(|key, _| seen.contains(key));
         let before = self.checkpoint.logs.len();
         self.checkpoint.logs.retain(|key, _| seen.contains(key));
         if self.checkpoint.logs.len() != before {
@@ -87,13 +96,14 @@ impl Agent {
         Ok(())
     }
 
-    /// Ships the whole lines of `path` after `from`; the lines read and the bytes they took.
+    /// Ships the whole lines of `path` after `from`; the lines read, the bytes they took,
+    /// and those bytes when no line named a trace.
     fn ship_lines(
         &self,
         path: &Path,
         from: &Position,
         stats: &mut PassStats,
-    ) -> Result<(u32, u64), AgentError> {
+    ) -> Result<(u32, u64, Option<Vec<u8>>), AgentError> {
         let mut file = std::fs::File::open(path).map_err(io("open log file", path))?;
         file.seek(std::io::SeekFrom::Start(from.offset))
             .map_err(io("read log file", path))?;
@@ -105,7 +115,7 @@ impl Agent {
         let whole = match bytes.iter().rposition(|&b| b == b'\n') {
             Some(end) => end + 1,
             None if bytes.len() as u64 == MAX_READ => bytes.len(),
-            None => return Ok((0, 0)),
+            None => return Ok((0, 0, None)),
         };
         let text = String::from_utf8_lossy(&bytes[..whole]);
         let name = path.display().to_string();
@@ -131,6 +141,10 @@ impl Agent {
         }
         stats.log_lines += u64::from(lines);
         stats.log_records += (records.lines - records.untimed) as u64;
-        Ok((lines, whole as u64))
+        let plain = (records.lines == 0).then(|| {
+            bytes.truncate(whole);
+            bytes
+        });
+        Ok((lines, whole as u64, plain))
     }
 }

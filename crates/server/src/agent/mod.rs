@@ -16,13 +16,17 @@
 //! deleted. Every pass reads each retained segment file whole, shipped or not.
 //!
 //! With `logs` globs it also follows application log files (`logs`): their lines that name
-//! a trace go to the collector as log records of their spans.
+//! a trace go to the collector as log records of their spans; with `join`, the lines of
+//! files that name none are stitched and joined to the traces of their requests (`plain`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 mod logs;
+mod plain;
+
+pub use plain::SETTLE;
 
 use causeway::sinks::segment::segment_files;
 use causeway_model::codec::native;
@@ -48,6 +52,9 @@ pub struct AgentConfig {
     pub token: Option<String>,
     /// Application log files to follow (glob patterns, `/var/log/shop/*.log*`).
     pub logs: Vec<String>,
+    /// The query API the lines of followed files that name no trace are joined against
+    /// (stitched and placed on the spans of their requests); none: they are not.
+    pub join: Option<String>,
 }
 
 impl Default for AgentConfig {
@@ -61,6 +68,7 @@ impl Default for AgentConfig {
             batch_bytes: 4 << 20,
             token: None,
             logs: Vec::new(),
+            join: None,
         }
     }
 }
@@ -113,6 +121,12 @@ pub struct PassStats {
     pub log_lines: u64,
     /// Of those, lines that named a trace, shipped as log records.
     pub log_records: u64,
+    /// Requests stitched from lines that named no trace, joined or not (with `join`).
+    pub plain_requests: u64,
+    /// Of those, joined to a trace.
+    pub plain_requests_joined: u64,
+    /// Lines of those placed on spans.
+    pub plain_lines_placed: u64,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -149,6 +163,10 @@ pub struct Agent {
     config: AgentConfig,
     checkpoint: Checkpoint,
     http: ureq::Agent,
+    /// Followed files whose lines name no trace, by identity, with `join`.
+    tails: std::collections::HashMap<String, causeway_logflow::tail::Tail>,
+    /// How long after they began joined requests were shipped, until taken.
+    join_delays: Vec<u64>,
 }
 
 impl Agent {
@@ -173,6 +191,8 @@ impl Agent {
             config,
             checkpoint,
             http,
+            tails: std::collections::HashMap::new(),
+            join_delays: Vec::new(),
         })
     }
 
@@ -202,8 +222,19 @@ impl Agent {
     }
 
     /// Ships everything new once; returns what it did. A collector failure stops the pass
-    /// with the position at the last acknowledged batch.
+    /// with the position at the last acknowledged batch. Lines joined to traces (`join`)
+    /// go once their requests are [`SETTLE`] old.
     pub fn run_once(&mut self) -> Result<PassStats, AgentError> {
+        self.pass(SETTLE)
+    }
+
+    /// A last pass: as [`Agent::run_once`], joining every request read (the processes
+    /// writing the logs have stopped).
+    pub fn finish(&mut self) -> Result<PassStats, AgentError> {
+        self.pass(Duration::ZERO)
+    }
+
+    fn pass(&mut self, settle: Duration) -> Result<PassStats, AgentError> {
         let mut stats = PassStats::default();
         for files in self.segment_dirs()? {
             let newest = files.len() - 1;
@@ -213,6 +244,7 @@ impl Agent {
         }
         self.expire(&mut stats)?;
         self.ship_logs(&mut stats)?;
+        self.join_tails(settle, &mut stats)?;
         Ok(stats)
     }
 

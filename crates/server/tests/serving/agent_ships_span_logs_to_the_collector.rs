@@ -285,3 +285,94 @@ fn log_files_are_followed_across_rotation_and_restarts() {
     assert_eq!((stats.log_lines, stats.batches), (0, 0));
     assert_eq!(events().len(), 4);
 }
+
+#[test]
+fn lines_without_ids_join_their_requests_traces_once_settled() {
+    let server = TestServer::start("agent-join");
+    let logs = server.dir.with_extension("plainlogs");
+    let checkpoint = server.dir.with_extension("join-checkpoint");
+    let _ = std::fs::remove_dir_all(&logs);
+    let _ = std::fs::remove_file(&checkpoint);
+    std::fs::create_dir_all(&logs).unwrap();
+    // Two checkouts on orders at once, an order each in its URL, begun 10 s ago.
+    let base = std::time::SystemTime::now() - Duration::from_secs(10);
+    let ns = |ms: u64| {
+        (base + Duration::from_millis(ms))
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    let traces = [(0x7a11_u128, 7, 0, 400), (0x9b22_u128, 9, 50, 450)];
+    for (trace, order, start, end) in traces {
+        let mut b = causeway_testkit::TraceBuilder::new(trace);
+        let root = b.span(
+            None,
+            "orders",
+            "app-2",
+            causeway_model::SpanKind::Server,
+            "POST /checkout",
+            ns(start),
+            ns(end),
+        );
+        b.get(root).attributes.push(causeway_model::KeyValue::new(
+            "url.full",
+            format!("/checkout?order={order}"),
+        ));
+        let (status, _, _) = server.post(
+            "/v1/traces",
+            &[("content-type", "application/json")],
+            &causeway_model::codec::otlp::encode_json(&b.spans()),
+        );
+        assert_eq!(status, 200);
+    }
+    // Their service's log prints no ids.
+    let log: String = [
+        (10, "checkout of order 7 started"),
+        (60, "checkout of order 9 started"),
+        (200, "order 7 charged"),
+        (250, "order 9 charged"),
+        (390, "checkout of order 7 done"),
+        (440, "checkout of order 9 done"),
+    ]
+    .iter()
+    .map(|(ms, text)| {
+        format!(
+            "{} INFO [main] {text}\n",
+            humantime::format_rfc3339_millis(base + Duration::from_millis(*ms))
+        )
+    })
+    .collect();
+    std::fs::write(logs.join("orders.log"), log).unwrap();
+    let mut agent = Agent::new(AgentConfig {
+        logs: vec![format!("{}/orders.log*", logs.display())],
+        collector: server.ingest_url(""),
+        checkpoint: checkpoint.clone(),
+        join: Some(server.api_url("")),
+        ..AgentConfig::default()
+    })
+    .unwrap();
+    let stats = agent.run_once().unwrap();
+    assert_eq!((stats.log_lines, stats.log_records), (6, 0));
+    // Six lines are too few to learn that the order identifies a request: stitching may
+    // give them as one; each line still goes to the trace whose URL holds its order.
+    assert_eq!(stats.plain_lines_placed, 6, "{stats:?}");
+    assert_eq!(
+        agent.take_join_delays().len() as u64,
+        stats.plain_requests,
+        "a delay per request shipped"
+    );
+    for (trace, order, _, _) in traces {
+        let (_, body) = server.get(&format!("/api/traces/{trace:032x}"));
+        let spans = body["spans"].as_array().unwrap();
+        assert_eq!(spans.len(), 1, "{body}");
+        let events = spans[0]["events"].as_array().unwrap();
+        assert_eq!(events.len(), 3, "{body}");
+        for e in events {
+            let text = e["name"].as_str().unwrap();
+            assert!(text.contains(&format!("order {order}")), "{text}");
+        }
+    }
+    // Nothing new: nothing joined again.
+    let stats = agent.run_once().unwrap();
+    assert_eq!(stats.plain_requests, 0);
+}

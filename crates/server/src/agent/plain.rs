@@ -1,0 +1,151 @@
+//! Followed log files whose lines name no trace, joined to the traces of their requests
+//! (`causeway agent --logs GLOB --join API`): each such file's new lines go to its
+//! [`Tail`], and every pass stitches each file with its last passes as context and joins
+//! the requests that began more than [`SETTLE`] ago to the spans the query API holds for
+//! their time (`causeway_logflow::join`); the lines go to the collector as log records of
+//! the spans they were placed on, the rest as stitched requests of their own. A file whose
+//! new lines name a trace is not stitched (its lines went to their spans already). What a
+//! tail holds is in memory only: a restart starts each file's window afresh.
+
+use std::time::Duration;
+
+use causeway_logflow::join::{join, LogJoinReport};
+use causeway_logflow::tail::Tail;
+use causeway_model::codec::native;
+use causeway_model::Span;
+
+use super::{Agent, AgentError, PassStats};
+
+/// How long after a request began its lines are joined: its lines have been written and
+/// its spans exported by then. The last pass (`finish`) takes all.
+pub const SETTLE: Duration = Duration::from_secs(3);
+
+/// How far before the window the API is asked for spans: a request's spans began before
+/// its node's first line.
+const LOOKBACK_NS: u64 = 60_000_000_000;
+
+/// Freshness samples kept until taken.
+const MAX_DELAYS: usize = 1 << 20;
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl Agent {
+    /// Adds `lines` (whole lines of the file known as `key`, named `name`, numbered from
+    /// `first_line`) to its tail; a file seen for the first time is joined from its start.
+    pub(super) fn tail_lines(&mut self, key: &str, name: &str, first_line: u32, lines: Vec<u8>) {
+        self.tails
+            .entry(key.to_string())
+            .or_insert_with(|| Tail::new(name, first_line, 0))
+            .push(lines);
+    }
+
+    /// Joins what each tail settled up to `settle` ago and ships it.
+    pub(super) fn join_tails(
+        &mut self,
+        settle: Duration,
+        stats: &mut PassStats,
+    ) -> Result<(), AgentError> {
+        let Some(api) = self.config.join.clone() else {
+            return Ok(());
+        };
+        let to = now_ns().saturating_sub(settle.as_nanos() as u64);
+        let mut keys: Vec<String> = self.tails.keys().cloned().collect();
+        keys.sort();
+        for key in keys {
+            let Some(settled) = self.tails.get_mut(&key).and_then(|t| t.settle(to)) else {
+                continue;
+            };
+            if settled.spans.is_empty() {
+                continue;
+            }
+            let traces = self.spans_around(&api, &settled.spans)?;
+            let joined = join(settled.spans, &traces);
+            self.ship_spans(&joined.spans, stats)?;
+            add(stats, &joined.report);
+            let sent = now_ns();
+            let room = MAX_DELAYS.saturating_sub(self.join_delays.len());
+            self.join_delays.extend(
+                settled
+                    .starts
+                    .iter()
+                    .map(|s| sent.saturating_sub(*s))
+                    .take(room),
+            );
+        }
+        Ok(())
+    }
+
+    /// How long after they began the requests joined since the last call were shipped (ns).
+    pub fn take_join_delays(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.join_delays)
+    }
+
+    /// The spans the query API at `api` holds for the time of `spans`, read through its
+    /// native export.
+    fn spans_around(&self, api: &str, spans: &[Span]) -> Result<Vec<Span>, AgentError> {
+        let (Some(start), Some(end)) = (
+            spans.iter().map(|s| s.start).min(),
+            spans.iter().map(|s| s.end).max(),
+        ) else {
+            return Ok(Vec::new());
+        };
+        let url = format!(
+            "{}/api/export?format=native&start={}&end={end}",
+            api.trim_end_matches('/'),
+            start.saturating_sub(LOOKBACK_NS),
+        );
+        let fail = |reason: String| AgentError::Collector {
+            url: url.clone(),
+            reason,
+        };
+        let mut req = self.http.get(&url);
+        if let Some(t) = &self.config.token {
+            req = req.header("authorization", &format!("Bearer {t}"));
+        }
+        let mut resp = req.call().map_err(|e| fail(e.to_string()))?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            let body = resp.body_mut().read_to_string().unwrap_or_default();
+            return Err(fail(format!("answered {status}: {}", body.trim())));
+        }
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(1 << 30)
+            .read_to_vec()
+            .map_err(|e| fail(e.to_string()))?;
+        let decoded = native::decode_stream(&body);
+        if let Some(problem) = decoded.problems.first() {
+            tracing::warn!(api, %problem, "the export to join plain log lines to was damaged");
+        }
+        Ok(decoded.spans)
+    }
+
+    /// Ships `spans` in native batches.
+    fn ship_spans(&self, spans: &[Span], stats: &mut PassStats) -> Result<(), AgentError> {
+        let mut batch = Vec::new();
+        for s in spans {
+            native::encode(s, &mut batch);
+            if batch.len() >= self.config.batch_bytes {
+                self.send(&batch)?;
+                stats.batches += 1;
+                batch.clear();
+            }
+        }
+        if !batch.is_empty() {
+            self.send(&batch)?;
+            stats.batches += 1;
+        }
+        Ok(())
+    }
+}
+
+fn add(stats: &mut PassStats, report: &LogJoinReport) {
+    stats.plain_requests += report.requests as u64;
+    stats.plain_requests_joined += report.joined as u64;
+    stats.plain_lines_placed += report.placed as u64;
+}
