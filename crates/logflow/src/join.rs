@@ -199,12 +199,14 @@ impl<'a> Anchors<'a> {
         time: u64,
         line: &HashSet<String>,
         segment: &HashSet<String>,
+        scope: Scope<'_>,
     ) -> Verdict {
         // Per trace: of its spans holding the line, one holding it without the slack
-        // first (a call that began just after the line is the next one), then the one
-        // whose call shares most of the line's values (two lookups in parallel), then
-        // the innermost (the later start, the earlier end).
-        type Rank = (bool, usize, bool, std::cmp::Reverse<u64>, u64);
+        // first (a call that began just after the line is the next one), then one its
+        // scope fits, then the one whose call shares most of the line's values (two
+        // lookups in parallel), then not a client span, then the one with a start or end
+        // nearest the line, then the innermost.
+        type Rank = (bool, bool, usize, bool, std::cmp::Reverse<u64>, u64);
         let mut inner: HashMap<TraceId, (usize, Rank)> = HashMap::default();
         for i in self.holding(service, time, time) {
             let shared = self.call_values(i).intersection(line).count();
@@ -212,6 +214,7 @@ impl<'a> Anchors<'a> {
             let nearest_end = time.abs_diff(s.start).min(time.abs_diff(s.end));
             let rank = (
                 s.start <= time && time <= s.end,
+                scope.fits(&s.name),
                 shared,
                 s.kind != SpanKind::Client,
                 std::cmp::Reverse(nearest_end),
@@ -259,6 +262,68 @@ impl<'a> Anchors<'a> {
     }
 }
 
+/// The span a line says it was written in: `tracing`'s fmt output prints the names of the
+/// spans it was entered in before its target (`quorum write{block=7}: orders: quorum
+/// reached`), and a line of such a log with no scope was written in none of those spans
+/// (a span that outlived its work, a write finishing in the background, holds the lines
+/// its parent wrote after it).
+#[derive(Clone, Copy)]
+enum Scope<'a> {
+    /// The innermost span named.
+    Named(&'a str),
+    /// None named, in a log that names these.
+    Unnamed(&'a HashSet<String>),
+}
+
+impl Scope<'_> {
+    fn fits(self, span: &str) -> bool {
+        match self {
+            Scope::Named(name) => name == span,
+            Scope::Unnamed(named) => !named.contains(span),
+        }
+    }
+}
+
+/// The innermost span a line's scope names: the last of the `name{fields}:` it begins
+/// with.
+fn scope_of(text: &str) -> Option<&str> {
+    let mut rest = text;
+    let mut last = None;
+    loop {
+        let Some(open) = rest.find('{') else {
+            return last;
+        };
+        let name = &rest[..open];
+        if name.is_empty() || name.contains([':', '}', '"', '\n']) {
+            return last;
+        }
+        // The fields' braces, nested in values, close at depth zero.
+        let mut depth = 0usize;
+        let mut close = None;
+        for (i, c) in rest[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = Some(open + i);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(close) = close else {
+            return last;
+        };
+        let Some(after) = rest[close + 1..].strip_prefix(':') else {
+            return last;
+        };
+        last = Some(name.trim());
+        rest = after.trim_start();
+    }
+}
+
 /// The values an attribute's value prints.
 fn attribute_values(value: &Value, into: &mut HashSet<String>) {
     match value {
@@ -296,9 +361,21 @@ pub fn join(stitched: Vec<Span>, traces: &[Span]) -> LogJoined {
             }
         }
     }
+    // The span names each node's log prints as scopes.
+    let mut scopes: HashMap<std::sync::Arc<str>, HashSet<String>> = HashMap::default();
+    for s in requests.iter().flatten() {
+        for e in &s.events {
+            if let Some(name) = scope_of(&e.name) {
+                scopes
+                    .entry(s.service.clone())
+                    .or_default()
+                    .insert(name.to_string());
+            }
+        }
+    }
     let mut out = Vec::new();
     for segments in requests {
-        join_request(segments, &mut anchors, &mut report, &mut out);
+        join_request(segments, &mut anchors, &scopes, &mut report, &mut out);
     }
     LogJoined { spans: out, report }
 }
@@ -307,9 +384,11 @@ pub fn join(stitched: Vec<Span>, traces: &[Span]) -> LogJoined {
 fn join_request(
     segments: Vec<Span>,
     anchors: &mut Anchors<'_>,
+    scopes: &HashMap<std::sync::Arc<str>, HashSet<String>>,
     report: &mut LogJoinReport,
     out: &mut Vec<Span>,
 ) {
+    let none = HashSet::default();
     report.requests += 1;
     let verdicts: Vec<Vec<Verdict>> = segments
         .iter()
@@ -323,7 +402,11 @@ fn join_request(
                 .map(|e| {
                     let mut own = HashSet::default();
                     values_in(&e.name, &mut own);
-                    anchors.verdict(&seg.service, e.time, &own, &printed)
+                    let scope = match scope_of(&e.name) {
+                        Some(name) => Scope::Named(name),
+                        None => Scope::Unnamed(scopes.get(&seg.service).unwrap_or(&none)),
+                    };
+                    anchors.verdict(&seg.service, e.time, &own, &printed, scope)
                 })
                 .collect()
         })
@@ -690,6 +773,41 @@ mod tests {
             .find(|s| &*s.service == "cache")
             .unwrap();
         assert_eq!((cache.trace_id.get(), cache.span_id.get()), (1, 11));
+    }
+
+    #[test]
+    fn a_line_goes_to_the_span_its_scope_names_and_an_unscoped_one_to_none_named() {
+        // orders' quorum write outlives the handler's work (its third write finishes in
+        // the background): the handler's last line falls inside it.
+        let mut quorum = span(1, 11, Some(10), "orders", (110, 199));
+        quorum.name = "quorum write".into();
+        let traces = vec![
+            with_url(span(1, 10, None, "orders", (100, 200)), "/orders?user=3"),
+            quorum,
+        ];
+        let stitched = vec![segment(
+            90,
+            1,
+            "orders",
+            &[
+                (105, "order accepted user=3"),
+                (150, "quorum write{block=7}: orders: quorum reached"),
+                (160, "orders: order placed"),
+            ],
+        )];
+        let joined = join(stitched, &traces);
+        let on = |id: u64| {
+            joined
+                .spans
+                .iter()
+                .filter(|s| s.span_id.get() == id)
+                .flat_map(|s| s.events.iter().map(|e| e.name.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(on(11), ["quorum write{block=7}: orders: quorum reached"]);
+        assert_eq!(on(10), ["order accepted user=3", "orders: order placed"]);
+        assert_eq!(scope_of("a{x={1}}:b{y=2}: t: m"), Some("b"));
+        assert_eq!(scope_of("t: m {x}"), None);
     }
 
     #[test]
