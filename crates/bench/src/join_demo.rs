@@ -5,7 +5,8 @@
 //! instrumented, so each of its entry spans is one request the load sent (the ground
 //! truth); the store is then read for how many of them became exactly one trace with
 //! the edge's part in place, how many inferred parts stayed traces of their own, and (from
-//! the demo's own report) how long after a request began its part was sent, joined.
+//! the demo's own report) how long after a request began its part was sent, joined, and
+//! how long the catalog's lines (its log prints no ids) took to be joined.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -26,8 +27,10 @@ pub struct JoinDemoArgs {
     json: bool,
 }
 
-/// The demo's line on how fresh the joins were, kept in the run's directory.
+/// The demo's line on how fresh the edge's joins were, kept in the run's directory.
 const FRESHNESS_FILE: &str = "edge-freshness.txt";
+/// Its line on how fresh the joins of the catalog's plain log were.
+const PLAIN_FRESHNESS_FILE: &str = "plain-log-freshness.txt";
 
 /// Runs the demo (with its edge) at `rate`, its store in `dir/store`, and keeps its line
 /// on the joins' freshness.
@@ -49,6 +52,11 @@ fn run_demo(dir: &Path, rate: f64, duration: humantime::Duration) -> Result<()> 
         .find(|l| l.starts_with("edge: "))
         .context("the demo printed no line on the edge's joins")?;
     std::fs::write(dir.join(FRESHNESS_FILE), line)?;
+    let plain = stdout
+        .lines()
+        .find(|l| l.contains("'s plain log: "))
+        .unwrap_or_default();
+    std::fs::write(dir.join(PLAIN_FRESHNESS_FILE), plain)?;
     Ok(())
 }
 
@@ -133,6 +141,8 @@ fn measure(dir: &Path, rate: f64, a: &JoinDemoArgs) -> Result<serde_json::Value>
     store.scan(TimeWindow::ALL, &|t| counts.add(&t))?;
     let line = std::fs::read_to_string(dir.join(FRESHNESS_FILE)).unwrap_or_default();
     let (p50, p99) = freshness(&line).unzip();
+    let plain = std::fs::read_to_string(dir.join(PLAIN_FRESHNESS_FILE)).unwrap_or_default();
+    let (plain_p50, plain_p99) = freshness(&plain).unzip();
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let requests = get(&counts.requests);
     let share = |n: u64| n as f64 / requests.max(1) as f64;
@@ -146,6 +156,8 @@ fn measure(dir: &Path, rate: f64, a: &JoinDemoArgs) -> Result<serde_json::Value>
         "stray_inferred_traces": get(&counts.stray),
         "freshness_p50_s": p50,
         "freshness_p99_s": p99,
+        "plain_log_freshness_p50_s": plain_p50,
+        "plain_log_freshness_p99_s": plain_p99,
     }))
 }
 
@@ -163,7 +175,7 @@ pub fn run(a: JoinDemoArgs) -> Result<()> {
         return Ok(());
     }
     outln!(
-        "{:>6} {:>8} {:>8} {:>9} {:>11} {:>6} {:>8} {:>8}",
+        "{:>6} {:>8} {:>8} {:>9} {:>11} {:>6} {:>8} {:>8} {:>9} {:>9}",
         "rate/s",
         "requests",
         "joined",
@@ -171,12 +183,14 @@ pub fn run(a: JoinDemoArgs) -> Result<()> {
         "edge calls",
         "stray",
         "fresh50",
-        "fresh99"
+        "fresh99",
+        "log50",
+        "log99"
     );
     for r in &rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         outln!(
-            "{:>6} {:>8} {:>8} {:>8.1}% {:>10.1}% {:>6} {:>7.1}s {:>7.1}s",
+            "{:>6} {:>8} {:>8} {:>8.1}% {:>10.1}% {:>6} {:>7.1}s {:>7.1}s {:>8.1}s {:>8.1}s",
             f("rate"),
             f("requests"),
             f("joined"),
@@ -185,6 +199,8 @@ pub fn run(a: JoinDemoArgs) -> Result<()> {
             f("stray_inferred_traces"),
             f("freshness_p50_s"),
             f("freshness_p99_s"),
+            f("plain_log_freshness_p50_s"),
+            f("plain_log_freshness_p99_s"),
         );
     }
     Ok(())
@@ -197,5 +213,7 @@ mod tests {
         let line = "edge: the parts of 640 requests joined, p50 4.1 s, p99 5.9 s after they began";
         assert_eq!(super::freshness(line), Some((4.1, 5.9)));
         assert_eq!(super::freshness("edge: nothing"), None);
+        let plain = "catalog's plain log: 278 requests stitched and sent, p50 4.0 s, p99 5.1 s after they began";
+        assert_eq!(super::freshness(plain), Some((4.0, 5.1)));
     }
 }
