@@ -352,62 +352,33 @@ fn lines_that_name_their_trace_go_to_its_spans() {
 
 #[test]
 fn lines_without_ids_join_the_trace_of_their_request() {
-    use causeway_model::SpanKind;
     let data = temp("logs-join-data");
     let serve = common::Serve::start(&data, &[]);
     let dir = temp("logs-join");
     std::fs::create_dir_all(&dir).expect("dir");
+    // Two checkouts on orders at once, their order in the query; the service's log prints
+    // no ids, the two requests' lines interleaved.
     let now = std::time::SystemTime::now();
-    let ns = |ms: u64| {
-        (now + std::time::Duration::from_millis(ms))
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("after 1970")
-            .as_nanos() as u64
-    };
-    let at = |ms: u64| humantime::format_rfc3339_millis(now + std::time::Duration::from_millis(ms));
-    // Two checkouts on orders at once, orders 7 and 9, their order in the query.
-    let traces = [(0x7a11_u128, 7, 0, 400), (0x9b22_u128, 9, 50, 450)];
-    for (trace, order, start, end) in traces {
-        let mut b = causeway_testkit::TraceBuilder::new(trace);
-        let root = b.span(
-            None,
-            "orders",
-            "",
-            SpanKind::Server,
-            "POST /checkout",
-            ns(start),
-            ns(end),
-        );
-        b.get(root).attributes.push(causeway_model::KeyValue::new(
-            "url.full",
-            format!("/checkout?order={order}"),
-        ));
-        let body = causeway_model::codec::otlp::encode_json(&b.spans());
+    let (traces, requests) = causeway_testkit::plain_logs::interleaved_checkouts(now);
+    for spans in traces {
+        let body = causeway_model::codec::otlp::encode_json(&spans);
         ureq::post(&format!("{}/v1/traces", serve.ingest))
             .header("content-type", "application/json")
             .send(&body[..])
             .expect("the trace is taken");
     }
-    // The service's plain log: no ids, the two requests' lines interleaved.
-    let log: String = [
-        (10, "checkout of order 7 started"),
-        (60, "checkout of order 9 started"),
-        (200, "order 7 charged"),
-        (250, "order 9 charged"),
-        (390, "checkout of order 7 done"),
-        (440, "checkout of order 9 done"),
-    ]
-    .iter()
-    .map(|(ms, text)| format!("{} INFO [main] {text}\n", at(*ms)))
-    .collect();
-    std::fs::write(dir.join("orders.log"), log).expect("orders.log");
+    std::fs::write(
+        dir.join("orders.log"),
+        causeway_testkit::plain_logs::interleaved_checkouts_log(now),
+    )
+    .expect("orders.log");
     let out = logs(
         &dir,
         &["--collector", &serve.ingest, "--join", &serve.api, "--json"],
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(report["join"]["placed"], 6, "{report}");
-    for (trace, order, _, _) in traces {
+    for (trace, order) in requests {
         let spans = serve.trace_spans(&format!("{trace:032x}"));
         assert_eq!(
             spans.len(),

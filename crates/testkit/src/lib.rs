@@ -1,13 +1,15 @@
 //! What Causeway's tests and benchmarks share, so that none copies it: a generator of
 //! realistic traces ([`Generator`]), spans and traces built by hand ([`span`],
 //! [`recent_span`], [`TraceBuilder`]), temporary directories removed on drop
-//! ([`TempDir`]) and the wall clock in nanoseconds ([`now_ns`]).
+//! ([`TempDir`]), the wall clock in nanoseconds ([`now_ns`]), and two requests with their
+//! service's log without ids ([`plain_logs`]).
 //!
 //! A dev-dependency only (and the benchmark harnesses'): no product crate depends on it.
 #![warn(missing_docs)]
 
 mod builder;
 pub mod generate;
+pub mod plain_logs;
 mod temp;
 
 pub use builder::{recent_span, span, TraceBuilder};

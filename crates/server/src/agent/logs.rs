@@ -17,7 +17,6 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use causeway_logflow::context::LogRecords;
-use causeway_model::codec::native;
 use serde::{Deserialize, Serialize};
 
 use super::{io, Agent, AgentError, PassStats};
@@ -125,20 +124,7 @@ impl Agent {
             lines += 1;
             records.read_line(&name, from.lines + lines, line);
         }
-        let carriers = records.take_carriers();
-        let mut batch = Vec::new();
-        for carrier in &carriers {
-            native::encode(carrier, &mut batch);
-            if batch.len() >= self.config.batch_bytes {
-                self.send(&batch)?;
-                stats.batches += 1;
-                batch.clear();
-            }
-        }
-        if !batch.is_empty() {
-            self.send(&batch)?;
-            stats.batches += 1;
-        }
+        self.ship_spans(&records.take_carriers(), stats)?;
         stats.log_lines += u64::from(lines);
         stats.log_records += (records.lines - records.untimed) as u64;
         let plain = (records.lines == 0).then(|| {

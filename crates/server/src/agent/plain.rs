@@ -126,7 +126,11 @@ impl Agent {
     }
 
     /// Ships `spans` in native batches.
-    fn ship_spans(&self, spans: &[Span], stats: &mut PassStats) -> Result<(), AgentError> {
+    pub(super) fn ship_spans(
+        &self,
+        spans: &[Span],
+        stats: &mut PassStats,
+    ) -> Result<(), AgentError> {
         let mut batch = Vec::new();
         for s in spans {
             native::encode(s, &mut batch);

@@ -294,55 +294,23 @@ fn lines_without_ids_join_their_requests_traces_once_settled() {
     let _ = std::fs::remove_dir_all(&logs);
     let _ = std::fs::remove_file(&checkpoint);
     std::fs::create_dir_all(&logs).unwrap();
-    // Two checkouts on orders at once, an order each in its URL, begun 10 s ago.
+    // Two checkouts on orders at once, an order each in its URL, begun 10 s ago; their
+    // service's log prints no ids.
     let base = std::time::SystemTime::now() - Duration::from_secs(10);
-    let ns = |ms: u64| {
-        (base + Duration::from_millis(ms))
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-    };
-    let traces = [(0x7a11_u128, 7, 0, 400), (0x9b22_u128, 9, 50, 450)];
-    for (trace, order, start, end) in traces {
-        let mut b = causeway_testkit::TraceBuilder::new(trace);
-        let root = b.span(
-            None,
-            "orders",
-            "app-2",
-            causeway_model::SpanKind::Server,
-            "POST /checkout",
-            ns(start),
-            ns(end),
-        );
-        b.get(root).attributes.push(causeway_model::KeyValue::new(
-            "url.full",
-            format!("/checkout?order={order}"),
-        ));
+    let (traces, requests) = causeway_testkit::plain_logs::interleaved_checkouts(base);
+    for spans in traces {
         let (status, _, _) = server.post(
             "/v1/traces",
             &[("content-type", "application/json")],
-            &causeway_model::codec::otlp::encode_json(&b.spans()),
+            &causeway_model::codec::otlp::encode_json(&spans),
         );
         assert_eq!(status, 200);
     }
-    // Their service's log prints no ids.
-    let log: String = [
-        (10, "checkout of order 7 started"),
-        (60, "checkout of order 9 started"),
-        (200, "order 7 charged"),
-        (250, "order 9 charged"),
-        (390, "checkout of order 7 done"),
-        (440, "checkout of order 9 done"),
-    ]
-    .iter()
-    .map(|(ms, text)| {
-        format!(
-            "{} INFO [main] {text}\n",
-            humantime::format_rfc3339_millis(base + Duration::from_millis(*ms))
-        )
-    })
-    .collect();
-    std::fs::write(logs.join("orders.log"), log).unwrap();
+    std::fs::write(
+        logs.join("orders.log"),
+        causeway_testkit::plain_logs::interleaved_checkouts_log(base),
+    )
+    .unwrap();
     let mut agent = Agent::new(AgentConfig {
         logs: vec![format!("{}/orders.log*", logs.display())],
         collector: server.ingest_url(""),
@@ -361,7 +329,7 @@ fn lines_without_ids_join_their_requests_traces_once_settled() {
         stats.plain_requests,
         "a delay per request shipped"
     );
-    for (trace, order, _, _) in traces {
+    for (trace, order) in requests {
         let (_, body) = server.get(&format!("/api/traces/{trace:032x}"));
         let spans = body["spans"].as_array().unwrap();
         assert_eq!(spans.len(), 1, "{body}");
