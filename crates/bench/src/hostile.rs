@@ -293,6 +293,8 @@ struct Hostile {
     sql: Arc<Statuses>,
     export: Arc<Statuses>,
     export_bytes: Arc<AtomicU64>,
+    /// Searches with a limit past every cap (to be refused), and with large ones.
+    search_past_cap: Arc<Statuses>,
     search: Arc<Statuses>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -308,6 +310,7 @@ impl Hostile {
             sql: Arc::default(),
             export: Arc::default(),
             export_bytes: Arc::default(),
+            search_past_cap: Arc::default(),
             search: Arc::default(),
             threads: Vec::new(),
         };
@@ -483,7 +486,12 @@ impl Hostile {
         .into_iter()
         .filter(|_| on("search"))
         {
-            let (url, search) = (format!("{}{path}", server.api), h.search.clone());
+            let search = if path.contains("limit=18446744073709551615") {
+                h.search_past_cap.clone()
+            } else {
+                h.search.clone()
+            };
+            let url = format!("{}{path}", server.api);
             let http = agent();
             h.threads.push(repeat_until(stop, move || {
                 let status = http
@@ -515,6 +523,7 @@ impl Hostile {
             "greedy_sql": self.sql.json(),
             "large_exports": {"answered": self.export.json(), "bytes_read": self.export_bytes.load(Ordering::Relaxed)},
             "huge_searches": self.search.json(),
+            "search_limit_past_cap": self.search_past_cap.json(),
         })
     }
 }
