@@ -11,9 +11,13 @@
 //! user, an order, a block: words with a digit) are looked for in the attribute values of
 //! each candidate's trace (a URL's query, a key read: the spans that used a value hold
 //! it, not always the one that logged it), then those its segment prints; the trace
-//! sharing the most wins, when no other shares as many, and its innermost span holding
-//! the line takes it (the rule records that name no span are placed by). A tie is settled
-//! by the trace most of the request's lines went to, else the line is not placed. Each
+//! sharing the most wins, when no other shares as many. A tie is settled by the trace most
+//! of the request's lines went to, else the line is not placed. In the trace, of its spans
+//! holding the line, the one that takes it: one holding it without the slack, then one
+//! its `tracing` scope fits (the span it names; for a line with none, in a log that names
+//! scopes, none of the named ones), then the one whose call (its attributes and its
+//! caller's) shares most of the line's values, then one that is not a client span (code
+//! logs; an outgoing call waits), then the one with a start or end nearest the line. Each
 //! placed line becomes a log record of its span saying how sure the placement is
 //! ([`LOG_CONFIDENCE`]: `10^shared` of the chosen trace over the sum across the
 //! candidates, `shared` counting the line's and its segment's values).
