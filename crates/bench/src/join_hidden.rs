@@ -9,14 +9,12 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use causeway_blackbox::infer::{infer, Inputs, Options};
 use causeway_blackbox::join::join;
 use causeway_model::{Source, Span, SpanId, SpanKind, Trace, TraceId};
-use causeway_store::{Store, StoreOptions, TimeWindow, TraceStore as _};
 use clap::Args;
 use serde_json::json;
 
@@ -30,20 +28,6 @@ pub struct JoinHiddenArgs {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
-}
-
-/// Every span the demo stored (log carriers aside).
-fn stored_spans(store_dir: &Path) -> Result<Vec<Span>> {
-    let store = Store::open(store_dir, StoreOptions::default())
-        .with_context(|| format!("opening the store in {}", store_dir.display()))?;
-    let spans = Mutex::new(Vec::new());
-    store.scan(TimeWindow::ALL, &|t| {
-        let kept = t.spans.into_iter().filter(|s| !s.is_carrier());
-        if let Ok(mut spans) = spans.lock() {
-            spans.extend(kept);
-        }
-    })?;
-    Ok(spans.into_inner().unwrap_or_default())
 }
 
 /// Traces assembled from `spans`.
@@ -94,7 +78,7 @@ fn dependencies(traces: &[Trace], services: &HashSet<String>) -> BTreeMap<(Strin
 
 fn measure(dir: &Path, rate: f64, a: &JoinHiddenArgs) -> Result<serde_json::Value> {
     let collector_ports = crate::infer_demo::run_or_reuse(dir, rate, &a.runs)?;
-    let all = stored_spans(&dir.join("store"))?;
+    let all = crate::stores::stored_spans(&dir.join("store"))?;
     let hidden = |s: &Span| a.hide.iter().any(|h| *h == *s.service);
     let truth = traces(all.clone());
     let services: HashSet<String> = all.iter().map(|s| s.service.to_string()).collect();

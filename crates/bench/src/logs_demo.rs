@@ -17,8 +17,7 @@ use causeway_logflow::stitch::StitchOptions;
 use causeway_logflow::stitch_logs;
 use causeway_logflow::traces::RequestSpans;
 use causeway_model::attributes::{LOG_FILE, LOG_LINE, PARENT_CONFIDENCE};
-use causeway_model::{Source, Value};
-use causeway_store::{Store, StoreOptions, TimeWindow, TraceStore as _};
+use causeway_model::Value;
 use clap::Args;
 use foldhash::HashMap;
 use serde_json::json;
@@ -143,20 +142,8 @@ fn score_join(dir: &Path, stitch: StitchOptions) -> Result<serde_json::Value> {
     let names = input.names.clone();
     let mut requests = RequestSpans::new(1);
     let Ok(_) = stitch_logs(|| input.next_window(), names, &options, &mut requests);
-    let store_dir = dir.join("store");
-    let store = Store::open(&store_dir, StoreOptions::default())
-        .with_context(|| format!("opening the store in {}", store_dir.display()))?;
-    let traces = std::sync::Mutex::new(Vec::new());
-    store.scan(TimeWindow::ALL, &|t| {
-        let kept = t
-            .spans
-            .into_iter()
-            .filter(|s| s.source != Source::Logs && !s.is_carrier());
-        if let Ok(mut traces) = traces.lock() {
-            traces.extend(kept);
-        }
-    })?;
-    let traces = traces.into_inner().unwrap_or_default();
+    // Stitched spans the store may hold are never anchors (the join leaves them out).
+    let traces = crate::stores::stored_spans(&dir.join("store"))?;
     let start = Instant::now();
     let joined = join(requests.spans, &traces);
     let took = start.elapsed();

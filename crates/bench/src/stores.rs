@@ -153,3 +153,19 @@ pub(crate) fn append_when_taken(store: &Store, spans: Vec<Span>) -> Result<()> {
         }
     }
 }
+
+/// Every span the store in `store_dir` holds, log carriers aside (each span once, whole
+/// traces read as the API reads them).
+pub(crate) fn stored_spans(store_dir: &std::path::Path) -> Result<Vec<Span>> {
+    use anyhow::Context as _;
+    let store = Store::open(store_dir, StoreOptions::default())
+        .with_context(|| format!("opening the store in {}", store_dir.display()))?;
+    let spans = std::sync::Mutex::new(Vec::new());
+    store.scan(causeway_store::TimeWindow::ALL, &|t| {
+        let kept = t.spans.into_iter().filter(|s| !s.is_carrier());
+        if let Ok(mut spans) = spans.lock() {
+            spans.extend(kept);
+        }
+    })?;
+    Ok(spans.into_inner().unwrap_or_default())
+}
