@@ -303,7 +303,7 @@ pub fn run(a: LogsArgs) -> Result<()> {
                 j.joined, j.requests, j.placed, j.lines, j.kept, j.ambiguous
             );
         }
-        let summary = stitching_report(outputs.salt, &stitched);
+        let summary = stitched.report(outputs.salt);
         client
             .post_json("/v1/logflow/report", &summary)
             .with_context(|| format!("sending the stitching report to {url}"))?;
@@ -314,21 +314,6 @@ pub fn run(a: LogsArgs) -> Result<()> {
     }
     report.print(a.top);
     Ok(())
-}
-
-/// What the Logs page shows beside the requests, why they were stitched so: the first
-/// identifiers with their evidence, and the first links, of run `run`.
-pub(crate) fn stitching_report(run: u64, stitched: &Stitched) -> serde_json::Value {
-    const SHOWN: usize = 50;
-    let learned = &stitched.learned;
-    json!({
-        "run": format!("{run:016x}"),
-        "files": stitched.flows.files.len(),
-        "lines": stitched.counts.lines,
-        "requests": stitched.requests,
-        "identifiers": learned.identifiers.iter().take(SHOWN).collect::<Vec<_>>(),
-        "links": learned.links.iter().take(SHOWN).collect::<Vec<_>>(),
-    })
 }
 
 /// Everything `causeway logs` reports.

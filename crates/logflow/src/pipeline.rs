@@ -83,6 +83,24 @@ pub struct Stitched {
     pub untimed: usize,
 }
 
+impl Stitched {
+    /// What the Logs page shows beside the requests, why they were stitched so: the first
+    /// identifiers with their evidence and the first links (of the first window), of run
+    /// `run`, as JSON (`POST /v1/logflow/report`).
+    pub fn report(&self, run: u64) -> serde_json::Value {
+        const SHOWN: usize = 50;
+        let learned = &self.learned;
+        serde_json::json!({
+            "run": format!("{run:016x}"),
+            "files": self.flows.files.len(),
+            "lines": self.counts.lines,
+            "requests": self.requests,
+            "identifiers": learned.identifiers.iter().take(SHOWN).collect::<Vec<_>>(),
+            "links": learned.links.iter().take(SHOWN).collect::<Vec<_>>(),
+        })
+    }
+}
+
 /// Stitches the windows `next_window` gives (the files `names`, in the windows' order)
 /// into requests.
 pub fn stitch_logs<S: Sink>(

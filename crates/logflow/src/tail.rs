@@ -38,6 +38,8 @@ pub struct Settled {
     pub starts: Vec<u64>,
     /// What stitching learned (identifiers and links), for the stitching report.
     pub stitched: Stitched,
+    /// The window's run number, which salts its ids.
+    pub run: u64,
 }
 
 impl Tail {
@@ -91,7 +93,8 @@ impl Tail {
             keep_lines: true,
             ..Options::default()
         };
-        let mut requests = RequestSpans::new(self.from ^ self.pass.rotate_left(40));
+        let run = self.from ^ self.pass.rotate_left(40);
+        let mut requests = RequestSpans::new(run);
         let mut windows = std::iter::once(window);
         let stitched = match stitch_logs(
             || windows.next(),
@@ -119,6 +122,7 @@ impl Tail {
             spans,
             starts,
             stitched,
+            run,
         })
     }
 }

@@ -167,6 +167,8 @@ pub struct Agent {
     tails: std::collections::HashMap<String, causeway_logflow::tail::Tail>,
     /// How long after they began joined requests were shipped, until taken.
     join_delays: Vec<u64>,
+    /// Whether a stitching report was sent (the first window's, as `causeway logs`'s).
+    report_sent: bool,
 }
 
 impl Agent {
@@ -193,6 +195,7 @@ impl Agent {
             http,
             tails: std::collections::HashMap::new(),
             join_delays: Vec::new(),
+            report_sent: false,
         })
     }
 
@@ -311,11 +314,13 @@ impl Agent {
     }
 
     fn send(&self, batch: &[u8]) -> Result<(), AgentError> {
-        let url = format!("{}/v1/native", self.config.collector.trim_end_matches('/'));
-        let mut req = self
-            .http
-            .post(&url)
-            .header("content-type", crate::NATIVE_CONTENT_TYPE);
+        self.post("/v1/native", crate::NATIVE_CONTENT_TYPE, batch)
+    }
+
+    /// Posts `body` to the collector's `path`.
+    fn post(&self, path: &str, content_type: &str, body: &[u8]) -> Result<(), AgentError> {
+        let url = format!("{}{path}", self.config.collector.trim_end_matches('/'));
+        let mut req = self.http.post(&url).header("content-type", content_type);
         if let Some(t) = &self.config.token {
             req = req.header("authorization", &format!("Bearer {t}"));
         }
@@ -323,7 +328,7 @@ impl Agent {
             url: url.clone(),
             reason,
         };
-        let mut resp = req.send(batch).map_err(|e| fail(e.to_string()))?;
+        let mut resp = req.send(body).map_err(|e| fail(e.to_string()))?;
         let status = resp.status().as_u16();
         if status == 200 {
             return Ok(());

@@ -3,7 +3,9 @@
 //! [`Tail`], and every pass stitches each file with its last passes as context and joins
 //! the requests that began more than [`SETTLE`] ago to the spans the query API holds for
 //! their time (`causeway_logflow::join`); the lines go to the collector as log records of
-//! the spans they were placed on, the rest as stitched requests of their own. A file whose
+//! the spans they were placed on, the rest as stitched requests of their own; the first
+//! window that stitched any also sends its stitching report (the Logs page's identifiers
+//! and links, `/v1/logflow/report`), as `causeway logs` does. A file whose
 //! new lines name a trace is not stitched (its lines went to their spans already). What a
 //! tail holds is in memory only: a restart starts each file's window afresh.
 
@@ -65,6 +67,18 @@ impl Agent {
             let traces = self.spans_around(&api, &settled.spans)?;
             let joined = join(settled.spans, &traces);
             self.ship_spans(&joined.spans, stats)?;
+            if !self.report_sent {
+                self.post(
+                    "/v1/logflow/report",
+                    "application/json",
+                    &settled
+                        .stitched
+                        .report(settled.run)
+                        .to_string()
+                        .into_bytes(),
+                )?;
+                self.report_sent = true;
+            }
             add(stats, &joined.report);
             let sent = now_ns();
             let room = MAX_DELAYS.saturating_sub(self.join_delays.len());

@@ -340,6 +340,9 @@ fn lines_without_ids_join_their_requests_traces_once_settled() {
             assert!(text.contains(&format!("order {order}")), "{text}");
         }
     }
+    // The Logs page has the stitching report beside the joined requests.
+    let (_, flows) = server.get("/api/logs?start=0");
+    assert!(flows["report"]["requests"].as_u64() > Some(0), "{flows}");
     // Nothing new: nothing joined again.
     let stats = agent.run_once().unwrap();
     assert_eq!(stats.plain_requests, 0);
