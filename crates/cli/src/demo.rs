@@ -94,7 +94,7 @@ fn spawn_nodes(
     otlp: &str,
     hub: &str,
     logs: &Path,
-    plain_logs: &[&str],
+    plain_log: Option<&str>,
 ) -> Result<Vec<NodeProcess>> {
     let exe = std::env::current_exe().context("finding the causeway executable")?;
     let mut nodes = Vec::new();
@@ -106,7 +106,10 @@ fn spawn_nodes(
             .env("CAUSEWAY_OTLP_ENDPOINT", otlp)
             .env(PIVOT_HUB_VAR, hub)
             .env(causeway_demo::logs::LOGS_VAR, logs)
-            .env(causeway_demo::logs::PLAIN_LOGS_VAR, plain_logs.join(","));
+            .env(
+                causeway_demo::logs::PLAIN_LOGS_VAR,
+                plain_log.unwrap_or_default(),
+            );
         let child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -174,10 +177,10 @@ pub fn run(a: DemoArgs) -> Result<()> {
         let edge = (!a.no_edge).then_some(edge);
         // Partly instrumented, as real systems are: with the edge, one service's log
         // prints no ids either. Without it, every line names its trace (ground truth).
-        let plain_logs: &[&str] = if edge.is_some() { &[PLAIN_LOGS] } else { &[] };
-        let join = plain_logs.first().map(|_| http.clone());
+        let plain_log = edge.map(|_| PLAIN_LOG);
+        let join = plain_log.map(|_| http.clone());
         let follower = crate::demo_sources::follow_logs(&logs, &ingest, checkpoint, join)?;
-        let mut nodes = spawn_nodes(&topology, &otlp, &http, &logs, plain_logs)?;
+        let mut nodes = spawn_nodes(&topology, &otlp, &http, &logs, plain_log)?;
         let started = tokio::task::block_in_place(|| {
             if let Some(edge) = edge {
                 nodes.push(spawn_edge(edge, topology.addr(Role::Frontend)?, &captures)?);
@@ -208,7 +211,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         statusln!(
             "  logs       {} (each line in its trace; {}; stitched without ids: causeway logs {} --collector {ingest})",
             logs.display(),
-            match plain_logs.first() {
+            match plain_log {
                 Some(s) => format!("{s}'s prints no ids: stitched and joined"),
                 None => "every line names its trace".into(),
             },
@@ -254,7 +257,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
                 f.p99.as_secs_f64()
             );
         }
-        if let (f, Some(service)) = (&freshness.1, plain_logs.first()) {
+        if let (f, Some(service)) = (&freshness.1, plain_log) {
             statusln!(
                 "{service}'s plain log: {} requests stitched and sent, p50 {:.1} s, p99 {:.1} s after they began",
                 f.requests,
@@ -285,7 +288,7 @@ const EDGE_HOST: &str = "edge-1";
 /// The service whose log prints no ids when the edge runs: its lines reach their traces
 /// only by stitching and joining. The catalog serves every home page, so the concurrency
 /// its lines must be told apart under is the shop's highest.
-const PLAIN_LOGS: &str = "catalog";
+const PLAIN_LOG: &str = "catalog";
 
 /// Starts the edge proxy at `listen` in front of `upstream`, its socket calls captured
 /// into `captures` (as `causeway capture` would).

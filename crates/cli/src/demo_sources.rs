@@ -70,10 +70,7 @@ pub(crate) fn follow_logs(
         if let Err(e) = pass {
             tracing::warn!(error = %e, "following the demo's logs");
         }
-        if let Ok(mut samples) = samples.lock() {
-            let room = MAX_SAMPLES.saturating_sub(samples.len());
-            samples.extend(agent.take_join_delays().into_iter().take(room));
-        }
+        keep_samples(&samples, agent.take_join_delays());
     });
     Ok(Joiner {
         repeating,
@@ -86,13 +83,14 @@ pub(crate) fn follow_logs(
 /// pass, once the processes have stopped (their captures and spans flushed), takes all.
 const SETTLE: Duration = Duration::from_secs(3);
 
-/// The edge's capture joined while the demo runs, and how fresh the joins were.
+/// A source joined while the demo runs (the edge's capture, the logs), and how fresh the
+/// joins were.
 pub(crate) struct Joiner {
     repeating: Repeating,
     freshness: Arc<Mutex<Vec<u64>>>,
 }
 
-/// How long after their requests began the edge's parts were sent, joined.
+/// How long after their requests began a source's parts were sent, joined.
 pub(crate) struct Freshness {
     pub(crate) requests: usize,
     pub(crate) p50: Duration,
@@ -201,9 +199,14 @@ pub(crate) fn join_captures(
 /// Records how long after `starts` their requests' parts were sent, joined: now.
 fn record_freshness<'a>(samples: &Mutex<Vec<u64>>, starts: impl Iterator<Item = &'a u64>) {
     let sent = now_ns();
+    keep_samples(samples, starts.map(|s| sent.saturating_sub(*s)));
+}
+
+/// Keeps `delays` (ns) among the samples, up to [`MAX_SAMPLES`].
+fn keep_samples(samples: &Mutex<Vec<u64>>, delays: impl IntoIterator<Item = u64>) {
     if let Ok(mut samples) = samples.lock() {
         let room = MAX_SAMPLES.saturating_sub(samples.len());
-        samples.extend(starts.map(|s| sent.saturating_sub(*s)).take(room));
+        samples.extend(delays.into_iter().take(room));
     }
 }
 
