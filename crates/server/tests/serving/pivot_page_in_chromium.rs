@@ -145,9 +145,11 @@ fn the_pivot_page_installs_a_query_and_follows_its_results() {
         );
     }
     // The page follows the results as they come: client hosts down, DataNodes across.
+    // The page may render the first interval before the second arrives; wait for both.
     ui.wait_for(
-        "document.querySelectorAll('table.pivot-table tbody tr').length === 2",
-        "the pivot table",
+        "document.querySelectorAll('table.pivot-table tbody tr').length === 2 \
+         && document.querySelector('table.pivot-table td.grand')?.innerText === '20'",
+        "the pivot table with both intervals",
     );
     let cell = |ui: &mut Chromium, row: &str, col: &str| {
         ui.text(&format!(
