@@ -117,6 +117,29 @@ pub fn infer(
     if let Some(path) = &inputs.messages_file {
         skipped_lines = read_messages(path, &mut messages)?;
     }
+    Ok(link_messages(
+        captured,
+        messages,
+        skipped_lines,
+        options,
+        step,
+    ))
+}
+
+/// Reconciles and links what `captured` holds (its nodes already named): the same steps
+/// as [`infer`], for captures read some other way (`crate::tail`, a window at a time).
+pub fn infer_captured(mut captured: Captured, options: &Options) -> Inference {
+    let messages = captured.messages();
+    link_messages(captured, messages, Vec::new(), options, |_| {})
+}
+
+fn link_messages(
+    captured: Captured,
+    mut messages: Vec<Message>,
+    skipped_lines: Vec<String>,
+    options: &Options,
+    mut step: impl FnMut(&'static str),
+) -> Inference {
     let ignored = leave_out_ports(&mut messages, &options.ignore_ports);
     let link_options = LinkOptions {
         listening: captured.listening.clone(),
@@ -124,13 +147,13 @@ pub fn infer(
     };
     let linked = link(&messages, options.mode, &link_options);
     step("linked");
-    Ok(Inference {
+    Inference {
         captured,
         messages,
         linked,
         skipped_lines,
         ignored,
-    })
+    }
 }
 
 impl Inference {

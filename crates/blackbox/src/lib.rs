@@ -7,7 +7,8 @@
 //! (WAP5 §4); [`link`] scores each message's candidate causes and builds path instances and
 //! patterns (WAP5 §5.1), by default with what a capture knows of connections
 //! (`connections`, `slots`); [`delays`] measures where paths spend their time (§5.2);
-//! [`traces`] makes spans of the common model; [`join`] puts them in the instrumented traces
+//! [`traces`] makes spans of the common model; [`tail`] follows capture logs as they are
+//! written and infers them a window at a time; [`join`] puts them in the instrumented traces
 //! of the same requests; [`score`] and [`truth`] measure the result
 //! against ground truth. Where linking departs from the paper, and why:
 //! `docs/decisions/009-where-wap5-departs-from-the-paper.md`.
@@ -49,5 +50,6 @@ mod rows;
 pub mod score;
 mod shapes;
 mod slots;
+pub mod tail;
 pub mod traces;
 pub mod truth;

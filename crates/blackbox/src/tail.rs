@@ -1,0 +1,728 @@
+//! Capture logs followed while their processes write them, inferred a window at a time
+//! (`causeway agent --captures DIR`): each pass reads what the logs gained, infers the
+//! paths of the messages of the last [`CONTEXT`] and what came after, and hands over
+//! those whose first message falls in the window since the last pass. What is held is
+//! bounded by the window: each log's header and its open connections (the records
+//! inference needs to read its data), and the data records of the last passes; older
+//! data and connections closed before the window are let go.
+//!
+//! Held records are kept as the log's own bytes and put back together as a log for
+//! [`Captured::add_log`] each pass, so what is inferred is what `causeway infer` would
+//! infer from the same records.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read as _, Seek as _, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use causeway_model::Span;
+
+use crate::format::{Reader, Record, MAGIC};
+use crate::infer::{infer_captured, Options};
+use crate::logs::{log_files, LogError};
+use crate::reconcile::Captured;
+
+/// How much before the window the messages linked start: a path's earlier messages, so
+/// a message in the window is linked to its cause, not taken for a new path's first.
+pub const CONTEXT_NS: u64 = 10_000_000_000;
+
+/// Bytes read from one log per read call; a log longer than this is read in steps.
+const READ_BLOCK: usize = 8 << 20;
+
+/// The longest record the format allows, with its length.
+const MAX_RECORD: usize = 2 + u16::MAX as usize;
+
+/// Capture directories followed, with what each log's window holds.
+pub struct CaptureTail {
+    dirs: Vec<PathBuf>,
+    names: Vec<(String, String)>,
+    options: Options,
+    logs: BTreeMap<PathBuf, LogTail>,
+    /// Paths whose first message came before this (ns) were handed over already.
+    from: u64,
+    passes: u64,
+}
+
+/// One log's held records.
+#[derive(Default)]
+struct LogTail {
+    /// Bytes of the file taken (whole records).
+    read: u64,
+    /// Bytes after the last whole record: the start of one being written.
+    partial: Vec<u8>,
+    /// Whether the log's header (its first bytes, [`MAGIC`]) was read.
+    started: bool,
+    /// The process record and its listens, as the log holds them.
+    head: Vec<u8>,
+    /// Each connection's record, and when it was last used and whether it was closed.
+    connections: HashMap<u64, Connection>,
+    /// Data records, a run per read, each with the latest time in it.
+    data: Vec<(u64, Vec<u8>)>,
+    /// Where the log became unreadable (bytes that are not records): it is followed no
+    /// further.
+    damage: Option<String>,
+}
+
+struct Connection {
+    record: Vec<u8>,
+    last_ns: u64,
+    closed: bool,
+}
+
+/// The paths one pass handed over.
+pub struct Window {
+    /// Their spans (a client and a server span per request and reply, as
+    /// [`crate::infer::Inference::spans`] makes them).
+    pub spans: Vec<Span>,
+    /// When each path's first message was sent (ns), one per path.
+    pub starts: Vec<u64>,
+    /// Messages linked this pass (the window and its context).
+    pub messages: usize,
+    /// Logs found unreadable this pass (the log and where; those found damaged are
+    /// followed no further) or that could not be read this time.
+    pub damaged: Vec<(PathBuf, String)>,
+}
+
+impl CaptureTail {
+    /// Follows the logs in `dirs`, naming nodes by `names` (as `causeway infer --names`),
+    /// handing over the paths that begin at `from` (ns since the epoch) or later; data
+    /// records older than [`CONTEXT_NS`] before it are skipped as they are read.
+    pub fn new(
+        dirs: Vec<PathBuf>,
+        names: Vec<(String, String)>,
+        options: Options,
+        from: u64,
+    ) -> CaptureTail {
+        CaptureTail {
+            dirs,
+            names,
+            options,
+            logs: BTreeMap::new(),
+            from,
+            passes: 0,
+        }
+    }
+
+    /// Where the next window starts: paths that began before it were handed over.
+    pub fn from(&self) -> u64 {
+        self.from
+    }
+
+    /// Bytes of records held.
+    pub fn held_bytes(&self) -> usize {
+        self.logs
+            .values()
+            .map(|t| {
+                t.head.len()
+                    + t.partial.len()
+                    + t.connections
+                        .values()
+                        .map(|c| c.record.len())
+                        .sum::<usize>()
+                    + t.data.iter().map(|(_, run)| run.len()).sum::<usize>()
+            })
+            .sum()
+    }
+
+    /// Reads what the logs gained, infers, and hands over the paths whose first message
+    /// came before `to` (ns) and since the last window; lets go of what is older than
+    /// the next window's context. None when `to` is not past the window's start.
+    pub fn settle(&mut self, to: u64) -> Result<Option<Window>, LogError> {
+        let damaged = self.read()?;
+        if to <= self.from {
+            return Ok(None);
+        }
+        self.passes += 1;
+        let mut captured = Captured::default();
+        let mut log = Vec::new();
+        for (path, tail) in &self.logs {
+            if tail.head.is_empty() {
+                continue;
+            }
+            tail.assemble(&mut log);
+            captured.add_log(path, &log);
+        }
+        if !self.names.is_empty() {
+            captured.name_nodes(&self.names);
+        }
+        let inference = infer_captured(captured, &self.options);
+        // Each pass numbers its paths afresh: its own salt keeps their ids apart.
+        let spans = inference.spans(self.from ^ self.passes.rotate_left(48));
+        let mut first: HashMap<_, u64> = HashMap::new();
+        for s in &spans {
+            let start = first.entry(s.trace_id).or_insert(u64::MAX);
+            *start = (*start).min(s.start);
+        }
+        let window = self.from..to;
+        let spans: Vec<Span> = spans
+            .into_iter()
+            .filter(|s| first.get(&s.trace_id).is_some_and(|t| window.contains(t)))
+            .collect();
+        let starts = first.into_values().filter(|t| window.contains(t)).collect();
+        self.from = to;
+        let horizon = to.saturating_sub(CONTEXT_NS);
+        for tail in self.logs.values_mut() {
+            tail.let_go(horizon);
+        }
+        Ok(Some(Window {
+            spans,
+            starts,
+            messages: inference.messages.len(),
+            damaged,
+        }))
+    }
+
+    /// Reads what each log gained; returns the logs newly found damaged, or not read.
+    fn read(&mut self) -> Result<Vec<(PathBuf, String)>, LogError> {
+        let mut files = Vec::new();
+        for dir in &self.dirs {
+            match log_files(dir) {
+                Ok(found) => files.extend(found),
+                // A directory not made yet: its processes have not started.
+                Err(LogError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // A log removed (rotated away by its owner) is let go.
+        self.logs.retain(|path, _| files.contains(path));
+        let keep_after = self.from.saturating_sub(CONTEXT_NS);
+        let mut damaged = Vec::new();
+        for path in files {
+            let tail = self.logs.entry(path.clone()).or_default();
+            if tail.damage.is_some() {
+                continue;
+            }
+            if let Err(e) = tail.read(&path, keep_after) {
+                // Read again next pass (the file may be being replaced); said meanwhile.
+                damaged.push((path, format!("not read this pass: {e}")));
+                continue;
+            }
+            if let Some(d) = &tail.damage {
+                damaged.push((path, d.clone()));
+            }
+        }
+        Ok(damaged)
+    }
+}
+
+impl LogTail {
+    /// Reads the file's new bytes, keeping the records inference reads; data records sent
+    /// before `keep_after` (ns) are skipped.
+    fn read(&mut self, path: &Path, keep_after: u64) -> std::io::Result<()> {
+        let mut file = std::fs::File::open(path)?;
+        let len = file.metadata()?.len();
+        if len < self.read {
+            // A shorter file under the same name is another log: start over.
+            *self = LogTail::default();
+        }
+        file.seek(SeekFrom::Start(self.read))?;
+        let mut block = Vec::new();
+        loop {
+            block.clear();
+            let n = file
+                .by_ref()
+                .take(READ_BLOCK as u64)
+                .read_to_end(&mut block)?;
+            if n == 0 {
+                return Ok(());
+            }
+            self.read += n as u64;
+            self.take(&block, keep_after);
+            if self.damage.is_some() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Takes the records of `bytes` (the log's next bytes).
+    fn take(&mut self, bytes: &[u8], keep_after: u64) {
+        let mut unread = std::mem::take(&mut self.partial);
+        unread.extend_from_slice(bytes);
+        if !self.started {
+            if unread.len() < MAGIC.len() && MAGIC.starts_with(&unread) {
+                self.partial = unread;
+                return;
+            }
+            if !unread.starts_with(MAGIC) {
+                self.damage = Some("at byte 0: not a capture log (no CWSOCK01 header)".into());
+                return;
+            }
+            self.started = true;
+            unread.drain(..MAGIC.len());
+        }
+        // The reader wants a whole log: the header, then the bytes not read yet.
+        let mut buf = Vec::with_capacity(MAGIC.len() + unread.len());
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&unread);
+        drop(unread);
+        let mut reader = Reader::new(&buf);
+        let mut offset = reader.offset() as usize;
+        let mut data = Vec::new();
+        let mut latest = 0;
+        while let Some(record) = reader.next() {
+            let end = reader.offset() as usize;
+            let raw = &buf[offset..end];
+            offset = end;
+            match record {
+                Record::Process { .. } | Record::Bind { .. } => {
+                    if self.head.is_empty() {
+                        self.head.extend_from_slice(MAGIC);
+                    }
+                    self.head.extend_from_slice(raw);
+                }
+                Record::Connection { conn, at, .. } => {
+                    self.connections.insert(
+                        conn,
+                        Connection {
+                            record: raw.to_vec(),
+                            last_ns: at.wall_ns,
+                            closed: false,
+                        },
+                    );
+                }
+                Record::Data { conn, at, .. } => {
+                    if let Some(c) = self.connections.get_mut(&conn) {
+                        c.last_ns = c.last_ns.max(at.wall_ns);
+                    }
+                    if at.wall_ns >= keep_after {
+                        data.extend_from_slice(raw);
+                        latest = latest.max(at.wall_ns);
+                    }
+                }
+                Record::Close {
+                    conn,
+                    call: crate::format::Call::Close,
+                    at,
+                    ..
+                } => {
+                    if let Some(c) = self.connections.get_mut(&conn) {
+                        c.closed = true;
+                        c.last_ns = c.last_ns.max(at.wall_ns);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !data.is_empty() {
+            self.data.push((latest, data));
+        }
+        let rest = &buf[offset..];
+        match reader.damage() {
+            // A record still being written: kept for the next read.
+            _ if rest.len() < MAX_RECORD && is_cut(rest) => self.partial = rest.to_vec(),
+            Some(d) => {
+                self.damage = Some(d.to_string());
+                self.partial.clear();
+            }
+            None => self.partial.clear(),
+        }
+    }
+
+    /// Writes the held records as one log into `out`.
+    fn assemble(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(&self.head);
+        for c in self.connections.values() {
+            out.extend_from_slice(&c.record);
+        }
+        for (_, run) in &self.data {
+            out.extend_from_slice(run);
+        }
+    }
+
+    /// Lets go of data sent before `horizon` (ns) and of connections closed before it.
+    fn let_go(&mut self, horizon: u64) {
+        self.data.retain(|(latest, _)| *latest >= horizon);
+        self.connections
+            .retain(|_, c| !(c.closed && c.last_ns < horizon));
+    }
+}
+
+/// Whether `rest` (what follows the last whole record) is the start of a record not yet
+/// all written: its length says more bytes are to come.
+fn is_cut(rest: &[u8]) -> bool {
+    match rest {
+        [] => true,
+        [_] => true,
+        [a, b, body @ ..] => body.len() < usize::from(u16::from_le_bytes([*a, *b])),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::io::Write as _;
+
+    use super::*;
+    use crate::format::{sock, Call, Direction, Endpoint, Origin, Stamp};
+    use crate::infer::{infer, Inputs};
+
+    const S: u64 = 1_000_000_000;
+    const MS: u64 = 1_000_000;
+    /// When the made-up captures begin (ns since the epoch).
+    const T0: u64 = 1_000_000 * S;
+    const EVERY: u64 = 100 * MS;
+
+    fn stamp(ns: u64) -> Stamp {
+        Stamp {
+            tid: 7,
+            mono_ns: ns,
+            wall_ns: ns,
+        }
+    }
+
+    fn encode(records: &[Record<'_>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        for r in records {
+            let n = r.encode(&mut buf).expect("fits");
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    }
+
+    fn local(port: u16) -> Endpoint<'static> {
+        Endpoint::V4([127, 0, 0, 1], port)
+    }
+
+    /// A client calling a server, which calls a backend nobody captured, a request every
+    /// [`EVERY`]: each log's records of requests `range`, in the order their processes
+    /// wrote them (the logs' headers with the first request).
+    struct Shop {
+        client: Vec<u8>,
+        server: Vec<u8>,
+    }
+
+    fn shop(range: std::ops::Range<u64>) -> Shop {
+        let mut client = Vec::new();
+        let mut server = Vec::new();
+        if range.start == 0 {
+            client.extend_from_slice(MAGIC);
+            server.extend_from_slice(MAGIC);
+            client.extend(encode(&[
+                Record::Process {
+                    pid: 1,
+                    ppid: 0,
+                    origin: Origin::Start,
+                    at: stamp(T0),
+                    host: b"h",
+                    exe: b"/bin/client",
+                    args: b"client",
+                },
+                connection(T0, 1, Call::Connect, 40_000, 80),
+            ]));
+            server.extend(encode(&[
+                Record::Process {
+                    pid: 2,
+                    ppid: 0,
+                    origin: Origin::Start,
+                    at: stamp(T0),
+                    host: b"h",
+                    exe: b"/bin/server",
+                    args: b"server",
+                },
+                Record::Bind {
+                    at: stamp(T0),
+                    call: Call::Listen,
+                    fd: 3,
+                    local: local(80),
+                    errno: 0,
+                },
+                connection(T0, 1, Call::Accept, 80, 40_000),
+                connection(T0, 2, Call::Connect, 40_001, 90),
+            ]));
+        }
+        for i in range {
+            let t = T0 + S + i * EVERY;
+            client.extend(encode(&[
+                data(t, 1, Direction::Send, i * 100, 100),
+                data(t + 1_300_000, 1, Direction::Recv, i * 60, 60),
+            ]));
+            server.extend(encode(&[
+                data(t + 100_000, 1, Direction::Recv, i * 100, 100),
+                data(t + 200_000, 2, Direction::Send, i * 50, 50),
+                data(t + 1_000_000, 2, Direction::Recv, i * 20, 20),
+                data(t + 1_200_000, 1, Direction::Send, i * 60, 60),
+            ]));
+        }
+        Shop { client, server }
+    }
+
+    fn connection(ns: u64, conn: u64, call: Call, from: u16, to: u16) -> Record<'static> {
+        Record::Connection {
+            at: stamp(ns),
+            call,
+            fd: 3 + conn as i32,
+            conn,
+            kind: sock::STREAM,
+            local: local(from),
+            peer: local(to),
+            peer_pid: 0,
+            errno: 0,
+            mid_stream: false,
+        }
+    }
+
+    fn data(ns: u64, conn: u64, direction: Direction, offset: u64, bytes: u64) -> Record<'static> {
+        Record::Data {
+            at: stamp(ns),
+            call: match direction {
+                Direction::Send => Call::Write,
+                Direction::Recv => Call::Read,
+            },
+            fd: 3 + conn as i32,
+            conn,
+            direction,
+            bytes,
+            errno: 0,
+            offset,
+            peer: Endpoint::None,
+            checksum: 0,
+            peek: false,
+        }
+    }
+
+    /// A directory of its own for a test, removed after.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new() -> Scratch {
+            static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir =
+                std::env::temp_dir().join(format!("causeway-tail-{}-{n}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("scratch dir");
+            Scratch(dir)
+        }
+
+        fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// The server's log of `requests` requests.
+    pub(super) fn shop_log(requests: u64) -> Vec<u8> {
+        shop(0..requests).server
+    }
+
+    fn append(path: &Path, bytes: &[u8]) {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("open")
+            .write_all(bytes)
+            .expect("append");
+    }
+
+    /// Each path as the set of its spans' (service, kind, name), so paths made in
+    /// different passes (their ids differ) compare.
+    fn shapes(spans: &[Span]) -> Vec<BTreeSet<String>> {
+        let mut by_trace: BTreeMap<_, BTreeSet<String>> = BTreeMap::new();
+        for s in spans {
+            by_trace
+                .entry(s.trace_id)
+                .or_default()
+                .insert(format!("{} {:?} {}", s.service, s.kind, s.name));
+        }
+        let mut all: Vec<_> = by_trace.into_values().collect();
+        all.sort();
+        all
+    }
+
+    #[test]
+    fn paths_are_handed_over_once_each_as_a_whole_capture_infers_them() {
+        let dir = Scratch::new();
+        let (client, server) = (dir.path().join("c.sockcap"), dir.path().join("s.sockcap"));
+        let mut tail = CaptureTail::new(vec![dir.path().into()], vec![], Options::default(), 0);
+        let mut handed = Vec::new();
+        let mut starts = Vec::new();
+        // 40 s of requests written 5 s at a time, each write cut inside a record, the
+        // rest of it written before the next pass; a pass 3 s behind the writes.
+        let per_write = 5 * S / EVERY;
+        for w in 0..8 {
+            let part = shop(w * per_write..(w + 1) * per_write);
+            for (path, bytes) in [(&client, &part.client), (&server, &part.server)] {
+                let cut = bytes.len() - 5;
+                append(path, &bytes[..cut]);
+                // The pass before the record is whole keeps its start for the next.
+                if w == 3 {
+                    tail.settle(T0).expect("pass");
+                }
+                append(path, &bytes[cut..]);
+            }
+            let written_to = T0 + S + (w + 1) * per_write * EVERY;
+            if let Some(window) = tail.settle(written_to - 3 * S).expect("pass") {
+                assert!(window.damaged.is_empty(), "{:?}", window.damaged);
+                handed.extend(window.spans);
+                starts.extend(window.starts);
+            }
+        }
+        let last = tail.settle(u64::MAX).expect("pass").expect("a last window");
+        handed.extend(last.spans);
+        starts.extend(last.starts);
+
+        let whole = infer(
+            &Inputs {
+                capture_dirs: vec![dir.path().into()],
+                ..Inputs::default()
+            },
+            &Options::default(),
+            |_| {},
+        )
+        .expect("infer");
+        let expected = whole.spans(1);
+        assert_eq!(starts.len(), 8 * per_write as usize);
+        assert_eq!(
+            starts.iter().collect::<BTreeSet<_>>().len(),
+            starts.len(),
+            "a path handed over twice"
+        );
+        assert_eq!(shapes(&handed), shapes(&expected));
+        // Each path: the client's call, the server's span, its call to the backend and
+        // the backend's span.
+        assert!(
+            shapes(&handed).iter().all(|p| p.len() == 4),
+            "{:?}",
+            shapes(&handed).first()
+        );
+    }
+
+    #[test]
+    fn what_is_held_stays_within_the_window_however_long_it_runs() {
+        let dir = Scratch::new();
+        let (client, server) = (dir.path().join("c.sockcap"), dir.path().join("s.sockcap"));
+        let mut tail = CaptureTail::new(vec![dir.path().into()], vec![], Options::default(), 0);
+        let per_write = S / EVERY;
+        let mut held = Vec::new();
+        let mut paths = 0;
+        for w in 0..120 {
+            let part = shop(w * per_write..(w + 1) * per_write);
+            append(&client, &part.client);
+            append(&server, &part.server);
+            let written_to = T0 + S + (w + 1) * per_write * EVERY;
+            if let Some(window) = tail.settle(written_to - 3 * S).expect("pass") {
+                paths += window.starts.len();
+                held.push((window.messages, tail.held_bytes()));
+            }
+        }
+        // A request is 4 messages; the window's context is 10 s, then the 3 s settling
+        // and the second just written: 14 s of 10 requests a second.
+        let most = held.iter().map(|h| h.0).max().unwrap_or(0);
+        assert_eq!(most, 4 * 10 * 14, "{held:?}");
+        let late = &held[held.len() / 2..];
+        let bytes = late.iter().map(|h| h.1);
+        assert!(
+            bytes.clone().max().unwrap_or(0) <= bytes.min().unwrap_or(0) + 4096,
+            "{late:?}"
+        );
+        assert_eq!(paths as u64, 117 * per_write);
+    }
+
+    #[test]
+    fn a_damaged_log_is_named_once_and_the_others_still_infer() {
+        let dir = Scratch::new();
+        let part = shop(0..50);
+        // The header arrives a few bytes at a time.
+        let (client, server) = (dir.path().join("c.sockcap"), dir.path().join("s.sockcap"));
+        let mut tail = CaptureTail::new(vec![dir.path().into()], vec![], Options::default(), 0);
+        append(&client, &part.client[..3]);
+        append(&server, &part.server);
+        assert!(tail.settle(0).expect("pass").is_none());
+        append(&client, &part.client[3..]);
+        let garbled = dir.path().join("g.sockcap");
+        append(&garbled, MAGIC);
+        // A whole record of an unknown kind: more bytes cannot make it readable.
+        append(&garbled, &[4, 0, 0xee, 1, 2, 3, 9, 9, 9]);
+        let other = dir.path().join("x.sockcap");
+        append(&other, b"GET / HTTP/1.1\r\n");
+        let window = tail.settle(T0 + 60 * S).expect("pass").expect("a window");
+        let damaged: Vec<&Path> = window.damaged.iter().map(|d| d.0.as_path()).collect();
+        assert_eq!(damaged, [garbled.as_path(), other.as_path()]);
+        assert!(window.damaged[1].1.contains("not a capture log"));
+        assert_eq!(window.starts.len(), 50);
+        let again = tail.settle(T0 + 61 * S).expect("pass").expect("a window");
+        assert!(again.damaged.is_empty() && again.starts.is_empty());
+        // A directory not made yet is no error: its processes have not started.
+        let mut early = CaptureTail::new(
+            vec![dir.path().join("later")],
+            vec![],
+            Options::default(),
+            0,
+        );
+        assert!(early
+            .settle(T0)
+            .expect("pass")
+            .expect("window")
+            .spans
+            .is_empty());
+    }
+
+    #[test]
+    fn a_restart_skips_what_came_before_its_window() {
+        let dir = Scratch::new();
+        let part = shop(0..600);
+        append(&dir.path().join("c.sockcap"), &part.client);
+        append(&dir.path().join("s.sockcap"), &part.server);
+        // Resumed at 40 s: the first 30 s are not held, the last 20 are handed over.
+        let from = T0 + S + 40 * S;
+        let mut tail = CaptureTail::new(vec![dir.path().into()], vec![], Options::default(), from);
+        let window = tail.settle(u64::MAX).expect("pass").expect("a window");
+        assert_eq!(window.starts.len(), 200);
+        assert!(window.starts.iter().all(|s| *s >= from));
+        assert_eq!(window.messages, 4 * 300);
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// However a log's bytes arrive, what is held is what the whole log holds; bytes
+        /// that are not a log never panic and are named.
+        #[test]
+        fn a_log_read_in_any_pieces_holds_what_it_holds_whole(
+            cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..12),
+            junk in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let log = tests::shop_log(40);
+            let mut whole = LogTail::default();
+            whole.take(&log, 0);
+            let mut at: Vec<usize> = cuts.iter().map(|c| c.index(log.len() + 1)).collect();
+            at.sort_unstable();
+            at.push(log.len());
+            let mut pieces = LogTail::default();
+            let mut from = 0;
+            for to in at {
+                pieces.take(&log[from..to], 0);
+                from = to;
+            }
+            prop_assert!(pieces.damage.is_none() && pieces.partial.is_empty());
+            prop_assert_eq!(&whole.head, &pieces.head);
+            let data = |t: &LogTail| t.data.iter().flat_map(|(_, run)| run.clone()).collect::<Vec<u8>>();
+            prop_assert_eq!(data(&whole), data(&pieces));
+            let connections = |t: &LogTail| {
+                let mut c: Vec<Vec<u8>> = t.connections.values().map(|c| c.record.clone()).collect();
+                c.sort();
+                c
+            };
+            prop_assert_eq!(connections(&whole), connections(&pieces));
+            let mut garbled = LogTail::default();
+            garbled.take(&junk, 0);
+            garbled.take(&junk, 0);
+            prop_assert!(garbled.partial.len() < MAX_RECORD);
+        }
+    }
+}
