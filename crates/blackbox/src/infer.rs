@@ -168,7 +168,22 @@ impl Inference {
     /// with their path's probability; `salt` makes the ids of one run differ from
     /// another's.
     pub fn spans(&self, salt: u64) -> Vec<Span> {
-        crate::traces::spans(&self.messages, &self.assignments(), salt)
+        let mut spans = crate::traces::spans(&self.messages, &self.assignments(), salt);
+        // A node named by a rule has no host in its name: its processes' host, when
+        // they share one.
+        let mut hosts: std::collections::HashMap<&str, Option<&str>> = Default::default();
+        for p in self.captured.processes.iter().filter(|p| p.named) {
+            let host = hosts.entry(p.node.as_str()).or_insert(Some(&p.host));
+            if *host != Some(p.host.as_str()) {
+                *host = None;
+            }
+        }
+        for s in spans.iter_mut().filter(|s| s.host.is_empty()) {
+            if let Some(Some(host)) = hosts.get(&*s.service) {
+                s.host = (*host).into();
+            }
+        }
+        spans
     }
 
     /// Per node, the delays between a message's receipt and the sends it caused.

@@ -107,6 +107,12 @@ impl CaptureTail {
         self.from
     }
 
+    /// Takes the window from `from` (ns) again on the next pass: the last one's paths
+    /// were not delivered. What a window needs is held for [`CONTEXT_NS`] after it.
+    pub fn rewind(&mut self, from: u64) {
+        self.from = self.from.min(from);
+    }
+
     /// Bytes of records held.
     pub fn held_bytes(&self) -> usize {
         self.logs
@@ -663,6 +669,26 @@ mod tests {
             .expect("window")
             .spans
             .is_empty());
+    }
+
+    #[test]
+    fn a_window_not_delivered_is_taken_again() {
+        let dir = Scratch::new();
+        let part = shop(0..100);
+        append(&dir.path().join("c.sockcap"), &part.client);
+        append(&dir.path().join("s.sockcap"), &part.server);
+        let mut tail = CaptureTail::new(vec![dir.path().into()], vec![], Options::default(), 0);
+        let first = tail.settle(T0 + 6 * S).expect("pass").expect("a window");
+        assert_eq!(first.starts.len(), 50);
+        // The collector was down: the same paths again, then the rest.
+        tail.rewind(0);
+        let again = tail.settle(T0 + 7 * S).expect("pass").expect("a window");
+        assert_eq!(again.starts.len(), 60);
+        let mut firsts = first.starts.clone();
+        firsts.sort_unstable();
+        let mut agains = again.starts[..].to_vec();
+        agains.sort_unstable();
+        assert_eq!(firsts[..], agains[..50]);
     }
 
     #[test]

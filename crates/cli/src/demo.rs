@@ -178,8 +178,14 @@ pub fn run(a: DemoArgs) -> Result<()> {
         // Partly instrumented, as real systems are: with the edge, one service's log
         // prints no ids either. Without it, every line names its trace (ground truth).
         let plain_log = edge.map(|_| PLAIN_LOG);
-        let join = plain_log.map(|_| http.clone());
-        let follower = crate::demo_sources::follow_logs(&logs, &ingest, checkpoint, join)?;
+        let join = edge.map(|_| http.clone());
+        let edge_capture = edge.map(|_| crate::demo_sources::EdgeCapture {
+            dir: captures.clone(),
+            node: ("edge".into(), "demo-node edge".into()),
+            host: EDGE_HOST.into(),
+        });
+        let follower =
+            crate::demo_sources::follow_sources(&logs, &ingest, checkpoint, join, edge_capture)?;
         let mut nodes = spawn_nodes(&topology, &otlp, &http, &logs, plain_log)?;
         let started = tokio::task::block_in_place(|| {
             if let Some(edge) = edge {
@@ -197,9 +203,6 @@ pub fn run(a: DemoArgs) -> Result<()> {
             return Err(e);
         }
         let ui = format!("http://{}/", loopback(server.http_addr));
-        let joiner = edge.map(|_| {
-            crate::demo_sources::join_captures(captures.clone(), http.clone(), ingest.clone(), EDGE_HOST)
-        });
         statusln!("causeway demo is running ({shown})");
         if let Some(edge) = edge {
             statusln!("  {:<10} {edge} (no instrumentation, captured: its part of each request inferred and joined)", "edge");
@@ -243,13 +246,12 @@ pub fn run(a: DemoArgs) -> Result<()> {
         }
         bar.finish_and_clear();
         statusln!("stopping");
-        let freshness = tokio::task::block_in_place(|| {
+        let (plain, captured) = tokio::task::block_in_place(|| {
             stop_nodes(nodes);
             // The lines written and the requests captured last go too.
-            let followed = follower.stop();
-            (joiner.map(|j| j.stop()), followed)
+            follower.stop()
         });
-        if let Some(f) = &freshness.0 {
+        if let (f, Some(_)) = (&captured, edge) {
             statusln!(
                 "edge: the parts of {} requests joined, p50 {:.1} s, p99 {:.1} s after they began",
                 f.requests,
@@ -257,7 +259,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
                 f.p99.as_secs_f64()
             );
         }
-        if let (f, Some(service)) = (&freshness.1, plain_log) {
+        if let (f, Some(service)) = (&plain, plain_log) {
             statusln!(
                 "{service}'s plain log: {} requests stitched and sent, p50 {:.1} s, p99 {:.1} s after they began",
                 f.requests,

@@ -207,7 +207,7 @@ struct ServeArgs {
 #[derive(Args)]
 struct AgentArgs {
     /// A span-log directory (the library's CAUSEWAY_SPAN_LOG_DIR); repeatable.
-    #[arg(long = "dir", required_unless_present = "logs")]
+    #[arg(long = "dir", required_unless_present_any = ["logs", "captures"])]
     dirs: Vec<PathBuf>,
     /// Application log files to follow, as a glob (`/var/log/shop/*.log*`; quote it);
     /// repeatable. Lines that name their trace (a traceparent, trace_id/span_id fields) go
@@ -215,12 +215,29 @@ struct AgentArgs {
     /// match the rotated names too to read the lines written just before a rotation.
     #[arg(long = "logs", value_name = "GLOB")]
     logs: Vec<String>,
-    /// Join the lines of followed files that name no trace to the traces of their
-    /// requests, read from this query API (as `causeway --api`, e.g.
-    /// http://127.0.0.1:7070): each file is stitched (lprof) with its last 10 s as
-    /// context, and a request's lines go, once it is 3 s old, to the spans of its file's
-    /// service that held them and share their values (as `causeway logs --join`).
-    #[arg(long, requires = "logs", value_name = "URL")]
+    /// A capture directory (`causeway capture --out`) to follow; repeatable. Its logs are
+    /// read as they grow and inferred (WAP5) a window at a time, with the last 10 s as
+    /// context; a request's path is shipped once it is 3 s old. A restart takes up
+    /// where the last run's windows reached (a first run: from the captures' start).
+    /// The collector's port is left out (exports are not the system's requests).
+    #[arg(long = "captures", value_name = "DIR")]
+    captures: Vec<PathBuf>,
+    /// A file naming captured nodes, as for `causeway infer --names`: lines `NAME =
+    /// TEXT`; a process whose command line contains TEXT is the node NAME.
+    #[arg(long, requires = "captures")]
+    names: Option<PathBuf>,
+    /// The host name the captured processes' spans carry, instead of the one their
+    /// capture recorded (as the instrumented services on this host name it).
+    #[arg(long, requires = "captures")]
+    host: Option<String>,
+    /// Join the lines of followed files that name no trace, and the paths inferred
+    /// from captures, to the traces of their requests, read from this query API (as
+    /// `causeway --api`, e.g. http://127.0.0.1:7070). Each log file is stitched (lprof)
+    /// with its last 10 s as context, and a request's lines go, once it is 3 s old, to
+    /// the spans of its file's service that held them and share their values (as
+    /// `causeway logs --join`); inferred paths go into the traces whose instrumented
+    /// spans stand for their messages (as `causeway infer --join`).
+    #[arg(long, value_name = "URL")]
     join: Option<String>,
     /// The collector's ingest address.
     #[arg(long, default_value = "http://127.0.0.1:4318")]
@@ -504,7 +521,17 @@ fn agent(a: AgentArgs) -> Result<()> {
     if !(0.0..=1.0).contains(&a.keep) {
         bail!("--keep {}: expected a fraction from 0 to 1", a.keep);
     }
+    if a.join.is_some() && a.logs.is_empty() && a.captures.is_empty() {
+        bail!("--join joins the lines of --logs and the paths of --captures: give one of them");
+    }
+    let node_names = match &a.names {
+        Some(path) => causeway_blackbox::infer::read_node_names(path)?,
+        None => Vec::new(),
+    };
     let mut agent = Agent::new(AgentConfig {
+        captures: a.captures,
+        node_names,
+        host: a.host,
         dirs: a.dirs,
         collector: a.collector,
         checkpoint: a.checkpoint,
@@ -526,12 +553,17 @@ fn agent(a: AgentArgs) -> Result<()> {
             Ok(stats) => {
                 if a.json {
                     outln!("{}", serde_json::to_string(&stats)?);
-                } else if stats.shipped + stats.sampled_out + stats.deleted + stats.log_lines > 0
+                } else if stats.shipped
+                    + stats.sampled_out
+                    + stats.deleted
+                    + stats.log_lines
+                    + stats.inferred_paths
+                    > 0
                     || a.once
                 {
                     outln!(
-                        "shipped {} spans in {} batches, sampled out {}, deleted {} segments, skipped {} damaged records; read {} log lines, {} of them log records of traces; {} requests stitched from lines without ids, {} joined to traces ({} lines on spans)",
-                        stats.shipped, stats.batches, stats.sampled_out, stats.deleted, stats.damaged, stats.log_lines, stats.log_records, stats.plain_requests, stats.plain_requests_joined, stats.plain_lines_placed
+                        "shipped {} spans in {} batches, sampled out {}, deleted {} segments, skipped {} damaged records; read {} log lines, {} of them log records of traces; {} requests stitched from lines without ids, {} joined to traces ({} lines on spans); {} paths inferred from captures, {} joined to traces",
+                        stats.shipped, stats.batches, stats.sampled_out, stats.deleted, stats.damaged, stats.log_lines, stats.log_records, stats.plain_requests, stats.plain_requests_joined, stats.plain_lines_placed, stats.inferred_paths, stats.inferred_paths_joined
                     );
                 }
             }

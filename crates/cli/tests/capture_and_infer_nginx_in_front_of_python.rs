@@ -184,14 +184,15 @@ fn api_get(serve: &common::Serve, path: &str) -> serde_json::Value {
         .expect("JSON")
 }
 
-#[test]
-fn a_request_through_nginx_to_an_instrumented_service_is_one_trace() {
+/// nginx in front of an instrumented replica of the demo's storage, eight reads through
+/// it, all captured.
+fn nginx_before_an_instrumented_replica(name: &str) -> Captured {
     for program in ["nginx", "curl"] {
         assert!(have(program), "{program} is needed (.ci/run installs it)");
     }
-    let work = temp("nginx-instrumented");
+    let work = temp(name);
     std::fs::create_dir_all(&work).expect("dir");
-    let data = temp("nginx-instrumented-data");
+    let data = temp(&format!("{name}-data"));
     let serve = common::Serve::start(&data, &[]);
     let ingest_port = serve.ingest.rsplit(':').next().expect("a port").to_string();
     let (front, back) = two_ports();
@@ -216,6 +217,34 @@ fn a_request_through_nginx_to_an_instrumented_service_is_one_trace() {
         !serve.search_service("storage-1").is_empty(),
         "the replica's spans arrived"
     );
+    Captured {
+        serve,
+        work,
+        _data: data,
+        caps,
+        ingest_port,
+    }
+}
+
+/// What [`nginx_before_an_instrumented_replica`] made: the server holding the replica's
+/// spans, the directories, and the server's ingest port.
+struct Captured {
+    serve: common::Serve,
+    work: common::TempDir,
+    _data: common::TempDir,
+    caps: std::path::PathBuf,
+    ingest_port: String,
+}
+
+#[test]
+fn a_request_through_nginx_to_an_instrumented_service_is_one_trace() {
+    let Captured {
+        serve,
+        work,
+        caps,
+        ingest_port,
+        ..
+    } = nginx_before_an_instrumented_replica("nginx-instrumented");
     let out = succeed(
         Command::new(BIN)
             .arg("infer")
@@ -229,15 +258,55 @@ fn a_request_through_nginx_to_an_instrumented_service_is_one_trace() {
     assert!(join["joined"].as_u64() >= Some(8), "{join}");
     assert_eq!(join["split"], 0, "{join}");
 
-    // Each request is one trace: curl's and nginx's inferred spans, and under nginx's call
-    // the replica's instrumented server span with its own children.
-    let found = api_get(&serve, "/api/search?service=storage-1&limit=100");
+    each_request_is_one_trace_from_curl(&serve);
+    let _ = std::fs::remove_dir_all(work);
+}
+
+#[test]
+fn the_agent_joins_what_it_captured_once() {
+    let Captured {
+        serve, work, caps, ..
+    } = nginx_before_an_instrumented_replica("nginx-agent");
+    let checkpoint = work.join("agent.checkpoint");
+    let agent = || {
+        let out = succeed(
+            Command::new(BIN)
+                .arg("agent")
+                .arg("--captures")
+                .arg(&caps)
+                .args(["--collector", &serve.ingest, "--join", &serve.api])
+                .arg("--checkpoint")
+                .arg(&checkpoint)
+                .args(["--once", "--json"]),
+            "causeway agent --captures --join",
+        );
+        let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        stats
+    };
+    let first = agent();
+    assert!(first["inferred_paths"].as_u64() >= Some(8), "{first}");
+    assert!(
+        first["inferred_paths_joined"].as_u64() >= Some(8),
+        "{first}"
+    );
+    each_request_is_one_trace_from_curl(&serve);
+    // Run again, it remembers where its windows reached: nothing is shipped twice.
+    let again = agent();
+    assert_eq!(again["inferred_paths"], 0, "{again}");
+    assert_eq!(again["shipped"], 0, "{again}");
+    let _ = std::fs::remove_dir_all(work);
+}
+
+/// Each request read through nginx is one trace: curl's and nginx's inferred spans, and
+/// under nginx's call the replica's instrumented server span with its own children.
+fn each_request_is_one_trace_from_curl(serve: &common::Serve) {
+    let found = api_get(serve, "/api/search?service=storage-1&limit=100");
     let traces = found["traces"].as_array().expect("traces");
     let mut whole = 0;
     let mut last = String::new();
     for t in traces {
         let body = api_get(
-            &serve,
+            serve,
             &format!("/api/traces/{}", t["traceId"].as_str().expect("id")),
         );
         let spans = body["spans"].as_array().expect("spans");
@@ -284,5 +353,4 @@ fn a_request_through_nginx_to_an_instrumented_service_is_one_trace() {
         "{whole} of {} traces start at curl through nginx; the last:\n{last}",
         traces.len()
     );
-    let _ = std::fs::remove_dir_all(work);
 }

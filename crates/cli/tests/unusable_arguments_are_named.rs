@@ -66,3 +66,28 @@ fn a_local_cluster_that_cannot_start_is_an_error_not_a_panic() {
         assert!(!e.contains("panicked"), "{e}");
     }
 }
+
+#[test]
+fn an_agent_join_with_nothing_to_join_is_named() {
+    let e = refused(&[
+        "agent",
+        "--dir",
+        "/tmp",
+        "--join",
+        "http://127.0.0.1:1",
+        "--once",
+    ]);
+    assert!(
+        e.contains("--join joins the lines of --logs and the paths of --captures"),
+        "{e}"
+    );
+    let e = refused(&[
+        "agent",
+        "--captures",
+        "/tmp",
+        "--names",
+        "/no/such/names",
+        "--once",
+    ]);
+    assert!(e.contains("/no/such/names"), "{e}");
+}

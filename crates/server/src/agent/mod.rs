@@ -18,11 +18,14 @@
 //! With `logs` globs it also follows application log files (`logs`): their lines that name
 //! a trace go to the collector as log records of their spans; with `join`, the lines of
 //! files that name none are stitched and joined to the traces of their requests (`plain`).
+//! With `captures` it follows capture directories: the paths inferred from them go to the
+//! collector, joined to the traces of their requests with `join` (`captures`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+mod captures;
 mod logs;
 mod plain;
 
@@ -52,9 +55,19 @@ pub struct AgentConfig {
     pub token: Option<String>,
     /// Application log files to follow (glob patterns, `/var/log/shop/*.log*`).
     pub logs: Vec<String>,
-    /// The query API the lines of followed files that name no trace are joined against
-    /// (stitched and placed on the spans of their requests); none: they are not.
+    /// The query API the lines of followed files that name no trace, and the paths
+    /// inferred from captures, are joined against (placed in the traces of their
+    /// requests); none: they are not.
     pub join: Option<String>,
+    /// Capture directories (`causeway capture --out`) followed: their paths are inferred
+    /// as the logs grow.
+    pub captures: Vec<std::path::PathBuf>,
+    /// Node names for captured processes, as `causeway infer --names` gives them: a
+    /// process whose command line contains the text (second) is the node named (first).
+    pub node_names: Vec<(String, String)>,
+    /// The host name the spans of captured processes carry, instead of the one their
+    /// capture recorded.
+    pub host: Option<String>,
 }
 
 impl Default for AgentConfig {
@@ -69,6 +82,9 @@ impl Default for AgentConfig {
             token: None,
             logs: Vec::new(),
             join: None,
+            captures: Vec::new(),
+            node_names: Vec::new(),
+            host: None,
         }
     }
 }
@@ -127,6 +143,10 @@ pub struct PassStats {
     pub plain_requests_joined: u64,
     /// Lines of those placed on spans.
     pub plain_lines_placed: u64,
+    /// Paths inferred from captures and shipped.
+    pub inferred_paths: u64,
+    /// Of those, joined to an instrumented trace (with `join`).
+    pub inferred_paths_joined: u64,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -137,6 +157,9 @@ struct Checkpoint {
     /// file renamed by rotation keeps its place.
     #[serde(default)]
     logs: BTreeMap<String, logs::Position>,
+    /// Paths inferred from captures that began before this (ns) were shipped.
+    #[serde(default)]
+    captures_from: u64,
 }
 
 /// True when Dapper's second-stage sampling keeps this trace: the decision depends only on
@@ -169,6 +192,10 @@ pub struct Agent {
     join_delays: Vec<u64>,
     /// Whether a stitching report was sent (the first window's, as `causeway logs`'s).
     report_sent: bool,
+    /// The capture directories followed, with `captures`.
+    captures: Option<causeway_blackbox::tail::CaptureTail>,
+    /// How long after they began inferred paths were shipped, until taken.
+    capture_delays: Vec<u64>,
 }
 
 impl Agent {
@@ -189,14 +216,18 @@ impl Agent {
                 .http_status_as_error(false)
                 .build(),
         );
-        Ok(Agent {
+        let mut agent = Agent {
             config,
             checkpoint,
             http,
             tails: std::collections::HashMap::new(),
             join_delays: Vec::new(),
             report_sent: false,
-        })
+            captures: None,
+            capture_delays: Vec::new(),
+        };
+        agent.captures = agent.capture_tail();
+        Ok(agent)
     }
 
     /// Every segment file under the roots, grouped by process directory, oldest first.
@@ -248,6 +279,7 @@ impl Agent {
         self.expire(&mut stats)?;
         self.ship_logs(&mut stats)?;
         self.join_tails(settle, &mut stats)?;
+        self.ship_captures(settle, &mut stats)?;
         Ok(stats)
     }
 

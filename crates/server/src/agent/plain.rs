@@ -27,9 +27,9 @@ pub const SETTLE: Duration = Duration::from_secs(3);
 const LOOKBACK_NS: u64 = 60_000_000_000;
 
 /// Freshness samples kept until taken.
-const MAX_DELAYS: usize = 1 << 20;
+pub(super) const MAX_DELAYS: usize = 1 << 20;
 
-fn now_ns() -> u64 {
+pub(super) fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -100,7 +100,7 @@ impl Agent {
 
     /// The spans the query API at `api` holds for the time of `spans`, read through its
     /// native export.
-    fn spans_around(&self, api: &str, spans: &[Span]) -> Result<Vec<Span>, AgentError> {
+    pub(super) fn spans_around(&self, api: &str, spans: &[Span]) -> Result<Vec<Span>, AgentError> {
         let (Some(start), Some(end)) = (
             spans.iter().map(|s| s.start).min(),
             spans.iter().map(|s| s.end).max(),
