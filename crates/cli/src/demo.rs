@@ -246,17 +246,21 @@ pub fn run(a: DemoArgs) -> Result<()> {
         }
         bar.finish_and_clear();
         statusln!("stopping");
-        let (plain, captured) = tokio::task::block_in_place(|| {
+        let (plain, captured, cost) = tokio::task::block_in_place(|| {
             stop_nodes(nodes);
             // The lines written and the requests captured last go too.
             follower.stop()
         });
         if let (f, Some(_)) = (&captured, edge) {
             statusln!(
-                "edge: the parts of {} requests joined, p50 {:.1} s, p99 {:.1} s after they began",
+                "edge: the parts of {} requests joined, p50 {:.1} s, p99 {:.1} s after they began; inferring a window took p50 {:.1} ms ({} messages), at most {:.1} ms, in {} passes",
                 f.requests,
                 f.p50.as_secs_f64(),
-                f.p99.as_secs_f64()
+                f.p99.as_secs_f64(),
+                cost.p50.as_secs_f64() * 1e3,
+                cost.messages_p50,
+                cost.max.as_secs_f64() * 1e3,
+                cost.passes
             );
         }
         if let (f, Some(service)) = (&plain, plain_log) {

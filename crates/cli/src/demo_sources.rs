@@ -80,14 +80,24 @@ pub(crate) fn follow_sources(
     let plain = Arc::new(Mutex::new(Vec::new()));
     let captured = Arc::new(Mutex::new(Vec::new()));
     let (plain_samples, captured_samples) = (plain.clone(), captured.clone());
+    let passes = Arc::new(Mutex::new(Vec::new()));
+    let inference = passes.clone();
     let repeating = Repeating::start(Duration::from_secs(1), move |last| {
         let pass = if last {
             agent.finish()
         } else {
             agent.run_once()
         };
-        if let Err(e) = pass {
-            tracing::warn!(error = %e, "following the demo's logs and capture");
+        match pass {
+            Ok(stats) if stats.capture_messages > 0 => {
+                if let Ok(mut passes) = inference.lock() {
+                    if passes.len() < MAX_SAMPLES {
+                        passes.push((stats.capture_us, stats.capture_messages));
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "following the demo's logs and capture"),
         }
         keep_samples(&plain_samples, agent.take_join_delays());
         keep_samples(&captured_samples, agent.take_capture_delays());
@@ -96,6 +106,7 @@ pub(crate) fn follow_sources(
         repeating,
         plain,
         captured,
+        passes,
     })
 }
 
@@ -105,6 +116,21 @@ pub(crate) struct Joiner {
     repeating: Repeating,
     plain: Arc<Mutex<Vec<u64>>>,
     captured: Arc<Mutex<Vec<u64>>>,
+    /// Each pass that inferred the capture: microseconds reading and inferring, and the
+    /// messages linked.
+    passes: Arc<Mutex<Vec<(u64, u64)>>>,
+}
+
+/// What inferring the capture cost a pass.
+pub(crate) struct InferenceCost {
+    /// Passes that inferred.
+    pub(crate) passes: usize,
+    /// The median pass.
+    pub(crate) p50: Duration,
+    /// The slowest pass.
+    pub(crate) max: Duration,
+    /// The median of the passes' messages linked.
+    pub(crate) messages_p50: u64,
 }
 
 /// How long after their requests began a source's parts were sent, joined.
@@ -136,9 +162,20 @@ const MAX_SAMPLES: usize = 1 << 20;
 impl Joiner {
     /// Stops after one more pass, which takes every request left; how fresh the plain
     /// log's joined requests and the edge's inferred paths were.
-    pub(crate) fn stop(self) -> (Freshness, Freshness) {
+    pub(crate) fn stop(self) -> (Freshness, Freshness, InferenceCost) {
         self.repeating.stop();
-        (Freshness::of(&self.plain), Freshness::of(&self.captured))
+        let passes = self.passes.lock().map(|p| p.clone()).unwrap_or_default();
+        let median = |mut v: Vec<u64>| {
+            v.sort_unstable();
+            v.get(v.len() / 2).copied().unwrap_or(0)
+        };
+        let cost = InferenceCost {
+            passes: passes.len(),
+            p50: Duration::from_micros(median(passes.iter().map(|p| p.0).collect())),
+            max: Duration::from_micros(passes.iter().map(|p| p.0).max().unwrap_or(0)),
+            messages_p50: median(passes.iter().map(|p| p.1).collect()),
+        };
+        (Freshness::of(&self.plain), Freshness::of(&self.captured), cost)
     }
 }
 

@@ -50,15 +50,18 @@ impl Agent {
             return Ok(());
         };
         let before = tail.from();
+        let began = std::time::Instant::now();
         let window = tail.settle(to).map_err(|e| AgentError::Io {
             action: "read capture directory",
             path: self.config.captures.first().cloned().unwrap_or_default(),
             source: std::io::Error::other(e),
         })?;
         let from = tail.from();
+        stats.capture_us += began.elapsed().as_micros() as u64;
         let Some(window) = window else {
             return Ok(());
         };
+        stats.capture_messages += window.messages as u64;
         for (log, what) in &window.damaged {
             tracing::warn!(log = %log.display(), %what, "capture log");
             stats.damaged += 1;

@@ -147,6 +147,10 @@ pub struct PassStats {
     pub inferred_paths: u64,
     /// Of those, joined to an instrumented trace (with `join`).
     pub inferred_paths_joined: u64,
+    /// Messages linked to infer them (the window's and its context's).
+    pub capture_messages: u64,
+    /// Microseconds spent reading the captures and inferring.
+    pub capture_us: u64,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
