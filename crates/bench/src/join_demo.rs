@@ -6,7 +6,8 @@
 //! truth); the store is then read for how many of them became exactly one trace with
 //! the edge's part in place, how many inferred parts stayed traces of their own, and (from
 //! the demo's own report) how long after a request began its part was sent, joined, and
-//! how long the catalog's lines (its log prints no ids) took to be joined.
+//! how long the catalog's lines (its log prints no ids) took to be joined, and what
+//! inferring the edge's capture cost the demo's agent a pass.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -72,6 +73,18 @@ fn freshness(line: &str) -> Option<(f64, f64)> {
             .ok()
     };
     Some((after(" p50 ")?, after(" p99 ")?))
+}
+
+/// What inferring a window cost the demo's agent: the median pass (ms), the messages it
+/// linked and the slowest pass (ms), from `... inferring a window took p50 X ms (N
+/// messages), at most Y ms, ...`.
+fn inference_cost(line: &str) -> Option<(f64, f64, f64)> {
+    let (_, rest) = line.split_once("inferring a window took p50 ")?;
+    let number = |text: &str| -> Option<f64> { text.split_whitespace().next()?.parse().ok() };
+    let p50 = number(rest)?;
+    let messages = number(rest.split_once('(')?.1)?;
+    let max = number(rest.split_once("at most ")?.1)?;
+    Some((p50, messages, max))
 }
 
 /// What the stored traces say of the requests.
@@ -143,6 +156,7 @@ fn measure(dir: &Path, rate: f64, a: &JoinDemoArgs) -> Result<serde_json::Value>
     let (p50, p99) = freshness(&line).unzip();
     let plain = std::fs::read_to_string(dir.join(PLAIN_FRESHNESS_FILE)).unwrap_or_default();
     let (plain_p50, plain_p99) = freshness(&plain).unzip();
+    let cost = inference_cost(&line);
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let requests = get(&counts.requests);
     let share = |n: u64| n as f64 / requests.max(1) as f64;
@@ -158,6 +172,9 @@ fn measure(dir: &Path, rate: f64, a: &JoinDemoArgs) -> Result<serde_json::Value>
         "freshness_p99_s": p99,
         "plain_log_freshness_p50_s": plain_p50,
         "plain_log_freshness_p99_s": plain_p99,
+        "infer_pass_p50_ms": cost.map(|c| c.0),
+        "infer_pass_messages_p50": cost.map(|c| c.1),
+        "infer_pass_max_ms": cost.map(|c| c.2),
     }))
 }
 
@@ -175,7 +192,7 @@ pub fn run(a: JoinDemoArgs) -> Result<()> {
         return Ok(());
     }
     outln!(
-        "{:>6} {:>8} {:>8} {:>9} {:>11} {:>6} {:>8} {:>8} {:>9} {:>9}",
+        "{:>6} {:>8} {:>8} {:>9} {:>11} {:>6} {:>8} {:>8} {:>9} {:>9} {:>10} {:>9} {:>10}",
         "rate/s",
         "requests",
         "joined",
@@ -185,12 +202,15 @@ pub fn run(a: JoinDemoArgs) -> Result<()> {
         "fresh50",
         "fresh99",
         "log50",
-        "log99"
+        "log99",
+        "infer50",
+        "messages",
+        "infer max"
     );
     for r in &rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         outln!(
-            "{:>6} {:>8} {:>8} {:>8.1}% {:>10.1}% {:>6} {:>7.1}s {:>7.1}s {:>8.1}s {:>8.1}s",
+            "{:>6} {:>8} {:>8} {:>8.1}% {:>10.1}% {:>6} {:>7.1}s {:>7.1}s {:>8.1}s {:>8.1}s {:>8.1}ms {:>9} {:>8.1}ms",
             f("rate"),
             f("requests"),
             f("joined"),
@@ -201,6 +221,9 @@ pub fn run(a: JoinDemoArgs) -> Result<()> {
             f("freshness_p99_s"),
             f("plain_log_freshness_p50_s"),
             f("plain_log_freshness_p99_s"),
+            f("infer_pass_p50_ms"),
+            f("infer_pass_messages_p50"),
+            f("infer_pass_max_ms"),
         );
     }
     Ok(())
@@ -210,8 +233,13 @@ pub fn run(a: JoinDemoArgs) -> Result<()> {
 mod tests {
     #[test]
     fn the_demos_freshness_line_reads_back() {
-        let line = "edge: the parts of 640 requests joined, p50 4.1 s, p99 5.9 s after they began";
+        let line = "edge: the parts of 640 requests joined, p50 4.1 s, p99 5.9 s after they began; inferring a window took p50 42.6 ms (1067 messages), at most 81.5 ms, in 9 passes";
         assert_eq!(super::freshness(line), Some((4.1, 5.9)));
+        assert_eq!(super::inference_cost(line), Some((42.6, 1067.0, 81.5)));
+        assert_eq!(
+            super::inference_cost("edge: the parts of 1 requests joined"),
+            None
+        );
         assert_eq!(super::freshness("edge: nothing"), None);
         let plain = "catalog's plain log: 278 requests stitched and sent, p50 4.0 s, p99 5.1 s after they began";
         assert_eq!(super::freshness(plain), Some((4.0, 5.1)));

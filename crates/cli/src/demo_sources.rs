@@ -175,7 +175,11 @@ impl Joiner {
             max: Duration::from_micros(passes.iter().map(|p| p.0).max().unwrap_or(0)),
             messages_p50: median(passes.iter().map(|p| p.1).collect()),
         };
-        (Freshness::of(&self.plain), Freshness::of(&self.captured), cost)
+        (
+            Freshness::of(&self.plain),
+            Freshness::of(&self.captured),
+            cost,
+        )
     }
 }
 
