@@ -87,24 +87,54 @@ fn inference_cost(line: &str) -> Option<(f64, f64, f64)> {
     Some((p50, messages, max))
 }
 
-/// What the stored traces say of the requests.
-#[derive(Default)]
-struct Counts {
-    /// Requests: the frontend's entry spans (its server spans not under one of its own).
+/// What the stored traces say of the requests that entered `entry` through `proxy`, a
+/// program nobody instrumented.
+pub(crate) struct Counts {
+    /// The proxy's service, as inferred.
+    proxy: &'static str,
+    /// The first instrumented service.
+    entry: &'static str,
+    /// Requests: the entry's server spans not under one of its own.
     requests: AtomicU64,
-    /// Requests whose trace has one root (log-record carriers aside), the edge's inferred
-    /// server span, with the
-    /// edge's call to the frontend the parent of the frontend's entry.
+    /// Requests whose trace has one root (log-record carriers aside), the proxy's inferred
+    /// server span, with the proxy's call to the entry the parent of the entry's span.
     joined: AtomicU64,
-    /// Edge calls to the frontend that ended at an instrumented entry span (the
-    /// dependency graph's edge -> frontend calls).
+    /// Proxy calls to the entry that ended at an instrumented entry span (the
+    /// dependency graph's proxy -> entry calls).
     edge_calls: AtomicU64,
     /// Traces of inferred spans only: a part of a request that joined no trace.
     stray: AtomicU64,
 }
 
 impl Counts {
-    fn add(&self, t: &Trace) {
+    pub(crate) fn new(proxy: &'static str, entry: &'static str) -> Counts {
+        Counts {
+            proxy,
+            entry,
+            requests: AtomicU64::new(0),
+            joined: AtomicU64::new(0),
+            edge_calls: AtomicU64::new(0),
+            stray: AtomicU64::new(0),
+        }
+    }
+
+    /// The counts as a row of the report, at `rate` requests a second.
+    pub(crate) fn row(&self, rate: f64) -> serde_json::Value {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let requests = get(&self.requests);
+        let share = |n: u64| n as f64 / requests.max(1) as f64;
+        json!({
+            "rate": rate,
+            "requests": requests,
+            "joined": get(&self.joined),
+            "one_trace": share(get(&self.joined)),
+            "edge_calls": get(&self.edge_calls),
+            "edge_calls_per_request": share(get(&self.edge_calls)),
+            "stray_inferred_traces": get(&self.stray),
+        })
+    }
+
+    pub(crate) fn add(&self, t: &Trace) {
         let spans = &t.spans;
         if spans
             .iter()
@@ -114,13 +144,13 @@ impl Counts {
             return;
         }
         let edge = |i: usize| {
-            &*spans[i].service == "edge" && matches!(spans[i].source, Source::Inferred { .. })
+            &*spans[i].service == self.proxy && matches!(spans[i].source, Source::Inferred { .. })
         };
         for (i, s) in spans.iter().enumerate() {
             let parent = t.parent[i];
-            let entry = &*s.service == "frontend"
+            let entry = &*s.service == self.entry
                 && s.kind == SpanKind::Server
-                && parent.is_none_or(|p| &*spans[p].service != "frontend");
+                && parent.is_none_or(|p| &*spans[p].service != self.entry);
             if !entry {
                 continue;
             }
@@ -150,32 +180,26 @@ fn measure(dir: &Path, rate: f64, a: &JoinDemoArgs) -> Result<serde_json::Value>
     let store_dir = dir.join("store");
     let store = Store::open(&store_dir, StoreOptions::default())
         .with_context(|| format!("opening the store in {}", store_dir.display()))?;
-    let counts = Counts::default();
+    let counts = Counts::new("edge", "frontend");
     store.scan(TimeWindow::ALL, &|t| counts.add(&t))?;
     let line = std::fs::read_to_string(dir.join(FRESHNESS_FILE)).unwrap_or_default();
     let (p50, p99) = freshness(&line).unzip();
     let plain = std::fs::read_to_string(dir.join(PLAIN_FRESHNESS_FILE)).unwrap_or_default();
     let (plain_p50, plain_p99) = freshness(&plain).unzip();
     let cost = inference_cost(&line);
-    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-    let requests = get(&counts.requests);
-    let share = |n: u64| n as f64 / requests.max(1) as f64;
-    Ok(json!({
-        "rate": rate,
-        "requests": requests,
-        "joined": get(&counts.joined),
-        "one_trace": share(get(&counts.joined)),
-        "edge_calls": get(&counts.edge_calls),
-        "edge_calls_per_request": share(get(&counts.edge_calls)),
-        "stray_inferred_traces": get(&counts.stray),
-        "freshness_p50_s": p50,
-        "freshness_p99_s": p99,
-        "plain_log_freshness_p50_s": plain_p50,
-        "plain_log_freshness_p99_s": plain_p99,
-        "infer_pass_p50_ms": cost.map(|c| c.0),
-        "infer_pass_messages_p50": cost.map(|c| c.1),
-        "infer_pass_max_ms": cost.map(|c| c.2),
-    }))
+    let mut row = counts.row(rate);
+    for (key, value) in [
+        ("freshness_p50_s", p50),
+        ("freshness_p99_s", p99),
+        ("plain_log_freshness_p50_s", plain_p50),
+        ("plain_log_freshness_p99_s", plain_p99),
+        ("infer_pass_p50_ms", cost.map(|c| c.0)),
+        ("infer_pass_messages_p50", cost.map(|c| c.1)),
+        ("infer_pass_max_ms", cost.map(|c| c.2)),
+    ] {
+        row[key] = json!(value);
+    }
+    Ok(row)
 }
 
 pub fn run(a: JoinDemoArgs) -> Result<()> {
@@ -191,26 +215,29 @@ pub fn run(a: JoinDemoArgs) -> Result<()> {
         outln!("{}", serde_json::to_string(&rows)?);
         return Ok(());
     }
-    outln!(
-        "{:>6} {:>8} {:>8} {:>9} {:>11} {:>6} {:>8} {:>8} {:>9} {:>9} {:>10} {:>9} {:>10}",
-        "rate/s",
-        "requests",
-        "joined",
-        "one trace",
-        "edge calls",
-        "stray",
-        "fresh50",
-        "fresh99",
-        "log50",
-        "log99",
-        "infer50",
-        "messages",
-        "infer max"
+    print_rows(&rows, "edge");
+    Ok(())
+}
+
+/// Prints the rows as a table; `proxy` names the uninstrumented program in front.
+pub(crate) fn print_rows(rows: &[serde_json::Value], proxy: &str) {
+    let calls = format!("{proxy} calls");
+    let logs = rows
+        .iter()
+        .any(|r| r["plain_log_freshness_p50_s"].is_number());
+    let mut header = format!(
+        "{:>6} {:>8} {:>8} {:>9} {:>12} {:>6} {:>8} {:>8}",
+        "rate/s", "requests", "joined", "one trace", calls, "stray", "fresh50", "fresh99"
     );
-    for r in &rows {
+    if logs {
+        header += &format!(" {:>9} {:>9}", "log50", "log99");
+    }
+    header += &format!(" {:>10} {:>9} {:>10}", "infer50", "messages", "infer max");
+    outln!("{header}");
+    for r in rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
-        outln!(
-            "{:>6} {:>8} {:>8} {:>8.1}% {:>10.1}% {:>6} {:>7.1}s {:>7.1}s {:>8.1}s {:>8.1}s {:>8.1}ms {:>9} {:>8.1}ms",
+        let mut line = format!(
+            "{:>6} {:>8} {:>8} {:>8.1}% {:>11.1}% {:>6} {:>7.1}s {:>7.1}s",
             f("rate"),
             f("requests"),
             f("joined"),
@@ -219,14 +246,22 @@ pub fn run(a: JoinDemoArgs) -> Result<()> {
             f("stray_inferred_traces"),
             f("freshness_p50_s"),
             f("freshness_p99_s"),
-            f("plain_log_freshness_p50_s"),
-            f("plain_log_freshness_p99_s"),
+        );
+        if logs {
+            line += &format!(
+                " {:>8.1}s {:>8.1}s",
+                f("plain_log_freshness_p50_s"),
+                f("plain_log_freshness_p99_s")
+            );
+        }
+        line += &format!(
+            " {:>8.1}ms {:>9} {:>8.1}ms",
             f("infer_pass_p50_ms"),
             f("infer_pass_messages_p50"),
             f("infer_pass_max_ms"),
         );
+        outln!("{line}");
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ mod infer_scale;
 mod ingest;
 mod join_demo;
 mod join_hidden;
+mod join_nginx;
 mod logs;
 mod logs_demo;
 mod pivot;
@@ -73,6 +74,10 @@ enum What {
     /// proxy, captured and joined while the demo runs, against the frontend's
     /// instrumented requests, at several loads.
     JoinDemo(crate::join_demo::JoinDemoArgs),
+    /// One request, one trace, with a real program nobody instrumented in front: nginx
+    /// under capture before an instrumented storage replica, joined by an agent while
+    /// the load runs, at several loads.
+    JoinNginx(crate::join_nginx::JoinNginxArgs),
     /// The join held to the truth with evidence hidden: the demo instrumented and
     /// captured whole, the spans of some services dropped, the capture inferred and
     /// joined to the rest, against the full instrumentation, at several loads.
@@ -104,6 +109,7 @@ fn run(what: What) -> Result<()> {
         What::Templates(a) => crate::templates::run(a),
         What::InferDemo(a) => crate::infer_demo::run(a),
         What::JoinDemo(a) => crate::join_demo::run(a),
+        What::JoinNginx(a) => crate::join_nginx::run(a),
         What::JoinHidden(a) => crate::join_hidden::run(a),
         What::InferScale(a) => crate::infer_scale::run(a),
         What::Hostile(a) => crate::hostile::run(a),
