@@ -10,7 +10,7 @@
 //! calls the dependency graph counts, how many inferred parts stayed alone, how fresh
 //! the joins were and what a pass of the agent cost.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -65,25 +65,6 @@ fn wait_listening(port: u16, child: &mut Running) -> Result<()> {
         std::thread::sleep(Duration::from_millis(50));
     }
     Ok(())
-}
-
-/// nginx's configuration in `dir`: two workers on `front`, keep-alive to `back`.
-fn nginx_conf(dir: &Path, front: u16, back: u16) -> Result<PathBuf> {
-    let conf = dir.join("nginx.conf");
-    let d = dir.display();
-    std::fs::write(
-        &conf,
-        format!(
-            "worker_processes 2; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
-             events {{ worker_connections 1024; }}\n\
-             http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
-               fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
-               upstream app {{ server 127.0.0.1:{back}; keepalive 16; }}\n\
-               server {{ listen 127.0.0.1:{front};\n\
-                 location / {{ proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\"; }} }} }}\n"
-        ),
-    )?;
-    Ok(conf)
 }
 
 /// The agent following `captures` on a thread of its own, a pass a second, until told to
@@ -214,7 +195,7 @@ fn run_once(dir: &Path, rate: f64, duration: Duration) -> Result<()> {
         "the storage replica",
     );
     wait_listening(back, &mut storage)?;
-    let conf = nginx_conf(&nginx_dir, front, back)?;
+    let conf = causeway_testkit::nginx::reverse_proxy_conf(&nginx_dir, 2, front, back, 16)?;
     let mut nginx = Running(
         Command::new(&exe)
             .arg("capture")

@@ -53,27 +53,6 @@ fn two_ports() -> (u16, u16) {
     )
 }
 
-/// An nginx configuration in `work`: two workers listening on `front`, keep-alive to the
-/// upstream on `back`.
-fn nginx_conf(work: &std::path::Path, front: u16, back: u16) -> std::path::PathBuf {
-    let conf = work.join("nginx.conf");
-    let w = work.display();
-    std::fs::write(
-        &conf,
-        format!(
-            "worker_processes 2; daemon off; pid {w}/nginx.pid; error_log {w}/error.log;\n\
-             events {{ worker_connections 64; }}\n\
-             http {{ access_log off; client_body_temp_path {w}/body; proxy_temp_path {w}/proxy;\n\
-               fastcgi_temp_path {w}/fcgi; uwsgi_temp_path {w}/uwsgi; scgi_temp_path {w}/scgi;\n\
-               upstream app {{ server 127.0.0.1:{back}; keepalive 4; }}\n\
-               server {{ listen 127.0.0.1:{front};\n\
-                 location / {{ proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\"; }} }} }}\n"
-        ),
-    )
-    .expect("nginx.conf");
-    conf
-}
-
 #[test]
 fn each_request_through_nginx_to_python_is_one_inferred_path() {
     for program in ["nginx", "python3", "curl"] {
@@ -82,7 +61,8 @@ fn each_request_through_nginx_to_python_is_one_inferred_path() {
     let work = temp("nginx-python");
     std::fs::create_dir_all(&work).expect("dir");
     let (front, back) = two_ports();
-    let conf = nginx_conf(&work, front, back);
+    let conf =
+        causeway_testkit::nginx::reverse_proxy_conf(&work, 2, front, back, 4).expect("nginx.conf");
     let w = work.display();
     let script = format!(
         "cd {w} && python3 -m http.server {back} --bind 127.0.0.1 >/dev/null 2>&1 & P=$!; \
@@ -196,7 +176,8 @@ fn nginx_before_an_instrumented_replica(name: &str) -> Captured {
     let serve = common::Serve::start(&data, &[]);
     let ingest_port = serve.ingest.rsplit(':').next().expect("a port").to_string();
     let (front, back) = two_ports();
-    let conf = nginx_conf(&work, front, back);
+    let conf =
+        causeway_testkit::nginx::reverse_proxy_conf(&work, 2, front, back, 4).expect("nginx.conf");
     let w = work.display();
     // A replica of the demo's storage, instrumented, exporting to the server; nginx in
     // front of it. The replica runs until its stdin (a FIFO the shell writes) ends, and

@@ -15,7 +15,7 @@ use causeway_blackbox::join::join;
 use causeway_blackbox::tail::CaptureTail;
 use causeway_model::Source;
 
-use super::plain::{now_ns, MAX_DELAYS};
+use super::plain::{now_ns, record_delays};
 use super::{Agent, AgentError, PassStats};
 
 impl Agent {
@@ -78,15 +78,7 @@ impl Agent {
         // Only once shipped: a restart after a failure takes the window again.
         self.checkpoint.captures_from = from;
         self.save()?;
-        let sent = now_ns();
-        let room = MAX_DELAYS.saturating_sub(self.capture_delays.len());
-        self.capture_delays.extend(
-            window
-                .starts
-                .iter()
-                .map(|s| sent.saturating_sub(*s))
-                .take(room),
-        );
+        record_delays(&mut self.capture_delays, &window.starts);
         Ok(())
     }
 

@@ -27,7 +27,15 @@ pub const SETTLE: Duration = Duration::from_secs(3);
 const LOOKBACK_NS: u64 = 60_000_000_000;
 
 /// Freshness samples kept until taken.
-pub(super) const MAX_DELAYS: usize = 1 << 20;
+const MAX_DELAYS: usize = 1 << 20;
+
+/// Records, among `delays`, how long after `starts` (ns) their requests were shipped:
+/// now (the first [`MAX_DELAYS`] until taken).
+pub(super) fn record_delays(delays: &mut Vec<u64>, starts: &[u64]) {
+    let sent = now_ns();
+    let room = MAX_DELAYS.saturating_sub(delays.len());
+    delays.extend(starts.iter().map(|s| sent.saturating_sub(*s)).take(room));
+}
 
 pub(super) fn now_ns() -> u64 {
     std::time::SystemTime::now()
@@ -80,15 +88,7 @@ impl Agent {
                 self.report_sent = true;
             }
             add(stats, &joined.report);
-            let sent = now_ns();
-            let room = MAX_DELAYS.saturating_sub(self.join_delays.len());
-            self.join_delays.extend(
-                settled
-                    .starts
-                    .iter()
-                    .map(|s| sent.saturating_sub(*s))
-                    .take(room),
-            );
+            record_delays(&mut self.join_delays, &settled.starts);
         }
         Ok(())
     }
