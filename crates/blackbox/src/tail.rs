@@ -68,6 +68,14 @@ struct Connection {
     closed: bool,
 }
 
+/// Bytes of a log fed past what was taken of it: the offset the next bytes must start at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a gap in the log: its bytes from offset {expected} are needed first")]
+pub struct Gap {
+    /// The offset expected.
+    pub expected: u64,
+}
+
 /// The paths one pass handed over.
 pub struct Window {
     /// Their spans (a client and a server span per request and reply, as
@@ -177,8 +185,46 @@ impl CaptureTail {
         }))
     }
 
+    /// Takes `bytes`, the bytes of the log `name` from `offset` on, as though read from
+    /// a file: what a log's bytes arriving some other way (sent by another host's agent)
+    /// add to the window. Bytes already taken are skipped; a gap (an offset past what was
+    /// taken, or a log first seen past its start) is refused with the offset expected.
+    /// A log fed so is let go only when it is in a directory followed and gone from it.
+    pub fn feed(&mut self, name: &Path, offset: u64, bytes: &[u8]) -> Result<(), Gap> {
+        let keep_after = self.from.saturating_sub(CONTEXT_NS);
+        let tail = match self.logs.get_mut(name) {
+            Some(tail) => tail,
+            None if offset == 0 => self.logs.entry(name.to_path_buf()).or_default(),
+            None => return Err(Gap { expected: 0 }),
+        };
+        if offset > tail.read {
+            return Err(Gap {
+                expected: tail.read,
+            });
+        }
+        let skip = usize::try_from(tail.read - offset).unwrap_or(usize::MAX);
+        let Some(new) = bytes.get(skip..).filter(|b| !b.is_empty()) else {
+            return Ok(());
+        };
+        if tail.damage.is_none() {
+            tail.take(new, keep_after);
+        }
+        tail.read += new.len() as u64;
+        Ok(())
+    }
+
+    /// Where each log that became unreadable did.
+    pub fn damaged(&self) -> impl Iterator<Item = (&Path, &str)> {
+        self.logs
+            .iter()
+            .filter_map(|(p, t)| Some((p.as_path(), t.damage.as_deref()?)))
+    }
+
     /// Reads what each log gained; returns the logs newly found damaged, or not read.
     fn read(&mut self) -> Result<Vec<(PathBuf, String)>, LogError> {
+        if self.dirs.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut files = Vec::new();
         for dir in &self.dirs {
             match log_files(dir) {
@@ -190,7 +236,10 @@ impl CaptureTail {
             }
         }
         // A log removed (rotated away by its owner) is let go.
-        self.logs.retain(|path, _| files.contains(path));
+        let present: std::collections::HashSet<&PathBuf> = files.iter().collect();
+        let dirs = &self.dirs;
+        self.logs
+            .retain(|path, _| present.contains(path) || !dirs.iter().any(|d| path.starts_with(d)));
         let keep_after = self.from.saturating_sub(CONTEXT_NS);
         let mut damaged = Vec::new();
         for path in files {
@@ -270,7 +319,13 @@ impl LogTail {
             let raw = &buf[offset..end];
             offset = end;
             match record {
-                Record::Process { .. } | Record::Bind { .. } => {
+                // Of the binds, inference reads the listens (a server's ports); others
+                // would pile up in a process that binds a socket per call.
+                Record::Process { .. }
+                | Record::Bind {
+                    call: crate::format::Call::Listen,
+                    ..
+                } => {
                     if self.head.is_empty() {
                         self.head.extend_from_slice(MAGIC);
                     }
@@ -669,6 +724,39 @@ mod tests {
             .expect("window")
             .spans
             .is_empty());
+    }
+
+    #[test]
+    fn fed_bytes_infer_as_read_ones_and_a_gap_is_refused() {
+        let part = shop(0..100);
+        let mut tail = CaptureTail::new(vec![], vec![], Options::default(), 0);
+        let (client, server) = (Path::new("h/c.sockcap"), Path::new("h/s.sockcap"));
+        // A log first seen past its start cannot be read: its header is needed.
+        assert_eq!(
+            tail.feed(client, 10, &part.client[10..]),
+            Err(Gap { expected: 0 })
+        );
+        let cut = part.client.len() / 2 + 3;
+        tail.feed(client, 0, &part.client[..cut]).expect("fed");
+        // Sent again with more (a retry after a lost answer): the new part is taken.
+        tail.feed(client, 0, &part.client[..cut + 7]).expect("fed");
+        assert_eq!(
+            tail.feed(client, cut as u64 + 20, &part.client[cut + 20..]),
+            Err(Gap {
+                expected: cut as u64 + 7
+            })
+        );
+        tail.feed(client, cut as u64 + 7, &part.client[cut + 7..])
+            .expect("fed");
+        tail.feed(server, 0, &part.server).expect("fed");
+        let window = tail.settle(u64::MAX).expect("pass").expect("a window");
+        assert_eq!(window.starts.len(), 100);
+        assert!(shapes(&window.spans).iter().all(|p| p.len() == 4));
+        assert_eq!(tail.damaged().count(), 0);
+        tail.feed(Path::new("h/x.sockcap"), 0, b"GET / HTTP/1.1\r\n")
+            .expect("fed");
+        let named: Vec<_> = tail.damaged().map(|(p, _)| p.to_path_buf()).collect();
+        assert_eq!(named, [Path::new("h/x.sockcap")]);
     }
 
     #[test]
