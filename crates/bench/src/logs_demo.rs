@@ -171,6 +171,16 @@ fn score_join(dir: &Path, stitch: StitchOptions) -> Result<serde_json::Value> {
         }
     }
     let (mut lines, mut right, mut right_span, mut wrong) = (0u64, 0u64, 0u64, 0u64);
+    // Where lines on the right trace but another span went: their true span's
+    // service and name, and the one they were put on.
+    // (A log carrier shares its span's id: the span names it.)
+    let names: HashMap<String, String> = traces
+        .iter()
+        .chain(&joined.spans)
+        .filter(|s| !s.is_log_carrier())
+        .map(|s| (s.span_id.to_string(), format!("{} {}", s.service, s.name)))
+        .collect();
+    let mut misplaced: HashMap<(String, String), u64> = HashMap::default();
     for t in crate::logs::read_truth::<TruthLine>(dir)? {
         // A line written outside every span names no trace.
         if t.trace.starts_with('-') {
@@ -180,15 +190,34 @@ fn score_join(dir: &Path, stitch: StitchOptions) -> Result<serde_json::Value> {
         match placed.get(&(t.file.clone(), i64::from(t.line))) {
             Some((trace, span)) if *trace == t.trace => {
                 right += 1;
-                right_span += u64::from(t.span.as_ref() == Some(span));
+                if t.span.as_ref() == Some(span) {
+                    right_span += 1;
+                } else {
+                    let name = |id: Option<&String>| {
+                        id.and_then(|id| names.get(id))
+                            .cloned()
+                            .unwrap_or_else(|| "?".into())
+                    };
+                    *misplaced
+                        .entry((name(t.span.as_ref()), name(Some(span))))
+                        .or_default() += 1;
+                }
             }
             Some(_) => wrong += 1,
             None => {}
         }
     }
     let share = |n: u64| n as f64 / lines.max(1) as f64;
+    let mut misplaced: Vec<_> = misplaced.into_iter().collect();
+    misplaced.sort_by(|a, b| b.1.cmp(&a.1));
+    let misplaced: Vec<_> = misplaced
+        .iter()
+        .take(8)
+        .map(|((truth, placed), n)| json!({"span": truth, "placed_on": placed, "lines": n}))
+        .collect();
     Ok(json!({
         "lines": lines,
+        "misplaced_most": misplaced,
         "right_trace": share(right),
         "right_span": share(right_span),
         "wrong_trace": share(wrong),

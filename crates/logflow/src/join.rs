@@ -15,9 +15,10 @@
 //! of the request's lines went to, else the line is not placed. In the trace, of its spans
 //! holding the line, the one that takes it: one holding it without the slack, then one
 //! its `tracing` scope fits (the span it names; for a line with none, in a log that names
-//! scopes, none of the named ones), then the one whose call (its attributes and its
-//! caller's) shares most of the line's values, then one that is not a client span (code
-//! logs; an outgoing call waits), then the one with a start or end nearest the line. Each
+//! scopes, none of the named ones), then one that is not a client span (code logs; an
+//! outgoing call waits, though it carries the values the code prints), then the one
+//! whose call (its attributes and its caller's) shares most of the line's values, then
+//! the one with a start or end nearest the line. Each
 //! placed line becomes a log record of its span saying how sure the placement is
 //! ([`LOG_CONFIDENCE`]: `10^shared` of the chosen trace over the sum across the
 //! candidates, `shared` counting the line's and its segment's values).
@@ -207,10 +208,11 @@ impl<'a> Anchors<'a> {
     ) -> Verdict {
         // Per trace: of its spans holding the line, one holding it without the slack
         // first (a call that began just after the line is the next one), then one its
-        // scope fits, then the one whose call shares most of the line's values (two
-        // lookups in parallel), then not a client span, then the one with a start or end
-        // nearest the line, then the innermost.
-        type Rank = (bool, bool, usize, bool, std::cmp::Reverse<u64>, u64);
+        // scope fits, then not a client span (code logs; an outgoing call waits, though
+        // its span carries the values the code prints), then the one whose call shares
+        // most of the line's values (two lookups in parallel), then the one with a start
+        // or end nearest the line, then the innermost.
+        type Rank = (bool, bool, bool, usize, std::cmp::Reverse<u64>, u64);
         let mut inner: HashMap<TraceId, (usize, Rank)> = HashMap::default();
         for i in self.holding(service, time, time) {
             let shared = self.call_values(i).intersection(line).count();
@@ -219,8 +221,8 @@ impl<'a> Anchors<'a> {
             let rank = (
                 s.start <= time && time <= s.end,
                 scope.fits(&s.name),
-                shared,
                 s.kind != SpanKind::Client,
+                shared,
                 std::cmp::Reverse(nearest_end),
                 s.start,
             );
@@ -812,6 +814,33 @@ mod tests {
         assert_eq!(on(10), ["order accepted user=3", "orders: order placed"]);
         assert_eq!(scope_of("a{x={1}}:b{y=2}: t: m"), Some("b"));
         assert_eq!(scope_of("t: m {x}"), None);
+    }
+
+    #[test]
+    fn a_line_printing_an_outgoing_calls_values_goes_to_the_code_that_waits_on_it() {
+        // orders' third replica write is still in flight when the handler logs the order
+        // it wrote: the line prints the block the write's span carries, but the handler
+        // logged it, not the call.
+        let mut write = span(1, 11, Some(10), "orders", (110, 190));
+        write.kind = SpanKind::Client;
+        write.name = "PUT /write".into();
+        let write = with_url(write, "http://storage-3/write?block=77");
+        let traces = vec![
+            with_url(span(1, 10, None, "orders", (100, 200)), "/orders?user=3"),
+            write,
+        ];
+        let stitched = vec![segment(
+            90,
+            1,
+            "orders",
+            &[(105, "order accepted user=3"), (150, "order placed order=77")],
+        )];
+        let joined = join(stitched, &traces);
+        assert_eq!(
+            events_on(&joined.spans, 1, 10),
+            ["order accepted user=3", "order placed order=77"]
+        );
+        assert!(events_on(&joined.spans, 1, 11).is_empty());
     }
 
     #[test]
