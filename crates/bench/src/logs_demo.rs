@@ -209,7 +209,7 @@ fn score_join(dir: &Path, stitch: StitchOptions) -> Result<serde_json::Value> {
     }
     let share = |n: u64| n as f64 / lines.max(1) as f64;
     let mut misplaced: Vec<_> = misplaced.into_iter().collect();
-    misplaced.sort_by(|a, b| b.1.cmp(&a.1));
+    misplaced.sort_by_key(|m| std::cmp::Reverse(m.1));
     let misplaced: Vec<_> = misplaced
         .iter()
         .take(8)
