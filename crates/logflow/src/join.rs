@@ -833,7 +833,10 @@ mod tests {
             90,
             1,
             "orders",
-            &[(105, "order accepted user=3"), (150, "order placed order=77")],
+            &[
+                (105, "order accepted user=3"),
+                (150, "order placed order=77"),
+            ],
         )];
         let joined = join(stitched, &traces);
         assert_eq!(

@@ -18,6 +18,12 @@ use causeway_model::Source;
 use super::plain::{now_ns, record_delays};
 use super::{Agent, AgentError, PassStats};
 
+/// How far before a window's paths the API is asked for the traces that began then: the
+/// instrumented calls into a captured process began with their request, no further back
+/// than a path's context reaches (the API scans every trace begun in the window, so a
+/// wider one costs the server each pass).
+const LOOKBACK_NS: u64 = causeway_blackbox::tail::CONTEXT_NS + 5_000_000_000;
+
 impl Agent {
     /// A tail over the configured capture directories, from where the checkpoint says
     /// the last run stopped; none without capture directories.
@@ -99,7 +105,7 @@ impl Agent {
         }
         if let Some(api) = self.config.join.clone() {
             let instrumented: Vec<_> = self
-                .spans_around(&api, &spans)?
+                .spans_around(&api, &spans, LOOKBACK_NS)?
                 .into_iter()
                 .filter(|s| !matches!(s.source, Source::Inferred { .. }))
                 .collect();

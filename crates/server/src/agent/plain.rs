@@ -22,8 +22,8 @@ use super::{Agent, AgentError, PassStats};
 /// its spans exported by then. The last pass (`finish`) takes all.
 pub const SETTLE: Duration = Duration::from_secs(3);
 
-/// How far before the window the API is asked for spans: a request's spans began before
-/// its node's first line.
+/// How far before the window the API is asked for the traces of its lines: a request's
+/// spans began before its node's first line.
 const LOOKBACK_NS: u64 = 60_000_000_000;
 
 /// Freshness samples kept until taken.
@@ -72,7 +72,7 @@ impl Agent {
             if settled.spans.is_empty() {
                 continue;
             }
-            let traces = self.spans_around(&api, &settled.spans)?;
+            let traces = self.spans_around(&api, &settled.spans, LOOKBACK_NS)?;
             let joined = join(settled.spans, &traces);
             self.ship_spans(&joined.spans, stats)?;
             if !self.report_sent {
@@ -98,9 +98,14 @@ impl Agent {
         std::mem::take(&mut self.join_delays)
     }
 
-    /// The spans the query API at `api` holds for the time of `spans`, read through its
-    /// native export.
-    pub(super) fn spans_around(&self, api: &str, spans: &[Span]) -> Result<Vec<Span>, AgentError> {
+    /// The spans of the traces the query API at `api` holds that began from `lookback_ns`
+    /// before `spans` to their end, read through its native export.
+    pub(super) fn spans_around(
+        &self,
+        api: &str,
+        spans: &[Span],
+        lookback_ns: u64,
+    ) -> Result<Vec<Span>, AgentError> {
         let (Some(start), Some(end)) = (
             spans.iter().map(|s| s.start).min(),
             spans.iter().map(|s| s.end).max(),
@@ -110,7 +115,7 @@ impl Agent {
         let url = format!(
             "{}/api/export?format=native&start={}&end={end}",
             api.trim_end_matches('/'),
-            start.saturating_sub(LOOKBACK_NS),
+            start.saturating_sub(lookback_ns),
         );
         let fail = |reason: String| AgentError::Collector {
             url: url.clone(),
