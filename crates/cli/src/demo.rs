@@ -5,9 +5,10 @@
 //! names one. Each of the ten roles (frontend, catalog, recommend, orders, cache,
 //! metadata, storage-1 to -3, queue) exports OTLP/HTTP to the ingest port, and an
 //! untraced Poisson load generator drives the frontend through an edge proxy that has no
-//! instrumentation (`demo/src/edge.rs`): it runs under socket capture, and
-//! `crate::demo_sources` infers its part of each request and joins it to the request's
-//! trace every two seconds (`--no-edge` sends the load straight to the frontend). The
+//! instrumentation (`demo/src/edge.rs`): it runs under socket capture, and the demo's
+//! agent (`crate::demo_sources`) infers its part of each request and joins it to the
+//! request's trace, a pass a second (`--no-edge` sends the load straight to the
+//! frontend). The
 //! demo's faults are on purpose
 //! (`demo/src/lib.rs`); its expectations are `demo/expectations/shop.pip`. With `--logs
 //! DIR` each process also writes `tracing`'s fmt output there, for `causeway logs`.

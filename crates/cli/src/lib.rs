@@ -233,9 +233,9 @@ struct AgentArgs {
     /// Join the lines of followed files that name no trace, and the paths inferred
     /// from captures, to the traces of their requests, read from this query API (as
     /// `causeway --api`, e.g. http://127.0.0.1:7070). Each log file is stitched (lprof)
-    /// with its last 10 s as context, and a request's lines go, once it is 3 s old, to
-    /// the spans of its file's service that held them and share their values (as
-    /// `causeway logs --join`); inferred paths go into the traces whose instrumented
+    /// with what its last 5 passes read as context, and a request's lines go, once it is
+    /// 3 s old, to the spans of its file's service that held them and share their values
+    /// (as `causeway logs --join`); inferred paths go into the traces whose instrumented
     /// spans stand for their messages (as `causeway infer --join`).
     #[arg(long, value_name = "URL")]
     join: Option<String>,

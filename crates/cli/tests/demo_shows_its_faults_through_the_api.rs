@@ -271,8 +271,8 @@ fn the_demo_runs_sends_traffic_and_stops_cleanly() {
 
     // The edge proxy has no instrumentation: its part of each request is inferred from
     // its socket calls and joined to the request's trace, where its call to the frontend
-    // is the parent of the frontend's root (the joiner takes requests older than 3 s,
-    // every 2 s).
+    // is the parent of the frontend's root (the agent takes requests older than 3 s,
+    // a pass a second).
     std::thread::sleep(Duration::from_secs(13).saturating_sub(running.elapsed()));
     let edged = traces(api, "edge");
     let joined = edged
@@ -309,7 +309,7 @@ fn the_demo_runs_sends_traffic_and_stops_cleanly() {
     assert!(logged > 0, "no log line in the shop's traces");
     // The catalog's log prints no ids: its lines are stitched and joined to the traces of
     // their requests, on the catalog's spans, each saying how sure that is; the Logs page
-    // shows their flows. The joiner takes requests older than 3 s every 2 s, and
+    // shows their flows. The agent takes requests older than 3 s every second, and
     // stitching a window takes a while in a debug build: 9 s is past its p99.
     let catalog = traces_settled(api, "catalog", Duration::from_secs(9));
     let with_plain_lines = catalog

@@ -13,7 +13,8 @@ use crate::window::Window;
 use crate::{stitch_logs, Options, Stitched};
 
 /// Passes kept as context for the next: a request that began in a pass's window may have
-/// lines read by the passes before (10 s at a pass every 2 s).
+/// lines read by the passes before (5 s at the agent's pass a second, 10 s at one every
+/// 2 s).
 pub const CONTEXT_PASSES: usize = 5;
 
 /// Bytes of context kept at most, whatever the passes read.
