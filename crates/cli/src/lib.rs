@@ -70,7 +70,7 @@ enum Command {
     },
     /// Run the collector, the store, the query API and the UI.
     Serve(ServeArgs),
-    /// Ship the span logs of this host to a collector.
+    /// Ship this host's span logs, application logs and socket captures to a collector.
     Agent(AgentArgs),
     /// Print one trace as a tree.
     Trace(TraceArgs),
