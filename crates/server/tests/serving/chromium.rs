@@ -249,7 +249,15 @@ impl Drop for Chromium {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.profile);
+        // A helper that outlives the browser for a moment (the network service flushing
+        // its cache index) can write the profile again after it was removed.
+        for _ in 0..20 {
+            let _ = std::fs::remove_dir_all(&self.profile);
+            std::thread::sleep(Duration::from_millis(100));
+            if !self.profile.exists() {
+                return;
+            }
+        }
     }
 }
 
