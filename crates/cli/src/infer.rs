@@ -276,17 +276,9 @@ pub(crate) fn instrumented_spans(
     token: Option<String>,
     inferred: &[Span],
 ) -> Result<Vec<Span>> {
-    let (Some(start), Some(end)) = (
-        inferred.iter().map(|s| s.start).min(),
-        inferred.iter().map(|s| s.end).max(),
-    ) else {
+    let Some(window) = causeway_server::agent::export_window(inferred, JOIN_LOOKBACK_NS) else {
         return Ok(Vec::new());
     };
-    let window = format!(
-        "/api/export?format=native&start={}&end={}",
-        start.saturating_sub(JOIN_LOOKBACK_NS),
-        end
-    );
     let body = crate::client::Client::new(api, token)
         .get_bytes(&window)
         .with_context(|| format!("reading the instrumented spans from {api}"))?;

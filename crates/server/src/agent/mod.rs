@@ -33,7 +33,7 @@ pub use plain::SETTLE;
 
 use causeway::sinks::segment::segment_files;
 use causeway_model::codec::native;
-use causeway_model::TraceId;
+use causeway_model::{Span, TraceId};
 use serde::{Deserialize, Serialize};
 
 /// How the agent runs.
@@ -164,6 +164,18 @@ struct Checkpoint {
     /// Paths inferred from captures that began before this (ns) were shipped.
     #[serde(default)]
     captures_from: u64,
+}
+
+/// The query API's path for the native export of the traces begun from `lookback_ns`
+/// before the first of `spans` to the end of the last (what a join of `spans` needs);
+/// none without spans.
+pub fn export_window(spans: &[Span], lookback_ns: u64) -> Option<String> {
+    let start = spans.iter().map(|s| s.start).min()?;
+    let end = spans.iter().map(|s| s.end).max()?;
+    Some(format!(
+        "/api/export?format=native&start={}&end={end}",
+        start.saturating_sub(lookback_ns)
+    ))
 }
 
 /// True when Dapper's second-stage sampling keeps this trace: the decision depends only on

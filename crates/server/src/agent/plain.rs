@@ -106,17 +106,10 @@ impl Agent {
         spans: &[Span],
         lookback_ns: u64,
     ) -> Result<Vec<Span>, AgentError> {
-        let (Some(start), Some(end)) = (
-            spans.iter().map(|s| s.start).min(),
-            spans.iter().map(|s| s.end).max(),
-        ) else {
+        let Some(window) = super::export_window(spans, lookback_ns) else {
             return Ok(Vec::new());
         };
-        let url = format!(
-            "{}/api/export?format=native&start={}&end={end}",
-            api.trim_end_matches('/'),
-            start.saturating_sub(lookback_ns),
-        );
+        let url = format!("{}{window}", api.trim_end_matches('/'));
         let fail = |reason: String| AgentError::Collector {
             url: url.clone(),
             reason,
@@ -139,7 +132,7 @@ impl Agent {
             .map_err(|e| fail(e.to_string()))?;
         let decoded = native::decode_stream(&body);
         if let Some(problem) = decoded.problems.first() {
-            tracing::warn!(api, %problem, "the export to join plain log lines to was damaged");
+            tracing::warn!(api, %problem, "the export to join to was damaged");
         }
         Ok(decoded.spans)
     }
