@@ -28,14 +28,14 @@ fuzz_target!(|data: &[u8]| {
         let share = |b: u8| (usize::from(b) * log.len()) / 255;
         let from = share(piece[0]);
         let to = share(*piece.get(1).unwrap_or(&255)).max(from);
-        let _ = tail.feed(names[which], from as u64, &log[from..to]);
+        let _ = tail.feed(names[which], None, from as u64, &log[from..to]);
         fed += to - from;
         if i % 3 == 2 {
             let _ = tail.settle(i as u64);
         }
     }
     for (name, log) in names.iter().zip(&logs) {
-        let _ = tail.feed(name, 0, log);
+        let _ = tail.feed(name, None, 0, log);
         fed += log.len();
     }
     assert!(tail.held_bytes() <= fed + 2 * MAGIC.len());

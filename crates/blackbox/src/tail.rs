@@ -31,6 +31,11 @@ const READ_BLOCK: usize = 8 << 20;
 /// The longest record the format allows, with its length.
 const MAX_RECORD: usize = 2 + u16::MAX as usize;
 
+/// Passes a log fed from elsewhere ([`CaptureTail::feed`]) is held without being fed:
+/// past them it is let go (its process ended, or its sender went away); a later piece of
+/// it is refused with offset 0, so its sender starts it over.
+pub const FED_IDLE_PASSES: u32 = 300;
+
 /// Capture directories followed, with what each log's window holds.
 pub struct CaptureTail {
     dirs: Vec<PathBuf>,
@@ -60,6 +65,15 @@ struct LogTail {
     /// Where the log became unreadable (bytes that are not records): it is followed no
     /// further.
     damage: Option<String>,
+    /// For a log fed from elsewhere: the host its process record is given in place of
+    /// the one it names, and the passes since it was last fed.
+    fed: Option<Fed>,
+}
+
+#[derive(Default)]
+struct Fed {
+    host: Option<String>,
+    idle_passes: u32,
 }
 
 struct Connection {
@@ -177,6 +191,12 @@ impl CaptureTail {
         for tail in self.logs.values_mut() {
             tail.let_go(horizon);
         }
+        self.logs.retain(|_, t| {
+            t.fed.as_mut().is_none_or(|f| {
+                f.idle_passes += 1;
+                f.idle_passes <= FED_IDLE_PASSES
+            })
+        });
         Ok(Some(Window {
             spans,
             starts,
@@ -187,16 +207,36 @@ impl CaptureTail {
 
     /// Takes `bytes`, the bytes of the log `name` from `offset` on, as though read from
     /// a file: what a log's bytes arriving some other way (sent by another host's agent)
-    /// add to the window. Bytes already taken are skipped; a gap (an offset past what was
-    /// taken, or a log first seen past its start) is refused with the offset expected.
-    /// A log fed so is let go only when it is in a directory followed and gone from it.
-    pub fn feed(&mut self, name: &Path, offset: u64, bytes: &[u8]) -> Result<(), Gap> {
+    /// add to the window; with `host`, its process is taken to run on that host (as the
+    /// sender names it) whatever host the log names. Bytes already taken are skipped; a
+    /// gap (an offset past what was taken, or a log first seen past its start) is refused
+    /// with the offset expected. A log fed so and not fed for [`FED_IDLE_PASSES`] passes
+    /// is let go.
+    pub fn feed(
+        &mut self,
+        name: &Path,
+        host: Option<&str>,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<(), Gap> {
         let keep_after = self.from.saturating_sub(CONTEXT_NS);
         let tail = match self.logs.get_mut(name) {
             Some(tail) => tail,
-            None if offset == 0 => self.logs.entry(name.to_path_buf()).or_default(),
+            None if offset == 0 => self
+                .logs
+                .entry(name.to_path_buf())
+                .or_insert_with(|| LogTail {
+                    fed: Some(Fed {
+                        host: host.map(str::to_string),
+                        idle_passes: 0,
+                    }),
+                    ..LogTail::default()
+                }),
             None => return Err(Gap { expected: 0 }),
         };
+        if let Some(fed) = tail.fed.as_mut() {
+            fed.idle_passes = 0;
+        }
         if offset > tail.read {
             return Err(Gap {
                 expected: tail.read,
@@ -211,6 +251,31 @@ impl CaptureTail {
         }
         tail.read += new.len() as u64;
         Ok(())
+    }
+
+    /// Whether the log `name` is held.
+    pub fn holds(&self, name: &Path) -> bool {
+        self.logs.contains_key(name)
+    }
+
+    /// Logs held.
+    pub fn logs(&self) -> usize {
+        self.logs.len()
+    }
+
+    /// Adds rules naming nodes (as `causeway infer --names`) to those given at the start;
+    /// a rule held already is not added twice.
+    pub fn add_names(&mut self, rules: &[(String, String)]) {
+        for rule in rules {
+            if !self.names.contains(rule) {
+                self.names.push(rule.clone());
+            }
+        }
+    }
+
+    /// Rules naming nodes in force.
+    pub fn names(&self) -> &[(String, String)] {
+        &self.names
     }
 
     /// Where each log that became unreadable did.
@@ -319,6 +384,36 @@ impl LogTail {
             let raw = &buf[offset..end];
             offset = end;
             match record {
+                Record::Process {
+                    pid,
+                    ppid,
+                    origin,
+                    at,
+                    exe,
+                    args,
+                    ..
+                } if self.fed.as_ref().is_some_and(|f| f.host.is_some()) => {
+                    let host = self.fed.as_ref().and_then(|f| f.host.as_deref());
+                    let renamed = Record::Process {
+                        pid,
+                        ppid,
+                        origin,
+                        at,
+                        host: host.unwrap_or_default().as_bytes(),
+                        exe,
+                        args,
+                    };
+                    let mut out = vec![0; MAX_RECORD];
+                    // A host name long enough not to fit keeps the record as it was.
+                    let raw = match renamed.encode(&mut out) {
+                        Some(n) => &out[..n],
+                        None => raw,
+                    };
+                    if self.head.is_empty() {
+                        self.head.extend_from_slice(MAGIC);
+                    }
+                    self.head.extend_from_slice(raw);
+                }
                 // Of the binds, inference reads the listens (a server's ports); others
                 // would pile up in a process that binds a socket per call.
                 Record::Process { .. }
@@ -733,30 +828,76 @@ mod tests {
         let (client, server) = (Path::new("h/c.sockcap"), Path::new("h/s.sockcap"));
         // A log first seen past its start cannot be read: its header is needed.
         assert_eq!(
-            tail.feed(client, 10, &part.client[10..]),
+            tail.feed(client, None, 10, &part.client[10..]),
             Err(Gap { expected: 0 })
         );
         let cut = part.client.len() / 2 + 3;
-        tail.feed(client, 0, &part.client[..cut]).expect("fed");
+        tail.feed(client, None, 0, &part.client[..cut])
+            .expect("fed");
         // Sent again with more (a retry after a lost answer): the new part is taken.
-        tail.feed(client, 0, &part.client[..cut + 7]).expect("fed");
+        tail.feed(client, None, 0, &part.client[..cut + 7])
+            .expect("fed");
         assert_eq!(
-            tail.feed(client, cut as u64 + 20, &part.client[cut + 20..]),
+            tail.feed(client, None, cut as u64 + 20, &part.client[cut + 20..]),
             Err(Gap {
                 expected: cut as u64 + 7
             })
         );
-        tail.feed(client, cut as u64 + 7, &part.client[cut + 7..])
+        tail.feed(client, None, cut as u64 + 7, &part.client[cut + 7..])
             .expect("fed");
-        tail.feed(server, 0, &part.server).expect("fed");
+        tail.feed(server, None, 0, &part.server).expect("fed");
         let window = tail.settle(u64::MAX).expect("pass").expect("a window");
         assert_eq!(window.starts.len(), 100);
         assert!(shapes(&window.spans).iter().all(|p| p.len() == 4));
         assert_eq!(tail.damaged().count(), 0);
-        tail.feed(Path::new("h/x.sockcap"), 0, b"GET / HTTP/1.1\r\n")
+        tail.feed(Path::new("h/x.sockcap"), None, 0, b"GET / HTTP/1.1\r\n")
             .expect("fed");
         let named: Vec<_> = tail.damaged().map(|(p, _)| p.to_path_buf()).collect();
         assert_eq!(named, [Path::new("h/x.sockcap")]);
+    }
+
+    #[test]
+    fn a_fed_log_runs_on_the_host_its_sender_names() {
+        let part = shop(0..10);
+        let mut tail = CaptureTail::new(vec![], vec![], Options::default(), 0);
+        tail.feed(Path::new("c.sockcap"), Some("web-7"), 0, &part.client)
+            .expect("fed");
+        tail.feed(Path::new("s.sockcap"), None, 0, &part.server)
+            .expect("fed");
+        let window = tail.settle(u64::MAX).expect("pass").expect("a window");
+        let hosts = |pid: u32| -> BTreeSet<String> {
+            window
+                .spans
+                .iter()
+                .filter(|s| s.pid == pid)
+                .map(|s| s.host.to_string())
+                .collect()
+        };
+        // The client's host renamed by its sender; the server's as its log names it.
+        assert_eq!(hosts(1), BTreeSet::from(["web-7".to_string()]));
+        assert_eq!(hosts(2), BTreeSet::from(["h".to_string()]));
+    }
+
+    #[test]
+    fn a_fed_log_no_longer_fed_is_let_go_and_then_started_over() {
+        let part = shop(0..10);
+        let mut tail = CaptureTail::new(vec![], vec![], Options::default(), 0);
+        let (client, server) = (Path::new("c.sockcap"), Path::new("s.sockcap"));
+        tail.feed(client, None, 0, &part.client).expect("fed");
+        tail.feed(server, None, 0, &part.server).expect("fed");
+        let end = part.server.len() as u64;
+        for pass in 0..FED_IDLE_PASSES {
+            tail.settle(T0 + u64::from(pass) + 1).expect("pass");
+            // The server's sender still sends (nothing new).
+            tail.feed(server, None, end, &[]).expect("fed");
+        }
+        assert_eq!(tail.logs(), 2);
+        tail.settle(T0 + S).expect("pass");
+        assert_eq!(tail.logs(), 1, "the client's log, idle, is let go");
+        assert_eq!(
+            tail.feed(client, None, part.client.len() as u64, b"more"),
+            Err(Gap { expected: 0 })
+        );
     }
 
     #[test]

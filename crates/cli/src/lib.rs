@@ -69,7 +69,7 @@ enum Command {
         args: Vec<String>,
     },
     /// Run the collector, the store, the query API and the UI.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Ship this host's span logs, application logs and socket captures to a collector.
     Agent(AgentArgs),
     /// Print one trace as a tree.
@@ -200,6 +200,10 @@ struct ServeArgs {
     /// ingest answers 503 until ClickHouse catches up.
     #[arg(long, default_value_t = causeway_clickhouse::SpoolOptions::default().max_unshipped_bytes)]
     spool_max_bytes: u64,
+    /// A file naming the captured nodes of the capture logs agents send (`causeway agent
+    /// --captures`), as for `causeway infer --names`: lines `NAME = TEXT`.
+    #[arg(long, value_name = "FILE")]
+    names: Option<PathBuf>,
     #[command(flatten)]
     limits: serve_limits::LimitArgs,
 }
@@ -216,10 +220,11 @@ struct AgentArgs {
     #[arg(long = "logs", value_name = "GLOB")]
     logs: Vec<String>,
     /// A capture directory (`causeway capture --out`) to follow; repeatable. Its logs are
-    /// read as they grow and inferred (WAP5) a window at a time, with the last 10 s as
-    /// context; a request's path is shipped once it is 3 s old. A restart takes up
-    /// where the last run's windows reached (a first run: from the captures' start).
-    /// The collector's port is left out (exports are not the system's requests).
+    /// sent to the collector (`/v1/captures`) as they grow, and the server infers (WAP5)
+    /// every host's logs a window at a time and joins each request's path to its trace
+    /// once it is 3 s old. A restart sends from where the server last took each log.
+    /// With --join the agent infers them itself (with the last 10 s as context, its
+    /// collector's port left out) and ships the paths joined.
     #[arg(long = "captures", value_name = "DIR")]
     captures: Vec<PathBuf>,
     /// A file naming captured nodes, as for `causeway infer --names`: lines `NAME =
@@ -231,12 +236,13 @@ struct AgentArgs {
     #[arg(long, requires = "captures")]
     host: Option<String>,
     /// Join the lines of followed files that name no trace, and the paths inferred
-    /// from captures, to the traces of their requests, read from this query API (as
+    /// from captures, here, to the traces of their requests read from this query API (as
     /// `causeway --api`, e.g. http://127.0.0.1:7070). Each log file is stitched (lprof)
     /// with what its last 5 passes read as context, and a request's lines go, once it is
     /// 3 s old, to the spans of its file's service that held them and share their values
-    /// (as `causeway logs --join`); inferred paths go into the traces whose instrumented
-    /// spans stand for their messages (as `causeway infer --join`).
+    /// (as `causeway logs --join`); captures are inferred on this host rather than sent
+    /// (only this host's processes are reconciled), and their paths go into the traces
+    /// whose instrumented spans stand for their messages (as `causeway infer --join`).
     #[arg(long, value_name = "URL")]
     join: Option<String>,
     /// The collector's ingest address.
@@ -403,7 +409,7 @@ pub fn main() {
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::DemoNode { .. } | Command::ReplicasNode { .. } => Ok(()),
-        Command::Serve(a) => serve(a),
+        Command::Serve(a) => serve(*a),
         Command::Agent(a) => agent(a),
         Command::Trace(a) => trace(a),
         Command::Search(a) => search(a),
@@ -488,6 +494,10 @@ fn serve(a: ServeArgs) -> Result<()> {
             ..StoreOptions::default()
         },
         clickhouse: a.clickhouse.server_config(a.spool_max_bytes)?,
+        capture_names: match &a.names {
+            Some(path) => causeway_blackbox::infer::read_node_names(path)?,
+            None => Vec::new(),
+        },
         ..a.listen.config(a.data)
     };
     let data = config.data_dir.clone();
@@ -508,6 +518,10 @@ fn serve(a: ServeArgs) -> Result<()> {
             server.ingest_addr
         );
         statusln!("  Jaeger JSON      http://{}/v1/jaeger", server.ingest_addr);
+        statusln!(
+            "  capture logs     http://{}/v1/captures",
+            server.ingest_addr
+        );
         statusln!("  query API and UI http://{}", server.http_addr);
         statusln!("press Ctrl-C to stop");
         stop_requested().await.context("waiting for Ctrl-C")?;

@@ -127,6 +127,13 @@ pub struct LimitArgs {
     /// once; more wait for a place until their time limit.
     #[arg(long, default_value_t = defaults().max_scans)]
     max_scans: usize,
+    /// Bytes of capture records held for the joins (`/v1/captures`: a window and its
+    /// context, across every agent's logs); a piece that finds them full is answered 503.
+    #[arg(long, default_value_t = Size(defaults().max_capture_bytes))]
+    max_capture_bytes: Size,
+    /// Capture logs held at once; a new one past it is answered 503.
+    #[arg(long, default_value_t = defaults().max_capture_logs)]
+    max_capture_logs: usize,
     /// How long such a request may take, waiting for its place included; past it the
     /// answer is 503 (no place came free) or 408 (out of time).
     #[arg(long, default_value_t = secs(defaults().query_timeout))]
@@ -208,6 +215,8 @@ impl LimitArgs {
                 max_nested_attributes: self.max_event_attributes,
             },
             max_scans: self.max_scans.max(1),
+            max_capture_bytes: self.max_capture_bytes.0,
+            max_capture_logs: self.max_capture_logs.max(1),
             query_timeout: duration("query-timeout", &self.query_timeout)?,
             max_search_limit: self.max_search_limit.max(1),
             max_answer_spans: self.max_answer_spans.max(1),

@@ -278,6 +278,49 @@ fn the_agent_joins_what_it_captured_once() {
     let _ = std::fs::remove_dir_all(work);
 }
 
+#[test]
+fn the_server_joins_the_captures_an_agent_sends() {
+    let Captured {
+        serve, work, caps, ..
+    } = nginx_before_an_instrumented_replica("nginx-server-join");
+    let checkpoint = work.join("agent.checkpoint");
+    let agent = || {
+        let out = succeed(
+            Command::new(BIN)
+                .arg("agent")
+                .arg("--captures")
+                .arg(&caps)
+                .args(["--collector", &serve.ingest])
+                .arg("--checkpoint")
+                .arg(&checkpoint)
+                .args(["--once", "--json"]),
+            "causeway agent --captures",
+        );
+        let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        stats
+    };
+    let first = agent();
+    assert!(first["capture_bytes"].as_u64() > Some(0), "{first}");
+    assert_eq!(first["inferred_paths"], 0, "the server infers: {first}");
+    // The server's passes take each path once it is 3 s old.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        let status = api_get(&serve, "/api/captures");
+        if status["pathsJoined"].as_u64() >= Some(8) || std::time::Instant::now() > deadline {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    };
+    assert!(status["pathsJoined"].as_u64() >= Some(8), "{status}");
+    assert!(status["logs"].as_u64() >= Some(2), "{status}");
+    assert_eq!(status["damaged"], serde_json::json!([]), "{status}");
+    each_request_is_one_trace_from_curl(&serve);
+    // Run again: the server took every byte, nothing is sent twice.
+    let again = agent();
+    assert_eq!(again["capture_bytes"], 0, "{again}");
+    let _ = std::fs::remove_dir_all(work);
+}
+
 /// Each request read through nginx is one trace: curl's and nginx's inferred spans, and
 /// under nginx's call the replica's instrumented server span with its own children.
 fn each_request_is_one_trace_from_curl(serve: &common::Serve) {

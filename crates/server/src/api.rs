@@ -24,6 +24,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(crate::metrics::metrics))
         .merge(crate::analyses::routes())
         .merge(crate::logflows::routes())
+        .merge(crate::captures::routes())
         .merge(crate::expect::routes())
         .merge(crate::jaeger::routes())
         .merge(crate::pivot::routes(state.config.limits.max_body_bytes))

@@ -129,6 +129,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/v1/jaeger", post(jaeger_http))
         .route("/v1/native", post(native_http))
         .merge(crate::logflows::ingest_routes())
+        .merge(crate::captures::ingest_routes())
         .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -37,6 +37,7 @@ pub mod agent;
 mod analyses;
 mod api;
 mod auth;
+pub mod captures;
 pub mod error;
 mod expect;
 mod export;
@@ -108,6 +109,9 @@ pub struct ServerConfig {
     pub pivot_tracepoints: Vec<(String, String)>,
     /// How often processes report Pivot Tracing results.
     pub pivot_interval: std::time::Duration,
+    /// Rules naming the nodes of capture logs agents send (`NAME = TEXT` pairs, as
+    /// `causeway infer --names` reads them).
+    pub capture_names: Vec<(String, String)>,
 }
 
 /// Everything that bounds what requests take of the server: connections, time, memory
@@ -145,6 +149,11 @@ pub struct Limits {
     pub max_answer_spans: usize,
     /// Bounds on SQL queries.
     pub sql: SqlLimits,
+    /// Bytes of capture records held for the joins (a window and its context, across
+    /// every log agents send); a piece that finds them full is answered 503.
+    pub max_capture_bytes: usize,
+    /// Capture logs held at once; a new one past it is answered 503.
+    pub max_capture_logs: usize,
     /// Bounds on the Pivot Tracing hub.
     pub pivot: PivotLimits,
 }
@@ -164,6 +173,8 @@ impl Default for Limits {
             max_search_limit: 1500,
             max_answer_spans: 50_000,
             sql: SqlLimits::default(),
+            max_capture_bytes: 256 << 20,
+            max_capture_logs: 10_000,
             pivot: PivotLimits::default(),
         }
     }
@@ -213,6 +224,7 @@ impl Default for ServerConfig {
             clickhouse: None,
             pivot_tracepoints: Vec::new(),
             pivot_interval: std::time::Duration::from_secs(1),
+            capture_names: Vec::new(),
         }
     }
 }
@@ -303,6 +315,7 @@ pub(crate) struct AppState {
     pub gates: listen::Gates,
     pub ingest_receiving: receive::Budget,
     pub api_receiving: receive::Budget,
+    pub captures: captures::Captures,
 }
 
 /// A server that is up; its addresses are the ones actually bound (port 0 resolved).
@@ -410,7 +423,12 @@ pub async fn start(mut config: ServerConfig) -> Result<RunningServer, ServerErro
     )
     .map_err(ServerError::Pivot)?;
     let limits = &config.limits;
+    // Captured services export their spans to these: that traffic is not their requests.
+    let own_ports = vec![grpc_addr.port(), ingest_addr.port(), http_addr.port()];
+    let captures =
+        captures::Captures::open(&config.data_dir, config.capture_names.clone(), own_ports);
     let state = Arc::new(AppState {
+        captures,
         pivot: hub,
         store: store.clone(),
         backend: backend.clone(),
@@ -447,6 +465,7 @@ pub async fn start(mut config: ServerConfig) -> Result<RunningServer, ServerErro
     };
     let rx = stopped.clone();
     tasks.push(tokio::spawn(grpc::serve(state.clone(), grpc, signal(rx))));
+    tasks.push(tokio::spawn(captures::run(state.clone(), stopped.clone())));
     tracing::info!(%grpc_addr, %ingest_addr, %http_addr, "causeway serving");
     Ok(RunningServer {
         grpc_addr,

@@ -18,8 +18,10 @@
 //! With `logs` globs it also follows application log files (`logs`): their lines that name
 //! a trace go to the collector as log records of their spans; with `join`, the lines of
 //! files that name none are stitched and joined to the traces of their requests (`plain`).
-//! With `captures` it follows capture directories: the paths inferred from them go to the
-//! collector, joined to the traces of their requests with `join` (`captures`).
+//! With `captures` it follows capture directories: their logs' bytes go to the collector
+//! as they grow, and the server infers and joins them (`crate::captures`); with `join`,
+//! the agent infers them itself and sends the paths joined to the traces of their
+//! requests (`captures`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -59,8 +61,8 @@ pub struct AgentConfig {
     /// inferred from captures, are joined against (placed in the traces of their
     /// requests); none: they are not.
     pub join: Option<String>,
-    /// Capture directories (`causeway capture --out`) followed: their paths are inferred
-    /// as the logs grow.
+    /// Capture directories (`causeway capture --out`) followed: their logs are sent to
+    /// the server as they grow (with `join`, their paths are inferred here).
     pub captures: Vec<std::path::PathBuf>,
     /// Node names for captured processes, as `causeway infer --names` gives them: a
     /// process whose command line contains the text (second) is the node named (first).
@@ -151,6 +153,10 @@ pub struct PassStats {
     pub capture_messages: u64,
     /// Microseconds spent reading the captures and inferring.
     pub capture_us: u64,
+    /// Bytes of capture logs sent to the server (without `join`).
+    pub capture_bytes: u64,
+    /// Pieces of capture logs the server had no room for (sent again next pass).
+    pub capture_refused: u64,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -164,6 +170,9 @@ struct Checkpoint {
     /// Paths inferred from captures that began before this (ns) were shipped.
     #[serde(default)]
     captures_from: u64,
+    /// How much of each capture log the server took (without `join`).
+    #[serde(default)]
+    capture_offsets: BTreeMap<PathBuf, u64>,
 }
 
 /// The query API's path for the native export of the traces begun from `lookback_ns`

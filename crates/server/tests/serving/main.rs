@@ -6,6 +6,7 @@ mod chromium;
 mod common;
 
 mod agent_ships_span_logs_to_the_collector;
+mod capture_logs_are_joined_by_the_server;
 mod ingest_rejects_bad_input_clearly;
 mod jaeger_query_api_answers_as_jaeger_does;
 mod no_request_takes_the_server_down;

@@ -1,0 +1,268 @@
+//! Capture logs sent in pieces (`POST /v1/captures`, as `causeway agent --captures` sends
+//! them) are inferred by the server's passes; a gap, bad parameters, bytes that are not
+//! a capture log and a full window each get a clear answer, and lose nothing else.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use causeway_blackbox::format::{sock, Call, Direction, Endpoint, Origin, Record, Stamp, MAGIC};
+use causeway_testkit::now_ns;
+use common::TestServer;
+
+const S: u64 = 1_000_000_000;
+const MS: u64 = 1_000_000;
+const OCTETS: (&str, &str) = ("content-type", "application/octet-stream");
+
+fn stamp(ns: u64) -> Stamp {
+    Stamp {
+        tid: 7,
+        mono_ns: ns,
+        wall_ns: ns,
+    }
+}
+
+fn local(port: u16) -> Endpoint<'static> {
+    Endpoint::V4([127, 0, 0, 1], port)
+}
+
+fn encode(records: &[Record<'_>]) -> Vec<u8> {
+    let mut out = MAGIC.to_vec();
+    let mut buf = [0u8; 4096];
+    for r in records {
+        let n = r.encode(&mut buf).expect("fits");
+        out.extend_from_slice(&buf[..n]);
+    }
+    out
+}
+
+fn data(ns: u64, direction: Direction, offset: u64, bytes: u64) -> Record<'static> {
+    Record::Data {
+        at: stamp(ns),
+        call: Call::Write,
+        fd: 4,
+        conn: 1,
+        direction,
+        bytes,
+        errno: 0,
+        offset,
+        peer: Endpoint::None,
+        checksum: 0,
+        peek: false,
+    }
+}
+
+/// A client's log and its server's: `requests` calls on one connection, a call every
+/// 100 ms from `t0` (ns).
+fn client_and_server(t0: u64, requests: u64) -> (Vec<u8>, Vec<u8>) {
+    let process = |pid: u32, exe: &'static [u8]| Record::Process {
+        pid,
+        ppid: 0,
+        origin: Origin::Start,
+        at: stamp(t0),
+        host: b"h",
+        exe,
+        args: exe,
+    };
+    let connection = |call: Call, from: u16, to: u16| Record::Connection {
+        at: stamp(t0),
+        call,
+        fd: 4,
+        conn: 1,
+        kind: sock::STREAM,
+        local: local(from),
+        peer: local(to),
+        peer_pid: 0,
+        errno: 0,
+        mid_stream: false,
+    };
+    let mut client = vec![
+        process(1, b"/bin/client"),
+        connection(Call::Connect, 40_000, 8080),
+    ];
+    let mut server = vec![
+        process(2, b"/bin/server"),
+        Record::Bind {
+            at: stamp(t0),
+            call: Call::Listen,
+            fd: 3,
+            local: local(8080),
+            errno: 0,
+        },
+        connection(Call::Accept, 8080, 40_000),
+    ];
+    for i in 0..requests {
+        let t = t0 + S + i * 100 * MS;
+        client.push(data(t, Direction::Send, i * 100, 100));
+        server.push(data(t + MS, Direction::Recv, i * 100, 100));
+        server.push(data(t + 3 * MS, Direction::Send, i * 60, 60));
+        client.push(data(t + 4 * MS, Direction::Recv, i * 60, 60));
+    }
+    (encode(&client), encode(&server))
+}
+
+fn piece(server: &TestServer, query: &str, bytes: &[u8]) -> (u16, serde_json::Value) {
+    let (status, _, body) = server.post(&format!("/v1/captures?{query}"), &[OCTETS], bytes);
+    let body = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+    (status, body)
+}
+
+/// Polls `/api/captures` until `done` holds (30 s at most); the last status.
+fn status_until(
+    server: &TestServer,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, status) = server.get("/api/captures");
+        assert_eq!(code, 200, "{status}");
+        if done(&status) || Instant::now() > deadline {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn pieces_of_logs_are_inferred_once_and_gaps_are_refused_with_the_offset_needed() {
+    let server = TestServer::start("captures");
+    let (client, server_log) = client_and_server(now_ns() - 60 * S, 20);
+    // A log first sent past its start: its header is needed.
+    let (code, body) = piece(&server, "log=c.sockcap&offset=10", &client[10..]);
+    assert_eq!(
+        (code, &body["expected"]),
+        (409, &serde_json::json!(0)),
+        "{body}"
+    );
+    // In pieces cut anywhere, one sent again (a retry after a lost answer).
+    let cut = client.len() / 2 + 3;
+    let (code, body) = piece(&server, "log=c.sockcap&offset=0", &client[..cut]);
+    assert_eq!(
+        (code, &body["next"]),
+        (200, &serde_json::json!(cut)),
+        "{body}"
+    );
+    let (code, _) = piece(&server, "log=c.sockcap&offset=0", &client[..cut]);
+    assert_eq!(code, 200);
+    let past = format!("log=c.sockcap&offset={}", cut + 5);
+    let (code, body) = piece(&server, &past, &client[cut + 5..]);
+    assert_eq!(
+        (code, &body["expected"]),
+        (409, &serde_json::json!(cut)),
+        "{body}"
+    );
+    assert!(body["error"].as_str().unwrap().contains("offset"), "{body}");
+    let rest = format!("log=c.sockcap&offset={cut}");
+    assert_eq!(piece(&server, &rest, &client[cut..]).0, 200);
+    assert_eq!(
+        piece(&server, "log=s.sockcap&offset=0&host=web-2", &server_log).0,
+        200
+    );
+    let status = status_until(&server, |s| s["paths"].as_u64() >= Some(20));
+    assert_eq!(status["paths"], 20, "{status}");
+    assert_eq!(status["logs"], 2, "{status}");
+    assert!(status["spansStored"].as_u64() >= Some(40), "{status}");
+    // Each request's call and the server span under it, the server on the host its
+    // sender named.
+    let (_, found) = server.get("/api/search?service=server&limit=100");
+    let traces = found["traces"].as_array().expect("traces");
+    assert_eq!(traces.len(), 20, "{found}");
+    let id = traces[0]["traceId"].as_str().expect("id");
+    let (_, trace) = server.get(&format!("/api/traces/{id}"));
+    let hosts: Vec<(&str, &str)> = trace["spans"]
+        .as_array()
+        .expect("spans")
+        .iter()
+        .map(|s| (s["service"].as_str().unwrap(), s["host"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        hosts.iter().filter(|h| **h == ("server", "web-2")).count(),
+        1,
+        "{hosts:?}"
+    );
+    assert_eq!(
+        hosts.iter().filter(|h| **h == ("client", "h")).count(),
+        1,
+        "{hosts:?}"
+    );
+    // Nothing is inferred twice.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (_, later) = server.get("/api/captures");
+    assert_eq!(later["paths"], 20, "{later}");
+}
+
+#[test]
+fn bad_pieces_get_clear_answers_and_a_log_that_is_not_one_is_named() {
+    let server = TestServer::start("captures-bad");
+    for (query, names) in [
+        ("offset=0", "parameter log"),
+        ("log=x.sockcap", "parameter offset"),
+        ("log=x.sockcap&offset=-1", "parameter offset"),
+    ] {
+        let (code, body) = piece(&server, query, b"");
+        assert_eq!(code, 400, "{query}: {body}");
+        assert!(
+            body["error"].as_str().unwrap().contains(names),
+            "{query}: {body}"
+        );
+    }
+    let (code, _, body) = server.post(
+        "/v1/captures?log=x.sockcap&offset=0",
+        &[OCTETS, ("x-causeway-node-names", "not json")],
+        b"",
+    );
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        piece(&server, "log=x.sockcap&offset=0", b"GET / HTTP/1.1\r\n\r\n").0,
+        200
+    );
+    let status = status_until(&server, |s| {
+        s["damaged"].as_array().is_some_and(|d| !d.is_empty())
+    });
+    assert_eq!(status["damaged"][0]["log"], "x.sockcap", "{status}");
+    assert!(
+        status["damaged"][0]["what"]
+            .as_str()
+            .unwrap()
+            .contains("not a capture log"),
+        "{status}"
+    );
+}
+
+#[test]
+fn a_full_window_and_too_many_logs_are_answered_503_and_taken_later() {
+    let server = TestServer::start_with("captures-full", |c| {
+        c.limits.max_capture_bytes = 1024;
+        c.limits.max_capture_logs = 2;
+    });
+    // Recent enough that its records are held until the passes let them go.
+    let (client, server_log) = client_and_server(now_ns() - 8 * S, 50);
+    assert!(client.len() > 1024);
+    assert_eq!(piece(&server, "log=c.sockcap&offset=0", &client).0, 200);
+    let (code, body) = piece(&server, "log=s.sockcap&offset=0", &server_log);
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("--max-capture-bytes"),
+        "{body}"
+    );
+    // The passes let the window's old records go: the refused log is taken then.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while piece(&server, "log=s.sockcap&offset=0", &server_log).0 != 200 {
+        assert!(Instant::now() < deadline, "never taken");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (code, body) = piece(&server, "log=third.sockcap&offset=0", MAGIC);
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("--max-capture-logs"),
+        "{body}"
+    );
+    let (_, status) = server.get("/api/captures");
+    assert!(status["refused"].as_u64() >= Some(2), "{status}");
+}
