@@ -217,6 +217,7 @@ fn run_once(dir: &Path, rate: f64, duration: Duration) -> Result<()> {
         checkpoint: dir.join("agent.checkpoint"),
         captures: vec![captures],
         join: Some(format!("http://127.0.0.1:{http}")),
+        infer_here: true,
         ..AgentConfig::default()
     })?;
     let stop = Arc::new(AtomicBool::new(false));

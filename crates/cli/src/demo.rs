@@ -247,21 +247,26 @@ pub fn run(a: DemoArgs) -> Result<()> {
         }
         bar.finish_and_clear();
         statusln!("stopping");
-        let (plain, captured, cost) = tokio::task::block_in_place(|| {
+        let plain = tokio::task::block_in_place(|| {
             stop_nodes(nodes);
             // The lines written and the requests captured last go too.
             follower.stop()
         });
-        if let (f, Some(_)) = (&captured, edge) {
+        if edge.is_some() {
+            // The server takes the paths the last bytes sent hold, settled or not.
+            if let Err(e) = server.settle_captures().await {
+                statusln!("warning: the edge's last requests were not joined: {e}");
+            }
+            let r = server.capture_report();
             statusln!(
                 "edge: the parts of {} requests joined, p50 {:.1} s, p99 {:.1} s after they began; inferring a window took p50 {:.1} ms ({} messages), at most {:.1} ms, in {} passes",
-                f.requests,
-                f.p50.as_secs_f64(),
-                f.p99.as_secs_f64(),
-                cost.p50.as_secs_f64() * 1e3,
-                cost.messages_p50,
-                cost.max.as_secs_f64() * 1e3,
-                cost.passes
+                r.paths,
+                r.freshness_p50_ms / 1e3,
+                r.freshness_p99_ms / 1e3,
+                r.pass_p50_ms,
+                r.pass_messages_p50,
+                r.pass_max_ms,
+                r.inferring_passes
             );
         }
         if let (f, Some(service)) = (&plain, plain_log) {

@@ -2,8 +2,8 @@
 //! own while the shop runs, as `causeway agent --logs DIR/*.log* --captures CAPTURES
 //! --join API` follows them: its processes' log files, their lines with ids shipped to
 //! their spans and the lines of the service that prints none stitched and joined; the
-//! capture of its uninstrumented edge proxy, inferred and joined to the instrumented
-//! traces a window at a time.
+//! capture logs of its uninstrumented edge proxy, sent to the server, which infers and
+//! joins them to the instrumented traces a window at a time (`causeway_server::captures`).
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
@@ -54,8 +54,8 @@ pub(crate) struct EdgeCapture {
 /// Follows the log files in `dir`, once a second, as `causeway agent --logs` does; with
 /// `join` (the query API), as `--join` does: the lines of files that name no trace are
 /// stitched and joined to the traces of their requests; with `edge`, its capture too, as
-/// `--captures` does, its paths joined. The last pass, after the processes stop, takes
-/// every request.
+/// `--captures` does, its logs sent to the server. The last pass, after the processes
+/// stop, takes every request and sends every byte.
 pub(crate) fn follow_sources(
     dir: &Path,
     ingest: &str,
@@ -78,59 +78,26 @@ pub(crate) fn follow_sources(
         ..AgentConfig::default()
     })?;
     let plain = Arc::new(Mutex::new(Vec::new()));
-    let captured = Arc::new(Mutex::new(Vec::new()));
-    let (plain_samples, captured_samples) = (plain.clone(), captured.clone());
-    let passes = Arc::new(Mutex::new(Vec::new()));
-    let inference = passes.clone();
+    let plain_samples = plain.clone();
     let repeating = Repeating::start(Duration::from_secs(1), move |last| {
         let pass = if last {
             agent.finish()
         } else {
             agent.run_once()
         };
-        match pass {
-            Ok(stats) if stats.capture_messages > 0 => {
-                if let Ok(mut passes) = inference.lock() {
-                    if passes.len() < MAX_SAMPLES {
-                        passes.push((stats.capture_us, stats.capture_messages));
-                    }
-                }
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "following the demo's logs and capture"),
+        if let Err(e) = pass {
+            tracing::warn!(error = %e, "following the demo's logs and capture");
         }
         keep_samples(&plain_samples, agent.take_join_delays());
-        keep_samples(&captured_samples, agent.take_capture_delays());
     });
-    Ok(Joiner {
-        repeating,
-        plain,
-        captured,
-        passes,
-    })
+    Ok(Joiner { repeating, plain })
 }
 
 /// The demo's sources followed while it runs (its logs, the edge's capture), and how
-/// fresh the joins were.
+/// fresh the plain log's joins were.
 pub(crate) struct Joiner {
     repeating: Repeating,
     plain: Arc<Mutex<Vec<u64>>>,
-    captured: Arc<Mutex<Vec<u64>>>,
-    /// Each pass that inferred the capture: microseconds reading and inferring, and the
-    /// messages linked.
-    passes: Arc<Mutex<Vec<(u64, u64)>>>,
-}
-
-/// What inferring the capture cost a pass.
-pub(crate) struct InferenceCost {
-    /// Passes that inferred.
-    pub(crate) passes: usize,
-    /// The median pass.
-    pub(crate) p50: Duration,
-    /// The slowest pass.
-    pub(crate) max: Duration,
-    /// The median of the passes' messages linked.
-    pub(crate) messages_p50: u64,
 }
 
 /// How long after their requests began a source's parts were sent, joined.
@@ -160,26 +127,11 @@ impl Freshness {
 const MAX_SAMPLES: usize = 1 << 20;
 
 impl Joiner {
-    /// Stops after one more pass, which takes every request left; how fresh the plain
-    /// log's joined requests and the edge's inferred paths were.
-    pub(crate) fn stop(self) -> (Freshness, Freshness, InferenceCost) {
+    /// Stops after one more pass, which takes every request left and sends every capture
+    /// byte; how fresh the plain log's joined requests were.
+    pub(crate) fn stop(self) -> Freshness {
         self.repeating.stop();
-        let passes = self.passes.lock().map(|p| p.clone()).unwrap_or_default();
-        let median = |mut v: Vec<u64>| {
-            v.sort_unstable();
-            v.get(v.len() / 2).copied().unwrap_or(0)
-        };
-        let cost = InferenceCost {
-            passes: passes.len(),
-            p50: Duration::from_micros(median(passes.iter().map(|p| p.0).collect())),
-            max: Duration::from_micros(passes.iter().map(|p| p.0).max().unwrap_or(0)),
-            messages_p50: median(passes.iter().map(|p| p.1).collect()),
-        };
-        (
-            Freshness::of(&self.plain),
-            Freshness::of(&self.captured),
-            cost,
-        )
+        Freshness::of(&self.plain)
     }
 }
 

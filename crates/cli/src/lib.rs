@@ -223,8 +223,7 @@ struct AgentArgs {
     /// sent to the collector (`/v1/captures`) as they grow, and the server infers (WAP5)
     /// every host's logs a window at a time and joins each request's path to its trace
     /// once it is 3 s old. A restart sends from where the server last took each log.
-    /// With --join the agent infers them itself (with the last 10 s as context, its
-    /// collector's port left out) and ships the paths joined.
+    /// With --infer-here the agent infers them itself.
     #[arg(long = "captures", value_name = "DIR")]
     captures: Vec<PathBuf>,
     /// A file naming captured nodes, as for `causeway infer --names`: lines `NAME =
@@ -240,11 +239,17 @@ struct AgentArgs {
     /// `causeway --api`, e.g. http://127.0.0.1:7070). Each log file is stitched (lprof)
     /// with what its last 5 passes read as context, and a request's lines go, once it is
     /// 3 s old, to the spans of its file's service that held them and share their values
-    /// (as `causeway logs --join`); captures are inferred on this host rather than sent
-    /// (only this host's processes are reconciled), and their paths go into the traces
-    /// whose instrumented spans stand for their messages (as `causeway infer --join`).
+    /// (as `causeway logs --join`); with --infer-here, paths inferred from captures go
+    /// into the traces whose instrumented spans stand for their messages (as `causeway
+    /// infer --join`).
     #[arg(long, value_name = "URL")]
     join: Option<String>,
+    /// Infer the captures on this host, a window at a time with the last 10 s as
+    /// context (the collector's port left out), and ship their paths, rather than send
+    /// the logs to the server: the inference's work stays on each host, but only this
+    /// host's processes are reconciled.
+    #[arg(long, requires = "captures")]
+    infer_here: bool,
     /// The collector's ingest address.
     #[arg(long, default_value = "http://127.0.0.1:4318")]
     collector: String,
@@ -535,8 +540,10 @@ fn agent(a: AgentArgs) -> Result<()> {
     if !(0.0..=1.0).contains(&a.keep) {
         bail!("--keep {}: expected a fraction from 0 to 1", a.keep);
     }
-    if a.join.is_some() && a.logs.is_empty() && a.captures.is_empty() {
-        bail!("--join joins the lines of --logs and the paths of --captures: give one of them");
+    if a.join.is_some() && a.logs.is_empty() && !a.infer_here {
+        bail!(
+            "--join joins the lines of --logs, and the paths of --captures with --infer-here: give one of them"
+        );
     }
     let node_names = match &a.names {
         Some(path) => causeway_blackbox::infer::read_node_names(path)?,
@@ -554,6 +561,7 @@ fn agent(a: AgentArgs) -> Result<()> {
         token: a.token,
         logs: a.logs,
         join: a.join,
+        infer_here: a.infer_here,
         ..AgentConfig::default()
     })?;
     loop {

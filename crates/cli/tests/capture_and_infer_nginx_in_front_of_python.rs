@@ -255,11 +255,17 @@ fn the_agent_joins_what_it_captured_once() {
                 .arg("agent")
                 .arg("--captures")
                 .arg(&caps)
-                .args(["--collector", &serve.ingest, "--join", &serve.api])
+                .args([
+                    "--collector",
+                    &serve.ingest,
+                    "--join",
+                    &serve.api,
+                    "--infer-here",
+                ])
                 .arg("--checkpoint")
                 .arg(&checkpoint)
                 .args(["--once", "--json"]),
-            "causeway agent --captures --join",
+            "causeway agent --captures --join --infer-here",
         );
         let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
         stats

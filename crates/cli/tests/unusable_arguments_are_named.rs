@@ -78,7 +78,9 @@ fn an_agent_join_with_nothing_to_join_is_named() {
         "--once",
     ]);
     assert!(
-        e.contains("--join joins the lines of --logs and the paths of --captures"),
+        e.contains(
+            "--join joins the lines of --logs, and the paths of --captures with --infer-here"
+        ),
         "{e}"
     );
     let e = refused(&[

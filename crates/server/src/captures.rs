@@ -14,6 +14,7 @@
 //! past what was taken of its log is answered 409 with the offset expected; a log whose
 //! bytes are not records is named in the status and followed no further.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -55,8 +56,8 @@ pub const NODE_NAMES_HEADER: &str = "x-causeway-node-names";
 /// The rules one sender may add.
 const MAX_NAME_RULES: usize = 1024;
 
-/// Freshness samples kept (the latest).
-const FRESHNESS_SAMPLES: usize = 10_000;
+/// Freshness and pass cost samples kept (the latest).
+const SAMPLES: usize = 1 << 16;
 
 /// Damaged logs named in the status (the first ones).
 const DAMAGED_NAMED: usize = 100;
@@ -76,48 +77,75 @@ struct Checkpoint {
     from: u64,
 }
 
-/// What `GET /api/captures` answers.
-#[derive(Serialize, Default, Clone)]
-#[serde(rename_all = "camelCase")]
+/// What the passes did, kept between them.
+#[derive(Default)]
 struct Status {
-    /// Logs held.
-    logs: usize,
-    /// Bytes of records held.
-    held_bytes: usize,
-    /// Paths that began before this (ns) were inferred and stored.
     from: u64,
-    /// Bytes of logs received.
     received_bytes: u64,
-    /// Pieces refused: a gap before them, or no room.
     refused: u64,
-    /// Passes that inferred a window.
     passes: u64,
-    /// Paths inferred, and of them joined to instrumented traces.
     paths: u64,
     paths_joined: u64,
-    /// Spans stored (inferred, and the parent links the joins made).
     spans_stored: u64,
-    /// The last pass that inferred: how long it took and the messages it linked.
-    last_pass_micros: u64,
-    last_pass_messages: u64,
-    /// How long after they began the latest paths were stored (ms).
-    freshness_p50_ms: f64,
-    freshness_p99_ms: f64,
-    /// Logs whose bytes are not records, and where.
+    /// The latest passes that linked messages: microseconds taken, messages linked.
+    costs: VecDeque<(u64, u64)>,
+    /// How long after they began the latest paths were stored (ns).
+    delays: VecDeque<u64>,
     damaged: Vec<Damaged>,
-    /// Why the last pass failed, if it did.
     last_error: Option<String>,
-    #[serde(skip)]
-    delays: std::collections::VecDeque<u64>,
 }
 
-#[derive(Serialize, Clone)]
-struct Damaged {
-    log: String,
-    what: String,
+/// What `GET /api/captures` answers: what is held, what the passes did, how fresh the
+/// joins are and what it cost.
+#[derive(Serialize, Clone, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct CaptureReport {
+    /// Logs held.
+    pub logs: usize,
+    /// Bytes of records held.
+    pub held_bytes: usize,
+    /// Paths that began before this (ns) were inferred and stored.
+    pub from: u64,
+    /// Bytes of logs received.
+    pub received_bytes: u64,
+    /// Pieces refused: a gap before them, or no room.
+    pub refused: u64,
+    /// Passes that inferred a window.
+    pub passes: u64,
+    /// Paths inferred and stored.
+    pub paths: u64,
+    /// Of those, joined to instrumented traces.
+    pub paths_joined: u64,
+    /// Spans stored (inferred, and the parent links the joins made).
+    pub spans_stored: u64,
+    /// How long after they began the latest paths were stored (ms): the median.
+    pub freshness_p50_ms: f64,
+    /// The same, 99th percentile.
+    pub freshness_p99_ms: f64,
+    /// The latest passes that linked messages.
+    pub inferring_passes: usize,
+    /// The median time one of them took reading and inferring (ms).
+    pub pass_p50_ms: f64,
+    /// The longest.
+    pub pass_max_ms: f64,
+    /// The median of the messages each linked.
+    pub pass_messages_p50: u64,
+    /// Logs whose bytes are not records, and where.
+    pub damaged: Vec<Damaged>,
+    /// Why the last pass failed, if it did.
+    pub last_error: Option<String>,
 }
 
-fn now_ns() -> u64 {
+/// A log found unreadable.
+#[derive(Serialize, Clone, Debug)]
+pub struct Damaged {
+    /// The log's name.
+    pub log: String,
+    /// Where and why.
+    pub what: String,
+}
+
+pub(crate) fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -152,6 +180,38 @@ impl Captures {
                 ..Status::default()
             }),
             checkpoint,
+        }
+    }
+
+    /// What is held and what the passes did.
+    pub(crate) fn report(&self) -> CaptureReport {
+        // The tail before the status, as a piece takes them.
+        let (logs, held_bytes) = {
+            let tail = lock(&self.tail);
+            (tail.logs(), tail.held_bytes())
+        };
+        let status = lock(&self.status);
+        let delays: Vec<u64> = status.delays.iter().copied().collect();
+        let micros: Vec<u64> = status.costs.iter().map(|c| c.0).collect();
+        let messages: Vec<u64> = status.costs.iter().map(|c| c.1).collect();
+        CaptureReport {
+            logs,
+            held_bytes,
+            from: status.from,
+            received_bytes: status.received_bytes,
+            refused: status.refused,
+            passes: status.passes,
+            paths: status.paths,
+            paths_joined: status.paths_joined,
+            spans_stored: status.spans_stored,
+            freshness_p50_ms: quantile(delays.clone(), 0.5) as f64 / 1e6,
+            freshness_p99_ms: quantile(delays, 0.99) as f64 / 1e6,
+            inferring_passes: micros.len(),
+            pass_p50_ms: quantile(micros.clone(), 0.5) as f64 / 1e3,
+            pass_max_ms: micros.iter().max().copied().unwrap_or(0) as f64 / 1e3,
+            pass_messages_p50: quantile(messages, 0.5),
+            damaged: status.damaged.clone(),
+            last_error: status.last_error.clone(),
         }
     }
 
@@ -291,30 +351,24 @@ async fn take_piece(
     }
 }
 
-async fn status(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, ApiError> {
+async fn status(State(state): State<Arc<AppState>>) -> Result<Json<CaptureReport>, ApiError> {
     let app = state.clone();
-    let status = blocking(move || {
-        let (logs, held_bytes) = {
-            let tail = lock(&app.captures.tail);
-            (tail.logs(), tail.held_bytes())
-        };
-        let mut status = lock(&app.captures.status).clone();
-        status.logs = logs;
-        status.held_bytes = held_bytes;
-        let mut delays: Vec<u64> = status.delays.iter().copied().collect();
-        delays.sort_unstable();
-        let at = |q: f64| {
-            let i = ((delays.len() as f64 * q) as usize).min(delays.len().saturating_sub(1));
-            delays.get(i).map_or(0.0, |&ns| ns as f64 / 1e6)
-        };
-        status.freshness_p50_ms = at(0.5);
-        status.freshness_p99_ms = at(0.99);
-        Ok(status)
-    })
-    .await?;
-    serde_json::to_value(status)
-        .map(Json)
-        .map_err(|e| ApiError::Internal(e.to_string()))
+    Ok(Json(blocking(move || Ok(app.captures.report())).await?))
+}
+
+/// The `q` quantile of `samples` (0 without any).
+fn quantile(mut samples: Vec<u64>, q: f64) -> u64 {
+    samples.sort_unstable();
+    let i = ((samples.len() as f64 * q) as usize).min(samples.len().saturating_sub(1));
+    samples.get(i).copied().unwrap_or(0)
+}
+
+/// Keeps `sample`, the latest [`SAMPLES`].
+fn keep<T>(samples: &mut VecDeque<T>, sample: T) {
+    if samples.len() == SAMPLES {
+        samples.pop_front();
+    }
+    samples.push_back(sample);
 }
 
 /// Runs a pass a second until `stopped`, then one last pass taking every path held.
@@ -402,14 +456,12 @@ pub(crate) async fn pass(state: &Arc<AppState>, to: u64) -> Result<(), ApiError>
         status.paths += starts.len() as u64;
         status.paths_joined += joined.report.joined as u64;
         status.spans_stored += stored;
-        status.last_pass_micros = took.as_micros() as u64;
-        status.last_pass_messages = messages as u64;
+        if messages > 0 {
+            keep(&mut status.costs, (took.as_micros() as u64, messages as u64));
+        }
         status.last_error = None;
         for start in starts {
-            if status.delays.len() == FRESHNESS_SAMPLES {
-                status.delays.pop_front();
-            }
-            status.delays.push_back(now.saturating_sub(start));
+            keep(&mut status.delays, now.saturating_sub(start));
         }
         for (log, what) in damaged {
             tracing::warn!(log = %log.display(), %what, "capture log");

@@ -330,11 +330,24 @@ pub struct RunningServer {
     pub store: Arc<dyn TraceStore>,
     /// Which store it is.
     pub backend: Backend,
+    state: Arc<AppState>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl RunningServer {
+    /// Infers and joins now every path the capture logs sent hold (the processes
+    /// captured have stopped, their logs sent): what the passes would take as they
+    /// settle.
+    pub async fn settle_captures(&self) -> Result<(), ApiError> {
+        captures::pass(&self.state, captures::now_ns()).await
+    }
+
+    /// What the joins of the capture logs sent did (as `GET /api/captures`).
+    pub fn capture_report(&self) -> captures::CaptureReport {
+        self.state.captures.report()
+    }
+
     /// Stops accepting, lets requests in flight finish, and closes the store; on
     /// ClickHouse, first gives the spool up to [`SHIP_ON_SHUTDOWN`] to ship what it holds
     /// (what is left is shipped by the next start on the same `--data`).
@@ -473,6 +486,7 @@ pub async fn start(mut config: ServerConfig) -> Result<RunningServer, ServerErro
         http_addr,
         store,
         backend,
+        state,
         stop,
         tasks,
     })

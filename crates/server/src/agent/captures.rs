@@ -1,13 +1,13 @@
 //! Capture directories followed (`causeway agent --captures DIR`): the socket calls of
 //! the host's processes under `causeway capture`.
 //!
-//! Without `join`, each pass sends what every log gained to the collector's
+//! By default each pass sends what every log gained to the collector's
 //! `/v1/captures` (pieces of at most [`PIECE_BYTES`]), where the server infers and joins
 //! the logs of every host (`crate::captures`); how much of each log the server took is
 //! remembered in the checkpoint. A gap the server reports (it restarted, or let an idle
 //! log go) is filled from the offset it expects; a full window is left for the next pass.
 //!
-//! With `join` (the query API), the agent infers them itself, a window at a time
+//! With `infer_here` (and `join`, the query API), the agent infers them itself, a window at a time
 //! (`causeway_blackbox::tail`) as the logs grow: every pass hands over the paths that
 //! began since the last, more than [`super::SETTLE`] ago (their messages captured, the
 //! instrumented spans of the same requests exported), joined to the traces the query API
@@ -39,7 +39,7 @@ impl Agent {
     /// A tail over the configured capture directories, from where the checkpoint says
     /// the last run stopped; none without capture directories.
     pub(super) fn capture_tail(&self) -> Option<CaptureTail> {
-        if self.config.captures.is_empty() || self.config.join.is_none() {
+        if self.config.captures.is_empty() || !self.config.infer_here {
             return None;
         }
         // The agent's own exports (to the collector) are not the system's requests.
@@ -55,14 +55,14 @@ impl Agent {
         ))
     }
 
-    /// Sends what the capture logs gained to the server, or (with `join`) infers it and
-    /// ships the paths that began up to `settle` ago, joined.
+    /// Sends what the capture logs gained to the server, or (with `infer_here`) infers
+    /// it and ships the paths that began up to `settle` ago (joined, with `join`).
     pub(super) fn ship_captures(
         &mut self,
         settle: Duration,
         stats: &mut PassStats,
     ) -> Result<(), AgentError> {
-        if self.config.join.is_none() {
+        if !self.config.infer_here {
             return self.send_capture_logs(stats);
         }
         let to = now_ns().saturating_sub(settle.as_nanos() as u64);

@@ -19,9 +19,9 @@
 //! a trace go to the collector as log records of their spans; with `join`, the lines of
 //! files that name none are stitched and joined to the traces of their requests (`plain`).
 //! With `captures` it follows capture directories: their logs' bytes go to the collector
-//! as they grow, and the server infers and joins them (`crate::captures`); with `join`,
-//! the agent infers them itself and sends the paths joined to the traces of their
-//! requests (`captures`).
+//! as they grow, and the server infers and joins them (`crate::captures`); with
+//! `infer_here`, the agent infers them itself and sends the paths joined to the traces of
+//! their requests (`captures`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -70,6 +70,9 @@ pub struct AgentConfig {
     /// The host name the spans of captured processes carry, instead of the one their
     /// capture recorded.
     pub host: Option<String>,
+    /// Infer the captures here and ship their paths joined against `join`, rather than
+    /// send the logs to the server (which reconciles every host's).
+    pub infer_here: bool,
 }
 
 impl Default for AgentConfig {
@@ -87,6 +90,7 @@ impl Default for AgentConfig {
             captures: Vec::new(),
             node_names: Vec::new(),
             host: None,
+            infer_here: false,
         }
     }
 }
