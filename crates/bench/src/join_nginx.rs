@@ -2,9 +2,10 @@
 //! instrumented in front. nginx (a master, two workers, keep-alive to its upstream) runs
 //! under `causeway capture` before an instrumented replica of the demo's storage that
 //! exports to `causeway serve`; requests arrive at a steady average rate (Poisson) from
-//! a client nobody captured, and an agent (`causeway agent --captures --join`, run in
-//! this process) follows the capture and joins each request's inferred part while the
-//! load runs. The replica's entry spans are the requests (the ground truth: nothing
+//! a client nobody captured, and an agent (`causeway agent --captures`, run in this
+//! process) sends the capture logs to the server, which joins each request's inferred
+//! part while the load runs (with `--infer-here`, the agent infers and joins them, as
+//! `causeway agent --captures --join --infer-here`). The replica's entry spans are the requests (the ground truth: nothing
 //! propagates context into nginx, so each starts a trace of its own); the store is then
 //! read for how many became one trace starting at nginx, how many nginx -> storage-1
 //! calls the dependency graph counts, how many inferred parts stayed alone, how fresh
@@ -28,6 +29,9 @@ use crate::join_demo::Counts;
 pub struct JoinNginxArgs {
     #[command(flatten)]
     runs: crate::infer_demo::DemoRuns,
+    /// The agent infers and joins the captures (`--infer-here`) rather than the server.
+    #[arg(long)]
+    infer_here: bool,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -150,7 +154,7 @@ fn load(front: u16, rate: f64, duration: Duration) -> (u64, u64) {
 
 /// Runs the system at `rate` for `duration`, its store in `dir/store`, and keeps the
 /// agent's figures in `dir`.
-fn run_once(dir: &Path, rate: f64, duration: Duration) -> Result<()> {
+fn run_once(dir: &Path, rate: f64, duration: Duration, infer_here: bool) -> Result<()> {
     let exe = crate::harness::causeway_exe()?;
     let (http, ingest, grpc, front, back) = (
         free_port()?,
@@ -217,7 +221,7 @@ fn run_once(dir: &Path, rate: f64, duration: Duration) -> Result<()> {
         checkpoint: dir.join("agent.checkpoint"),
         captures: vec![captures],
         join: Some(format!("http://127.0.0.1:{http}")),
-        infer_here: true,
+        infer_here,
         ..AgentConfig::default()
     })?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -237,8 +241,22 @@ fn run_once(dir: &Path, rate: f64, duration: Duration) -> Result<()> {
     let mut figures = follower
         .join()
         .map_err(|_| anyhow::anyhow!("the agent's thread panicked"))?;
+    if !infer_here {
+        // The server's figures, once its passes have taken what settled; the last
+        // requests are taken when it stops.
+        std::thread::sleep(causeway_server::captures::SETTLE + Duration::from_secs(2));
+        let report = server_report(http)?;
+        let f = |key: &str| report[key].as_f64().unwrap_or(0.0);
+        figures["paths"] = report["paths"].clone();
+        figures["freshness_p50_s"] = (f("freshnessP50Ms") / 1e3).into();
+        figures["freshness_p99_s"] = (f("freshnessP99Ms") / 1e3).into();
+        figures["infer_pass_p50_ms"] = f("passP50Ms").into();
+        figures["infer_pass_max_ms"] = f("passMaxMs").into();
+        figures["infer_pass_messages_p50"] = report["passMessagesP50"].clone();
+    }
     figures["sent"] = sent.into();
     figures["failed"] = failed.into();
+    figures["joined_by"] = if infer_here { "agent" } else { "server" }.into();
     std::fs::write(dir.join(AGENT_FILE), figures.to_string())?;
     Command::new("kill")
         .args(["-TERM", &serve.0.id().to_string()])
@@ -247,9 +265,19 @@ fn run_once(dir: &Path, rate: f64, duration: Duration) -> Result<()> {
     Ok(())
 }
 
+/// The server's `GET /api/captures`.
+fn server_report(http: u16) -> Result<serde_json::Value> {
+    let body = ureq::get(&format!("http://127.0.0.1:{http}/api/captures"))
+        .call()
+        .context("asking the server how its capture joins went")?
+        .body_mut()
+        .read_to_string()?;
+    Ok(serde_json::from_str(&body)?)
+}
+
 fn measure(dir: &Path, rate: f64, a: &JoinNginxArgs) -> Result<serde_json::Value> {
     if !a.runs.reuse {
-        run_once(dir, rate, a.runs.duration.into())?;
+        run_once(dir, rate, a.runs.duration.into(), a.infer_here)?;
     }
     let store_dir = dir.join("store");
     let store = Store::open(&store_dir, StoreOptions::default())
