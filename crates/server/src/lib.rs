@@ -173,7 +173,7 @@ impl Default for Limits {
             max_search_limit: 1500,
             max_answer_spans: 50_000,
             sql: SqlLimits::default(),
-            max_capture_bytes: 256 << 20,
+            max_capture_bytes: 64 << 20,
             max_capture_logs: 10_000,
             pivot: PivotLimits::default(),
         }
