@@ -6,7 +6,11 @@
 //! `--inline` runs both ends in one thread of one process (a TCP connection to itself):
 //! each round is four socket calls and no wake-up, so what the capture adds to a call
 //! stands out from the scheduler's noise. `--transport file` writes to `/dev/null`, one
-//! call per round, for the cost on a descriptor that is not a socket.
+//! call per round, for the cost on a descriptor that is not a socket. `--http2` frames a
+//! TCP pair's rounds as HTTP/2 does (no HPACK: the bytes are frames, their contents
+//! filler): after the preface and SETTINGS, each round the client sends two requests on
+//! two streams in one write, and the server answers the second first, each answer (a
+//! HEADERS and a DATA ending the stream) in a write of its own.
 
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream, UdpSocket};
@@ -39,6 +43,9 @@ pub struct EchoArgs {
     /// Both ends in one thread of one process.
     #[arg(long)]
     pub inline: bool,
+    /// Frame the rounds as HTTP/2 (TCP only): two multiplexed calls a round.
+    #[arg(long)]
+    pub http2: bool,
     /// The client waits this long after printing its summary before it closes (a test
     /// stops it meanwhile, with its last records still buffered).
     #[arg(long, default_value_t = 0)]
@@ -66,6 +73,9 @@ enum Server {
 pub fn run(a: EchoArgs) -> Result<()> {
     if a.size == 0 || a.size > 60_000 {
         bail!("--size {}: between 1 and 60000 bytes", a.size);
+    }
+    if a.http2 && (a.inline || !matches!(a.transport, Transport::Tcp)) {
+        bail!("--http2 runs a TCP pair (not --inline)");
     }
     if a.inline || matches!(a.transport, Transport::File) {
         return inline(&a);
@@ -115,6 +125,7 @@ pub fn run(a: EchoArgs) -> Result<()> {
 fn serve(a: &EchoArgs, server: &Server) -> Result<()> {
     let mut buf = vec![0u8; a.size];
     match server {
+        Server::Tcp(l) if a.http2 => http2::serve(a, l.accept()?.0),
         Server::Tcp(l) => echo_stream(l.accept()?.0, &mut buf),
         Server::Unix(l, _) => echo_stream(l.accept()?.0, &mut buf),
         Server::Udp(s) => {
@@ -147,7 +158,11 @@ fn client(a: &EchoArgs, server: &Server, server_pid: u32) -> Result<()> {
         Server::Tcp(l) => {
             let mut s = TcpStream::connect(l.local_addr()?)?;
             s.set_nodelay(true)?;
-            round_trips(&mut s, a.rounds, &message, &mut back, &mut times)?;
+            if a.http2 {
+                http2::calls(a, &mut s, &mut times)?;
+            } else {
+                round_trips(&mut s, a.rounds, &message, &mut back, &mut times)?;
+            }
         }
         Server::Unix(_, path) => {
             let mut s = UnixStream::connect(path)?;
@@ -255,4 +270,87 @@ fn round_trips<S: std::io::Read + std::io::Write>(
         times.push(t.elapsed().as_nanos() as u64);
     }
     Ok(())
+}
+
+/// `--http2`: rounds framed as HTTP/2 calls, two multiplexed a round.
+mod http2 {
+    use std::io::{Read as _, Write as _};
+    use std::net::TcpStream;
+    use std::time::Instant;
+
+    use anyhow::{Context, Result};
+
+    const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    const DATA: u8 = 0;
+    const HEADERS: u8 = 1;
+    const SETTINGS: u8 = 4;
+    const END_STREAM: u8 = 0x1;
+    const END_HEADERS: u8 = 0x4;
+    /// An answer's HEADERS payload.
+    const ANSWER_HEADERS: usize = 8;
+
+    fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: usize) {
+        out.extend_from_slice(&(payload as u32).to_be_bytes()[1..]);
+        out.extend_from_slice(&[kind, flags]);
+        out.extend_from_slice(&stream.to_be_bytes());
+        out.extend((0..payload).map(|i| (i % 251) as u8));
+    }
+
+    /// The two streams of `round`.
+    fn streams(round: u64) -> (u32, u32) {
+        let first = (4 * round + 1) as u32;
+        (first, first + 2)
+    }
+
+    /// One stream's answer: HEADERS, then DATA ending the stream.
+    fn answer(stream: u32, size: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        frame(&mut out, HEADERS, END_HEADERS, stream, ANSWER_HEADERS);
+        frame(&mut out, DATA, END_STREAM, stream, size);
+        out
+    }
+
+    pub(super) fn calls(
+        a: &super::EchoArgs,
+        s: &mut TcpStream,
+        times: &mut Vec<u64>,
+    ) -> Result<()> {
+        let mut start = PREFACE.to_vec();
+        frame(&mut start, SETTINGS, 0, 0, 0);
+        s.write_all(&start)?;
+        let mut settings = [0u8; 9];
+        s.read_exact(&mut settings)
+            .context("the server's SETTINGS")?;
+        let mut back = vec![0u8; 2 * (9 + ANSWER_HEADERS + 9 + a.size)];
+        for round in 0..a.rounds {
+            let t = Instant::now();
+            let (first, second) = streams(round);
+            let mut both = Vec::new();
+            frame(&mut both, HEADERS, END_HEADERS | END_STREAM, first, a.size);
+            frame(&mut both, HEADERS, END_HEADERS | END_STREAM, second, a.size);
+            s.write_all(&both)?;
+            s.read_exact(&mut back)
+                .with_context(|| format!("round {round}"))?;
+            times.push(t.elapsed().as_nanos() as u64);
+        }
+        Ok(())
+    }
+
+    pub(super) fn serve(a: &super::EchoArgs, mut s: TcpStream) -> Result<()> {
+        s.set_nodelay(true)?;
+        let mut settings = Vec::new();
+        frame(&mut settings, SETTINGS, 0, 0, 0);
+        s.write_all(&settings)?;
+        let mut start = [0u8; 24 + 9];
+        s.read_exact(&mut start).context("the preface")?;
+        let mut requests = vec![0u8; 2 * (9 + a.size)];
+        for round in 0..a.rounds {
+            s.read_exact(&mut requests)
+                .with_context(|| format!("round {round}"))?;
+            let (first, second) = streams(round);
+            s.write_all(&answer(second, a.size))?;
+            s.write_all(&answer(first, a.size))?;
+        }
+        Ok(())
+    }
 }

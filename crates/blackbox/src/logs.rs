@@ -45,6 +45,8 @@ pub struct LogSummary {
     pub bytes_sent: u64,
     /// Bytes it received on its sockets (peeks not counted).
     pub bytes_received: u64,
+    /// HTTP/2 frame headers recorded (those that delimit a stream's messages).
+    pub http2_frames: u64,
     /// Records per libc function.
     pub calls: BTreeMap<&'static str, u64>,
     /// What the capture warned about, in log order.
@@ -134,6 +136,10 @@ pub fn summarize(path: &Path, log: &[u8]) -> LogSummary {
                 Some(*call)
             }
             Record::Exec { .. } => Some(Call::Execve),
+            Record::Frames { frames, .. } => {
+                s.http2_frames += (frames.len() / crate::format::Frame::LEN) as u64;
+                None
+            }
             Record::Warning {
                 code,
                 count,

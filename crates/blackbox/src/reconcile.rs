@@ -11,6 +11,12 @@
 //!   messages coalesced); on the receiver's side when the sender was not captured. Its
 //!   send time is the first send's, its receive time the completion of the read that
 //!   delivered its last byte (stream offsets map one side's bytes to the other's calls).
+//! - On a connection the capture found framed as HTTP/2 (`Record::Frames`), a message is a
+//!   stream's frames in one direction instead, from its first HEADERS to the frame ending
+//!   the stream, so calls multiplexed on one connection are messages of their own. Its
+//!   endpoints name the stream (`127.0.0.1:40000#3`; [`connection_of`] gives the
+//!   connection's), so a reply pairs with its own request and linking takes each stream
+//!   for a connection; its size counts the recorded frames (HEADERS and the last DATA).
 //! - A datagram is a message of its own, matched to its receipt by checksum and size,
 //!   the nearest in time.
 //! - Times are wall-clock nanoseconds as each host's clock read them.
@@ -39,7 +45,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::format::{sock, Direction, Endpoint, Reader, Record};
+use crate::format::{sock, Direction, Endpoint, Frame, Reader, Record};
 
 /// A socket address, owned.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -306,6 +312,16 @@ struct End {
     at_wall: u64,
     mid_stream: bool,
     calls: Vec<Call>,
+    /// HTTP/2 frames its calls moved (those that delimit a stream's messages).
+    frames: Vec<Framed>,
+}
+
+/// An HTTP/2 frame a call moved, with the call's direction and time.
+#[derive(Clone, Debug)]
+struct Framed {
+    direction: Direction,
+    wall_ns: u64,
+    frame: Frame,
 }
 
 /// Capture logs read into processes and connection ends.
@@ -447,12 +463,31 @@ impl Captured {
                         at_wall: at.wall_ns,
                         mid_stream,
                         calls: Vec::new(),
+                        frames: Vec::new(),
                     });
                 }
                 _ => {}
             }
         }
         for record in &records {
+            if let Record::Frames {
+                at,
+                conn,
+                direction,
+                frames,
+                ..
+            } = *record
+            {
+                if let Some(end) = by_conn.get(&conn).and_then(|i| self.ends.get_mut(*i)) {
+                    end.frames
+                        .extend(Frame::read_all(frames).map(|frame| Framed {
+                            direction,
+                            wall_ns: at.wall_ns,
+                            frame,
+                        }));
+                }
+                continue;
+            }
             let Record::Data {
                 at,
                 conn,
@@ -488,6 +523,7 @@ impl Captured {
         for &i in by_conn.values() {
             if let Some(end) = self.ends.get_mut(i) {
                 end.calls.shrink_to_fit();
+                end.frames.shrink_to_fit();
             }
         }
         self.counts.logs += 1;
@@ -526,6 +562,8 @@ impl Captured {
         // calls of one connection are put back in the order they returned.
         for end in &mut self.ends {
             end.calls.sort_by_key(|c| c.mono_ns);
+            end.frames
+                .sort_by_key(|f| (f.direction == Direction::Recv, f.frame.start));
         }
         // At most a message per call: reserved, not touched, so it costs no memory
         // (and growing it would copy millions of messages).
@@ -704,48 +742,18 @@ impl Captured {
     ) {
         let s = &self.ends[sender];
         let r = receiver.map(|i| &self.ends[i]);
-        // Runs of sends with no receive between them.
-        let mut runs: Vec<(u64, u64, u64)> = Vec::new(); // (first offset, end offset, first send time)
-        let mut open = false;
-        for c in &s.calls {
-            match c.direction {
-                Direction::Send => {
-                    let end = c.offset + c.bytes;
-                    match runs.last_mut() {
-                        Some(run) if open && c.offset == run.1 => run.1 = end,
-                        _ => runs.push((c.offset, end, c.wall_ns)),
-                    }
-                    open = true;
-                }
-                Direction::Recv => open = false,
-            }
+        // On HTTP/2, a message per stream and direction.
+        let framed = |d: Direction| s.frames.iter().any(|f| f.direction == d);
+        if framed(Direction::Recv) && r.is_none() {
+            framed_messages(s, None, Direction::Recv, names, out);
+        }
+        if framed(Direction::Send) {
+            framed_messages(s, r, Direction::Send, names, out);
+        } else {
+            sent_runs(s, r, names, out);
         }
         let (src, dst, local, peer) = names;
-        for (start, end, sent) in runs {
-            // The read that delivered the message's last byte (not knowable when either end
-            // was first seen mid-stream: its offsets are not positions in the stream).
-            let received = r.filter(|r| !r.mid_stream && !s.mid_stream).and_then(|r| {
-                r.calls
-                    .iter()
-                    .find(|c| {
-                        c.direction == Direction::Recv
-                            && c.offset < end
-                            && end <= c.offset + c.bytes
-                    })
-                    .map(|c| c.wall_ns)
-            });
-            out.push(Message {
-                id: MessageId::Int(0),
-                src,
-                src_ep: local,
-                dst,
-                dst_ep: peer,
-                send_ns: Some(sent as i64).into(),
-                recv_ns: received.map(|t| t as i64).into(),
-                bytes: end - start,
-            });
-        }
-        if r.is_none() {
+        if r.is_none() && !framed(Direction::Recv) {
             // What the uncaptured end sent: runs of receives with no send between them.
             let mut runs: Vec<(u64, u64, u64)> = Vec::new(); // (bytes, first offset, last read time)
             let mut open = false;
@@ -877,7 +885,152 @@ impl Captured {
 /// matches any).
 /// An `ip:port` endpoint's port.
 pub(crate) fn port(endpoint: &str) -> Option<u16> {
-    endpoint.rsplit_once(':')?.1.parse().ok()
+    connection_of(endpoint).rsplit_once(':')?.1.parse().ok()
+}
+
+/// The messages `s` sent on a stream, as runs of sends with no receive between them, each
+/// received by `r`'s read of its last byte when `r` was captured. `names`: the sender's
+/// and the receiver's nodes and endpoints.
+fn sent_runs(s: &End, r: Option<&End>, names: (Name, Name, Name, Name), out: &mut Vec<Message>) {
+    // Runs of sends with no receive between them.
+    let mut runs: Vec<(u64, u64, u64)> = Vec::new(); // (first offset, end offset, first send time)
+    let mut open = false;
+    for c in &s.calls {
+        match c.direction {
+            Direction::Send => {
+                let end = c.offset + c.bytes;
+                match runs.last_mut() {
+                    Some(run) if open && c.offset == run.1 => run.1 = end,
+                    _ => runs.push((c.offset, end, c.wall_ns)),
+                }
+                open = true;
+            }
+            Direction::Recv => open = false,
+        }
+    }
+    let (src, dst, local, peer) = names;
+    for (start, end, sent) in runs {
+        // The read that delivered the message's last byte (not knowable when either end
+        // was first seen mid-stream: its offsets are not positions in the stream).
+        let received = r.filter(|r| !r.mid_stream && !s.mid_stream).and_then(|r| {
+            r.calls
+                .iter()
+                .find(|c| {
+                    c.direction == Direction::Recv && c.offset < end && end <= c.offset + c.bytes
+                })
+                .map(|c| c.wall_ns)
+        });
+        out.push(Message {
+            id: MessageId::Int(0),
+            src,
+            src_ep: local,
+            dst,
+            dst_ep: peer,
+            send_ns: Some(sent as i64).into(),
+            recv_ns: received.map(|t| t as i64).into(),
+            bytes: end - start,
+        });
+    }
+}
+
+/// The connection's endpoint of a stream's (`127.0.0.1:40000#3` is stream 3 of
+/// `127.0.0.1:40000`): every other endpoint is its own.
+pub fn connection_of(endpoint: &str) -> &str {
+    endpoint
+        .split_once('#')
+        .map_or(endpoint, |(connection, _)| connection)
+}
+
+/// The endpoint of stream `stream` on the connection endpoint `endpoint`.
+fn stream_endpoint(endpoint: Name, stream: u32) -> Name {
+    Name::from(format!("{endpoint}#{stream}").as_str())
+}
+
+/// The HTTP/2 messages `end` moved in `direction`, one per stream (its frames from the
+/// first to the one ending the stream), each between that stream's endpoints so that a
+/// reply answers its own request. Sent: received by `receiver` (the read that took the
+/// message's last byte), when captured. Received (`Direction::Recv`): from the uncaptured
+/// other end. `names`: the end's node, the other node, the end's and the other's
+/// endpoints.
+fn framed_messages(
+    end: &End,
+    receiver: Option<&End>,
+    direction: Direction,
+    (own, other, local, peer): (Name, Name, Name, Name),
+    out: &mut Vec<Message>,
+) {
+    /// A stream's message so far: its first frame's time, its end offset, its bytes.
+    struct Open {
+        first_ns: u64,
+        end: u64,
+        bytes: u64,
+    }
+    // The read of `end`'s or `receiver`'s that took the byte before `offset`.
+    let read_at = |e: &End, offset: u64| -> Option<u64> {
+        e.calls
+            .iter()
+            .find(|c| {
+                c.direction == Direction::Recv && c.offset < offset && offset <= c.offset + c.bytes
+            })
+            .map(|c| c.wall_ns)
+    };
+    let mut open: HashMap<u32, Open> = HashMap::default();
+    let finish = |stream: u32, m: Open, out: &mut Vec<Message>| {
+        let (src_ep, dst_ep) = (
+            stream_endpoint(local, stream),
+            stream_endpoint(peer, stream),
+        );
+        let message = match direction {
+            Direction::Send => {
+                let received = receiver
+                    .filter(|r| !r.mid_stream && !end.mid_stream)
+                    .and_then(|r| read_at(r, m.end));
+                Message {
+                    id: MessageId::Int(0),
+                    src: own,
+                    src_ep,
+                    dst: other,
+                    dst_ep,
+                    send_ns: Some(m.first_ns as i64).into(),
+                    recv_ns: received.map(|t| t as i64).into(),
+                    bytes: m.bytes,
+                }
+            }
+            Direction::Recv => Message {
+                id: MessageId::Int(0),
+                src: other,
+                src_ep: dst_ep,
+                dst: own,
+                dst_ep: src_ep,
+                send_ns: MaybeNs::NONE,
+                recv_ns: Some(read_at(end, m.end).unwrap_or(m.first_ns) as i64).into(),
+                bytes: m.bytes,
+            },
+        };
+        out.push(message);
+    };
+    for f in end.frames.iter().filter(|f| f.direction == direction) {
+        let frame = &f.frame;
+        let frame_end = frame.start + 9 + u64::from(frame.length);
+        let m = open.entry(frame.stream).or_insert(Open {
+            first_ns: f.wall_ns,
+            end: frame_end,
+            bytes: 0,
+        });
+        m.end = m.end.max(frame_end);
+        m.bytes += 9 + u64::from(frame.length);
+        if frame.ends_stream() {
+            if let Some(m) = open.remove(&frame.stream) {
+                finish(frame.stream, m, out);
+            }
+        }
+    }
+    // Streams the capture saw no end of (cut short): what was seen of them.
+    let mut left: Vec<(u32, Open)> = open.into_iter().collect();
+    left.sort_by_key(|(stream, _)| *stream);
+    for (stream, m) in left {
+        finish(stream, m, out);
+    }
 }
 
 fn ports_match(local: &Ep, to: &Ep) -> bool {
@@ -892,6 +1045,219 @@ fn ports_match(local: &Ep, to: &Ep) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::{Call, Origin, Stamp, MAGIC};
+
+    const MS: u64 = 1_000_000;
+
+    /// A log of `records`, each stamped at its time.
+    fn log(records: &[Record<'_>]) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        let mut buf = [0u8; 4096];
+        for r in records {
+            let n = r.encode(&mut buf).expect("fits");
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    }
+
+    fn stamp(ns: u64) -> Stamp {
+        Stamp {
+            tid: 1,
+            mono_ns: ns,
+            wall_ns: ns,
+        }
+    }
+
+    /// A data call and the frames it moved.
+    fn call_with_frames<'a>(
+        ns: u64,
+        direction: Direction,
+        offset: u64,
+        bytes: u64,
+        frames: &'a [u8],
+    ) -> [Record<'a>; 2] {
+        [
+            Record::Data {
+                at: stamp(ns),
+                call: Call::Write,
+                fd: 5,
+                conn: 1,
+                direction,
+                bytes,
+                errno: 0,
+                offset,
+                peer: Endpoint::None,
+                checksum: 0,
+                peek: false,
+            },
+            Record::Frames {
+                at: stamp(ns),
+                conn: 1,
+                direction,
+                offset,
+                frames,
+            },
+        ]
+    }
+
+    fn frames(list: &[(u64, u32, u32, u8, u8)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &(start, length, stream, kind, flags) in list {
+            let mut one = [0u8; Frame::LEN];
+            Frame {
+                start,
+                length,
+                stream,
+                kind,
+                flags,
+            }
+            .write(&mut one);
+            out.extend_from_slice(&one);
+        }
+        out
+    }
+
+    #[test]
+    fn calls_multiplexed_on_one_http2_connection_are_messages_of_their_own_streams() {
+        let end = Frame::END_STREAM | 0x4;
+        // Two requests in one write, their replies in two, the second's first.
+        let requests = frames(&[
+            (40, 20, 1, Frame::HEADERS, end),
+            (69, 20, 3, Frame::HEADERS, end),
+        ]);
+        let reply_3 = frames(&[
+            (9, 10, 3, Frame::HEADERS, 0x4),
+            (28, 5, 3, Frame::DATA, Frame::END_STREAM),
+        ]);
+        let reply_1 = frames(&[(60, 20, 1, Frame::HEADERS, end)]);
+        let t = 1_000 * MS;
+        let head = |pid: u32, exe: &'static [u8]| Record::Process {
+            pid,
+            ppid: 0,
+            origin: Origin::Start,
+            at: stamp(t),
+            host: b"h",
+            exe,
+            args: exe,
+        };
+        let connection = |call: Call, local: u16, peer: u16| Record::Connection {
+            at: stamp(t),
+            call,
+            fd: 5,
+            conn: 1,
+            kind: sock::STREAM,
+            local: Endpoint::V4([127, 0, 0, 1], local),
+            peer: Endpoint::V4([127, 0, 0, 1], peer),
+            peer_pid: 0,
+            errno: 0,
+            mid_stream: false,
+        };
+        let client = [
+            vec![
+                head(1, b"client"),
+                connection(Call::Connect, 40_000, 50_051),
+            ],
+            call_with_frames(t + MS, Direction::Send, 0, 100, &requests).to_vec(),
+            call_with_frames(t + 6 * MS, Direction::Recv, 0, 60, &reply_3).to_vec(),
+            call_with_frames(t + 9 * MS, Direction::Recv, 60, 40, &reply_1).to_vec(),
+        ]
+        .concat();
+        let server = [
+            vec![head(2, b"server"), connection(Call::Accept, 50_051, 40_000)],
+            call_with_frames(t + 2 * MS, Direction::Recv, 0, 100, &requests).to_vec(),
+            call_with_frames(t + 5 * MS, Direction::Send, 0, 60, &reply_3).to_vec(),
+            call_with_frames(t + 8 * MS, Direction::Send, 60, 40, &reply_1).to_vec(),
+        ]
+        .concat();
+        let mut captured = Captured::default();
+        captured.add_log(Path::new("c"), &log(&client));
+        captured.add_log(Path::new("s"), &log(&server));
+        let messages = captured.messages();
+        let seen: Vec<(&str, &str, Option<i64>, Option<i64>)> = messages
+            .iter()
+            .map(|m| (&*m.src_ep, &*m.dst_ep, m.send_ns.get(), m.recv_ns.get()))
+            .collect();
+        let at = |ms: u64| Some((t + ms * MS) as i64);
+        assert_eq!(
+            seen,
+            [
+                ("127.0.0.1:40000#1", "127.0.0.1:50051#1", at(1), at(2)),
+                ("127.0.0.1:40000#3", "127.0.0.1:50051#3", at(1), at(2)),
+                ("127.0.0.1:50051#3", "127.0.0.1:40000#3", at(5), at(6)),
+                ("127.0.0.1:50051#1", "127.0.0.1:40000#1", at(8), at(9)),
+            ]
+        );
+        assert_eq!(port("127.0.0.1:50051#3"), Some(50051));
+        assert_eq!(connection_of("127.0.0.1:50051#3"), "127.0.0.1:50051");
+    }
+
+    #[test]
+    fn an_http2_request_whose_answer_the_capture_missed_is_still_one_message() {
+        // The server alone captured: its received frames are the client's messages.
+        let requests = frames(&[
+            (40, 20, 1, Frame::HEADERS, Frame::END_STREAM | 0x4),
+            (69, 20, 3, Frame::HEADERS, 0x4),
+            (98, 2, 3, Frame::DATA, Frame::END_STREAM),
+        ]);
+        let t = 1_000 * MS;
+        let server = [
+            vec![
+                Record::Process {
+                    pid: 2,
+                    ppid: 0,
+                    origin: Origin::Start,
+                    at: stamp(t),
+                    host: b"h",
+                    exe: b"server",
+                    args: b"server",
+                },
+                Record::Connection {
+                    at: stamp(t),
+                    call: Call::Accept,
+                    fd: 5,
+                    conn: 1,
+                    kind: sock::STREAM,
+                    local: Endpoint::V4([127, 0, 0, 1], 50_051),
+                    peer: Endpoint::V4([127, 0, 0, 1], 40_000),
+                    peer_pid: 0,
+                    errno: 0,
+                    mid_stream: false,
+                },
+            ],
+            call_with_frames(
+                t + 2 * MS,
+                Direction::Recv,
+                0,
+                80,
+                &requests[..2 * Frame::LEN],
+            )
+            .to_vec(),
+            call_with_frames(
+                t + 3 * MS,
+                Direction::Recv,
+                80,
+                31,
+                &requests[2 * Frame::LEN..],
+            )
+            .to_vec(),
+        ]
+        .concat();
+        let mut captured = Captured::default();
+        captured.add_log(Path::new("s"), &log(&server));
+        let messages = captured.messages();
+        let seen: Vec<(&str, Option<i64>)> = messages
+            .iter()
+            .map(|m| (&*m.src_ep, m.recv_ns.get()))
+            .collect();
+        // Stream 3's last byte (offset 108) came in the second read.
+        assert_eq!(
+            seen,
+            [
+                ("127.0.0.1:40000#1", Some((t + 2 * MS) as i64)),
+                ("127.0.0.1:40000#3", Some((t + 3 * MS) as i64)),
+            ]
+        );
+    }
 
     #[test]
     fn missing_times_read_write_and_order_as_options() {

@@ -445,6 +445,11 @@ impl LogTail {
                         latest = latest.max(at.wall_ns);
                     }
                 }
+                // A call's HTTP/2 frames go with its data record.
+                Record::Frames { at, .. } if at.wall_ns >= keep_after => {
+                    data.extend_from_slice(raw);
+                    latest = latest.max(at.wall_ns);
+                }
                 Record::Close {
                     conn,
                     call: crate::format::Call::Close,

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use causeway_model::{attributes, KeyValue, Source, Span, SpanId, SpanKind, TraceId};
 
 use crate::link::Assignment;
-use crate::reconcile::{Message, MessageId, MessageIndex};
+use crate::reconcile::{connection_of, Message, MessageId, MessageIndex};
 
 /// A node name's service, host and pid: `program[pid]@host` as reconciliation names a
 /// captured process, else the name as the service.
@@ -46,14 +46,23 @@ fn answers(reply: &Message, request: &Message) -> bool {
 
 /// A message's attributes at one of its ends: the other end (`peer`: node and endpoint),
 /// this end's endpoint, and the size.
-fn endpoints((node, endpoint): (&str, &str), own: &str, bytes: u64) -> [KeyValue; 4] {
-    [
+/// An HTTP/2 message's endpoints name its stream (`crate::reconcile::connection_of`): the
+/// addresses are the connection's, and the stream is an attribute of its own.
+fn endpoints((node, endpoint): (&str, &str), own: &str, bytes: u64) -> Vec<KeyValue> {
+    let mut kvs = vec![
         KeyValue::new(attributes::NET_PEER_NAME, node),
-        KeyValue::new(attributes::NET_SOCK_PEER_ADDR, endpoint),
-        KeyValue::new(attributes::NET_SOCK_HOST_ADDR, own),
+        KeyValue::new(attributes::NET_SOCK_PEER_ADDR, connection_of(endpoint)),
+        KeyValue::new(attributes::NET_SOCK_HOST_ADDR, connection_of(own)),
         KeyValue::new(attributes::MESSAGE_BYTES, bytes as i64),
-    ]
+    ];
+    if let Some(stream) = own.split_once('#').and_then(|(_, s)| s.parse::<i64>().ok()) {
+        kvs.push(KeyValue::new(HTTP2_STREAM, stream));
+    }
+    kvs
 }
+
+/// The HTTP/2 stream an inferred call travelled on.
+pub const HTTP2_STREAM: &str = "causeway.http2.stream";
 
 /// A span at `node` of the inferred trace `trace`.
 fn inferred_span(

@@ -20,7 +20,7 @@
 use foldhash::{HashMap, HashSet};
 
 use crate::link::Assignment;
-use crate::reconcile::{Message, MessageId, MessageIndex};
+use crate::reconcile::{connection_of, Message, MessageId, MessageIndex};
 use crate::score::Truth;
 
 /// One instrumented server call: its trace, the client end of its connection, its time.
@@ -56,7 +56,7 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
     // A request's call: the one started nearest its receipt and still running.
     let request_call = |m: &Message| -> Option<&ServerCall> {
         let (list, t) = (
-            by_peer.get(&*m.src_ep)?,
+            by_peer.get(connection_of(&m.src_ep))?,
             m.recv_ns.get().or(m.send_ns.get())?,
         );
         let p = list.partition_point(|c| c.start_ns < t);
@@ -78,8 +78,14 @@ pub fn truth(messages: &[Message], calls: &[ServerCall]) -> Vec<Truth> {
     let mut responses: Vec<(&str, i64, usize)> = messages
         .iter()
         .enumerate()
-        .filter(|(i, m)| calls[*i].is_none() && by_peer.contains_key(&*m.dst_ep))
-        .filter_map(|(i, m)| Some((&*m.dst_ep, m.send_ns.get().or(m.recv_ns.get())?, i)))
+        .filter(|(i, m)| calls[*i].is_none() && by_peer.contains_key(connection_of(&m.dst_ep)))
+        .filter_map(|(i, m)| {
+            Some((
+                connection_of(&m.dst_ep),
+                m.send_ns.get().or(m.recv_ns.get())?,
+                i,
+            ))
+        })
         .collect();
     responses.sort_unstable();
     let mut answered: HashSet<u64> = HashSet::default();

@@ -178,6 +178,17 @@ fn decode_body(body: &[u8]) -> Option<Record<'_>> {
             at: i.stamp()?,
             path: i.str16()?,
         },
+        tag::FRAMES => Record::Frames {
+            at: i.stamp()?,
+            conn: i.u64()?,
+            direction: match i.u8()? {
+                0 => Direction::Send,
+                1 => Direction::Recv,
+                _ => return None,
+            },
+            offset: i.u64()?,
+            frames: i.str16().filter(|f| f.len() % crate::Frame::LEN == 0)?,
+        },
         tag::WARNING => Record::Warning {
             at: i.stamp()?,
             code: i.u16()?,

@@ -250,6 +250,20 @@ impl Record<'_> {
                 o.stamp(at)?;
                 o.str16(path)?;
             }
+            Record::Frames {
+                at,
+                conn,
+                direction,
+                offset,
+                frames,
+            } => {
+                o.u8(tag::FRAMES)?;
+                o.stamp(at)?;
+                o.u64(*conn)?;
+                o.u8(u8::from(*direction == Direction::Recv))?;
+                o.u64(*offset)?;
+                o.str16(frames)?;
+            }
             Record::Warning {
                 at,
                 code,

@@ -9,7 +9,9 @@
 //!
 //! The records: the process (pid, parent pid, start or fork, host, executable, command
 //! line), socket, bind and listen (the address the kernel gave), connection, data,
-//! close and shutdown, dup, fork, exec, and the library's warnings. Every record but the
+//! close and shutdown, dup, fork, exec, the HTTP/2 frames a data call moved (the headers
+//! that delimit each stream's messages, on connections framed as HTTP/2), and the
+//! library's warnings. Every record but the
 //! first carries the thread id and `CLOCK_MONOTONIC` and `CLOCK_REALTIME` at the call's
 //! return. Files are named `HOST-PID-MONO.sockcap` (see [`LOG_SUFFIX`]). The
 //! `capture_logs` fuzz target checks that whatever decodes re-encodes to the same bytes.
@@ -432,6 +434,23 @@ pub enum Record<'a> {
         /// The program's path, as the exec was given it.
         path: &'a [u8],
     },
+    /// HTTP/2 frames whose header a data call on a stream moved (after the
+    /// [`Record::Data`] of the same call: same stamp, connection, direction and offset).
+    /// Only the frames that delimit a stream's messages are recorded: `HEADERS`, `DATA`
+    /// ending a stream, `RST_STREAM`; a call with more than [`MAX_FRAMES`] of them writes
+    /// several records.
+    Frames {
+        /// The data call's stamp.
+        at: Stamp,
+        /// The connection's number in this process's log.
+        conn: u64,
+        /// Whether the call sent or received.
+        direction: Direction,
+        /// The connection's stream offset in this direction before the call.
+        offset: u64,
+        /// The frames, [`Frame::LEN`] bytes each (see [`Frame::read_all`]).
+        frames: &'a [u8],
+    },
     /// Something the capture could not see; see [`warning`].
     Warning {
         /// When the capture noticed.
@@ -443,6 +462,70 @@ pub enum Record<'a> {
         /// What it concerns, as text (for [`warning::STATIC_EXEC`], the program's path).
         detail: &'a [u8],
     },
+}
+
+/// Most frames one [`Record::Frames`] holds.
+pub const MAX_FRAMES: usize = 64;
+
+/// One HTTP/2 frame a data call moved the header of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Frame {
+    /// Where its 9-byte header starts in the connection's stream (this direction).
+    pub start: u64,
+    /// Its payload's length.
+    pub length: u32,
+    /// Its stream.
+    pub stream: u32,
+    /// Its type (`0` DATA, `1` HEADERS, `3` RST_STREAM, ...).
+    pub kind: u8,
+    /// Its flags (`0x1` END_STREAM on DATA and HEADERS).
+    pub flags: u8,
+}
+
+impl Frame {
+    /// Bytes a frame takes in a [`Record::Frames`].
+    pub const LEN: usize = 18;
+    /// `DATA`.
+    pub const DATA: u8 = 0;
+    /// `HEADERS`.
+    pub const HEADERS: u8 = 1;
+    /// `RST_STREAM`.
+    pub const RST_STREAM: u8 = 3;
+    /// The `END_STREAM` flag.
+    pub const END_STREAM: u8 = 0x1;
+
+    /// Writes the frame as a [`Record::Frames`] holds it.
+    pub fn write(&self, out: &mut [u8; Frame::LEN]) {
+        out[0..8].copy_from_slice(&self.start.to_le_bytes());
+        out[8..12].copy_from_slice(&self.length.to_le_bytes());
+        out[12..16].copy_from_slice(&self.stream.to_le_bytes());
+        out[16] = self.kind;
+        out[17] = self.flags;
+    }
+
+    /// The frames of a [`Record::Frames`]' `frames` bytes (whole ones: the decoder
+    /// accepts no others).
+    pub fn read_all(frames: &[u8]) -> impl Iterator<Item = Frame> + '_ {
+        frames.chunks_exact(Frame::LEN).map(|f| {
+            let u32_at = |i: usize| u32::from_le_bytes([f[i], f[i + 1], f[i + 2], f[i + 3]]);
+            let mut start = [0u8; 8];
+            start.copy_from_slice(&f[0..8]);
+            Frame {
+                start: u64::from_le_bytes(start),
+                length: u32_at(8),
+                stream: u32_at(12),
+                kind: f[16],
+                flags: f[17],
+            }
+        })
+    }
+
+    /// Whether it ends its stream in its direction.
+    pub fn ends_stream(&self) -> bool {
+        self.kind == Frame::RST_STREAM
+            || (matches!(self.kind, Frame::DATA | Frame::HEADERS)
+                && self.flags & Frame::END_STREAM != 0)
+    }
 }
 
 /// The records' tags.
@@ -457,6 +540,7 @@ mod tag {
     pub(crate) const FORK: u8 = 8;
     pub(crate) const EXEC: u8 = 9;
     pub(crate) const WARNING: u8 = 10;
+    pub(crate) const FRAMES: u8 = 11;
 }
 
 impl Record<'_> {
@@ -473,6 +557,7 @@ impl Record<'_> {
             | Record::Dup { at, .. }
             | Record::Fork { at, .. }
             | Record::Exec { at, .. }
+            | Record::Frames { at, .. }
             | Record::Warning { at, .. } => *at,
         }
     }
@@ -631,6 +716,19 @@ mod tests {
                 at,
                 path: &TEXT[..n]
             }),
+            (stamp(), any::<(u64, bool, u64)>(), 0..16usize).prop_map(
+                |(at, (conn, recv, offset), n)| Record::Frames {
+                    at,
+                    conn,
+                    direction: if recv {
+                        Direction::Recv
+                    } else {
+                        Direction::Send
+                    },
+                    offset,
+                    frames: &TEXT[..n * Frame::LEN],
+                }
+            ),
             (stamp(), any::<(u16, u64)>(), 0..300usize).prop_map(|(at, (code, count), n)| {
                 Record::Warning {
                     at,
@@ -696,6 +794,40 @@ mod tests {
                 prop_assert!(d.offset as usize <= log.len());
             }
         }
+    }
+
+    proptest! {
+        #[test]
+        fn frames_round_trip(
+            frames in proptest::collection::vec(any::<(u64, u32, u32, u8, u8)>(), 0..MAX_FRAMES)
+        ) {
+            let frames: Vec<Frame> = frames
+                .into_iter()
+                .map(|(start, length, stream, kind, flags)| Frame { start, length, stream, kind, flags })
+                .collect();
+            let mut bytes = Vec::new();
+            for f in &frames {
+                let mut one = [0u8; Frame::LEN];
+                f.write(&mut one);
+                bytes.extend_from_slice(&one);
+            }
+            prop_assert_eq!(Frame::read_all(&bytes).collect::<Vec<_>>(), frames);
+        }
+    }
+
+    #[test]
+    fn a_stream_ends_with_end_stream_on_data_or_headers_or_a_reset() {
+        let f = |kind, flags| Frame {
+            kind,
+            flags,
+            ..Frame::default()
+        };
+        assert!(f(Frame::DATA, Frame::END_STREAM).ends_stream());
+        assert!(f(Frame::HEADERS, Frame::END_STREAM | 0x4).ends_stream());
+        assert!(f(Frame::RST_STREAM, 0).ends_stream());
+        assert!(!f(Frame::HEADERS, 0x4).ends_stream());
+        // SETTINGS' ACK is the same bit: no stream ends.
+        assert!(!f(4, 0x1).ends_stream());
     }
 
     #[test]

@@ -270,6 +270,12 @@ fn line(r: &Record<'_>) -> String {
             format!("{} {} tid={} child={child} errno={errno}", at.mono_ns, call.name(), at.tid)
         }
         Record::Exec { at, path } => format!("{} execve tid={} {}", at.mono_ns, at.tid, text(path)),
+        Record::Frames { at, conn, direction, offset, frames } => {
+            let listed: Vec<String> = causeway_blackbox::format::Frame::read_all(frames)
+                .map(|f| format!("stream={} type={} flags={:#x} at={} len={}", f.stream, f.kind, f.flags, f.start, f.length))
+                .collect();
+            format!("{} http2-frames tid={} conn={conn} {direction:?} offset={offset} {}", at.mono_ns, at.tid, listed.join(", "))
+        }
         Record::Warning { at, code, count, detail } => {
             format!("{} warning code={code} count={count} {}", at.mono_ns, text(detail))
         }

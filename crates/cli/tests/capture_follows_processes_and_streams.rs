@@ -3,7 +3,8 @@
 //! each other, byte offsets run without a gap, datagram checksums pair up, a Unix
 //! socket names its peer process, a process stopped by a signal keeps its buffered
 //! records, a process that runs another through `execl` keeps them too, and a log cut
-//! short is read up to the damage.
+//! short is read up to the damage; on a connection framed as HTTP/2, each call's frame
+//! headers are recorded, and reconciliation makes a message of each stream.
 
 mod common;
 
@@ -12,7 +13,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use causeway_blackbox::format::{Call, Direction, Endpoint, Origin, Reader, Record};
+use causeway_blackbox::format::{Call, Direction, Endpoint, Frame, Origin, Reader, Record};
 use common::{temp, BIN};
 
 /// One process's log, owned.
@@ -534,4 +535,64 @@ fn a_quiet_threads_records_reach_the_log_while_the_program_runs() {
     assert!(sent(1) >= 15, "the busy thread's sends: {}", sent(1));
     assert_eq!(sent(2), 1, "the quiet thread's send");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The HTTP/2 frames `records` hold in `direction`: (stream, type, ends the stream).
+fn frames(records: &[Record<'_>], direction: Direction) -> Vec<(u32, u8, bool)> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Frames {
+                direction: d,
+                frames,
+                ..
+            } if *d == direction => Some(Frame::read_all(frames)),
+            _ => None,
+        })
+        .flatten()
+        .map(|f| (f.stream, f.kind, f.ends_stream()))
+        .collect()
+}
+
+#[test]
+fn calls_multiplexed_on_http2_are_told_apart_by_their_streams() {
+    let rounds = 6u32;
+    let (dir, logs, _) = capture(
+        "capture-h2",
+        &format!("--rounds {rounds} --size 300 --http2"),
+    );
+    let (server, client) = echo_pair(&logs);
+    let (server_records, client_records) = (server.records(), client.records());
+    // Two requests a round, in one write: each one's HEADERS, ending its stream.
+    let requests: Vec<(u32, u8, bool)> = (0..rounds)
+        .flat_map(|r| [4 * r + 1, 4 * r + 3])
+        .map(|s| (s, Frame::HEADERS, true))
+        .collect();
+    assert_eq!(frames(&client_records, Direction::Send), requests);
+    assert_eq!(frames(&server_records, Direction::Recv), requests);
+    // The answers, the second stream's first: HEADERS, then DATA ending the stream.
+    let answers: Vec<(u32, u8, bool)> = (0..rounds)
+        .flat_map(|r| [4 * r + 3, 4 * r + 1])
+        .flat_map(|s| [(s, Frame::HEADERS, false), (s, Frame::DATA, true)])
+        .collect();
+    assert_eq!(frames(&server_records, Direction::Send), answers);
+    assert_eq!(frames(&client_records, Direction::Recv), answers);
+    // A message per stream and direction, between that stream's endpoints.
+    let files: Vec<PathBuf> = [&server.path, &client.path]
+        .map(|p| p.to_path_buf())
+        .to_vec();
+    let mut captured = causeway_blackbox::reconcile::Captured::read(&files).expect("logs");
+    let messages = captured.messages();
+    let on_streams: Vec<&causeway_blackbox::reconcile::Message> =
+        messages.iter().filter(|m| m.src_ep.contains('#')).collect();
+    assert_eq!(on_streams.len(), 4 * rounds as usize, "{messages:#?}");
+    for m in &on_streams {
+        assert!(
+            m.send_ns.get().is_some() && m.recv_ns.get().is_some(),
+            "{m:?}"
+        );
+        let stream = |ep: &str| ep.split_once('#').map(|(_, s)| s.to_string());
+        assert_eq!(stream(&m.src_ep), stream(&m.dst_ep), "{m:?}");
+    }
+    drop(dir);
 }

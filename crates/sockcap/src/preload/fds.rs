@@ -32,6 +32,8 @@ pub struct Conn {
     pub id: AtomicU64,
     pub sent: AtomicU64,
     pub received: AtomicU64,
+    /// HTTP/2 framing, sent and received (`crate::h2`).
+    pub h2: [crate::h2::Framing; 2],
 }
 
 static CONNS: [Conn; MAX_CONNS] = [const {
@@ -41,6 +43,7 @@ static CONNS: [Conn; MAX_CONNS] = [const {
         id: AtomicU64::new(0),
         sent: AtomicU64::new(0),
         received: AtomicU64::new(0),
+        h2: [const { crate::h2::Framing::new() }; 2],
     }
 }; MAX_CONNS];
 
@@ -110,6 +113,7 @@ pub fn new_socket(fd: i32, kind: u16) -> Option<&'static Conn> {
             conn.id.store(0, Relaxed);
             conn.sent.store(0, Relaxed);
             conn.received.store(0, Relaxed);
+            conn.h2.iter().for_each(crate::h2::Framing::reset);
             // A socket the program closed in a way the library did not see, if any.
             forget(fd);
             e.store(SOCKET | ((index as u32) << 8), Relaxed);
@@ -144,6 +148,7 @@ pub fn number(conn: &Conn, restart: bool) -> u64 {
     if restart {
         conn.sent.store(0, Relaxed);
         conn.received.store(0, Relaxed);
+        conn.h2.iter().for_each(crate::h2::Framing::reset);
     }
     conn.id.store(id, Relaxed);
     id

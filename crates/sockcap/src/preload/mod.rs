@@ -46,7 +46,9 @@ use std::sync::atomic::Ordering;
 
 use libc::{c_int, msghdr, sockaddr, sockaddr_storage, socklen_t};
 
-use crate::format::{sock, warning, Call, Direction, Endpoint, Origin, Record, Stamp, MAGIC};
+use crate::format::{
+    sock, warning, Call, Direction, Endpoint, Frame, Origin, Record, Stamp, MAGIC, MAX_FRAMES,
+};
 use fds::{Conn, Fd};
 
 thread_local! {
@@ -357,20 +359,21 @@ enum Payload {
 /// At most this many vectors are read (the kernel's `UIO_MAXIOV`).
 const MAX_IOV: usize = 1024;
 
-/// The CRC-32C of the first `moved` bytes of a payload.
+/// Hands the first `moved` bytes of a payload to `f`, a piece at a time, in order; false
+/// when some of them could not be read (no buffer, a null one, too many vectors).
 ///
 /// # Safety
 /// The call the payload's pointers were passed to succeeded and moved `moved` bytes.
-unsafe fn checksum(payload: Payload, moved: usize) -> u32 {
+unsafe fn each_piece(payload: Payload, moved: usize, f: &mut dyn FnMut(&[u8])) -> bool {
     let (iov, n) = match payload {
-        Payload::None => return 0,
+        Payload::None => return false,
         Payload::Bytes(p, capacity) => {
             if p.is_null() {
-                return 0;
+                return false;
             }
             // SAFETY: the call moved bytes through this buffer of `capacity` bytes.
-            let bytes = unsafe { std::slice::from_raw_parts(p, moved.min(capacity)) };
-            return crate::format::crc32c(bytes);
+            f(unsafe { std::slice::from_raw_parts(p, moved.min(capacity)) });
+            return moved <= capacity;
         }
         Payload::Iov(iov, n) => (iov, n),
         Payload::Msg(msg) if !msg.is_null() => {
@@ -378,12 +381,11 @@ unsafe fn checksum(payload: Payload, moved: usize) -> u32 {
             let m = unsafe { &*msg };
             (m.msg_iov.cast_const(), m.msg_iovlen)
         }
-        Payload::Msg(_) => return 0,
+        Payload::Msg(_) => return false,
     };
     if iov.is_null() {
-        return 0;
+        return false;
     }
-    let mut state = !0u32;
     let mut left = moved;
     for i in 0..n.min(MAX_IOV) {
         if left == 0 {
@@ -392,15 +394,82 @@ unsafe fn checksum(payload: Payload, moved: usize) -> u32 {
         // SAFETY: the call succeeded with `n` vectors here, and `i < n`.
         let v = unsafe { &*iov.add(i) };
         let take = v.iov_len.min(left);
-        if !v.iov_base.is_null() {
-            // SAFETY: the call moved bytes through these vectors in order, so the first
-            // `take` bytes of this one were written or read by it.
-            let bytes = unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), take) };
-            state = crate::format::crc32c_update(state, bytes);
+        if v.iov_base.is_null() {
+            return false;
         }
+        // SAFETY: the call moved bytes through these vectors in order, so the first
+        // `take` bytes of this one were written or read by it.
+        f(unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), take) });
         left -= take;
     }
+    left == 0
+}
+
+/// The CRC-32C of the first `moved` bytes of a payload.
+///
+/// # Safety
+/// The call the payload's pointers were passed to succeeded and moved `moved` bytes.
+unsafe fn checksum(payload: Payload, moved: usize) -> u32 {
+    let mut state = !0u32;
+    // SAFETY: the caller's promise, passed on.
+    unsafe {
+        each_piece(payload, moved, &mut |bytes| {
+            state = crate::format::crc32c_update(state, bytes);
+        })
+    };
     state ^ !0
+}
+
+/// Records the HTTP/2 frames a stream's call moved, when its direction is framed
+/// (`crate::h2`): after the call's data record, with its stamp and offset.
+///
+/// # Safety
+/// The call the payload's pointers were passed to succeeded and moved `moved` bytes.
+unsafe fn record_frames(
+    framing: &crate::h2::Framing,
+    payload: Payload,
+    moved: usize,
+    (at, conn, direction, offset): (Stamp, u64, Direction, u64),
+) {
+    let mut buf = [0u8; MAX_FRAMES * Frame::LEN];
+    let mut n = 0;
+    let emit = |frames: &[u8]| {
+        log::emit(
+            &Record::Frames {
+                at,
+                conn,
+                direction,
+                offset,
+                frames,
+            },
+            at.mono_ns,
+        )
+    };
+    let mut whole = true;
+    framing.walk(
+        offset,
+        |each| {
+            // SAFETY: the caller's promise, passed on.
+            whole = unsafe { each_piece(payload, moved, each) };
+        },
+        &mut |frame| {
+            let mut one = [0u8; Frame::LEN];
+            frame.write(&mut one);
+            buf[n * Frame::LEN..(n + 1) * Frame::LEN].copy_from_slice(&one);
+            n += 1;
+            if n == MAX_FRAMES {
+                emit(&buf);
+                n = 0;
+            }
+        },
+    );
+    if n > 0 {
+        emit(&buf[..n * Frame::LEN]);
+    }
+    if !whole {
+        // Bytes went by unread: where the next frame starts is not known.
+        framing.lose();
+    }
 }
 
 /// One data call on `fd` returned `ret`: records it when `fd` is a socket. A file, a
@@ -513,6 +582,18 @@ fn data_on_socket(
         },
         at.mono_ns,
     );
+    let framing = &conn.h2[usize::from(direction == Direction::Recv)];
+    if !datagram && bytes > 0 && !peek && !framing.off() {
+        // SAFETY: the call succeeded and moved `bytes` bytes.
+        unsafe {
+            record_frames(
+                framing,
+                payload,
+                bytes as usize,
+                (at, id, direction, offset),
+            )
+        };
+    }
     set_errno(saved);
 }
 
