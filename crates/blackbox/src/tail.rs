@@ -1,6 +1,6 @@
 //! Capture logs followed while their processes write them, inferred a window at a time
 //! (`causeway agent --captures DIR`): each pass reads what the logs gained, infers the
-//! paths of the messages of the last [`CONTEXT`] and what came after, and hands over
+//! paths of the messages of the last [`CONTEXT_NS`] and what came after, and hands over
 //! those whose first message falls in the window since the last pass. What is held is
 //! bounded by the window: each log's header and its open connections (the records
 //! inference needs to read its data), and the data records of the last passes; older
