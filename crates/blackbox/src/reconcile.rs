@@ -1045,28 +1045,10 @@ fn ports_match(local: &Ep, to: &Ep) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{Call, Origin, Stamp, MAGIC};
+    use crate::format::Call;
+    use causeway_testkit::capture_logs::{log, process, stamp, stream_data, tcp_connection};
 
     const MS: u64 = 1_000_000;
-
-    /// A log of `records`, each stamped at its time.
-    fn log(records: &[Record<'_>]) -> Vec<u8> {
-        let mut out = MAGIC.to_vec();
-        let mut buf = [0u8; 4096];
-        for r in records {
-            let n = r.encode(&mut buf).expect("fits");
-            out.extend_from_slice(&buf[..n]);
-        }
-        out
-    }
-
-    fn stamp(ns: u64) -> Stamp {
-        Stamp {
-            tid: 1,
-            mono_ns: ns,
-            wall_ns: ns,
-        }
-    }
 
     /// A data call and the frames it moved.
     fn call_with_frames<'a>(
@@ -1077,19 +1059,7 @@ mod tests {
         frames: &'a [u8],
     ) -> [Record<'a>; 2] {
         [
-            Record::Data {
-                at: stamp(ns),
-                call: Call::Write,
-                fd: 5,
-                conn: 1,
-                direction,
-                bytes,
-                errno: 0,
-                offset,
-                peer: Endpoint::None,
-                checksum: 0,
-                peek: false,
-            },
+            stream_data(ns, 1, direction, offset, bytes),
             Record::Frames {
                 at: stamp(ns),
                 conn: 1,
@@ -1131,31 +1101,10 @@ mod tests {
         ]);
         let reply_1 = frames(&[(60, 20, 1, Frame::HEADERS, end)]);
         let t = 1_000 * MS;
-        let head = |pid: u32, exe: &'static [u8]| Record::Process {
-            pid,
-            ppid: 0,
-            origin: Origin::Start,
-            at: stamp(t),
-            host: b"h",
-            exe,
-            args: exe,
-        };
-        let connection = |call: Call, local: u16, peer: u16| Record::Connection {
-            at: stamp(t),
-            call,
-            fd: 5,
-            conn: 1,
-            kind: sock::STREAM,
-            local: Endpoint::V4([127, 0, 0, 1], local),
-            peer: Endpoint::V4([127, 0, 0, 1], peer),
-            peer_pid: 0,
-            errno: 0,
-            mid_stream: false,
-        };
         let client = [
             vec![
-                head(1, b"client"),
-                connection(Call::Connect, 40_000, 50_051),
+                process(1, b"client", t),
+                tcp_connection(t, 1, Call::Connect, 40_000, 50_051),
             ],
             call_with_frames(t + MS, Direction::Send, 0, 100, &requests).to_vec(),
             call_with_frames(t + 6 * MS, Direction::Recv, 0, 60, &reply_3).to_vec(),
@@ -1163,7 +1112,10 @@ mod tests {
         ]
         .concat();
         let server = [
-            vec![head(2, b"server"), connection(Call::Accept, 50_051, 40_000)],
+            vec![
+                process(2, b"server", t),
+                tcp_connection(t, 1, Call::Accept, 50_051, 40_000),
+            ],
             call_with_frames(t + 2 * MS, Direction::Recv, 0, 100, &requests).to_vec(),
             call_with_frames(t + 5 * MS, Direction::Send, 0, 60, &reply_3).to_vec(),
             call_with_frames(t + 8 * MS, Direction::Send, 60, 40, &reply_1).to_vec(),
@@ -1202,27 +1154,8 @@ mod tests {
         let t = 1_000 * MS;
         let server = [
             vec![
-                Record::Process {
-                    pid: 2,
-                    ppid: 0,
-                    origin: Origin::Start,
-                    at: stamp(t),
-                    host: b"h",
-                    exe: b"server",
-                    args: b"server",
-                },
-                Record::Connection {
-                    at: stamp(t),
-                    call: Call::Accept,
-                    fd: 5,
-                    conn: 1,
-                    kind: sock::STREAM,
-                    local: Endpoint::V4([127, 0, 0, 1], 50_051),
-                    peer: Endpoint::V4([127, 0, 0, 1], 40_000),
-                    peer_pid: 0,
-                    errno: 0,
-                    mid_stream: false,
-                },
+                process(2, b"server", t),
+                tcp_connection(t, 1, Call::Accept, 50_051, 40_000),
             ],
             call_with_frames(
                 t + 2 * MS,

@@ -515,36 +515,18 @@ mod tests {
     use std::io::Write as _;
 
     use super::*;
-    use crate::format::{sock, Call, Direction, Endpoint, Origin, Stamp};
+    use crate::format::{Call, Direction, Origin};
     use crate::infer::{infer, Inputs};
+    use causeway_testkit::capture_logs::{
+        loopback as local, records as encode, stamp, stream_data as data,
+        tcp_connection as connection,
+    };
 
     const S: u64 = 1_000_000_000;
     const MS: u64 = 1_000_000;
     /// When the made-up captures begin (ns since the epoch).
     const T0: u64 = 1_000_000 * S;
     const EVERY: u64 = 100 * MS;
-
-    fn stamp(ns: u64) -> Stamp {
-        Stamp {
-            tid: 7,
-            mono_ns: ns,
-            wall_ns: ns,
-        }
-    }
-
-    fn encode(records: &[Record<'_>]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut buf = [0u8; 4096];
-        for r in records {
-            let n = r.encode(&mut buf).expect("fits");
-            out.extend_from_slice(&buf[..n]);
-        }
-        out
-    }
-
-    fn local(port: u16) -> Endpoint<'static> {
-        Endpoint::V4([127, 0, 0, 1], port)
-    }
 
     /// A client calling a server, which calls a backend nobody captured, a request every
     /// [`EVERY`]: each log's records of requests `range`, in the order their processes
@@ -607,40 +589,6 @@ mod tests {
             ]));
         }
         Shop { client, server }
-    }
-
-    fn connection(ns: u64, conn: u64, call: Call, from: u16, to: u16) -> Record<'static> {
-        Record::Connection {
-            at: stamp(ns),
-            call,
-            fd: 3 + conn as i32,
-            conn,
-            kind: sock::STREAM,
-            local: local(from),
-            peer: local(to),
-            peer_pid: 0,
-            errno: 0,
-            mid_stream: false,
-        }
-    }
-
-    fn data(ns: u64, conn: u64, direction: Direction, offset: u64, bytes: u64) -> Record<'static> {
-        Record::Data {
-            at: stamp(ns),
-            call: match direction {
-                Direction::Send => Call::Write,
-                Direction::Recv => Call::Read,
-            },
-            fd: 3 + conn as i32,
-            conn,
-            direction,
-            bytes,
-            errno: 0,
-            offset,
-            peer: Endpoint::None,
-            checksum: 0,
-            peek: false,
-        }
     }
 
     /// A directory of its own for a test, removed after.

@@ -250,25 +250,12 @@ fn the_agent_joins_what_it_captured_once() {
     } = nginx_before_an_instrumented_replica("nginx-agent");
     let checkpoint = work.join("agent.checkpoint");
     let agent = || {
-        let out = succeed(
-            Command::new(BIN)
-                .arg("agent")
-                .arg("--captures")
-                .arg(&caps)
-                .args([
-                    "--collector",
-                    &serve.ingest,
-                    "--join",
-                    &serve.api,
-                    "--infer-here",
-                ])
-                .arg("--checkpoint")
-                .arg(&checkpoint)
-                .args(["--once", "--json"]),
-            "causeway agent --captures --join --infer-here",
-        );
-        let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-        stats
+        agent_once(
+            &serve,
+            &caps,
+            &checkpoint,
+            &["--join", &serve.api, "--infer-here"],
+        )
     };
     let first = agent();
     assert!(first["inferred_paths"].as_u64() >= Some(8), "{first}");
@@ -290,21 +277,7 @@ fn the_server_joins_the_captures_an_agent_sends() {
         serve, work, caps, ..
     } = nginx_before_an_instrumented_replica("nginx-server-join");
     let checkpoint = work.join("agent.checkpoint");
-    let agent = || {
-        let out = succeed(
-            Command::new(BIN)
-                .arg("agent")
-                .arg("--captures")
-                .arg(&caps)
-                .args(["--collector", &serve.ingest])
-                .arg("--checkpoint")
-                .arg(&checkpoint)
-                .args(["--once", "--json"]),
-            "causeway agent --captures",
-        );
-        let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-        stats
-    };
+    let agent = || agent_once(&serve, &caps, &checkpoint, &[]);
     let first = agent();
     assert!(first["capture_bytes"].as_u64() > Some(0), "{first}");
     assert_eq!(first["inferred_paths"], 0, "the server infers: {first}");
@@ -325,6 +298,29 @@ fn the_server_joins_the_captures_an_agent_sends() {
     let again = agent();
     assert_eq!(again["capture_bytes"], 0, "{again}");
     let _ = std::fs::remove_dir_all(work);
+}
+
+/// One pass of `causeway agent --captures CAPS` (with `extra` arguments) to `serve`; its
+/// counts.
+fn agent_once(
+    serve: &common::Serve,
+    caps: &std::path::Path,
+    checkpoint: &std::path::Path,
+    extra: &[&str],
+) -> serde_json::Value {
+    let out = succeed(
+        Command::new(BIN)
+            .arg("agent")
+            .arg("--captures")
+            .arg(caps)
+            .args(["--collector", &serve.ingest])
+            .args(extra)
+            .arg("--checkpoint")
+            .arg(checkpoint)
+            .args(["--once", "--json"]),
+        "causeway agent --captures",
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
 }
 
 /// Each request read through nginx is one trace: curl's and nginx's inferred spans, and

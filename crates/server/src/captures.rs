@@ -302,7 +302,7 @@ async fn take_piece(
     let Received { bytes, held } = receive(&headers, body, rules)
         .await
         .map_err(|r| state.refused(r))?;
-    let _permit = crate::ingest::admit(&state)?;
+    let _permit = crate::receive::admit(&state)?;
     let app = state.clone();
     let fed = blocking(move || {
         let _held = held;

@@ -140,19 +140,6 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// One ingest request's place among the `max_inflight` allowed, taken once its body has
-/// arrived and held until the store has answered, so that the bodies gunzipped and
-/// decoded at once are bounded (a body still arriving holds none). None free: 429 at once.
-pub(crate) fn admit(state: &AppState) -> Result<tokio::sync::SemaphorePermit<'_>, ApiError> {
-    state.inflight.try_acquire().map_err(|_| {
-        add(&state.metrics.refused_inflight, 1);
-        ApiError::TooManyRequests(format!(
-            "more than {} ingest requests in flight; retry shortly",
-            state.config.limits.max_inflight
-        ))
-    })
-}
-
 /// What a decoder made of a body.
 pub(crate) struct Batch {
     pub spans: Vec<Span>,
@@ -185,7 +172,7 @@ pub(crate) async fn take(
     encoding: Encoding,
     decode: impl FnOnce(Bytes) -> Result<Batch, String> + Send + 'static,
 ) -> Result<Outcome, ApiError> {
-    let _permit = admit(state)?;
+    let _permit = crate::receive::admit(state)?;
     let limit = state.config.limits.max_body_bytes;
     let app = state.clone();
     // One trip to the blocking pool: decode, screen, append.

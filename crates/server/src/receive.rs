@@ -110,6 +110,19 @@ impl From<Refusal> for ApiError {
     }
 }
 
+/// One ingest request's place among the `max_inflight` allowed, taken once its body has
+/// arrived and held until the store has answered, so that the bodies gunzipped and
+/// decoded at once are bounded (a body still arriving holds none). None free: 429 at once.
+pub(crate) fn admit(state: &crate::AppState) -> Result<tokio::sync::SemaphorePermit<'_>, ApiError> {
+    state.inflight.try_acquire().map_err(|_| {
+        crate::metrics::add(&state.metrics.refused_inflight, 1);
+        ApiError::TooManyRequests(format!(
+            "more than {} ingest requests in flight; retry shortly",
+            state.config.limits.max_inflight
+        ))
+    })
+}
+
 impl crate::AppState {
     /// A refused ingest body, counted by reason.
     pub(crate) fn refused(&self, r: Refusal) -> ApiError {

@@ -2,13 +2,14 @@
 //! realistic traces ([`Generator`]), spans and traces built by hand ([`span`],
 //! [`recent_span`], [`TraceBuilder`]), temporary directories removed on drop
 //! ([`TempDir`]), the wall clock in nanoseconds ([`now_ns`]), and two requests with their
-//! service's log without ids ([`plain_logs`]), and nginx's configuration as a reverse proxy
-//! ([`nginx`]).
+//! service's log without ids ([`plain_logs`]), nginx's configuration as a reverse proxy
+//! ([`nginx`]), and capture logs written record by record ([`capture_logs`]).
 //!
 //! A dev-dependency only (and the benchmark harnesses'): no product crate depends on it.
 #![warn(missing_docs)]
 
 mod builder;
+pub mod capture_logs;
 pub mod generate;
 pub mod nginx;
 pub mod plain_logs;

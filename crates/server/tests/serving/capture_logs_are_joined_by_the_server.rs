@@ -6,7 +6,8 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use causeway_blackbox::format::{sock, Call, Direction, Endpoint, Origin, Record, Stamp, MAGIC};
+use causeway_blackbox::format::{Call, Direction, MAGIC};
+use causeway_testkit::capture_logs::{listen, log, process, stream_data, tcp_connection};
 use causeway_testkit::now_ns;
 use common::TestServer;
 
@@ -14,91 +15,26 @@ const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
 const OCTETS: (&str, &str) = ("content-type", "application/octet-stream");
 
-fn stamp(ns: u64) -> Stamp {
-    Stamp {
-        tid: 7,
-        mono_ns: ns,
-        wall_ns: ns,
-    }
-}
-
-fn local(port: u16) -> Endpoint<'static> {
-    Endpoint::V4([127, 0, 0, 1], port)
-}
-
-fn encode(records: &[Record<'_>]) -> Vec<u8> {
-    let mut out = MAGIC.to_vec();
-    let mut buf = [0u8; 4096];
-    for r in records {
-        let n = r.encode(&mut buf).expect("fits");
-        out.extend_from_slice(&buf[..n]);
-    }
-    out
-}
-
-fn data(ns: u64, direction: Direction, offset: u64, bytes: u64) -> Record<'static> {
-    Record::Data {
-        at: stamp(ns),
-        call: Call::Write,
-        fd: 4,
-        conn: 1,
-        direction,
-        bytes,
-        errno: 0,
-        offset,
-        peer: Endpoint::None,
-        checksum: 0,
-        peek: false,
-    }
-}
-
 /// A client's log and its server's: `requests` calls on one connection, a call every
 /// 100 ms from `t0` (ns).
 fn client_and_server(t0: u64, requests: u64) -> (Vec<u8>, Vec<u8>) {
-    let process = |pid: u32, exe: &'static [u8]| Record::Process {
-        pid,
-        ppid: 0,
-        origin: Origin::Start,
-        at: stamp(t0),
-        host: b"h",
-        exe,
-        args: exe,
-    };
-    let connection = |call: Call, from: u16, to: u16| Record::Connection {
-        at: stamp(t0),
-        call,
-        fd: 4,
-        conn: 1,
-        kind: sock::STREAM,
-        local: local(from),
-        peer: local(to),
-        peer_pid: 0,
-        errno: 0,
-        mid_stream: false,
-    };
     let mut client = vec![
-        process(1, b"/bin/client"),
-        connection(Call::Connect, 40_000, 8080),
+        process(1, b"/bin/client", t0),
+        tcp_connection(t0, 1, Call::Connect, 40_000, 8080),
     ];
     let mut server = vec![
-        process(2, b"/bin/server"),
-        Record::Bind {
-            at: stamp(t0),
-            call: Call::Listen,
-            fd: 3,
-            local: local(8080),
-            errno: 0,
-        },
-        connection(Call::Accept, 8080, 40_000),
+        process(2, b"/bin/server", t0),
+        listen(t0, 8080),
+        tcp_connection(t0, 1, Call::Accept, 8080, 40_000),
     ];
     for i in 0..requests {
         let t = t0 + S + i * 100 * MS;
-        client.push(data(t, Direction::Send, i * 100, 100));
-        server.push(data(t + MS, Direction::Recv, i * 100, 100));
-        server.push(data(t + 3 * MS, Direction::Send, i * 60, 60));
-        client.push(data(t + 4 * MS, Direction::Recv, i * 60, 60));
+        client.push(stream_data(t, 1, Direction::Send, i * 100, 100));
+        server.push(stream_data(t + MS, 1, Direction::Recv, i * 100, 100));
+        server.push(stream_data(t + 3 * MS, 1, Direction::Send, i * 60, 60));
+        client.push(stream_data(t + 4 * MS, 1, Direction::Recv, i * 60, 60));
     }
-    (encode(&client), encode(&server))
+    (log(&client), log(&server))
 }
 
 fn piece(server: &TestServer, query: &str, bytes: &[u8]) -> (u16, serde_json::Value) {
