@@ -30,12 +30,20 @@
 //! and the service an instrumented span of their process reported; a call to an
 //! instrumented server is named by that server's service (`to storage-1`). Inferred traces without
 //! an anchor stay traces of their own.
+//!
+//! A path whose part below a process nobody instrumented went to another trace than its
+//! part above, where an instrumented request is above (an instrumented caller -> that
+//! process -> an instrumented service, the process passing no context on), is one
+//! request recorded as two traces: the two are linked at that process's call
+//! (`causeway_model::parent_links::trace_link`), and reading either reads both. Below an
+//! instrumented process, or with no instrumented request above, a split is two requests
+//! that linking put in one path, and they stay apart.
 
 use std::sync::Arc;
 
 use foldhash::{HashMap, HashSet};
 
-use causeway_model::parent_links::parent_link;
+use causeway_model::parent_links::{parent_link, trace_link};
 use causeway_model::{attributes, KeyValue, Source, Span, SpanId, SpanKind, TraceId, Value};
 
 pub use causeway_model::attributes::PARENT_CONFIDENCE;
@@ -70,6 +78,10 @@ pub struct JoinReport {
     /// Inferred roots placed under the instrumented call that sent them (found by the port
     /// it called and its time: its caller was not captured).
     pub callers: usize,
+    /// Requests split in two by an uninstrumented process between instrumented ones (it
+    /// passed no context on): the lower trace linked to the upper one
+    /// (`causeway_model::parent_links::trace_link`).
+    pub continued: usize,
 }
 
 /// The spans to store, and what was done.
@@ -362,6 +374,25 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             .zip(&target)
             .map(|(s, t)| (s.span_id, *t))
             .collect();
+        let index_of: HashMap<SpanId, usize> = spans
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.span_id, i))
+            .collect();
+        // Whether span `i` or one above it in the path is anchored in `trace`: the request
+        // above it is that instrumented one's.
+        let anchored_above = |mut i: usize, trace: TraceId| {
+            for _ in 0..spans.len() {
+                if found[i].or(callers[i]).map(|a| a.trace_id) == Some(trace) {
+                    return true;
+                }
+                match spans[i].parent_id.and_then(|p| index_of.get(&p)) {
+                    Some(&up) => i = up,
+                    None => return false,
+                }
+            }
+            false
+        };
         for ((s, caller), &target) in spans.iter().zip(&callers).zip(&target) {
             let confidence = match s.source {
                 Source::Inferred { confidence } => f64::from(confidence),
@@ -389,6 +420,20 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             } else if s.parent_id.and_then(|p| target_of.get(&p)) != Some(&target) {
                 // The parent went to another request's trace: this part starts here.
                 placed.parent_id = None;
+                // Under a process nobody instrumented, in the path of an instrumented
+                // request: that process passed no context on, and the two traces are one
+                // request's. (Under an instrumented one, linking put two requests in one
+                // path: they stay apart.)
+                let upper = s
+                    .parent_id
+                    .and_then(|p| Some((p, *target_of.get(&p)?, *index_of.get(&p)?)));
+                if let Some((parent, upper, at)) = upper {
+                    let uninstrumented = anchors.service_of(&spans[at]).is_none();
+                    if uninstrumented && anchored_above(at, upper) {
+                        out.extend(trace_link(&placed, (upper, parent), (target, s.span_id)));
+                        report.continued += 1;
+                    }
+                }
             }
             if let Some(caller) = caller.filter(|c| c.trace_id == target) {
                 placed.parent_id = Some(caller.span_id);
@@ -738,6 +783,7 @@ mod tests {
                 placed_spans: 6,
                 parent_links: 2,
                 callers: 0,
+                continued: 0,
             }
         );
         for (trace, base) in [(7u128, 700u64), (8, 800)] {
@@ -956,6 +1002,8 @@ mod tests {
         }
         let joined = join(spans, &roots);
         assert_eq!((joined.report.split, joined.report.parent_links), (1, 2));
+        // Two requests, not one split by the proxy: no instrumented request above it.
+        assert_eq!(joined.report.continued, 0);
         let get = |id: u64| {
             joined
                 .spans
@@ -990,5 +1038,89 @@ mod tests {
             links.contains(&(7, 50, Some(10))) && links.contains(&(8, 51, Some(11))),
             "{links:?}"
         );
+    }
+
+    #[test]
+    fn a_request_split_by_an_uninstrumented_process_is_linked_into_one_trace() {
+        use causeway_model::parent_links::join_linked;
+        use causeway_model::Trace;
+        // web (instrumented) -> mid (captured, no instrumentation, passes no context on)
+        // -> store (instrumented, not captured): two traces of one request.
+        let mut web_root = span(7, 1, None, SpanKind::Server, "web-1", 5, (0, 30 * MS));
+        web_root.service = "web".into();
+        let mut web_call = span(7, 2, Some(1), SpanKind::Client, "web-1", 5, (MS, 25 * MS));
+        web_call.service = "web".into();
+        web_call
+            .attributes
+            .push(KeyValue::new("server.port", 9000i64));
+        let mut store_root = span(8, 3, None, SpanKind::Server, "db-1", 6, (6 * MS, 18 * MS));
+        store_root.service = "store".into();
+        store_root
+            .attributes
+            .push(KeyValue::new("network.peer.port", 53_000i64));
+        store_root
+            .attributes
+            .push(KeyValue::new("network.local.port", 8080i64));
+        let instrumented = vec![web_root.clone(), web_call.clone(), store_root.clone()];
+        let inferred_spans = vec![
+            // mid's server span: its caller (web) was not captured.
+            inferred(
+                span(1, 10, None, SpanKind::Server, "h", 20, (2 * MS, 24 * MS)),
+                "127.0.0.1:52000",
+                "127.0.0.1:9000",
+            ),
+            inferred(
+                span(
+                    1,
+                    11,
+                    Some(10),
+                    SpanKind::Client,
+                    "h",
+                    20,
+                    (5 * MS, 19 * MS),
+                ),
+                "127.0.0.1:8080",
+                "127.0.0.1:53000",
+            ),
+            // store's side, timed on mid's clock: store was not captured.
+            inferred(
+                span(1, 12, Some(11), SpanKind::Server, "", 0, (5 * MS, 19 * MS)),
+                "127.0.0.1:53000",
+                "127.0.0.1:8080",
+            ),
+        ];
+        let joined = join(inferred_spans, &instrumented);
+        assert_eq!(joined.report.split, 1);
+        assert_eq!(joined.report.continued, 1);
+        // Each trace as the store assembles it, then joined as a reader joins them.
+        let mut web_trace = vec![web_root, web_call];
+        let mut store_trace = vec![store_root];
+        for s in joined.spans {
+            match s.trace_id.get() {
+                7 => web_trace.push(s),
+                8 => store_trace.push(s),
+                other => panic!("a span in trace {other}"),
+            }
+        }
+        let (web, store) = (
+            Trace::assemble(TraceId::new(7).unwrap(), web_trace),
+            Trace::assemble(TraceId::new(8).unwrap(), store_trace),
+        );
+        assert_eq!(web.links.len(), 1);
+        assert_eq!(store.links.len(), 1);
+        assert_eq!(web.links[0].other, TraceId::new(8).unwrap());
+        let one = join_linked(TraceId::new(7).unwrap(), vec![web, store]);
+        let chain: Vec<(u64, Option<u64>)> = one
+            .spans
+            .iter()
+            .map(|s| (s.span_id.get(), s.parent_id.map(SpanId::get)))
+            .collect();
+        assert_eq!(one.roots.len(), 1, "{chain:?}");
+        assert_eq!(one.spans[one.roots[0]].span_id.get(), 1);
+        // web's call -> mid's server span -> mid's call -> store's root.
+        for (child, parent) in [(10, 2), (11, 10), (3, 11)] {
+            assert!(chain.contains(&(child, Some(parent))), "{chain:?}");
+        }
+        assert!(one.spans.iter().all(|s| !s.is_carrier()));
     }
 }

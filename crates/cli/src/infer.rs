@@ -394,10 +394,11 @@ fn report(
         );
         if let Some(j) = &sent.join {
             outln!(
-                "joined {} of {} inferred traces to instrumented ones ({} split), {} spans placed ({} under the instrumented call that sent them), {} anchored, {} roots given a caller",
+                "joined {} of {} inferred traces to instrumented ones ({} split, {} of them one request's two traces, linked), {} spans placed ({} under the instrumented call that sent them), {} anchored, {} roots given a caller",
                 j.joined,
                 j.inferred_traces,
                 j.split,
+                j.continued,
                 j.placed_spans,
                 j.callers,
                 j.anchored_spans,

@@ -209,9 +209,10 @@ fn search_condition(q: &SearchQuery) -> String {
     if let Some(kind) = &q.source {
         // Inferred spans' source carries their confidence (`inferred:0.75`).
         all.push(format!(
-            "(source = {kind} OR startsWith(source, {prefix})) AND name NOT IN ({}, {})",
+            "(source = {kind} OR startsWith(source, {prefix})) AND name NOT IN ({}, {}, {})",
             quote(causeway_model::logs::LOG_RECORDS),
             quote(causeway_model::parent_links::PARENT_LINK),
+            quote(causeway_model::parent_links::TRACE_LINK),
             kind = quote(kind),
             prefix = quote(&format!("{kind}:")),
         ));

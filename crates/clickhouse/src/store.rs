@@ -473,12 +473,13 @@ impl TraceStore for ClickHouseStore {
     fn operations(&self, service: &str) -> Result<Vec<String>, StoreError> {
         // Log-record carriers and parent links are stored as spans, but are no operation.
         read_strings(&self.client.run(&format!(
-            "SELECT DISTINCT name FROM {} WHERE service = {} AND name NOT IN ({}, {}) \
+            "SELECT DISTINCT name FROM {} WHERE service = {} AND name NOT IN ({}, {}, {}) \
              ORDER BY name LIMIT {MAX_LISTED} FORMAT RowBinary",
             self.tables.operations,
             quote(service),
             quote(causeway_model::logs::LOG_RECORDS),
             quote(causeway_model::parent_links::PARENT_LINK),
+            quote(causeway_model::parent_links::TRACE_LINK),
         ))?)
     }
 }

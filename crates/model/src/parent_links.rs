@@ -5,13 +5,28 @@
 //! the parent to a span that has none and drops the link; a span's recorded parent is
 //! never replaced. A link whose span is not in the trace is dropped.
 //!
+//! A request whose context a process in its middle did not pass on (a program nobody
+//! instrumented, calling an instrumented service) is recorded as two traces. Where
+//! another source saw that process link them, a *trace link* ([`TRACE_LINK`]) is stored in
+//! both: a span with the id of the lower trace's first span, its parent in the upper
+//! trace, and the other trace's id ([`LINKED_TRACE`]). [`Trace::assemble`] takes the links
+//! out of the spans into [`Trace::links`]; a reader joins the traces
+//! ([`join_linked`]).
+//!
 //! [`Trace::assemble`]: crate::Trace::assemble
+//! [`Trace::links`]: crate::Trace::links
 
 use crate::span::Span;
-use crate::SpanId;
+use crate::{SpanId, TraceId, Value};
 
 /// The name of a span that gives another span its parent.
 pub const PARENT_LINK: &str = "causeway.parent_link";
+
+/// The name of a span that links its trace to another (see [the module](crate::parent_links)).
+pub const TRACE_LINK: &str = "causeway.trace_link";
+
+/// A trace link's attribute: the other trace's id (32 hex digits).
+pub const LINKED_TRACE: &str = "causeway.linked_trace";
 
 impl Span {
     /// Whether this span only gives a parent to another (see [the module](crate::parent_links)).
@@ -19,11 +34,103 @@ impl Span {
         self.name == PARENT_LINK
     }
 
-    /// Whether this span only carries something for another (log records, a parent found
-    /// later): no work of its own, no root of a trace.
-    pub fn is_carrier(&self) -> bool {
-        self.is_log_carrier() || self.is_parent_link()
+    /// Whether this span only links its trace to another.
+    pub fn is_trace_link(&self) -> bool {
+        self.name == TRACE_LINK
     }
+
+    /// Whether this span only carries something for another (log records, a parent found
+    /// later, a link to another trace): no work of its own, no root of a trace.
+    pub fn is_carrier(&self) -> bool {
+        self.is_log_carrier() || self.is_parent_link() || self.is_trace_link()
+    }
+}
+
+/// One request's two traces, linked: `child` (the lower trace's first span) has `parent`
+/// (in the upper trace) as its parent.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TraceLink {
+    /// The other trace.
+    pub other: TraceId,
+    /// The lower trace's first span.
+    pub child: SpanId,
+    /// Its parent, in the upper trace.
+    pub parent: SpanId,
+}
+
+/// The link spans, for the traces `upper` and `lower`, that make `child` (in `lower`) a
+/// child of `parent` (in `upper`); `template` gives their service, source and times.
+pub fn trace_link(
+    template: &Span,
+    (upper, parent): (TraceId, SpanId),
+    (lower, child): (TraceId, SpanId),
+) -> [Span; 2] {
+    let link = |trace: TraceId, other: TraceId| {
+        let mut s = Span::new(
+            trace,
+            child,
+            Some(parent),
+            TRACE_LINK,
+            &template.service,
+            template.start,
+            template.end,
+        );
+        s.source = template.source;
+        s.attributes
+            .push(crate::KeyValue::new(LINKED_TRACE, other.to_string()));
+        s
+    };
+    [link(upper, lower), link(lower, upper)]
+}
+
+/// Takes the trace links out of `spans`.
+pub(crate) fn take_trace_links(spans: &mut Vec<Span>) -> Vec<TraceLink> {
+    if !spans.iter().any(Span::is_trace_link) {
+        return Vec::new();
+    }
+    let mut links = Vec::new();
+    spans.retain(|s| {
+        if !s.is_trace_link() {
+            return true;
+        }
+        let other = s.attribute(LINKED_TRACE).and_then(|v| match v {
+            Value::Str(hex) => TraceId::parse(hex).ok(),
+            _ => None,
+        });
+        if let (Some(other), Some(parent)) = (other, s.parent_id) {
+            let link = TraceLink {
+                other,
+                child: s.span_id,
+                parent,
+            };
+            if !links.contains(&link) {
+                links.push(link);
+            }
+        }
+        false
+    });
+    links
+}
+
+/// The spans of `traces` (one request's traces, linked) as one trace's, under the id of
+/// `top`: each link's lower trace's first span is given its parent in the upper one.
+pub fn join_linked(top: TraceId, traces: Vec<crate::Trace>) -> crate::Trace {
+    let mut spans = Vec::new();
+    let mut given = foldhash::HashSet::default();
+    for t in traces {
+        for link in &t.links {
+            if given.insert((link.child, link.parent)) {
+                let mut l = Span::new(top, link.child, Some(link.parent), PARENT_LINK, "", 0, 0);
+                l.source = crate::Source::Inferred { confidence: 1.0 };
+                spans.push(l);
+            }
+        }
+        spans.extend(t.spans.into_iter().map(|mut s| {
+            s.trace_id = top;
+            s
+        }));
+    }
+    crate::Trace::assemble(top, spans)
 }
 
 /// The trace roots `spans` add to a store: its roots, less those its parent links give a
@@ -142,6 +249,28 @@ mod tests {
         assert_eq!(
             roots_added(&[proxy.clone(), parent_link(&proxy, id(2), id(1))]),
             0
+        );
+    }
+
+    #[test]
+    fn trace_links_leave_the_spans_and_a_garbled_one_is_dropped() {
+        let id = |n| SpanId::new(n).unwrap();
+        let upper = TraceId::new(5).unwrap();
+        let lower = TraceId::new(6).unwrap();
+        let call = span(2, None, "mid");
+        let [in_upper, _in_lower] = trace_link(&call, (upper, id(1)), (lower, id(2)));
+        let mut garbled = in_upper.clone();
+        garbled.span_id = id(3);
+        garbled.attributes = vec![crate::KeyValue::new(LINKED_TRACE, "not a trace id")];
+        let t = crate::Trace::assemble(upper, vec![span(1, None, "web"), in_upper, garbled]);
+        assert_eq!(t.spans.len(), 1);
+        assert_eq!(
+            t.links,
+            [TraceLink {
+                other: lower,
+                child: id(2),
+                parent: id(1)
+            }]
         );
     }
 }

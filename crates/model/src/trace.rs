@@ -28,6 +28,9 @@ pub struct Trace {
     pub parent: Vec<Option<usize>>,
     /// Indexes of roots that name a parent that is not here (orphans).
     pub orphans: Vec<usize>,
+    /// Other traces of the same request, linked to this one
+    /// ([`crate::parent_links::join_linked`] joins them).
+    pub links: Vec<crate::parent_links::TraceLink>,
 }
 
 impl Trace {
@@ -42,6 +45,7 @@ impl Trace {
         // they do from the store.
         let mut spans: Vec<Span> = spans.into_iter().collect();
         spans.retain(|s| s.trace_id == trace_id);
+        let links = crate::parent_links::take_trace_links(&mut spans);
         crate::parent_links::apply_parent_links(&mut spans);
         crate::logs::place_log_records(&mut spans);
         let order = |a: &Span, b: &Span| a.start.cmp(&b.start).then(a.span_id.cmp(&b.span_id));
@@ -117,6 +121,7 @@ impl Trace {
             children,
             parent,
             orphans,
+            links,
         }
     }
 

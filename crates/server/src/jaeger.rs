@@ -484,7 +484,7 @@ async fn trace(
     let raw = raw(&params)?;
     let id = parse_trace_id(&id)?;
     let store = state.store.clone();
-    let found = blocking(move || match store.trace(id)? {
+    let found = blocking(move || match crate::linked::read(&*store, id)? {
         Some(t) => Ok(jaeger::encode_traces(&spans_of(t, raw))),
         None => Err(ApiError::NotFound("trace not found".into())),
     })

@@ -67,6 +67,7 @@ impl Catalog {
                     .filter(|o| {
                         o.as_str() != causeway_model::logs::LOG_RECORDS
                             && o.as_str() != causeway_model::parent_links::PARENT_LINK
+                            && o.as_str() != causeway_model::parent_links::TRACE_LINK
                     })
                     .cloned()
                     .collect()

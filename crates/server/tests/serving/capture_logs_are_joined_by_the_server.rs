@@ -202,3 +202,54 @@ fn a_full_window_and_too_many_logs_are_answered_503_and_taken_later() {
     let (_, status) = server.get("/api/captures");
     assert!(status["refused"].as_u64() >= Some(2), "{status}");
 }
+
+#[test]
+fn a_request_split_by_an_uninstrumented_process_reads_as_one_trace() {
+    use causeway_model::codec::native;
+    use causeway_model::parent_links::trace_link;
+    use causeway_model::{SpanId, TraceId};
+    use causeway_testkit::span;
+    let server = TestServer::start("captures-split");
+    let t = now_ns() - 10 * S;
+    // web's request (trace 7) calls mid, which nobody instrumented; mid's call to store
+    // began trace 8. The join linked them at mid's call (11) under mid's server span (10).
+    let spans = vec![
+        span(7, 1, None, "GET /", "web", t, t + 30 * MS),
+        span(7, 2, Some(1), "call mid", "web", t + MS, t + 25 * MS),
+        span(7, 10, Some(2), "mid", "mid", t + 2 * MS, t + 24 * MS),
+        span(8, 11, None, "to store", "mid", t + 5 * MS, t + 19 * MS),
+        span(8, 3, Some(11), "read", "store", t + 6 * MS, t + 18 * MS),
+    ];
+    let id = |n: u128| TraceId::new(n).unwrap();
+    let sid = |n: u64| SpanId::new(n).unwrap();
+    let links = trace_link(&spans[3], (id(7), sid(10)), (id(8), sid(11)));
+    let body = native::encode_all(&[spans, links.to_vec()].concat());
+    let ct = ("content-type", causeway_server::NATIVE_CONTENT_TYPE);
+    assert_eq!(server.post("/v1/native", &[ct], &body).0, 200);
+    for asked in [
+        "00000000000000000000000000000008",
+        "00000000000000000000000000000007",
+    ] {
+        let (code, trace) = server.get(&format!("/api/traces/{asked}"));
+        assert_eq!(code, 200, "{trace}");
+        let spans = trace["spans"].as_array().expect("spans");
+        let parent_of = |span: &str| {
+            spans
+                .iter()
+                .find(|s| s["span_id"] == span)
+                .map(|s| s["parent_id"].clone())
+        };
+        assert_eq!(spans.len(), 5, "asked {asked}: {trace}");
+        assert_eq!(
+            parent_of("000000000000000b"),
+            Some(serde_json::json!("000000000000000a")),
+            "asked {asked}: {trace}"
+        );
+        assert!(
+            spans
+                .iter()
+                .all(|s| s["trace_id"] == "00000000000000000000000000000007"),
+            "asked {asked}: {trace}"
+        );
+    }
+}
