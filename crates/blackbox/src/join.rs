@@ -32,9 +32,9 @@
 //! an anchor stay traces of their own.
 //!
 //! A path whose part below a process nobody instrumented went to another trace than its
-//! part above, where an instrumented request is above (an instrumented caller -> that
-//! process -> an instrumented service, the process passing no context on), is one
-//! request recorded as two traces: the two are linked at that process's call
+//! part above, where an instrumented request is above and the instrumented span below was
+//! recorded as a trace's root (an instrumented caller -> that process -> an instrumented
+//! service, the process passing no context on), is one request recorded as two traces: the two are linked at that process's call
 //! (`causeway_model::parent_links::trace_link`), and reading either reads both. Below an
 //! instrumented process, or with no instrumented request above, a split is two requests
 //! that linking put in one path, and they stay apart.
@@ -393,6 +393,27 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             }
             false
         };
+        // Whether span `j` is below the span `from` in the path.
+        let is_below = |j: usize, from: SpanId| {
+            let mut at = j;
+            for _ in 0..spans.len() {
+                match spans[at].parent_id.and_then(|p| index_of.get(&p)) {
+                    Some(&up) if spans[up].span_id == from => return true,
+                    Some(&up) => at = up,
+                    None => return false,
+                }
+            }
+            false
+        };
+        // Whether below `from` an instrumented span stands for an inferred one and was
+        // recorded as the root of `trace`: no context reached it (had one, it would be
+        // in the request's trace, and a split there is linking's mistake).
+        let began_a_trace_below = |from: SpanId, trace: TraceId| {
+            (0..spans.len()).any(|j| {
+                found[j].is_some_and(|a| a.trace_id == trace && a.parent_id.is_none())
+                    && is_below(j, from)
+            })
+        };
         for ((s, caller), &target) in spans.iter().zip(&callers).zip(&target) {
             let confidence = match s.source {
                 Source::Inferred { confidence } => f64::from(confidence),
@@ -429,7 +450,10 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
                     .and_then(|p| Some((p, *target_of.get(&p)?, *index_of.get(&p)?)));
                 if let Some((parent, upper, at)) = upper {
                     let uninstrumented = anchors.service_of(&spans[at]).is_none();
-                    if uninstrumented && anchored_above(at, upper) {
+                    if uninstrumented
+                        && anchored_above(at, upper)
+                        && began_a_trace_below(s.span_id, target)
+                    {
                         out.extend(trace_link(&placed, (upper, parent), (target, s.span_id)));
                         report.continued += 1;
                     }
@@ -1089,6 +1113,12 @@ mod tests {
                 "127.0.0.1:8080",
             ),
         ];
+        // Had store's span a recorded parent (mid passed the context on), the split would
+        // be linking's mistake: no link.
+        let mut propagated = instrumented.clone();
+        propagated[2].parent_id = SpanId::new(99);
+        let mistaken = join(inferred_spans.clone(), &propagated);
+        assert_eq!((mistaken.report.split, mistaken.report.continued), (1, 0));
         let joined = join(inferred_spans, &instrumented);
         assert_eq!(joined.report.split, 1);
         assert_eq!(joined.report.continued, 1);
