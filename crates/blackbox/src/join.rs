@@ -379,31 +379,17 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             .enumerate()
             .map(|(i, s)| (s.span_id, i))
             .collect();
+        // Span `i` and the spans above it in the path, nearest first.
+        let up_from = |i: usize| {
+            std::iter::successors(Some(i), |&k| {
+                spans[k].parent_id.and_then(|p| index_of.get(&p).copied())
+            })
+            .take(spans.len())
+        };
         // Whether span `i` or one above it in the path is anchored in `trace`: the request
         // above it is that instrumented one's.
-        let anchored_above = |mut i: usize, trace: TraceId| {
-            for _ in 0..spans.len() {
-                if found[i].or(callers[i]).map(|a| a.trace_id) == Some(trace) {
-                    return true;
-                }
-                match spans[i].parent_id.and_then(|p| index_of.get(&p)) {
-                    Some(&up) => i = up,
-                    None => return false,
-                }
-            }
-            false
-        };
-        // Whether span `j` is below the span `from` in the path.
-        let is_below = |j: usize, from: SpanId| {
-            let mut at = j;
-            for _ in 0..spans.len() {
-                match spans[at].parent_id.and_then(|p| index_of.get(&p)) {
-                    Some(&up) if spans[up].span_id == from => return true,
-                    Some(&up) => at = up,
-                    None => return false,
-                }
-            }
-            false
+        let anchored_above = |i: usize, trace: TraceId| {
+            up_from(i).any(|k| found[k].or(callers[k]).map(|a| a.trace_id) == Some(trace))
         };
         // Whether below `from` an instrumented span stands for an inferred one and was
         // recorded as the root of `trace`: no context reached it (had one, it would be
@@ -411,7 +397,7 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
         let began_a_trace_below = |from: SpanId, trace: TraceId| {
             (0..spans.len()).any(|j| {
                 found[j].is_some_and(|a| a.trace_id == trace && a.parent_id.is_none())
-                    && is_below(j, from)
+                    && up_from(j).skip(1).any(|k| spans[k].span_id == from)
             })
         };
         for ((s, caller), &target) in spans.iter().zip(&callers).zip(&target) {

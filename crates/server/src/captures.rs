@@ -14,10 +14,11 @@
 //! past what was taken of its log is answered 409 with the offset expected; a log whose
 //! bytes are not records is named in the status and followed no further.
 
+use crate::now_ns;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
@@ -143,12 +144,6 @@ pub struct Damaged {
     pub log: String,
     /// Where and why.
     pub what: String,
-}
-
-pub(crate) fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -309,10 +304,10 @@ async fn take_piece(
         let limits = &app.config.limits;
         let captures = &app.captures;
         let mut tail = lock(&captures.tail);
-        let full = if tail.held_bytes() > limits.max_capture_bytes {
+        let held_bytes = tail.held_bytes();
+        let full = if held_bytes > limits.max_capture_bytes {
             Some(format!(
-                "the capture window holds {} bytes, over --max-capture-bytes ({}); retry after the next pass",
-                tail.held_bytes(),
+                "the capture window holds {held_bytes} bytes, over --max-capture-bytes ({}); retry after the next pass",
                 limits.max_capture_bytes
             ))
         } else if !tail.holds(&piece.log) && tail.logs() >= limits.max_capture_logs {

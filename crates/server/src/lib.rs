@@ -301,6 +301,13 @@ impl ServerConfig {
     }
 }
 
+/// Nanoseconds since the Unix epoch, now (0 on a clock before it).
+pub(crate) fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
 /// Longest a stopping server waits for its spool to reach ClickHouse.
 pub const SHIP_ON_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -341,7 +348,7 @@ impl RunningServer {
     /// captured have stopped, their logs sent): what the passes would take as they
     /// settle.
     pub async fn settle_captures(&self) -> Result<(), ApiError> {
-        captures::pass(&self.state, captures::now_ns()).await
+        captures::pass(&self.state, now_ns()).await
     }
 
     /// What the joins of the capture logs sent did (as `GET /api/captures`).

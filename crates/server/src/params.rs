@@ -2,6 +2,7 @@
 //! window (`start`, `end`, `lookback`), the search parameters (Jaeger's names), and the
 //! error that names a parameter.
 
+use crate::now_ns;
 use causeway_model::TraceId;
 use causeway_store::{parse_duration, parse_time, SearchQuery, TimeWindow};
 
@@ -57,13 +58,6 @@ pub(crate) fn window_param(params: &[(String, String)]) -> Result<TimeWindow, Ap
         )));
     }
     Ok(TimeWindow { start, end })
-}
-
-/// Nanoseconds since the Unix epoch.
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// A query string as name-value pairs, in order.

@@ -11,6 +11,7 @@
 //! events (`dropped_events`), 1 000 links and 1 000 messages, 128 attributes per event or
 //! link. Events and messages more than a day ahead are dropped.
 
+use crate::now_ns;
 use causeway_model::codec::native::MAX_VALUE_DEPTH;
 use causeway_model::{KeyValue, Span, Status, Value};
 
@@ -55,13 +56,6 @@ impl Default for SpanLimits {
             max_nested_attributes: 128,
         }
     }
-}
-
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 /// `s` cut to at most `max` bytes on a character boundary; its length before, if cut.

@@ -113,7 +113,8 @@ impl Framing {
             return;
         }
         let mut at = offset;
-        // The first bytes, to judge the direction by.
+        // The first bytes, to judge the direction by: judged once 24 are seen, or once
+        // the call's bytes end.
         let mut first = [0u8; 24];
         let mut first_len = 0;
         pieces(&mut |bytes: &[u8]| {
@@ -122,22 +123,10 @@ impl Framing {
                 let take = bytes.len().min(first.len() - first_len);
                 first[first_len..first_len + take].copy_from_slice(&bytes[..take]);
                 first_len += take;
-                if first_len < first.len() && take == bytes.len() {
-                    // Judged once 24 bytes are seen, or the call's bytes end.
-                    at += take as u64;
+                if first_len < first.len() {
                     return;
                 }
-                s.mode = judge(&first[..first_len]);
-                if s.mode == OFF {
-                    return;
-                }
-                if first.starts_with(PREFACE) || PREFACE.starts_with(&first[..first_len]) {
-                    s.skip = PREFACE.len() as u64;
-                }
-                // Walk the judged bytes again from the start.
-                let judged = &first[..first_len];
-                at = 0;
-                step(&mut s, &mut at, judged, found);
+                begin(&mut s, &mut at, &first, found);
                 bytes = &bytes[take..];
             }
             if s.mode == FRAMED {
@@ -145,17 +134,21 @@ impl Framing {
             }
         });
         if s.mode == UNKNOWN && first_len > 0 {
-            // The call ended before 24 bytes: judge what there is.
-            s.mode = judge(&first[..first_len]);
-            if s.mode == FRAMED {
-                if PREFACE.starts_with(&first[..first_len]) {
-                    s.skip = PREFACE.len() as u64;
-                }
-                let mut at0 = 0;
-                step(&mut s, &mut at0, &first[..first_len], found);
-            }
+            begin(&mut s, &mut at, &first[..first_len], found);
         }
         self.store(&s);
+    }
+}
+
+/// Judges a direction by its `first` bytes (the stream's start) and walks them.
+fn begin(s: &mut State, at: &mut u64, first: &[u8], found: &mut dyn FnMut(Frame)) {
+    s.mode = judge(first);
+    if s.mode == FRAMED && PREFACE.starts_with(&first[..first.len().min(PREFACE.len())]) {
+        s.skip = PREFACE.len() as u64;
+    }
+    *at = 0;
+    if s.mode == FRAMED {
+        step(s, at, first, found);
     }
 }
 

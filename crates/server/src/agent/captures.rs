@@ -25,9 +25,10 @@ use causeway_blackbox::logs::{log_files, LogError};
 use causeway_blackbox::tail::CaptureTail;
 use causeway_model::Source;
 
-use super::plain::{now_ns, record_delays};
+use super::plain::record_delays;
 use super::{Agent, AgentError, PassStats};
 use crate::captures::NODE_NAMES_HEADER;
+use crate::now_ns;
 
 /// How far before a window's paths the API is asked for the traces that began then: the
 /// instrumented calls into a captured process began with their request, no further back
@@ -228,24 +229,26 @@ impl Agent {
 
     /// Posts one piece of a capture log: the offset the server takes the next from.
     fn post_piece(&self, name: &str, offset: u64, piece: &[u8]) -> Result<u64, Sent> {
-        let mut url = format!(
-            "{}/v1/captures?log={}&offset={offset}",
-            self.config.collector.trim_end_matches('/'),
-            query_value(name)
+        let url = format!(
+            "{}/v1/captures",
+            self.config.collector.trim_end_matches('/')
         );
-        if let Some(host) = &self.config.host {
-            url.push_str(&format!("&host={}", query_value(host)));
-        }
         let fail = |reason: String| {
             Sent::Failed(AgentError::Collector {
                 url: url.clone(),
                 reason,
             })
         };
+        // ureq percent-encodes query values.
         let mut req = self
             .http
             .post(&url)
+            .query("log", name)
+            .query("offset", offset.to_string())
             .header("content-type", "application/octet-stream");
+        if let Some(host) = &self.config.host {
+            req = req.query("host", host);
+        }
         if let Some(t) = &self.config.token {
             req = req.header("authorization", &format!("Bearer {t}"));
         }
@@ -321,19 +324,6 @@ fn io_error(action: &'static str, path: &Path, source: std::io::Error) -> AgentE
         path: path.to_path_buf(),
         source,
     }
-}
-
-/// `value` percent-encoded for a query string.
-fn query_value(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// The port of an address such as `http://127.0.0.1:4318`.

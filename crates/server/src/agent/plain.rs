@@ -9,6 +9,7 @@
 //! new lines name a trace is not stitched (its lines went to their spans already). What a
 //! tail holds is in memory only: a restart starts each file's window afresh.
 
+use crate::now_ns;
 use std::time::Duration;
 
 use causeway_logflow::join::{join, LogJoinReport};
@@ -35,12 +36,6 @@ pub(super) fn record_delays(delays: &mut Vec<u64>, starts: &[u64]) {
     let sent = now_ns();
     let room = MAX_DELAYS.saturating_sub(delays.len());
     delays.extend(starts.iter().map(|s| sent.saturating_sub(*s)).take(room));
-}
-
-pub(super) fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 impl Agent {
