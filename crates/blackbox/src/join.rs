@@ -21,9 +21,11 @@
 //!
 //! An inferred trace with anchors joins the instrumented traces they are in: its anchored
 //! spans are dropped (the instrumented ones tell the same, with certainty), and each other
-//! span goes to its own anchor's trace, else to that of the first anchored span below it,
-//! else to its parent's (so two requests that linking put in one path go to their own
-//! traces), taking the instrumented span as parent where its inferred parent was anchored. An instrumented span recorded as a root whose inferred
+//! span goes to its own anchor's trace, else to that of the nearest anchored span above it
+//! (the request an uninstrumented process served), else to that of the first anchored span
+//! below it (a proxy in front), else to its parent's (so two requests that linking put in
+//! one path go to their own traces), taking the instrumented span as parent where its
+//! inferred parent was anchored. An instrumented span recorded as a root whose inferred
 //! caller was not anchored (a proxy in front) gets that caller as parent through a parent
 //! link (`causeway_model::parent_links`); a recorded parent is never replaced. Spans placed
 //! in an instrumented trace carry `causeway.parent.confidence`, their path's probability,
@@ -31,13 +33,13 @@
 //! instrumented server is named by that server's service (`to storage-1`). Inferred traces without
 //! an anchor stay traces of their own.
 //!
-//! A path whose part below a process nobody instrumented went to another trace than its
-//! part above, where an instrumented request is above and the instrumented span below was
-//! recorded as a trace's root (an instrumented caller -> that process -> an instrumented
-//! service, the process passing no context on), is one request recorded as two traces: the two are linked at that process's call
-//! (`causeway_model::parent_links::trace_link`), and reading either reads both. Below an
-//! instrumented process, or with no instrumented request above, a split is two requests
-//! that linking put in one path, and they stay apart.
+//! An instrumented span recorded as a trace's root, called by a process nobody
+//! instrumented that served another instrumented trace's request (an instrumented caller
+//! -> that process -> an instrumented service, the process passing no context on), is one
+//! request recorded as two traces: the two are linked at that process's call
+//! (`causeway_model::parent_links::trace_link`), and reading either reads both. Called by
+//! an instrumented process, or with no instrumented request above, a split is two
+//! requests that linking put in one path, and they stay apart.
 
 use std::sync::Arc;
 
@@ -391,15 +393,6 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
         let anchored_above = |i: usize, trace: TraceId| {
             up_from(i).any(|k| found[k].or(callers[k]).map(|a| a.trace_id) == Some(trace))
         };
-        // Whether below `from` an instrumented span stands for an inferred one and was
-        // recorded as the root of `trace`: no context reached it (had one, it would be
-        // in the request's trace, and a split there is linking's mistake).
-        let began_a_trace_below = |from: SpanId, trace: TraceId| {
-            (0..spans.len()).any(|j| {
-                found[j].is_some_and(|a| a.trace_id == trace && a.parent_id.is_none())
-                    && up_from(j).skip(1).any(|k| spans[k].span_id == from)
-            })
-        };
         for ((s, caller), &target) in spans.iter().zip(&callers).zip(&target) {
             let confidence = match s.source {
                 Source::Inferred { confidence } => f64::from(confidence),
@@ -408,15 +401,35 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             if let Some(anchor) = stands_for.get(&s.span_id) {
                 // A root whose caller only the capture saw: that caller is its parent.
                 let caller = s.parent_id.filter(|p| kept.contains(p));
-                let caller_here = caller.and_then(|c| target_of.get(&c)) == Some(&anchor.trace_id);
-                if let (None, Some(caller), true) = (anchor.parent_id, caller, caller_here) {
-                    let mut link = parent_link(s, anchor.span_id, caller);
+                let (Some(caller), None) = (caller, anchor.parent_id) else {
+                    continue;
+                };
+                // The links are of the instrumented span: the address the capture knew
+                // its process by is no service.
+                let mut template = s.clone();
+                template.service = anchor.service.clone();
+                let caller_trace = target_of.get(&caller).copied();
+                if caller_trace == Some(anchor.trace_id) {
+                    let mut link = parent_link(&template, anchor.span_id, caller);
                     link.trace_id = anchor.trace_id;
-                    // The link is of the instrumented span: the address the capture knew
-                    // its process by is no service.
-                    link.service = anchor.service.clone();
                     out.push(link);
                     report.parent_links += 1;
+                    continue;
+                }
+                // Called by a process nobody instrumented, serving an instrumented
+                // request, and recorded as a trace's root: that process passed no context
+                // on, and the two traces are one request's. (Called by an instrumented
+                // process, linking put two requests in one path: they stay apart.)
+                let upper = caller_trace.zip(index_of.get(&caller).copied());
+                if let Some((upper, at)) = upper {
+                    if anchors.service_of(&spans[at]).is_none() && anchored_above(at, upper) {
+                        out.extend(trace_link(
+                            &template,
+                            (upper, caller),
+                            (anchor.trace_id, anchor.span_id),
+                        ));
+                        report.continued += 1;
+                    }
                 }
                 continue;
             }
@@ -427,23 +440,6 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             } else if s.parent_id.and_then(|p| target_of.get(&p)) != Some(&target) {
                 // The parent went to another request's trace: this part starts here.
                 placed.parent_id = None;
-                // Under a process nobody instrumented, in the path of an instrumented
-                // request: that process passed no context on, and the two traces are one
-                // request's. (Under an instrumented one, linking put two requests in one
-                // path: they stay apart.)
-                let upper = s
-                    .parent_id
-                    .and_then(|p| Some((p, *target_of.get(&p)?, *index_of.get(&p)?)));
-                if let Some((parent, upper, at)) = upper {
-                    let uninstrumented = anchors.service_of(&spans[at]).is_none();
-                    if uninstrumented
-                        && anchored_above(at, upper)
-                        && began_a_trace_below(s.span_id, target)
-                    {
-                        out.extend(trace_link(&placed, (upper, parent), (target, s.span_id)));
-                        report.continued += 1;
-                    }
-                }
             }
             if let Some(caller) = caller.filter(|c| c.trace_id == target) {
                 placed.parent_id = Some(caller.span_id);
@@ -474,10 +470,12 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
     Joined { spans: out, report }
 }
 
-/// The trace each span of an inferred trace goes to: its anchor's; else that of the first
-/// anchored span below it (its call's callee, a proxy's forwarded request); else its
-/// parent's; else `majority`. So where linking put two requests in one path, each part
-/// goes to the trace of the request it served.
+/// The trace each span of an inferred trace goes to: its anchor's; else that of the
+/// nearest anchored span above it (the request an uninstrumented process served); else,
+/// with no anchor above, that of the first anchored span below it (a proxy's forwarded
+/// request); else its parent's; else `majority`. So where a path holds two traces, each
+/// part goes to the trace of the request it served, and a process nobody instrumented
+/// goes with the request that called it.
 fn targets(spans: &[Span], anchored: &[Option<TraceId>], majority: TraceId) -> Vec<TraceId> {
     let index: HashMap<SpanId, usize> = spans
         .iter()
@@ -515,20 +513,25 @@ fn targets(spans: &[Span], anchored: &[Option<TraceId>], majority: TraceId) -> V
     let depth: Vec<usize> = depth.into_iter().map(|d| d.unwrap_or(0)).collect();
     let mut order: Vec<usize> = (0..spans.len()).collect();
     order.sort_by_key(|&i| (std::cmp::Reverse(depth[i]), spans[i].start));
-    let mut below: Vec<Option<TraceId>> = anchored.to_vec();
+    let mut out: Vec<Option<TraceId>> = anchored.to_vec();
+    // Parents before children: the nearest anchor above.
+    let from_above = |out: &mut Vec<Option<TraceId>>| {
+        for &i in order.iter().rev() {
+            if out[i].is_none() {
+                out[i] = parent[i].and_then(|p| out[p]);
+            }
+        }
+    };
+    from_above(&mut out);
+    // What has no anchor above takes the first one below.
     for &i in &order {
-        if let (Some(t), Some(p)) = (below[i], parent[i]) {
-            if below[p].is_none() {
-                below[p] = Some(t);
+        if let (Some(t), Some(p)) = (out[i], parent[i]) {
+            if out[p].is_none() {
+                out[p] = Some(t);
             }
         }
     }
-    let mut out: Vec<Option<TraceId>> = below;
-    for &i in order.iter().rev() {
-        if out[i].is_none() {
-            out[i] = parent[i].and_then(|p| out[p]);
-        }
-    }
+    from_above(&mut out);
     out.into_iter().map(|t| t.unwrap_or(majority)).collect()
 }
 
@@ -1052,10 +1055,15 @@ mod tests {
 
     #[test]
     fn a_request_split_by_an_uninstrumented_process_is_linked_into_one_trace() {
+        split_by_an_uninstrumented_process(false);
+        split_by_an_uninstrumented_process(true);
+    }
+
+    /// web (instrumented, captured or not) -> mid (captured, no instrumentation, passes
+    /// no context on) -> store (instrumented, not captured): two traces of one request.
+    fn split_by_an_uninstrumented_process(web_captured: bool) {
         use causeway_model::parent_links::join_linked;
         use causeway_model::Trace;
-        // web (instrumented) -> mid (captured, no instrumentation, passes no context on)
-        // -> store (instrumented, not captured): two traces of one request.
         let mut web_root = span(7, 1, None, SpanKind::Server, "web-1", 5, (0, 30 * MS));
         web_root.service = "web".into();
         let mut web_call = span(7, 2, Some(1), SpanKind::Client, "web-1", 5, (MS, 25 * MS));
@@ -1072,10 +1080,24 @@ mod tests {
             .attributes
             .push(KeyValue::new("network.local.port", 8080i64));
         let instrumented = vec![web_root.clone(), web_call.clone(), store_root.clone()];
+        // web's call, when web was captured: it stands for the instrumented one.
+        let web_side = inferred(
+            span(1, 9, None, SpanKind::Client, "web-1", 5, (2 * MS, 24 * MS)),
+            "127.0.0.1:9000",
+            "127.0.0.1:52000",
+        );
         let inferred_spans = vec![
-            // mid's server span: its caller (web) was not captured.
+            // mid's server span: its caller is web's call, or was not captured.
             inferred(
-                span(1, 10, None, SpanKind::Server, "h", 20, (2 * MS, 24 * MS)),
+                span(
+                    1,
+                    10,
+                    web_captured.then_some(9),
+                    SpanKind::Server,
+                    "h",
+                    20,
+                    (2 * MS, 24 * MS),
+                ),
                 "127.0.0.1:52000",
                 "127.0.0.1:9000",
             ),
@@ -1099,6 +1121,11 @@ mod tests {
                 "127.0.0.1:8080",
             ),
         ];
+        let inferred_spans = [
+            if web_captured { vec![web_side] } else { vec![] },
+            inferred_spans,
+        ]
+        .concat();
         // Had store's span a recorded parent (mid passed the context on), the split would
         // be linking's mistake: no link.
         let mut propagated = instrumented.clone();
@@ -1124,7 +1151,7 @@ mod tests {
         );
         assert_eq!(web.links.len(), 1);
         assert_eq!(store.links.len(), 1);
-        assert_eq!(web.links[0].other, TraceId::new(8).unwrap());
+        assert_eq!(web.links[0].other, TraceId::new(8));
         let one = join_linked(TraceId::new(7).unwrap(), vec![web, store]);
         let chain: Vec<(u64, Option<u64>)> = one
             .spans

@@ -397,10 +397,28 @@ impl TraceStore for ClickHouseStore {
             return Ok(Vec::new());
         }
         let mut summaries = Vec::with_capacity(ids.len());
-        self.select_traces(&ids, &Fields::All, |t| summaries.push(TraceSummary::of(&t)))?;
+        let mut linked = Vec::new();
+        self.select_traces(&ids, &Fields::All, |t| {
+            let found_at = ids.iter().position(|&id| id == t.trace_id);
+            if t.links.is_empty() {
+                summaries.push((found_at, TraceSummary::of(&t)));
+            } else {
+                linked.push((found_at, t));
+            }
+        })?;
+        // A request split in two traces is listed once, whole, where the first was found.
+        for (found_at, t) in linked {
+            let request = causeway_store::linked::joined(self, t)?;
+            summaries.push((found_at, TraceSummary::of(&request)));
+        }
         // In the order the search found them.
-        summaries.sort_by_key(|s| ids.iter().position(|&id| id == s.trace_id));
-        Ok(summaries)
+        summaries.sort_by_key(|(found_at, _)| *found_at);
+        let mut listed = std::collections::HashSet::new();
+        Ok(summaries
+            .into_iter()
+            .map(|(_, s)| s)
+            .filter(|s| listed.insert(s.trace_id))
+            .collect())
     }
 
     fn scan_fields(

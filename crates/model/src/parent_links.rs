@@ -50,8 +50,9 @@ impl Span {
 /// (in the upper trace) as its parent.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TraceLink {
-    /// The other trace.
-    pub other: TraceId,
+    /// The other trace; `None` where the spans were read without their attributes
+    /// (an analysis's fields): read the trace whole to learn it.
+    pub other: Option<TraceId>,
     /// The lower trace's first span.
     pub child: SpanId,
     /// Its parent, in the upper trace.
@@ -93,10 +94,12 @@ pub(crate) fn take_trace_links(spans: &mut Vec<Span>) -> Vec<TraceLink> {
         if !s.is_trace_link() {
             return true;
         }
-        let other = s.attribute(LINKED_TRACE).and_then(|v| match v {
-            Value::Str(hex) => TraceId::parse(hex).ok(),
-            _ => None,
-        });
+        // Absent, the attributes were not read; present and garbled, the link is dropped.
+        let other = match s.attribute(LINKED_TRACE) {
+            None => Some(None),
+            Some(Value::Str(hex)) => TraceId::parse(hex).ok().map(Some),
+            Some(_) => None,
+        };
         if let (Some(other), Some(parent)) = (other, s.parent_id) {
             let link = TraceLink {
                 other,
@@ -131,6 +134,62 @@ pub fn join_linked(top: TraceId, traces: Vec<crate::Trace>) -> crate::Trace {
         }));
     }
     crate::Trace::assemble(top, spans)
+}
+
+impl crate::Trace {
+    /// Whether this trace continues one above it: a link's lower span is its own. The
+    /// trace above stands for the request.
+    pub fn continues_another(&self) -> bool {
+        self.links
+            .iter()
+            .any(|l| self.spans.iter().any(|s| s.span_id == l.child))
+    }
+}
+
+/// `first` joined with the traces linked to it, followed from trace to trace up to `most`
+/// traces, under the id of the upper one (none of its links' lower spans is its own);
+/// `fetch` reads a trace whole by id. A trace read without its links' other ids is read
+/// again whole.
+pub fn read_linked<E>(
+    first: crate::Trace,
+    most: usize,
+    mut fetch: impl FnMut(TraceId) -> Result<Option<crate::Trace>, E>,
+) -> Result<crate::Trace, E> {
+    if first.links.is_empty() {
+        return Ok(first);
+    }
+    let first = if first.links.iter().any(|l| l.other.is_none()) {
+        match fetch(first.trace_id)? {
+            Some(whole) => whole,
+            None => return Ok(first),
+        }
+    } else {
+        first
+    };
+    let mut seen = vec![first.trace_id];
+    let mut traces = vec![first];
+    let mut next = 0;
+    while next < traces.len() && traces.len() < most {
+        let others: Vec<TraceId> = traces[next].links.iter().filter_map(|l| l.other).collect();
+        next += 1;
+        for other in others {
+            if seen.contains(&other) || traces.len() >= most {
+                continue;
+            }
+            seen.push(other);
+            if let Some(t) = fetch(other)? {
+                traces.push(t);
+            }
+        }
+    }
+    if traces.len() == 1 {
+        return Ok(traces.remove(0));
+    }
+    let top = traces
+        .iter()
+        .find(|t| !t.continues_another())
+        .map_or(seen[0], |t| t.trace_id);
+    Ok(join_linked(top, traces))
 }
 
 /// The trace roots `spans` add to a store: its roots, less those its parent links give a
@@ -267,10 +326,52 @@ mod tests {
         assert_eq!(
             t.links,
             [TraceLink {
-                other: lower,
+                other: Some(lower),
                 child: id(2),
                 parent: id(1)
             }]
+        );
+    }
+
+    #[test]
+    fn either_linked_trace_reads_the_request_under_the_upper_id() {
+        let id = |n| SpanId::new(n).unwrap();
+        let (upper, lower) = (TraceId::new(5).unwrap(), TraceId::new(6).unwrap());
+        let mut mid = span(2, Some(1), "mid");
+        mid.source = Source::Inferred { confidence: 0.8 };
+        let [in_upper, in_lower] = trace_link(&mid, (upper, id(2)), (lower, id(3)));
+        let mut store_root = span(3, None, "store");
+        store_root.trace_id = lower;
+        let traces = [
+            Trace::assemble(upper, vec![span(1, None, "web"), mid, in_upper]),
+            Trace::assemble(lower, vec![store_root, in_lower.clone()]),
+        ];
+        assert!(!traces[0].continues_another());
+        assert!(traces[1].continues_another());
+        let fetch = |t: TraceId| -> Result<Option<Trace>, ()> {
+            Ok(traces.iter().find(|x| x.trace_id == t).cloned())
+        };
+        for first in &traces {
+            let joined = read_linked(first.clone(), 16, fetch).unwrap();
+            assert_eq!(joined.trace_id, upper);
+            assert_eq!(joined.spans.len(), 3);
+            assert_eq!(joined.roots.len(), 1);
+            assert_eq!(joined.span(id(3)).unwrap().parent_id, Some(id(2)));
+        }
+        // Read without attributes (an analysis's fields), the lower trace still knows it
+        // continues another, and is read again whole to learn which.
+        let mut bare = in_lower;
+        bare.attributes.clear();
+        let mut store_root = span(3, None, "store");
+        store_root.trace_id = lower;
+        let partial = Trace::assemble(lower, vec![store_root, bare]);
+        assert_eq!(partial.links[0].other, None);
+        assert!(partial.continues_another());
+        assert_eq!(read_linked(partial, 16, fetch).unwrap().trace_id, upper);
+        // At most `most` traces are read.
+        assert_eq!(
+            read_linked(traces[1].clone(), 1, fetch).unwrap().trace_id,
+            lower
         );
     }
 }

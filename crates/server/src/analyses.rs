@@ -43,10 +43,12 @@ async fn with_adjusted<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     let id = parse_trace_id(id)?;
     let store = state.store.clone();
-    blocking(move || match crate::linked::read(&*store, id)? {
-        Some(t) => Ok(f(skew::correct(&t))),
-        None => Err(ApiError::NotFound(format!("trace {id} not found"))),
-    })
+    blocking(
+        move || match causeway_store::linked::joined_trace(&*store, id)? {
+            Some(t) => Ok(f(skew::correct(&t))),
+            None => Err(ApiError::NotFound(format!("trace {id} not found"))),
+        },
+    )
     .await
 }
 

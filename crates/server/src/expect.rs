@@ -381,7 +381,7 @@ async fn generate(
     let store = state.store.clone();
     let traces = if let Some(id) = &req.trace {
         let id = TraceId::parse(id).map_err(|e| ApiError::BadRequest(format!("trace: {e}")))?;
-        match store_blocking(move || store.trace(id)).await? {
+        match store_blocking(move || causeway_store::linked::joined_trace(&*store, id)).await? {
             Some(t) => vec![t],
             None => return Err(ApiError::NotFound(format!("trace {id} not found"))),
         }

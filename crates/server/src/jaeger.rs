@@ -415,7 +415,7 @@ async fn traces(
         let (found, missing) = blocking(move || {
             let (mut found, mut missing) = (Vec::new(), Vec::new());
             for id in ids {
-                match store.trace(id)? {
+                match causeway_store::linked::joined_trace(&*store, id)? {
                     Some(t) => found.extend(spans_of(t, raw)),
                     None => missing.push(Missing {
                         msg: "trace not found",
@@ -455,7 +455,7 @@ async fn traces(
                     continue;
                 }
                 // A trace dropped by retention between the two reads is left out.
-                if let Some(t) = store.trace(summary.trace_id)? {
+                if let Some(t) = causeway_store::linked::joined_trace(&*store, summary.trace_id)? {
                     spans.extend(spans_of(t, raw));
                 }
             }
@@ -484,10 +484,12 @@ async fn trace(
     let raw = raw(&params)?;
     let id = parse_trace_id(&id)?;
     let store = state.store.clone();
-    let found = blocking(move || match crate::linked::read(&*store, id)? {
-        Some(t) => Ok(jaeger::encode_traces(&spans_of(t, raw))),
-        None => Err(ApiError::NotFound("trace not found".into())),
-    })
+    let found = blocking(
+        move || match causeway_store::linked::joined_trace(&*store, id)? {
+            Some(t) => Ok(jaeger::encode_traces(&spans_of(t, raw))),
+            None => Err(ApiError::NotFound("trace not found".into())),
+        },
+    )
     .await?;
     Ok(Json(Envelope::of(found)))
 }

@@ -45,7 +45,6 @@ mod grpc;
 mod ingest;
 mod jaeger;
 mod json_errors;
-mod linked;
 mod listen;
 mod logflows;
 mod metrics;

@@ -40,7 +40,8 @@ pub(crate) fn scan_fields_into<A: Send>(
 ) -> Result<(A, ScanStats), ApiError> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let acc = Sharded::new(threads, make);
-    let scanned = store.scan_fields(window, fields, &|t| {
+    // A request split in two traces is folded in as one (`causeway_store::linked`).
+    let scanned = causeway_store::linked::scan_requests(store, window, fields, &|t| {
         acc.with(|a| add(a, &t));
         deadline.check()
     })?;

@@ -63,7 +63,7 @@ pub(crate) async fn trace(
     };
     let store = state.store.clone();
     let body = blocking(move || {
-        let Some(t) = crate::linked::read(&*store, id)? else {
+        let Some(t) = causeway_store::linked::joined_trace(&*store, id)? else {
             return Err(ApiError::NotFound(format!("trace {id} not found")));
         };
         if !adjust {

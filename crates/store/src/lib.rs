@@ -25,6 +25,7 @@ mod detail;
 mod events;
 mod head;
 mod index;
+pub mod linked;
 mod merge;
 pub mod priority;
 pub mod query;

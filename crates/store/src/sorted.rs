@@ -201,7 +201,7 @@ pub fn search_sorted(
         kept: Vec::new(),
         total: 0,
     });
-    let scanned = store.scan_fields(window, &fields, &|trace| {
+    let scanned = crate::linked::scan_requests(store, window, &fields, &|trace| {
         if trace.spans.iter().any(|s| spans.matches(s)) {
             let summary = TraceSummary::of(&trace);
             best.lock()

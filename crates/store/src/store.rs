@@ -58,7 +58,7 @@
 //! skipping damage; open a new WAL segment after the last, never appending to an old,
 //! possibly torn one.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -763,6 +763,7 @@ impl TraceStore for Store {
         order.sort_unstable_by(|a, b| b.cmp(a));
         let limit = query.effective_limit();
         let mut out = Vec::with_capacity(limit.min(order.len()));
+        let mut listed = HashSet::new();
         // The indexes narrow; the spans decide (tags and durations on one span).
         for (_, id) in order {
             if out.len() >= limit || stop().is_break() {
@@ -770,7 +771,11 @@ impl TraceStore for Store {
             }
             if let Some(trace) = self.trace(id)? {
                 if trace.spans.iter().any(|sp| query.matches(sp)) {
-                    out.push(TraceSummary::of(&trace));
+                    // A request split in two traces is listed once, whole.
+                    let request = crate::linked::joined(self, trace)?;
+                    if listed.insert(request.trace_id) {
+                        out.push(TraceSummary::of(&request));
+                    }
                 }
             }
         }

@@ -252,4 +252,39 @@ fn a_request_split_by_an_uninstrumented_process_reads_as_one_trace() {
             "asked {asked}: {trace}"
         );
     }
+    // Searched by either part, the request is listed once, whole, by its upper trace;
+    // analyses over many traces count it once.
+    for search in [
+        "/api/search?service=store&lookback=1h",
+        "/api/search?service=web&lookback=1h",
+        "/api/search?service=mid&lookback=1h&order=-duration",
+    ] {
+        let (code, found) = server.get(search);
+        assert_eq!(code, 200, "{found}");
+        let traces = found["traces"].as_array().expect("traces");
+        assert_eq!(traces.len(), 1, "{search}: {found}");
+        assert_eq!(traces[0]["traceId"], "00000000000000000000000000000007");
+        assert_eq!(traces[0]["spanCount"], 5, "{search}: {found}");
+    }
+    let (_, deps) = server.get("/api/dependencies?lookback=1h");
+    assert_eq!(deps["traces"], 1, "{deps}");
+    let edge = |caller: &str, callee: &str| {
+        deps["edges"].as_array().is_some_and(|e| {
+            e.iter()
+                .any(|e| e["caller"] == caller && e["callee"] == callee)
+        })
+    };
+    assert!(edge("mid", "store") && edge("web", "mid"), "{deps}");
+    let (_, patterns) = server.get("/api/patterns?lookback=1h");
+    let patterns = patterns["patterns"].as_array().expect("patterns");
+    assert_eq!(patterns.len(), 1, "{patterns:?}");
+    // The Jaeger API's search gives the request's spans under one id.
+    let (_, jaeger) = server.get("/jaeger/api/traces?service=store&lookback=1h");
+    let data = jaeger["data"].as_array().expect("data");
+    assert_eq!(data.len(), 1, "{jaeger}");
+    assert_eq!(
+        data[0]["spans"].as_array().map(Vec::len),
+        Some(5),
+        "{jaeger}"
+    );
 }
