@@ -6,6 +6,13 @@
 //! trace under the client span that called them, the traces whose structure (each
 //! server span's service under its caller's service) is the instrumented one, the inferred
 //! traces left over, and the dependency graph's calls per edge.
+//!
+//! With `--split` the hidden services also pass no context on, as a program nobody
+//! instrumented does: each call they made starts a trace of its own (the spans below get
+//! a new trace id, the first of them no parent). The join must then link each request's
+//! traces (`causeway_model::parent_links::trace_link`); a request counts as one trace
+//! when reading its traces as the server reads them (`read_linked`) gives all of its
+//! spans.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -14,6 +21,7 @@ use std::time::Instant;
 use anyhow::Result;
 use causeway_blackbox::infer::{infer, Inputs, Options};
 use causeway_blackbox::join::join;
+use causeway_model::parent_links::read_linked;
 use causeway_model::{Source, Span, SpanId, SpanKind, Trace, TraceId};
 use clap::Args;
 use serde_json::json;
@@ -25,6 +33,10 @@ pub struct JoinHiddenArgs {
     /// The services whose spans are dropped, as if they had no instrumentation.
     #[arg(long, value_delimiter = ',', default_values_t = ["cache".to_string(), "metadata".to_string()])]
     hide: Vec<String>,
+    /// The hidden services also pass no context on: what they called starts traces of
+    /// its own, which the join must link.
+    #[arg(long)]
+    split: bool,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -39,6 +51,56 @@ fn traces(spans: Vec<Span>) -> Vec<Trace> {
     by_trace
         .into_iter()
         .map(|(id, spans)| Trace::assemble(id, spans))
+        .collect()
+}
+
+/// `spans` as they would have been recorded had the `hidden` services passed no context
+/// on: each span whose parent is hidden starts a trace of its own (an id made of its
+/// trace's and its own), with the spans below it.
+fn split_at_hidden(spans: Vec<Span>, hidden: impl Fn(&Span) -> bool) -> Vec<Span> {
+    let hidden_ids: HashSet<(TraceId, SpanId)> = spans
+        .iter()
+        .filter(|s| hidden(s))
+        .map(|s| (s.trace_id, s.span_id))
+        .collect();
+    let parent: HashMap<(TraceId, SpanId), SpanId> = spans
+        .iter()
+        .filter_map(|s| Some(((s.trace_id, s.span_id), s.parent_id?)))
+        .collect();
+    // A span's trace: that of the nearest span at or above it whose parent is hidden.
+    let trace_of = |s: &Span| {
+        let mut at = s.span_id;
+        for _ in 0..spans.len() {
+            match parent.get(&(s.trace_id, at)) {
+                Some(&p) if hidden_ids.contains(&(s.trace_id, p)) => {
+                    let id = s.trace_id.get().rotate_left(64) ^ u128::from(at.get());
+                    return TraceId::new(id).unwrap_or(s.trace_id);
+                }
+                Some(&p) => at = p,
+                None => break,
+            }
+        }
+        s.trace_id
+    };
+    let split: Vec<(TraceId, bool)> = spans
+        .iter()
+        .map(|s| {
+            let starts = s
+                .parent_id
+                .is_some_and(|p| hidden_ids.contains(&(s.trace_id, p)));
+            (trace_of(s), starts)
+        })
+        .collect();
+    spans
+        .into_iter()
+        .zip(split)
+        .map(|(mut s, (trace, starts))| {
+            s.trace_id = trace;
+            if starts {
+                s.parent_id = None;
+            }
+            s
+        })
         .collect()
 }
 
@@ -83,7 +145,15 @@ fn measure(dir: &Path, rate: f64, a: &JoinHiddenArgs) -> Result<serde_json::Valu
     let truth = traces(all.clone());
     let services: HashSet<String> = all.iter().map(|s| s.service.to_string()).collect();
     let truth_ids: HashSet<TraceId> = truth.iter().map(|t| t.trace_id).collect();
-    let visible: Vec<Span> = all.into_iter().filter(|s| !hidden(s)).collect();
+    let recorded = if a.split {
+        split_at_hidden(all, hidden)
+    } else {
+        all
+    };
+    let visible: Vec<Span> = recorded.into_iter().filter(|s| !hidden(s)).collect();
+    // Where each instrumented span was recorded.
+    let recorded_in: HashMap<SpanId, TraceId> =
+        visible.iter().map(|s| (s.span_id, s.trace_id)).collect();
     let start = Instant::now();
     let inputs = Inputs {
         capture_dirs: vec![dir.join("capture")],
@@ -102,17 +172,59 @@ fn measure(dir: &Path, rate: f64, a: &JoinHiddenArgs) -> Result<serde_json::Valu
     combined.extend(joined.spans);
     let found = traces(combined);
     let found_by_id: HashMap<TraceId, &Trace> = found.iter().map(|t| (t.trace_id, t)).collect();
+    // Each trace as the server reads it: joined with those linked to it.
+    let read = |id: TraceId| -> Option<Trace> {
+        let fetch =
+            |id| Ok::<_, std::convert::Infallible>(found_by_id.get(&id).map(|t| (*t).clone()));
+        let first = found_by_id.get(&id)?;
+        read_linked((*first).clone(), causeway_store::linked::MOST_LINKED, fetch).ok()
+    };
+    let mut request_of: HashMap<TraceId, TraceId> = HashMap::new();
+    let mut requests_found: Vec<Trace> = Vec::new();
+    for t in &found {
+        if t.links.is_empty() {
+            request_of.insert(t.trace_id, t.trace_id);
+            continue;
+        }
+        if let Some(r) = read(t.trace_id) {
+            request_of.insert(t.trace_id, r.trace_id);
+            if !t.continues_another() {
+                requests_found.push(r);
+            }
+        }
+    }
+    let requests_found: Vec<&Trace> = found
+        .iter()
+        .filter(|t| t.links.is_empty())
+        .chain(&requests_found)
+        .collect();
+    let requests_by_id: HashMap<TraceId, &Trace> =
+        requests_found.iter().map(|t| (t.trace_id, *t)).collect();
 
     // The hidden server spans, each under its caller's client span: recovered when an
     // inferred server span of that service hangs under the same client span.
     let (mut hidden_calls, mut recovered, mut same_structure, mut requests) = (0, 0, 0, 0);
+    let mut one_trace = 0;
     let mut per_service: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for t in &truth {
         if !t.spans.iter().any(|s| s.source == Source::Instrumented) {
             continue;
         }
         requests += 1;
-        let joined = found_by_id.get(&t.trace_id);
+        // The requests its recorded spans are read in: one, when the join linked every
+        // trace a hidden service split it into.
+        let read_in: HashSet<TraceId> = t
+            .spans
+            .iter()
+            .filter(|s| !hidden(s))
+            .filter_map(|s| request_of.get(recorded_in.get(&s.span_id)?).copied())
+            .collect();
+        one_trace += usize::from(read_in.len() == 1);
+        let joined = read_in
+            .iter()
+            .next()
+            .filter(|_| read_in.len() == 1)
+            .and_then(|id| requests_by_id.get(id));
         same_structure +=
             usize::from(joined.is_some_and(|j| structure(j, &services) == structure(t, &services)));
         for (i, s) in t.spans.iter().enumerate() {
@@ -132,7 +244,13 @@ fn measure(dir: &Path, rate: f64, a: &JoinHiddenArgs) -> Result<serde_json::Valu
                         && x.parent_id == Some(caller_id)
                 })
             };
-            let got = joined.is_some_and(under_caller);
+            // In the request the caller's span is read in (the request may have lost
+            // another part: a message the capture could not see).
+            let holding_caller = recorded_in
+                .get(&caller.span_id)
+                .and_then(|r| request_of.get(r))
+                .and_then(|id| requests_by_id.get(id));
+            let got = holding_caller.is_some_and(under_caller);
             recovered += usize::from(got);
             let e = per_service
                 .entry(s.service.to_string())
@@ -141,13 +259,14 @@ fn measure(dir: &Path, rate: f64, a: &JoinHiddenArgs) -> Result<serde_json::Valu
             e.1 += usize::from(got);
         }
     }
-    let stray = found
+    let stray = requests_found
         .iter()
         .filter(|t| !truth_ids.contains(&t.trace_id))
         .count();
+    let requests_found: Vec<Trace> = requests_found.into_iter().cloned().collect();
     let (truth_deps, found_deps) = (
         dependencies(&truth, &services),
-        dependencies(&found, &services),
+        dependencies(&requests_found, &services),
     );
     let mut edges = Vec::new();
     let mut worst: f64 = 0.0;
@@ -166,7 +285,9 @@ fn measure(dir: &Path, rate: f64, a: &JoinHiddenArgs) -> Result<serde_json::Valu
     Ok(json!({
         "rate": rate,
         "hidden": a.hide,
+        "split": a.split,
         "requests": requests,
+        "one_trace": share(one_trace, requests),
         "same_structure": share(same_structure, requests),
         "hidden_calls": hidden_calls,
         "recovered": share(recovered, hidden_calls),
@@ -194,11 +315,20 @@ pub fn run(a: JoinHiddenArgs) -> Result<()> {
         outln!("{}", serde_json::to_string(&rows)?);
         return Ok(());
     }
-    outln!("hidden: {}", a.hide.join(", "));
     outln!(
-        "{:>6} {:>8} {:>15} {:>12} {:>10} {:>6} {:>11} {:>11}",
+        "hidden: {}{}",
+        a.hide.join(", "),
+        if a.split {
+            " (passing no context on)"
+        } else {
+            ""
+        }
+    );
+    outln!(
+        "{:>6} {:>8} {:>10} {:>15} {:>12} {:>10} {:>6} {:>11} {:>11}",
         "rate/s",
         "requests",
+        "one trace",
         "same structure",
         "hidden calls",
         "recovered",
@@ -209,9 +339,10 @@ pub fn run(a: JoinHiddenArgs) -> Result<()> {
     for r in &rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         outln!(
-            "{:>6} {:>8} {:>14.1}% {:>12} {:>9.1}% {:>6} {:>10.1}% {:>11}",
+            "{:>6} {:>8} {:>9.1}% {:>14.1}% {:>12} {:>9.1}% {:>6} {:>10.1}% {:>11}",
             f("rate"),
             f("requests"),
+            f("one_trace") * 100.0,
             f("same_structure") * 100.0,
             f("hidden_calls"),
             f("recovered") * 100.0,

@@ -25,9 +25,11 @@
 //! (the request an uninstrumented process served), else to that of the first anchored span
 //! below it (a proxy in front), else to its parent's (so two requests that linking put in
 //! one path go to their own traces), taking the instrumented span as parent where its
-//! inferred parent was anchored. An instrumented span recorded as a root whose inferred
-//! caller was not anchored (a proxy in front) gets that caller as parent through a parent
-//! link (`causeway_model::parent_links`); a recorded parent is never replaced. Spans placed
+//! inferred parent was anchored. An instrumented span recorded as a root, or with a parent
+//! that was never stored (its caller's spans were lost), whose inferred caller was not
+//! anchored (a proxy in front, a service whose spans are missing) gets that caller as
+//! parent through a parent link (`causeway_model::parent_links`); a recorded parent that
+//! is stored is never replaced. Spans placed
 //! in an instrumented trace carry `causeway.parent.confidence`, their path's probability,
 //! and the service an instrumented span of their process reported; a call to an
 //! instrumented server is named by that server's service (`to storage-1`). Inferred traces without
@@ -45,7 +47,7 @@ use std::sync::Arc;
 
 use foldhash::{HashMap, HashSet};
 
-use causeway_model::parent_links::{parent_link, trace_link};
+use causeway_model::parent_links::{orphan_link, parent_link, trace_link};
 use causeway_model::{attributes, KeyValue, Source, Span, SpanId, SpanKind, TraceId, Value};
 
 pub use causeway_model::attributes::PARENT_CONFIDENCE;
@@ -240,9 +242,9 @@ impl<'a> Anchors<'a> {
     }
 
     /// The instrumented span `inferred` (a server or client span) stands for. A server
-    /// span is known by its connection; a client span only by the port it called, so of
-    /// calls made in parallel to one server one not yet in `anchored` is taken first
-    /// (otherwise all would find the nearest).
+    /// span is known by its connection (on which HTTP/2 calls overlap); a client span only
+    /// by the port it called; so of calls in parallel one not yet in `anchored` is taken
+    /// first (otherwise all would find the nearest).
     fn find(&self, inferred: &Span, anchored: &HashSet<SpanId>) -> Option<&'a Span> {
         let peer = text(inferred, attributes::NET_SOCK_PEER_ADDR).and_then(port_of);
         let local = text(inferred, attributes::NET_SOCK_HOST_ADDR).and_then(port_of);
@@ -259,7 +261,12 @@ impl<'a> Anchors<'a> {
                 .around(from, to)
                 .filter(|s| peer.is_some() && int(s, "network.peer.port") == peer)
                 .filter(|s| s.start <= to && from <= s.end)
-                .min_by_key(|s| s.start.abs_diff(inferred.start));
+                .min_by_key(|s| {
+                    (
+                        anchored.contains(&s.span_id),
+                        s.start.abs_diff(inferred.start),
+                    )
+                });
         }
         let candidates = self.of(inferred, from, to);
         // Both ends: calls to one server from one process in parallel start together and
@@ -274,7 +281,8 @@ impl<'a> Anchors<'a> {
                     port.is_none() || local.is_none() || port == local
                 })
                 .filter(|s| s.start <= to && from <= s.end)
-                .min_by_key(near),
+                // Calls on one HTTP/2 connection overlap: each takes its own span.
+                .min_by_key(|s| (anchored.contains(&s.span_id), near(s))),
             SpanKind::Client => candidates
                 .filter(|s| s.kind == SpanKind::Client)
                 .filter(|s| {
@@ -294,6 +302,7 @@ impl<'a> Anchors<'a> {
 /// spans of the same processes and time.
 pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
     let anchors = Anchors::new(instrumented, &inferred);
+    let recorded: HashSet<SpanId> = instrumented.iter().map(|s| s.span_id).collect();
     let mut report = JoinReport::default();
     let mut by_trace: HashMap<TraceId, Vec<Span>> = HashMap::default();
     let mut order = Vec::new();
@@ -348,10 +357,12 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
         };
         report.joined += 1;
         report.split += usize::from(votes.len() > 1);
-        let anchored: Vec<Option<TraceId>> = found
+        // Each span's anchor: its trace, and whether context reached it (it was recorded
+        // with a parent, so its trace is certainly its request's).
+        let anchored: Vec<Option<(TraceId, bool)>> = found
             .iter()
             .zip(&callers)
-            .map(|(a, c)| a.or(*c).map(|s| s.trace_id))
+            .map(|(a, c)| a.or(*c).map(|s| (s.trace_id, s.parent_id.is_some())))
             .collect();
         let target = targets(&spans, &anchored, majority);
         // Each anchored inferred span's instrumented span.
@@ -401,7 +412,9 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             if let Some(anchor) = stands_for.get(&s.span_id) {
                 // A root whose caller only the capture saw: that caller is its parent.
                 let caller = s.parent_id.filter(|p| kept.contains(p));
-                let (Some(caller), None) = (caller, anchor.parent_id) else {
+                // Or recorded with a parent never stored (that process's spans were lost).
+                let orphan = anchor.parent_id.is_some_and(|p| !recorded.contains(&p));
+                let (Some(caller), true) = (caller, anchor.parent_id.is_none() || orphan) else {
                     continue;
                 };
                 // The links are of the instrumented span: the address the capture knew
@@ -410,7 +423,11 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
                 template.service = anchor.service.clone();
                 let caller_trace = target_of.get(&caller).copied();
                 if caller_trace == Some(anchor.trace_id) {
-                    let mut link = parent_link(&template, anchor.span_id, caller);
+                    let mut link = if orphan {
+                        orphan_link(&template, anchor.span_id, caller)
+                    } else {
+                        parent_link(&template, anchor.span_id, caller)
+                    };
                     link.trace_id = anchor.trace_id;
                     out.push(link);
                     report.parent_links += 1;
@@ -420,7 +437,9 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
                 // request, and recorded as a trace's root: that process passed no context
                 // on, and the two traces are one request's. (Called by an instrumented
                 // process, linking put two requests in one path: they stay apart.)
-                let upper = caller_trace.zip(index_of.get(&caller).copied());
+                let upper = caller_trace
+                    .zip(index_of.get(&caller).copied())
+                    .filter(|_| !orphan);
                 if let Some((upper, at)) = upper {
                     if anchors.service_of(&spans[at]).is_none() && anchored_above(at, upper) {
                         out.extend(trace_link(
@@ -435,8 +454,13 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             }
             let mut placed = s.clone();
             placed.trace_id = target;
-            if let Some(anchor) = s.parent_id.and_then(|p| stands_for.get(&p)) {
+            let parent_anchor = s.parent_id.and_then(|p| stands_for.get(&p));
+            if let Some(anchor) = parent_anchor.filter(|a| a.trace_id == target) {
                 placed.parent_id = Some(anchor.span_id);
+            } else if parent_anchor.is_some() {
+                // The caller's anchor is another request's (found by time alone, where the
+                // part below was certain): this part starts here.
+                placed.parent_id = None;
             } else if s.parent_id.and_then(|p| target_of.get(&p)) != Some(&target) {
                 // The parent went to another request's trace: this part starts here.
                 placed.parent_id = None;
@@ -470,13 +494,18 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
     Joined { spans: out, report }
 }
 
-/// The trace each span of an inferred trace goes to: its anchor's; else that of the
-/// nearest anchored span above it (the request an uninstrumented process served); else,
-/// with no anchor above, that of the first anchored span below it (a proxy's forwarded
-/// request); else its parent's; else `majority`. So where a path holds two traces, each
-/// part goes to the trace of the request it served, and a process nobody instrumented
-/// goes with the request that called it.
-fn targets(spans: &[Span], anchored: &[Option<TraceId>], majority: TraceId) -> Vec<TraceId> {
+/// The trace each span of an inferred trace goes to: its anchor's; else that of the first
+/// anchored span below it that context reached (its trace is the request's for certain,
+/// where the anchor above was found by time alone); else that of the nearest anchored
+/// span above it (the request a process that passed no context on served); else that of
+/// the first anchored span below it (a proxy's forwarded request); else its parent's;
+/// else `majority`. So where a path holds two traces, each part goes to the trace of the
+/// request it served.
+fn targets(
+    spans: &[Span],
+    anchored: &[Option<(TraceId, bool)>],
+    majority: TraceId,
+) -> Vec<TraceId> {
     let index: HashMap<SpanId, usize> = spans
         .iter()
         .enumerate()
@@ -513,7 +542,16 @@ fn targets(spans: &[Span], anchored: &[Option<TraceId>], majority: TraceId) -> V
     let depth: Vec<usize> = depth.into_iter().map(|d| d.unwrap_or(0)).collect();
     let mut order: Vec<usize> = (0..spans.len()).collect();
     order.sort_by_key(|&i| (std::cmp::Reverse(depth[i]), spans[i].start));
-    let mut out: Vec<Option<TraceId>> = anchored.to_vec();
+    // Children before parents: the first anchor below, of those `take` accepts.
+    let from_below = |out: &mut Vec<Option<TraceId>>, take: &dyn Fn(usize) -> bool| {
+        for &i in &order {
+            if let (Some(t), Some(p), true) = (out[i], parent[i], take(i)) {
+                if out[p].is_none() {
+                    out[p] = Some(t);
+                }
+            }
+        }
+    };
     // Parents before children: the nearest anchor above.
     let from_above = |out: &mut Vec<Option<TraceId>>| {
         for &i in order.iter().rev() {
@@ -522,15 +560,19 @@ fn targets(spans: &[Span], anchored: &[Option<TraceId>], majority: TraceId) -> V
             }
         }
     };
-    from_above(&mut out);
-    // What has no anchor above takes the first one below.
+    let mut out: Vec<Option<TraceId>> = anchored.iter().map(|a| a.map(|(t, _)| t)).collect();
+    // Up from the anchors context reached, and from the spans they gave a trace to.
+    let mut certain: Vec<bool> = anchored.iter().map(|a| a.is_some_and(|(_, c)| c)).collect();
     for &i in &order {
-        if let (Some(t), Some(p)) = (out[i], parent[i]) {
-            if out[p].is_none() {
-                out[p] = Some(t);
+        if let (true, Some(p)) = (certain[i], parent[i]) {
+            if anchored[p].is_none() {
+                certain[p] = true;
             }
         }
     }
+    from_below(&mut out, &|i| certain[i]);
+    from_above(&mut out);
+    from_below(&mut out, &|_| true);
     from_above(&mut out);
     out.into_iter().map(|t| t.unwrap_or(majority)).collect()
 }
@@ -1165,5 +1207,81 @@ mod tests {
             assert!(chain.contains(&(child, Some(parent))), "{chain:?}");
         }
         assert!(one.spans.iter().all(|s| !s.is_carrier()));
+    }
+
+    #[test]
+    fn a_span_whose_recorded_parent_was_lost_takes_the_inferred_caller() {
+        use causeway_model::Trace;
+        // web -> mid (captured; its spans were lost, but it passed the context on) ->
+        // store, whose span names mid's lost call as its parent.
+        let mut web_root = span(7, 1, None, SpanKind::Server, "web-1", 5, (0, 30 * MS));
+        web_root.service = "web".into();
+        let mut web_call = span(7, 2, Some(1), SpanKind::Client, "web-1", 5, (MS, 25 * MS));
+        web_call.service = "web".into();
+        web_call
+            .attributes
+            .push(KeyValue::new("server.port", 9000i64));
+        let mut store_root = span(
+            7,
+            3,
+            Some(99),
+            SpanKind::Server,
+            "db-1",
+            6,
+            (6 * MS, 18 * MS),
+        );
+        store_root.service = "store".into();
+        store_root
+            .attributes
+            .push(KeyValue::new("network.peer.port", 53_000i64));
+        store_root
+            .attributes
+            .push(KeyValue::new("network.local.port", 8080i64));
+        let instrumented = vec![web_root, web_call, store_root];
+        let inferred_spans = vec![
+            inferred(
+                span(1, 10, None, SpanKind::Server, "h", 20, (2 * MS, 24 * MS)),
+                "127.0.0.1:52000",
+                "127.0.0.1:9000",
+            ),
+            inferred(
+                span(
+                    1,
+                    11,
+                    Some(10),
+                    SpanKind::Client,
+                    "h",
+                    20,
+                    (5 * MS, 19 * MS),
+                ),
+                "127.0.0.1:8080",
+                "127.0.0.1:53000",
+            ),
+            inferred(
+                span(1, 12, Some(11), SpanKind::Server, "", 0, (5 * MS, 19 * MS)),
+                "127.0.0.1:53000",
+                "127.0.0.1:8080",
+            ),
+        ];
+        let joined = join(inferred_spans, &instrumented);
+        assert_eq!(
+            (joined.report.parent_links, joined.report.continued),
+            (1, 0)
+        );
+        let link = joined.spans.iter().find(|s| s.is_parent_link()).unwrap();
+        assert_eq!(
+            link.attribute(causeway_model::parent_links::ORPHAN),
+            Some(&Value::Bool(true))
+        );
+        let t = Trace::assemble(
+            TraceId::new(7).unwrap(),
+            [instrumented, joined.spans].concat(),
+        );
+        assert!(t.orphans.is_empty(), "{:?}", t.orphans);
+        assert_eq!(t.roots.len(), 1);
+        assert_eq!(
+            t.span(SpanId::new(3).unwrap()).unwrap().parent_id,
+            SpanId::new(11)
+        );
     }
 }

@@ -2,8 +2,10 @@
 //! instrumented, a proxy say) whose caller another source saw. Stores append and never
 //! rewrite, so the parent travels as a *link*: a span named [`PARENT_LINK`] with the id of
 //! the span it is for, and that span's new parent as its parent. [`Trace::assemble`] gives
-//! the parent to a span that has none and drops the link; a span's recorded parent is
-//! never replaced. A link whose span is not in the trace is dropped.
+//! the parent to a span that has none, or whose recorded parent is not in the trace (an
+//! orphan: its parent's spans were lost, [`ORPHAN`] on the link), and drops the link; a
+//! recorded parent that is there is never replaced. A link whose span is not in the trace
+//! is dropped.
 //!
 //! A request whose context a process in its middle did not pass on (a program nobody
 //! instrumented, calling an instrumented service) is recorded as two traces. Where
@@ -21,6 +23,10 @@ use crate::{SpanId, TraceId, Value};
 
 /// The name of a span that gives another span its parent.
 pub const PARENT_LINK: &str = "causeway.parent_link";
+
+/// A parent link's attribute (`true`) when its span was recorded with a parent that was
+/// never stored: no root of the trace, so the link takes none away.
+pub const ORPHAN: &str = "causeway.parent_link.orphan";
 
 /// The name of a span that links its trace to another (see [the module](crate::parent_links)).
 pub const TRACE_LINK: &str = "causeway.trace_link";
@@ -196,7 +202,7 @@ pub fn read_linked<E>(
 /// parent (each link's span was stored as a root before, or is one in `spans`).
 pub fn roots_added(spans: &[Span]) -> i64 {
     spans.iter().fold(0, |n, s| {
-        if s.is_parent_link() {
+        if s.is_parent_link() && s.attribute(ORPHAN).is_none() {
             n - 1
         } else if s.parent_id.is_none() && !s.is_carrier() {
             n + 1
@@ -204,6 +210,13 @@ pub fn roots_added(spans: &[Span]) -> i64 {
             n
         }
     })
+}
+
+/// [`parent_link`] for a span recorded with a parent that was never stored.
+pub fn orphan_link(template: &Span, child: SpanId, parent: SpanId) -> Span {
+    let mut link = parent_link(template, child, parent);
+    link.attributes.push(crate::KeyValue::new(ORPHAN, true));
+    link
 }
 
 /// A link giving span `child` of `template`'s trace the parent `parent`, with `template`'s
@@ -237,8 +250,10 @@ pub(crate) fn apply_parent_links(spans: &mut Vec<Span>) {
         .collect();
     for link in links {
         if let Some(&i) = by_id.get(&link.span_id) {
+            // No parent recorded, or one that is not here: the link's stands.
+            let orphan = rest[i].parent_id.is_none_or(|p| !by_id.contains_key(&p));
             let span = &mut rest[i];
-            if span.parent_id.is_none() && link.parent_id != Some(span.span_id) {
+            if orphan && link.parent_id != Some(span.span_id) {
                 span.parent_id = link.parent_id;
             }
         }
@@ -276,6 +291,9 @@ mod tests {
             // Never over a recorded parent, and never for a span not here.
             parent_link(&proxy, id(3), id(1)),
             parent_link(&proxy, id(9), id(1)),
+            // A recorded parent that was never stored is no parent: the link's stands.
+            span(4, Some(8), "cache"),
+            orphan_link(&proxy, id(4), id(3)),
         ];
         // The root's log records, on a carrier that has its id, arrived after it.
         let mut carrier = span(2, None, "api");
@@ -286,7 +304,9 @@ mod tests {
             .push(crate::logs::log_event(5, "a line".into(), None, vec![]));
         let spans = [spans, vec![carrier]].concat();
         let t = Trace::assemble(TraceId::new(5).unwrap(), spans);
-        assert_eq!(t.spans.len(), 3);
+        assert_eq!(t.spans.len(), 4);
+        assert_eq!(t.span(id(4)).unwrap().parent_id, Some(id(3)));
+        assert!(t.orphans.is_empty());
         assert_eq!(t.span(id(2)).unwrap().events.len(), 1);
         assert_eq!(t.span(id(2)).unwrap().parent_id, Some(id(1)));
         assert_eq!(t.span(id(3)).unwrap().parent_id, Some(id(2)));
@@ -308,6 +328,11 @@ mod tests {
         assert_eq!(
             roots_added(&[proxy.clone(), parent_link(&proxy, id(2), id(1))]),
             0
+        );
+        // An orphan was no root: its link takes none away.
+        assert_eq!(
+            roots_added(&[proxy.clone(), orphan_link(&proxy, id(3), id(1))]),
+            1
         );
     }
 
