@@ -51,6 +51,7 @@ macro_rules! conformance_tests {
             a_structure_scan_gives_the_structure_and_the_attributes_asked_for,
             a_paths_scan_gives_whole_spans_but_their_attributes,
             a_sorted_search_orders_the_whole_window_and_counts_every_match,
+            a_request_split_in_two_linked_traces_is_read_searched_and_scanned_as_one,
         );
     };
     (@tests $backend:expr; $($check:ident,)*) => {
@@ -764,5 +765,82 @@ pub fn a_sorted_search_orders_the_whole_window_and_counts_every_match(backend: &
     )
     .unwrap();
     assert!(got.total < 300, "{}", got.total);
+    backend.remove(store, name);
+}
+
+/// A request an uninstrumented process split in two traces, linked
+/// (`causeway_model::parent_links::trace_link`): read by either id, searched by either
+/// part (indexed or sorted) and scanned for analyses, it is one trace under the upper id.
+pub fn a_request_split_in_two_linked_traces_is_read_searched_and_scanned_as_one(
+    backend: &impl Backend,
+) {
+    use causeway_model::parent_links::trace_link;
+    let name = "linked";
+    let store = backend.open(name);
+    let (upper, lower) = (TraceId::new(7).unwrap(), TraceId::new(8).unwrap());
+    let spans = vec![
+        span(7, 1, None, "GET /", "web", T0, T0 + 30_000),
+        span(7, 2, Some(1), "call mid", "web", T0 + 1_000, T0 + 25_000),
+        span(7, 10, Some(2), "mid", "mid", T0 + 2_000, T0 + 24_000),
+        span(8, 11, None, "read", "store", T0 + 5_000, T0 + 19_000),
+        // Another request, not linked.
+        span(9, 1, None, "GET /other", "web", T0 + 40_000, T0 + 50_000),
+    ];
+    let links = trace_link(
+        &spans[2],
+        (upper, SpanId::new(10).unwrap()),
+        (lower, SpanId::new(11).unwrap()),
+    );
+    store.append([spans, links.to_vec()].concat()).unwrap();
+    for settled in [false, true] {
+        if settled {
+            backend.settle(&store);
+        }
+        for id in [upper, lower] {
+            let t = crate::linked::joined_trace(&store, id)
+                .unwrap()
+                .expect("stored");
+            assert_eq!((t.trace_id, t.spans.len(), t.roots.len()), (upper, 4, 1));
+        }
+        for service in ["store", "web", "mid"] {
+            let q = SearchQuery {
+                service: Some(service.into()),
+                ..SearchQuery::default()
+            };
+            let found = store.search(&q).unwrap();
+            let ids: Vec<u128> = found.iter().map(|t| t.trace_id.get()).collect();
+            let want: &[u128] = if service == "web" { &[9, 7] } else { &[7] };
+            assert_eq!(ids, want, "{service}, settled {settled}");
+            let linked = found.iter().find(|t| t.trace_id == upper).unwrap();
+            assert_eq!(linked.span_count, 4);
+            let q = SearchQuery {
+                window: Some(TimeWindow::ALL),
+                ..q
+            };
+            let sorted = search_sorted(&store, &q, "-duration".parse().unwrap(), &|| {
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+            let ids: Vec<u128> = sorted.traces.iter().map(|t| t.trace_id.get()).collect();
+            // Longest first: the linked request's 30 us before the other's 10.
+            let want: &[u128] = if service == "web" { &[7, 9] } else { &[7] };
+            assert_eq!(ids, want, "{service}, settled {settled}");
+            assert_eq!(sorted.traces[0].span_count, 4, "{service}");
+        }
+        let seen = Mutex::new(Vec::new());
+        crate::linked::scan_requests(
+            &store,
+            TimeWindow::ALL,
+            &Fields::Structure { attributes: vec![] },
+            &|t| {
+                seen.lock().unwrap().push((t.trace_id.get(), t.spans.len()));
+                ControlFlow::Continue(())
+            },
+        )
+        .unwrap();
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort();
+        assert_eq!(seen, [(7, 4), (9, 1)], "settled {settled}");
+    }
     backend.remove(store, name);
 }
