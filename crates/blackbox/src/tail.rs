@@ -68,6 +68,22 @@ struct LogTail {
     /// For a log fed from elsewhere: the host its process record is given in place of
     /// the one it names, and the passes since it was last fed.
     fed: Option<Fed>,
+    /// Data records stamped before the window when they arrived.
+    late: Late,
+}
+
+/// A log's data records stamped before the window when they arrived, so no path they
+/// begin is handed over: its host's clock is behind (or its sender fell behind) by more
+/// than the time a path is given to settle, or, for those older than the window's
+/// context, the log was sent again from its start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Late {
+    /// Kept as context for later messages' paths.
+    pub records: u64,
+    /// Older than the window's context: not kept.
+    pub skipped: u64,
+    /// How far before the window the latest late record was stamped (ns).
+    pub behind_ns: u64,
 }
 
 #[derive(Default)]
@@ -219,7 +235,7 @@ impl CaptureTail {
         offset: u64,
         bytes: &[u8],
     ) -> Result<(), Gap> {
-        let keep_after = self.from.saturating_sub(CONTEXT_NS);
+        let (window, keep_after) = (self.from, self.from.saturating_sub(CONTEXT_NS));
         let tail = match self.logs.get_mut(name) {
             Some(tail) => tail,
             None if offset == 0 => self
@@ -247,7 +263,7 @@ impl CaptureTail {
             return Ok(());
         };
         if tail.damage.is_none() {
-            tail.take(new, keep_after);
+            tail.take(new, keep_after, window);
         }
         tail.read += new.len() as u64;
         Ok(())
@@ -278,6 +294,14 @@ impl CaptureTail {
         &self.names
     }
 
+    /// The logs with data records that arrived stamped before the window, and how many.
+    pub fn late(&self) -> impl Iterator<Item = (&Path, Late)> {
+        self.logs
+            .iter()
+            .filter(|(_, t)| t.late.records + t.late.skipped > 0)
+            .map(|(p, t)| (p.as_path(), t.late))
+    }
+
     /// Where each log that became unreadable did.
     pub fn damaged(&self) -> impl Iterator<Item = (&Path, &str)> {
         self.logs
@@ -305,14 +329,14 @@ impl CaptureTail {
         let dirs = &self.dirs;
         self.logs
             .retain(|path, _| present.contains(path) || !dirs.iter().any(|d| path.starts_with(d)));
-        let keep_after = self.from.saturating_sub(CONTEXT_NS);
+        let (window, keep_after) = (self.from, self.from.saturating_sub(CONTEXT_NS));
         let mut damaged = Vec::new();
         for path in files {
             let tail = self.logs.entry(path.clone()).or_default();
             if tail.damage.is_some() {
                 continue;
             }
-            if let Err(e) = tail.read(&path, keep_after) {
+            if let Err(e) = tail.read(&path, keep_after, window) {
                 // Read again next pass (the file may be being replaced); said meanwhile.
                 damaged.push((path, format!("not read this pass: {e}")));
                 continue;
@@ -327,8 +351,9 @@ impl CaptureTail {
 
 impl LogTail {
     /// Reads the file's new bytes, keeping the records inference reads; data records sent
-    /// before `keep_after` (ns) are skipped.
-    fn read(&mut self, path: &Path, keep_after: u64) -> std::io::Result<()> {
+    /// before `keep_after` (ns) are skipped, and those before `from` (the window) counted
+    /// late.
+    fn read(&mut self, path: &Path, keep_after: u64, from: u64) -> std::io::Result<()> {
         let mut file = std::fs::File::open(path)?;
         let len = file.metadata()?.len();
         if len < self.read {
@@ -347,15 +372,16 @@ impl LogTail {
                 return Ok(());
             }
             self.read += n as u64;
-            self.take(&block, keep_after);
+            self.take(&block, keep_after, from);
             if self.damage.is_some() {
                 return Ok(());
             }
         }
     }
 
-    /// Takes the records of `bytes` (the log's next bytes).
-    fn take(&mut self, bytes: &[u8], keep_after: u64) {
+    /// Takes the records of `bytes` (the log's next bytes), counting the data records
+    /// stamped before `from` late.
+    fn take(&mut self, bytes: &[u8], keep_after: u64, from: u64) {
         let mut unread = std::mem::take(&mut self.partial);
         unread.extend_from_slice(bytes);
         if !self.started {
@@ -443,6 +469,14 @@ impl LogTail {
                     if at.wall_ns >= keep_after {
                         data.extend_from_slice(raw);
                         latest = latest.max(at.wall_ns);
+                    }
+                    if at.wall_ns < from {
+                        if at.wall_ns >= keep_after {
+                            self.late.records += 1;
+                        } else {
+                            self.late.skipped += 1;
+                        }
+                        self.late.behind_ns = from - at.wall_ns;
                     }
                 }
                 // A call's HTTP/2 frames go with its data record.
@@ -629,6 +663,28 @@ mod tests {
             .expect("open")
             .write_all(bytes)
             .expect("append");
+    }
+
+    #[test]
+    fn records_stamped_before_the_window_are_counted_late_and_begin_no_path() {
+        // A host whose clock is behind: its records arrive stamped 1-21 s after T0 when
+        // the window has reached T0 + 15 s.
+        let mut tail = CaptureTail::new(vec![], vec![], Options::default(), T0 + 15 * S);
+        let part = shop(0..200);
+        let (client, server) = (Path::new("c.sockcap"), Path::new("s.sockcap"));
+        tail.feed(client, None, 0, &part.client).expect("client");
+        tail.feed(server, None, 0, &part.server).expect("server");
+        let late: BTreeMap<&Path, Late> = tail.late().collect();
+        // Before T0 + 5 s (the window's context): requests 0-39, skipped; the rest before
+        // T0 + 15 s, requests 40-139, kept as context. Two data records a request in the
+        // client's log, four in the server's.
+        assert_eq!((late[client].skipped, late[client].records), (80, 200));
+        assert_eq!((late[server].skipped, late[server].records), (160, 400));
+        assert!(late[client].behind_ns > 0 && late[client].behind_ns < S);
+        let window = tail.settle(T0 + 30 * S).expect("pass").expect("a window");
+        // Only the paths begun in the window: requests 140-199.
+        assert_eq!(window.starts.len(), 60);
+        assert!(window.starts.iter().all(|&t| t >= T0 + 15 * S));
     }
 
     /// Each path as the set of its spans' (service, kind, name), so paths made in
@@ -907,14 +963,14 @@ mod props {
         ) {
             let log = tests::shop_log(40);
             let mut whole = LogTail::default();
-            whole.take(&log, 0);
+            whole.take(&log, 0, 0);
             let mut at: Vec<usize> = cuts.iter().map(|c| c.index(log.len() + 1)).collect();
             at.sort_unstable();
             at.push(log.len());
             let mut pieces = LogTail::default();
             let mut from = 0;
             for to in at {
-                pieces.take(&log[from..to], 0);
+                pieces.take(&log[from..to], 0, 0);
                 from = to;
             }
             prop_assert!(pieces.damage.is_none() && pieces.partial.is_empty());
@@ -928,8 +984,8 @@ mod props {
             };
             prop_assert_eq!(connections(&whole), connections(&pieces));
             let mut garbled = LogTail::default();
-            garbled.take(&junk, 0);
-            garbled.take(&junk, 0);
+            garbled.take(&junk, 0, 0);
+            garbled.take(&junk, 0, 0);
             prop_assert!(garbled.partial.len() < MAX_RECORD);
         }
     }

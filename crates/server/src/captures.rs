@@ -60,7 +60,7 @@ const MAX_NAME_RULES: usize = 1024;
 /// Freshness and pass cost samples kept (the latest).
 const SAMPLES: usize = 1 << 16;
 
-/// Damaged logs named in the status (the first ones).
+/// Damaged or late logs named in the status (the first ones).
 const DAMAGED_NAMED: usize = 100;
 
 /// The file in the data directory saying where the windows reached.
@@ -133,8 +133,27 @@ pub struct CaptureReport {
     pub pass_messages_p50: u64,
     /// Logs whose bytes are not records, and where.
     pub damaged: Vec<Damaged>,
+    /// Logs whose data records arrived stamped before the window (the most first): the
+    /// paths they begin are not joined.
+    pub late: Vec<LateLog>,
     /// Why the last pass failed, if it did.
     pub last_error: Option<String>,
+}
+
+/// A log whose data records arrived stamped before the window: its host's clock is
+/// behind the server's (or its agent fell behind) by more than [`SETTLE`], or, for the
+/// records older than the window's context, it was sent again from its start.
+#[derive(Serialize, Clone, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct LateLog {
+    /// The log's name.
+    pub log: String,
+    /// Records kept only as the context of later paths.
+    pub records: u64,
+    /// Records older than the window's context, not kept.
+    pub skipped: u64,
+    /// How far before the window the latest of them was stamped (ms).
+    pub behind_ms: f64,
 }
 
 /// A log found unreadable.
@@ -181,10 +200,21 @@ impl Captures {
     /// What is held and what the passes did.
     pub(crate) fn report(&self) -> CaptureReport {
         // The tail before the status, as a piece takes them.
-        let (logs, held_bytes) = {
+        let (logs, held_bytes, mut late) = {
             let tail = lock(&self.tail);
-            (tail.logs(), tail.held_bytes())
+            let late: Vec<LateLog> = tail
+                .late()
+                .map(|(log, l)| LateLog {
+                    log: log.display().to_string(),
+                    records: l.records,
+                    skipped: l.skipped,
+                    behind_ms: l.behind_ns as f64 / 1e6,
+                })
+                .collect();
+            (tail.logs(), tail.held_bytes(), late)
         };
+        late.sort_by_key(|l| std::cmp::Reverse(l.records + l.skipped));
+        late.truncate(DAMAGED_NAMED);
         let status = lock(&self.status);
         let delays: Vec<u64> = status.delays.iter().copied().collect();
         let micros: Vec<u64> = status.costs.iter().map(|c| c.0).collect();
@@ -206,6 +236,7 @@ impl Captures {
             pass_max_ms: micros.iter().max().copied().unwrap_or(0) as f64 / 1e3,
             pass_messages_p50: quantile(messages, 0.5),
             damaged: status.damaged.clone(),
+            late,
             last_error: status.last_error.clone(),
         }
     }

@@ -204,6 +204,56 @@ fn a_full_window_and_too_many_logs_are_answered_503_and_taken_later() {
 }
 
 #[test]
+fn logs_stamped_before_the_window_are_counted_late_and_block_nothing() {
+    let server = TestServer::start("captures-late");
+    let send = |name: &str, bytes: &[u8]| {
+        let (code, body) = piece(&server, &format!("log={name}&offset=0"), bytes);
+        assert_eq!(code, 200, "{name}: {body}");
+    };
+    // Hosts on time: the passes reach the present.
+    let (client, server_log) = client_and_server(now_ns() - 2 * S, 20);
+    send("c.sockcap", &client);
+    send("s.sockcap", &server_log);
+    let status = status_until(&server, |s| s["paths"].as_u64() >= Some(20));
+    assert_eq!(status["paths"], 20, "{status}");
+    // A host whose clock is 8 s behind the server's, and one 40 s behind (or a log sent
+    // again from its start), while those on time go on.
+    let (behind, behind_server) = client_and_server(now_ns() - 8 * S, 20);
+    let (far, far_server) = client_and_server(now_ns() - 40 * S, 20);
+    send("behind-c.sockcap", &behind);
+    send("behind-s.sockcap", &behind_server);
+    send("far-c.sockcap", &far);
+    send("far-s.sockcap", &far_server);
+    let (client, server_log) = client_and_server(now_ns() - S, 20);
+    send("c2.sockcap", &client);
+    send("s2.sockcap", &server_log);
+    let status = status_until(&server, |s| s["paths"].as_u64() >= Some(40));
+    // The late hosts' requests began no path; those on time were all joined.
+    assert_eq!(status["paths"], 40, "{status}");
+    let late = status["late"].as_array().expect("late");
+    let entry = |name: &str| {
+        late.iter()
+            .find(|l| l["log"] == name)
+            .unwrap_or_else(|| panic!("{name} not late: {status}"))
+    };
+    // Two data records a request in a client's log, two in its server's.
+    for name in ["behind-c.sockcap", "behind-s.sockcap"] {
+        let l = entry(name);
+        assert_eq!(
+            (l["records"].as_u64(), l["skipped"].as_u64()),
+            (Some(40), Some(0)),
+            "{l}"
+        );
+        let behind = l["behindMs"].as_f64().expect("behindMs");
+        assert!(behind > 0.0 && behind < 10_000.0, "{l}");
+    }
+    for name in ["far-c.sockcap", "far-s.sockcap"] {
+        assert_eq!(entry(name)["skipped"], 40, "{status}");
+    }
+    assert_eq!(late.len(), 4, "{status}");
+}
+
+#[test]
 fn a_request_split_by_an_uninstrumented_process_reads_as_one_trace() {
     use causeway_model::codec::native;
     use causeway_model::parent_links::trace_link;
