@@ -1101,11 +1101,14 @@ mod tests {
         split_by_an_uninstrumented_process(true);
     }
 
-    /// web (instrumented, captured or not) -> mid (captured, no instrumentation, passes
-    /// no context on) -> store (instrumented, not captured): two traces of one request.
-    fn split_by_an_uninstrumented_process(web_captured: bool) {
-        use causeway_model::parent_links::join_linked;
-        use causeway_model::Trace;
+    /// web (instrumented, captured or not) -> mid (captured, no instrumentation) -> store
+    /// (instrumented, not captured), store's span recorded in `store_trace` with
+    /// `store_parent`: the instrumented spans (web's root and call, store's root) and the
+    /// inferred ones.
+    fn web_mid_store(
+        web_captured: bool,
+        (store_trace, store_parent): (u128, Option<u64>),
+    ) -> (Vec<Span>, Vec<Span>) {
         let mut web_root = span(7, 1, None, SpanKind::Server, "web-1", 5, (0, 30 * MS));
         web_root.service = "web".into();
         let mut web_call = span(7, 2, Some(1), SpanKind::Client, "web-1", 5, (MS, 25 * MS));
@@ -1113,7 +1116,16 @@ mod tests {
         web_call
             .attributes
             .push(KeyValue::new("server.port", 9000i64));
-        let mut store_root = span(8, 3, None, SpanKind::Server, "db-1", 6, (6 * MS, 18 * MS));
+        let (at, pid) = ((6 * MS, 18 * MS), 6);
+        let mut store_root = span(
+            store_trace,
+            3,
+            store_parent,
+            SpanKind::Server,
+            "db-1",
+            pid,
+            at,
+        );
         store_root.service = "store".into();
         store_root
             .attributes
@@ -1121,38 +1133,23 @@ mod tests {
         store_root
             .attributes
             .push(KeyValue::new("network.local.port", 8080i64));
-        let instrumented = vec![web_root.clone(), web_call.clone(), store_root.clone()];
-        // web's call, when web was captured: it stands for the instrumented one.
-        let web_side = inferred(
-            span(1, 9, None, SpanKind::Client, "web-1", 5, (2 * MS, 24 * MS)),
-            "127.0.0.1:9000",
-            "127.0.0.1:52000",
-        );
-        let inferred_spans = vec![
+        let mid = |id: u64, parent: Option<u64>, kind: SpanKind, at: (u64, u64)| {
+            span(1, id, parent, kind, "h", 20, at)
+        };
+        let mut inferred_spans = vec![
             // mid's server span: its caller is web's call, or was not captured.
             inferred(
-                span(
-                    1,
+                mid(
                     10,
                     web_captured.then_some(9),
                     SpanKind::Server,
-                    "h",
-                    20,
                     (2 * MS, 24 * MS),
                 ),
                 "127.0.0.1:52000",
                 "127.0.0.1:9000",
             ),
             inferred(
-                span(
-                    1,
-                    11,
-                    Some(10),
-                    SpanKind::Client,
-                    "h",
-                    20,
-                    (5 * MS, 19 * MS),
-                ),
+                mid(11, Some(10), SpanKind::Client, (5 * MS, 19 * MS)),
                 "127.0.0.1:8080",
                 "127.0.0.1:53000",
             ),
@@ -1163,11 +1160,22 @@ mod tests {
                 "127.0.0.1:8080",
             ),
         ];
-        let inferred_spans = [
-            if web_captured { vec![web_side] } else { vec![] },
-            inferred_spans,
-        ]
-        .concat();
+        if web_captured {
+            // web's call: it stands for the instrumented one.
+            inferred_spans.push(inferred(
+                span(1, 9, None, SpanKind::Client, "web-1", 5, (2 * MS, 24 * MS)),
+                "127.0.0.1:9000",
+                "127.0.0.1:52000",
+            ));
+        }
+        (vec![web_root, web_call, store_root], inferred_spans)
+    }
+
+    /// [`web_mid_store`], mid passing no context on: two traces of one request.
+    fn split_by_an_uninstrumented_process(web_captured: bool) {
+        use causeway_model::parent_links::join_linked;
+        use causeway_model::Trace;
+        let (instrumented, inferred_spans) = web_mid_store(web_captured, (8, None));
         // Had store's span a recorded parent (mid passed the context on), the split would
         // be linking's mistake: no link.
         let mut propagated = instrumented.clone();
@@ -1178,8 +1186,8 @@ mod tests {
         assert_eq!(joined.report.split, 1);
         assert_eq!(joined.report.continued, 1);
         // Each trace as the store assembles it, then joined as a reader joins them.
-        let mut web_trace = vec![web_root, web_call];
-        let mut store_trace = vec![store_root];
+        let mut web_trace = instrumented[..2].to_vec();
+        let mut store_trace = instrumented[2..].to_vec();
         for s in joined.spans {
             match s.trace_id.get() {
                 7 => web_trace.push(s),
@@ -1212,57 +1220,9 @@ mod tests {
     #[test]
     fn a_span_whose_recorded_parent_was_lost_takes_the_inferred_caller() {
         use causeway_model::Trace;
-        // web -> mid (captured; its spans were lost, but it passed the context on) ->
-        // store, whose span names mid's lost call as its parent.
-        let mut web_root = span(7, 1, None, SpanKind::Server, "web-1", 5, (0, 30 * MS));
-        web_root.service = "web".into();
-        let mut web_call = span(7, 2, Some(1), SpanKind::Client, "web-1", 5, (MS, 25 * MS));
-        web_call.service = "web".into();
-        web_call
-            .attributes
-            .push(KeyValue::new("server.port", 9000i64));
-        let mut store_root = span(
-            7,
-            3,
-            Some(99),
-            SpanKind::Server,
-            "db-1",
-            6,
-            (6 * MS, 18 * MS),
-        );
-        store_root.service = "store".into();
-        store_root
-            .attributes
-            .push(KeyValue::new("network.peer.port", 53_000i64));
-        store_root
-            .attributes
-            .push(KeyValue::new("network.local.port", 8080i64));
-        let instrumented = vec![web_root, web_call, store_root];
-        let inferred_spans = vec![
-            inferred(
-                span(1, 10, None, SpanKind::Server, "h", 20, (2 * MS, 24 * MS)),
-                "127.0.0.1:52000",
-                "127.0.0.1:9000",
-            ),
-            inferred(
-                span(
-                    1,
-                    11,
-                    Some(10),
-                    SpanKind::Client,
-                    "h",
-                    20,
-                    (5 * MS, 19 * MS),
-                ),
-                "127.0.0.1:8080",
-                "127.0.0.1:53000",
-            ),
-            inferred(
-                span(1, 12, Some(11), SpanKind::Server, "", 0, (5 * MS, 19 * MS)),
-                "127.0.0.1:53000",
-                "127.0.0.1:8080",
-            ),
-        ];
+        // mid's spans were lost, but it passed the context on: store's span names mid's
+        // lost call as its parent.
+        let (instrumented, inferred_spans) = web_mid_store(false, (7, Some(99)));
         let joined = join(inferred_spans, &instrumented);
         assert_eq!(
             (joined.report.parent_links, joined.report.continued),
