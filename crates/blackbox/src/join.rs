@@ -454,16 +454,12 @@ pub fn join(inferred: Vec<Span>, instrumented: &[Span]) -> Joined {
             }
             let mut placed = s.clone();
             placed.trace_id = target;
-            let parent_anchor = s.parent_id.and_then(|p| stands_for.get(&p));
-            if let Some(anchor) = parent_anchor.filter(|a| a.trace_id == target) {
+            if s.parent_id.and_then(|p| target_of.get(&p)) != Some(&target) {
+                // The parent went to another request's trace (an anchored caller found by
+                // time alone, where the part below was certain): this part starts here.
+                placed.parent_id = None;
+            } else if let Some(anchor) = s.parent_id.and_then(|p| stands_for.get(&p)) {
                 placed.parent_id = Some(anchor.span_id);
-            } else if parent_anchor.is_some() {
-                // The caller's anchor is another request's (found by time alone, where the
-                // part below was certain): this part starts here.
-                placed.parent_id = None;
-            } else if s.parent_id.and_then(|p| target_of.get(&p)) != Some(&target) {
-                // The parent went to another request's trace: this part starts here.
-                placed.parent_id = None;
             }
             if let Some(caller) = caller.filter(|c| c.trace_id == target) {
                 placed.parent_id = Some(caller.span_id);
