@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use causeway_model::codec::native;
 use causeway_server::agent::{keeps, Agent, AgentConfig};
+use causeway_testkit::TempDir;
 use common::TestServer;
 
 fn write_span_logs(dir: &std::path::Path, requests: usize) {
@@ -61,10 +62,9 @@ fn segments(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn spans_travel_once_even_across_agent_restarts_and_torn_records() {
     let server = TestServer::start("agent");
-    let logs = server.dir.with_extension("logs");
-    let checkpoint = server.dir.with_extension("checkpoint");
-    let _ = std::fs::remove_dir_all(&logs);
-    let _ = std::fs::remove_file(&checkpoint);
+    let files = TempDir::new("agent-files");
+    let logs = files.join("logs");
+    let checkpoint = files.join("checkpoint");
     write_span_logs(&logs, 50);
 
     let stats = agent(&server, &logs, &checkpoint, 1.0).run_once().unwrap();
@@ -100,8 +100,6 @@ fn spans_travel_once_even_across_agent_restarts_and_torn_records() {
     append(&seg, tail);
     assert_eq!(a.run_once().unwrap().shipped, 1);
     assert_eq!(count_spans(&server), 101);
-    let _ = std::fs::remove_dir_all(&logs);
-    let _ = std::fs::remove_file(&checkpoint);
 }
 
 fn append(path: &std::path::Path, bytes: &[u8]) {
@@ -113,10 +111,9 @@ fn append(path: &std::path::Path, bytes: &[u8]) {
 #[test]
 fn second_stage_sampling_keeps_whole_traces() {
     let server = TestServer::start("agent-keep");
-    let logs = server.dir.with_extension("logs");
-    let checkpoint = server.dir.with_extension("checkpoint");
-    let _ = std::fs::remove_dir_all(&logs);
-    let _ = std::fs::remove_file(&checkpoint);
+    let files = TempDir::new("agent-keep-files");
+    let logs = files.join("logs");
+    let checkpoint = files.join("checkpoint");
     write_span_logs(&logs, 400);
 
     let stats = agent(&server, &logs, &checkpoint, 0.25).run_once().unwrap();
@@ -138,17 +135,14 @@ fn second_stage_sampling_keeps_whole_traces() {
         assert_eq!(n, 2);
         assert!(keeps(id, 0.25));
     }
-    let _ = std::fs::remove_dir_all(&logs);
-    let _ = std::fs::remove_file(&checkpoint);
 }
 
 #[test]
 fn shipped_segments_are_deleted_after_retention_and_a_down_collector_loses_nothing() {
     let server = TestServer::start("agent-retain");
-    let logs = server.dir.with_extension("logs");
-    let checkpoint = server.dir.with_extension("checkpoint");
-    let _ = std::fs::remove_dir_all(&logs);
-    let _ = std::fs::remove_file(&checkpoint);
+    let files = TempDir::new("agent-retain-files");
+    let logs = files.join("logs");
+    let checkpoint = files.join("checkpoint");
     write_span_logs(&logs, 10);
 
     // Collector down: the pass fails and the position does not move.
@@ -179,18 +173,15 @@ fn shipped_segments_are_deleted_after_retention_and_a_down_collector_loses_nothi
     assert_eq!(stats.shipped, 20);
     assert_eq!(stats.deleted as usize, before);
     assert!(segments(&logs).is_empty());
-    let _ = std::fs::remove_dir_all(&logs);
-    let _ = std::fs::remove_file(&checkpoint);
 }
 
 #[test]
 fn log_files_are_followed_across_rotation_and_restarts() {
     use std::io::Write as _;
     let server = TestServer::start("agent-logs");
-    let logs = server.dir.with_extension("applogs");
-    let checkpoint = server.dir.with_extension("logs-checkpoint");
-    let _ = std::fs::remove_dir_all(&logs);
-    let _ = std::fs::remove_file(&checkpoint);
+    let files = TempDir::new("agent-logs-files");
+    let logs = files.join("applogs");
+    let checkpoint = files.join("logs-checkpoint");
     std::fs::create_dir_all(&logs).unwrap();
     // The instrumented request the lines are of.
     const TRACE: &str = "5b8efff798038103d269b633813fc60c";
@@ -289,10 +280,9 @@ fn log_files_are_followed_across_rotation_and_restarts() {
 #[test]
 fn lines_without_ids_join_their_requests_traces_once_settled() {
     let server = TestServer::start("agent-join");
-    let logs = server.dir.with_extension("plainlogs");
-    let checkpoint = server.dir.with_extension("join-checkpoint");
-    let _ = std::fs::remove_dir_all(&logs);
-    let _ = std::fs::remove_file(&checkpoint);
+    let files = TempDir::new("agent-join-files");
+    let logs = files.join("plainlogs");
+    let checkpoint = files.join("join-checkpoint");
     std::fs::create_dir_all(&logs).unwrap();
     // Two checkouts on orders at once, an order each in its URL, begun 10 s ago; their
     // service's log prints no ids.

@@ -64,6 +64,8 @@ impl Chromium {
             ])
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg("about:blank")
+            // Its scratch directories (org.chromium.Chromium.*) go with the profile.
+            .env("TMPDIR", &profile)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
