@@ -17,7 +17,9 @@
 //! effect's kind (`Follows`: first from each message's latest candidate, then from the
 //! causes found; smoothed, as a log prior): a server that already has its answer from a
 //! back end does not call it again for that request, the request that just came in does.
-//! Its instances keep an answer in the path of the request it answers. Connection ends are
+//! In the later rounds a call whose answer came back after the request behind a candidate
+//! had been answered is unlikely to be that request's, as likely as its kind's calls were
+//! (`answered_in_time`: servers wait for most of their calls). Its instances keep an answer in the path of the request it answers. Connection ends are
 //! numbered and looked up in sorted vectors.
 
 use foldhash::{HashMap, HashSet};
@@ -49,13 +51,13 @@ impl ByEnd {
             .map(|(_, _, i)| *i)
     }
 
-    /// The time of the first message at `end` at or after `t`.
-    fn first_from(&self, end: End, t: i64) -> Option<i64> {
+    /// The first message at `end` at or after `t`: (time, message).
+    fn first_from(&self, end: End, t: i64) -> Option<(i64, u32)> {
         let p = self.0.partition_point(|(e, at, _)| (*e, *at) < (end, t));
         self.0
             .get(p)
             .filter(|(e, _, _)| *e == end)
-            .map(|(_, at, _)| *at)
+            .map(|(_, at, i)| (*at, *i))
     }
 }
 
@@ -85,6 +87,9 @@ pub(crate) struct Connections {
     answered_at: Times,
     /// Whether each message is such a request.
     is_request: Vec<bool>,
+    /// For a call a node made (sent from an ephemeral end), when its answer came back:
+    /// the first message received on that connection after it, if it answers that call.
+    call_answered_at: Times,
 }
 
 impl Connections {
@@ -145,10 +150,27 @@ impl Connections {
             requests.entry(dst[i]).or_default().push((r, i as u32));
             is_request[i] = true;
             let (s_ep, d_ep) = ends(i);
-            answered_at.0[i] = sent.first_from((dst[i], d_ep, s_ep), r).unwrap_or(NO_TIME);
+            answered_at.0[i] = sent
+                .first_from((dst[i], d_ep, s_ep), r)
+                .map_or(NO_TIME, |(at, _)| at);
         }
         for v in requests.values_mut() {
             v.sort_unstable();
+        }
+        let mut call_answered_at = Times(vec![NO_TIME; messages.len()]);
+        for (i, m) in messages.iter().enumerate() {
+            let (Some(sent), (s_ep, d_ep)) = (m.send_ns.get(), ends(i)) else {
+                continue;
+            };
+            if fixed.contains(&(src[i], s_ep)) {
+                continue;
+            }
+            let end = (src[i], s_ep, d_ep);
+            if let Some((at, answer)) = received.first_from(end, sent) {
+                if asked_by.get(answer as usize) == Some(i as u32) {
+                    call_answered_at.0[i] = at;
+                }
+            }
         }
         Connections {
             answers,
@@ -156,6 +178,7 @@ impl Connections {
             requests,
             answered_at,
             is_request,
+            call_answered_at,
         }
     }
 
@@ -166,6 +189,7 @@ impl Connections {
     pub(crate) fn causes_weighed(&mut self) {
         self.requests = HashMap::default();
         self.answered_at = Times(Vec::new());
+        self.call_answered_at = Times(Vec::new());
     }
 
     /// The request whose handling message `j` (received by a server) belongs to, by
@@ -240,6 +264,15 @@ impl Connections {
             }
         }
         self.answers.get(i).is_none_or(|r| r as usize == request)
+    }
+
+    /// Whether call `i`, caused by `j`, had its answer by the time the request behind `j`
+    /// was answered, as a server that waits for its calls has; `None` when a time is not
+    /// known (`i` is no call, its answer or the request's was not seen).
+    pub(crate) fn answered_in_time(&self, causes: &Indices, i: usize, j: usize) -> Option<bool> {
+        let back = self.call_answered_at.get(i)?;
+        let request = self.request_behind(causes, j)?;
+        Some(self.answered_at.get(request)? >= back)
     }
 
     /// The latest request `node` received within `window_ns` before `at` and had not

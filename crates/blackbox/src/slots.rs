@@ -71,6 +71,91 @@ impl Slots {
     }
 }
 
+/// How many messages of a kind a message of another kind causes at most, nearly always
+/// (a catalog request causes three cache reads), and which effects each message had by
+/// the causes found: a cause that already had its quota of a kind before a message was
+/// sent is not that message's cause (a cache write after a storage answer is not a
+/// fourth read of the request that came a moment before; the reads of a request that
+/// slept before making them are not a second set of another's). Learned, per round of
+/// weighing, from the most likely causes.
+pub(crate) struct Quotas {
+    /// (cause kind, effect kind) -> the most effects of that kind nearly every cause has.
+    quota: HashMap<(Kind, Kind), u32>,
+    /// (cause, effect kind, effect) of the effects whose kinds have a quota, by cause,
+    /// kind and send time.
+    effects: Vec<(u32, Kind, u32)>,
+}
+
+impl Quotas {
+    /// From each message's most likely cause (`best_cause`), its kind (`kinds`) and send
+    /// time (`sent`).
+    pub(crate) fn learn(
+        best_cause: &Indices,
+        kinds: &[Kind],
+        sent: impl Fn(usize) -> Option<i64>,
+    ) -> Quotas {
+        let time = |i: u32| sent(i as usize).unwrap_or(i64::MIN);
+        let mut effects: Vec<(u32, Kind, u32)> = (0..kinds.len())
+            .filter_map(|i| Some((best_cause.get(i)?, kinds[i], i as u32)))
+            .collect();
+        effects.sort_unstable_by_key(|&(j, k, i)| (j, k, time(i)));
+        // (cause kind, effect kind) -> effects per cause -> causes with that many.
+        let mut counts: HashMap<(Kind, Kind), HashMap<u32, u64>> = HashMap::default();
+        for run in effects.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+            let (j, k, _) = run[0];
+            *counts
+                .entry((kinds[j as usize], k))
+                .or_default()
+                .entry(run.len() as u32)
+                .or_default() += 1;
+        }
+        let mut quota = HashMap::default();
+        for (pair, by_count) in counts {
+            let causes: u64 = by_count.values().sum();
+            if causes < SLOT_EVIDENCE {
+                continue;
+            }
+            let mut by_count: Vec<(u32, u64)> = by_count.into_iter().collect();
+            by_count.sort_unstable();
+            // The smallest count that at most one cause in SLOT_EXCEPTIONS exceeds.
+            let mut above = causes;
+            for (n, c) in by_count {
+                above -= c;
+                if above * SLOT_EXCEPTIONS <= causes {
+                    quota.insert(pair, n);
+                    break;
+                }
+            }
+        }
+        effects.retain(|&(j, k, _)| quota.contains_key(&(kinds[j as usize], k)));
+        effects.shrink_to_fit();
+        Quotas { quota, effects }
+    }
+
+    /// Whether message `j` (of kind `cause_kind`) had caused its quota of messages of
+    /// kind `effect_kind` before `at`, by the causes it was learned from (`sent` as
+    /// there).
+    pub(crate) fn full(
+        &self,
+        j: u32,
+        cause_kind: Kind,
+        effect_kind: Kind,
+        at: i64,
+        sent: impl Fn(usize) -> Option<i64>,
+    ) -> bool {
+        let Some(&quota) = self.quota.get(&(cause_kind, effect_kind)) else {
+            return false;
+        };
+        let time = |i: u32| sent(i as usize).unwrap_or(i64::MIN);
+        let from = self
+            .effects
+            .partition_point(|&(c, k, _)| (c, k) < (j, effect_kind));
+        let before = self.effects[from..]
+            .partition_point(|&(c, k, i)| (c, k) == (j, effect_kind) && time(i) < at);
+        before >= quota as usize
+    }
+}
+
 /// A kind pair is a slot when at most one cause in this many has several effects.
 const SLOT_EXCEPTIONS: u64 = 20;
 /// ... and it was seen at least this often.
@@ -79,6 +164,38 @@ const SLOT_EVIDENCE: u64 = 20;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quotas_are_the_most_effects_nearly_every_cause_has_and_fill_in_time() {
+        // Messages 0..40 are requests (kind 0), each causing three reads (kind 1) 1, 2 and
+        // 3 µs after time 1000 * its number; the first also causes a fourth (4 µs), one
+        // answer (kind 2) in 40 having several is within the exceptions. Kind 3 has
+        // too few causes to tell.
+        let mut kinds: Vec<Kind> = vec![0; 40];
+        let mut causes: Vec<Option<u32>> = vec![None; 40];
+        let mut sent: Vec<i64> = (0..40).map(|r| r * 1000).collect();
+        for r in 0..40u32 {
+            let reads = if r == 0 { 4 } else { 3 };
+            for k in 1..=reads {
+                kinds.push(1);
+                causes.push(Some(r));
+                sent.push(i64::from(r) * 1000 + k);
+            }
+        }
+        kinds.push(3);
+        causes.push(Some(5));
+        sent.push(5_010);
+        let best_cause: Indices = causes.into_iter().collect();
+        let at = |i: usize| sent.get(i).copied();
+        let quotas = Quotas::learn(&best_cause, &kinds, at);
+        assert_eq!(quotas.quota.get(&(0, 1)), Some(&3));
+        assert_eq!(quotas.quota.get(&(0, 3)), None);
+        // Request 5 had its three reads by 5 003 µs, not before.
+        assert!(!quotas.full(5, 0, 1, 5_003, at));
+        assert!(quotas.full(5, 0, 1, 5_004, at));
+        // A kind with no quota is never full.
+        assert!(!quotas.full(5, 0, 3, 9_000, at));
+    }
 
     #[test]
     fn slots_are_kinds_of_effects_a_cause_has_once() {

@@ -59,6 +59,17 @@ impl CauseTable {
             .map(|(i, _)| *i)
     }
 
+    /// Each message's most likely cause where its probability is at least `p`.
+    pub(super) fn likely_all(&self, p: f32) -> Indices {
+        (0..self.parents.len() as u32)
+            .map(|i| {
+                let best = self.most_likely(i)?;
+                let (_, q) = self.parents(i).iter().find(|(j, _)| *j == best)?;
+                (*q >= p).then_some(best)
+            })
+            .collect()
+    }
+
     /// Each message's most likely cause.
     pub(super) fn most_likely_all(&self) -> Indices {
         (0..self.parents.len() as u32)

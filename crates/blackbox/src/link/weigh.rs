@@ -3,6 +3,7 @@
 //! spontaneous.
 
 use crate::connections::Connections;
+use crate::slots::Quotas;
 
 use super::causes::{CauseTable, Follows};
 use super::graph::{Graph, Kind, Kinds};
@@ -17,6 +18,34 @@ type Eligible<'a> = dyn Fn(usize, u32) -> bool + Sync + 'a;
 
 /// The log prior of message `j` causing message `i`.
 type Prior<'a> = dyn Fn(usize, u32) -> f64 + Sync + 'a;
+
+/// How a round weighs causes.
+struct Rules<'a> {
+    /// Which causes may be.
+    eligible: &'a Eligible<'a>,
+    prior: &'a Prior<'a>,
+    /// Whether a cause had had its quota of the effect's kind (`slots::Quotas`): it
+    /// scores `OVER_QUOTA` more, and an open request that had not is taken first.
+    over_quota: &'a Eligible<'a>,
+}
+
+impl Rules<'_> {
+    /// WAP5's: every candidate, by its delay against its kind's mean.
+    fn plain() -> Rules<'static> {
+        Rules {
+            eligible: &|_, _| true,
+            prior: &|_, _| 0.0,
+            over_quota: &|_, _| false,
+        }
+    }
+}
+
+/// The log prior of a cause that had had its quota of the effect's kind: at most one
+/// cause in 20 exceeds it.
+const OVER_QUOTA: f64 = -2.995_732_273_553_991; // ln(1/20)
+
+/// How likely a cause must be for its effect to count towards its quota.
+const QUOTA_CERTAIN: f32 = 0.9;
 
 /// The mean causal delay per kind of message (ns): the time from the latest message into
 /// its sender to its send, within the window.
@@ -103,11 +132,15 @@ impl Weigher<'_> {
     /// has had its answer from `geo` does not call `geo` again for that request; the
     /// request that just came in does), first from `first_candidates`, then, in rounds,
     /// from the causes found: a cause must lead back, through the calls its node made, to
-    /// a request still open, and for an answer to its own request.
+    /// a request still open, and for an answer to its own request; a call whose answer
+    /// came back after that request was answered scores the share of its kind that did
+    /// (servers wait for most calls); and a cause that had already made the most effects
+    /// of the call's kind that nearly every cause of its kind makes (`slots::Quotas`)
+    /// scores one in twenty.
     pub(super) fn causes(&self, first_candidates: Vec<(u32, u32)>) -> CauseTable {
         let kind = |i: usize| self.kinds.of_message(i);
         if !self.graph.by_connections() {
-            return self.weigh_all(&|_, _| true, &|_, _| 0.0);
+            return self.weigh_all(&Rules::plain());
         }
         // The first candidates stay until the first causes are made: freed before, their
         // room went to tables the rounds below keep, and the peak at CoDeeN's scale grew
@@ -119,14 +152,22 @@ impl Weigher<'_> {
                     .iter()
                     .map(|&(i, j)| (kind(j as usize), kind(i as usize))),
             );
-            self.weigh_all(&|_, _| true, &|i, j| {
-                follows.prior(kind(j as usize), kind(i))
+            self.weigh_all(&Rules {
+                prior: &|i, j| follows.prior(kind(j as usize), kind(i)),
+                ..Rules::plain()
             })
         };
         drop(first_candidates);
         let (messages, c) = (self.graph.messages, self.connections);
         for _ in 0..REFINEMENTS {
             let known = causes.most_likely_all();
+            // A quota is filled by effects whose cause is all but certain: of two requests
+            // a moment apart, which made which call is a coin toss, and neither had it.
+            let certain = self
+                .graph
+                .options
+                .learn_slots
+                .then(|| causes.likely_all(QUOTA_CERTAIN));
             // The old causes go before the new are made: both at once would double the
             // largest table linking keeps.
             drop(causes);
@@ -134,22 +175,61 @@ impl Weigher<'_> {
                 self.kinds.pairs.len(),
                 (0..messages.len()).filter_map(|i| Some((kind(known.get(i)? as usize), kind(i)))),
             );
-            causes = self.weigh_all(
-                &|i, j| c.consistent(messages, &known, i, j as usize),
-                &|i, j| follows.prior(kind(j as usize), kind(i)),
-            );
+            let late = self.answered_late(&known);
+            let sent = |k: usize| messages[k].send_ns.get();
+            let quotas = certain.map(|c| Quotas::learn(&c, self.kinds.by_message(), sent));
+            causes = self.weigh_all(&Rules {
+                eligible: &|i, j| c.consistent(messages, &known, i, j as usize),
+                prior: &|i, j| {
+                    let answered_late = c.answered_in_time(&known, i, j as usize) == Some(false);
+                    follows.prior(kind(j as usize), kind(i))
+                        + if answered_late {
+                            late[kind(i) as usize]
+                        } else {
+                            0.0
+                        }
+                },
+                over_quota: &|i, j| {
+                    let full = |q: &Quotas, at| q.full(j, kind(j as usize), kind(i), at, sent);
+                    quotas
+                        .as_ref()
+                        .zip(sent(i))
+                        .is_some_and(|(q, at)| full(q, at))
+                },
+            });
         }
         causes
     }
 
+    /// Per kind of message, the log of the share of calls of that kind (by the causes
+    /// `known`) whose answer came back after the request behind them had been answered
+    /// (smoothed): near 0 for calls a server sends and leaves, or of which it waits for
+    /// some (a write to three replicas answered after two), very negative for calls it
+    /// waits for, where a cause whose request was answered first is another request's.
+    fn answered_late(&self, known: &crate::rows::Indices) -> Vec<f64> {
+        let mut tally: Vec<(u64, u64)> = vec![(0, 0); self.kinds.pairs.len()];
+        for i in 0..self.graph.messages.len() {
+            let Some(j) = known.get(i) else { continue };
+            if let Some(in_time) = self.connections.answered_in_time(known, i, j as usize) {
+                let t = &mut tally[self.kinds.of_message(i) as usize];
+                t.0 += u64::from(!in_time);
+                t.1 += 1;
+            }
+        }
+        tally
+            .into_iter()
+            .map(|(late, of)| ((late as f64 + 0.5) / (of as f64 + 1.0)).ln())
+            .collect()
+    }
+
     /// Every message's causes, of those `eligible` allows, scored with `prior`;
     /// messages are independent, so each thread weighs a range of them.
-    fn weigh_all(&self, eligible: &Eligible<'_>, prior: &Prior<'_>) -> CauseTable {
+    fn weigh_all(&self, rules: &Rules<'_>) -> CauseTable {
         let weigh_range = |range: std::ops::Range<usize>| {
             let mut scratch = Scratch::default();
             let mut table = CauseTable::with_capacity(range.len());
             for i in range {
-                let spontaneous = self.weigh(i, eligible, prior, &mut scratch);
+                let spontaneous = self.weigh(i, rules, &mut scratch);
                 table.push(&scratch.weighed, spontaneous);
             }
             table
@@ -167,13 +247,7 @@ impl Weigher<'_> {
     /// Message `i`'s candidate causes weighed into `scratch.weighed`: each scores
     /// `exp(-delay / mean + prior)` and being spontaneous `exp(-y)`, normalised. Returns
     /// the probability that it is spontaneous.
-    fn weigh(
-        &self,
-        i: usize,
-        eligible: &Eligible<'_>,
-        prior: &Prior<'_>,
-        scratch: &mut Scratch,
-    ) -> f32 {
+    fn weigh(&self, i: usize, rules: &Rules<'_>, scratch: &mut Scratch) -> f32 {
         let (graph, o) = (self.graph, self.graph.options);
         let Scratch {
             found,
@@ -196,15 +270,25 @@ impl Weigher<'_> {
         let limit = ((o.spontaneous_factor + 7.0) * d).min(o.window_ns as f64) as i64;
         self.timelines
             .candidates(graph, self.connections, i, limit, o.max_candidates, found);
+        let Rules {
+            eligible,
+            prior,
+            over_quota,
+        } = rules;
         found.retain(|(j, _)| eligible(i, *j));
         let mut spontaneous_weight = (-o.spontaneous_factor).exp();
         if let (true, Some(sent)) = (graph.by_connections(), graph.messages[i].send_ns.get()) {
             let c = self.connections;
             // A server handling a request does not send on its own: the latest request
             // still unanswered is a cause however long ago it came.
-            let open = c.open_request(graph.src(i), sent, o.window_ns, |j| {
-                c.allows(graph.messages, i, j) && eligible(i, j as u32)
-            });
+            let open_request = |within_quota: bool| {
+                c.open_request(graph.src(i), sent, o.window_ns, |j| {
+                    c.allows(graph.messages, i, j)
+                        && eligible(i, j as u32)
+                        && !(within_quota && over_quota(i, j as u32))
+                })
+            };
+            let open = open_request(true).or_else(|| open_request(false));
             if let Some((j, arrived)) = open {
                 spontaneous_weight = 0.0;
                 if !found.iter().any(|(k, _)| *k == j) {
@@ -231,11 +315,10 @@ impl Weigher<'_> {
         // Scores as logarithms, scaled by the best before exponentiating: a cause long
         // before its effect must not underflow to 0/0.
         scores.clear();
-        scores.extend(
-            found
-                .iter()
-                .map(|(j, delay)| -(*delay as f64) / d + prior(i, *j)),
-        );
+        scores.extend(found.iter().map(|(j, delay)| {
+            let quota = if over_quota(i, *j) { OVER_QUOTA } else { 0.0 };
+            -(*delay as f64) / d + prior(i, *j) + quota
+        }));
         let spontaneous_score = spontaneous_weight.ln();
         let top = scores.iter().copied().fold(spontaneous_score, f64::max);
         if !top.is_finite() {
