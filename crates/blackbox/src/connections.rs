@@ -87,9 +87,9 @@ pub(crate) struct Connections {
     answered_at: Times,
     /// Whether each message is such a request.
     is_request: Vec<bool>,
-    /// For a call a node made (sent from an ephemeral end), when its answer came back:
-    /// the first message received on that connection after it, if it answers that call.
-    call_answered_at: Times,
+    /// For a call a node made (sent from an ephemeral end), its answer: the first
+    /// message received on that connection after it, if it answers that call.
+    call_answer: Indices,
 }
 
 impl Connections {
@@ -157,28 +157,25 @@ impl Connections {
         for v in requests.values_mut() {
             v.sort_unstable();
         }
-        let mut call_answered_at = Times(vec![NO_TIME; messages.len()]);
-        for (i, m) in messages.iter().enumerate() {
-            let (Some(sent), (s_ep, d_ep)) = (m.send_ns.get(), ends(i)) else {
-                continue;
-            };
-            if fixed.contains(&(src[i], s_ep)) {
-                continue;
-            }
-            let end = (src[i], s_ep, d_ep);
-            if let Some((at, answer)) = received.first_from(end, sent) {
-                if asked_by.get(answer as usize) == Some(i as u32) {
-                    call_answered_at.0[i] = at;
+        let call_answer: Indices = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let (s_ep, d_ep) = ends(i);
+                if fixed.contains(&(src[i], s_ep)) {
+                    return None;
                 }
-            }
-        }
+                let (_, answer) = received.first_from((src[i], s_ep, d_ep), m.send_ns.get()?)?;
+                (asked_by.get(answer as usize) == Some(i as u32)).then_some(answer)
+            })
+            .collect();
         Connections {
             answers,
             asked_by,
             requests,
             answered_at,
             is_request,
-            call_answered_at,
+            call_answer,
         }
     }
 
@@ -189,7 +186,7 @@ impl Connections {
     pub(crate) fn causes_weighed(&mut self) {
         self.requests = HashMap::default();
         self.answered_at = Times(Vec::new());
-        self.call_answered_at = Times(Vec::new());
+        self.call_answer = Indices::default();
     }
 
     /// The request whose handling message `j` (received by a server) belongs to, by
@@ -269,8 +266,15 @@ impl Connections {
     /// Whether call `i`, caused by `j`, had its answer by the time the request behind `j`
     /// was answered, as a server that waits for its calls has; `None` when a time is not
     /// known (`i` is no call, its answer or the request's was not seen).
-    pub(crate) fn answered_in_time(&self, causes: &Indices, i: usize, j: usize) -> Option<bool> {
-        let back = self.call_answered_at.get(i)?;
+    pub(crate) fn answered_in_time(
+        &self,
+        messages: &[Message],
+        causes: &Indices,
+        i: usize,
+        j: usize,
+    ) -> Option<bool> {
+        let answer = self.call_answer.get(i)?;
+        let back = messages[answer as usize].recv_ns.get()?;
         let request = self.request_behind(causes, j)?;
         Some(self.answered_at.get(request)? >= back)
     }

@@ -95,6 +95,7 @@ impl<T: Copy + Default> Rows<T> {
 
 /// Optional message indices by message, `u32::MAX` for none: half the room of
 /// `Option<u32>`, for millions of messages.
+#[derive(Default)]
 pub(crate) struct Indices(Vec<u32>);
 
 const NO_INDEX: u32 = u32::MAX;

@@ -77,81 +77,96 @@ impl Slots {
 /// sent is not that message's cause (a cache write after a storage answer is not a
 /// fourth read of the request that came a moment before; the reads of a request that
 /// slept before making them are not a second set of another's). Learned, per round of
-/// weighing, from the most likely causes.
-pub(crate) struct Quotas {
-    /// (cause kind, effect kind) -> the most effects of that kind nearly every cause has.
-    quota: HashMap<(Kind, Kind), u32>,
-    /// (cause, effect kind, effect) of the effects whose kinds have a quota, by cause,
-    /// kind and send time.
-    effects: Vec<(u32, Kind, u32)>,
+/// weighing, from the most likely causes. Kept in sorted vectors: at CoDeeN's scale
+/// there are a million pairs of kinds, and a table per pair took 200 MB.
+pub(crate) struct Quotas<'a> {
+    /// Each message's kind.
+    kinds: &'a [Kind],
+    /// (cause kind, effect kind) as one key -> the most effects of that kind nearly
+    /// every cause has, sorted by key.
+    quota: Vec<(u64, u32)>,
+    /// (cause, effect) of the effects whose kinds have a quota, by cause, effect kind and
+    /// send time.
+    effects: Vec<(u32, u32)>,
 }
 
-impl Quotas {
+fn pair_key(cause: Kind, effect: Kind) -> u64 {
+    (u64::from(cause) << 32) | u64::from(effect)
+}
+
+impl<'a> Quotas<'a> {
     /// From each message's most likely cause (`best_cause`), its kind (`kinds`) and send
     /// time (`sent`).
     pub(crate) fn learn(
         best_cause: &Indices,
-        kinds: &[Kind],
+        kinds: &'a [Kind],
         sent: impl Fn(usize) -> Option<i64>,
-    ) -> Quotas {
+    ) -> Quotas<'a> {
         let time = |i: u32| sent(i as usize).unwrap_or(i64::MIN);
-        let mut effects: Vec<(u32, Kind, u32)> = (0..kinds.len())
-            .filter_map(|i| Some((best_cause.get(i)?, kinds[i], i as u32)))
+        let kind = |i: u32| kinds[i as usize];
+        let mut effects: Vec<(u32, u32)> = (0..kinds.len())
+            .filter_map(|i| Some((best_cause.get(i)?, i as u32)))
             .collect();
-        effects.sort_unstable_by_key(|&(j, k, i)| (j, k, time(i)));
-        // (cause kind, effect kind) -> effects per cause -> causes with that many.
-        let mut counts: HashMap<(Kind, Kind), HashMap<u32, u64>> = HashMap::default();
-        for run in effects.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
-            let (j, k, _) = run[0];
-            *counts
-                .entry((kinds[j as usize], k))
-                .or_default()
-                .entry(run.len() as u32)
-                .or_default() += 1;
-        }
-        let mut quota = HashMap::default();
-        for (pair, by_count) in counts {
-            let causes: u64 = by_count.values().sum();
+        effects.sort_unstable_by_key(|&(j, i)| (j, kind(i), time(i)));
+        // Each cause's run of effects of one kind: (pair of kinds, effects), by pair and
+        // length.
+        let mut runs: Vec<(u64, u32)> = effects
+            .chunk_by(|a, b| (a.0, kind(a.1)) == (b.0, kind(b.1)))
+            .map(|run| (pair_key(kind(run[0].0), kind(run[0].1)), run.len() as u32))
+            .collect();
+        runs.sort_unstable();
+        let mut quota = Vec::new();
+        for pair in runs.chunk_by(|a, b| a.0 == b.0) {
+            let causes = pair.len() as u64;
             if causes < SLOT_EVIDENCE {
                 continue;
             }
-            let mut by_count: Vec<(u32, u64)> = by_count.into_iter().collect();
-            by_count.sort_unstable();
             // The smallest count that at most one cause in SLOT_EXCEPTIONS exceeds.
-            let mut above = causes;
-            for (n, c) in by_count {
-                above -= c;
-                if above * SLOT_EXCEPTIONS <= causes {
-                    quota.insert(pair, n);
-                    break;
-                }
+            let within = pair.partition_point(|r| {
+                let above = causes - pair.partition_point(|q| q.1 <= r.1) as u64;
+                above * SLOT_EXCEPTIONS > causes
+            });
+            if let Some(&(key, n)) = pair.get(within) {
+                quota.push((key, n));
             }
         }
-        effects.retain(|&(j, k, _)| quota.contains_key(&(kinds[j as usize], k)));
+        drop(runs);
+        let has_quota = |key: u64| quota.binary_search_by_key(&key, |q| q.0).is_ok();
+        effects.retain(|&(j, i)| has_quota(pair_key(kind(j), kind(i))));
         effects.shrink_to_fit();
-        Quotas { quota, effects }
+        Quotas {
+            kinds,
+            quota,
+            effects,
+        }
     }
 
-    /// Whether message `j` (of kind `cause_kind`) had caused its quota of messages of
-    /// kind `effect_kind` before `at`, by the causes it was learned from (`sent` as
-    /// there).
+    /// The quota of effects of kind `effect` a cause of kind `cause` has.
+    fn quota(&self, cause: Kind, effect: Kind) -> Option<u32> {
+        let key = pair_key(cause, effect);
+        let at = self.quota.binary_search_by_key(&key, |q| q.0).ok()?;
+        Some(self.quota[at].1)
+    }
+
+    /// Whether message `j` had caused its quota of messages of kind `effect_kind` before
+    /// `at`, by the causes it was learned from (`sent` as there).
     pub(crate) fn full(
         &self,
         j: u32,
-        cause_kind: Kind,
         effect_kind: Kind,
         at: i64,
         sent: impl Fn(usize) -> Option<i64>,
     ) -> bool {
-        let Some(&quota) = self.quota.get(&(cause_kind, effect_kind)) else {
+        let Some(quota) = self.quota(self.kinds[j as usize], effect_kind) else {
             return false;
         };
         let time = |i: u32| sent(i as usize).unwrap_or(i64::MIN);
+        let kind = |i: u32| self.kinds[i as usize];
         let from = self
             .effects
-            .partition_point(|&(c, k, _)| (c, k) < (j, effect_kind));
+            .partition_point(|&(c, i)| (c, kind(i)) < (j, effect_kind));
         let before = self.effects[from..]
-            .partition_point(|&(c, k, i)| (c, k) == (j, effect_kind) && time(i) < at);
+            .partition_point(|&(c, i)| (c, kind(i)) == (j, effect_kind) && time(i) < at);
         before >= quota as usize
     }
 }
@@ -188,13 +203,13 @@ mod tests {
         let best_cause: Indices = causes.into_iter().collect();
         let at = |i: usize| sent.get(i).copied();
         let quotas = Quotas::learn(&best_cause, &kinds, at);
-        assert_eq!(quotas.quota.get(&(0, 1)), Some(&3));
-        assert_eq!(quotas.quota.get(&(0, 3)), None);
+        assert_eq!(quotas.quota(0, 1), Some(3));
+        assert_eq!(quotas.quota(0, 3), None);
         // Request 5 had its three reads by 5 003 µs, not before.
-        assert!(!quotas.full(5, 0, 1, 5_003, at));
-        assert!(quotas.full(5, 0, 1, 5_004, at));
+        assert!(!quotas.full(5, 1, 5_003, at));
+        assert!(quotas.full(5, 1, 5_004, at));
         // A kind with no quota is never full.
-        assert!(!quotas.full(5, 0, 3, 9_000, at));
+        assert!(!quotas.full(5, 3, 9_000, at));
     }
 
     #[test]

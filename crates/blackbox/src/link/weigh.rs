@@ -163,25 +163,23 @@ impl Weigher<'_> {
             let known = causes.most_likely_all();
             // A quota is filled by effects whose cause is all but certain: of two requests
             // a moment apart, which made which call is a coin toss, and neither had it.
-            let certain = self
-                .graph
-                .options
-                .learn_slots
-                .then(|| causes.likely_all(QUOTA_CERTAIN));
+            let certain =
+                (self.graph.options.learn_slots).then(|| causes.likely_all(QUOTA_CERTAIN));
             // The old causes go before the new are made: both at once would double the
             // largest table linking keeps.
             drop(causes);
+            let sent = |k: usize| messages[k].send_ns.get();
+            let quotas = certain.map(|c| Quotas::learn(&c, self.kinds.by_message(), sent));
             let follows = Follows::of(
                 self.kinds.pairs.len(),
                 (0..messages.len()).filter_map(|i| Some((kind(known.get(i)? as usize), kind(i)))),
             );
             let late = self.answered_late(&known);
-            let sent = |k: usize| messages[k].send_ns.get();
-            let quotas = certain.map(|c| Quotas::learn(&c, self.kinds.by_message(), sent));
             causes = self.weigh_all(&Rules {
                 eligible: &|i, j| c.consistent(messages, &known, i, j as usize),
                 prior: &|i, j| {
-                    let answered_late = c.answered_in_time(&known, i, j as usize) == Some(false);
+                    let answered_late =
+                        c.answered_in_time(messages, &known, i, j as usize) == Some(false);
                     follows.prior(kind(j as usize), kind(i))
                         + if answered_late {
                             late[kind(i) as usize]
@@ -190,7 +188,7 @@ impl Weigher<'_> {
                         }
                 },
                 over_quota: &|i, j| {
-                    let full = |q: &Quotas, at| q.full(j, kind(j as usize), kind(i), at, sent);
+                    let full = |q: &Quotas, at| q.full(j, kind(i), at, sent);
                     quotas
                         .as_ref()
                         .zip(sent(i))
@@ -210,7 +208,10 @@ impl Weigher<'_> {
         let mut tally: Vec<(u64, u64)> = vec![(0, 0); self.kinds.pairs.len()];
         for i in 0..self.graph.messages.len() {
             let Some(j) = known.get(i) else { continue };
-            if let Some(in_time) = self.connections.answered_in_time(known, i, j as usize) {
+            if let Some(in_time) =
+                self.connections
+                    .answered_in_time(self.graph.messages, known, i, j as usize)
+            {
                 let t = &mut tally[self.kinds.of_message(i) as usize];
                 t.0 += u64::from(!in_time);
                 t.1 += 1;
