@@ -83,8 +83,9 @@ pub(crate) struct Quotas<'a> {
     /// Each message's kind.
     kinds: &'a [Kind],
     /// (cause kind, effect kind) as one key -> the most effects of that kind nearly
-    /// every cause has, sorted by key.
-    quota: Vec<(u64, u32)>,
+    /// every cause has, and whether nearly every message of the cause's kind has
+    /// exactly that many; sorted by key.
+    quota: Vec<(u64, u32, bool)>,
     /// (cause, effect) of the effects whose kinds have a quota, by cause, effect kind and
     /// send time.
     effects: Vec<(u32, u32)>,
@@ -115,6 +116,13 @@ impl<'a> Quotas<'a> {
             .map(|run| (pair_key(kind(run[0].0), kind(run[0].1)), run.len() as u32))
             .collect();
         runs.sort_unstable();
+        let mut of_kind: Vec<u64> = Vec::new();
+        for &k in kinds {
+            if of_kind.len() <= k as usize {
+                of_kind.resize(k as usize + 1, 0);
+            }
+            of_kind[k as usize] += 1;
+        }
         let mut quota = Vec::new();
         for pair in runs.chunk_by(|a, b| a.0 == b.0) {
             let causes = pair.len() as u64;
@@ -127,7 +135,11 @@ impl<'a> Quotas<'a> {
                 above * SLOT_EXCEPTIONS > causes
             });
             if let Some(&(key, n)) = pair.get(within) {
-                quota.push((key, n));
+                let exactly = pair.iter().filter(|r| r.1 == n).count() as u64;
+                let cause_kind = (key >> 32) as usize;
+                let messages = of_kind.get(cause_kind).copied().unwrap_or(0);
+                let exact = exactly * SLOT_EXCEPTIONS >= messages * (SLOT_EXCEPTIONS - 1);
+                quota.push((key, n, exact));
             }
         }
         drop(runs);
@@ -141,11 +153,13 @@ impl<'a> Quotas<'a> {
         }
     }
 
-    /// The quota of effects of kind `effect` a cause of kind `cause` has.
-    fn quota(&self, cause: Kind, effect: Kind) -> Option<u32> {
+    /// The quota of effects of kind `effect` a cause of kind `cause` has, and whether
+    /// nearly every such cause makes exactly that many.
+    fn quota(&self, cause: Kind, effect: Kind) -> Option<(u32, bool)> {
         let key = pair_key(cause, effect);
         let at = self.quota.binary_search_by_key(&key, |q| q.0).ok()?;
-        Some(self.quota[at].1)
+        let (_, n, exact) = self.quota[at];
+        Some((n, exact))
     }
 
     /// Whether message `j` had caused its quota of messages of kind `effect_kind` before
@@ -157,9 +171,33 @@ impl<'a> Quotas<'a> {
         at: i64,
         sent: impl Fn(usize) -> Option<i64>,
     ) -> bool {
-        let Some(quota) = self.quota(self.kinds[j as usize], effect_kind) else {
-            return false;
-        };
+        self.made(j, effect_kind, at, sent)
+            .is_some_and(|(made, quota, _)| made >= quota)
+    }
+
+    /// Whether message `j` had caused fewer messages of kind `effect_kind` before `at`
+    /// than nearly every message of its kind makes, exactly.
+    pub(crate) fn owes(
+        &self,
+        j: u32,
+        effect_kind: Kind,
+        at: i64,
+        sent: impl Fn(usize) -> Option<i64>,
+    ) -> bool {
+        self.made(j, effect_kind, at, sent)
+            .is_some_and(|(made, quota, exact)| exact && made < quota)
+    }
+
+    /// How many messages of kind `effect_kind` `j` had caused before `at`, beside its
+    /// quota and whether it is exact; `None` for a pair of kinds with no quota.
+    fn made(
+        &self,
+        j: u32,
+        effect_kind: Kind,
+        at: i64,
+        sent: impl Fn(usize) -> Option<i64>,
+    ) -> Option<(usize, usize, bool)> {
+        let (quota, exact) = self.quota(self.kinds[j as usize], effect_kind)?;
         let time = |i: u32| sent(i as usize).unwrap_or(i64::MIN);
         let kind = |i: u32| self.kinds[i as usize];
         let from = self
@@ -167,7 +205,7 @@ impl<'a> Quotas<'a> {
             .partition_point(|&(c, i)| (c, kind(i)) < (j, effect_kind));
         let before = self.effects[from..]
             .partition_point(|&(c, i)| (c, kind(i)) == (j, effect_kind) && time(i) < at);
-        before >= quota as usize
+        Some((before, quota as usize, exact))
     }
 }
 
@@ -203,11 +241,13 @@ mod tests {
         let best_cause: Indices = causes.into_iter().collect();
         let at = |i: usize| sent.get(i).copied();
         let quotas = Quotas::learn(&best_cause, &kinds, at);
-        assert_eq!(quotas.quota(0, 1), Some(3));
+        assert_eq!(quotas.quota(0, 1), Some((3, true)));
         assert_eq!(quotas.quota(0, 3), None);
-        // Request 5 had its three reads by 5 003 µs, not before.
+        // Request 5 had its three reads by 5 003 µs, not before: it owes them until then.
         assert!(!quotas.full(5, 1, 5_003, at));
+        assert!(quotas.owes(5, 1, 5_003, at));
         assert!(quotas.full(5, 1, 5_004, at));
+        assert!(!quotas.owes(5, 1, 5_004, at));
         // A kind with no quota is never full.
         assert!(!quotas.full(5, 3, 9_000, at));
     }

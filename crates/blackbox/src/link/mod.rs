@@ -826,10 +826,10 @@ mod tests {
 
     /// Requests from load to web, 10 ms apart; each reads the cache three times (10, 20
     /// and 30 µs after it came), then the db (200 µs), writes the cache 20 µs after the
-    /// db answered and answers load. One request in twenty first sleeps 50.5 ms (its reads
-    /// come that much later). Every fifth request has a second one arriving while it
-    /// waits for the db, whose three reads are out and answered just before the first
-    /// request's write.
+    /// db answered and answers load. One request in fifty first sleeps 50.05 ms: its reads
+    /// come 60 µs after the next request came and made its own. Every fifth request has
+    /// a second one arriving while it waits for the db, whose three reads are out and
+    /// answered just before the first request's write.
     fn reads_then_a_write() -> (Vec<Message>, LinkOptions, Vec<ReadsThenAWrite>) {
         let us = 1_000;
         let mut messages: Vec<Message> = Vec::new();
@@ -868,7 +868,7 @@ mod tests {
         };
         for k in 0..200i64 {
             let t = k * 10_000 * us;
-            let slept = if k % 20 == 7 { 50_500 * us } else { 0 };
+            let slept = if k % 50 == 7 { 50_050 * us } else { 0 };
             requests.push(request(&mut messages, t, slept));
             if k % 5 == 2 {
                 requests.push(request(&mut messages, t + 1_050 * us, 0));
@@ -879,7 +879,7 @@ mod tests {
     }
 
     #[test]
-    fn a_write_after_a_back_ends_answer_is_not_another_read_of_a_request_just_come() {
+    fn a_write_after_a_back_ends_answer_and_a_sleepers_reads_are_not_a_request_just_comes() {
         let (messages, options, requests) = reads_then_a_write();
         let causes = link(&messages, Mode::Connections, &options).causes();
         let cause = |i: usize| causes[i].map(|c| c as usize);

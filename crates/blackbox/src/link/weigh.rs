@@ -27,6 +27,9 @@ struct Rules<'a> {
     /// Whether a cause had had its quota of the effect's kind (`slots::Quotas`): it
     /// scores `OVER_QUOTA` more, and an open request that had not is taken first.
     over_quota: &'a Eligible<'a>,
+    /// Whether a cause had made fewer of the effect's kind than nearly every cause of
+    /// its kind makes, exactly.
+    owes: &'a Eligible<'a>,
 }
 
 impl Rules<'_> {
@@ -36,6 +39,7 @@ impl Rules<'_> {
             eligible: &|_, _| true,
             prior: &|_, _| 0.0,
             over_quota: &|_, _| false,
+            owes: &|_, _| false,
         }
     }
 }
@@ -194,6 +198,13 @@ impl Weigher<'_> {
                         .zip(sent(i))
                         .is_some_and(|(q, at)| full(q, at))
                 },
+                owes: &|i, j| {
+                    let owes = |q: &Quotas, at| q.owes(j, kind(i), at, sent);
+                    quotas
+                        .as_ref()
+                        .zip(sent(i))
+                        .is_some_and(|(q, at)| owes(q, at))
+                },
             });
         }
         causes
@@ -275,9 +286,11 @@ impl Weigher<'_> {
             eligible,
             prior,
             over_quota,
+            owes,
         } = rules;
         found.retain(|(j, _)| eligible(i, *j));
         let mut spontaneous_weight = (-o.spontaneous_factor).exp();
+        let mut owing = None;
         if let (true, Some(sent)) = (graph.by_connections(), graph.messages[i].send_ns.get()) {
             let c = self.connections;
             // A server handling a request does not send on its own: the latest request
@@ -294,6 +307,13 @@ impl Weigher<'_> {
                 spontaneous_weight = 0.0;
                 if !found.iter().any(|(k, _)| *k == j) {
                     found.push((j, sent - arrived));
+                }
+                // A request that has yet to make the calls of this kind that nearly every
+                // one makes (it worked a while before them) is their cause rather than a
+                // request that had made its own.
+                if owes(i, j) {
+                    owing = Some(j);
+                    found.retain(|(k, _)| !over_quota(i, *k));
                 }
             }
         }
@@ -318,7 +338,12 @@ impl Weigher<'_> {
         scores.clear();
         scores.extend(found.iter().map(|(j, delay)| {
             let quota = if over_quota(i, *j) { OVER_QUOTA } else { 0.0 };
-            -(*delay as f64) / d + prior(i, *j) + quota
+            let mut waited = *delay as f64 / d;
+            if owing == Some(*j) {
+                // Its silence counts no more against it than sending on its own would.
+                waited = waited.min(o.spontaneous_factor);
+            }
+            -waited + prior(i, *j) + quota
         }));
         let spontaneous_score = spontaneous_weight.ln();
         let top = scores.iter().copied().fold(spontaneous_score, f64::max);
