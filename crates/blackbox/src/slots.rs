@@ -162,41 +162,16 @@ impl<'a> Quotas<'a> {
         Some((n, exact))
     }
 
-    /// Whether message `j` had caused its quota of messages of kind `effect_kind` before
-    /// `at`, by the causes it was learned from (`sent` as there).
-    pub(crate) fn full(
+    /// How many messages of kind `effect_kind` message `j` had caused before `at`, by the
+    /// causes it was learned from (`sent` as there), against its quota; `None` for a pair
+    /// of kinds with no quota.
+    pub(crate) fn made(
         &self,
         j: u32,
         effect_kind: Kind,
         at: i64,
         sent: impl Fn(usize) -> Option<i64>,
-    ) -> bool {
-        self.made(j, effect_kind, at, sent)
-            .is_some_and(|(made, quota, _)| made >= quota)
-    }
-
-    /// Whether message `j` had caused fewer messages of kind `effect_kind` before `at`
-    /// than nearly every message of its kind makes, exactly.
-    pub(crate) fn owes(
-        &self,
-        j: u32,
-        effect_kind: Kind,
-        at: i64,
-        sent: impl Fn(usize) -> Option<i64>,
-    ) -> bool {
-        self.made(j, effect_kind, at, sent)
-            .is_some_and(|(made, quota, exact)| exact && made < quota)
-    }
-
-    /// How many messages of kind `effect_kind` `j` had caused before `at`, beside its
-    /// quota and whether it is exact; `None` for a pair of kinds with no quota.
-    fn made(
-        &self,
-        j: u32,
-        effect_kind: Kind,
-        at: i64,
-        sent: impl Fn(usize) -> Option<i64>,
-    ) -> Option<(usize, usize, bool)> {
+    ) -> Option<Made> {
         let (quota, exact) = self.quota(self.kinds[j as usize], effect_kind)?;
         let time = |i: u32| sent(i as usize).unwrap_or(i64::MIN);
         let kind = |i: u32| self.kinds[i as usize];
@@ -205,7 +180,31 @@ impl<'a> Quotas<'a> {
             .partition_point(|&(c, i)| (c, kind(i)) < (j, effect_kind));
         let before = self.effects[from..]
             .partition_point(|&(c, i)| (c, kind(i)) == (j, effect_kind) && time(i) < at);
-        Some((before, quota as usize, exact))
+        Some(Made {
+            made: before,
+            quota: quota as usize,
+            exact,
+        })
+    }
+}
+
+/// What a cause had made of a kind by some time, against its quota.
+pub(crate) struct Made {
+    made: usize,
+    quota: usize,
+    /// Nearly every cause of its kind makes exactly `quota`.
+    exact: bool,
+}
+
+impl Made {
+    /// It had made its quota.
+    pub(crate) fn full(&self) -> bool {
+        self.made >= self.quota
+    }
+
+    /// It had made fewer than nearly every cause of its kind makes, exactly.
+    pub(crate) fn owes(&self) -> bool {
+        self.exact && self.made < self.quota
     }
 }
 
@@ -244,12 +243,11 @@ mod tests {
         assert_eq!(quotas.quota(0, 1), Some((3, true)));
         assert_eq!(quotas.quota(0, 3), None);
         // Request 5 had its three reads by 5 003 µs, not before: it owes them until then.
-        assert!(!quotas.full(5, 1, 5_003, at));
-        assert!(quotas.owes(5, 1, 5_003, at));
-        assert!(quotas.full(5, 1, 5_004, at));
-        assert!(!quotas.owes(5, 1, 5_004, at));
-        // A kind with no quota is never full.
-        assert!(!quotas.full(5, 3, 9_000, at));
+        let made = |at_us| quotas.made(5, 1, at_us, at).expect("a quota");
+        assert!(!made(5_003).full() && made(5_003).owes());
+        assert!(made(5_004).full() && !made(5_004).owes());
+        // A kind with no quota is counted against none.
+        assert!(quotas.made(5, 3, 9_000, at).is_none());
     }
 
     #[test]

@@ -179,6 +179,10 @@ impl Weigher<'_> {
                 (0..messages.len()).filter_map(|i| Some((kind(known.get(i)? as usize), kind(i)))),
             );
             let late = self.answered_late(&known);
+            let made = |i: usize, j: u32| {
+                let (q, at) = quotas.as_ref().zip(sent(i))?;
+                q.made(j, kind(i), at, sent)
+            };
             causes = self.weigh_all(&Rules {
                 eligible: &|i, j| c.consistent(messages, &known, i, j as usize),
                 prior: &|i, j| {
@@ -191,20 +195,8 @@ impl Weigher<'_> {
                             0.0
                         }
                 },
-                over_quota: &|i, j| {
-                    let full = |q: &Quotas, at| q.full(j, kind(i), at, sent);
-                    quotas
-                        .as_ref()
-                        .zip(sent(i))
-                        .is_some_and(|(q, at)| full(q, at))
-                },
-                owes: &|i, j| {
-                    let owes = |q: &Quotas, at| q.owes(j, kind(i), at, sent);
-                    quotas
-                        .as_ref()
-                        .zip(sent(i))
-                        .is_some_and(|(q, at)| owes(q, at))
-                },
+                over_quota: &|i, j| made(i, j).is_some_and(|m| m.full()),
+                owes: &|i, j| made(i, j).is_some_and(|m| m.owes()),
             });
         }
         causes
