@@ -19,8 +19,9 @@
 //! back end does not call it again for that request, the request that just came in does.
 //! In the later rounds a call whose answer came back after the request behind a candidate
 //! had been answered is unlikely to be that request's, as likely as its kind's calls were
-//! (`answered_in_time`: servers wait for most of their calls). Its instances keep an answer in the path of the request it answers. Connection ends are
-//! numbered and looked up in sorted vectors.
+//! (`answered_in_time`: servers wait for most of their calls). Its instances keep an
+//! answer in the path of the request it answers. Connection ends are numbered and looked
+//! up in sorted vectors.
 
 use foldhash::{HashMap, HashSet};
 

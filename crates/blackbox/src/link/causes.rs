@@ -51,22 +51,24 @@ impl CauseTable {
     }
 
     pub(super) fn most_likely(&self, i: u32) -> Option<u32> {
+        self.best(i).map(|(j, _)| j)
+    }
+
+    /// Message `i`'s most likely cause and its probability, if likelier than being
+    /// spontaneous.
+    fn best(&self, i: u32) -> Option<(u32, f32)> {
         let spontaneous = self.spontaneous.get(i as usize).copied().unwrap_or(1.0);
         self.parents(i)
             .iter()
             .filter(|(_, p)| *p > spontaneous)
             .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(i, _)| *i)
+            .copied()
     }
 
     /// Each message's most likely cause where its probability is at least `p`.
     pub(super) fn likely_all(&self, p: f32) -> Indices {
         (0..self.parents.len() as u32)
-            .map(|i| {
-                let best = self.most_likely(i)?;
-                let (_, q) = self.parents(i).iter().find(|(j, _)| *j == best)?;
-                (*q >= p).then_some(best)
-            })
+            .map(|i| self.best(i).filter(|(_, q)| *q >= p).map(|(j, _)| j))
             .collect()
     }
 
