@@ -9,7 +9,10 @@
 //!
 //! With `--split` the hidden services also pass no context on, as a program nobody
 //! instrumented does: each call they made starts a trace of its own (the spans below get
-//! a new trace id, the first of them no parent). The join must then link each request's
+//! a new trace id, the first of them no parent), unless the span is linked to a visible
+//! span of its request (the queue's worker, linked to the publish request that enqueued
+//! its message): that span, the one context it would have had, becomes its parent. The
+//! join must then link each request's
 //! traces (`causeway_model::parent_links::trace_link`); a request counts as one trace
 //! when reading its traces as the server reads them (`read_linked`) gives all of its
 //! spans.
@@ -55,14 +58,35 @@ fn traces(spans: Vec<Span>) -> Vec<Trace> {
 }
 
 /// `spans` as they would have been recorded had the `hidden` services passed no context
-/// on: each span whose parent is hidden starts a trace of its own (an id made of its
+/// on: each span whose parent is hidden takes as parent the first visible span of its
+/// trace it is linked to, if any; else it starts a trace of its own (an id made of its
 /// trace's and its own), with the spans below it.
-fn split_at_hidden(spans: Vec<Span>, hidden: impl Fn(&Span) -> bool) -> Vec<Span> {
+fn split_at_hidden(mut spans: Vec<Span>, hidden: impl Fn(&Span) -> bool) -> Vec<Span> {
     let hidden_ids: HashSet<(TraceId, SpanId)> = spans
         .iter()
         .filter(|s| hidden(s))
         .map(|s| (s.trace_id, s.span_id))
         .collect();
+    let visible_ids: HashSet<(TraceId, SpanId)> = spans
+        .iter()
+        .filter(|s| !hidden(s))
+        .map(|s| (s.trace_id, s.span_id))
+        .collect();
+    for s in &mut spans {
+        if !s
+            .parent_id
+            .is_some_and(|p| hidden_ids.contains(&(s.trace_id, p)))
+        {
+            continue;
+        }
+        let linked = s
+            .links
+            .iter()
+            .find(|l| l.trace_id == s.trace_id && visible_ids.contains(&(l.trace_id, l.span_id)));
+        if let Some(l) = linked {
+            s.parent_id = Some(l.span_id);
+        }
+    }
     let parent: HashMap<(TraceId, SpanId), SpanId> = spans
         .iter()
         .filter_map(|s| Some(((s.trace_id, s.span_id), s.parent_id?)))
@@ -352,4 +376,50 @@ pub fn run(a: JoinHiddenArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_model::Link;
+
+    fn span(trace: TraceId, id: u64, parent: Option<u64>, service: &str) -> Span {
+        let span_id = |n| SpanId::new(n).expect("nonzero");
+        Span::new(trace, span_id(id), parent.map(span_id), "op", service, 0, 1)
+    }
+
+    #[test]
+    fn a_span_below_a_hidden_one_starts_a_trace_unless_linked_to_a_visible_span() {
+        let t = TraceId::new(7).expect("nonzero");
+        // frontend(1) -> orders(2, hidden) -> queue publish(3); orders -> worker(4),
+        // linked to the publish that enqueued it; orders -> storage(5), linked to nothing.
+        let mut worker = span(t, 4, Some(2), "queue");
+        worker.links.push(Link {
+            trace_id: t,
+            span_id: SpanId::new(3).expect("nonzero"),
+            attributes: Vec::new(),
+        });
+        let spans = vec![
+            span(t, 1, None, "frontend"),
+            span(t, 2, Some(1), "orders"),
+            span(t, 3, Some(2), "queue"),
+            worker,
+            span(t, 5, Some(2), "storage"),
+        ];
+        let split = split_at_hidden(spans, |s| &*s.service == "orders");
+        let by_id = |n: u64| {
+            split
+                .iter()
+                .find(|s| s.span_id.get() == n)
+                .expect("span kept")
+        };
+        let (publish, worker, storage) = (by_id(3), by_id(4), by_id(5));
+        assert_eq!(by_id(1).trace_id, t);
+        assert_eq!(publish.parent_id, None);
+        assert_ne!(publish.trace_id, t);
+        assert_eq!(worker.parent_id, Some(publish.span_id));
+        assert_eq!(worker.trace_id, publish.trace_id);
+        assert_eq!(storage.parent_id, None);
+        assert!(storage.trace_id != t && storage.trace_id != publish.trace_id);
+    }
 }

@@ -1,11 +1,14 @@
 //! The queue: accepts messages at once and has its worker process them later, each in a
-//! consumer span that joins the sender's trace through the message token.
+//! consumer span that joins the sender's trace through the message token. The message also
+//! carries, in memory, the context of the request that enqueued it: the worker's span is
+//! linked to it, and where the sender passed no token (a publisher nobody instrumented) it
+//! is the span's parent, so the work stays in the request's trace.
 
 use axum::extract::{Query, State};
 use axum::routing::post;
 use axum::Router;
 use causeway::message::MessageToken;
-use causeway::SpanExt;
+use causeway::{Extracted, SpanContext, SpanExt};
 use http::{HeaderMap, StatusCode};
 use tokio::sync::mpsc;
 use tracing::Instrument;
@@ -16,8 +19,9 @@ use crate::{chance, millis};
 
 const BACKLOG: usize = 10_000;
 
-/// A message: its trace token and the order it announces.
-type Message = (Option<MessageToken>, u64);
+/// A message: its trace token, the context of the request that enqueued it, and the
+/// order it announces.
+type Message = (Option<MessageToken>, Option<SpanContext>, u64);
 
 #[derive(serde::Deserialize)]
 struct Published {
@@ -41,7 +45,8 @@ async fn publish(
         .get(MESSAGE_HEADER)
         .and_then(|v| v.to_str().ok())
         .and_then(MessageToken::decode);
-    match tx.try_send((token, p.order)) {
+    let enqueued_by = tracing::Span::current().context();
+    match tx.try_send((token, enqueued_by, p.order)) {
         Ok(()) => StatusCode::ACCEPTED,
         Err(_) => {
             tracing::warn!(target: crate::LOG, order = p.order, "backlog full, message refused");
@@ -51,17 +56,32 @@ async fn publish(
 }
 
 async fn consume(mut rx: mpsc::Receiver<Message>) {
-    while let Some((token, order)) = rx.recv().await {
+    while let Some((token, enqueued_by, order)) = rx.recv().await {
         tokio::time::sleep(millis(5.0, 40.0)).await;
-        let span = tracing::info_span!(
-            parent: None,
-            "process order-placed",
-            otel.kind = "consumer",
-            messaging.system = "demo-queue",
-            messaging.destination.name = "order-placed",
-        );
+        let consumer = || {
+            tracing::info_span!(
+                parent: None,
+                "process order-placed",
+                otel.kind = "consumer",
+                messaging.system = "demo-queue",
+                messaging.destination.name = "order-placed",
+            )
+        };
+        let span = match (&token, &enqueued_by) {
+            (None, Some(request)) => {
+                let extracted = Extracted {
+                    parent: Some(request.clone()),
+                    ..Extracted::default()
+                };
+                causeway::with_remote_parent(&extracted, consumer)
+            }
+            _ => consumer(),
+        };
         if let Some(token) = &token {
             causeway::message::receive(&span, token, Some("orders"), Some(8));
+            if let Some(request) = &enqueued_by {
+                span.add_link(request, Vec::new());
+            }
         }
         async {
             tracing::info!(target: crate::LOG, order, "processing order-placed");
