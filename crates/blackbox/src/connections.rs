@@ -62,17 +62,6 @@ impl ByEnd {
     }
 }
 
-/// Optional times by message, `i64::MIN` for none (no clock reads it).
-struct Times(Vec<i64>);
-
-const NO_TIME: i64 = i64::MIN;
-
-impl Times {
-    fn get(&self, i: usize) -> Option<i64> {
-        self.0.get(i).copied().filter(|&t| t != NO_TIME)
-    }
-}
-
 pub(crate) struct Connections {
     /// For a message a server sent on a connection, the latest message it received on
     /// that connection before (the request it answers).
@@ -83,9 +72,9 @@ pub(crate) struct Connections {
     /// Per node, the requests it received on its fixed ports: (receipt, message), by
     /// time.
     requests: HashMap<u32, Vec<(i64, u32)>>,
-    /// For each such request, when its receiver first sent on that connection after it
-    /// (answered it).
-    answered_at: Times,
+    /// For each such request, the first message its receiver sent on that connection
+    /// after it (its answer).
+    answered_by: Indices,
     /// Whether each message is such a request.
     is_request: Vec<bool>,
     /// For a call a node made (sent from an ephemeral end), its answer: the first
@@ -141,7 +130,6 @@ impl Connections {
         };
         let (answers, asked_by) = join(|| latest_before(true), || latest_before(false));
         let mut requests: HashMap<u32, Vec<(i64, u32)>> = HashMap::default();
-        let mut answered_at = Times(vec![NO_TIME; messages.len()]);
         let mut is_request = vec![false; messages.len()];
         for (i, m) in messages.iter().enumerate() {
             let Some(r) = m.recv_ns.get() else { continue };
@@ -150,11 +138,16 @@ impl Connections {
             }
             requests.entry(dst[i]).or_default().push((r, i as u32));
             is_request[i] = true;
-            let (s_ep, d_ep) = ends(i);
-            answered_at.0[i] = sent
-                .first_from((dst[i], d_ep, s_ep), r)
-                .map_or(NO_TIME, |(at, _)| at);
         }
+        let answered_by: Indices = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let r = m.recv_ns.get().filter(|_| is_request[i])?;
+                let (s_ep, d_ep) = ends(i);
+                sent.first_from((dst[i], d_ep, s_ep), r).map(|(_, a)| a)
+            })
+            .collect();
         for v in requests.values_mut() {
             v.sort_unstable();
         }
@@ -174,7 +167,7 @@ impl Connections {
             answers,
             asked_by,
             requests,
-            answered_at,
+            answered_by,
             is_request,
             call_answer,
         }
@@ -186,8 +179,37 @@ impl Connections {
     /// after.
     pub(crate) fn causes_weighed(&mut self) {
         self.requests = HashMap::default();
-        self.answered_at = Times(Vec::new());
+        self.answered_by = Indices::default();
         self.call_answer = Indices::default();
+    }
+
+    /// When request `request` was answered (its server first sent on its connection
+    /// after it).
+    pub(crate) fn answered_at(&self, messages: &[Message], request: usize) -> Option<i64> {
+        let answer = self.answered_by.get(request)?;
+        messages[answer as usize].send_ns.get()
+    }
+
+    /// Request `request`'s answer: the first message its server sent on its connection
+    /// after it.
+    pub(crate) fn answered_by(&self, request: usize) -> Option<u32> {
+        self.answered_by.get(request)
+    }
+
+    /// The requests `node` received on its fixed ports: (receipt, message), by time.
+    pub(crate) fn requests_of(&self, node: u32) -> &[(i64, u32)] {
+        self.requests.get(&node).map_or(&[], Vec::as_slice)
+    }
+
+    /// The nodes that received requests.
+    pub(crate) fn servers(&self) -> impl Iterator<Item = u32> + '_ {
+        self.requests.keys().copied()
+    }
+
+    /// Call `call`'s answer: the first message received on its connection after it, if
+    /// it answers that call.
+    pub(crate) fn call_answer(&self, call: usize) -> Option<u32> {
+        self.call_answer.get(call)
     }
 
     /// The request whose handling message `j` (received by a server) belongs to, by
@@ -254,9 +276,10 @@ impl Connections {
         let Some(request) = self.request_behind(causes, j) else {
             return true;
         };
-        if let (Some(answered), Some(sent)) =
-            (self.answered_at.get(request), messages[i].send_ns.get())
-        {
+        if let (Some(answered), Some(sent)) = (
+            self.answered_at(messages, request),
+            messages[i].send_ns.get(),
+        ) {
             if answered < sent {
                 return false;
             }
@@ -277,13 +300,14 @@ impl Connections {
         let answer = self.call_answer.get(i)?;
         let back = messages[answer as usize].recv_ns.get()?;
         let request = self.request_behind(causes, j)?;
-        Some(self.answered_at.get(request)? >= back)
+        Some(self.answered_at(messages, request)? >= back)
     }
 
     /// The latest request `node` received within `window_ns` before `at` and had not
     /// answered by then, among those `eligible`: (message, receipt).
     pub(crate) fn open_request(
         &self,
+        messages: &[Message],
         node: u32,
         at: i64,
         window_ns: i64,
@@ -297,7 +321,9 @@ impl Connections {
             .take_while(|(r, _)| at - r <= window_ns)
             .take(OPEN_REQUESTS_SEARCHED)
             .find(|&&(_, j)| {
-                self.answered_at.get(j as usize).is_none_or(|a| a >= at) && eligible(j as usize)
+                self.answered_at(messages, j as usize)
+                    .is_none_or(|a| a >= at)
+                    && eligible(j as usize)
             })
             .map(|&(r, j)| (j, r))
     }
@@ -305,7 +331,9 @@ impl Connections {
     /// Whether message `j`, received by `i`'s sender, can have caused `i`.
     pub(crate) fn allows(&self, messages: &[Message], i: usize, j: usize) -> bool {
         // A request its server had answered before is finished.
-        if let (Some(answered), Some(sent)) = (self.answered_at.get(j), messages[i].send_ns.get()) {
+        if let (Some(answered), Some(sent)) =
+            (self.answered_at(messages, j), messages[i].send_ns.get())
+        {
             if answered < sent {
                 return false;
             }

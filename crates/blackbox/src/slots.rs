@@ -155,11 +155,28 @@ impl<'a> Quotas<'a> {
 
     /// The quota of effects of kind `effect` a cause of kind `cause` has, and whether
     /// nearly every such cause makes exactly that many.
-    fn quota(&self, cause: Kind, effect: Kind) -> Option<(u32, bool)> {
+    pub(crate) fn quota(&self, cause: Kind, effect: Kind) -> Option<(u32, bool)> {
         let key = pair_key(cause, effect);
         let at = self.quota.binary_search_by_key(&key, |q| q.0).ok()?;
         let (_, n, exact) = self.quota[at];
         Some((n, exact))
+    }
+
+    /// The quotas alone: `made` counts nothing after.
+    pub(crate) fn without_counts(mut self) -> Self {
+        self.effects = Vec::new();
+        self
+    }
+
+    /// The kinds of effects nearly every cause of kind `cause` makes exactly so many of:
+    /// (effect kind, how many).
+    pub(crate) fn exact(&self, cause: Kind) -> impl Iterator<Item = (Kind, u32)> + '_ {
+        let from = self.quota.partition_point(|q| q.0 < pair_key(cause, 0));
+        self.quota[from..]
+            .iter()
+            .take_while(move |q| (q.0 >> 32) as Kind == cause)
+            .filter(|q| q.2)
+            .map(|q| (q.0 as Kind, q.1))
     }
 
     /// How many messages of kind `effect_kind` message `j` had caused before `at`, by the

@@ -43,6 +43,23 @@ impl CauseTable {
         self.parents.row(i as usize)
     }
 
+    /// Whether message `j` is among message `i`'s candidate causes.
+    pub(super) fn has(&self, i: u32, j: u32) -> bool {
+        self.parents(i).iter().any(|&(k, _)| k == j)
+    }
+
+    /// Exchanges the probabilities of candidates `a` and `b` in message `i`'s row (both
+    /// must be there).
+    pub(super) fn exchange(&mut self, i: u32, a: u32, b: u32) {
+        let row = self.parents.row_mut(i as usize);
+        let at = |x: u32| row.iter().position(|&(k, _)| k == x);
+        if let (Some(x), Some(y)) = (at(a), at(b)) {
+            let (p, q) = (row[x].1, row[y].1);
+            row[x].1 = q;
+            row[y].1 = p;
+        }
+    }
+
     pub(super) fn spontaneous(&self, i: u32) -> f64 {
         self.spontaneous
             .get(i as usize)

@@ -36,6 +36,7 @@
 //! (`instances`), and each message placed (`place`).
 
 mod causes;
+mod crossed;
 mod graph;
 mod instances;
 mod place;
@@ -198,14 +199,17 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     let timelines = Timelines::of(&graph);
     let mut kinds = Kinds::of(&graph);
     let (delays, first_candidates) = MeanDelays::measure(&graph, &connections, &timelines, &kinds);
-    let causes = Weigher {
+    let weigher = Weigher {
         graph: &graph,
         connections: &connections,
         timelines: &timelines,
         kinds: &kinds,
         delays: &delays,
+    };
+    let mut causes = weigher.causes(first_candidates);
+    if graph.by_connections() {
+        crossed::uncross(&weigher, &mut causes);
     }
-    .causes(first_candidates);
     drop(timelines);
     let best_cause = causes.most_likely_all();
     let slots = if graph.by_connections() && o.learn_slots {

@@ -46,10 +46,10 @@ impl Rules<'_> {
 
 /// The log prior of a cause that had had its quota of the effect's kind: at most one
 /// cause in 20 exceeds it.
-const OVER_QUOTA: f64 = -2.995_732_273_553_991; // ln(1/20)
+pub(super) const OVER_QUOTA: f64 = -2.995_732_273_553_991; // ln(1/20)
 
 /// How likely a cause must be for its effect to count towards its quota.
-const QUOTA_CERTAIN: f32 = 0.9;
+pub(super) const QUOTA_CERTAIN: f32 = 0.9;
 
 /// The mean causal delay per kind of message (ns): the time from the latest message into
 /// its sender to its send, within the window.
@@ -207,7 +207,7 @@ impl Weigher<'_> {
     /// (smoothed): near 0 for calls a server sends and leaves, or of which it waits for
     /// some (a write to three replicas answered after two), very negative for calls it
     /// waits for, where a cause whose request was answered first is another request's.
-    fn answered_late(&self, known: &crate::rows::Indices) -> Vec<f64> {
+    pub(super) fn answered_late(&self, known: &crate::rows::Indices) -> Vec<f64> {
         let mut tally: Vec<(u64, u64)> = vec![(0, 0); self.kinds.pairs.len()];
         for i in 0..self.graph.messages.len() {
             let Some(j) = known.get(i) else { continue };
@@ -288,7 +288,7 @@ impl Weigher<'_> {
             // A server handling a request does not send on its own: the latest request
             // still unanswered is a cause however long ago it came.
             let open_request = |within_quota: bool| {
-                c.open_request(graph.src(i), sent, o.window_ns, |j| {
+                c.open_request(graph.messages, graph.src(i), sent, o.window_ns, |j| {
                     c.allows(graph.messages, i, j)
                         && eligible(i, j as u32)
                         && !(within_quota && over_quota(i, j as u32))

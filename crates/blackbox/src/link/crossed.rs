@@ -1,0 +1,414 @@
+//! Requests whose calls crossed: two requests of one kind a moment apart at a server, and
+//! the calls of one given to the other. Weighing scores each call alone, by its delay since
+//! the request, and an exponential delay favours the later request for every call: both
+//! requests' writes go to the later one, and the earlier has none. Yet a server answers a
+//! request soon after the last answer it waited for (a quorum of writes, a publish), makes
+//! the calls nearly every request of its kind makes, and never sends a request's calls
+//! after answering it: each request's answer tells whose calls were whose.
+//!
+//! So, after weighing, for each pair of requests of one kind that a server held at once,
+//! their calls are divided between them again, by local search from weighing's division
+//! (moving one call, or exchanging all, while that scores better). A division scores, over
+//! what each request's handling sent (its calls, and the calls made after their answers):
+//! the calls' delays since their request, the answer's delay since the last answer
+//! received for it (each against its kind's mean, as weighing scores delays), each call
+//! answered after its request had been (as likely as its kind's calls were), each call
+//! beyond or short of its kind's quota (`slots::Quotas`, as weighing scores one beyond),
+//! and a call sent before its request came or after it was answered ruled out. A call
+//! moves from one request to the other by exchanging the two requests' probabilities in
+//! its row, so that what follows reads the division as weighing's own.
+
+use foldhash::HashMap;
+
+use crate::rows::Rows;
+use crate::slots::Quotas;
+
+use super::causes::CauseTable;
+use super::weigh::{Weigher, OVER_QUOTA, QUOTA_CERTAIN};
+
+/// Later requests each request is paired with, of those that arrived while it was open.
+const PAIRED: usize = 8;
+
+/// The most calls two requests may have for their division to be searched.
+const DIVIDED_MOST: usize = 24;
+
+/// Calls followed in the handling below one call.
+const HANDLING_MOST: usize = 64;
+
+/// How much likelier a division must be to be taken (a log ratio): not a rounding error.
+const BETTER: f64 = 1e-6;
+
+/// What scoring divisions reads.
+struct Scorer<'a, 'w> {
+    weigher: &'a Weigher<'w>,
+    /// Messages by their most likely cause.
+    effects: Rows<u32>,
+    /// Per kind of call, the log of the share answered after their request was.
+    late: Vec<f64>,
+    quotas: Quotas<'a>,
+    /// Requests whose calls were divided again: their calls now.
+    divided: HashMap<u32, Vec<u32>>,
+}
+
+/// Divides again the calls of requests that crossed (see the module), in `causes`;
+/// returns how many calls moved.
+pub(super) fn uncross(weigher: &Weigher<'_>, causes: &mut CauseTable) -> usize {
+    let messages = weigher.graph.messages;
+    // The quotas' counts go before the effects are grouped: at CoDeeN's scale each table
+    // is 40 MB.
+    let sent = |k: usize| messages[k].send_ns.get();
+    let quotas = Quotas::learn(
+        &causes.likely_all(QUOTA_CERTAIN),
+        weigher.kinds.by_message(),
+        sent,
+    )
+    .without_counts();
+    let known = causes.most_likely_all();
+    let n = messages.len();
+    let effects = Rows::grouped(n, || {
+        (0..n as u32).filter_map(|i| Some((known.get(i as usize)? as usize, i)))
+    });
+    let late = weigher.answered_late(&known);
+    drop(known);
+    let mut scorer = Scorer {
+        weigher,
+        effects,
+        late,
+        quotas,
+        divided: HashMap::default(),
+    };
+    let c = weigher.connections;
+    let mut servers: Vec<u32> = c.servers().collect();
+    servers.sort_unstable();
+    let mut moved = 0;
+    for server in servers {
+        let requests = c.requests_of(server);
+        for (k, &(_, a)) in requests.iter().enumerate() {
+            let Some(answered) = c.answered_at(messages, a as usize) else {
+                continue;
+            };
+            for &(_, b) in requests[k + 1..]
+                .iter()
+                .take_while(|(arrived, _)| *arrived < answered)
+                .take(PAIRED)
+            {
+                moved += scorer.divide(causes, a, b);
+            }
+        }
+    }
+    moved
+}
+
+impl Scorer<'_, '_> {
+    /// Request `r`'s own calls: caused by it, as weighing found or as divided again.
+    fn direct(&self, r: u32) -> Vec<u32> {
+        if let Some(calls) = self.divided.get(&r) {
+            return calls.clone();
+        }
+        let c = self.weigher.connections;
+        self.effects
+            .row(r as usize)
+            .iter()
+            .copied()
+            .filter(|&m| c.answers(m).is_none())
+            .collect()
+    }
+
+    /// Call `call` and the calls its server made after its answer, and after theirs.
+    fn below(&self, call: u32) -> Vec<u32> {
+        let c = self.weigher.connections;
+        let mut calls = vec![call];
+        let mut next = 0;
+        while next < calls.len() && calls.len() < HANDLING_MOST {
+            if let Some(answer) = c.call_answer(calls[next] as usize) {
+                let row = self.effects.row(answer as usize);
+                calls.extend(row.iter().copied().filter(|&m| c.answers(m).is_none()));
+            }
+            next += 1;
+        }
+        calls
+    }
+
+    /// The log likelihood of request `r` making the calls `calls` (indices into `own`,
+    /// with what each led to in `below`); `None` where it cannot be.
+    fn score(&self, r: u32, own: &[u32], below: &[Vec<u32>], calls: &[usize]) -> Option<f64> {
+        let w = self.weigher;
+        let (messages, c) = (w.graph.messages, w.connections);
+        let kind = |m: u32| w.kinds.of_message(m as usize);
+        let arrived = messages[r as usize].recv_ns.get()?;
+        let answer = c.answered_by(r as usize)?;
+        let answered = messages[answer as usize].send_ns.get()?;
+        let mean = |m: u32| w.delays.mean(kind(m));
+        let mut score = 0.0;
+        let mut made: Vec<(u32, usize)> = Vec::new();
+        let mut last = arrived;
+        for &k in calls {
+            let call = own[k];
+            let sent = messages[call as usize].send_ns.get()?;
+            if sent < arrived {
+                return None;
+            }
+            score -= (sent - arrived) as f64 / mean(call);
+            match made.iter_mut().find(|(kd, _)| *kd == kind(call)) {
+                Some(m) => m.1 += 1,
+                None => made.push((kind(call), 1)),
+            }
+            for &m in &below[k] {
+                if messages[m as usize]
+                    .send_ns
+                    .get()
+                    .is_some_and(|s| s > answered)
+                {
+                    return None;
+                }
+                let back = c
+                    .call_answer(m as usize)
+                    .and_then(|a| messages[a as usize].recv_ns.get());
+                match back {
+                    Some(back) if back <= answered => last = last.max(back),
+                    Some(_) => score += self.late[kind(m) as usize],
+                    None => {}
+                }
+            }
+        }
+        for (call_kind, n) in made {
+            if let Some((quota, _)) = self.quotas.quota(kind(r), call_kind) {
+                score += n.saturating_sub(quota as usize) as f64 * OVER_QUOTA;
+            }
+        }
+        // A request short of the calls every request of its kind makes, exactly.
+        for (call_kind, quota) in self.quotas.exact(kind(r)) {
+            let n = calls.iter().filter(|&&k| kind(own[k]) == call_kind).count();
+            score += (quota as usize).saturating_sub(n) as f64 * OVER_QUOTA;
+        }
+        Some(score - (answered - last) as f64 / mean(answer))
+    }
+
+    /// The log likelihood of requests `a` and `b` with the calls `own` divided as `to_a`
+    /// says; minus infinity where it cannot be.
+    fn division(&self, (a, b): (u32, u32), own: &[u32], below: &[Vec<u32>], to_a: &[bool]) -> f64 {
+        let (of_a, of_b): (Vec<usize>, Vec<usize>) = (0..own.len()).partition(|&k| to_a[k]);
+        match (
+            self.score(a, own, below, &of_a),
+            self.score(b, own, below, &of_b),
+        ) {
+            (Some(x), Some(y)) => x + y,
+            _ => f64::NEG_INFINITY,
+        }
+    }
+
+    /// Divides the calls of requests `a` and `b` (of one kind) again, in `causes`; returns
+    /// how many moved.
+    fn divide(&mut self, causes: &mut CauseTable, a: u32, b: u32) -> usize {
+        let kind = |m: u32| self.weigher.kinds.of_message(m as usize);
+        if kind(a) != kind(b) {
+            return 0;
+        }
+        let (of_a, of_b) = (self.direct(a), self.direct(b));
+        let own: Vec<u32> = of_a.iter().chain(&of_b).copied().collect();
+        if own.is_empty() || own.len() > DIVIDED_MOST {
+            return 0;
+        }
+        let movable: Vec<bool> = own
+            .iter()
+            .map(|&m| causes.has(m, a) && causes.has(m, b))
+            .collect();
+        if !movable.contains(&true) {
+            return 0;
+        }
+        let below: Vec<Vec<u32>> = own.iter().map(|&m| self.below(m)).collect();
+        let was: Vec<bool> = (0..own.len()).map(|k| k < of_a.len()).collect();
+        let mut to_a = was.clone();
+        let mut best = self.division((a, b), &own, &below, &to_a);
+        // Steepest ascent: each step moves one call, or exchanges every movable call.
+        for _ in 0..2 * own.len() {
+            let mut step: Option<(f64, Vec<bool>)> = None;
+            let mut consider = |tried: Vec<bool>, this: &Self| {
+                let score = this.division((a, b), &own, &below, &tried);
+                if score > best + BETTER && step.as_ref().is_none_or(|(s, _)| score > *s) {
+                    step = Some((score, tried));
+                }
+            };
+            for k in (0..own.len()).filter(|&k| movable[k]) {
+                let mut tried = to_a.clone();
+                tried[k] = !tried[k];
+                consider(tried, self);
+            }
+            let all: Vec<bool> = (0..own.len()).map(|k| to_a[k] != movable[k]).collect();
+            consider(all, self);
+            match step {
+                Some((score, tried)) => {
+                    best = score;
+                    to_a = tried;
+                }
+                None => break,
+            }
+        }
+        let mut moved = 0;
+        for k in 0..own.len() {
+            if to_a[k] != was[k] {
+                causes.exchange(own[k], a, b);
+                moved += 1;
+            }
+        }
+        if moved > 0 {
+            let calls_of = |to: bool| -> Vec<u32> {
+                (0..own.len())
+                    .filter(|&k| to_a[k] == to)
+                    .map(|k| own[k])
+                    .collect()
+            };
+            self.divided.insert(a, calls_of(true));
+            self.divided.insert(b, calls_of(false));
+        }
+        moved
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::link::tests::{listening_on, msg};
+    use crate::link::{link, Mode};
+    use crate::reconcile::Message;
+
+    /// One order: its request, its three writes (one per replica, sent together), the
+    /// publish after two writes were answered, and the answer after the publish's.
+    struct Order {
+        request: usize,
+        writes: [usize; 3],
+        publish: usize,
+    }
+
+    /// An order arriving at `t` (µs) that validates for `validating` µs; the replicas
+    /// answer after `disk` µs each.
+    fn order(
+        messages: &mut Vec<Message>,
+        port: &mut u32,
+        t: i64,
+        validating: i64,
+        disk: [i64; 3],
+    ) -> Order {
+        let us = 1_000;
+        let mut push = |src: &str,
+                        src_ep: &str,
+                        dst: &str,
+                        dst_ep: &str,
+                        send: Option<i64>,
+                        recv: Option<i64>| {
+            let id = messages.len() as i64 + 1;
+            messages.push(msg(
+                id,
+                src,
+                src_ep,
+                dst,
+                dst_ep,
+                send.map(|t| t * us),
+                recv.map(|t| t * us),
+            ));
+            messages.len() - 1
+        };
+        *port += 10;
+        let client = format!("10.0.0.9:{port}");
+        let own = |k: u32| format!("10.0.0.1:{}", *port + k);
+        let request = push("CLIENT", &client, "orders", "10.0.0.1:80", None, Some(t));
+        let replicas = ["disk-1", "disk-2", "disk-3"];
+        let mut answered = [0i64; 3];
+        let writes = [0usize, 1, 2].map(|k| {
+            let (sent, dst_ep) = (t + validating + 50 * k as i64, format!("10.0.1.{k}:90"));
+            let write = push(
+                "orders",
+                &own(k as u32),
+                replicas[k],
+                &dst_ep,
+                Some(sent),
+                Some(sent + 20),
+            );
+            answered[k] = sent + disk[k];
+            push(
+                replicas[k],
+                &dst_ep,
+                "orders",
+                &own(k as u32),
+                Some(answered[k] - 20),
+                Some(answered[k]),
+            );
+            write
+        });
+        answered.sort_unstable();
+        let published = answered[1] + 80;
+        let publish = push(
+            "orders",
+            &own(3),
+            "queue",
+            "10.0.2.1:91",
+            Some(published),
+            Some(published + 30),
+        );
+        push(
+            "queue",
+            "10.0.2.1:91",
+            "orders",
+            &own(3),
+            Some(published + 150),
+            Some(published + 180),
+        );
+        push(
+            "orders",
+            "10.0.0.1:80",
+            "CLIENT",
+            &client,
+            Some(published + 240),
+            None,
+        );
+        Order {
+            request,
+            writes,
+            publish,
+        }
+    }
+
+    #[test]
+    fn the_calls_of_two_orders_a_moment_apart_go_to_the_order_answered_after_them() {
+        let mut messages = Vec::new();
+        let mut port = 5000;
+        // Orders alone teach the delays, the quotas and which calls are waited for.
+        for k in 0..60i64 {
+            let disk = [
+                4_000 + 37 * (k % 11),
+                4_200 + 53 * (k % 7),
+                9_000 + 41 * (k % 13),
+            ];
+            order(
+                &mut messages,
+                &mut port,
+                k * 50_000,
+                1_000 + 31 * (k % 60),
+                disk,
+            );
+        }
+        // Two at once: the first validates 3.2 ms, the second, 2 ms later, 1.5 ms; each
+        // order's publish follows its own writes' answers, and its answer the publish's.
+        let t = 60 * 50_000;
+        let first = order(&mut messages, &mut port, t, 3_245, [4_600, 4_750, 4_975]);
+        let second = order(
+            &mut messages,
+            &mut port,
+            t + 1_994,
+            1_525,
+            [5_525, 6_890, 7_640],
+        );
+        let options = listening_on(&[
+            ("orders", 80),
+            ("disk-1", 90),
+            ("disk-2", 90),
+            ("disk-3", 90),
+            ("queue", 91),
+        ]);
+        let linked = link(&messages, Mode::Connections, &options);
+        let parent = |i: usize| linked.placements[i].parent.map(|p| p as usize);
+        for o in [&first, &second] {
+            assert_eq!(o.writes.map(parent), [Some(o.request); 3]);
+            assert_eq!(parent(o.publish), Some(o.request));
+        }
+    }
+}
