@@ -32,7 +32,8 @@
 //! message index; [`Linked::assignments`] adds the message ids where they are written.
 //!
 //! [`link`] runs the steps in order: the messages numbered (`graph`), each node's
-//! timelines (`timelines`), step 1 and 2 (`weigh`, into a `causes` table), step 3
+//! timelines (`timelines`), step 1 and 2 (`weigh`, into a `causes` table), in the
+//! connections mode the calls of requests that crossed divided again (`crossed`), step 3
 //! (`instances`), and each message placed (`place`).
 
 mod causes;
