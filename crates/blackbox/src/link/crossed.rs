@@ -21,10 +21,9 @@
 use foldhash::HashMap;
 
 use crate::rows::Rows;
-use crate::slots::Quotas;
 
 use super::causes::CauseTable;
-use super::weigh::{Weigher, OVER_QUOTA, QUOTA_CERTAIN};
+use super::weigh::{Learned, Weigher, OVER_QUOTA};
 
 /// Later requests each request is paired with, of those that arrived while it was open.
 const PAIRED: usize = 8;
@@ -43,38 +42,30 @@ struct Scorer<'a, 'w> {
     weigher: &'a Weigher<'w>,
     /// Messages by their most likely cause.
     effects: Rows<u32>,
-    /// Per kind of call, the log of the share answered after their request was.
-    late: Vec<f64>,
-    quotas: Quotas<'a>,
+    /// The quotas and calls answered late, as weighing's last round learned them.
+    learned: &'a Learned<'w>,
     /// Requests whose calls were divided again: their calls now.
     divided: HashMap<u32, Vec<u32>>,
 }
 
-/// Divides again the calls of requests that crossed (see the module), in `causes`;
-/// returns how many calls moved.
-pub(super) fn uncross(weigher: &Weigher<'_>, causes: &mut CauseTable) -> usize {
+/// Divides again the calls of requests that crossed (see the module), in `causes`, by
+/// what weighing's last round `learned`; returns how many calls moved.
+pub(super) fn uncross(
+    weigher: &Weigher<'_>,
+    causes: &mut CauseTable,
+    learned: &Learned<'_>,
+) -> usize {
     let messages = weigher.graph.messages;
-    // The quotas' counts go before the effects are grouped: at CoDeeN's scale each table
-    // is 40 MB.
-    let sent = |k: usize| messages[k].send_ns.get();
-    let quotas = Quotas::learn(
-        &causes.likely_all(QUOTA_CERTAIN),
-        weigher.kinds.by_message(),
-        sent,
-    )
-    .without_counts();
     let known = causes.most_likely_all();
     let n = messages.len();
     let effects = Rows::grouped(n, || {
         (0..n as u32).filter_map(|i| Some((known.get(i as usize)? as usize, i)))
     });
-    let late = weigher.answered_late(&known);
     drop(known);
     let mut scorer = Scorer {
         weigher,
         effects,
-        late,
-        quotas,
+        learned,
         divided: HashMap::default(),
     };
     let c = weigher.connections;
@@ -166,20 +157,29 @@ impl Scorer<'_, '_> {
                     .and_then(|a| messages[a as usize].recv_ns.get());
                 match back {
                     Some(back) if back <= answered => last = last.max(back),
-                    Some(_) => score += self.late[kind(m) as usize],
+                    Some(_) => {
+                        score += self
+                            .learned
+                            .late
+                            .get(kind(m) as usize)
+                            .copied()
+                            .unwrap_or(0.0)
+                    }
                     None => {}
                 }
             }
         }
-        for (call_kind, n) in made {
-            if let Some((quota, _)) = self.quotas.quota(kind(r), call_kind) {
-                score += n.saturating_sub(quota as usize) as f64 * OVER_QUOTA;
+        if let Some(quotas) = &self.learned.quotas {
+            for (call_kind, n) in made {
+                if let Some((quota, _)) = quotas.quota(kind(r), call_kind) {
+                    score += n.saturating_sub(quota as usize) as f64 * OVER_QUOTA;
+                }
             }
-        }
-        // A request short of the calls every request of its kind makes, exactly.
-        for (call_kind, quota) in self.quotas.exact(kind(r)) {
-            let n = calls.iter().filter(|&&k| kind(own[k]) == call_kind).count();
-            score += (quota as usize).saturating_sub(n) as f64 * OVER_QUOTA;
+            // A request short of the calls every request of its kind makes, exactly.
+            for (call_kind, quota) in quotas.exact(kind(r)) {
+                let n = calls.iter().filter(|&&k| kind(own[k]) == call_kind).count();
+                score += (quota as usize).saturating_sub(n) as f64 * OVER_QUOTA;
+            }
         }
         Some(score - (answered - last) as f64 / mean(answer))
     }

@@ -207,10 +207,11 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
         kinds: &kinds,
         delays: &delays,
     };
-    let mut causes = weigher.causes(first_candidates);
+    let (mut causes, learned) = weigher.causes(first_candidates);
     if graph.by_connections() {
-        crossed::uncross(&weigher, &mut causes);
+        crossed::uncross(&weigher, &mut causes, &learned);
     }
+    drop(learned);
     drop(timelines);
     let best_cause = causes.most_likely_all();
     let slots = if graph.by_connections() && o.learn_slots {

@@ -49,7 +49,7 @@ impl Rules<'_> {
 pub(super) const OVER_QUOTA: f64 = -2.995_732_273_553_991; // ln(1/20)
 
 /// How likely a cause must be for its effect to count towards its quota.
-pub(super) const QUOTA_CERTAIN: f32 = 0.9;
+const QUOTA_CERTAIN: f32 = 0.9;
 
 /// The mean causal delay per kind of message (ns): the time from the latest message into
 /// its sender to its send, within the window.
@@ -113,6 +113,17 @@ impl MeanDelays {
     }
 }
 
+/// What the last round of weighing learned from the causes found before it, for what
+/// follows weighing to read.
+#[derive(Default)]
+pub(super) struct Learned<'a> {
+    /// The quotas (without their counts: `made` counts nothing), if learned.
+    pub(super) quotas: Option<Quotas<'a>>,
+    /// Per kind of call, the log of the share answered after their request was
+    /// (`answered_late`).
+    pub(super) late: Vec<f64>,
+}
+
 /// Buffers one thread reuses from message to message.
 #[derive(Default)]
 struct Scratch {
@@ -130,7 +141,7 @@ pub(super) struct Weigher<'a> {
     pub(super) delays: &'a MeanDelays,
 }
 
-impl Weigher<'_> {
+impl<'a> Weigher<'a> {
     /// Every message's causes as the mode weighs them. The connections mode also weighs
     /// a cause by how often its kind of message causes the effect's kind (a server that
     /// has had its answer from `geo` does not call `geo` again for that request; the
@@ -140,11 +151,11 @@ impl Weigher<'_> {
     /// came back after that request was answered scores the share of its kind that did
     /// (servers wait for most calls); and a cause that had already made the most effects
     /// of the call's kind that nearly every cause of its kind makes (`slots::Quotas`)
-    /// scores one in twenty.
-    pub(super) fn causes(&self, first_candidates: Vec<(u32, u32)>) -> CauseTable {
+    /// scores one in twenty. Returns what the last round learned too.
+    pub(super) fn causes(&self, first_candidates: Vec<(u32, u32)>) -> (CauseTable, Learned<'a>) {
         let kind = |i: usize| self.kinds.of_message(i);
         if !self.graph.by_connections() {
-            return self.weigh_all(&Rules::plain());
+            return (self.weigh_all(&Rules::plain()), Learned::default());
         }
         // The first candidates stay until the first causes are made: freed before, their
         // room went to tables the rounds below keep, and the peak at CoDeeN's scale grew
@@ -163,6 +174,7 @@ impl Weigher<'_> {
         };
         drop(first_candidates);
         let (messages, c) = (self.graph.messages, self.connections);
+        let mut learned = Learned::default();
         for _ in 0..REFINEMENTS {
             let known = causes.most_likely_all();
             // A quota is filled by effects whose cause is all but certain: of two requests
@@ -198,8 +210,12 @@ impl Weigher<'_> {
                 over_quota: &|i, j| made(i, j).is_some_and(|m| m.full()),
                 owes: &|i, j| made(i, j).is_some_and(|m| m.owes()),
             });
+            learned = Learned {
+                quotas: quotas.map(Quotas::without_counts),
+                late,
+            };
         }
-        causes
+        (causes, learned)
     }
 
     /// Per kind of message, the log of the share of calls of that kind (by the causes
@@ -207,7 +223,7 @@ impl Weigher<'_> {
     /// (smoothed): near 0 for calls a server sends and leaves, or of which it waits for
     /// some (a write to three replicas answered after two), very negative for calls it
     /// waits for, where a cause whose request was answered first is another request's.
-    pub(super) fn answered_late(&self, known: &crate::rows::Indices) -> Vec<f64> {
+    fn answered_late(&self, known: &crate::rows::Indices) -> Vec<f64> {
         let mut tally: Vec<(u64, u64)> = vec![(0, 0); self.kinds.pairs.len()];
         for i in 0..self.graph.messages.len() {
             let Some(j) = known.get(i) else { continue };
@@ -381,7 +397,8 @@ mod tests {
             kinds: &kinds,
             delays: &delays,
         }
-        .causes(first);
+        .causes(first)
+        .0;
         let each = (0..messages.len() as u32)
             .map(|i| (table.parents(i).to_vec(), table.spontaneous(i)))
             .collect();
