@@ -23,6 +23,7 @@ use foldhash::HashMap;
 use crate::rows::Rows;
 
 use super::causes::CauseTable;
+use super::graph::Kind;
 use super::weigh::{Learned, Weigher, OVER_QUOTA};
 
 /// Later requests each request is paired with, of those that arrived while it was open.
@@ -32,10 +33,27 @@ const PAIRED: usize = 8;
 const DIVIDED_MOST: usize = 24;
 
 /// Calls followed in the handling below one call.
-const HANDLING_MOST: usize = 64;
+const HANDLING_MOST: usize = 32;
 
 /// How much likelier a division must be to be taken (a log ratio): not a rounding error.
 const BETTER: f64 = 1e-6;
+
+/// A request as scoring reads it.
+struct Owner {
+    kind: Kind,
+    arrived: i64,
+    answered: i64,
+    /// The mean delay of its answer's kind.
+    answer_mean: f64,
+}
+
+/// What one call, with the calls made after its answer, adds to a request's score: the
+/// delays and calls answered late, and the latest answer back before the request's.
+#[derive(Clone, Copy)]
+struct Part {
+    score: f64,
+    last: i64,
+}
 
 /// What scoring divisions reads.
 struct Scorer<'a, 'w> {
@@ -120,77 +138,101 @@ impl Scorer<'_, '_> {
         calls
     }
 
-    /// The log likelihood of request `r` making the calls `calls` (indices into `own`,
-    /// with what each led to in `below`); `None` where it cannot be.
-    fn score(&self, r: u32, own: &[u32], below: &[Vec<u32>], calls: &[usize]) -> Option<f64> {
+    /// Request `r` as scoring reads it; `None` when its arrival or answer was not seen.
+    fn owner(&self, r: u32) -> Option<Owner> {
+        let w = self.weigher;
+        let messages = w.graph.messages;
+        let answer = w.connections.answered_by(r as usize)?;
+        Some(Owner {
+            kind: w.kinds.of_message(r as usize),
+            arrived: messages[r as usize].recv_ns.get()?,
+            answered: messages[answer as usize].send_ns.get()?,
+            answer_mean: w.delays.mean(w.kinds.of_message(answer as usize)),
+        })
+    }
+
+    /// What call `call`, and the calls `below` it, add to the score of request `r` making
+    /// it; `None` where `r` cannot have (sent before it came, or any sent after it was
+    /// answered).
+    fn part(&self, r: &Owner, call: u32, below: &[u32]) -> Option<Part> {
         let w = self.weigher;
         let (messages, c) = (w.graph.messages, w.connections);
-        let kind = |m: u32| w.kinds.of_message(m as usize);
-        let arrived = messages[r as usize].recv_ns.get()?;
-        let answer = c.answered_by(r as usize)?;
-        let answered = messages[answer as usize].send_ns.get()?;
-        let mean = |m: u32| w.delays.mean(kind(m));
-        let mut score = 0.0;
-        let mut made: Vec<(u32, usize)> = Vec::new();
-        let mut last = arrived;
-        for &k in calls {
-            let call = own[k];
-            let sent = messages[call as usize].send_ns.get()?;
-            if sent < arrived {
+        let kind = |m: u32| w.kinds.of_message(m as usize) as usize;
+        let sent = messages[call as usize].send_ns.get()?;
+        if sent < r.arrived {
+            return None;
+        }
+        let mut part = Part {
+            score: -((sent - r.arrived) as f64) / w.delays.mean(kind(call) as u32),
+            last: r.arrived,
+        };
+        for &m in below {
+            let sent = messages[m as usize].send_ns.get();
+            if sent.is_some_and(|s| s > r.answered) {
                 return None;
             }
-            score -= (sent - arrived) as f64 / mean(call);
-            match made.iter_mut().find(|(kd, _)| *kd == kind(call)) {
-                Some(m) => m.1 += 1,
-                None => made.push((kind(call), 1)),
+            let back = c
+                .call_answer(m as usize)
+                .and_then(|a| messages[a as usize].recv_ns.get());
+            match back {
+                Some(back) if back <= r.answered => part.last = part.last.max(back),
+                Some(_) => part.score += self.learned.late.get(kind(m)).copied().unwrap_or(0.0),
+                None => {}
             }
-            for &m in &below[k] {
-                if messages[m as usize]
-                    .send_ns
-                    .get()
-                    .is_some_and(|s| s > answered)
-                {
-                    return None;
-                }
-                let back = c
-                    .call_answer(m as usize)
-                    .and_then(|a| messages[a as usize].recv_ns.get());
-                match back {
-                    Some(back) if back <= answered => last = last.max(back),
-                    Some(_) => {
-                        score += self
-                            .learned
-                            .late
-                            .get(kind(m) as usize)
-                            .copied()
-                            .unwrap_or(0.0)
-                    }
-                    None => {}
-                }
+        }
+        Some(part)
+    }
+
+    /// The log likelihood of request `r` making the calls `calls` (indices into `own`,
+    /// each with its part); `None` where it cannot.
+    fn score(
+        &self,
+        r: &Owner,
+        own: &[u32],
+        parts: &[Option<Part>],
+        calls: &[usize],
+    ) -> Option<f64> {
+        let kind = |m: u32| self.weigher.kinds.of_message(m as usize);
+        let mut score = 0.0;
+        let mut last = r.arrived;
+        let mut made: Vec<(u32, usize)> = Vec::new();
+        for &k in calls {
+            let part = parts[k]?;
+            score += part.score;
+            last = last.max(part.last);
+            match made.iter_mut().find(|(of, _)| *of == kind(own[k])) {
+                Some(m) => m.1 += 1,
+                None => made.push((kind(own[k]), 1)),
             }
         }
         if let Some(quotas) = &self.learned.quotas {
-            for (call_kind, n) in made {
-                if let Some((quota, _)) = quotas.quota(kind(r), call_kind) {
+            for &(call_kind, n) in &made {
+                if let Some((quota, _)) = quotas.quota(r.kind, call_kind) {
                     score += n.saturating_sub(quota as usize) as f64 * OVER_QUOTA;
                 }
             }
             // A request short of the calls every request of its kind makes, exactly.
-            for (call_kind, quota) in quotas.exact(kind(r)) {
-                let n = calls.iter().filter(|&&k| kind(own[k]) == call_kind).count();
+            for (call_kind, quota) in quotas.exact(r.kind) {
+                let n = made.iter().find(|m| m.0 == call_kind).map_or(0, |m| m.1);
                 score += (quota as usize).saturating_sub(n) as f64 * OVER_QUOTA;
             }
         }
-        Some(score - (answered - last) as f64 / mean(answer))
+        Some(score - (r.answered - last) as f64 / r.answer_mean)
     }
 
     /// The log likelihood of requests `a` and `b` with the calls `own` divided as `to_a`
-    /// says; minus infinity where it cannot be.
-    fn division(&self, (a, b): (u32, u32), own: &[u32], below: &[Vec<u32>], to_a: &[bool]) -> f64 {
+    /// says (each call's part for either in `parts`); minus infinity where it cannot be.
+    fn division(
+        &self,
+        (a, b): (&Owner, &Owner),
+        own: &[u32],
+        parts: &[Vec<Option<Part>>; 2],
+        to_a: &[bool],
+    ) -> f64 {
         let (of_a, of_b): (Vec<usize>, Vec<usize>) = (0..own.len()).partition(|&k| to_a[k]);
         match (
-            self.score(a, own, below, &of_a),
-            self.score(b, own, below, &of_b),
+            self.score(a, own, &parts[0], &of_a),
+            self.score(b, own, &parts[1], &of_b),
         ) {
             (Some(x), Some(y)) => x + y,
             _ => f64::NEG_INFINITY,
@@ -216,15 +258,25 @@ impl Scorer<'_, '_> {
         if !movable.contains(&true) {
             return 0;
         }
+        let (Some(owner_a), Some(owner_b)) = (self.owner(a), self.owner(b)) else {
+            return 0;
+        };
         let below: Vec<Vec<u32>> = own.iter().map(|&m| self.below(m)).collect();
+        let parts = [&owner_a, &owner_b].map(|r| {
+            (0..own.len())
+                .map(|k| self.part(r, own[k], &below[k]))
+                .collect::<Vec<_>>()
+        });
+        drop(below);
+        let owners = (&owner_a, &owner_b);
         let was: Vec<bool> = (0..own.len()).map(|k| k < of_a.len()).collect();
         let mut to_a = was.clone();
-        let mut best = self.division((a, b), &own, &below, &to_a);
+        let mut best = self.division(owners, &own, &parts, &to_a);
         // Steepest ascent: each step moves one call, or exchanges every movable call.
         for _ in 0..2 * own.len() {
             let mut step: Option<(f64, Vec<bool>)> = None;
             let mut consider = |tried: Vec<bool>, this: &Self| {
-                let score = this.division((a, b), &own, &below, &tried);
+                let score = this.division(owners, &own, &parts, &tried);
                 if score > best + BETTER && step.as_ref().is_none_or(|(s, _)| score > *s) {
                     step = Some((score, tried));
                 }
