@@ -12,10 +12,9 @@
 //! a new trace id, the first of them no parent), unless the span is linked to a visible
 //! span of its request (the queue's worker, linked to the publish request that enqueued
 //! its message): that span, the one context it would have had, becomes its parent. The
-//! join must then link each request's
-//! traces (`causeway_model::parent_links::trace_link`); a request counts as one trace
-//! when reading its traces as the server reads them (`read_linked`) gives all of its
-//! spans.
+//! join must then link each request's traces (`causeway_model::parent_links::trace_link`);
+//! a request counts as one trace when reading its traces as the server reads them
+//! (`read_linked`) gives all of its spans.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;

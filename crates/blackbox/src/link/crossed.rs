@@ -67,12 +67,8 @@ struct Scorer<'a, 'w> {
 }
 
 /// Divides again the calls of requests that crossed (see the module), in `causes`, by
-/// what weighing's last round `learned`; returns how many calls moved.
-pub(super) fn uncross(
-    weigher: &Weigher<'_>,
-    causes: &mut CauseTable,
-    learned: &Learned<'_>,
-) -> usize {
+/// what weighing's last round `learned`.
+pub(super) fn uncross(weigher: &Weigher<'_>, causes: &mut CauseTable, learned: &Learned<'_>) {
     let messages = weigher.graph.messages;
     let known = causes.most_likely_all();
     let n = messages.len();
@@ -89,7 +85,6 @@ pub(super) fn uncross(
     let c = weigher.connections;
     let mut servers: Vec<u32> = c.servers().collect();
     servers.sort_unstable();
-    let mut moved = 0;
     for server in servers {
         let requests = c.requests_of(server);
         for (k, &(_, a)) in requests.iter().enumerate() {
@@ -101,11 +96,10 @@ pub(super) fn uncross(
                 .take_while(|(arrived, _)| *arrived < answered)
                 .take(PAIRED)
             {
-                moved += scorer.divide(causes, a, b);
+                scorer.divide(causes, a, b);
             }
         }
     }
-    moved
 }
 
 impl Scorer<'_, '_> {
@@ -239,27 +233,26 @@ impl Scorer<'_, '_> {
         }
     }
 
-    /// Divides the calls of requests `a` and `b` (of one kind) again, in `causes`; returns
-    /// how many moved.
-    fn divide(&mut self, causes: &mut CauseTable, a: u32, b: u32) -> usize {
+    /// Divides the calls of requests `a` and `b` (of one kind) again, in `causes`.
+    fn divide(&mut self, causes: &mut CauseTable, a: u32, b: u32) {
         let kind = |m: u32| self.weigher.kinds.of_message(m as usize);
         if kind(a) != kind(b) {
-            return 0;
+            return;
         }
         let (of_a, of_b) = (self.direct(a), self.direct(b));
         let own: Vec<u32> = of_a.iter().chain(&of_b).copied().collect();
         if own.is_empty() || own.len() > DIVIDED_MOST {
-            return 0;
+            return;
         }
         let movable: Vec<bool> = own
             .iter()
             .map(|&m| causes.has(m, a) && causes.has(m, b))
             .collect();
         if !movable.contains(&true) {
-            return 0;
+            return;
         }
         let (Some(owner_a), Some(owner_b)) = (self.owner(a), self.owner(b)) else {
-            return 0;
+            return;
         };
         let below: Vec<Vec<u32>> = own.iter().map(|&m| self.below(m)).collect();
         let parts = [&owner_a, &owner_b].map(|r| {
@@ -296,24 +289,20 @@ impl Scorer<'_, '_> {
                 None => break,
             }
         }
-        let mut moved = 0;
-        for k in 0..own.len() {
-            if to_a[k] != was[k] {
-                causes.exchange(own[k], a, b);
-                moved += 1;
-            }
+        if to_a == was {
+            return;
         }
-        if moved > 0 {
-            let calls_of = |to: bool| -> Vec<u32> {
-                (0..own.len())
-                    .filter(|&k| to_a[k] == to)
-                    .map(|k| own[k])
-                    .collect()
-            };
-            self.divided.insert(a, calls_of(true));
-            self.divided.insert(b, calls_of(false));
+        for k in (0..own.len()).filter(|&k| to_a[k] != was[k]) {
+            causes.exchange(own[k], a, b);
         }
-        moved
+        let calls_of = |to: bool| -> Vec<u32> {
+            (0..own.len())
+                .filter(|&k| to_a[k] == to)
+                .map(|k| own[k])
+                .collect()
+        };
+        self.divided.insert(a, calls_of(true));
+        self.divided.insert(b, calls_of(false));
     }
 }
 
