@@ -25,7 +25,9 @@
 //! for, as a span would be, so that instances differing only in which of a server's
 //! answers came last are one shape), with their count, expected count and largest
 //! probability. A root's instances are alternatives for one request: one trace, each
-//! message with its parent from its most probable instance. [`patterns_of`] gives the
+//! message with its parent from its most probable instance; a message two roots'
+//! instances took goes to the one whose link to it weighing (and the division of crossed
+//! requests' calls) found likelier. [`patterns_of`] gives the
 //! patterns of any assignment (the ground truth's too). A placement carries both the
 //! `parent` (the request a message was sent for: Dapper's parent) and the `cause`
 //! (WAP5's); node delays and clock offsets (`delays`) run from causes. Placements are by

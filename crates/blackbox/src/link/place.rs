@@ -1,5 +1,5 @@
-//! Where each message ends up: in its most probable path instance, else beside its most
-//! likely cause, else in a trace of its own.
+//! Where each message ends up: in the path instance with its likeliest link (of equals,
+//! the most probable), else beside its most likely cause, else in a trace of its own.
 
 use crate::connections::Connections;
 use crate::shapes::{PatternCounts, ShapeNames};
@@ -74,7 +74,9 @@ impl PackedPlacement {
 /// Places the messages of every root's path instances: a root's instances are
 /// alternatives for one request's path, so they are one trace, each message in it with
 /// its parent from its most probable instance (a trace per instance would scatter a
-/// request over its alternatives). Counts each instance under its shape. Returns each
+/// request over its alternatives). A message two roots' instances took goes by its link
+/// to its cause in each, then by the instances' probabilities. Counts each instance under
+/// its shape. Returns each
 /// message's placement (empty where no instance took it), the patterns, and the next
 /// trace number.
 pub(super) fn place_instances(
@@ -85,6 +87,11 @@ pub(super) fn place_instances(
 ) -> (Vec<PackedPlacement>, PatternCounts, u64) {
     let graph = tree.graph;
     let mut best: Vec<PackedPlacement> = vec![PackedPlacement::EMPTY; graph.messages.len()];
+    // Per message, the probability of its link to its cause in its placement. Instances
+    // of two requests that both took a message go by that link first: their own
+    // probabilities weigh everything else in two paths, and a request whose own arrival
+    // was uncertain would lose every call weighing gave it to an alternative of another.
+    let mut links: Vec<f32> = vec![0.0; graph.messages.len()];
     let mut patterns = PatternCounts::default();
     let mut next_trace = 1u64;
     // A root's instances, each with its shape, its probability, and its messages with
@@ -117,15 +124,34 @@ pub(super) fn place_instances(
                 patterns.add(&shape, probability);
                 let placed_at = PackedPlacement::of(trace, probability);
                 for (m, cause, parent) in placed {
-                    let slot = &mut best[m as usize];
-                    if slot.is_empty() || slot.probability < placed_at.probability {
+                    let link = link_probability(tree.causes, m, cause);
+                    let (slot, best_link) = (&mut best[m as usize], &mut links[m as usize]);
+                    let better = if link != *best_link {
+                        link > *best_link
+                    } else {
+                        placed_at.probability > slot.probability
+                    };
+                    if slot.is_empty() || better {
                         *slot = placed_at.with(parent, cause);
+                        *best_link = link;
                     }
                 }
             }
         }
     }
     (best, patterns, next_trace)
+}
+
+/// The probability of message `m`'s link to `cause` (of being spontaneous, for none).
+fn link_probability(causes: &CauseTable, m: u32, cause: Option<u32>) -> f32 {
+    match cause {
+        Some(j) => causes
+            .parents(m)
+            .iter()
+            .find(|(k, _)| *k == j)
+            .map_or(0.0, |(_, q)| *q),
+        None => causes.spontaneous(m) as f32,
+    }
 }
 
 /// Places a message no instance took (its causes all left out, or past a tree's budget)
@@ -191,6 +217,50 @@ mod tests {
     use crate::link::Mode;
     use crate::rows::Rows;
     use crate::slots::Slots;
+
+    #[test]
+    fn a_message_two_requests_paths_took_goes_by_its_link_not_by_the_paths() {
+        let messages = two_requests();
+        let o = servers_listening();
+        let (graph, connections) = Graph::of(&messages, Mode::Faithful, &o);
+        // Request A (0) made call 1 for certain; request B (4) made call 5, though its
+        // own path is unlikely (0.2). Message 6 was B's call's (0.7) rather than A's
+        // (0.3): A's path with it (0.9 × 0.3) is likelier than B's (0.2 × 0.7), yet it
+        // is B's.
+        let mut causes = CauseTable::with_capacity(messages.len());
+        for i in 0..messages.len() as u32 {
+            match i {
+                1 => causes.push(&[(0, 0.9)], 0.1),
+                5 => causes.push(&[(4, 0.2)], 0.1),
+                6 => causes.push(&[(1, 0.3), (5, 0.7)], 0.0),
+                _ => causes.push(&[], 1.0),
+            }
+        }
+        let best_cause = causes.most_likely_all();
+        let n = messages.len();
+        let children = Rows::grouped(n, || {
+            (0..n as u32).flat_map(|c| causes.parents(c).iter().map(move |&(p, _)| (p as usize, c)))
+        });
+        let slots = Slots::default();
+        let tree = Tree {
+            graph: &graph,
+            causes: &causes,
+            best_cause: &best_cause,
+            children: &children,
+            slots: &slots,
+            answers: None,
+        };
+        let names = graph.pattern_names();
+        let shape_names = ShapeNames::of(&names);
+        let roots: Vec<u32> = (0..n as u32)
+            .filter(|&i| best_cause.get(i as usize).is_none())
+            .collect();
+        let (best, _, _) = place_instances(&tree, &connections, &shape_names, &roots);
+        let placed: Vec<Placement> = best.iter().map(|p| p.placement()).collect();
+        assert_eq!(placed[6].cause, Some(5));
+        assert_eq!(placed[6].trace, placed[4].trace);
+        assert_ne!(placed[6].trace, placed[0].trace);
+    }
 
     #[test]
     fn a_message_no_instance_took_joins_its_likeliest_causes_trace_else_one_of_its_own() {
