@@ -60,6 +60,14 @@ impl CauseTable {
         }
     }
 
+    /// The messages each message may have caused.
+    pub(super) fn children(&self) -> Rows<u32> {
+        let n = self.parents.len();
+        Rows::grouped(n, || {
+            (0..n as u32).flat_map(|c| self.parents(c).iter().map(move |&(p, _)| (p as usize, c)))
+        })
+    }
+
     pub(super) fn spontaneous(&self, i: u32) -> f64 {
         self.spontaneous
             .get(i as usize)

@@ -51,7 +51,6 @@ use foldhash::{HashMap, HashSet};
 use serde::Serialize;
 
 use crate::reconcile::{Message, MessageId, MessageIndex};
-use crate::rows::Rows;
 pub use crate::shapes::Pattern;
 use crate::shapes::{PatternCounts, ShapeNames};
 use crate::slots::Slots;
@@ -224,9 +223,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     kinds.forget_messages();
     connections.causes_weighed();
     let n = messages.len();
-    let children: Rows<u32> = Rows::grouped(n, || {
-        (0..n as u32).flat_map(|c| causes.parents(c).iter().map(move |&(p, _)| (p as usize, c)))
-    });
+    let children = causes.children();
     let tree = Tree {
         graph: &graph,
         causes: &causes,

@@ -218,6 +218,41 @@ mod tests {
     use crate::rows::Rows;
     use crate::slots::Slots;
 
+    /// A message's causes as a test gives them: (message, causes, spontaneous).
+    type Linked<'a> = (u32, &'a [(u32, f32)], f32);
+
+    /// A table of `n` messages' causes: `links` gives some, every other message is
+    /// spontaneous.
+    fn table(n: usize, links: &[Linked<'_>]) -> CauseTable {
+        let mut causes = CauseTable::with_capacity(n);
+        for i in 0..n as u32 {
+            match links.iter().find(|(m, _, _)| *m == i) {
+                Some((_, parents, spontaneous)) => causes.push(parents, *spontaneous),
+                None => causes.push(&[], 1.0),
+            }
+        }
+        causes
+    }
+
+    /// `f` run on the tree of `causes` (no slots, no answers).
+    fn with_tree<R>(
+        graph: &Graph<'_>,
+        causes: &CauseTable,
+        children: &Rows<u32>,
+        f: impl FnOnce(&Tree<'_>) -> R,
+    ) -> R {
+        let best_cause = causes.most_likely_all();
+        let slots = Slots::default();
+        f(&Tree {
+            graph,
+            causes,
+            best_cause: &best_cause,
+            children,
+            slots: &slots,
+            answers: None,
+        })
+    }
+
     #[test]
     fn a_message_two_requests_paths_took_goes_by_its_link_not_by_the_paths() {
         let messages = two_requests();
@@ -227,35 +262,22 @@ mod tests {
         // own path is unlikely (0.2). Message 6 was B's call's (0.7) rather than A's
         // (0.3): A's path with it (0.9 × 0.3) is likelier than B's (0.2 × 0.7), yet it
         // is B's.
-        let mut causes = CauseTable::with_capacity(messages.len());
-        for i in 0..messages.len() as u32 {
-            match i {
-                1 => causes.push(&[(0, 0.9)], 0.1),
-                5 => causes.push(&[(4, 0.2)], 0.1),
-                6 => causes.push(&[(1, 0.3), (5, 0.7)], 0.0),
-                _ => causes.push(&[], 1.0),
-            }
-        }
-        let best_cause = causes.most_likely_all();
-        let n = messages.len();
-        let children = Rows::grouped(n, || {
-            (0..n as u32).flat_map(|c| causes.parents(c).iter().map(move |&(p, _)| (p as usize, c)))
-        });
-        let slots = Slots::default();
-        let tree = Tree {
-            graph: &graph,
-            causes: &causes,
-            best_cause: &best_cause,
-            children: &children,
-            slots: &slots,
-            answers: None,
-        };
+        let causes = table(
+            messages.len(),
+            &[
+                (1, &[(0, 0.9)], 0.1),
+                (5, &[(4, 0.2)], 0.1),
+                (6, &[(1, 0.3), (5, 0.7)], 0.0),
+            ],
+        );
         let names = graph.pattern_names();
         let shape_names = ShapeNames::of(&names);
-        let roots: Vec<u32> = (0..n as u32)
-            .filter(|&i| best_cause.get(i as usize).is_none())
-            .collect();
-        let (best, _, _) = place_instances(&tree, &connections, &shape_names, &roots);
+        let best = with_tree(&graph, &causes, &causes.children(), |tree| {
+            let roots: Vec<u32> = (0..messages.len() as u32)
+                .filter(|&i| tree.best_cause.get(i as usize).is_none())
+                .collect();
+            place_instances(tree, &connections, &shape_names, &roots).0
+        });
         let placed: Vec<Placement> = best.iter().map(|p| p.placement()).collect();
         assert_eq!(placed[6].cause, Some(5));
         assert_eq!(placed[6].trace, placed[4].trace);
@@ -269,29 +291,17 @@ mod tests {
         let (graph, connections) = Graph::of(&messages, Mode::Faithful, &o);
         // The first request's call caused by its request (p 0.9), its reply by the call
         // (p 0.8); nothing else linked.
-        let mut causes = CauseTable::with_capacity(messages.len());
-        for i in 0..messages.len() as u32 {
-            match i {
-                1 => causes.push(&[(0, 0.9)], 0.1),
-                2 => causes.push(&[(1, 0.8)], 0.2),
-                _ => causes.push(&[], 1.0),
-            }
-        }
-        let best_cause = causes.most_likely_all();
+        let causes = table(
+            messages.len(),
+            &[(1, &[(0, 0.9)], 0.1), (2, &[(1, 0.8)], 0.2)],
+        );
         let children = Rows::grouped(messages.len(), || [(0, 1u32), (1, 2)].into_iter());
-        let slots = Slots::default();
-        let tree = Tree {
-            graph: &graph,
-            causes: &causes,
-            best_cause: &best_cause,
-            children: &children,
-            slots: &slots,
-            answers: None,
-        };
         // Only the first request's root was placed, in trace 1 with probability 0.5.
         let mut best = vec![PackedPlacement::EMPTY; messages.len()];
         best[0] = PackedPlacement::of(1, 0.5);
-        place_beside_causes(&mut best, &tree, &connections);
+        with_tree(&graph, &causes, &children, |tree| {
+            place_beside_causes(&mut best, tree, &connections)
+        });
         let placed: Vec<Placement> = best.iter().map(|p| p.placement()).collect();
         assert_eq!((placed[1].trace, placed[1].cause), (1, Some(0)));
         assert!((placed[1].probability - 0.5 * f64::from(0.9f32)).abs() < 1e-9);
