@@ -75,7 +75,7 @@ impl PackedPlacement {
 /// alternatives for one request's path, so they are one trace, each message in it with
 /// its parent from its most probable instance (a trace per instance would scatter a
 /// request over its alternatives). A message two roots' instances took goes by its link
-/// to its cause in each, then by the instances' probabilities. Counts each instance under
+/// to its cause in each (in the connections mode), then by the instances' probabilities. Counts each instance under
 /// its shape. Returns each
 /// message's placement (empty where no instance took it), the patterns, and the next
 /// trace number.
@@ -87,10 +87,11 @@ pub(super) fn place_instances(
 ) -> (Vec<PackedPlacement>, PatternCounts, u64) {
     let graph = tree.graph;
     let mut best: Vec<PackedPlacement> = vec![PackedPlacement::EMPTY; graph.messages.len()];
-    // Per message, the probability of its link to its cause in its placement. Instances
-    // of two requests that both took a message go by that link first: their own
-    // probabilities weigh everything else in two paths, and a request whose own arrival
-    // was uncertain would lose every call weighing gave it to an alternative of another.
+    // Per message, the probability of its link to its cause in its placement. In the
+    // connections mode, instances of two requests that both took a message go by that
+    // link first: their own probabilities weigh everything else in two paths, and a
+    // request whose own arrival was uncertain would lose every call weighing gave it to
+    // an alternative of another. (WAP5's links, on their own, do better by the paths.)
     let mut links: Vec<f32> = vec![0.0; graph.messages.len()];
     let mut patterns = PatternCounts::default();
     let mut next_trace = 1u64;
@@ -126,7 +127,7 @@ pub(super) fn place_instances(
                 for (m, cause, parent) in placed {
                     let link = link_probability(tree.causes, m, cause);
                     let (slot, best_link) = (&mut best[m as usize], &mut links[m as usize]);
-                    let better = if link != *best_link {
+                    let better = if graph.by_connections() && link != *best_link {
                         link > *best_link
                     } else {
                         placed_at.probability > slot.probability
@@ -257,7 +258,7 @@ mod tests {
     fn a_message_two_requests_paths_took_goes_by_its_link_not_by_the_paths() {
         let messages = two_requests();
         let o = servers_listening();
-        let (graph, connections) = Graph::of(&messages, Mode::Faithful, &o);
+        let (graph, connections) = Graph::of(&messages, Mode::Connections, &o);
         // Request A (0) made call 1 for certain; request B (4) made call 5, though its
         // own path is unlikely (0.2). Message 6 was B's call's (0.7) rather than A's
         // (0.3): A's path with it (0.9 × 0.3) is likelier than B's (0.2 × 0.7), yet it
