@@ -32,19 +32,26 @@ pub(crate) struct Slots {
 
 impl Slots {
     /// Learned from each message's most likely cause (`best_cause`) and its kind
-    /// (`kinds`, numbers into `kind_pairs`): a pair of kinds is a slot when few causes
-    /// of the first kind have several effects of the second, and it is filled nearly
-    /// always when few causes of the first kind have none.
-    pub(crate) fn learn(best_cause: &Indices, kinds: &[Kind], kind_pairs: &[(u32, u32)]) -> Slots {
+    /// (`kinds`, numbers into `kind_pairs`; `of_pair` gives each kind's first of its node
+    /// pair, as slots are by node pair): a pair of kinds is a slot when few causes of the
+    /// first kind have several effects of the second, and it is filled nearly always when
+    /// few causes of the first kind have none.
+    pub(crate) fn learn(
+        best_cause: &Indices,
+        kinds: &[Kind],
+        of_pair: &[Kind],
+        kind_pairs: &[(u32, u32)],
+    ) -> Slots {
+        let kind = |i: usize| of_pair[kinds[i] as usize];
         let mut effects: Vec<(u32, Kind)> = (0..kinds.len())
-            .filter_map(|i| Some((best_cause.get(i)?, kinds[i])))
+            .filter_map(|i| Some((best_cause.get(i)?, kind(i))))
             .collect();
         effects.sort_unstable();
         // (cause kind, effect kind) -> causes with one such effect, with several.
         let mut tally: HashMap<(Kind, Kind), (u64, u64)> = HashMap::default();
         for run in effects.chunk_by(|a, b| a == b) {
             let (j, k) = run[0];
-            let t = tally.entry((kinds[j as usize], k)).or_default();
+            let t = tally.entry((kind(j as usize), k)).or_default();
             if run.len() == 1 {
                 t.0 += 1;
             } else {
@@ -52,8 +59,8 @@ impl Slots {
             }
         }
         let mut of_kind = vec![0u64; kind_pairs.len()];
-        for &k in kinds {
-            of_kind[k as usize] += 1;
+        for i in 0..kinds.len() {
+            of_kind[kind(i) as usize] += 1;
         }
         let mut slots = Slots::default();
         for (&(ck, ek), &(one, several)) in &tally {
@@ -289,7 +296,7 @@ mod tests {
         }
         let best_cause: Indices = causes.into_iter().collect();
         let pairs = [(0, 1), (1, 2), (1, 3), (1, 4), (1, 5)];
-        let slots = Slots::learn(&best_cause, &kinds, &pairs);
+        let slots = Slots::learn(&best_cause, &kinds, &[0, 1, 2, 3, 4], &pairs);
         let call = (pairs[0], pairs[1]);
         assert!(slots.at_most_one.contains(&call));
         assert!(slots.exactly_one.contains(&call));

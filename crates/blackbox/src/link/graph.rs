@@ -7,6 +7,7 @@ use crate::reconcile::Message;
 use crate::roles::fixed_numbered;
 use crate::slots::KindPair;
 
+use super::sizes::SizeGroups;
 use super::{LinkOptions, Mode};
 
 /// A kind of message: its sender and receiver (clients as one), numbered.
@@ -116,29 +117,40 @@ impl<'a> Graph<'a> {
     }
 }
 
-/// Each message's kind as a number, and the kinds' node pairs.
+/// Each message's kind as a number, and the kinds' node pairs: a kind is a node pair, and
+/// for requests their size group within it (`sizes`).
 pub(super) struct Kinds {
     /// By message.
     of: Vec<Kind>,
     /// By kind.
     pub(super) pairs: Vec<KindPair>,
+    /// By kind, the first kind of its node pair: kinds by node pair alone.
+    pub(super) of_pair: Vec<Kind>,
 }
 
 impl Kinds {
     /// The kinds of `graph`'s messages, numbered in order of first appearance.
-    pub(super) fn of(graph: &Graph<'_>) -> Kinds {
-        let mut numbers: foldhash::HashMap<KindPair, Kind> = Default::default();
+    pub(super) fn of(graph: &Graph<'_>, connections: &Connections) -> Kinds {
+        let groups = SizeGroups::of(graph, connections);
+        let mut numbers: foldhash::HashMap<(KindPair, u32), Kind> = Default::default();
+        let mut first_of_pair: foldhash::HashMap<KindPair, Kind> = Default::default();
         let mut pairs: Vec<KindPair> = Vec::new();
+        let mut of_pair: Vec<Kind> = Vec::new();
         let of = (0..graph.messages.len() as u32)
             .map(|i| {
                 let pair = graph.kind_pair(i);
-                *numbers.entry(pair).or_insert_with(|| {
-                    pairs.push(pair);
-                    (pairs.len() - 1) as Kind
-                })
+                let group = groups.group(graph, connections, i);
+                if let Some(&kind) = numbers.get(&(pair, group)) {
+                    return kind;
+                }
+                let kind = pairs.len() as Kind;
+                pairs.push(pair);
+                of_pair.push(*first_of_pair.entry(pair).or_insert(kind));
+                numbers.insert((pair, group), kind);
+                kind
             })
             .collect();
-        Kinds { of, pairs }
+        Kinds { of, pairs, of_pair }
     }
 
     /// Message `i`'s kind.

@@ -27,13 +27,14 @@
 //! probability. A root's instances are alternatives for one request: one trace, each
 //! message with its parent from its most probable instance; a message two roots'
 //! instances took goes to the one whose link to it weighing (and the division of crossed
-//! requests' calls) found likelier. [`patterns_of`] gives the
-//! patterns of any assignment (the ground truth's too). A placement carries both the
+//! requests' calls) found likelier. [`patterns_of`] gives the patterns of any assignment
+//! (the ground truth's too). A placement carries both the
 //! `parent` (the request a message was sent for: Dapper's parent) and the `cause`
 //! (WAP5's); node delays and clock offsets (`delays`) run from causes. Placements are by
 //! message index; [`Linked::assignments`] adds the message ids where they are written.
 //!
-//! [`link`] runs the steps in order: the messages numbered (`graph`), each node's
+//! [`link`] runs the steps in order: the messages numbered and their kinds (`graph`; in
+//! the connections mode requests of one node pair told apart by size, `sizes`), each node's
 //! timelines (`timelines`), step 1 and 2 (`weigh`, into a `causes` table), in the
 //! connections mode the calls of requests that crossed divided again (`crossed`), step 3
 //! (`instances`), and each message placed (`place`).
@@ -43,6 +44,7 @@ mod crossed;
 mod graph;
 mod instances;
 mod place;
+mod sizes;
 mod timelines;
 mod weigh;
 
@@ -199,7 +201,7 @@ impl Linked {
 pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     let (graph, mut connections) = Graph::of(messages, mode, o);
     let timelines = Timelines::of(&graph);
-    let mut kinds = Kinds::of(&graph);
+    let mut kinds = Kinds::of(&graph, &connections);
     let (delays, first_candidates) = MeanDelays::measure(&graph, &connections, &timelines, &kinds);
     let weigher = Weigher {
         graph: &graph,
@@ -216,7 +218,12 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     drop(timelines);
     let best_cause = causes.most_likely_all();
     let slots = if graph.by_connections() && o.learn_slots {
-        Slots::learn(&best_cause, kinds.by_message(), &kinds.pairs)
+        Slots::learn(
+            &best_cause,
+            kinds.by_message(),
+            &kinds.of_pair,
+            &kinds.pairs,
+        )
     } else {
         Slots::default()
     };
@@ -246,7 +253,8 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     drop(best);
     let patterns = patterns.into_sorted(&shape_names);
     let mut delays: Vec<(String, String, f64)> = delays
-        .measured()
+        .measured(&kinds.of_pair)
+        .into_iter()
         .map(|(kind, mean)| {
             let (s, d) = kinds.pairs[kind as usize];
             let name = |node| graph.pattern_name(node).to_string();

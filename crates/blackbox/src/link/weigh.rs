@@ -103,13 +103,21 @@ impl MeanDelays {
         }
     }
 
-    /// (kind, mean delay) of each kind with a delay measured.
-    pub(super) fn measured(&self) -> impl Iterator<Item = (Kind, f64)> + '_ {
-        self.sums
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, count))| *count > 0)
-            .map(|(kind, (sum, count))| (kind as Kind, sum / *count as f64))
+    /// (kind, mean delay) of each node pair with a delay measured, its kinds together
+    /// (`of_pair`: each kind's first of its pair, which stands for the pair).
+    pub(super) fn measured(&self, of_pair: &[Kind]) -> Vec<(Kind, f64)> {
+        let mut by_pair: std::collections::BTreeMap<Kind, (f64, u64)> = Default::default();
+        for (kind, &(sum, count)) in self.sums.iter().enumerate() {
+            if count > 0 {
+                let e = by_pair.entry(of_pair[kind]).or_default();
+                e.0 += sum;
+                e.1 += count;
+            }
+        }
+        by_pair
+            .into_iter()
+            .map(|(kind, (sum, count))| (kind, sum / count as f64))
+            .collect()
     }
 }
 
@@ -388,7 +396,7 @@ mod tests {
     fn weighed(messages: &[Message], mode: Mode, o: &LinkOptions) -> (Vec<Weighed>, Vec<f64>) {
         let (graph, connections) = Graph::of(messages, mode, o);
         let timelines = Timelines::of(&graph);
-        let kinds = Kinds::of(&graph);
+        let kinds = Kinds::of(&graph, &connections);
         let (delays, first) = MeanDelays::measure(&graph, &connections, &timelines, &kinds);
         let table = Weigher {
             graph: &graph,
