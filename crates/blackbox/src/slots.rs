@@ -311,4 +311,24 @@ mod tests {
         assert_eq!(slots.at_most_one.len(), 2);
         assert_eq!(slots.exactly_one.len(), 1);
     }
+
+    #[test]
+    fn slots_are_by_node_pair_whatever_size_groups_a_pair_has() {
+        // Each of 40 requests (kind 0) makes one read (kind 1) and one write (kind 2) to
+        // one back-end: two kinds of one node pair, so two effects of that pair.
+        let requests = 40u32;
+        let mut kinds: Vec<Kind> = vec![0; requests as usize];
+        let mut causes: Vec<Option<u32>> = vec![None; requests as usize];
+        for r in 0..requests {
+            kinds.extend([1, 2]);
+            causes.extend([Some(r), Some(r)]);
+        }
+        let best_cause: Indices = causes.into_iter().collect();
+        let pairs = [(0, 1), (1, 2), (1, 2)];
+        let slots = Slots::learn(&best_cause, &kinds, &[0, 1, 1], &pairs);
+        assert!(slots.at_most_one.is_empty());
+        // Kinds of their own, each is one per request.
+        let slots = Slots::learn(&best_cause, &kinds, &[0, 1, 2], &pairs);
+        assert!(slots.at_most_one.contains(&(pairs[0], pairs[1])));
+    }
 }
