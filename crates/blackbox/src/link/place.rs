@@ -75,10 +75,9 @@ impl PackedPlacement {
 /// alternatives for one request's path, so they are one trace, each message in it with
 /// its parent from its most probable instance (a trace per instance would scatter a
 /// request over its alternatives). A message two roots' instances took goes by its link
-/// to its cause in each (in the connections mode), then by the instances' probabilities. Counts each instance under
-/// its shape. Returns each
-/// message's placement (empty where no instance took it), the patterns, and the next
-/// trace number.
+/// to its cause in each (in the connections mode), then by the instances' probabilities.
+/// Counts each instance under its shape. Returns each message's placement (empty where
+/// no instance took it), the patterns, and the next trace number.
 pub(super) fn place_instances(
     tree: &Tree<'_>,
     connections: &Connections,

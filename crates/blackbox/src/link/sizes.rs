@@ -5,13 +5,14 @@
 //! group is a kind of its own, so that delays, the kinds that cause them and quotas are
 //! learned per group. Sizes that vary smoothly (bodies of every length) stay one kind.
 
-use foldhash::HashMap;
 use std::collections::BTreeMap;
 
+use foldhash::HashMap;
+
 use crate::connections::Connections;
+use crate::slots::KindPair;
 
 use super::graph::Graph;
-use crate::slots::KindPair;
 
 /// A size this much larger than the one before it (a ratio, plus `GAP_BYTES`) starts a
 /// group: a path's digits or a header's value move sizes by a few bytes, a body by more.
@@ -38,8 +39,12 @@ impl SizeGroups {
     /// connections mode (WAP5's kinds are node pairs).
     pub(super) fn of(graph: &Graph<'_>, connections: &Connections) -> SizeGroups {
         let mut sizes: HashMap<KindPair, BTreeMap<u64, u64>> = HashMap::default();
-        let requests = (0..graph.messages.len()).filter(|&i| connections.is_request(i));
-        for i in requests.filter(|_| graph.by_connections()) {
+        if !graph.by_connections() {
+            return SizeGroups {
+                starts: HashMap::default(),
+            };
+        }
+        for i in (0..graph.messages.len()).filter(|&i| connections.is_request(i)) {
             *sizes
                 .entry(graph.kind_pair(i as u32))
                 .or_default()
