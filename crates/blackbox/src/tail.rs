@@ -8,7 +8,9 @@
 //!
 //! Held records are kept as the log's own bytes and put back together as a log for
 //! [`Captured::add_log`] each pass, so what is inferred is what `causeway infer` would
-//! infer from the same records.
+//! infer from the same records. A log fed from elsewhere is taken up after a restart
+//! from its header and open connections ([`CaptureTail::held_logs`], then
+//! [`CaptureTail::resume`]): its sender sends again only from the first data still held.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read as _, Seek as _, SeekFrom};
@@ -60,8 +62,11 @@ struct LogTail {
     head: Vec<u8>,
     /// Each connection's record, and when it was last used and whether it was closed.
     connections: HashMap<u64, Connection>,
-    /// Data records, a run per read, each with the latest time in it.
-    data: Vec<(u64, Vec<u8>)>,
+    /// Bytes of the log made into records (or found damaged): where `partial` starts.
+    parsed: u64,
+    /// Data records, a run per read, each with the latest time in it and the offset in
+    /// the log the bytes it came from started at.
+    data: Vec<(u64, Vec<u8>, u64)>,
     /// Where the log became unreadable (bytes that are not records): it is followed no
     /// further.
     damage: Option<String>,
@@ -74,8 +79,8 @@ struct LogTail {
 
 /// A log's data records stamped before the window when they arrived, so no path they
 /// begin is handed over: its host's clock is behind (or its sender fell behind) by more
-/// than the time a path is given to settle, or, for those older than the window's
-/// context, the log was sent again from its start.
+/// than the time a path is given to settle, or the log was sent again (from its start,
+/// or from where a restart took it up: [`CaptureTail::resume`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Late {
     /// Kept as context for later messages' paths.
@@ -104,6 +109,21 @@ struct Connection {
 pub struct Gap {
     /// The offset expected.
     pub expected: u64,
+}
+
+/// What a log fed from elsewhere needs to be taken up after a restart without its sender
+/// starting it over: its header and open connections' records, and the offset its bytes
+/// are needed from again (those of the data still held: the window's and its context).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldLog {
+    /// The log's name.
+    pub name: PathBuf,
+    /// The host its sender names.
+    pub host: Option<String>,
+    /// The offset its bytes are needed from.
+    pub offset: u64,
+    /// Its header and open connections' records, as a log.
+    pub records: Vec<u8>,
 }
 
 /// The paths one pass handed over.
@@ -162,7 +182,7 @@ impl CaptureTail {
                         .values()
                         .map(|c| c.record.len())
                         .sum::<usize>()
-                    + t.data.iter().map(|(_, run)| run.len()).sum::<usize>()
+                    + t.data.iter().map(|(_, run, _)| run.len()).sum::<usize>()
             })
             .sum()
     }
@@ -267,6 +287,53 @@ impl CaptureTail {
         }
         tail.read += new.len() as u64;
         Ok(())
+    }
+
+    /// The logs fed from elsewhere, readable, as [`CaptureTail::resume`] takes them up.
+    pub fn held_logs(&self) -> Vec<HeldLog> {
+        self.logs
+            .iter()
+            .filter(|(_, t)| t.damage.is_none() && !t.head.is_empty())
+            .filter_map(|(name, t)| {
+                let fed = t.fed.as_ref()?;
+                // Sent again from the first bytes whose data is still held: the window's
+                // paths and their context are read anew. From the start, it is sent whole.
+                let offset = t.data.iter().map(|(_, _, at)| *at).fold(t.parsed, u64::min);
+                if offset == 0 {
+                    return None;
+                }
+                let mut records = t.head.clone();
+                for c in t.connections.values().filter(|c| !c.closed) {
+                    records.extend_from_slice(&c.record);
+                }
+                Some(HeldLog {
+                    name: name.clone(),
+                    host: fed.host.clone(),
+                    offset,
+                    records,
+                })
+            })
+            .collect()
+    }
+
+    /// Takes up a log fed from elsewhere where [`CaptureTail::held_logs`] left it (before
+    /// a restart): its next bytes are taken from `log.offset`. A log whose records do not
+    /// read is not taken up (its sender starts it over).
+    pub fn resume(&mut self, log: HeldLog) {
+        let mut tail = LogTail {
+            fed: Some(Fed {
+                host: log.host,
+                idle_passes: 0,
+            }),
+            ..LogTail::default()
+        };
+        // Its records are a header and connections: no data to keep, none late.
+        tail.take(&log.records, u64::MAX, 0);
+        if tail.damage.is_some() || !tail.partial.is_empty() || tail.head.is_empty() {
+            return;
+        }
+        (tail.read, tail.parsed) = (log.offset, log.offset);
+        self.logs.insert(log.name, tail);
     }
 
     /// Whether the log `name` is held.
@@ -382,8 +449,10 @@ impl LogTail {
     /// Takes the records of `bytes` (the log's next bytes), counting the data records
     /// stamped before `from` late.
     fn take(&mut self, bytes: &[u8], keep_after: u64, from: u64) {
+        let run_offset = self.parsed;
         let mut unread = std::mem::take(&mut self.partial);
         unread.extend_from_slice(bytes);
+        let unread_len = unread.len() as u64;
         if !self.started {
             if unread.len() < MAGIC.len() && MAGIC.starts_with(&unread) {
                 self.partial = unread;
@@ -391,6 +460,7 @@ impl LogTail {
             }
             if !unread.starts_with(MAGIC) {
                 self.damage = Some("at byte 0: not a capture log (no CWSOCK01 header)".into());
+                self.parsed += unread_len;
                 return;
             }
             self.started = true;
@@ -499,7 +569,7 @@ impl LogTail {
             }
         }
         if !data.is_empty() {
-            self.data.push((latest, data));
+            self.data.push((latest, data, run_offset));
         }
         let rest = &buf[offset..];
         match reader.damage() {
@@ -511,6 +581,7 @@ impl LogTail {
             }
             None => self.partial.clear(),
         }
+        self.parsed += unread_len - self.partial.len() as u64;
     }
 
     /// Writes the held records as one log into `out`.
@@ -520,14 +591,14 @@ impl LogTail {
         for c in self.connections.values() {
             out.extend_from_slice(&c.record);
         }
-        for (_, run) in &self.data {
+        for (_, run, _) in &self.data {
             out.extend_from_slice(run);
         }
     }
 
     /// Lets go of data sent before `horizon` (ns) and of connections closed before it.
     fn let_go(&mut self, horizon: u64) {
-        self.data.retain(|(latest, _)| *latest >= horizon);
+        self.data.retain(|(latest, _, _)| *latest >= horizon);
         self.connections
             .retain(|_, c| !(c.closed && c.last_ns < horizon));
     }
@@ -930,6 +1001,80 @@ mod tests {
     }
 
     #[test]
+    fn a_fed_log_taken_up_after_a_restart_goes_on_from_where_it_was_taken() {
+        let part = shop(0..600);
+        let (client, server) = (Path::new("c.sockcap"), Path::new("s.sockcap"));
+        // As agents send them: in pieces.
+        let feed_all = |tail: &mut CaptureTail, c: &[u8], s: &[u8], at: (u64, u64)| {
+            for (name, host, log, at) in [(client, None, c, at.0), (server, Some("db-1"), s, at.1)]
+            {
+                for (k, piece) in log.chunks(1000).enumerate() {
+                    let offset = at + 1000 * k as u64;
+                    tail.feed(name, host, offset, piece).expect("fed");
+                }
+            }
+        };
+        // Cut inside a record: its start waits for the rest.
+        let (c_cut, s_cut) = (part.client.len() / 2 + 5, part.server.len() / 2 + 5);
+        let mut before = CaptureTail::new(vec![], vec![], Options::default(), 0);
+        feed_all(
+            &mut before,
+            &part.client[..c_cut],
+            &part.server[..s_cut],
+            (0, 0),
+        );
+        let first = before.settle(T0 + 20 * S).expect("pass").expect("a window");
+        let held = before.held_logs();
+        assert_eq!(held.len(), 2);
+        let offsets: Vec<u64> = held.iter().map(|l| l.offset).collect();
+        assert!(offsets[0] < c_cut as u64 && offsets[1] < s_cut as u64);
+        // Headers and open connections only: a few hundred bytes, not the data.
+        assert!(held.iter().all(|l| l.records.len() < 400), "{held:?}");
+        assert_eq!(held[1].host.as_deref(), Some("db-1"));
+
+        let mut after = CaptureTail::new(vec![], vec![], Options::default(), before.from());
+        for log in held {
+            after.resume(log);
+        }
+        assert_eq!(after.logs(), 2);
+        // A sender sending on from its end is told where the server's take ends.
+        assert_eq!(
+            after.feed(client, None, c_cut as u64, &part.client[c_cut..]),
+            Err(Gap {
+                expected: offsets[0]
+            })
+        );
+        let (c_at, s_at) = (offsets[0] as usize, offsets[1] as usize);
+        feed_all(
+            &mut after,
+            &part.client[c_at..],
+            &part.server[s_at..],
+            (offsets[0], offsets[1]),
+        );
+        let rest = after.settle(u64::MAX).expect("pass").expect("a window");
+        // Every request once, each path whole, on the hosts their senders named.
+        assert_eq!(first.starts.len() + rest.starts.len(), 600);
+        assert!(shapes(&rest.spans).iter().all(|p| p.len() == 4));
+        assert!(rest.spans.iter().all(|s| s.pid != 2 || &*s.host == "db-1"));
+    }
+
+    #[test]
+    fn a_log_whose_held_records_do_not_read_is_started_over() {
+        let mut tail = CaptureTail::new(vec![], vec![], Options::default(), 0);
+        tail.resume(HeldLog {
+            name: "x.sockcap".into(),
+            host: None,
+            offset: 1000,
+            records: b"CWSOCK01 and then not records".to_vec(),
+        });
+        assert_eq!(tail.logs(), 0);
+        assert_eq!(
+            tail.feed(Path::new("x.sockcap"), None, 1000, b"more"),
+            Err(Gap { expected: 0 })
+        );
+    }
+
+    #[test]
     fn a_restart_skips_what_came_before_its_window() {
         let dir = Scratch::new();
         let part = shop(0..600);
@@ -975,7 +1120,7 @@ mod props {
             }
             prop_assert!(pieces.damage.is_none() && pieces.partial.is_empty());
             prop_assert_eq!(&whole.head, &pieces.head);
-            let data = |t: &LogTail| t.data.iter().flat_map(|(_, run)| run.clone()).collect::<Vec<u8>>();
+            let data = |t: &LogTail| t.data.iter().flat_map(|(_, run, _)| run.clone()).collect::<Vec<u8>>();
             prop_assert_eq!(data(&whole), data(&pieces));
             let connections = |t: &LogTail| {
                 let mut c: Vec<Vec<u8>> = t.connections.values().map(|c| c.record.clone()).collect();

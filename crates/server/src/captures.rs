@@ -5,8 +5,10 @@
 //! that settled ([`SETTLE`] ago), asks the store for the traces begun from [`LOOKBACK`]
 //! before its paths to their end, joins the paths to them (`causeway_blackbox::join`, as
 //! `causeway infer --join`) and stores the result; where the windows reached is kept in
-//! `DATA/captures.json`, so a restart takes up from there. `GET /api/captures` says what
-//! is held and how fresh the joins are.
+//! `DATA/captures.json`, so a restart takes up from there; each log's header and open
+//! connections are kept in `DATA/capture-logs.json` (every [`HELD_LOGS_EVERY`] passes and
+//! at shutdown), so its sender goes on from the first data still held, not from the log's
+//! start. `GET /api/captures` says what is held and how fresh the joins are.
 //!
 //! Bounds: a body is an ingest body (size, time, receive budget); the records held are at
 //! most `--max-capture-bytes` (a piece that finds them full is answered 503, and the next
@@ -26,9 +28,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
 use causeway_blackbox::infer::Options;
 use causeway_blackbox::join::join;
-use causeway_blackbox::tail::{CaptureTail, Gap, Window};
+use causeway_blackbox::tail::{CaptureTail, Gap, HeldLog, Window};
 use causeway_model::{Source, Span};
 use causeway_store::{Fields, TimeWindow};
 use serde::{Deserialize, Serialize};
@@ -66,16 +70,54 @@ const DAMAGED_NAMED: usize = 100;
 /// The file in the data directory saying where the windows reached.
 const CHECKPOINT_FILE: &str = "captures.json";
 
+/// The file in the data directory holding what each log needs to be taken up after a
+/// restart without its sender starting it over (`CaptureTail::held_logs`).
+const HELD_LOGS_FILE: &str = "capture-logs.json";
+
+/// Passes (a second each) between two saves of the held logs: their open connections' records may be
+/// megabytes; saved less often, a restart has their senders send a little more again.
+const HELD_LOGS_EVERY: u64 = 10;
+
 /// The capture tail every agent feeds, and what its passes did.
 pub(crate) struct Captures {
     tail: Mutex<CaptureTail>,
     status: Mutex<Status>,
     checkpoint: PathBuf,
+    held_logs: PathBuf,
 }
 
 #[derive(Serialize, Deserialize, Default)]
 struct Checkpoint {
     from: u64,
+}
+
+/// A held log as saved: its records in base64.
+#[derive(Serialize, Deserialize)]
+struct SavedLog {
+    name: PathBuf,
+    host: Option<String>,
+    offset: u64,
+    records: String,
+}
+
+impl SavedLog {
+    fn of(log: HeldLog) -> SavedLog {
+        SavedLog {
+            name: log.name,
+            host: log.host,
+            offset: log.offset,
+            records: BASE64.encode(&log.records),
+        }
+    }
+
+    fn held(self) -> Option<HeldLog> {
+        Some(HeldLog {
+            name: self.name,
+            host: self.host,
+            offset: self.offset,
+            records: BASE64.decode(self.records).ok()?,
+        })
+    }
 }
 
 /// What the passes did, kept between them.
@@ -187,13 +229,24 @@ impl Captures {
             ignore_ports,
             ..Options::default()
         };
+        let mut tail = CaptureTail::new(Vec::new(), names, options, from);
+        // Logs whose records do not read are started over by their senders.
+        let held_logs = data_dir.join(HELD_LOGS_FILE);
+        let saved = std::fs::read(&held_logs)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Vec<SavedLog>>(&b).ok())
+            .unwrap_or_default();
+        for log in saved.into_iter().filter_map(SavedLog::held) {
+            tail.resume(log);
+        }
         Captures {
-            tail: Mutex::new(CaptureTail::new(Vec::new(), names, options, from)),
+            tail: Mutex::new(tail),
             status: Mutex::new(Status {
                 from,
                 ..Status::default()
             }),
             checkpoint,
+            held_logs,
         }
     }
 
@@ -242,10 +295,25 @@ impl Captures {
     }
 
     fn save(&self, from: u64) -> std::io::Result<()> {
-        let tmp = self.checkpoint.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_vec(&Checkpoint { from })?)?;
-        std::fs::rename(&tmp, &self.checkpoint)
+        write_whole(&self.checkpoint, &serde_json::to_vec(&Checkpoint { from })?)
     }
+
+    /// Saves what each log fed needs to be taken up after a restart.
+    fn save_held_logs(&self) -> std::io::Result<()> {
+        let logs: Vec<SavedLog> = lock(&self.tail)
+            .held_logs()
+            .into_iter()
+            .map(SavedLog::of)
+            .collect();
+        write_whole(&self.held_logs, &serde_json::to_vec(&logs)?)
+    }
+}
+
+/// Writes `bytes` to `path` whole or not at all (a crash leaves the old file).
+fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// The ingest listener's routes.
@@ -401,6 +469,7 @@ fn keep<T>(samples: &mut VecDeque<T>, sample: T) {
 pub(crate) async fn run(state: Arc<AppState>, mut stopped: tokio::sync::watch::Receiver<bool>) {
     let mut every = tokio::time::interval(PASS_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticks: u64 = 0;
     loop {
         let last = tokio::select! {
             _ = every.tick() => false,
@@ -411,6 +480,19 @@ pub(crate) async fn run(state: Arc<AppState>, mut stopped: tokio::sync::watch::R
         if let Err(e) = pass(&state, to).await {
             tracing::warn!(error = %e, "joining captures");
             lock(&state.captures.status).last_error = Some(e.to_string());
+        }
+        ticks += 1;
+        if last || ticks.is_multiple_of(HELD_LOGS_EVERY) {
+            let app = state.clone();
+            let saved = blocking(move || {
+                app.captures
+                    .save_held_logs()
+                    .map_err(|e| ApiError::Internal(e.to_string()))
+            })
+            .await;
+            if let Err(e) = saved {
+                tracing::warn!(error = %e, "saving the capture logs held");
+            }
         }
         if last {
             return;

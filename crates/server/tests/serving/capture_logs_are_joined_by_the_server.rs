@@ -128,6 +128,67 @@ fn pieces_of_logs_are_inferred_once_and_gaps_are_refused_with_the_offset_needed(
 }
 
 #[test]
+fn a_restarted_server_takes_each_log_up_where_it_had_taken_it() {
+    let mut server = TestServer::start("captures-restart");
+    // 20 requests from now, then 20 after the restart. Stamped after they are sent, no
+    // record is late however the passes fall between the pieces.
+    let old = now_ns() + 100 * MS;
+    let mut client = vec![
+        process(1, b"/bin/client", old),
+        tcp_connection(old, 1, Call::Connect, 40_000, 8080),
+    ];
+    let mut server_records = vec![
+        process(2, b"/bin/server", old),
+        listen(old, 8080),
+        tcp_connection(old, 1, Call::Accept, 8080, 40_000),
+    ];
+    let requests =
+        |client: &mut Vec<_>, server: &mut Vec<_>, t0: u64, range: std::ops::Range<u64>| {
+            for i in range {
+                let t = t0 + i % 20 * 100 * MS;
+                client.push(stream_data(t, 1, Direction::Send, i * 100, 100));
+                server.push(stream_data(t + MS, 1, Direction::Recv, i * 100, 100));
+                server.push(stream_data(t + 3 * MS, 1, Direction::Send, i * 60, 60));
+                client.push(stream_data(t + 4 * MS, 1, Direction::Recv, i * 60, 60));
+            }
+        };
+    let send = |server: &TestServer, name: &str, log: &[u8], range: std::ops::Range<usize>| {
+        let query = format!("log={name}&offset={}", range.start);
+        let (code, body) = piece(server, &query, &log[range]);
+        assert_eq!(code, 200, "{name}: {body}");
+    };
+    requests(&mut client, &mut server_records, old, 0..20);
+    let cut = (log(&client).len(), log(&server_records).len());
+    send(&server, "c.sockcap", &log(&client), 0..cut.0);
+    send(&server, "s.sockcap", &log(&server_records), 0..cut.1);
+    // Their paths handed over, and their data let go once past the window's context:
+    // what is held is each log's header and connection.
+    let status = status_until(&server, |s| {
+        s["paths"].as_u64() >= Some(20) && s["heldBytes"].as_u64() < Some(400)
+    });
+    assert_eq!(status["paths"], 20, "{status}");
+    assert!(status["heldBytes"].as_u64() < Some(400), "{status}");
+
+    server.restart();
+    // Each sender goes on from where it stopped, and the server takes it from there.
+    requests(
+        &mut client,
+        &mut server_records,
+        now_ns() + 100 * MS,
+        20..40,
+    );
+    let (client, server_log) = (log(&client), log(&server_records));
+    send(&server, "c.sockcap", &client, cut.0..client.len());
+    send(&server, "s.sockcap", &server_log, cut.1..server_log.len());
+    let status = status_until(&server, |s| s["paths"].as_u64() >= Some(20));
+    assert_eq!(status["paths"], 20, "{status}");
+    assert_eq!(status["late"], serde_json::json!([]), "{status}");
+    let (_, found) = server.get("/api/search?service=server&limit=100");
+    let traces = found["traces"].as_array().expect("traces");
+    assert_eq!(traces.len(), 40, "{found}");
+}
+
+#[test]
 fn bad_pieces_get_clear_answers_and_a_log_that_is_not_one_is_named() {
     let server = TestServer::start("captures-bad");
     for (query, names) in [

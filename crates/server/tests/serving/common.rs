@@ -23,17 +23,7 @@ impl TestServer {
 
     pub fn start_with(name: &str, tweak: impl FnOnce(&mut ServerConfig)) -> TestServer {
         let dir = TempDir::new(&format!("server-{name}"));
-        let mut config = ServerConfig {
-            data_dir: dir.to_path_buf(),
-            grpc_addr: "127.0.0.1:0".parse().unwrap(),
-            ingest_addr: "127.0.0.1:0".parse().unwrap(),
-            http_addr: "127.0.0.1:0".parse().unwrap(),
-            store: StoreOptions {
-                fsync: FsyncPolicy::Never,
-                ..StoreOptions::default()
-            },
-            ..ServerConfig::default()
-        };
+        let mut config = Self::config(&dir);
         tweak(&mut config);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -53,6 +43,31 @@ impl TestServer {
             dir,
             http,
         }
+    }
+
+    /// The configuration of a server on free loopback ports storing into `dir`.
+    fn config(dir: &TempDir) -> ServerConfig {
+        ServerConfig {
+            data_dir: dir.to_path_buf(),
+            grpc_addr: "127.0.0.1:0".parse().unwrap(),
+            ingest_addr: "127.0.0.1:0".parse().unwrap(),
+            http_addr: "127.0.0.1:0".parse().unwrap(),
+            store: StoreOptions {
+                fsync: FsyncPolicy::Never,
+                ..StoreOptions::default()
+            },
+            ..ServerConfig::default()
+        }
+    }
+
+    /// Stops the server (as on SIGTERM) and starts another on the same data directory,
+    /// on new ports.
+    pub fn restart(&mut self) {
+        if let Some(s) = self.server.take() {
+            self.rt.block_on(s.shutdown());
+        }
+        let config = Self::config(&self.dir);
+        self.server = Some(self.rt.block_on(causeway_server::start(config)).unwrap());
     }
 
     /// A server storing into the ClickHouse store at `url`, shipping its spool every 20 ms.
