@@ -10,7 +10,8 @@
 //! their calls are divided between them again, by local search from weighing's division
 //! (moving one call, or exchanging all, while that scores better). A division scores, over
 //! what each request's handling sent (its calls, and the calls made after their answers):
-//! the calls' delays since their request, the answer's delay since the last answer
+//! the delay of its first call since the request and of the others since the first (a
+//! server sends a request's calls together), the answer's delay since the last answer
 //! received for it (each against its kind's mean, as weighing scores delays), each call
 //! answered after its request had been (as likely as its kind's calls were), each call
 //! beyond or short of its kind's quota (`slots::Quotas`, as weighing scores one beyond),
@@ -48,11 +49,15 @@ struct Owner {
 }
 
 /// What one call, with the calls made after its answer, adds to a request's score: the
-/// delays and calls answered late, and the latest answer back before the request's.
+/// calls answered late, and the latest answer back before the request's; and what its
+/// delay is scored by (with the request's other calls).
 #[derive(Clone, Copy)]
 struct Part {
     score: f64,
     last: i64,
+    /// When the call was sent, and its kind's mean delay.
+    sent: i64,
+    mean: f64,
 }
 
 /// What scoring divisions reads.
@@ -157,8 +162,10 @@ impl Scorer<'_, '_> {
             return None;
         }
         let mut part = Part {
-            score: -((sent - r.arrived) as f64) / w.delays.mean(kind(call) as u32),
+            score: 0.0,
             last: r.arrived,
+            sent,
+            mean: w.delays.mean(kind(call) as u32),
         };
         for &m in below {
             let sent = messages[m as usize].send_ns.get();
@@ -190,9 +197,23 @@ impl Scorer<'_, '_> {
         let mut score = 0.0;
         let mut last = r.arrived;
         let mut made: Vec<(u32, usize)> = Vec::new();
+        // A request sends its calls together: the first call's delay counts since the
+        // request came, the others' since the first (were each counted since the
+        // request, two requests' calls could be exchanged at no cost).
+        let first = calls
+            .iter()
+            .filter_map(|&k| parts[k])
+            .map(|p| p.sent)
+            .min()
+            .unwrap_or(r.arrived);
         for &k in calls {
             let part = parts[k]?;
             score += part.score;
+            score -= if part.sent == first {
+                (first - r.arrived) as f64 / part.mean
+            } else {
+                (part.sent - first) as f64 / part.mean
+            };
             last = last.max(part.last);
             match made.iter_mut().find(|(of, _)| *of == kind(own[k])) {
                 Some(m) => m.1 += 1,
@@ -265,7 +286,8 @@ impl Scorer<'_, '_> {
         let was: Vec<bool> = (0..own.len()).map(|k| k < of_a.len()).collect();
         let mut to_a = was.clone();
         let mut best = self.division(owners, &own, &parts, &to_a);
-        // Steepest ascent: each step moves one call, or exchanges every movable call.
+        // Steepest ascent: each step moves one call, exchanges two of one kind, or
+        // exchanges every movable call.
         for _ in 0..2 * own.len() {
             let mut step: Option<(f64, Vec<bool>)> = None;
             let mut consider = |tried: Vec<bool>, this: &Self| {
@@ -278,6 +300,18 @@ impl Scorer<'_, '_> {
                 let mut tried = to_a.clone();
                 tried[k] = !tried[k];
                 consider(tried, self);
+            }
+            // Two calls of one kind exchanged: moving either alone puts a request over
+            // its quota, and the other short.
+            for k in (0..own.len()).filter(|&k| movable[k] && to_a[k]) {
+                for l in (0..own.len()).filter(|&l| movable[l] && !to_a[l]) {
+                    if kind(own[k]) == kind(own[l]) {
+                        let mut tried = to_a.clone();
+                        tried[k] = false;
+                        tried[l] = true;
+                        consider(tried, self);
+                    }
+                }
             }
             let all: Vec<bool> = (0..own.len()).map(|k| to_a[k] != movable[k]).collect();
             consider(all, self);
@@ -308,9 +342,17 @@ impl Scorer<'_, '_> {
 
 #[cfg(test)]
 mod tests {
+    use foldhash::HashMap;
+
+    use super::Scorer;
+    use crate::link::causes::CauseTable;
+    use crate::link::graph::{Graph, Kinds};
     use crate::link::tests::{listening_on, msg};
+    use crate::link::timelines::Timelines;
+    use crate::link::weigh::{MeanDelays, Weigher};
     use crate::link::{link, Mode};
     use crate::reconcile::Message;
+    use crate::rows::Rows;
 
     /// One order: its request, its three writes (one per replica, sent together), the
     /// publish after two writes were answered, and the answer after the publish's.
@@ -408,25 +450,152 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_calls_of_two_orders_a_moment_apart_go_to_the_order_answered_after_them() {
-        let mut messages = Vec::new();
-        let mut port = 5000;
-        // Orders alone teach the delays, the quotas and which calls are waited for.
+    /// Orders alone, to teach the delays, the quotas and which calls are waited for.
+    fn orders_alone(messages: &mut Vec<Message>, port: &mut u32) {
         for k in 0..60i64 {
             let disk = [
                 4_000 + 37 * (k % 11),
                 4_200 + 53 * (k % 7),
                 9_000 + 41 * (k % 13),
             ];
-            order(
-                &mut messages,
-                &mut port,
-                k * 50_000,
-                1_000 + 31 * (k % 60),
-                disk,
-            );
+            order(messages, port, k * 50_000, 1_000 + 31 * (k % 60), disk);
         }
+    }
+
+    fn orders_options() -> crate::link::LinkOptions {
+        listening_on(&[
+            ("orders", 80),
+            ("disk-1", 90),
+            ("disk-2", 90),
+            ("disk-3", 90),
+            ("queue", 91),
+        ])
+    }
+
+    /// Weighing's causes of `messages` (orders), changed by `prepare`, and a division
+    /// scorer reading them, for `test`.
+    fn with_scorer(
+        messages: &[Message],
+        prepare: impl FnOnce(&mut CauseTable),
+        test: impl FnOnce(&mut Scorer<'_, '_>, &mut CauseTable),
+    ) {
+        let options = orders_options();
+        let (graph, connections) = Graph::of(messages, Mode::Connections, &options);
+        let timelines = Timelines::of(&graph);
+        let kinds = Kinds::of(&graph, &connections);
+        let (delays, first_candidates) =
+            MeanDelays::measure(&graph, &connections, &timelines, &kinds);
+        let weigher = Weigher {
+            graph: &graph,
+            connections: &connections,
+            timelines: &timelines,
+            kinds: &kinds,
+            delays: &delays,
+        };
+        let (mut causes, learned) = weigher.causes(first_candidates);
+        prepare(&mut causes);
+        let known = causes.most_likely_all();
+        let n = messages.len();
+        let mut scorer = Scorer {
+            weigher: &weigher,
+            effects: Rows::grouped(n, || {
+                (0..n as u32).filter_map(|i| Some((known.get(i as usize)? as usize, i)))
+            }),
+            learned: &learned,
+            divided: HashMap::default(),
+        };
+        test(&mut scorer, &mut causes);
+    }
+
+    /// Orders alone, then two: the second arrives before the first writes, and writes
+    /// 2.4 ms after it.
+    fn two_orders_crossing() -> (Vec<Message>, Order, Order) {
+        let mut messages = Vec::new();
+        let mut port = 5000;
+        orders_alone(&mut messages, &mut port);
+        let t = 60 * 50_000;
+        let first = order(&mut messages, &mut port, t, 3_300, [4_600, 4_750, 9_975]);
+        let second = order(
+            &mut messages,
+            &mut port,
+            t + 2_000,
+            3_700,
+            [4_525, 4_890, 9_640],
+        );
+        (messages, first, second)
+    }
+
+    #[test]
+    fn a_division_keeping_each_orders_writes_together_scores_above_one_exchanging_two() {
+        let (messages, first, second) = two_orders_crossing();
+        with_scorer(
+            &messages,
+            |_| {},
+            |scorer, _| {
+                let (a, b) = (first.request as u32, second.request as u32);
+                let owners = (&scorer.owner(a).expect("a"), &scorer.owner(b).expect("b"));
+                let own: Vec<u32> = first
+                    .writes
+                    .iter()
+                    .chain(&second.writes)
+                    .map(|&w| w as u32)
+                    .collect();
+                let parts = [owners.0, owners.1].map(|r| {
+                    own.iter()
+                        .map(|&m| scorer.part(r, m, &scorer.below(m)))
+                        .collect::<Vec<_>>()
+                });
+                let as_sent = scorer.division(
+                    owners,
+                    &own,
+                    &parts,
+                    &[true, true, true, false, false, false],
+                );
+                // Their writes to the third replica exchanged: each order still writes once
+                // to each replica, and the calls' delays since their requests add up the same.
+                let exchanged = scorer.division(
+                    owners,
+                    &own,
+                    &parts,
+                    &[true, true, false, false, false, true],
+                );
+                assert!(as_sent > exchanged + 1.0, "{as_sent} against {exchanged}");
+            },
+        );
+    }
+
+    #[test]
+    fn two_writes_of_one_kind_exchanged_between_two_orders_are_exchanged_back() {
+        let (messages, first, second) = two_orders_crossing();
+        let (a, b) = (first.request as u32, second.request as u32);
+        let (w1, w2) = (first.writes[2] as u32, second.writes[2] as u32);
+        // Each order's write to the third replica given to the other.
+        let exchange = |causes: &mut CauseTable| {
+            for (w, other) in [(w1, b), (w2, a)] {
+                if causes.most_likely(w) != Some(other) {
+                    causes.exchange(w, a, b);
+                }
+            }
+        };
+        with_scorer(&messages, exchange, |scorer, causes| {
+            assert_eq!(
+                (causes.most_likely(w1), causes.most_likely(w2)),
+                (Some(b), Some(a))
+            );
+            // Moving either alone leaves an order with two writes to one replica.
+            scorer.divide(causes, a, b);
+            assert_eq!(
+                (causes.most_likely(w1), causes.most_likely(w2)),
+                (Some(a), Some(b))
+            );
+        });
+    }
+
+    #[test]
+    fn the_calls_of_two_orders_a_moment_apart_go_to_the_order_answered_after_them() {
+        let mut messages = Vec::new();
+        let mut port = 5000;
+        orders_alone(&mut messages, &mut port);
         // Two at once: the first validates 3.2 ms, the second, 2 ms later, 1.5 ms; each
         // order's publish follows its own writes' answers, and its answer the publish's.
         let t = 60 * 50_000;
@@ -438,14 +607,7 @@ mod tests {
             1_525,
             [5_525, 6_890, 7_640],
         );
-        let options = listening_on(&[
-            ("orders", 80),
-            ("disk-1", 90),
-            ("disk-2", 90),
-            ("disk-3", 90),
-            ("queue", 91),
-        ]);
-        let linked = link(&messages, Mode::Connections, &options);
+        let linked = link(&messages, Mode::Connections, &orders_options());
         let parent = |i: usize| linked.placements[i].parent.map(|p| p as usize);
         for o in [&first, &second] {
             assert_eq!(o.writes.map(parent), [Some(o.request); 3]);
