@@ -485,13 +485,7 @@ mod tests {
         let kinds = Kinds::of(&graph, &connections);
         let (delays, first_candidates) =
             MeanDelays::measure(&graph, &connections, &timelines, &kinds);
-        let weigher = Weigher {
-            graph: &graph,
-            connections: &connections,
-            timelines: &timelines,
-            kinds: &kinds,
-            delays: &delays,
-        };
+        let weigher = Weigher::of(&graph, &connections, &timelines, &kinds, &delays);
         let (mut causes, learned) = weigher.causes(first_candidates);
         prepare(&mut causes);
         let known = causes.most_likely_all();

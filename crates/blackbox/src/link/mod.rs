@@ -203,13 +203,7 @@ pub fn link(messages: &[Message], mode: Mode, o: &LinkOptions) -> Linked {
     let timelines = Timelines::of(&graph);
     let mut kinds = Kinds::of(&graph, &connections);
     let (delays, first_candidates) = MeanDelays::measure(&graph, &connections, &timelines, &kinds);
-    let weigher = Weigher {
-        graph: &graph,
-        connections: &connections,
-        timelines: &timelines,
-        kinds: &kinds,
-        delays: &delays,
-    };
+    let weigher = Weigher::of(&graph, &connections, &timelines, &kinds, &delays);
     let (mut causes, learned) = weigher.causes(first_candidates);
     if graph.by_connections() {
         crossed::uncross(&weigher, &mut causes, &learned);

@@ -150,6 +150,22 @@ pub(super) struct Weigher<'a> {
 }
 
 impl<'a> Weigher<'a> {
+    pub(super) fn of(
+        graph: &'a Graph<'a>,
+        connections: &'a Connections,
+        timelines: &'a Timelines,
+        kinds: &'a Kinds,
+        delays: &'a MeanDelays,
+    ) -> Weigher<'a> {
+        Weigher {
+            graph,
+            connections,
+            timelines,
+            kinds,
+            delays,
+        }
+    }
+
     /// Every message's causes as the mode weighs them. The connections mode also weighs
     /// a cause by how often its kind of message causes the effect's kind (a server that
     /// has had its answer from `geo` does not call `geo` again for that request; the
@@ -398,15 +414,9 @@ mod tests {
         let timelines = Timelines::of(&graph);
         let kinds = Kinds::of(&graph, &connections);
         let (delays, first) = MeanDelays::measure(&graph, &connections, &timelines, &kinds);
-        let table = Weigher {
-            graph: &graph,
-            connections: &connections,
-            timelines: &timelines,
-            kinds: &kinds,
-            delays: &delays,
-        }
-        .causes(first)
-        .0;
+        let table = Weigher::of(&graph, &connections, &timelines, &kinds, &delays)
+            .causes(first)
+            .0;
         let each = (0..messages.len() as u32)
             .map(|i| (table.parents(i).to_vec(), table.spontaneous(i)))
             .collect();

@@ -6,7 +6,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use causeway_blackbox::format::{Call, Direction, MAGIC};
+use causeway_blackbox::format::{Call, Direction, Record, MAGIC};
 use causeway_testkit::capture_logs::{listen, log, process, stream_data, tcp_connection};
 use causeway_testkit::now_ns;
 use common::TestServer;
@@ -15,26 +15,55 @@ const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
 const OCTETS: (&str, &str) = ("content-type", "application/octet-stream");
 
-/// A client's log and its server's: `requests` calls on one connection, a call every
-/// 100 ms from `t0` (ns).
-fn client_and_server(t0: u64, requests: u64) -> (Vec<u8>, Vec<u8>) {
-    let mut client = vec![
-        process(1, b"/bin/client", t0),
-        tcp_connection(t0, 1, Call::Connect, 40_000, 8080),
-    ];
-    let mut server = vec![
-        process(2, b"/bin/server", t0),
-        listen(t0, 8080),
-        tcp_connection(t0, 1, Call::Accept, 8080, 40_000),
-    ];
-    for i in 0..requests {
-        let t = t0 + S + i * 100 * MS;
-        client.push(stream_data(t, 1, Direction::Send, i * 100, 100));
-        server.push(stream_data(t + MS, 1, Direction::Recv, i * 100, 100));
-        server.push(stream_data(t + 3 * MS, 1, Direction::Send, i * 60, 60));
-        client.push(stream_data(t + 4 * MS, 1, Direction::Recv, i * 60, 60));
+/// A client's records and its server's, at `t0` (ns): their processes, the server's
+/// listen and their one connection.
+struct ClientAndServer {
+    client: Vec<Record<'static>>,
+    server: Vec<Record<'static>>,
+}
+
+impl ClientAndServer {
+    fn at(t0: u64) -> ClientAndServer {
+        ClientAndServer {
+            client: vec![
+                process(1, b"/bin/client", t0),
+                tcp_connection(t0, 1, Call::Connect, 40_000, 8080),
+            ],
+            server: vec![
+                process(2, b"/bin/server", t0),
+                listen(t0, 8080),
+                tcp_connection(t0, 1, Call::Accept, 8080, 40_000),
+            ],
+        }
     }
-    (log(&client), log(&server))
+
+    /// Calls `calls` of the connection, one every 100 ms from `t0` (ns).
+    fn calls(&mut self, t0: u64, calls: std::ops::Range<u64>) {
+        for (k, i) in calls.enumerate() {
+            let t = t0 + k as u64 * 100 * MS;
+            self.client
+                .push(stream_data(t, 1, Direction::Send, i * 100, 100));
+            self.server
+                .push(stream_data(t + MS, 1, Direction::Recv, i * 100, 100));
+            self.server
+                .push(stream_data(t + 3 * MS, 1, Direction::Send, i * 60, 60));
+            self.client
+                .push(stream_data(t + 4 * MS, 1, Direction::Recv, i * 60, 60));
+        }
+    }
+
+    /// The two logs as written so far.
+    fn logs(&self) -> (Vec<u8>, Vec<u8>) {
+        (log(&self.client), log(&self.server))
+    }
+}
+
+/// A client's log and its server's: `requests` calls on one connection, a call every
+/// 100 ms from a second after `t0` (ns).
+fn client_and_server(t0: u64, requests: u64) -> (Vec<u8>, Vec<u8>) {
+    let mut both = ClientAndServer::at(t0);
+    both.calls(t0 + S, 0..requests);
+    both.logs()
 }
 
 fn piece(server: &TestServer, query: &str, bytes: &[u8]) -> (u16, serde_json::Value) {
@@ -132,35 +161,18 @@ fn a_restarted_server_takes_each_log_up_where_it_had_taken_it() {
     let mut server = TestServer::start("captures-restart");
     // 20 requests from now, then 20 after the restart. Stamped after they are sent, no
     // record is late however the passes fall between the pieces.
-    let old = now_ns() + 100 * MS;
-    let mut client = vec![
-        process(1, b"/bin/client", old),
-        tcp_connection(old, 1, Call::Connect, 40_000, 8080),
-    ];
-    let mut server_records = vec![
-        process(2, b"/bin/server", old),
-        listen(old, 8080),
-        tcp_connection(old, 1, Call::Accept, 8080, 40_000),
-    ];
-    let requests =
-        |client: &mut Vec<_>, server: &mut Vec<_>, t0: u64, range: std::ops::Range<u64>| {
-            for i in range {
-                let t = t0 + i % 20 * 100 * MS;
-                client.push(stream_data(t, 1, Direction::Send, i * 100, 100));
-                server.push(stream_data(t + MS, 1, Direction::Recv, i * 100, 100));
-                server.push(stream_data(t + 3 * MS, 1, Direction::Send, i * 60, 60));
-                client.push(stream_data(t + 4 * MS, 1, Direction::Recv, i * 60, 60));
-            }
-        };
+    let start = now_ns() + 100 * MS;
+    let mut both = ClientAndServer::at(start);
     let send = |server: &TestServer, name: &str, log: &[u8], range: std::ops::Range<usize>| {
         let query = format!("log={name}&offset={}", range.start);
         let (code, body) = piece(server, &query, &log[range]);
         assert_eq!(code, 200, "{name}: {body}");
     };
-    requests(&mut client, &mut server_records, old, 0..20);
-    let cut = (log(&client).len(), log(&server_records).len());
-    send(&server, "c.sockcap", &log(&client), 0..cut.0);
-    send(&server, "s.sockcap", &log(&server_records), 0..cut.1);
+    both.calls(start, 0..20);
+    let (client, server_log) = both.logs();
+    let cut = (client.len(), server_log.len());
+    send(&server, "c.sockcap", &client, 0..cut.0);
+    send(&server, "s.sockcap", &server_log, 0..cut.1);
     // Their paths handed over, and their data let go once past the window's context:
     // what is held is each log's header and connection.
     let status = status_until(&server, |s| {
@@ -171,13 +183,8 @@ fn a_restarted_server_takes_each_log_up_where_it_had_taken_it() {
 
     server.restart();
     // Each sender goes on from where it stopped, and the server takes it from there.
-    requests(
-        &mut client,
-        &mut server_records,
-        now_ns() + 100 * MS,
-        20..40,
-    );
-    let (client, server_log) = (log(&client), log(&server_records));
+    both.calls(now_ns() + 100 * MS, 20..40);
+    let (client, server_log) = both.logs();
     send(&server, "c.sockcap", &client, cut.0..client.len());
     send(&server, "s.sockcap", &server_log, cut.1..server_log.len());
     let status = status_until(&server, |s| s["paths"].as_u64() >= Some(20));
