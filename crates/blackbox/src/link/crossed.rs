@@ -501,22 +501,28 @@ mod tests {
         test(&mut scorer, &mut causes);
     }
 
-    /// Orders alone, then two: the second arrives before the first writes, and writes
-    /// 2.4 ms after it.
-    fn two_orders_crossing() -> (Vec<Message>, Order, Order) {
+    /// An order to make: when it arrives (µs after the orders alone), how long it
+    /// validates, and how long each replica takes to answer (µs).
+    type Checkout = (i64, i64, [i64; 3]);
+
+    /// Orders alone, then two more.
+    fn two_orders(first: Checkout, second: Checkout) -> (Vec<Message>, Order, Order) {
         let mut messages = Vec::new();
         let mut port = 5000;
         orders_alone(&mut messages, &mut port);
         let t = 60 * 50_000;
-        let first = order(&mut messages, &mut port, t, 3_300, [4_600, 4_750, 9_975]);
-        let second = order(
-            &mut messages,
-            &mut port,
-            t + 2_000,
-            3_700,
-            [4_525, 4_890, 9_640],
-        );
+        let [first, second] = [first, second].map(|(at, validating, disk)| {
+            order(&mut messages, &mut port, t + at, validating, disk)
+        });
         (messages, first, second)
+    }
+
+    /// The second arrives before the first writes, and writes 2.4 ms after it.
+    fn two_orders_crossing() -> (Vec<Message>, Order, Order) {
+        two_orders(
+            (0, 3_300, [4_600, 4_750, 9_975]),
+            (2_000, 3_700, [4_525, 4_890, 9_640]),
+        )
     }
 
     #[test]
@@ -587,19 +593,11 @@ mod tests {
 
     #[test]
     fn the_calls_of_two_orders_a_moment_apart_go_to_the_order_answered_after_them() {
-        let mut messages = Vec::new();
-        let mut port = 5000;
-        orders_alone(&mut messages, &mut port);
         // Two at once: the first validates 3.2 ms, the second, 2 ms later, 1.5 ms; each
         // order's publish follows its own writes' answers, and its answer the publish's.
-        let t = 60 * 50_000;
-        let first = order(&mut messages, &mut port, t, 3_245, [4_600, 4_750, 4_975]);
-        let second = order(
-            &mut messages,
-            &mut port,
-            t + 1_994,
-            1_525,
-            [5_525, 6_890, 7_640],
+        let (messages, first, second) = two_orders(
+            (0, 3_245, [4_600, 4_750, 4_975]),
+            (1_994, 1_525, [5_525, 6_890, 7_640]),
         );
         let linked = link(&messages, Mode::Connections, &orders_options());
         let parent = |i: usize| linked.placements[i].parent.map(|p| p as usize);
