@@ -274,27 +274,35 @@ mod tests {
         assert!(quotas.made(5, 3, 9_000, at).is_none());
     }
 
+    /// `requests` requests (kind 0, messages 0..requests), then the effects of each:
+    /// their kinds as `made` gives them. Each message's kind and cause.
+    fn requests_making(requests: u32, made: impl Fn(u32) -> Vec<Kind>) -> (Vec<Kind>, Indices) {
+        let mut kinds: Vec<Kind> = vec![0; requests as usize];
+        let mut causes: Vec<Option<u32>> = vec![None; requests as usize];
+        for r in 0..requests {
+            for kind in made(r) {
+                kinds.push(kind);
+                causes.push(Some(r));
+            }
+        }
+        (kinds, causes.into_iter().collect())
+    }
+
     #[test]
     fn slots_are_kinds_of_effects_a_cause_has_once() {
         // Messages 0..40 are requests (kind 0); each causes one call (kind 1), and every
         // other request also two log writes (kind 2) and one cache read (kind 4); the last
         // 4 requests also cause an answer (kind 3), once each.
-        let requests = 40u32;
-        let mut kinds: Vec<Kind> = vec![0; requests as usize];
-        let mut causes: Vec<Option<u32>> = vec![None; requests as usize];
-        for r in 0..requests {
-            kinds.push(1);
-            causes.push(Some(r));
+        let (kinds, best_cause) = requests_making(40, |r| {
+            let mut made = vec![1];
             if r % 2 == 0 {
-                kinds.extend([2, 2, 4]);
-                causes.extend([Some(r), Some(r), Some(r)]);
+                made.extend([2, 2, 4]);
             }
-        }
-        for r in requests - 4..requests {
-            kinds.push(3);
-            causes.push(Some(r));
-        }
-        let best_cause: Indices = causes.into_iter().collect();
+            if r >= 36 {
+                made.push(3);
+            }
+            made
+        });
         let pairs = [(0, 1), (1, 2), (1, 3), (1, 4), (1, 5)];
         let slots = Slots::learn(&best_cause, &kinds, &[0, 1, 2, 3, 4], &pairs);
         let call = (pairs[0], pairs[1]);
@@ -316,14 +324,7 @@ mod tests {
     fn slots_are_by_node_pair_whatever_size_groups_a_pair_has() {
         // Each of 40 requests (kind 0) makes one read (kind 1) and one write (kind 2) to
         // one back-end: two kinds of one node pair, so two effects of that pair.
-        let requests = 40u32;
-        let mut kinds: Vec<Kind> = vec![0; requests as usize];
-        let mut causes: Vec<Option<u32>> = vec![None; requests as usize];
-        for r in 0..requests {
-            kinds.extend([1, 2]);
-            causes.extend([Some(r), Some(r)]);
-        }
-        let best_cause: Indices = causes.into_iter().collect();
+        let (kinds, best_cause) = requests_making(40, |_| vec![1, 2]);
         let pairs = [(0, 1), (1, 2), (1, 2)];
         let slots = Slots::learn(&best_cause, &kinds, &[0, 1, 1], &pairs);
         assert!(slots.at_most_one.is_empty());

@@ -62,8 +62,6 @@ struct LogTail {
     head: Vec<u8>,
     /// Each connection's record, and when it was last used and whether it was closed.
     connections: HashMap<u64, Connection>,
-    /// Bytes of the log made into records (or found damaged): where `partial` starts.
-    parsed: u64,
     /// Data records, a run per read, each with the latest time in it and the offset in
     /// the log the bytes it came from started at.
     data: Vec<(u64, Vec<u8>, u64)>,
@@ -283,7 +281,7 @@ impl CaptureTail {
             return Ok(());
         };
         if tail.damage.is_none() {
-            tail.take(new, keep_after, window);
+            tail.take(new, tail.read, keep_after, window);
         }
         tail.read += new.len() as u64;
         Ok(())
@@ -298,7 +296,8 @@ impl CaptureTail {
                 let fed = t.fed.as_ref()?;
                 // Sent again from the first bytes whose data is still held: the window's
                 // paths and their context are read anew. From the start, it is sent whole.
-                let offset = t.data.iter().map(|(_, _, at)| *at).fold(t.parsed, u64::min);
+                let taken = t.read - t.partial.len() as u64;
+                let offset = t.data.iter().map(|(_, _, at)| *at).fold(taken, u64::min);
                 if offset == 0 {
                     return None;
                 }
@@ -328,11 +327,11 @@ impl CaptureTail {
             ..LogTail::default()
         };
         // Its records are a header and connections: no data to keep, none late.
-        tail.take(&log.records, u64::MAX, 0);
+        tail.take(&log.records, 0, u64::MAX, 0);
         if tail.damage.is_some() || !tail.partial.is_empty() || tail.head.is_empty() {
             return;
         }
-        (tail.read, tail.parsed) = (log.offset, log.offset);
+        tail.read = log.offset;
         self.logs.insert(log.name, tail);
     }
 
@@ -439,20 +438,20 @@ impl LogTail {
                 return Ok(());
             }
             self.read += n as u64;
-            self.take(&block, keep_after, from);
+            self.take(&block, self.read - n as u64, keep_after, from);
             if self.damage.is_some() {
                 return Ok(());
             }
         }
     }
 
-    /// Takes the records of `bytes` (the log's next bytes), counting the data records
-    /// stamped before `from` late.
-    fn take(&mut self, bytes: &[u8], keep_after: u64, from: u64) {
-        let run_offset = self.parsed;
+    /// Takes the records of `bytes` (the log's next bytes, from offset `at`), counting
+    /// the data records stamped before `from` late.
+    fn take(&mut self, bytes: &[u8], at: u64, keep_after: u64, from: u64) {
+        // Where the bytes not yet made into records start.
+        let run_offset = at - self.partial.len() as u64;
         let mut unread = std::mem::take(&mut self.partial);
         unread.extend_from_slice(bytes);
-        let unread_len = unread.len() as u64;
         if !self.started {
             if unread.len() < MAGIC.len() && MAGIC.starts_with(&unread) {
                 self.partial = unread;
@@ -460,7 +459,6 @@ impl LogTail {
             }
             if !unread.starts_with(MAGIC) {
                 self.damage = Some("at byte 0: not a capture log (no CWSOCK01 header)".into());
-                self.parsed += unread_len;
                 return;
             }
             self.started = true;
@@ -581,7 +579,6 @@ impl LogTail {
             }
             None => self.partial.clear(),
         }
-        self.parsed += unread_len - self.partial.len() as u64;
     }
 
     /// Writes the held records as one log into `out`.
@@ -1108,14 +1105,14 @@ mod props {
         ) {
             let log = tests::shop_log(40);
             let mut whole = LogTail::default();
-            whole.take(&log, 0, 0);
+            whole.take(&log, 0, 0, 0);
             let mut at: Vec<usize> = cuts.iter().map(|c| c.index(log.len() + 1)).collect();
             at.sort_unstable();
             at.push(log.len());
             let mut pieces = LogTail::default();
             let mut from = 0;
             for to in at {
-                pieces.take(&log[from..to], 0, 0);
+                pieces.take(&log[from..to], from as u64, 0, 0);
                 from = to;
             }
             prop_assert!(pieces.damage.is_none() && pieces.partial.is_empty());
@@ -1129,8 +1126,8 @@ mod props {
             };
             prop_assert_eq!(connections(&whole), connections(&pieces));
             let mut garbled = LogTail::default();
-            garbled.take(&junk, 0, 0);
-            garbled.take(&junk, 0, 0);
+            garbled.take(&junk, 0, 0, 0);
+            garbled.take(&junk, junk.len() as u64, 0, 0);
             prop_assert!(garbled.partial.len() < MAX_RECORD);
         }
     }
