@@ -295,7 +295,7 @@ impl Captures {
     }
 
     fn save(&self, from: u64) -> std::io::Result<()> {
-        write_whole(&self.checkpoint, &serde_json::to_vec(&Checkpoint { from })?)
+        crate::snapshot::save(&self.checkpoint, &serde_json::to_vec(&Checkpoint { from })?)
     }
 
     /// Saves what each log fed needs to be taken up after a restart.
@@ -305,15 +305,8 @@ impl Captures {
             .into_iter()
             .map(SavedLog::of)
             .collect();
-        write_whole(&self.held_logs, &serde_json::to_vec(&logs)?)
+        crate::snapshot::save(&self.held_logs, &serde_json::to_vec(&logs)?)
     }
-}
-
-/// Writes `bytes` to `path` whole or not at all (a crash leaves the old file).
-fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
 }
 
 /// The ingest listener's routes.

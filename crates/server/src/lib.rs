@@ -53,6 +53,7 @@ mod pivot;
 mod receive;
 mod scans;
 mod screen;
+mod snapshot;
 mod sql;
 mod traces;
 mod ui;

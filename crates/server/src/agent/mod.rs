@@ -400,19 +400,12 @@ impl Agent {
 
     fn save(&self) -> Result<(), AgentError> {
         let path = &self.config.checkpoint;
-        let tmp = path.with_extension("tmp");
         let bytes = serde_json::to_vec_pretty(&self.checkpoint).map_err(|e| AgentError::Io {
             action: "encode checkpoint",
             path: path.clone(),
             source: std::io::Error::other(e),
         })?;
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            std::io::Write::write_all(&mut f, &bytes)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)
-        };
-        write().map_err(io("write checkpoint", path))
+        crate::snapshot::save(path, &bytes).map_err(io("write checkpoint", path))
     }
 
     /// Deletes fully shipped segments whose last write is older than the retention age.

@@ -23,7 +23,6 @@
 //! re-sent batch applied again.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::{Path, PathBuf};
 
 use causeway_model::source::SyntaxError;
 use causeway_pivot::aggregate::Aggregator;
@@ -538,18 +537,4 @@ fn series_bucket<'a>(
         index
     };
     series.get_mut(index).map(|(_, a)| a)
-}
-
-/// Writes a snapshot so that a crash leaves the old file or the new one, whole.
-pub(crate) fn save(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp: PathBuf = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
 }

@@ -39,7 +39,9 @@ use tokio::sync::watch;
 
 pub(crate) use hub::HubState;
 pub use hub::PivotLimits;
-use hub::{save, HubQuery, Refused};
+use hub::{HubQuery, Refused};
+
+use crate::snapshot::save;
 
 use crate::params::{limit_param, pairs, param};
 use crate::work::blocking;
