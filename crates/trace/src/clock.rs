@@ -1,11 +1,12 @@
 //! Time, ids and thread identity for the hot path.
 //!
 //! The hot path stores raw time-stamp-counter readings (`quanta`); the writer converts them
-//! to Unix time by a continuous, increasing chain of one-second linear segments, each
-//! starting where the last ended and slewed (at most 500 ppm) to close the gap to the system
-//! clock. So spans converted in any order keep the order they were taken in: anchoring
-//! each second afresh would open a gap of the counter's drift (16 µs a second here), enough
-//! to put a child's end after its parent's. `WallClock` has the details.
+//! to Unix time by a continuous, increasing chain of segments of at least a second, each
+//! starting where the last ended, running at the counter's measured rate and slewed (at
+//! most 500 ppm) to close the gap to the system clock. So spans converted in any order keep
+//! the order they were taken in: anchoring each second afresh would open a gap of the
+//! counter's drift (16 µs a second here), enough to put a child's end after its parent's.
+//! `WallClock` has the details.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -25,10 +26,15 @@ fn system_ns() -> u64 {
 
 /// Wall-clock time from the CPU's time-stamp counter (via `quanta`, about 10 ns a read
 /// here against 36 ns for `SystemTime::now`), as a continuous, increasing function of the
-/// counter: a chain of linear segments, one per second. Each new segment starts where the
-/// last one ended and runs slightly faster or slower (at most [`MAX_SLEW_PPB`]) so the
-/// gap to the system clock closes over the next second, as NTP slews a clock; only a
-/// gap over [`MAX_GAP_NS`] (the system clock was set, the machine slept) is a jump.
+/// counter: a chain of segments, a new one begun by the first conversion a second or more
+/// after the last began. Each starts where the last one ended and runs at the counter's
+/// rate as measured against the system clock so far (`quanta` calibrates the counter's
+/// frequency in a few milliseconds at start; on a loaded machine that was seen 0.3% off,
+/// 3 ms a second), plus a slew of at most [`MAX_SLEW_PPB`] that closes the gap to the
+/// system clock and then stops, as NTP slews a clock. A slew that stops is what lets a
+/// segment run for however long the process is quiet: one that kept slewing would
+/// overshoot. Only a gap over [`MAX_GAP_NS`] (the system clock was set, the machine
+/// slept) is a jump.
 ///
 /// Continuity is what keeps a trace's order: times are converted on the writer's thread,
 /// in any order, so a parent and its child may be converted by different segments. Were
@@ -46,24 +52,31 @@ struct WallClock {
     newest_raw: AtomicU64,
     newest_unix: AtomicU64,
     newest_rate_ppb: AtomicI64,
+    newest_slew_ns: AtomicI64,
+    newest_slew_over_ns: AtomicU64,
     /// The newest segments, oldest first; the last one is the newest.
-    history: Mutex<Segments>,
+    history: Mutex<VecDeque<Segment>>,
 }
 
 const SEGMENT_NS: u64 = 1_000_000_000;
 /// Longest gap to the system clock that is slewed rather than jumped.
 const MAX_GAP_NS: i64 = 10_000_000;
-/// Largest rate correction, in parts per billion (NTP slews at most 500 ppm).
+/// Largest rate at which a gap is slewed, in parts per billion (NTP slews at most 500 ppm).
 const MAX_SLEW_PPB: i64 = 500_000;
+/// Largest correction of the counter's rate taken as measured, in parts per billion (a
+/// calibration further off than 1% is a clock that was set, not a counter's error).
+const MAX_RATE_PPB: i64 = 10_000_000;
 const SEGMENTS_KEPT: usize = 64;
 
 /// From a counter reading on, Unix time runs at the counter's nominal rate corrected by
-/// `rate_ppb` parts per billion.
+/// `rate_ppb` parts per billion, and gains `slew_ns` evenly over the first `slew_over_ns`.
 #[derive(Clone, Copy, Debug)]
 struct Segment {
     raw: u64,
     unix: u64,
     rate_ppb: i64,
+    slew_ns: i64,
+    slew_over_ns: u64,
 }
 
 impl Segment {
@@ -73,18 +86,21 @@ impl Segment {
             (ns + ns * self.rate_ppb as i128 / 1_000_000_000).max(0) as u64
         };
         if raw >= self.raw {
-            self.unix + corrected(clock.delta_as_nanos(self.raw, raw))
+            let ns = clock.delta_as_nanos(self.raw, raw);
+            let at = (self.unix + corrected(ns)) as i64;
+            (at + self.slewed(ns)).max(0) as u64
         } else {
+            // Before the oldest segment kept: at its rate, unslewed.
             self.unix
                 .saturating_sub(corrected(clock.delta_as_nanos(raw, self.raw)))
         }
     }
-}
 
-struct Segments {
-    kept: VecDeque<Segment>,
-    /// The gap to the system clock (system minus ours) when the newest segment began.
-    gap_ns: i64,
+    /// The part of the slew made `ns` into the segment.
+    fn slewed(self, ns: u64) -> i64 {
+        let over = self.slew_over_ns.max(1);
+        (self.slew_ns as i128 * ns.min(over) as i128 / over as i128) as i64
+    }
 }
 
 impl WallClock {
@@ -93,6 +109,8 @@ impl WallClock {
             raw: clock.raw(),
             unix: system(),
             rate_ppb: 0,
+            slew_ns: 0,
+            slew_over_ns: SEGMENT_NS,
         };
         WallClock {
             clock,
@@ -101,10 +119,9 @@ impl WallClock {
             newest_raw: AtomicU64::new(first.raw),
             newest_unix: AtomicU64::new(first.unix),
             newest_rate_ppb: AtomicI64::new(first.rate_ppb),
-            history: Mutex::new(Segments {
-                kept: VecDeque::from([first]),
-                gap_ns: 0,
-            }),
+            newest_slew_ns: AtomicI64::new(first.slew_ns),
+            newest_slew_over_ns: AtomicU64::new(first.slew_over_ns),
+            history: Mutex::new(VecDeque::from([first])),
         }
     }
 
@@ -120,6 +137,8 @@ impl WallClock {
                 raw: self.newest_raw.load(Ordering::Acquire),
                 unix: self.newest_unix.load(Ordering::Acquire),
                 rate_ppb: self.newest_rate_ppb.load(Ordering::Acquire),
+                slew_ns: self.newest_slew_ns.load(Ordering::Acquire),
+                slew_over_ns: self.newest_slew_over_ns.load(Ordering::Acquire),
             };
             if self.generation.load(Ordering::Acquire) == g {
                 return segment;
@@ -145,11 +164,10 @@ impl WallClock {
     fn by_history(&self, raw: u64) -> u64 {
         let history = self.history.lock().unwrap_or_else(|e| e.into_inner());
         let segment = history
-            .kept
             .iter()
             .rev()
             .find(|s| s.raw <= raw)
-            .or(history.kept.front())
+            .or(history.front())
             .copied();
         drop(history);
         match segment {
@@ -163,7 +181,7 @@ impl WallClock {
         let Ok(mut history) = self.history.try_lock() else {
             return;
         };
-        let Some(&last) = history.kept.back() else {
+        let Some(&last) = history.back() else {
             return;
         };
         let raw = self.clock.raw();
@@ -174,35 +192,42 @@ impl WallClock {
         let system = (self.system)();
         let ours = last.unix_at(&self.clock, raw);
         let gap = system as i64 - ours as i64;
-        // The counter's own drift over the segment, then a rate that follows it and
-        // closes today's gap within the next segment.
-        let drift_ppb = last.rate_ppb as i128
-            + (gap - history.gap_ns) as i128 * 1_000_000_000 / elapsed.max(1) as i128;
         let next = if gap.abs() > MAX_GAP_NS {
-            history.gap_ns = 0;
             Segment {
                 raw,
                 unix: system,
                 rate_ppb: last.rate_ppb,
+                slew_ns: 0,
+                slew_over_ns: SEGMENT_NS,
             }
         } else {
-            history.gap_ns = gap;
-            let rate = drift_ppb + gap as i128 * 1_000_000_000 / SEGMENT_NS as i128;
+            // What the last segment's slew had yet to make is in the gap; the rest is
+            // the counter's rate, not yet followed.
+            let unmade = last.slew_ns - last.slewed(elapsed);
+            let rate =
+                last.rate_ppb as i128 + (gap - unmade) as i128 * 1_000_000_000 / elapsed as i128;
             Segment {
                 raw,
                 unix: ours,
-                rate_ppb: rate.clamp(-MAX_SLEW_PPB as i128, MAX_SLEW_PPB as i128) as i64,
+                rate_ppb: rate.clamp(-MAX_RATE_PPB as i128, MAX_RATE_PPB as i128) as i64,
+                slew_ns: gap,
+                slew_over_ns: SEGMENT_NS.max(
+                    (gap.unsigned_abs() as u128 * 1_000_000_000 / MAX_SLEW_PPB as u128) as u64,
+                ),
             }
         };
-        if history.kept.len() == SEGMENTS_KEPT {
-            history.kept.pop_front();
+        if history.len() == SEGMENTS_KEPT {
+            history.pop_front();
         }
-        history.kept.push_back(next);
+        history.push_back(next);
         let g = self.generation.load(Ordering::Relaxed);
         self.generation.store(g + 1, Ordering::Release);
         self.newest_raw.store(next.raw, Ordering::Release);
         self.newest_unix.store(next.unix, Ordering::Release);
         self.newest_rate_ppb.store(next.rate_ppb, Ordering::Release);
+        self.newest_slew_ns.store(next.slew_ns, Ordering::Release);
+        self.newest_slew_over_ns
+            .store(next.slew_over_ns, Ordering::Release);
         self.generation.store(g + 2, Ordering::Release);
     }
 
@@ -407,6 +432,51 @@ mod tests {
                 let ours = clock.to_unix(raw);
                 assert!(
                     ours.abs_diff(system) < 1_000,
+                    "{ppm} ppm: {ours} vs {system}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_counter_calibrated_far_off_is_followed_without_jumps() {
+        // `quanta` was seen calibrating a counter 0.3% off on a loaded machine: beyond
+        // any slew, so only following the counter's measured rate closes the gap.
+        for ppm in [-3_000, 3_000] {
+            let (counter, mock) = quanta::Clock::mock();
+            let clock = WallClock::new(counter, fake_system_ns);
+            let readings = run(&clock, &mock, 30, 10_000_000, ppm);
+            let converted: Vec<u64> = readings
+                .iter()
+                .map(|&(raw, _)| clock.to_unix(raw))
+                .collect();
+            for (w, r) in converted.windows(2).zip(&readings) {
+                // Before the rate is measured, a step is the counter's own (30 µs long
+                // each 10 ms); after, it is 10 ms give or take the slew. Never a jump.
+                assert!(w[1] - w[0] <= 10_000_000 + 31_000, "{ppm} ppm at {}", r.1);
+                assert!(w[1] > w[0]);
+            }
+            for (&(_, system), ours) in readings.iter().zip(&converted).skip(readings.len() - 500) {
+                assert!(
+                    ours.abs_diff(system) < 1_000,
+                    "{ppm} ppm: {ours} vs {system}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_quiet_process_converting_seconds_apart_keeps_time() {
+        // A process that records a span every few seconds begins a segment each time:
+        // each must keep time for however long it lasts, not slew past the system clock.
+        for ppm in [-3_000, -200, 200, 3_000] {
+            let (counter, mock) = quanta::Clock::mock();
+            let clock = WallClock::new(counter, fake_system_ns);
+            let readings = run(&clock, &mock, 60, 2_500_000_000, ppm);
+            for &(raw, system) in &readings[readings.len() / 2..] {
+                let ours = clock.to_unix(raw);
+                assert!(
+                    ours.abs_diff(system) < 10_000,
                     "{ppm} ppm: {ours} vs {system}"
                 );
             }
