@@ -273,7 +273,7 @@ fn offset_errors(messages: &[Message], assignments: &[Assignment]) -> (f64, f64,
     (mean_err, min_err, pairs)
 }
 
-fn write_lines<T: serde::Serialize>(path: &Path, items: &[T]) -> Result<()> {
+pub(crate) fn write_lines<T: serde::Serialize>(path: &Path, items: &[T]) -> Result<()> {
     use std::io::Write as _;
     let mut w = std::io::BufWriter::new(
         std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,

@@ -42,6 +42,11 @@ pub struct JoinHiddenArgs {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+    /// Write each request that did not become one trace to this file (JSON lines, one
+    /// file per rate: `FILE.RATE`): its instrumented spans, each with the request it is
+    /// read in.
+    #[arg(long)]
+    misses: Option<std::path::PathBuf>,
 }
 
 /// Traces assembled from `spans`.
@@ -148,6 +153,30 @@ fn structure(t: &Trace, services: &HashSet<String>) -> Vec<(String, String)> {
     calls
 }
 
+/// A request that did not become one trace: its visible spans in time order, each with
+/// the request it is read in.
+fn miss(
+    t: &Trace,
+    hidden: impl Fn(&Span) -> bool,
+    read_in: impl Fn(&Span) -> Option<TraceId>,
+) -> serde_json::Value {
+    let mut spans: Vec<&Span> = t.spans.iter().filter(|s| !hidden(s)).collect();
+    spans.sort_by_key(|s| s.start);
+    let spans: Vec<_> = spans
+        .iter()
+        .map(|s| {
+            json!({
+                "service": &*s.service,
+                "name": &*s.name,
+                "kind": format!("{:?}", s.kind),
+                "start": s.start,
+                "read_in": read_in(s).map(|r| r.to_string()),
+            })
+        })
+        .collect();
+    json!({"trace": t.trace_id.to_string(), "spans": spans})
+}
+
 /// Calls per (caller, callee) over `traces`.
 fn dependencies(traces: &[Trace], services: &HashSet<String>) -> BTreeMap<(String, String), u64> {
     let mut deps = BTreeMap::new();
@@ -228,6 +257,7 @@ fn measure(dir: &Path, rate: f64, a: &JoinHiddenArgs) -> Result<serde_json::Valu
     // inferred server span of that service hangs under the same client span.
     let (mut hidden_calls, mut recovered, mut same_structure, mut requests) = (0, 0, 0, 0);
     let mut one_trace = 0;
+    let mut misses = Vec::new();
     let mut per_service: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for t in &truth {
         if !t.spans.iter().any(|s| s.source == Source::Instrumented) {
@@ -243,6 +273,11 @@ fn measure(dir: &Path, rate: f64, a: &JoinHiddenArgs) -> Result<serde_json::Valu
             .filter_map(|s| request_of.get(recorded_in.get(&s.span_id)?).copied())
             .collect();
         one_trace += usize::from(read_in.len() == 1);
+        if read_in.len() != 1 {
+            misses.push(miss(t, hidden, |s| {
+                request_of.get(recorded_in.get(&s.span_id)?).copied()
+            }));
+        }
         let joined = read_in
             .iter()
             .next()
@@ -281,6 +316,9 @@ fn measure(dir: &Path, rate: f64, a: &JoinHiddenArgs) -> Result<serde_json::Valu
             e.0 += 1;
             e.1 += usize::from(got);
         }
+    }
+    if let Some(file) = &a.misses {
+        crate::infer_demo::write_lines(&file.with_extension(format!("{rate}")), &misses)?;
     }
     let stray = requests_found
         .iter()
