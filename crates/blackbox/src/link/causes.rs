@@ -48,15 +48,20 @@ impl CauseTable {
         self.parents(i).iter().any(|&(k, _)| k == j)
     }
 
-    /// Exchanges the probabilities of candidates `a` and `b` in message `i`'s row (both
-    /// must be there).
+    /// Exchanges the probabilities of candidates `a` and `b` in message `i`'s row; where
+    /// only one of them is there, it becomes the other.
     pub(super) fn exchange(&mut self, i: u32, a: u32, b: u32) {
         let row = self.parents.row_mut(i as usize);
         let at = |x: u32| row.iter().position(|&(k, _)| k == x);
-        if let (Some(x), Some(y)) = (at(a), at(b)) {
-            let (p, q) = (row[x].1, row[y].1);
-            row[x].1 = q;
-            row[y].1 = p;
+        match (at(a), at(b)) {
+            (Some(x), Some(y)) => {
+                let (p, q) = (row[x].1, row[y].1);
+                row[x].1 = q;
+                row[y].1 = p;
+            }
+            (Some(x), None) => row[x].0 = b,
+            (None, Some(y)) => row[y].0 = a,
+            (None, None) => {}
         }
     }
 

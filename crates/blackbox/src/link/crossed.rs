@@ -30,6 +30,10 @@ use super::weigh::{Learned, Weigher, OVER_QUOTA};
 /// Later requests each request is paired with, of those that arrived while it was open.
 const PAIRED: usize = 8;
 
+/// Later requests a request that made none of its calls is paired with (see
+/// [`Scorer::divide_starved`]).
+const PAIRED_STARVED: usize = 64;
+
 /// The most calls two requests may have for their division to be searched.
 const DIVIDED_MOST: usize = 24;
 
@@ -58,6 +62,15 @@ struct Part {
     /// When the call was sent, and its kind's mean delay.
     sent: i64,
     mean: f64,
+}
+
+/// A division of two requests' calls `own`: which went to the first (`was`), which go
+/// to it now (`to_a`), and how much likelier that is (a log ratio).
+struct Division {
+    gain: f64,
+    own: Vec<u32>,
+    was: Vec<bool>,
+    to_a: Vec<bool>,
 }
 
 /// What scoring divisions reads.
@@ -92,6 +105,9 @@ pub(super) fn uncross(weigher: &Weigher<'_>, causes: &mut CauseTable, learned: &
     servers.sort_unstable();
     for server in servers {
         let requests = c.requests_of(server);
+        for (k, &(_, a)) in requests.iter().enumerate() {
+            scorer.divide_starved(causes, a, &requests[k + 1..]);
+        }
         for (k, &(_, a)) in requests.iter().enumerate() {
             let Some(answered) = c.answered_at(messages, a as usize) else {
                 continue;
@@ -254,26 +270,89 @@ impl Scorer<'_, '_> {
         }
     }
 
+    /// Whether request `r` made none of the calls every request of its kind makes.
+    fn starved(&self, r: u32) -> bool {
+        let kind = self.weigher.kinds.of_message(r as usize);
+        let calls_always = self
+            .learned
+            .quotas
+            .as_ref()
+            .is_some_and(|q| q.exact(kind).next().is_some());
+        calls_always && self.direct(r).is_empty()
+    }
+
+    /// Divides again the calls of request `a`, when it made none of its calls, with the
+    /// one of the requests `later` that arrived while it was open whose division with
+    /// it gains most. Such a request worked a long while before it called: weighing,
+    /// which favours short delays, gave its calls to a request that arrived shortly
+    /// before them, and need not have counted `a` among their candidate causes at all;
+    /// so here any call may move to it. Only the best division is taken: taking one
+    /// call of another request that a moment after `a` arrived already gains.
+    fn divide_starved(&mut self, causes: &mut CauseTable, a: u32, later: &[(i64, u32)]) {
+        let messages = self.weigher.graph.messages;
+        let Some(answered) = self.weigher.connections.answered_at(messages, a as usize) else {
+            return;
+        };
+        if !self.starved(a) {
+            return;
+        }
+        let open = later.partition_point(|(arrived, _)| *arrived < answered);
+        let best = later[..open]
+            .iter()
+            .rev()
+            .take(PAIRED_STARVED)
+            .filter_map(|&(_, b)| Some((b, self.best_division(causes, a, b, true)?)))
+            .max_by(|x, y| x.1.gain.total_cmp(&y.1.gain));
+        if let Some((b, division)) = best {
+            self.take(causes, a, b, division);
+        }
+    }
+
     /// Divides the calls of requests `a` and `b` (of one kind) again, in `causes`.
     fn divide(&mut self, causes: &mut CauseTable, a: u32, b: u32) {
+        if let Some(division) = self.best_division(causes, a, b, false) {
+            self.take(causes, a, b, division);
+        }
+    }
+
+    /// Takes `division` of requests `a` and `b`'s calls, in `causes`.
+    fn take(&mut self, causes: &mut CauseTable, a: u32, b: u32, division: Division) {
+        let Division { own, was, to_a, .. } = division;
+        for k in (0..own.len()).filter(|&k| to_a[k] != was[k]) {
+            causes.exchange(own[k], a, b);
+        }
+        let calls_of = |to: bool| -> Vec<u32> {
+            (0..own.len())
+                .filter(|&k| to_a[k] == to)
+                .map(|k| own[k])
+                .collect()
+        };
+        self.divided.insert(a, calls_of(true));
+        self.divided.insert(b, calls_of(false));
+    }
+
+    /// The likeliest division of the calls of requests `a` and `b` (of one kind) that
+    /// local search finds, if likelier than the present one; a call moves only between
+    /// requests among its candidate causes in `causes`, unless `to_any`.
+    fn best_division(&self, causes: &CauseTable, a: u32, b: u32, to_any: bool) -> Option<Division> {
         let kind = |m: u32| self.weigher.kinds.of_message(m as usize);
         if kind(a) != kind(b) {
-            return;
+            return None;
         }
         let (of_a, of_b) = (self.direct(a), self.direct(b));
         let own: Vec<u32> = of_a.iter().chain(&of_b).copied().collect();
         if own.is_empty() || own.len() > DIVIDED_MOST {
-            return;
+            return None;
         }
         let movable: Vec<bool> = own
             .iter()
-            .map(|&m| causes.has(m, a) && causes.has(m, b))
+            .map(|&m| to_any || (causes.has(m, a) && causes.has(m, b)))
             .collect();
         if !movable.contains(&true) {
-            return;
+            return None;
         }
         let (Some(owner_a), Some(owner_b)) = (self.owner(a), self.owner(b)) else {
-            return;
+            return None;
         };
         let below: Vec<Vec<u32>> = own.iter().map(|&m| self.below(m)).collect();
         let parts = [&owner_a, &owner_b].map(|r| {
@@ -324,19 +403,15 @@ impl Scorer<'_, '_> {
             }
         }
         if to_a == was {
-            return;
+            return None;
         }
-        for k in (0..own.len()).filter(|&k| to_a[k] != was[k]) {
-            causes.exchange(own[k], a, b);
-        }
-        let calls_of = |to: bool| -> Vec<u32> {
-            (0..own.len())
-                .filter(|&k| to_a[k] == to)
-                .map(|k| own[k])
-                .collect()
-        };
-        self.divided.insert(a, calls_of(true));
-        self.divided.insert(b, calls_of(false));
+        let gain = best - self.division(owners, &own, &parts, &was);
+        Some(Division {
+            gain,
+            own,
+            was,
+            to_a,
+        })
     }
 }
 
@@ -589,6 +664,23 @@ mod tests {
                 (Some(a), Some(b))
             );
         });
+    }
+
+    #[test]
+    fn an_order_that_validated_long_before_writing_gets_its_writes_back() {
+        // The first validates 30 ms, twenty times the others; the second comes 29 ms
+        // after it and validates 1 ms, so both write at once. By their delays since
+        // their orders all six writes are the second's, and the first made none.
+        let (messages, first, second) = two_orders(
+            (0, 30_000, [4_600, 4_750, 9_975]),
+            (29_000, 1_000, [4_525, 4_890, 9_640]),
+        );
+        let linked = link(&messages, Mode::Connections, &orders_options());
+        let parent = |i: usize| linked.placements[i].parent.map(|p| p as usize);
+        for o in [&first, &second] {
+            assert_eq!(o.writes.map(parent), [Some(o.request); 3]);
+            assert_eq!(parent(o.publish), Some(o.request));
+        }
     }
 
     #[test]
