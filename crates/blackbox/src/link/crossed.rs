@@ -18,6 +18,12 @@
 //! and a call sent before its request came or after it was answered ruled out. A call
 //! moves from one request to the other by exchanging the two requests' probabilities in
 //! its row, so that what follows reads the division as weighing's own.
+//!
+//! Before the pairs, a request that made none of the calls its kind always makes (it worked
+//! long before calling, and weighing gave its calls to a request that came just before
+//! them) is divided with the one later request, of up to [`PAIRED_STARVED`] that arrived
+//! while it was open, whose division gains most; there any call may move, as weighing may
+//! have pruned the starved request from its candidates.
 
 use foldhash::HashMap;
 
