@@ -672,6 +672,16 @@ mod tests {
         });
     }
 
+    /// Linked, each of `orders`' writes and publish hangs under its own order.
+    fn assert_each_order_placed_its_own_calls(messages: &[Message], orders: [&Order; 2]) {
+        let linked = link(messages, Mode::Connections, &orders_options());
+        let parent = |i: usize| linked.placements[i].parent.map(|p| p as usize);
+        for o in orders {
+            assert_eq!(o.writes.map(parent), [Some(o.request); 3]);
+            assert_eq!(parent(o.publish), Some(o.request));
+        }
+    }
+
     #[test]
     fn an_order_that_validated_long_before_writing_gets_its_writes_back() {
         // The first validates 30 ms, twenty times the others; the second comes 29 ms
@@ -681,12 +691,7 @@ mod tests {
             (0, 30_000, [4_600, 4_750, 9_975]),
             (29_000, 1_000, [4_525, 4_890, 9_640]),
         );
-        let linked = link(&messages, Mode::Connections, &orders_options());
-        let parent = |i: usize| linked.placements[i].parent.map(|p| p as usize);
-        for o in [&first, &second] {
-            assert_eq!(o.writes.map(parent), [Some(o.request); 3]);
-            assert_eq!(parent(o.publish), Some(o.request));
-        }
+        assert_each_order_placed_its_own_calls(&messages, [&first, &second]);
     }
 
     #[test]
@@ -697,11 +702,6 @@ mod tests {
             (0, 3_245, [4_600, 4_750, 4_975]),
             (1_994, 1_525, [5_525, 6_890, 7_640]),
         );
-        let linked = link(&messages, Mode::Connections, &orders_options());
-        let parent = |i: usize| linked.placements[i].parent.map(|p| p as usize);
-        for o in [&first, &second] {
-            assert_eq!(o.writes.map(parent), [Some(o.request); 3]);
-            assert_eq!(parent(o.publish), Some(o.request));
-        }
+        assert_each_order_placed_its_own_calls(&messages, [&first, &second]);
     }
 }
