@@ -353,6 +353,18 @@ impl Report<'_> {
             "lines_cut": c.cut,
             "continuation_lines": c.continuations,
             "lossy_lines": c.lossy,
+            "formats": c.formats.iter().map(|(file, f)| {
+                let (format, parsed) = f.detected();
+                json!({
+                    "file": file,
+                    "format": format.name(),
+                    "lines": f.lines,
+                    "parsed": parsed,
+                    "json_lines": f.json,
+                    "logfmt_lines": f.logfmt,
+                    "timed_text_lines": f.timed_text,
+                })
+            }).collect::<Vec<_>>(),
             "requests": self.stitched.requests,
             "lines_with_trace_ids": self.lines_with_trace_ids,
             "join": self.joined,
@@ -395,6 +407,27 @@ impl Report<'_> {
                 String::new()
             }
         );
+        let mut files_by_format = std::collections::BTreeMap::<&str, usize>::new();
+        for f in c.formats.values() {
+            *files_by_format.entry(f.detected().0.name()).or_default() += 1;
+        }
+        let by_format: Vec<String> = files_by_format
+            .iter()
+            .map(|(format, n)| format!("{format} {n}"))
+            .collect();
+        outln!("files by format: {}", by_format.join(", "));
+        // A file read mostly as something else than its own format is worth naming.
+        for (file, f) in &c.formats {
+            let (format, parsed) = f.detected();
+            if parsed < 0.9 {
+                outln!(
+                    "  {file}: {}, {:.0}% of {} lines read so",
+                    format.name(),
+                    parsed * 100.0,
+                    f.lines
+                );
+            }
+        }
         outln!();
         outln!(
             "request identifiers, likeliest first (* taken; score, values, lines, shared, bursts: name, log point)"

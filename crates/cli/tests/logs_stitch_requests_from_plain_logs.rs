@@ -528,3 +528,42 @@ fn log_points_are_named_by_their_place_in_the_sources() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn each_file_is_read_in_its_own_format_and_the_report_says_which() {
+    // OnlineBoutique's services, as Kubernetes keeps their output: a collector's timestamp,
+    // then JSON from most (Go, Node.js, Python) and text from the others (C#, Java).
+    let out = logs(&common::fixtures().join("nezha-ob/logs"), &["--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let formats = report["formats"].as_array().expect("formats");
+    assert_eq!(formats.len(), 10);
+    let of = |prefix: &str| {
+        let f = formats
+            .iter()
+            .find(|f| f["file"].as_str().is_some_and(|n| n.starts_with(prefix)))
+            .unwrap_or_else(|| panic!("{prefix} in {formats:?}"));
+        (
+            f["format"].as_str().unwrap_or_default(),
+            f["parsed"].as_f64().unwrap_or_default(),
+        )
+    };
+    for json in [
+        "frontend",
+        "checkoutservice",
+        "currencyservice",
+        "emailservice",
+    ] {
+        assert_eq!(of(json), ("json", 1.0), "{json}");
+    }
+    for text in ["cartservice", "adservice"] {
+        assert_eq!(of(text), ("text", 1.0), "{text}");
+    }
+    // A JSON field is a value named by its key: the frontend's request id is ranked.
+    let names: Vec<&str> = report["identifiers"]
+        .as_array()
+        .expect("identifiers")
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert!(names.contains(&"http.req.id"), "{names:?}");
+}

@@ -13,6 +13,7 @@ use causeway_model::logs::{log_event, unplaced_carrier_id, LOG_RECORDS, UNPLACED
 use causeway_model::{Event, KeyValue, Source, Span, SpanId, TraceId};
 
 use crate::header::{self, Level};
+use crate::structured;
 use crate::window::Window;
 
 /// The trace (and span) a line names.
@@ -134,8 +135,8 @@ impl LogRecords {
     pub fn read_line(&mut self, name: &str, number: u32, line: &str) {
         let Some(context) = find(line) else { return };
         self.lines += 1;
-        let (time, level, message) = match header::parse_json(line) {
-            Some(json) => (json.time_ns, json.level, json.message),
+        let (time, level, message) = match structured::parse(line) {
+            Some(s) => (s.time_ns, s.level, s.message),
             None => {
                 let h = header::parse(line);
                 (h.time_ns, h.level, h.message.to_string())

@@ -27,6 +27,7 @@
 //! ties keep it).
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use foldhash::HashMap;
@@ -36,6 +37,7 @@ use crate::format::Format;
 use crate::header;
 use crate::points::{Point, PointId, Points};
 use crate::source::SourceIndex;
+use crate::structured::{self, LineFormat};
 use crate::tokens::{tokenize, KeptTokens, Kind, Token};
 
 /// Lines longer than this are cut (and counted).
@@ -160,6 +162,73 @@ pub struct ReadCounts {
     pub continuations: usize,
     /// Lines that are not valid UTF-8, read lossily.
     pub lossy: usize,
+    /// How each file's lines were written, by file name.
+    pub formats: BTreeMap<String, FileFormats>,
+}
+
+impl ReadCounts {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &ReadCounts) {
+        self.lines += other.lines;
+        self.cut += other.cut;
+        self.continuations += other.continuations;
+        self.lossy += other.lossy;
+        for (file, f) in &other.formats {
+            self.add_formats(file, f);
+        }
+    }
+
+    /// Adds `formats`, of the file named `file`.
+    pub fn add_formats(&mut self, file: &str, formats: &FileFormats) {
+        if formats.lines == 0 {
+            return;
+        }
+        let mine = self.formats.entry(file.to_string()).or_default();
+        mine.lines += formats.lines;
+        mine.json += formats.json;
+        mine.logfmt += formats.logfmt;
+        mine.timed_text += formats.timed_text;
+    }
+}
+
+/// How a file's lines were written: of its lines, how many were JSON, logfmt, and text
+/// whose prefix gave a time or that continues such a line (a stack trace's frames); the
+/// rest are text whose prefix was not understood.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FileFormats {
+    /// Lines read.
+    pub lines: usize,
+    /// JSON objects.
+    pub json: usize,
+    /// logfmt pairs.
+    pub logfmt: usize,
+    /// Text with a time, or continuing a line with one.
+    pub timed_text: usize,
+}
+
+impl FileFormats {
+    /// Counts a line read as `format`, with a time or not.
+    pub fn count(&mut self, format: LineFormat, timed: bool) {
+        self.lines += 1;
+        match format {
+            LineFormat::Json => self.json += 1,
+            LineFormat::Logfmt => self.logfmt += 1,
+            LineFormat::Text => self.timed_text += usize::from(timed),
+        }
+    }
+
+    /// The format most of the file's lines are in, and the share of its lines read so.
+    pub fn detected(&self) -> (LineFormat, f64) {
+        let (format, parsed) = [
+            (LineFormat::Json, self.json),
+            (LineFormat::Logfmt, self.logfmt),
+            (LineFormat::Text, self.timed_text),
+        ]
+        .into_iter()
+        .max_by_key(|&(_, n)| n)
+        .unwrap_or((LineFormat::Text, 0));
+        (format, parsed as f64 / self.lines.max(1) as f64)
+    }
 }
 
 /// Lines of several files, with their log points.
@@ -346,6 +415,7 @@ impl Corpus {
             let mut had_time = false;
             // A file's lines mostly share their layout.
             let mut memo = header::LayoutMemo::default();
+            let mut file_formats = FileFormats::default();
             // A file that is UTF-8 throughout (most are) is checked once rather than
             // line by line: its lines, cut at line feeds, are then UTF-8 too.
             let file_text = std::str::from_utf8(bytes).ok();
@@ -371,7 +441,7 @@ impl Corpus {
                         String::from_utf8_lossy(line)
                     }
                 };
-                let (text, message_at, time_ns, thread) =
+                let (text, message_at, time_ns, thread, line_format) =
                     read_header(text, format, &mut memo, &mut intern);
                 if time_ns.is_none() && had_time {
                     let before = raws.len().checked_sub(1);
@@ -380,6 +450,8 @@ impl Corpus {
                         .filter(|(_, r)| r.file == f as u32)
                     {
                         counts.continuations += 1;
+                        // Read as the line it continues.
+                        file_formats.count(line_format, true);
                         continuations.push((at, first_line + n as u32));
                         // The line's message runs on through its continuations, which
                         // follow it in the file.
@@ -389,6 +461,7 @@ impl Corpus {
                     }
                 }
                 had_time |= time_ns.is_some();
+                file_formats.count(line_format, time_ns.is_some());
                 let message = text.get(message_at..).unwrap_or_default();
                 let kept_at = match &text {
                     // A slice of `bytes`, so the offset is the pointers' difference.
@@ -409,6 +482,7 @@ impl Corpus {
                     text,
                 });
             }
+            counts.add_formats(&files[f].0, &file_formats);
         }
         // Each line's continuations (a vector that holds none allocates nothing).
         let mut continued: Vec<Vec<u32>> = (0..raws.len()).map(|_| Vec::new()).collect();
@@ -617,18 +691,18 @@ pub fn own_key(keys: &[(u32, u32)], k: usize) -> bool {
     k == 0 || keys.get(k - 1).map(|p| p.0) != keys.get(k).map(|p| p.0)
 }
 
-/// A line's text (its message alone when it is JSON), where its message starts, its
-/// time and its thread (as `thread` numbers its name): by `format` where it matches,
-/// else detected.
+/// A line's text (its message alone when it is JSON or logfmt), where its message
+/// starts, its time, its thread (as `thread` numbers its name) and how it was written:
+/// by `format` where it matches, else detected.
 fn read_header<'a>(
     text: Cow<'a, str>,
     format: Option<&Format>,
     memo: &mut header::LayoutMemo,
     thread: impl FnOnce(&str) -> u32,
-) -> (Cow<'a, str>, usize, Option<i64>, Option<u32>) {
-    if let Some(j) = header::parse_json(&text) {
-        let id = j.thread.as_deref().map(thread);
-        return (Cow::Owned(j.message), 0, j.time_ns, id);
+) -> (Cow<'a, str>, usize, Option<i64>, Option<u32>, LineFormat) {
+    if let Some(s) = structured::parse(&text) {
+        let id = s.thread.as_deref().map(thread);
+        return (Cow::Owned(s.message), 0, s.time_ns, id, s.format);
     }
     let (at, time_ns, id) = {
         let h = format
@@ -640,13 +714,15 @@ fn read_header<'a>(
             h.thread.map(thread),
         )
     };
-    (text, at, time_ns, id)
+    (text, at, time_ns, id, LineFormat::Text)
 }
 
 /// A line's time as [`Corpus::read_with`] reads it (its full timestamp, else its time
-/// of day), or none.
-pub fn line_time(text: &str, format: Option<&Format>) -> Option<i64> {
-    read_header(Cow::Borrowed(text), format, &mut Default::default(), |_| 0).2
+/// of day), or none, and how it was written.
+pub fn line_time(text: &str, format: Option<&Format>) -> (Option<i64>, LineFormat) {
+    let (_, _, time, _, line_format) =
+        read_header(Cow::Borrowed(text), format, &mut Default::default(), |_| 0);
+    (time, line_format)
 }
 
 /// A message's `tokens` put after a word naming its log point's place in the source, if
@@ -698,6 +774,39 @@ mod tests {
         assert_eq!(
             keys("block-65@storage-1").collect::<Vec<_>>(),
             ["block-65@storage-1"]
+        );
+    }
+
+    #[test]
+    fn each_files_format_is_counted_with_the_share_of_lines_read_so() {
+        let json = "2022-08-23T13:28:23.1Z {\"message\":\"Start PlaceOrder user_id=u-1\",\"severity\":\"info\"}\n\
+                    2022-08-23T13:28:23.2Z {\"message\":\"Get OrderID 7\",\"severity\":\"info\"}\n\
+                    2022-08-23T13:28:23.3Z {\"message\":\"cut\n";
+        let text = "2022-08-23T13:28:23.1Z INFO GetCartAsync called with userId=u-1\n\
+                    \tat Cart.Get()\n";
+        let logfmt = "time=2022-08-23T13:28:23.4Z level=info msg=\"paid\" order=7\n";
+        let files: Vec<(String, Vec<u8>)> = [
+            ("checkout.log", json),
+            ("cart.log", text),
+            ("payment.log", logfmt),
+        ]
+        .map(|(name, lines)| (name.to_string(), lines.as_bytes().to_vec()))
+        .into();
+        let corpus = Corpus::read(&files, Options::default());
+        let detected = |file: &str| {
+            let f = &corpus.counts.formats[file];
+            let (format, share) = f.detected();
+            (format, (share * 100.0).round() as u32, f.lines)
+        };
+        // The cut JSON line is read as text, with its collector's time.
+        assert_eq!(detected("checkout.log"), (LineFormat::Json, 67, 3));
+        // A stack frame is read as the line it continues.
+        assert_eq!(detected("cart.log"), (LineFormat::Text, 100, 2));
+        assert_eq!(detected("payment.log"), (LineFormat::Logfmt, 100, 1));
+        // A JSON line's message is its message field, its other fields appended.
+        assert_eq!(
+            corpus.message(&corpus.lines[0], &files),
+            "Start PlaceOrder user_id=u-1"
         );
     }
 

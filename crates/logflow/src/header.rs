@@ -6,10 +6,9 @@
 //!
 //! `tracing`'s fmt layout is read too: a thread name, the span scope
 //! (`read block{block=19}:`, which stays in the message because it names the request),
-//! then the target. A JSON-object line is read by its fields instead (`parse_json`: time,
-//! level, thread, logger, message, and `tracing`'s `fields`), its other scalar fields
-//! appended to the message as `key=value`. Several timestamps may lead, as a collector's
-//! and the program's.
+//! then the target. Several timestamps may lead, as a collector's and the program's (the
+//! first is the line's), and CRI's stream and tag (`stdout F`) may follow them. JSON and
+//! logfmt lines are read by `structured`.
 //!
 //! All of it is hand-written, with no regular expressions: an ISO timestamp's fields are
 //! read at their fixed places, two digits at a time, and a level word is upper-cased into
@@ -168,6 +167,9 @@ fn parse_by<'a>(
         } else {
             break;
         }
+    }
+    if h.time_ns.is_some() {
+        rest = after_cri_tag(rest);
     }
     // Each field is the next word; a word that is not the field looked for is the
     // next one's candidate, split once.
@@ -383,98 +385,40 @@ fn is_rust_path(target: &str) -> bool {
     }
 }
 
-/// A JSON log line (an object per line, as JSON formatters of `tracing`, logback and
-/// others write): its time, level, thread and logger from the usual fields, and its
-/// message; every other field that holds a string, number or boolean is appended to the
-/// message as `key=value`, so that a request id logged as a field is a value too.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct JsonLine {
-    /// The time, in nanoseconds since the Unix epoch.
-    pub time_ns: Option<i64>,
-    /// The level field.
-    pub level: Option<Level>,
-    /// The thread field.
-    pub thread: Option<String>,
-    /// The logger (or target) field.
-    pub logger: Option<String>,
-    /// The message field, with the other scalar fields appended as `key=value`.
-    pub message: String,
+/// A collector's or container runtime's prefix before a program's own line: the first
+/// of its leading timestamps, and the rest after them and after CRI's stream and tag
+/// (`stdout F`).
+pub fn collector_prefix(line: &str) -> (Option<i64>, &str) {
+    let mut rest = trim_start(line);
+    let mut first = None;
+    while rest.as_bytes().first().is_some_and(u8::is_ascii_digit) {
+        let Some((ns, after)) = datetime(rest) else {
+            break;
+        };
+        first.get_or_insert(ns);
+        rest = trim_start(after);
+    }
+    (first, after_cri_tag(rest))
 }
 
-const TIME_FIELDS: [&str; 5] = ["timestamp", "time", "ts", "@timestamp", "datetime"];
-const LEVEL_FIELDS: [&str; 4] = ["level", "severity", "lvl", "log.level"];
-const THREAD_FIELDS: [&str; 4] = ["thread", "threadName", "thread_name", "threadId"];
-const LOGGER_FIELDS: [&str; 4] = ["logger", "logger_name", "loggerName", "target"];
-const MESSAGE_FIELDS: [&str; 3] = ["message", "msg", "@message"];
-
-/// Reads a JSON object line; `None` when the line is not one.
-pub fn parse_json(line: &str) -> Option<JsonLine> {
-    let line = line.trim();
-    if !line.starts_with('{') {
-        return None;
-    }
-    let serde_json::Value::Object(mut fields) = serde_json::from_str(line).ok()? else {
-        return None;
+/// `rest` after CRI's stream and tag (`stdout F `, `stderr P `), if it starts with them.
+fn after_cri_tag(rest: &str) -> &str {
+    let Some(after) = rest
+        .strip_prefix("stdout ")
+        .or_else(|| rest.strip_prefix("stderr "))
+    else {
+        return rest;
     };
-    // tracing's JSON puts the message and the event's fields under "fields".
-    if let Some(serde_json::Value::Object(inner)) = fields.remove("fields") {
-        for (k, v) in inner {
-            fields.entry(k).or_insert(v);
-        }
-    }
-    let mut take = |names: &[&str]| -> Option<serde_json::Value> {
-        names.iter().find_map(|n| fields.remove(*n))
-    };
-    let text = |v: serde_json::Value| match v {
-        serde_json::Value::String(s) => s,
-        other => other.to_string(),
-    };
-    let time_ns = take(&TIME_FIELDS).and_then(|v| match v {
-        serde_json::Value::String(s) => datetime(&s).map(|(ns, _)| ns),
-        serde_json::Value::Number(n) => n.as_f64().map(epoch_ns),
-        _ => None,
-    });
-    let level = take(&LEVEL_FIELDS).and_then(|v| Level::parse(&text(v)));
-    let thread = take(&THREAD_FIELDS).map(text);
-    let logger = take(&LOGGER_FIELDS).map(text);
-    let mut message = take(&MESSAGE_FIELDS).map(text).unwrap_or_default();
-    let mut rest: Vec<(String, serde_json::Value)> = fields.into_iter().collect();
-    rest.sort_by(|a, b| a.0.cmp(&b.0));
-    for (k, v) in rest {
-        if matches!(
-            v,
-            serde_json::Value::String(_)
-                | serde_json::Value::Number(_)
-                | serde_json::Value::Bool(_)
-        ) {
-            message.push(' ');
-            message.push_str(&k);
-            message.push('=');
-            message.push_str(&text(v));
-        }
-    }
-    Some(JsonLine {
-        time_ns,
-        level,
-        thread,
-        logger,
-        message,
-    })
+    after
+        .strip_prefix("F ")
+        .or_else(|| after.strip_prefix("P "))
+        .map_or(rest, trim_start)
 }
 
-/// An epoch timestamp in seconds, milliseconds, microseconds or nanoseconds (told by
-/// its size), in nanoseconds.
-fn epoch_ns(t: f64) -> i64 {
-    let scale = if t.abs() < 1e11 {
-        1e9
-    } else if t.abs() < 1e14 {
-        1e6
-    } else if t.abs() < 1e17 {
-        1e3
-    } else {
-        1.0
-    };
-    (t * scale) as i64
+/// A full timestamp at the start of `s` (as [`parse`] reads one), in nanoseconds since
+/// the Unix epoch.
+pub(crate) fn datetime_ns(s: &str) -> Option<i64> {
+    datetime(s).map(|(ns, _)| ns)
 }
 
 /// The first whitespace-separated word and what follows it.
@@ -749,28 +693,6 @@ mod tests {
         // Not a date: month 13; not a time: minute 61.
         assert_eq!(parse("2023-13-01 00:00:00 x").time_ns, None);
         assert_eq!(parse("12:61:00 x").time_of_day_ns, None);
-    }
-
-    #[test]
-    fn json_lines_give_their_fields_and_the_rest_as_key_values() {
-        let tracing = r#"{"timestamp":"2023-01-29T08:42:09.939Z","level":"INFO","fields":{"message":"order placed","order_id":"4d2a46c7","items":3},"target":"shop::orders","threadName":"tokio-1"}"#;
-        let j = parse_json(tracing).expect("a JSON line");
-        assert_eq!(j.time_ns, Some(1_674_981_729 * S + 939_000_000));
-        assert_eq!(j.level, Some(Level::Info));
-        assert_eq!(j.thread.as_deref(), Some("tokio-1"));
-        assert_eq!(j.logger.as_deref(), Some("shop::orders"));
-        assert_eq!(j.message, "order placed items=3 order_id=4d2a46c7");
-        let epoch =
-            parse_json(r#"{"ts": 1674981729.5, "msg": "x", "nested": {"a": 1}}"#).expect("JSON");
-        assert_eq!(epoch.time_ns, Some(1_674_981_729 * S + 500_000_000));
-        assert_eq!(epoch.message, "x");
-        assert_eq!(
-            parse_json(r#"{"ts": 1674981729500}"#).and_then(|j| j.time_ns),
-            Some(1_674_981_729 * S + 500_000_000)
-        );
-        assert_eq!(parse_json("[1, 2]"), None);
-        assert_eq!(parse_json("{not json"), None);
-        assert_eq!(parse_json("plain text"), None);
     }
 
     #[test]

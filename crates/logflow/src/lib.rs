@@ -71,6 +71,7 @@ pub mod score;
 pub mod sequences;
 pub mod source;
 pub mod stitch;
+pub mod structured;
 pub mod tail;
 pub mod tokens;
 pub mod traces;

@@ -128,10 +128,7 @@ pub fn stitch_logs<S: Sink>(
             options.sources.as_ref(),
         );
         let c = window.counts.as_ref().unwrap_or(&corpus.counts);
-        counts.lines += c.lines;
-        counts.cut += c.cut;
-        counts.continuations += c.continuations;
-        counts.lossy += c.lossy;
+        counts.add(c);
         let ranked = rank(&corpus);
         let links = learn(&corpus, &LinkOptions::default());
         let given = numbering.given(&window, &corpus);

@@ -22,7 +22,7 @@ use std::io::{self, BufRead};
 
 use foldhash::{HashMap, HashSet};
 
-use crate::corpus::{line_time, Corpus, ReadCounts, MAX_LINE};
+use crate::corpus::{line_time, Corpus, FileFormats, ReadCounts, MAX_LINE};
 use crate::format::Format;
 
 /// A file read as a stream.
@@ -105,6 +105,8 @@ struct FileState {
     first_line: u32,
     /// The number of the line after the last one a window took.
     taken_through: u32,
+    /// How the lines read since the last window were written.
+    formats: FileFormats,
 }
 
 /// Windows over merged streams.
@@ -139,6 +141,7 @@ impl Windows {
                     groups: Vec::new(),
                     first_line: 1,
                     taken_through: 1,
+                    formats: FileFormats::default(),
                 })
                 .collect(),
             format,
@@ -188,7 +191,11 @@ impl Windows {
             if matches!(text, std::borrow::Cow::Owned(_)) {
                 self.counts.lossy += 1;
             }
-            line_time(&text, self.format.as_ref())
+            let (time, format) = line_time(&text, self.format.as_ref());
+            // As the corpus counts it: an untimed line continues the one before once
+            // the file has shown a time.
+            file.formats.count(format, time.is_some() || file.had_time);
+            time
         };
         let number = file.next_line;
         file.next_line = file.next_line.saturating_add(1);
@@ -349,6 +356,10 @@ impl Windows {
                 }
                 carried[f] = k;
             }
+        }
+        for file in &mut self.files {
+            self.counts
+                .add_formats(&file.name, &std::mem::take(&mut file.formats));
         }
         let mut window = Window {
             warnings: std::mem::take(&mut self.warnings),

@@ -1,0 +1,430 @@
+//! Structured log lines: a JSON object per line, as the JSON formatters of Go (zap,
+//! logrus, zerolog), Node.js (pino, bunyan, winston), Python (structlog,
+//! python-json-logger), .NET (Serilog), Java (logback, log4j2) and `tracing` write, and
+//! OpenTelemetry's log data model; and logfmt (`time=... level=info msg="..." k=v`). Each
+//! may follow what a collector or container runtime put before the program's own line:
+//! timestamps, and CRI's stream and tag (`stdout F`).
+//!
+//! The time, level, thread, logger and message are found by their usual field names (the
+//! program's own time preferred to the collector's); every other scalar field, and those
+//! of the objects loggers nest their fields in (`fields`, `attributes`, `Properties`,
+//! ...), is appended to the message as `key=value`, so that a request id logged as a
+//! field is a value named by its field, as in a line of text.
+
+use serde_json::{Map, Value};
+
+use crate::header::{self, Level};
+
+/// How a line was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LineFormat {
+    /// A JSON object.
+    Json,
+    /// `key=value` pairs.
+    Logfmt,
+    /// Text: a prefix (`header::parse`) and a message.
+    Text,
+}
+
+impl LineFormat {
+    /// The name reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            LineFormat::Json => "json",
+            LineFormat::Logfmt => "logfmt",
+            LineFormat::Text => "text",
+        }
+    }
+}
+
+/// A structured line's fields.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StructuredLine {
+    /// JSON or logfmt.
+    pub format: LineFormat,
+    /// The time, in nanoseconds since the Unix epoch: the program's own, else the
+    /// collector's.
+    pub time_ns: Option<i64>,
+    /// The level field.
+    pub level: Option<Level>,
+    /// The thread field.
+    pub thread: Option<String>,
+    /// The logger (or target, or source place) field.
+    pub logger: Option<String>,
+    /// The message field, with the other scalar fields appended as `key=value`.
+    pub message: String,
+}
+
+const TIME_FIELDS: [&str; 11] = [
+    "timestamp",
+    "time",
+    "ts",
+    "@timestamp",
+    "datetime",
+    "@t",
+    "Timestamp",
+    "asctime",
+    "time_unix_nano",
+    "timeUnixNano",
+    "observed_time_unix_nano",
+];
+const LEVEL_FIELDS: [&str; 10] = [
+    "level",
+    "severity",
+    "lvl",
+    "log.level",
+    "@l",
+    "Level",
+    "levelname",
+    "severity_text",
+    "severityText",
+    "loglevel",
+];
+const THREAD_FIELDS: [&str; 6] = [
+    "thread",
+    "threadName",
+    "thread_name",
+    "threadId",
+    "thread.name",
+    "tid",
+];
+const LOGGER_FIELDS: [&str; 8] = [
+    "logger",
+    "logger_name",
+    "loggerName",
+    "log.logger",
+    "SourceContext",
+    "target",
+    "caller",
+    "name",
+];
+/// Rendered messages before templates (Serilog's `@m` before `@mt`).
+const MESSAGE_FIELDS: [&str; 10] = [
+    "message",
+    "msg",
+    "@message",
+    "@m",
+    "RenderedMessage",
+    "body",
+    "event",
+    "short_message",
+    "@mt",
+    "MessageTemplate",
+];
+/// Objects whose fields are the event's own (`tracing`'s, OpenTelemetry's, Serilog's).
+const NESTED_FIELDS: [&str; 5] = ["fields", "attributes", "Properties", "@x", "extra"];
+
+/// Reads `line` as a structured line, after any collector's prefix; `None` when it is
+/// text.
+pub fn parse(line: &str) -> Option<StructuredLine> {
+    // Most text lines have neither, and are ruled out by one vectorised scan.
+    memchr::memchr2(b'{', b'=', line.as_bytes())?;
+    let (collected, rest) = header::collector_prefix(line);
+    let mut s = json(rest).or_else(|| logfmt(rest))?;
+    s.time_ns = s.time_ns.or(collected);
+    Some(s)
+}
+
+/// Reads a JSON object line.
+fn json(line: &str) -> Option<StructuredLine> {
+    let line = line.trim();
+    if !line.starts_with('{') {
+        return None;
+    }
+    // serde_json refuses nesting past 128 levels with an error, not a deep stack.
+    let Value::Object(mut fields) = serde_json::from_str(line).ok()? else {
+        return None;
+    };
+    for nested in NESTED_FIELDS {
+        if let Some(Value::Object(inner)) = fields.remove(nested) {
+            for (k, v) in inner {
+                fields.entry(k).or_insert(v);
+            }
+        }
+    }
+    Some(fields_line(LineFormat::Json, fields))
+}
+
+/// The line `fields` make, the usual ones taken out.
+fn fields_line(format: LineFormat, mut fields: Map<String, Value>) -> StructuredLine {
+    let mut take = |names: &[&str]| names.iter().find_map(|n| fields.remove(*n));
+    let text = |v: Value| match v {
+        Value::String(s) => s,
+        other => other.to_string(),
+    };
+    let time_ns = take(&TIME_FIELDS).and_then(|v| match v {
+        Value::String(s) => header::datetime_ns(&s).or_else(|| epoch_ns(&s)),
+        Value::Number(n) => epoch_ns(&n.to_string()),
+        _ => None,
+    });
+    let level = take(&LEVEL_FIELDS).and_then(|v| match v {
+        Value::Number(n) => n.as_u64().and_then(numbered_level),
+        v => Level::parse(&text(v)),
+    });
+    let thread = take(&THREAD_FIELDS).map(text);
+    let logger = take(&LOGGER_FIELDS).map(text);
+    let mut message = take(&MESSAGE_FIELDS).map(text).unwrap_or_default();
+    let mut rest: Vec<(String, Value)> = fields.into_iter().collect();
+    rest.sort_by(|a, b| a.0.cmp(&b.0));
+    for (k, v) in rest {
+        if matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_)) {
+            message.push(' ');
+            message.push_str(&k);
+            message.push('=');
+            message.push_str(&text(v));
+        }
+    }
+    StructuredLine {
+        format,
+        time_ns,
+        level,
+        thread,
+        logger,
+        message,
+    }
+}
+
+/// pino's and bunyan's numbered levels.
+fn numbered_level(n: u64) -> Option<Level> {
+    Some(match n {
+        10 => Level::Trace,
+        20 => Level::Debug,
+        30 => Level::Info,
+        40 => Level::Warn,
+        50 => Level::Error,
+        60 => Level::Fatal,
+        _ => return None,
+    })
+}
+
+/// An epoch timestamp written as a decimal number, in seconds, milliseconds, microseconds
+/// or nanoseconds (told by its size), in nanoseconds; read digit by digit, as a float
+/// would lose the nanoseconds of a time in seconds.
+fn epoch_ns(t: &str) -> Option<i64> {
+    let (whole, fraction) = t.split_once('.').unwrap_or((t, ""));
+    if whole.is_empty()
+        || !whole.bytes().all(|b| b.is_ascii_digit())
+        || !fraction.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let whole: i64 = whole.parse().ok()?;
+    // Digits of a nanosecond each unit holds.
+    let digits = match whole {
+        w if w < 100_000_000_000 => 9,
+        w if w < 100_000_000_000_000 => 6,
+        w if w < 100_000_000_000_000_000 => 3,
+        _ => 0,
+    };
+    let mut ns = whole.checked_mul(10i64.pow(digits))?;
+    for (k, d) in fraction.bytes().take(digits as usize).enumerate() {
+        ns = ns.checked_add(i64::from(d - b'0') * 10i64.pow(digits - 1 - k as u32))?;
+    }
+    Some(ns)
+}
+
+/// Reads a logfmt line: nothing but `key=value` pairs (a value quoted when it holds
+/// spaces), at least two, one of them a message or a level; `None` otherwise, so that
+/// text with a `key=value` in it stays text.
+fn logfmt(line: &str) -> Option<StructuredLine> {
+    let mut fields = Map::new();
+    let mut rest = line.trim();
+    while !rest.is_empty() {
+        // The key ends at its `=`: a space first is text (found without scanning on).
+        let eq = rest
+            .bytes()
+            .position(|b| b == b'=' || b.is_ascii_whitespace())
+            .filter(|&at| rest.as_bytes()[at] == b'=')?;
+        let key = &rest[..eq];
+        if key.is_empty()
+            || !key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'@'))
+        {
+            return None;
+        }
+        let after = &rest[eq + 1..];
+        let (value, next) = if let Some(quoted) = after.strip_prefix('"') {
+            let (value, len) = quoted_value(quoted)?;
+            (value, &quoted[len..])
+        } else {
+            let end = after
+                .bytes()
+                .position(|b| b.is_ascii_whitespace())
+                .unwrap_or(after.len());
+            if after[..end].contains('"') {
+                return None;
+            }
+            (after[..end].to_string(), &after[end..])
+        };
+        if !next.is_empty() && !next.starts_with(|c: char| c.is_ascii_whitespace()) {
+            return None;
+        }
+        fields.insert(key.to_string(), Value::String(value));
+        rest = next.trim_start();
+    }
+    let named = |names: &[&str]| names.iter().any(|n| fields.contains_key(*n));
+    if fields.len() < 2 || !(named(&MESSAGE_FIELDS) || named(&LEVEL_FIELDS)) {
+        return None;
+    }
+    Some(fields_line(LineFormat::Logfmt, fields))
+}
+
+/// A quoted logfmt value (after its opening quote), unescaped, and the bytes it took
+/// with its closing quote; `None` when it is not closed.
+fn quoted_value(s: &str) -> Option<(String, usize)> {
+    let mut value = String::new();
+    let mut chars = s.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => return Some((value, i + 1)),
+            '\\' => match chars.next()?.1 {
+                'n' => value.push('\n'),
+                't' => value.push('\t'),
+                other => value.push(other),
+            },
+            c => value.push(c),
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn json_lines_give_their_fields_and_the_rest_as_key_values() {
+        let tracing = r#"{"timestamp":"2023-01-29T08:42:09.939Z","level":"INFO","fields":{"message":"order placed","order_id":"4d2a46c7","items":3},"target":"shop::orders","threadName":"tokio-1"}"#;
+        let j = parse(tracing).expect("a JSON line");
+        assert_eq!(j.format, LineFormat::Json);
+        assert_eq!(j.time_ns, Some(1_674_981_729 * S + 939_000_000));
+        assert_eq!(j.level, Some(Level::Info));
+        assert_eq!(j.thread.as_deref(), Some("tokio-1"));
+        assert_eq!(j.logger.as_deref(), Some("shop::orders"));
+        assert_eq!(j.message, "order placed items=3 order_id=4d2a46c7");
+        let epoch = parse(r#"{"ts": 1674981729.5, "msg": "x", "nested": {"a": 1}}"#).expect("JSON");
+        assert_eq!(epoch.time_ns, Some(1_674_981_729 * S + 500_000_000));
+        assert_eq!(epoch.message, "x");
+        assert_eq!(
+            parse(r#"{"ts": 1674981729500}"#).and_then(|j| j.time_ns),
+            Some(1_674_981_729 * S + 500_000_000)
+        );
+        assert_eq!(parse("[1, 2]"), None);
+        assert_eq!(parse("{not json"), None);
+        assert_eq!(parse("plain text"), None);
+    }
+
+    #[test]
+    fn json_after_a_collectors_timestamp_is_json_with_the_programs_own_time() {
+        // OnlineBoutique's frontend, as Kubernetes keeps it.
+        let line = r#"2022-08-23T13:28:10.374603135Z {"http.req.id":"c52c4058","http.req.method":"GET","http.req.path":"/","message":" Request started","session":"bb6881dc","severity":"info","timestamp":"2022-08-23T13:28:10.374600000Z"}"#;
+        let j = parse(line).expect("JSON after a timestamp");
+        assert_eq!(j.time_ns, Some(1_661_261_290 * S + 374_600_000));
+        assert_eq!(j.level, Some(Level::Info));
+        assert_eq!(
+            j.message,
+            " Request started http.req.id=c52c4058 http.req.method=GET http.req.path=/ session=bb6881dc"
+        );
+        // With no time of its own, the collector's; CRI's stream and tag skipped.
+        let cri = r#"2022-08-23T13:28:10.5Z stdout F {"msg":"paid","level":30,"pid":1}"#;
+        let j = parse(cri).expect("JSON after CRI's prefix");
+        assert_eq!(j.time_ns, Some(1_661_261_290 * S + 500_000_000));
+        assert_eq!(
+            (j.level, j.message.as_str()),
+            (Some(Level::Info), "paid pid=1")
+        );
+    }
+
+    #[test]
+    fn the_common_loggers_fields_are_found_by_their_names() {
+        // Serilog's compact JSON, OpenTelemetry's log record, structlog, zap.
+        let serilog = r#"{"@t":"2024-05-01T00:00:00Z","@mt":"Cart {CartId} read","@l":"Warning","CartId":"c-9","SourceContext":"Shop.Cart"}"#;
+        let j = parse(serilog).expect("Serilog");
+        assert_eq!(j.level, Some(Level::Warn));
+        assert_eq!(j.logger.as_deref(), Some("Shop.Cart"));
+        assert_eq!(j.message, "Cart {CartId} read CartId=c-9");
+        let otel = r#"{"time_unix_nano":1714521600000000000,"severity_text":"ERROR","body":"charge failed","attributes":{"order.id":"o-7"}}"#;
+        let j = parse(otel).expect("OpenTelemetry");
+        assert_eq!(j.time_ns, Some(1_714_521_600 * S));
+        assert_eq!(j.level, Some(Level::Error));
+        assert_eq!(j.message, "charge failed order.id=o-7");
+        let structlog = r#"{"event":"user logged in","user_id":42,"level":"info","timestamp":"2024-05-01T00:00:00Z"}"#;
+        assert_eq!(
+            parse(structlog).expect("structlog").message,
+            "user logged in user_id=42"
+        );
+        let zap = r#"{"level":"debug","ts":1714521600.25,"caller":"cart/cart.go:42","msg":"read","cart":"c-1"}"#;
+        let j = parse(zap).expect("zap");
+        assert_eq!(j.logger.as_deref(), Some("cart/cart.go:42"));
+        assert_eq!(j.time_ns, Some(1_714_521_600 * S + 250_000_000));
+        // Past what nanoseconds can hold, or not a number: no time.
+        for ts in [
+            "99999999999999999999",
+            "9223372036854775.808",
+            "-1",
+            "1e9",
+            ".",
+        ] {
+            assert_eq!(epoch_ns(ts), None, "{ts}");
+        }
+    }
+
+    proptest::proptest! {
+        /// A line of fields written as logfmt or as JSON reads back as the same
+        /// message: the message field, then every other field as `key=value` by key.
+        #[test]
+        fn fields_written_as_logfmt_or_json_read_back_alike(
+            msg in "[ -~]{0,30}",
+            fields in proptest::collection::btree_map("[a-z][a-z0-9_.]{0,8}", "[ -~]{0,12}", 0..6),
+        ) {
+            let fields: Vec<(String, String)> = fields
+                .into_iter()
+                .filter(|(k, _)| ![&TIME_FIELDS[..], &LEVEL_FIELDS, &THREAD_FIELDS, &LOGGER_FIELDS, &MESSAGE_FIELDS, &NESTED_FIELDS]
+                    .iter()
+                    .any(|names| names.contains(&k.as_str())))
+                .collect();
+            let mut expected = msg.clone();
+            for (k, v) in &fields {
+                expected.push_str(&format!(" {k}={v}"));
+            }
+            let quote = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
+            let mut logfmt = format!("level=info msg={}", quote(&msg));
+            let mut json = serde_json::Map::new();
+            json.insert("msg".into(), msg.clone().into());
+            for (k, v) in &fields {
+                logfmt.push_str(&format!(" {k}={}", quote(v)));
+                json.insert(k.clone(), v.clone().into());
+            }
+            let read = parse(&logfmt).expect("logfmt reads");
+            proptest::prop_assert_eq!((read.format, &read.message), (LineFormat::Logfmt, &expected));
+            let json = serde_json::Value::Object(json).to_string();
+            let read = parse(&json).expect("JSON reads");
+            proptest::prop_assert_eq!((read.format, &read.message), (LineFormat::Json, &expected));
+        }
+    }
+
+    #[test]
+    fn logfmt_is_key_value_pairs_only_with_a_message_or_level() {
+        let line =
+            r#"time=2024-05-01T00:00:00Z level=info msg="order placed" order_id=o-1 items=3"#;
+        let l = parse(line).expect("logfmt");
+        assert_eq!(l.format, LineFormat::Logfmt);
+        assert_eq!(l.time_ns, Some(1_714_521_600 * S));
+        assert_eq!(l.level, Some(Level::Info));
+        assert_eq!(l.message, "order placed items=3 order_id=o-1");
+        let escaped = parse(r#"level=warn msg="said \"no\"""#).expect("escaped quotes");
+        assert_eq!(escaped.message, r#"said "no""#);
+        // Text with a pair in it, pairs with neither message nor level, an open quote.
+        for text in [
+            "GetCartAsync called with userId=bb6881dc",
+            "a=1 b=2",
+            r#"level=info msg="unclosed"#,
+            "level=info",
+        ] {
+            assert_eq!(parse(text), None, "{text}");
+        }
+    }
+}
