@@ -18,7 +18,7 @@ use serde_json::json;
 #[derive(Args)]
 pub struct LogsBenchArgs {
     /// Directories each holding `logs/` and `truth.jsonl` (`{"file", "line", "trace"}`
-    /// per line; default: testdata/nezha).
+    /// per line; default: testdata/nezha and testdata/nezha-ob).
     #[arg(long = "set")]
     sets: Vec<PathBuf>,
     /// Print the results as JSON.
@@ -38,7 +38,10 @@ struct TruthLine {
 
 pub fn run(a: LogsBenchArgs) -> Result<()> {
     let sets = if a.sets.is_empty() {
-        vec![PathBuf::from("testdata/nezha")]
+        vec![
+            PathBuf::from("testdata/nezha"),
+            PathBuf::from("testdata/nezha-ob"),
+        ]
     } else {
         a.sets.clone()
     };
@@ -83,6 +86,8 @@ pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_jso
         })
         .collect();
     let s = bcubed(&truth, &found);
+    let baseline = bcubed(&truth, &per_second(&corpus, true));
+    let baseline_all_files = bcubed(&truth, &per_second(&corpus, false));
     let stored = stored_bytes(&corpus, &files, &requests)?;
     Ok(json!({
         "stored_bytes": stored,
@@ -99,6 +104,8 @@ pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_jso
         "recall": s.recall,
         "f1": s.f1,
         "exact": s.exact_items,
+        "baseline_f1": baseline.f1,
+        "baseline_all_files_f1": baseline_all_files.f1,
         "read_and_mined_s": mined.as_secs_f64(),
         "ranked_s": (ranked_at - mined).as_secs_f64(),
         "links_s": (learned_at - ranked_at).as_secs_f64(),
@@ -106,6 +113,24 @@ pub(crate) fn score_set(set: &Path, options: &StitchOptions) -> Result<serde_jso
         "total_s": took.as_secs_f64(),
         "mb_per_s": bytes as f64 / 1e6 / took.as_secs_f64(),
     }))
+}
+
+/// The baselines: the lines of one wall-clock second as one request, each file's apart
+/// (`by_file`) or all files' together (a line with no time, with the untimed lines).
+fn per_second(corpus: &Corpus, by_file: bool) -> foldhash::HashMap<(String, u32), u32> {
+    let mut ids: foldhash::HashMap<(u32, Option<i64>), u32> = Default::default();
+    let mut found = foldhash::HashMap::default();
+    for line in &corpus.lines {
+        let second = line.time_ns.map(|t| t.div_euclid(1_000_000_000));
+        let next = ids.len() as u32;
+        let file = if by_file { line.file } else { 0 };
+        let id = *ids.entry((file, second)).or_insert(next);
+        let name = &corpus.files[line.file as usize];
+        for n in std::iter::once(line.number).chain(line.continued.iter().copied()) {
+            found.insert((name.clone(), n), id);
+        }
+    }
+    found
 }
 
 /// `causeway logs`' stitching options with `--quiet-ms`.
@@ -189,7 +214,7 @@ pub(crate) fn print_rows(rows: &[serde_json::Value], json_out: bool) -> Result<(
         return Ok(());
     }
     outln!(
-        "{:<12} {:>6} {:>7} {:>6} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8} {:>7}",
+        "{:<12} {:>6} {:>7} {:>6} {:>9} {:>9} {:>7} {:>7} {:>8} {:>6} {:>8} {:>8} {:>8} {:>7}",
         "set",
         "conc",
         "lines",
@@ -198,6 +223,8 @@ pub(crate) fn print_rows(rows: &[serde_json::Value], json_out: bool) -> Result<(
         "recall",
         "F1",
         "exact",
+        "baseline",
+        "/ all",
         "requests",
         "true",
         "MB/s",
@@ -206,7 +233,7 @@ pub(crate) fn print_rows(rows: &[serde_json::Value], json_out: bool) -> Result<(
     for r in rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
         outln!(
-            "{:<12} {:>6.1} {:>7} {:>6.1} {:>9.3} {:>9.3} {:>7.3} {:>7.3} {:>8} {:>8} {:>8.1} {:>6.1}%",
+            "{:<12} {:>6.1} {:>7} {:>6.1} {:>9.3} {:>9.3} {:>7.3} {:>7.3} {:>8.3} {:>6.3} {:>8} {:>8} {:>8.1} {:>6.1}%",
             r["set"].as_str().unwrap_or(""),
             f("concurrency"),
             f("lines"),
@@ -215,6 +242,8 @@ pub(crate) fn print_rows(rows: &[serde_json::Value], json_out: bool) -> Result<(
             f("recall"),
             f("f1"),
             f("exact"),
+            f("baseline_f1"),
+            f("baseline_all_files_f1"),
             f("requests"),
             f("true_requests"),
             f("mb_per_s"),
