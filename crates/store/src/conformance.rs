@@ -513,18 +513,35 @@ pub fn a_bulk_scan_visits_every_trace_in_the_window_once_and_whole(backend: &imp
         assert_eq!(spans[&id], sorted_ids(t), "trace {id} whole");
     }
 
-    // A window of the first 100 traces (they start 1 ms apart).
-    let window = TimeWindow {
-        start: T0,
-        end: T0 + 100 * 1_000_000,
-    };
-    let count = AtomicUsize::new(0);
-    store
-        .scan(window, &|_| {
-            count.fetch_add(1, Ordering::Relaxed);
-        })
-        .unwrap();
-    assert_eq!(count.into_inner(), 100);
+    // Windows of traces (they start 1 ms apart): settled ones, and ones whose later half
+    // is not settled yet (in memory, where their start is not; in a 0.1 ms window, memory
+    // holds no span that starts in it). Each is whole.
+    for (first, width, n) in [
+        (0, 100_000_000, 100),
+        (1950, 100_000_000, 100),
+        (2900, 100_000_000, 100),
+        (2950, 100_000, 1),
+    ] {
+        let window = TimeWindow {
+            start: T0 + first * 1_000_000,
+            end: T0 + first * 1_000_000 + width,
+        };
+        let expected: HashMap<TraceId, Vec<u64>> = all
+            .iter()
+            .filter(|t| window.contains(t.iter().map(|s| s.start).min().unwrap()))
+            .map(|t| (t[0].trace_id, sorted_ids(t)))
+            .collect();
+        assert_eq!(expected.len(), n as usize, "window from {first}");
+        let seen = Mutex::new(HashMap::new());
+        store
+            .scan(window, &|t| {
+                seen.lock()
+                    .unwrap()
+                    .insert(t.trace_id, sorted_ids(&t.spans));
+            })
+            .unwrap();
+        assert_eq!(seen.into_inner().unwrap(), expected, "window from {first}");
+    }
 
     // A visit that answers Break (a deadline passed) stops every scan thread soon after.
     let visited = AtomicUsize::new(0);

@@ -44,6 +44,13 @@ impl Head {
         self.traces.values().flatten()
     }
 
+    /// Each trace's spans here.
+    pub fn iter_traces(&self) -> impl Iterator<Item = (TraceId, &[Span])> {
+        self.traces
+            .iter()
+            .map(|(id, spans)| (*id, spans.as_slice()))
+    }
+
     /// Trace ids with a span matching the query, and each trace's earliest start here.
     pub fn search(&self, query: &SearchQuery, out: &mut HashMap<TraceId, u64>) {
         for (id, spans) in &self.traces {

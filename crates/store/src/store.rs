@@ -789,16 +789,7 @@ impl TraceStore for Store {
         visit: &(dyn Fn(Trace) -> ControlFlow<()> + Sync),
     ) -> Result<ScanStats, StoreError> {
         let s = &self.shared;
-        // The head's spans are copied so the scan never holds ingest up; frozen heads no
-        // longer change and are read in place (each part's spans are copied as it is
-        // merged, so one copy of the in-memory spans is held at a time, not two).
-        let head: Vec<Span> = read(&s.head).iter_spans().cloned().collect();
         let (frozen, blocks) = s.sources();
-        let mut memory: Vec<&Span> = head.iter().collect();
-        for f in &frozen {
-            memory.extend(f.head.iter_spans());
-        }
-        memory.sort_by(|a, b| row_order(a, b));
         let blocks: Vec<Arc<Block>> = blocks
             .into_iter()
             .filter(|b| window.overlaps(b.index.min_start, b.index.max_end))
@@ -810,6 +801,44 @@ impl TraceStore for Store {
                 .filter(|t| window.overlaps(t.start, t.end))
                 .map(|t| t.id)
         }));
+        // Of the traces in memory, only those that may start in the window are read: the
+        // ones whose earliest span in memory does, and those the blocks name (their start
+        // may be in a block). The rest are never copied, so a scan of a short window
+        // costs that window, not the whole head.
+        let head_guard = read(&s.head);
+        let mut memory_starts: HashMap<TraceId, u64> = HashMap::new();
+        for part in std::iter::once(&*head_guard).chain(frozen.iter().map(|f| &f.head)) {
+            for (id, spans) in part.iter_traces() {
+                let start = spans.iter().map(|sp| sp.start).min().unwrap_or(u64::MAX);
+                let e = memory_starts.entry(id).or_insert(start);
+                *e = (*e).min(start);
+            }
+        }
+        let in_memory = |id: TraceId| {
+            memory_starts
+                .get(&id)
+                .is_some_and(|&start| window.contains(start))
+                || ids.binary_search(&id.get()).is_ok()
+        };
+        // The head's spans are copied so the scan never holds ingest up; frozen heads no
+        // longer change and are read in place (each part's spans are copied as it is
+        // merged, so one copy of the in-memory spans is held at a time, not two).
+        let head: Vec<Span> = head_guard
+            .iter_traces()
+            .filter(|(id, _)| in_memory(*id))
+            .flat_map(|(_, spans)| spans.iter().cloned())
+            .collect();
+        drop(head_guard);
+        let mut memory: Vec<&Span> = head.iter().collect();
+        for f in &frozen {
+            memory.extend(
+                f.head
+                    .iter_traces()
+                    .filter(|(id, _)| in_memory(*id))
+                    .flat_map(|(_, spans)| spans),
+            );
+        }
+        memory.sort_by(|a, b| row_order(a, b));
         ids.extend(memory.iter().map(|sp| sp.trace_id.get()));
         ids.sort_unstable();
         ids.dedup();
