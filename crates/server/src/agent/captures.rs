@@ -30,12 +30,6 @@ use super::{Agent, AgentError, PassStats};
 use crate::captures::NODE_NAMES_HEADER;
 use crate::now_ns;
 
-/// How far before a window's paths the API is asked for the traces that began then: the
-/// instrumented calls into a captured process began with their request, no further back
-/// than a path's context reaches (the API scans every trace begun in the window, so a
-/// wider one costs the server each pass).
-const LOOKBACK_NS: u64 = causeway_blackbox::tail::CONTEXT_NS + 5_000_000_000;
-
 impl Agent {
     /// A tail over the configured capture directories, from where the checkpoint says
     /// the last run stopped; none without capture directories.
@@ -289,7 +283,7 @@ impl Agent {
         }
         if let Some(api) = self.config.join.clone() {
             let instrumented: Vec<_> = self
-                .spans_around(&api, &spans, LOOKBACK_NS)?
+                .spans_around(&api, &spans, super::JOIN_LOOKBACK_NS)?
                 .into_iter()
                 .filter(|s| !matches!(s.source, Source::Inferred { .. }))
                 .collect();

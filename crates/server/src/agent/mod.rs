@@ -179,6 +179,14 @@ struct Checkpoint {
     capture_offsets: BTreeMap<PathBuf, u64>,
 }
 
+/// How far before a window of captured paths or stitched log requests the API is asked
+/// for the traces that began then: the instrumented spans of a request began with it, no
+/// further back than a path's context reaches (a request that reached the captured or
+/// logging process later than that after it began is not joined). The API scans every
+/// trace begun in the window, so each second more costs the server that second's traces
+/// on every pass.
+pub(super) const JOIN_LOOKBACK_NS: u64 = causeway_blackbox::tail::CONTEXT_NS + 5_000_000_000;
+
 /// The query API's path for the native export of the traces begun from `lookback_ns`
 /// before the first of `spans` to the end of the last (what a join of `spans` needs);
 /// none without spans.

@@ -23,10 +23,6 @@ use super::{Agent, AgentError, PassStats};
 /// its spans exported by then. The last pass (`finish`) takes all.
 pub const SETTLE: Duration = Duration::from_secs(3);
 
-/// How far before the window the API is asked for the traces of its lines: a request's
-/// spans began before its node's first line.
-const LOOKBACK_NS: u64 = 60_000_000_000;
-
 /// Freshness samples kept until taken.
 const MAX_DELAYS: usize = 1 << 20;
 
@@ -67,7 +63,7 @@ impl Agent {
             if settled.spans.is_empty() {
                 continue;
             }
-            let traces = self.spans_around(&api, &settled.spans, LOOKBACK_NS)?;
+            let traces = self.spans_around(&api, &settled.spans, super::JOIN_LOOKBACK_NS)?;
             let joined = join(settled.spans, &traces);
             self.ship_spans(&joined.spans, stats)?;
             if !self.report_sent {
