@@ -162,6 +162,10 @@ impl Statuses {
     }
 }
 
+/// How long the well-behaved client retries a batch the server turned away (the
+/// Collector's exporters retry for minutes; a phase lasts seconds).
+const RETRY_FOR: Duration = Duration::from_secs(20);
+
 /// One request of the well-behaved client.
 struct Sent {
     at: Instant,
@@ -178,8 +182,9 @@ impl Sent {
 }
 
 /// The well-behaved client: a batch every `1 / (rate / 100)` s for `seconds`, each
-/// retried after 429 and 503 as the Collector's exporters do. Returns what was sent and
-/// the trace ids acknowledged.
+/// retried after 429 and 503 as OpenTelemetry's exporters do: with a backoff that
+/// doubles from 200 ms up to 3 s, for up to [`RETRY_FOR`]. Returns what was sent and the
+/// trace ids acknowledged.
 fn steady(ingest: &str, rate: u64, seconds: u64, first_trace: u128) -> (Vec<Sent>, Vec<TraceId>) {
     let http = agent();
     let interval = Duration::from_secs_f64(BATCH_SPANS as f64 / rate.max(1) as f64);
@@ -229,9 +234,11 @@ fn steady(ingest: &str, rate: u64, seconds: u64, first_trace: u128) -> (Vec<Sent
                 .map(|r| r.status().as_u16())
                 .unwrap_or(0);
             match status {
-                429 | 503 if retries < 10 => {
+                429 | 503 if at.elapsed() < RETRY_FOR => {
+                    std::thread::sleep(
+                        Duration::from_millis(200 << retries.min(4)).min(Duration::from_secs(3)),
+                    );
                     retries += 1;
-                    std::thread::sleep(Duration::from_millis(200));
                 }
                 other => break other,
             }
