@@ -25,6 +25,8 @@ fuzz_target!(|data: &[u8]| {
     let Some(text) = nesting::nested_text(data, &NESTINGS) else {
         return;
     };
+    // One line: a line feed the fuzzer put in the middle would make two.
+    let text = text.replace('\n', " ");
     if structured::parse(&text).is_none() {
         let _ = header::parse(&text);
     }
