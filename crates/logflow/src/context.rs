@@ -133,13 +133,19 @@ impl LogRecords {
 
     /// Gathers line `number` of file `name`, if it names a trace.
     pub fn read_line(&mut self, name: &str, number: u32, line: &str) {
+        // Docker's json-file driver escapes the program's line in its own JSON.
+        let unwrapped = structured::docker_json_file(line);
+        let (line, wrapper_time) = match &unwrapped {
+            Some((line, time)) => (line.as_str(), *time),
+            None => (line, None),
+        };
         let Some(context) = find(line) else { return };
         self.lines += 1;
         let (time, level, message) = match structured::parse(line) {
-            Some(s) => (s.time_ns, s.level, s.message),
+            Some(s) => (s.time_ns.or(wrapper_time), s.level, s.message),
             None => {
                 let h = header::parse(line);
-                (h.time_ns, h.level, h.message.to_string())
+                (h.time_ns.or(wrapper_time), h.level, h.message.to_string())
             }
         };
         let Some(time) = time.and_then(|t| u64::try_from(t).ok()) else {

@@ -443,7 +443,11 @@ impl Corpus {
                 };
                 let (text, message_at, time_ns, thread, line_format) =
                     read_header(text, format, &mut memo, &mut intern);
-                if time_ns.is_none() && had_time {
+                // A line with no time of its own, or a stack trace's line that a
+                // collector gave one, continues the record before it.
+                let continues = time_ns.is_none()
+                    || (line_format == LineFormat::Text && header::continues_record(&text));
+                if continues && had_time {
                     let before = raws.len().checked_sub(1);
                     if let Some((at, last)) = before
                         .zip(raws.last_mut())
@@ -700,9 +704,21 @@ fn read_header<'a>(
     memo: &mut header::LayoutMemo,
     thread: impl FnOnce(&str) -> u32,
 ) -> (Cow<'a, str>, usize, Option<i64>, Option<u32>, LineFormat) {
+    // Docker's json-file driver wraps the program's line, with a time of its own: the
+    // program's full time is preferred, then the driver's, then a time of day.
+    let (text, wrapper_time) = match structured::docker_json_file(&text) {
+        Some((line, time)) => (Cow::Owned(line), time),
+        None => (text, None),
+    };
     if let Some(s) = structured::parse(&text) {
         let id = s.thread.as_deref().map(thread);
-        return (Cow::Owned(s.message), 0, s.time_ns, id, s.format);
+        return (
+            Cow::Owned(s.message),
+            0,
+            s.time_ns.or(wrapper_time),
+            id,
+            s.format,
+        );
     }
     let (at, time_ns, id) = {
         let h = format
@@ -710,7 +726,7 @@ fn read_header<'a>(
             .unwrap_or_else(|| header::parse_with(&text, memo));
         (
             text.len() - h.message.len(),
-            h.time_ns.or(h.time_of_day_ns),
+            h.time_ns.or(wrapper_time).or(h.time_of_day_ns),
             h.thread.map(thread),
         )
     };
@@ -783,12 +799,19 @@ mod tests {
                     2022-08-23T13:28:23.2Z {\"message\":\"Get OrderID 7\",\"severity\":\"info\"}\n\
                     2022-08-23T13:28:23.3Z {\"message\":\"cut\n";
         let text = "2022-08-23T13:28:23.1Z INFO GetCartAsync called with userId=u-1\n\
-                    \tat Cart.Get()\n";
+                    \tat Cart.Get()\n\
+                    2022-08-23T13:28:23.1Z stdout F \tat Cart.Main()\n";
         let logfmt = "time=2022-08-23T13:28:23.4Z level=info msg=\"paid\" order=7\n";
+        // Docker's json-file driver around a program's text (a time of day) and JSON.
+        let docker = r#"{"log":"13:28:31.389 INFO  - Received ad request\n","stream":"stdout","time":"2022-08-23T13:28:31.390164372Z"}
+{"log":"{\"msg\":\"ads chosen\",\"level\":\"info\"}\n","stream":"stdout","time":"2022-08-23T13:28:31.5Z"}
+{"log":"{\"msg\":\"ads sent\",\"level\":\"info\"}\n","stream":"stdout","time":"2022-08-23T13:28:31.6Z"}
+"#;
         let files: Vec<(String, Vec<u8>)> = [
             ("checkout.log", json),
             ("cart.log", text),
             ("payment.log", logfmt),
+            ("ads.log", docker),
         ]
         .map(|(name, lines)| (name.to_string(), lines.as_bytes().to_vec()))
         .into();
@@ -800,9 +823,24 @@ mod tests {
         };
         // The cut JSON line is read as text, with its collector's time.
         assert_eq!(detected("checkout.log"), (LineFormat::Json, 67, 3));
-        // A stack frame is read as the line it continues.
-        assert_eq!(detected("cart.log"), (LineFormat::Text, 100, 2));
+        // Stack frames, with a collector's time or none, are read as the line they
+        // continue, and are part of it.
+        assert_eq!(detected("cart.log"), (LineFormat::Text, 100, 3));
+        let cart = corpus
+            .lines
+            .iter()
+            .find(|l| l.file == 1)
+            .expect("cart's line");
+        assert_eq!(cart.continued, [2, 3]);
         assert_eq!(detected("payment.log"), (LineFormat::Logfmt, 100, 1));
+        assert_eq!(detected("ads.log"), (LineFormat::Json, 67, 3));
+        let ads: Vec<&Line> = corpus.lines.iter().filter(|l| l.file == 3).collect();
+        // The program's time of day gives way to the driver's full time.
+        assert_eq!(ads[0].time_ns, Some(1_661_261_311_390_164_372));
+        assert!(corpus
+            .message(ads[0], &files)
+            .ends_with("Received ad request"));
+        assert_eq!(corpus.message(ads[1], &files), "ads chosen");
         // A JSON line's message is its message field, its other fields appended.
         assert_eq!(
             corpus.message(&corpus.lines[0], &files),

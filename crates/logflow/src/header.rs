@@ -401,6 +401,57 @@ pub fn collector_prefix(line: &str) -> (Option<i64>, &str) {
     (first, after_cri_tag(rest))
 }
 
+/// True when a program's line, after any collector's prefix, continues the record before
+/// it as a stack trace's lines do (the shapes log shippers' multi-line rules know):
+/// Java's and Node.js's frames (`\tat ...`, `    at ...`, `\t... 3 more`, `Caused by: `,
+/// `Suppressed: `), Python's (`Traceback (most recent call last):`, `  File "..."`) and
+/// Go's (a tab-indented place). A collector gives each such line a time of its own, so
+/// the time alone does not tell.
+pub fn continues_record(line: &str) -> bool {
+    let program = after_collector_times(line);
+    let program = after_cri_tag_exactly(program);
+    let trimmed = program.trim_start_matches([' ', '\t']);
+    let indented = trimmed.len() < program.len();
+    (indented
+        && (program.starts_with('\t')
+            || trimmed.starts_with("at ")
+            || trimmed.starts_with("... ")
+            || trimmed.starts_with("File \"")))
+        || program.starts_with("Caused by: ")
+        || program.starts_with("Suppressed: ")
+        || program.starts_with("Traceback (most recent call last):")
+}
+
+/// `line` after the RFC 3339 timestamps a collector put before it, each followed by one
+/// space, with the program's own indentation kept (checked byte by byte: most lines
+/// fail at once).
+fn after_collector_times(mut line: &str) -> &str {
+    loop {
+        let b = line.as_bytes();
+        let stamped = b.len() > 20
+            && b[..4].iter().all(u8::is_ascii_digit)
+            && b[4] == b'-'
+            && b[7] == b'-'
+            && b[10] == b'T';
+        if !stamped {
+            return line;
+        }
+        match line.find(' ') {
+            Some(end) => line = &line[end + 1..],
+            None => return line,
+        }
+    }
+}
+
+/// `rest` after CRI's stream and tag and the one space after them, if it starts with
+/// them.
+fn after_cri_tag_exactly(rest: &str) -> &str {
+    ["stdout F ", "stderr F ", "stdout P ", "stderr P "]
+        .iter()
+        .find_map(|tag| rest.strip_prefix(tag))
+        .unwrap_or(rest)
+}
+
 /// `rest` after CRI's stream and tag (`stdout F `, `stderr P `), if it starts with them.
 fn after_cri_tag(rest: &str) -> &str {
     let Some(after) = rest
@@ -619,6 +670,30 @@ mod tests {
     use proptest::prelude::*;
 
     const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn a_stack_traces_lines_continue_their_record_behind_a_collectors_prefix() {
+        for frame in [
+            "2022-08-23T13:28:31.390164372Z \tat hipstershop.AdService.getAds(AdService.java:121)",
+            "2022-08-23T13:28:31.390164372Z stdout F \t... 12 more",
+            "2022-08-23T13:28:31.39Z stdout F Caused by: java.io.IOException: reset",
+            "2022-08-23T13:28:31.39Z     at Server.charge (/app/charge.js:42:11)",
+            "2022-08-23T13:28:31.39Z Traceback (most recent call last):",
+            "2022-08-23T13:28:31.39Z   File \"/app/email.py\", line 88, in send",
+            "\t/go/src/cart/cart.go:42 +0x1d",
+        ] {
+            assert!(continues_record(frame), "{frame}");
+        }
+        for record in [
+            "2022-08-23T13:28:11.195594836Z  GetCartAsync called with userId=bb6881dc",
+            "2022-08-23T13:28:31.390164372Z 13:28:31.389 INFO  - Received ad request",
+            "2022-08-23T13:28:31.39Z stdout F {\"msg\":\"at ease\"}",
+            "2022-08-23T13:28:31.39Z at the gate",
+            "INFO Caused by nothing",
+        ] {
+            assert!(!continues_record(record), "{record}");
+        }
+    }
 
     #[test]
     fn a_collector_timestamp_then_the_programs_own_prefix() {

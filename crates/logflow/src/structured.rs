@@ -114,6 +114,34 @@ const MESSAGE_FIELDS: [&str; 10] = [
 /// Objects whose fields are the event's own (`tracing`'s, OpenTelemetry's, Serilog's).
 const NESTED_FIELDS: [&str; 5] = ["fields", "attributes", "Properties", "@x", "extra"];
 
+/// The line the program wrote, and the time the wrapper gave it, when `line` is Docker's
+/// json-file driver's (`{"log":"<the line>\n","stream":"stdout","time":"..."}`); `None`
+/// for any other line, after one comparison for most.
+pub fn docker_json_file(line: &str) -> Option<(String, Option<i64>)> {
+    let line = line.trim();
+    // The driver writes `log` first, always.
+    if !line.starts_with(r#"{"log":"#) {
+        return None;
+    }
+    let Value::Object(mut fields) = serde_json::from_str(line).ok()? else {
+        return None;
+    };
+    if !fields.contains_key("stream") {
+        return None;
+    }
+    let Some(Value::String(mut log)) = fields.remove("log") else {
+        return None;
+    };
+    while log.ends_with(['\n', '\r']) {
+        log.pop();
+    }
+    let time = match fields.get("time") {
+        Some(Value::String(t)) => header::datetime_ns(t),
+        _ => None,
+    };
+    Some((log, time))
+}
+
 /// Reads `line` as a structured line, after any collector's prefix; `None` when it is
 /// text.
 pub fn parse(line: &str) -> Option<StructuredLine> {
@@ -336,6 +364,33 @@ mod tests {
             (j.level, j.message.as_str()),
             (Some(Level::Info), "paid pid=1")
         );
+    }
+
+    #[test]
+    fn dockers_json_file_lines_give_the_programs_line_and_dockers_time() {
+        let text = r#"{"log":"13:28:31.389 INFO  - Received ad request\n","stream":"stdout","time":"2022-08-23T13:28:31.390164372Z"}"#;
+        assert_eq!(
+            docker_json_file(text),
+            Some((
+                "13:28:31.389 INFO  - Received ad request".to_string(),
+                Some(1_661_261_311 * S + 390_164_372)
+            ))
+        );
+        // The program's own JSON, escaped in the driver's string.
+        let json = r#"{"log":"{\"msg\":\"paid\",\"order_id\":\"o-1\"}\n","stream":"stderr","time":"2022-08-23T13:28:31Z"}"#;
+        let (inner, _) = docker_json_file(json).expect("Docker's line");
+        assert_eq!(
+            parse(&inner).expect("JSON inside").message,
+            "paid order_id=o-1"
+        );
+        // A logger's own field named `log`, without the driver's `stream`; not JSON.
+        for other in [
+            r#"{"log":"x","msg":"y"}"#,
+            r#"{"log":"cut"#,
+            r#"{"msg":"x","log":"y","stream":"stdout"}"#,
+        ] {
+            assert_eq!(docker_json_file(other), None, "{other}");
+        }
     }
 
     #[test]
