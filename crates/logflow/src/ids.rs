@@ -8,7 +8,10 @@
 //!
 //! The score is the share of a variable's values printed at another log point, over the
 //! number of bursts (separated by 2 s) a value comes in, times the distinct values per
-//! line.
+//! line. A variable named as loggers name a request's id (`request_id`, `requestId`,
+//! `http.req.id`, `X-Request-ID`, `correlation_id`, `trace_id`), whose values are
+//! distinct on most of its lines, is one whatever its timing: a request that waits for
+//! seconds prints its id in separate bursts.
 
 use foldhash::HashSet;
 
@@ -42,6 +45,8 @@ pub struct Evidence {
     pub bursts: f64,
     /// Median time from a value's first occurrence to its last (ns).
     pub lifetime_ns: i64,
+    /// Named as loggers name a request's id.
+    pub named_request_id: bool,
     /// The score the ranking sorts by, 0..=1.
     pub score: f64,
     /// Its first few distinct values, in line order.
@@ -153,7 +158,6 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
             let middle = lifetimes.len() / 2;
             let lifetime_ns = *lifetimes.select_nth_unstable(middle).1;
             let distinct_share = n / lines as f64;
-            let score = shared * distinct_share / bursts;
             let examples = first.iter().map(|v| v.to_string()).collect();
             let name = corpus
                 .point_shape(variable.0)
@@ -161,6 +165,12 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
                 .get(variable.1 as usize)
                 .map(|n| n.to_string())
                 .unwrap_or_default();
+            let named_request_id = names_a_request_id(&name);
+            let score = if named_request_id && distinct_share >= NAMED_DISTINCT_SHARE {
+                1.0
+            } else {
+                shared * distinct_share / bursts
+            };
             Evidence {
                 variable,
                 name,
@@ -170,6 +180,7 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
                 on_several_nodes: several,
                 bursts,
                 lifetime_ns,
+                named_request_id,
                 score,
                 examples,
             }
@@ -183,10 +194,105 @@ pub fn rank(corpus: &Corpus) -> Vec<Evidence> {
     ranked
 }
 
+/// A variable named as a request's id takes that rank when at least this share of its
+/// lines print a value no other line of it printed (so a session or a user id that a
+/// program happens to call `request_id` does not).
+const NAMED_DISTINCT_SHARE: f64 = 0.5;
+
+/// Whether `name` is a request id's as loggers write it: words (split at punctuation and
+/// at lower-to-upper case) ending in `id` after `req`, `request`, `correlation` or
+/// `trace`, or one word such as `requestid`.
+pub fn names_a_request_id(name: &str) -> bool {
+    let mut words: Vec<String> = Vec::new();
+    let mut previous_lower = false;
+    for c in name.chars() {
+        if !c.is_alphanumeric() {
+            previous_lower = false;
+            words.push(String::new());
+            continue;
+        }
+        if c.is_uppercase() && previous_lower || words.is_empty() {
+            words.push(String::new());
+        }
+        previous_lower = c.is_lowercase() || c.is_ascii_digit();
+        if let Some(w) = words.last_mut() {
+            w.extend(c.to_lowercase());
+        }
+    }
+    words.retain(|w| !w.is_empty());
+    const WHOSE: [&str; 4] = ["req", "request", "correlation", "trace"];
+    match words.as_slice() {
+        [.., whose, id] if id == "id" => WHOSE.contains(&whose.as_str()),
+        [.., one] => WHOSE.iter().any(|w| one.strip_prefix(w) == Some("id")),
+        [] => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::drain::Options;
+
+    #[test]
+    fn request_ids_are_told_by_the_names_loggers_give_them() {
+        for name in [
+            "request_id",
+            "requestId",
+            "http.req.id",
+            "X-Request-ID",
+            "correlationId",
+            "trace_id",
+            "reqid",
+            "RequestID",
+        ] {
+            assert!(names_a_request_id(name), "{name}");
+        }
+        for name in [
+            "session",
+            "user_id",
+            "order_id",
+            "id",
+            "request",
+            "requests_id_count",
+            "paid",
+            "",
+        ] {
+            assert!(!names_a_request_id(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_variable_named_as_a_request_id_ranks_first_though_its_requests_wait() {
+        // Each request prints its id, waits 5 s (a slow call), and prints it again; a
+        // session id is printed by every request of its user.
+        let mut log = String::new();
+        for r in 0..20u32 {
+            let (start, end) = (r * 2, r * 2 + 5);
+            let session = ["s-alice", "s-bob", "s-carol"][r as usize % 3];
+            for (t, what) in [(start, "started"), (end, "complete")] {
+                log += &format!(
+                    "1970-01-01T00:{:02}:{:02}.000Z {{\"msg\":\"request {what}\",\"request_id\":\"{:08x}\",\"session\":\"{session}\"}}\n",
+                    t / 60,
+                    t % 60,
+                    r * 7919 + 11
+                );
+            }
+        }
+        let corpus = Corpus::read(&[("web.log".into(), log.into_bytes())], Options::default());
+        let ranked = rank(&corpus);
+        let top = &ranked[0];
+        assert_eq!(top.name, "request_id", "{ranked:#?}");
+        assert!(top.named_request_id && top.score == 1.0);
+        assert!(top.bursts > 1.5, "its values come back after a wait");
+        let session = ranked
+            .iter()
+            .find(|e| e.name == "session")
+            .expect("session");
+        assert!(
+            !session.named_request_id && session.score < 0.5,
+            "{session:?}"
+        );
+    }
 
     #[test]
     fn a_request_id_outranks_an_entity_id_and_a_counter() {

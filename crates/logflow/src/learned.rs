@@ -84,6 +84,7 @@ fn identifiers_json(
                 "on_several_nodes": e.on_several_nodes,
                 "bursts": e.bursts,
                 "lifetime_ms": e.lifetime_ns as f64 / 1e6,
+                "named_request_id": e.named_request_id,
                 "examples": e.examples,
             })
         })

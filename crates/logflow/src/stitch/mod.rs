@@ -16,8 +16,9 @@
 //!    a value passed on over seconds goes to a later request as often as within one (an
 //!    order paid after it is made), while values within a request pass in milliseconds,
 //!    however long the request waits between them (a queue);
-//! 2. a new request, if its log point starts requests: learned by the first pass, or
-//!    because it passes values on by links and is never linked to;
+//! 2. a new request, if it prints a sure identifier's value no line printed before (a
+//!    request's id, first printed), or if its log point starts requests: learned by the
+//!    first pass, or because it passes values on by links and is never linked to;
 //! 3. the request that printed one of its log point's learned predecessors last, within
 //!    the predecessor's lag (lprof's order between log points, across nodes too: the
 //!    log points a line most often comes right after, with a steady lag);
@@ -45,7 +46,8 @@ pub struct StitchOptions {
     pub min_score: f64,
     /// Variables scoring at least this are request identifiers in the walk too.
     pub sure_score: f64,
-    /// Occurrences of an identifier's value at most this far apart join.
+    /// Occurrences of an identifier's value at most this far apart join in the first
+    /// pass (a sure identifier's join in the walk however far apart).
     pub id_window_ns: i64,
     /// Consecutive lines of one file and thread at most this far apart join.
     pub local_gap_ns: i64,
@@ -184,6 +186,7 @@ mod tests {
     use crate::drain::Options;
     use crate::ids::rank;
     use crate::links;
+    use foldhash::HashMap;
 
     #[test]
     fn lines_given_one_request_stay_one_and_others_keep_their_own() {
@@ -273,6 +276,69 @@ mod tests {
         let requests = by_identifiers_and_time(&corpus, &rank(&corpus), &StitchOptions::default());
         // web: begin, end per request; then db: one query per request.
         assert_eq!(requests, vec![0, 0, 1, 1, 2, 2, 0, 1, 2]);
+    }
+
+    #[test]
+    fn a_request_id_first_printed_begins_a_request_though_a_users_id_ties_it_back() {
+        // Twelve users, each making one request after another (10 ms between), their
+        // requests overlapping: web logs a request's start and end with its id and the
+        // user's, the cart reads the user's cart in between. The user's id ties each
+        // start to the end of the user's request before.
+        let at = |ms: u32| format!("1970-01-01T00:00:{:02}.{:03}Z", ms / 1000, ms % 1000);
+        let mut web: Vec<(u32, String)> = Vec::new();
+        let mut cart: Vec<(u32, String)> = Vec::new();
+        let mut ids = Vec::new();
+        for user in 0..12u32 {
+            for j in 0..4u32 {
+                let t = user * 21 + j * 260;
+                let id = format!("{:08x}", (user * 8 + j) * 7919 + 17);
+                let who = format!("u-{:04x}", user * 4099 + 7);
+                web.push((t, format!("{} {{\"msg\":\"request started\",\"request_id\":\"{id}\",\"user\":\"{who}\"}}", at(t))));
+                cart.push((
+                    t + 2,
+                    format!("{} {{\"msg\":\"cart read for {who}\"}}", at(t + 2)),
+                ));
+                web.push((t + 250, format!("{} {{\"msg\":\"request complete\",\"request_id\":\"{id}\",\"user\":\"{who}\"}}", at(t + 250))));
+                ids.push((t, id));
+            }
+        }
+        web.sort();
+        cart.sort();
+        let text = |lines: &[(u32, String)]| {
+            lines
+                .iter()
+                .map(|(_, l)| format!("{l}\n"))
+                .collect::<String>()
+                .into_bytes()
+        };
+        let corpus = Corpus::read(
+            &[
+                ("web.log".into(), text(&web)),
+                ("cart.log".into(), text(&cart)),
+            ],
+            Options::default(),
+        );
+        let links = links::learn(&corpus, &links::LinkOptions::default());
+        let requests = stitch(&corpus, &rank(&corpus), &links, &StitchOptions::default());
+        // Each request id's lines (web's start and end) are one request, and no other
+        // request id's.
+        let mut of_id: HashMap<&str, HashSet<u32>> = HashMap::default();
+        for (i, (_, line)) in web.iter().enumerate() {
+            let id = ids
+                .iter()
+                .find(|(_, id)| line.contains(id.as_str()))
+                .expect("an id");
+            of_id.entry(&id.1).or_default().insert(requests[i]);
+        }
+        let mut seen = HashSet::default();
+        for (id, rs) in &of_id {
+            assert_eq!(rs.len(), 1, "request {id} split: {requests:?}");
+            let r = rs.iter().next().copied().unwrap_or(0);
+            assert!(
+                seen.insert(r),
+                "request {id} merged with another: {requests:?}"
+            );
+        }
     }
 
     #[test]

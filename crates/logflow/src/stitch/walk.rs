@@ -220,8 +220,15 @@ impl<'a> Walk<'a> {
                 }
             },
             None => {
-                let tie = self.strongest_tie(m.time, f, keys);
-                self.choose(m, &f.predecessors, tie)
+                // A request's id, first printed, begins the request, whatever value a
+                // link ties the line to (a user's id ties it to the user's last request).
+                let fresh = self.prints_a_fresh_id(f, keys);
+                let tie = self.strongest_tie(m.time, f, keys, !fresh);
+                if tie.is_none() && fresh {
+                    self.new_request()
+                } else {
+                    self.choose(m, &f.predecessors, tie)
+                }
             }
         };
         self.record(m, f, keys, request);
@@ -233,9 +240,27 @@ impl<'a> Walk<'a> {
         self.next - 1
     }
 
+    /// Whether a line with `keys` prints a value of a sure identifier that no line
+    /// printed before: a request's id, first printed, begins the request.
+    fn prints_a_fresh_id(&self, f: &PointFacts<'_>, keys: &[(u32, u32)]) -> bool {
+        keys.iter().enumerate().any(|(k, &(n, key))| {
+            f.slots
+                .get(n as usize)
+                .is_some_and(|s| s.sure && !s.excluded)
+                && crate::corpus::own_key(keys, k)
+                && self.by_id.get(key as usize).is_some_and(Option::is_none)
+        })
+    }
+
     /// Rule 1's candidates: the strongest tie of a line at `t` with `keys` to an earlier
-    /// line, by a sure identifier's value or by a learned link.
-    fn strongest_tie(&mut self, t: i64, f: &PointFacts<'_>, keys: &[(u32, u32)]) -> Option<Tie> {
+    /// line, by a sure identifier's value or (with `by_links`) by a learned link.
+    fn strongest_tie(
+        &mut self,
+        t: i64,
+        f: &PointFacts<'_>,
+        keys: &[(u32, u32)],
+        by_links: bool,
+    ) -> Option<Tie> {
         let mut best: Option<Tie> = None;
         let mut consider = |strength: f64, at: i64, request: u32, slow: bool| {
             if best.is_none_or(|b| (strength, at) > (b.strength, b.at)) {
@@ -264,11 +289,13 @@ impl<'a> Walk<'a> {
                 .flatten()
                 .filter(|_| own)
             {
-                if t - at <= self.o.id_window_ns {
-                    consider(1.0, at, r, false);
-                }
+                // A sure identifier's value is its request's however long it waits.
+                consider(1.0, at, r, false);
             }
             self.ties.clear();
+            if !by_links {
+                continue;
+            }
             for &(link, from) in &slot.into {
                 if let Some((r, at, first)) = self.latest.get(key, from) {
                     if t - at <= link.window_ns {
