@@ -40,9 +40,42 @@ export async function render(_id, params) {
   return page;
 }
 
+// A sequence's name: its first log point that not every listed sequence has (so two kinds
+// of request that begin alike are told apart), as its node and an example line.
+function distinctive(sequences) {
+  const key = (g, p) => `${g.node}\u0000${p}`;
+  const having = new Map();
+  for (const s of sequences) {
+    for (const k of new Set(s.segments.flatMap((g) => g.points.map((p) => key(g, p))))) having.set(k, (having.get(k) || 0) + 1);
+  }
+  return sequences.map((s) => {
+    const at = [];
+    s.segments.forEach((g, i) => g.points.forEach((p, j) => at.push([g, p, (s.exampleLines?.[i] || [])[j]])));
+    const found = at.find(([g, p]) => having.get(key(g, p)) < sequences.length) || at[0];
+    return found ? { node: found[0].node, point: found[1], line: found[2] || found[1] } : null;
+  });
+}
+
+// A log point as a line it printed, its template shown on hover and on a click.
+function pointLine(point, line, n) {
+  const example = line || point;
+  const code = h("code.point-line", { title: point, tabindex: "0" }, n ? clip(example, n) : example);
+  let showing = "example";
+  const flip = () => {
+    showing = showing === "example" ? "template" : "example";
+    const text = showing === "example" ? example : point;
+    code.textContent = n ? clip(text, n) : text;
+    code.dataset.showing = showing;
+  };
+  code.addEventListener("click", (e) => { e.stopPropagation(); flip(); });
+  code.addEventListener("keydown", (e) => { if (e.key === "Enter") { e.stopPropagation(); flip(); } });
+  return code;
+}
+
 function table(sequences, chosen, params) {
+  const names = distinctive(sequences);
   return h("table.grid.log-sequences", {},
-    h("thead", {}, h("tr", {}, ["Requests", "p50", "p90", "Lines", "Nodes: first log point"].map((c, i) => h("th", { class: i < 4 ? "num" : "" }, c)))),
+    h("thead", {}, h("tr", {}, ["Requests", "p50", "p90", "Lines", "Flow: its first distinctive log point (a line it printed)"].map((c, i) => h("th", { class: i < 4 ? "num" : "" }, c)))),
     h("tbody", {}, sequences.map((s, i) => {
       const next = new URLSearchParams(params);
       next.set("sequence", String(i));
@@ -53,9 +86,9 @@ function table(sequences, chosen, params) {
         h("td.num", {}, duration(s.latency.p50)),
         h("td.num", {}, duration(s.latency.p90)),
         h("td.num", {}, s.meanLines.toFixed(1)),
-        h("td", {}, s.segments.map((g) => h("span.segment", {},
-          h("span.node", { style: `border-color: ${serviceColor(g.node)}` }, g.node), ": ",
-          h("code", { title: g.points.join("\n") }, clip(g.points[0] || "", 60))))));
+        h("td", {}, names[i] ? h("span.segment", {},
+          h("span.node", { style: `border-color: ${serviceColor(names[i].node)}` }, names[i].node), ": ",
+          pointLine(names[i].point, names[i].line, 90)) : ""));
     })));
 }
 
@@ -82,9 +115,11 @@ function histogram(buckets) {
 }
 
 function sequence(s) {
-  return h("ol.log-sequence", {}, s.segments.map((g) => h("li", {},
-    h("span.node", { style: `border-color: ${serviceColor(g.node)}` }, g.node),
-    h("ol", {}, g.points.map((p) => h("li", {}, h("code", {}, p)))))));
+  return h("div", {},
+    h("p.hint", {}, "Each log point as a line one of these requests printed; click a line for its template."),
+    h("ol.log-sequence", {}, s.segments.map((g, i) => h("li", {},
+      h("span.node", { style: `border-color: ${serviceColor(g.node)}` }, g.node),
+      h("ol", {}, g.points.map((p, j) => h("li", {}, pointLine(p, (s.exampleLines?.[i] || [])[j], 0))))))));
 }
 
 function report(r) {
@@ -95,14 +130,15 @@ function report(r) {
   box.append(h("p.hint", {},
     `Latest stitching: ${count(r.lines)} lines of ${count(r.files)} files into ${count(r.requests)} requests. ` +
     "A variable is a log point's parameter; its evidence: distinct values, their share also printed at another log point " +
-    "and on several nodes, and how many separate bursts a value comes back in (1 for a request id; an entity id, such as a user, recurs)."));
+    "and on several nodes, and how many separate bursts a value comes back in (1 for a request id; an entity id, such as a user, recurs). " +
+    "A variable named as loggers name a request's id (request_id, http.req.id, X-Request-ID, correlation_id) ranks first whatever its timing."));
   box.append(h("table.grid.log-identifiers", {},
     h("thead", {}, h("tr", {}, ["Taken", "Score", "Name", "Values", "Lines", "Shared", "Nodes", "Bursts", "Lifetime", "Log point", "Examples"]
       .map((c, i) => h("th", { class: i >= 1 && i <= 8 ? "num" : "" }, c)))),
     h("tbody", {}, r.identifiers.map((e) => h("tr", { class: e.taken ? "taken" : "" },
       h("td", {}, e.taken ? "✓" : ""),
       h("td.num", {}, Number(e.score).toFixed(3)),
-      h("td", {}, h("code", {}, e.name || "–")),
+      h("td", {}, h("code", {}, e.name || "–"), e.named_request_id ? h("span.badge.named-id", { title: "named as a request id" }, " by name") : ""),
       h("td.num", {}, count(e.distinct)),
       h("td.num", {}, count(e.lines)),
       h("td.num", {}, Number(e.shared).toFixed(2)),

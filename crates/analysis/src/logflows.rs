@@ -32,6 +32,8 @@ pub struct Segment {
 
 #[derive(Clone, Debug, Default)]
 struct SequenceTotals {
+    /// The first request's line at each log point, by segment: what the point printed.
+    example_lines: Vec<Vec<String>>,
     latency: Histogram,
     /// Example traces by display bucket (a quarter of a power of two).
     examples: HashMap<usize, Vec<TraceId>>,
@@ -65,6 +67,8 @@ pub struct FlowBucket {
 pub struct Sequence {
     /// Its segments, in start order.
     pub segments: Vec<Segment>,
+    /// A line of one of its requests at each log point, by segment (values filled in).
+    pub example_lines: Vec<Vec<String>>,
     /// Requests that followed it.
     pub count: u64,
     /// Mean lines per request.
@@ -101,14 +105,14 @@ impl LogFlows {
         };
         // A segment per span holding stitched lines: a stitched trace's own spans, or the
         // spans of a trace the lines were joined to (`causeway_logflow::join`).
-        let mut held: Vec<(&Span, Vec<(u64, String)>)> = trace
+        let mut held: Vec<(&Span, Vec<(u64, String, &str)>)> = trace
             .spans
             .iter()
             .filter_map(|span| {
-                let lines: Vec<(u64, String)> = span
+                let lines: Vec<(u64, String, &str)> = span
                     .events
                     .iter()
-                    .filter_map(|e| Some((e.time, point_of(e)?)))
+                    .filter_map(|e| Some((e.time, point_of(e)?, &*e.name)))
                     .collect();
                 (!lines.is_empty()).then_some((span, lines))
             })
@@ -119,30 +123,37 @@ impl LogFlows {
         self.traces += 1;
         held.sort_by_key(|(span, lines)| (lines[0].0, &span.service));
         let (mut start, mut end, mut lines) = (u64::MAX, 0, 0u64);
-        let mut segments: Vec<Segment> = held
+        let mut segments: Vec<(Segment, Vec<&str>)> = held
             .into_iter()
             .map(|(span, held)| {
                 let mut points: Vec<String> = Vec::new();
-                for (time, point) in held {
+                let mut examples: Vec<&str> = Vec::new();
+                for (time, point, line) in held {
                     lines += 1;
                     start = start.min(time);
                     end = end.max(time);
                     if points.last() != Some(&point) {
                         points.push(point);
+                        examples.push(line);
                     }
                 }
-                Segment {
-                    node: span.service.to_string(),
-                    points,
-                }
+                let node = span.service.to_string();
+                (Segment { node, points }, examples)
             })
             .collect();
         // Calls made in parallel start in any order: after the first segment, by node.
         if let Some(rest) = segments.get_mut(1..) {
             rest.sort();
         }
+        let (segments, examples): (Vec<Segment>, Vec<Vec<&str>>) = segments.into_iter().unzip();
         let latency = end.saturating_sub(start);
         let totals = self.sequences.entry(segments).or_default();
+        if totals.example_lines.is_empty() {
+            totals.example_lines = examples
+                .into_iter()
+                .map(|lines| lines.into_iter().map(str::to_string).collect())
+                .collect();
+        }
         totals.latency.record(latency);
         totals.lines += lines;
         let examples = totals
@@ -159,6 +170,9 @@ impl LogFlows {
         self.traces += other.traces;
         for (key, o) in other.sequences {
             let mine = self.sequences.entry(key).or_default();
+            if mine.example_lines.is_empty() {
+                mine.example_lines = o.example_lines;
+            }
             mine.latency.merge(&o.latency);
             mine.lines += o.lines;
             for (bucket, examples) in o.examples {
@@ -194,6 +208,7 @@ impl LogFlows {
                 }
                 Sequence {
                     segments,
+                    example_lines: t.example_lines,
                     count,
                     mean_lines: t.lines as f64 / count.max(1) as f64,
                     latency: t.latency.percentiles(),
@@ -296,6 +311,18 @@ mod tests {
                     node: "db".into(),
                     points: vec!["query".into()]
                 },
+            ]
+        );
+        // Each log point with a line it printed, values filled in.
+        assert_eq!(
+            first.example_lines,
+            [
+                vec![
+                    "started with values",
+                    "rendered with values",
+                    "finished with values"
+                ],
+                vec!["query with values"],
             ]
         );
         assert_eq!(first.mean_lines, 14.0 / 3.0);

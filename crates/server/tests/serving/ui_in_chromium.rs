@@ -263,12 +263,14 @@ fn report_stitching(server: &TestServer) {
             "template": 0, "parameter": 0, "log_point": point, "name": name, "taken": taken,
             "score": if taken { 1.0 } else { 0.1 }, "lines": 16, "distinct": 8, "shared": 1.0,
             "on_several_nodes": 1.0, "bursts": 1.0, "lifetime_ms": 25.0, "examples": ["7000", "7001"],
+            "named_request_id": name == "request_id",
         })
     };
     let end = |file: &str, point: &str| serde_json::json!({"file": file, "template": 0, "parameter": 0, "log_point": point});
     let report = serde_json::json!({
         "run": "0000000000000007", "files": 2, "lines": 28, "requests": 8,
-        "identifiers": [identifier("order", true, "received order <NUM>"), identifier("miss", false, "cache miss for order <NUM>")],
+        "identifiers": [identifier("order", true, "received order <NUM>"), identifier("miss", false, "cache miss for order <NUM>"),
+                        identifier("request_id", false, "served request_id = <*>")],
         "links": [{"from": end("web.log", "received order <NUM>"), "to": end("db.log", "wrote order <NUM>"),
                    "window_ms": 10.0, "precision": 1.0, "matches": 8}],
     });
@@ -782,19 +784,31 @@ fn every_page_renders(server: &TestServer, name: &str) {
         ui.text("p.summary")
     );
     assert_eq!(ui.count("table.log-sequences tbody tr"), 2);
-    assert!(
-        ui.text("table.log-sequences tbody tr:first-child td:nth-child(5)")
-            .contains("web: received order <NUM>"),
-        "{}",
-        ui.text("table.log-sequences tbody")
-    );
+    // Both flows begin at web's "received order"; the one with a cache miss is named by
+    // it, as a line it printed.
+    let flows = ui.text("table.log-sequences tbody");
+    assert!(flows.contains("db: cache miss for order 70"), "{flows}");
     assert!(ui.count("div.histogram svg g.bar") >= 1);
     assert_eq!(ui.count("ol.log-sequence > li"), 2);
-    assert_eq!(ui.count("table.log-identifiers tbody tr"), 2);
+    // The sequence's log points are lines with their values; a click shows the template.
+    let first_point = "ol.log-sequence code.point-line";
+    assert!(
+        ui.text(first_point).starts_with("received order 70"),
+        "{}",
+        ui.text(first_point)
+    );
+    ui.click(first_point);
+    assert_eq!(ui.text(first_point), "received order <NUM>");
+    assert_eq!(ui.count("table.log-identifiers tbody tr"), 3);
     assert_eq!(
         ui.text("table.log-identifiers tbody tr.taken td:nth-child(3)"),
         "order"
     );
+    // A variable named as a request id says so.
+    assert_eq!(ui.count("table.log-identifiers span.named-id"), 1);
+    assert!(ui
+        .text("table.log-identifiers tbody tr:nth-child(3) td:nth-child(3)")
+        .contains("request_id by name"));
     assert_eq!(ui.count("table.log-links tbody tr"), 1);
     ui.screenshot(&shot("logs"));
     ui.click("table.log-sequences tbody tr:nth-child(2)");
