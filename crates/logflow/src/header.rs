@@ -408,18 +408,21 @@ pub fn collector_prefix(line: &str) -> (Option<i64>, &str) {
 /// Go's (a tab-indented place). A collector gives each such line a time of its own, so
 /// the time alone does not tell.
 pub fn continues_record(line: &str) -> bool {
-    let program = after_collector_times(line);
-    let program = after_cri_tag_exactly(program);
-    let trimmed = program.trim_start_matches([' ', '\t']);
-    let indented = trimmed.len() < program.len();
-    (indented
-        && (program.starts_with('\t')
-            || trimmed.starts_with("at ")
-            || trimmed.starts_with("... ")
-            || trimmed.starts_with("File \"")))
-        || program.starts_with("Caused by: ")
-        || program.starts_with("Suppressed: ")
-        || program.starts_with("Traceback (most recent call last):")
+    let program = after_cri_tag_exactly(after_collector_times(line));
+    // By its first byte: most lines are told at once.
+    match program.as_bytes().first() {
+        Some(b'\t') => true,
+        Some(b' ') => {
+            let trimmed = program.trim_start_matches([' ', '\t']);
+            trimmed.starts_with("at ")
+                || trimmed.starts_with("... ")
+                || trimmed.starts_with("File \"")
+        }
+        Some(b'C') => program.starts_with("Caused by: "),
+        Some(b'S') => program.starts_with("Suppressed: "),
+        Some(b'T') => program.starts_with("Traceback (most recent call last):"),
+        _ => false,
+    }
 }
 
 /// `line` after the RFC 3339 timestamps a collector put before it, each followed by one
@@ -436,7 +439,8 @@ fn after_collector_times(mut line: &str) -> &str {
         if !stamped {
             return line;
         }
-        match line.find(' ') {
+        // An ASCII space is never inside a longer character.
+        match memchr::memchr(b' ', b) {
             Some(end) => line = &line[end + 1..],
             None => return line,
         }
@@ -446,6 +450,9 @@ fn after_collector_times(mut line: &str) -> &str {
 /// `rest` after CRI's stream and tag and the one space after them, if it starts with
 /// them.
 fn after_cri_tag_exactly(rest: &str) -> &str {
+    if !rest.starts_with('s') {
+        return rest;
+    }
     ["stdout F ", "stderr F ", "stdout P ", "stderr P "]
         .iter()
         .find_map(|tag| rest.strip_prefix(tag))

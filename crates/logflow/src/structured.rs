@@ -118,11 +118,12 @@ const NESTED_FIELDS: [&str; 5] = ["fields", "attributes", "Properties", "@x", "e
 /// json-file driver's (`{"log":"<the line>\n","stream":"stdout","time":"..."}`); `None`
 /// for any other line, after one comparison for most.
 pub fn docker_json_file(line: &str) -> Option<(String, Option<i64>)> {
-    let line = line.trim();
     // The driver writes `log` first, always.
+    let line = line.trim_start();
     if !line.starts_with(r#"{"log":"#) {
         return None;
     }
+    let line = line.trim_end();
     let Value::Object(mut fields) = serde_json::from_str(line).ok()? else {
         return None;
     };
