@@ -16,8 +16,8 @@
 //!    a value passed on over seconds goes to a later request as often as within one (an
 //!    order paid after it is made), while values within a request pass in milliseconds,
 //!    however long the request waits between them (a queue);
-//! 2. a new request, if it prints a sure identifier's value no line printed before (a
-//!    request's id, first printed), or if its log point starts requests: learned by the
+//! 2. a new request, if it prints a value no line printed before of an identifier named
+//!    as a request's id (`ids`), or if its log point starts requests: learned by the
 //!    first pass, or because it passes values on by links and is never linked to;
 //! 3. the request that printed one of its log point's learned predecessors last, within
 //!    the predecessor's lag (lprof's order between log points, across nodes too: the
@@ -46,8 +46,8 @@ pub struct StitchOptions {
     pub min_score: f64,
     /// Variables scoring at least this are request identifiers in the walk too.
     pub sure_score: f64,
-    /// Occurrences of an identifier's value at most this far apart join in the first
-    /// pass (a sure identifier's join in the walk however far apart).
+    /// Occurrences of an identifier's value at most this far apart join (those of an
+    /// identifier named as a request's id join in the walk however far apart).
     pub id_window_ns: i64,
     /// Consecutive lines of one file and thread at most this far apart join.
     pub local_gap_ns: i64,
@@ -136,7 +136,12 @@ pub fn stitch_after(
         .collect();
     let predecessors = order::predecessors(corpus, o);
     let (recent, order) = order::Recent::numbered(&predecessors);
-    let mut facts = walk::Facts::new(corpus, links, (&sure, &excluded), order);
+    let named: HashSet<Variable> = ranked
+        .iter()
+        .filter(|e| e.named_request_id && sure.contains(&e.variable))
+        .map(|e| e.variable)
+        .collect();
+    let mut facts = walk::Facts::new(corpus, links, (&sure, &named, &excluded), order);
     let mut walk = walk::Walk::new(corpus, links, o, starts, predecessors, recent);
     let mut requests = vec![0u32; corpus.lines.len()];
     for (at, m) in corpus.timeline().iter().enumerate() {

@@ -21,6 +21,14 @@ use super::StitchOptions;
 
 type Point = (u32, PointId);
 
+/// The variables that are sure request identifiers, those of them named as a request's
+/// id, and those excluded.
+pub(super) type Identifiers<'a> = (
+    &'a HashSet<Variable>,
+    &'a HashSet<Variable>,
+    &'a HashSet<Variable>,
+);
+
 /// What the walk asks of a (file, log point) and its slots, looked up once.
 pub(super) struct PointFacts<'a> {
     slots: Vec<SlotFacts<'a>>,
@@ -36,6 +44,9 @@ struct SlotFacts<'a> {
     /// Its number, if links go out of it.
     source: Option<u32>,
     sure: bool,
+    /// Named as a request's id: its first print begins a request, and it ties lines
+    /// however far apart.
+    named: bool,
 }
 
 impl<'a> PointFacts<'a> {
@@ -44,7 +55,7 @@ impl<'a> PointFacts<'a> {
         (file, point): Point,
         slots: usize,
         links: &'a Links,
-        (sure, excluded): (&HashSet<Variable>, &HashSet<Variable>),
+        (sure, named, excluded): Identifiers<'_>,
         (predecessors, recent): OrderFacts,
         sources: &mut HashMap<links::Variable, u32>,
     ) -> Self {
@@ -65,6 +76,7 @@ impl<'a> PointFacts<'a> {
                     .is_source((file, point, slot))
                     .then(|| number((file, point, slot))),
                 sure: sure.contains(&(point, slot)),
+                named: named.contains(&(point, slot)),
             })
             .collect();
         PointFacts {
@@ -83,6 +95,7 @@ pub(super) struct Facts<'a> {
     order: Vec<OrderFacts>,
     links: &'a Links,
     sure: &'a HashSet<Variable>,
+    named: &'a HashSet<Variable>,
     excluded: &'a HashSet<Variable>,
     /// The variables links go out of, numbered as they are met (the keys' latest prints
     /// are kept by these numbers).
@@ -93,7 +106,7 @@ impl<'a> Facts<'a> {
     pub(super) fn new(
         corpus: &Corpus,
         links: &'a Links,
-        (sure, excluded): (&'a HashSet<Variable>, &'a HashSet<Variable>),
+        (sure, named, excluded): Identifiers<'a>,
         order: Vec<OrderFacts>,
     ) -> Facts<'a> {
         Facts {
@@ -101,6 +114,7 @@ impl<'a> Facts<'a> {
             order,
             links,
             sure,
+            named,
             excluded,
             sources: HashMap::default(),
         }
@@ -121,7 +135,7 @@ impl<'a> Facts<'a> {
                 (m.file, m.point),
                 params,
                 self.links,
-                (self.sure, self.excluded),
+                (self.sure, self.named, self.excluded),
                 std::mem::take(order),
                 &mut self.sources,
             )
@@ -240,13 +254,14 @@ impl<'a> Walk<'a> {
         self.next - 1
     }
 
-    /// Whether a line with `keys` prints a value of a sure identifier that no line
-    /// printed before: a request's id, first printed, begins the request.
+    /// Whether a line with `keys` prints a value of an identifier named as a request's
+    /// id that no line printed before: a request's id, first printed, begins the
+    /// request.
     fn prints_a_fresh_id(&self, f: &PointFacts<'_>, keys: &[(u32, u32)]) -> bool {
         keys.iter().enumerate().any(|(k, &(n, key))| {
             f.slots
                 .get(n as usize)
-                .is_some_and(|s| s.sure && !s.excluded)
+                .is_some_and(|s| s.named && !s.excluded)
                 && crate::corpus::own_key(keys, k)
                 && self.by_id.get(key as usize).is_some_and(Option::is_none)
         })
@@ -289,8 +304,10 @@ impl<'a> Walk<'a> {
                 .flatten()
                 .filter(|_| own)
             {
-                // A sure identifier's value is its request's however long it waits.
-                consider(1.0, at, r, false);
+                // A request id's value is its request's however long it waits.
+                if slot.named || t - at <= self.o.id_window_ns {
+                    consider(1.0, at, r, false);
+                }
             }
             self.ties.clear();
             if !by_links {
