@@ -40,6 +40,9 @@ struct SequenceTotals {
     lines: u64,
 }
 
+/// A stitched line: its time, its log point and its text.
+type HeldLine<'a> = (u64, String, &'a str);
+
 /// The accumulator over a window's traces.
 #[derive(Clone, Debug, Default)]
 pub struct LogFlows {
@@ -105,11 +108,11 @@ impl LogFlows {
         };
         // A segment per span holding stitched lines: a stitched trace's own spans, or the
         // spans of a trace the lines were joined to (`causeway_logflow::join`).
-        let mut held: Vec<(&Span, Vec<(u64, String, &str)>)> = trace
+        let mut held: Vec<(&Span, Vec<HeldLine<'_>>)> = trace
             .spans
             .iter()
             .filter_map(|span| {
-                let lines: Vec<(u64, String, &str)> = span
+                let lines: Vec<HeldLine<'_>> = span
                     .events
                     .iter()
                     .filter_map(|e| Some((e.time, point_of(e)?, &*e.name)))
