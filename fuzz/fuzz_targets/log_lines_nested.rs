@@ -1,7 +1,8 @@
 //! A structured log line nested as deep as the fuzzer asks (JSON objects and arrays, a
 //! collector's prefix before them, up to 1 MiB on one line) is read without a panic or a
 //! deep stack: as a structured line when it parses, else as text; and a file of such lines
-//! is mined and counted. Random bytes rarely nest deeply, so the text is built.
+//! is mined and counted, on one line each and pretty-printed over many. Random bytes
+//! rarely nest deeply, so the text is built.
 #![no_main]
 
 use causeway_logflow::corpus::Corpus;
@@ -35,4 +36,15 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(corpus.counts.lines, 2);
     let formats = &corpus.counts.formats["a.log"];
     assert_eq!(formats.lines, 2);
+    // The same pretty-printed over lines, as an object's value: read whole when it is
+    // JSON within the limit, else line by line; every line counted either way.
+    let pretty = format!(
+        "{{\n  \"msg\": \"x\",\n  \"a\": {}\n}}\n",
+        text.replace(',', ",\n")
+    );
+    let files = [("p.log".to_string(), pretty.clone().into_bytes())];
+    let corpus = Corpus::read(&files, Options::default());
+    let lines = pretty.lines().filter(|l| !l.is_empty()).count();
+    assert_eq!(corpus.counts.lines, lines);
+    assert_eq!(corpus.counts.formats["p.log"].lines, lines);
 });

@@ -419,20 +419,40 @@ impl Corpus {
             // A file that is UTF-8 throughout (most are) is checked once rather than
             // line by line: its lines, cut at line feeds, are then UTF-8 too.
             let file_text = std::str::from_utf8(bytes).ok();
+            // Where a JSON object pretty-printed over several lines ends: the lines
+            // before that are its own.
+            let mut record_end = 0;
             for (n, line) in split_lines(bytes).enumerate() {
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
                 if line.is_empty() {
                     continue;
                 }
                 counts.lines += 1;
+                // Where the line starts in the file (a slice of `bytes`).
+                let offset = line.as_ptr() as usize - bytes.as_ptr() as usize;
+                if offset < record_end {
+                    if let Some(at) = raws.len().checked_sub(1) {
+                        counts.continuations += 1;
+                        file_formats.count(LineFormat::Json, true);
+                        continuations.push((at, first_line + n as u32));
+                    }
+                    continue;
+                }
                 let line = if line.len() > MAX_LINE {
                     counts.cut += 1;
                     &line[..MAX_LINE]
+                } else if line.len() <= 8 && line.trim_ascii() == b"{" {
+                    // The object read whole, as one line.
+                    match structured::pretty_json_len(&bytes[offset..], MAX_LINE) {
+                        Some(len) => {
+                            record_end = offset + len;
+                            &bytes[offset..record_end]
+                        }
+                        None => line,
+                    }
                 } else {
                     line
                 };
-                // Where the line starts in the file (a slice of `bytes`).
-                let offset = line.as_ptr() as usize - bytes.as_ptr() as usize;
                 let whole = file_text.and_then(|t| t.get(offset..offset + line.len()));
                 let text = match whole.map_or_else(|| std::str::from_utf8(line), Ok) {
                     Ok(t) => Cow::Borrowed(t),
@@ -845,6 +865,32 @@ mod tests {
         assert_eq!(
             corpus.message(&corpus.lines[0], &files),
             "Start PlaceOrder user_id=u-1"
+        );
+    }
+
+    #[test]
+    fn json_pretty_printed_over_lines_is_one_line_and_a_brace_in_a_string_does_not_close_it() {
+        let log = "{\n  \"time\": \"2023-01-29T08:42:09.1Z\",\n  \"msg\": \"order {7} placed\",\n  \"order_id\": \"o-7\",\n  \"ctx\": {\"user\": \"ann\", \"tags\": [\"}\", \"\\\"]\"]}\n}\n\
+                   {\n  \"time\": \"2023-01-29T08:42:09.3Z\",\n  \"msg\": \"order {8} paid\"\n}\n\
+                   {\"time\": \"2023-01-29T08:42:09.4Z\", \"msg\": \"order 9 sent\"}\n\
+                   {\n  not json\n}\n";
+        let files = [("a.log".to_string(), log.as_bytes().to_vec())];
+        let corpus = Corpus::read(&files, Options::default());
+        assert_eq!(corpus.counts.lines, 14);
+        let numbers: Vec<u32> = corpus.lines.iter().map(|l| l.number).collect();
+        // The object that is not JSON is read line by line, as before (its lines with no
+        // time of their own continue the line before).
+        assert_eq!(numbers, [1, 7, 11]);
+        assert_eq!(corpus.lines[0].continued, [2, 3, 4, 5, 6]);
+        assert_eq!(corpus.lines[2].continued, [12, 13, 14]);
+        assert_eq!(corpus.lines[1].time_ns, Some(1_674_981_729_300_000_000));
+        assert!(corpus
+            .message(&corpus.lines[0], &files)
+            .starts_with("order {7} placed"));
+        assert_eq!(corpus.message(&corpus.lines[1], &files), "order {8} paid");
+        assert_eq!(
+            corpus.counts.formats["a.log"].detected(),
+            (LineFormat::Json, 11.0 / 14.0)
         );
     }
 

@@ -143,6 +143,48 @@ pub fn docker_json_file(line: &str) -> Option<(String, Option<i64>)> {
     Some((log, time))
 }
 
+/// The length of a JSON object pretty-printed over several lines at the start of
+/// `bytes` (its first line a lone `{`, as `JSON.stringify(v, null, 2)`, Python's
+/// `json.dumps(indent=...)` and serde's `to_string_pretty` write it), through the end of
+/// the line that closes it; `None` when `bytes` does not start so, when the object does
+/// not close within `limit` bytes, or when what closes is not JSON. Braces inside
+/// strings are read as the strings' (escapes too); depth is a count, not recursion.
+pub fn pretty_json_len(bytes: &[u8], limit: usize) -> Option<usize> {
+    let first_end = memchr::memchr(b'\n', bytes)?;
+    if bytes[..first_end].trim_ascii() != b"{" {
+        return None;
+    }
+    let mut depth = 0usize;
+    let (mut in_string, mut escaped) = (false, false);
+    let end = bytes.iter().take(limit).position(|&b| {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            return false;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                return depth == 0;
+            }
+            _ => {}
+        }
+        false
+    })?;
+    let line_end = memchr::memchr(b'\n', &bytes[end..]).map_or(bytes.len(), |n| end + n);
+    let object = bytes[..line_end]
+        .strip_suffix(b"\r")
+        .unwrap_or(&bytes[..line_end]);
+    let parsed: Value = serde_json::from_slice(object).ok()?;
+    (line_end <= limit && parsed.is_object()).then_some(object.len())
+}
+
 /// Reads `line` as a structured line, after any collector's prefix; `None` when it is
 /// text.
 pub fn parse(line: &str) -> Option<StructuredLine> {
@@ -459,6 +501,28 @@ mod tests {
             let json = serde_json::Value::Object(json).to_string();
             let read = parse(&json).expect("JSON reads");
             proptest::prop_assert_eq!((read.format, &read.message), (LineFormat::Json, &expected));
+        }
+
+        /// An object pretty-printed over lines (strings holding braces, brackets,
+        /// quotes and line breaks; objects and arrays inside) is found whole, and not
+        /// when cut or past the limit.
+        #[test]
+        fn an_object_pretty_printed_is_found_whole_and_never_when_cut(
+            fields in proptest::collection::btree_map("[ -~]{0,6}", "[ -~{}\\[\\]\"\n]{0,12}", 0..6),
+            nested in proptest::collection::vec("[{}\\[\\]\"a]{0,4}", 0..4),
+        ) {
+            let mut object = serde_json::Map::new();
+            for (k, v) in fields {
+                object.insert(k, v.into());
+            }
+            object.insert("nested".into(), serde_json::json!({"list": nested, "empty": {}}));
+            let pretty = serde_json::to_string_pretty(&serde_json::Value::Object(object))
+                .expect("a map of strings is written");
+            let text = format!("{pretty}\n{{\"next\": 1}}\n");
+            proptest::prop_assert_eq!(pretty_json_len(text.as_bytes(), 1 << 20), Some(pretty.len()));
+            proptest::prop_assert_eq!(pretty_json_len(text.as_bytes(), pretty.len() - 1), None);
+            let cut = &pretty.as_bytes()[..pretty.len() - 1];
+            proptest::prop_assert_eq!(pretty_json_len(cut, 1 << 20), None);
         }
     }
 
