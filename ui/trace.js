@@ -10,6 +10,7 @@ import { h, fill, duration, count, instant, state, serviceColor } from "./format
 const ROW = 24; // px per row
 const OVERSCAN = 15; // rows drawn beyond the visible ones
 const PATH_LIST = 200; // critical-path steps listed at once
+const LINES_LISTED = 1000; // log lines listed under the time line
 
 let view = null; // the trace on screen: data, derived structure and the elements
 
@@ -57,6 +58,8 @@ function construct(id, params, started) {
       h("div.overview", {}, h("div.label-head", {}, "Service and span"), h("div.lane-head", {}, minimap, lane)),
       scroller),
     h("div.side", {}, view.el.path, view.el.detail)));
+  const lines = logLines(view);
+  if (lines.length) page.append(linesPanel(lines));
   zoomByDragging(minimap);
   apply(params);
   return page;
@@ -291,6 +294,7 @@ function drawAll() {
   drawMinimap();
   drawDetail();
   drawPath();
+  markLines();
 }
 
 /** x of a time in the lane, as a percentage. */
@@ -487,6 +491,46 @@ function drawDetail() {
       h("th", {}, rel(m.time)), h("td", {}, `${m.direction} ${m.peer ? "to/from " + m.peer : ""} (${m.size ?? "?"} bytes)`))))] : "",
     s.links && s.links.length ? [h("h4", {}, "Links"), h("ul", {}, s.links.map((l) => h("li", {}, h("a", { href: link("trace", l.trace_id, { span: l.span_id }) }, `${l.trace_id}/${l.span_id}`))))] : "",
     h("p.ids", {}, `span ${s.span_id}`, s.parent_id ? ` · parent ${s.parent_id}` : ""));
+}
+
+/** Every log line of the trace in time order, each with its span: a request stitched
+ * from logs reads as its services wrote it, one after another. (A span stitched from
+ * logs holds nothing but its lines.) */
+function logLines(v) {
+  const out = [];
+  v.spans.forEach((s, i) => {
+    const stitched = s.source && s.source.type === "logs";
+    for (const e of s.events || []) if (stitched || isLogLine(e)) out.push({ span: i, e });
+  });
+  return out.sort((a, b) => a.e.time - b.e.time || a.span - b.span);
+}
+
+/** The trace's log lines in order (the first LINES_LISTED), each opening its span. */
+function linesPanel(lines) {
+  const shown = lines.slice(0, LINES_LISTED);
+  const open = (i) => set({ span: view.spans[i].span_id, step: "" });
+  view.el.lines = h("tbody", {}, shown.map(({ span, e }) => {
+    const s = view.spans[span];
+    const level = (e.attributes || []).find((a) => a.key === "level");
+    return h("tr.row-link", { "data-span": s.span_id, tabindex: "0", onclick: () => open(span),
+      onkeydown: (ev) => { if (ev.key === "Enter") open(span); } },
+      h("td.num", {}, `+${duration(e.time - view.t0)}`),
+      h("td.svc", {}, h("span.dot", { style: { background: serviceColor(s.service) } }), s.service),
+      h("td", {}, level ? h(`span.level.level-${String(level.value).toLowerCase()}`, {}, String(level.value)) : ""),
+      h("td.line", {}, h("code", {}, e.name)));
+  }));
+  return h("section.trace-lines", {},
+    h("h2", {}, "Log lines in order ", h("small", {},
+      lines.length > shown.length ? `the first ${count(shown.length)} of ${count(lines.length)}` : `${count(lines.length)} lines`)),
+    h("p.hint", {}, "Every line of the request as its services wrote it; a click opens the line's span."),
+    h("table.grid.lines", {}, h("thead", {}, h("tr", {}, ["At", "Service", "Level", "Line"].map((c, k) => h("th", { class: k === 0 ? "num" : "" }, c)))), view.el.lines));
+}
+
+/** Marks the lines of the chosen span. */
+function markLines() {
+  if (!view.el.lines) return;
+  const chosen = view.selected >= 0 ? String(view.spans[view.selected].span_id) : null;
+  for (const tr of view.el.lines.children) tr.classList.toggle("chosen", tr.dataset.span === chosen);
 }
 
 /** Whether an event is a log record attached to the span (OTLP logs, log lines with ids). */

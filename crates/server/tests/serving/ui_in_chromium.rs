@@ -841,6 +841,35 @@ fn every_page_renders(server: &TestServer, name: &str) {
         "{:?}",
         ui.text(".detail")
     );
+    // Under the time line, the request's lines in the order its services wrote them;
+    // a line opens its span, by mouse or keyboard.
+    let services = ui.eval(
+        "[...document.querySelectorAll('.trace-lines tbody tr')].map(r => r.querySelector('td.svc').textContent).join(',')",
+    );
+    let services = services.as_str().unwrap_or_default().to_string();
+    assert!(
+        services == "web,db,web" || services == "web,db,db,web",
+        "{services}"
+    );
+    assert!(ui
+        .text(".trace-lines tbody tr:first-child td.line")
+        .starts_with("received order 70"));
+    assert!(ui
+        .text(".trace-lines tbody tr:last-child td.line")
+        .ends_with("done"));
+    ui.click(".trace-lines tbody tr:first-child");
+    ui.wait_for(
+        "document.querySelector('.trace-lines tr.chosen') === document.querySelector('.trace-lines tbody tr:first-child') \
+         && !document.querySelector('.detail').innerText.includes('wrote order')",
+        "the web line's span chosen",
+    );
+    ui.eval("[...document.querySelectorAll('.trace-lines tbody tr')].find(r => r.innerText.includes('wrote order')).focus(); true");
+    ui.press("Enter");
+    ui.wait_for(
+        "document.querySelector('.detail').innerText.includes('wrote order') \
+         && document.querySelector('.trace-lines tr.chosen td.svc')?.textContent === 'db'",
+        "the db line's span chosen by keyboard",
+    );
 
     // Switching quickly: the 10 001-span trace is asked for first and answers last; the
     // trace shown, and the one clicks act on, is the one asked for last.
