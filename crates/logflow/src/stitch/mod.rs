@@ -18,7 +18,11 @@
 //!    however long the request waits between them (a queue);
 //! 2. a new request, if it prints a value no line printed before of an identifier named
 //!    as a request's id (`ids`), or if its log point starts requests: learned by the
-//!    first pass, or because it passes values on by links and is never linked to;
+//!    first pass, or because it passes values on by links and is never linked to; but
+//!    first, unless the first pass learned it starts requests, the request that printed
+//!    one of its log point's steady predecessors last, within the predecessor's lag (a
+//!    step that makes a value, an order or a token, comes at a steady lag after the
+//!    step before it in one handler);
 //! 3. the request that printed one of its log point's learned predecessors last, within
 //!    the predecessor's lag (lprof's order between log points, across nodes too: the
 //!    log points a line most often comes right after, with a steady lag);
@@ -125,14 +129,20 @@ pub fn stitch_after(
         .map(|e| e.variable)
         .collect();
     // By node point (`Moment::node_point`).
-    let starts: Vec<bool> = first_pass::link_starts(corpus, links)
+    let starts: Vec<walk::Start> = first_pass::link_starts(corpus, links)
         .into_iter()
         .zip(first_pass::first_pass_starts(
             corpus,
             &by_identifiers_and_time(corpus, ranked, o),
             o,
         ))
-        .map(|(by_links, by_first_pass)| by_links || by_first_pass)
+        .map(
+            |(by_links, by_first_pass)| match (by_first_pass, by_links) {
+                (true, _) => walk::Start::ByTime,
+                (false, true) => walk::Start::ByLinks,
+                (false, false) => walk::Start::No,
+            },
+        )
         .collect();
     let predecessors = order::predecessors(corpus, o);
     let (recent, order) = order::Recent::numbered(&predecessors);
@@ -387,6 +397,52 @@ mod tests {
             assert_eq!(requests[32 + k], r, "db line of request {k}");
             assert_eq!(r, k as u32);
         }
+    }
+
+    #[test]
+    fn a_line_that_makes_a_value_joins_the_step_it_always_follows() {
+        // Checkouts at irregular times: web takes the user's checkout, orders logs
+        // "creating order" and, 9 ms later, the order it created (a fresh id, which web
+        // prints in its reply). The order line passes its value on and nothing links to
+        // it, as a request's first line would; but it always comes 9 ms after "creating
+        // order", a step of the same request.
+        let at = |ms: u64| {
+            format!(
+                "1970-01-01T00:{:02}:{:02}.{:03}Z",
+                ms / 60_000,
+                ms / 1000 % 60,
+                ms % 1000
+            )
+        };
+        let (mut web, mut orders) = (Vec::new(), Vec::new());
+        let mut truth = Vec::new();
+        let mut t = 0u64;
+        for k in 0..40u64 {
+            t += 300 + (k * 7919) % 800;
+            let (user, order) = (k % 7, format!("{:08x}", k * 104_729 + 4_099));
+            web.push((t, format!("{} checkout for user {user}", at(t)), k));
+            orders.push((t + 3, format!("{} creating order", at(t + 3)), k));
+            orders.push((
+                t + 12,
+                format!("{} order created id={order}", at(t + 12)),
+                k,
+            ));
+            web.push((
+                t + 15,
+                format!("{} checkout done order={order}", at(t + 15)),
+                k,
+            ));
+        }
+        let mut files = Vec::new();
+        for (name, mut lines) in [("web.log", web), ("orders.log", orders)] {
+            lines.sort();
+            truth.extend(lines.iter().map(|l| l.2 as u32));
+            let text: String = lines.iter().map(|l| format!("{}\n", l.1)).collect();
+            files.push((name.to_string(), text.into_bytes()));
+        }
+        let corpus = Corpus::read(&files, Options::default());
+        let lines = misplaced(&corpus, &truth);
+        assert!(lines.is_empty(), "(line, request, true request): {lines:?}");
     }
 
     /// Overlapping requests 10 ms apart, each 25 ms long, on two nodes. A request prints

@@ -4,7 +4,13 @@
 //!
 //! A log point's predecessors are the log points its lines come right after (on any
 //! node, up to 4 lines back, each counted once) at least `predecessor_share` (20%) of the
-//! time, each with the lag that holds 90% of those (100 µs to 30 ms). The walk keeps
+//! time, each with the lag that holds 90% of those (100 µs to 30 ms). A predecessor is
+//! steady when at least two in three of its own lines are followed by the log point,
+//! 90% of the lags fall in a tenfold band, and the log point is not in turn a steady
+//! predecessor of it (directly or through others): a step of one handler, such as a
+//! token issued 150 ms after a password is checked. Steady predecessors are learned
+//! with lags up to 300 ms; ordinary ones only up to 30 ms, as past that the last line
+//! of a request looks like the predecessor of the next one's first. The walk keeps
 //! recent lines only of log points that are predecessors; on equal times the later
 //! request is followed, so that the hash maps' seeds never change the result.
 
@@ -48,13 +54,27 @@ impl Followers {
     }
 }
 
+/// A log point's learned predecessor: its node point, the lag within which its lines
+/// are followed, and whether it is ordinary, steady (see the module's doc), or both.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Predecessor {
+    pub(super) point: u32,
+    pub(super) window: i64,
+    /// Followed within 30 ms: rule 3's predecessor (any longer, and the end of one
+    /// request comes to look like the beginning of the next's predecessor).
+    pub(super) ordinary: bool,
+    pub(super) steady: bool,
+}
+
 /// A learned predecessor of a log point, as the walk reads it: where its recent lines
-/// are in [`Recent`], the lag within which it is followed, and the log point's number
-/// among its followers.
+/// are in [`Recent`], the lag within which it is followed, whether it is steady, and the
+/// log point's number among its followers.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Before {
     lines: u32,
     window: i64,
+    ordinary: bool,
+    steady: bool,
     follower: u32,
 }
 
@@ -67,14 +87,14 @@ pub(super) type OrderFacts = (Vec<Before>, Option<u32>);
 pub(super) struct Recent(Vec<VecDeque<Printed>>);
 
 impl Recent {
-    /// The longest lag a predecessor is learned with.
-    const KEPT_NS: i64 = 30_000_000;
+    /// The longest lag a (steady) predecessor is learned with.
+    const KEPT_NS: i64 = 300_000_000;
     const KEPT_LINES: usize = 64;
 
     /// Numbers the predecessors and their followers: for each log point (by node point,
     /// as `predecessors` is), its predecessors as the walk reads them, and its own
     /// number if it is a predecessor.
-    pub(super) fn numbered(predecessors: &[Vec<(u32, i64)>]) -> (Recent, Vec<OrderFacts>) {
+    pub(super) fn numbered(predecessors: &[Vec<Predecessor>]) -> (Recent, Vec<OrderFacts>) {
         let mut own: Vec<Option<u32>> = vec![None; predecessors.len()];
         let mut followers = vec![0u32; predecessors.len()];
         let mut kept = 0u32;
@@ -83,7 +103,8 @@ impl Recent {
             .map(|before| {
                 let before = before
                     .iter()
-                    .filter_map(|&(a, window)| {
+                    .filter_map(|p| {
+                        let a = p.point;
                         let lines = *own.get_mut(a as usize)?.get_or_insert_with(|| {
                             kept += 1;
                             kept - 1
@@ -92,7 +113,9 @@ impl Recent {
                         *follower += 1;
                         Some(Before {
                             lines,
-                            window,
+                            window: p.window,
+                            ordinary: p.ordinary,
+                            steady: p.steady,
                             follower: *follower - 1,
                         })
                     })
@@ -128,6 +151,19 @@ impl Recent {
     /// predecessor's lag, that no line of the log point has followed yet (each line at
     /// a log point is followed once by the next in its request: lprof's order).
     pub(super) fn followed(&self, predecessors: &[Before], t: i64) -> Option<u32> {
+        self.followed_of(predecessors.iter().filter(|b| b.ordinary), t)
+    }
+
+    /// As [`Recent::followed`], of the steady predecessors alone.
+    pub(super) fn followed_steadily(&self, predecessors: &[Before], t: i64) -> Option<u32> {
+        self.followed_of(predecessors.iter().filter(|b| b.steady), t)
+    }
+
+    fn followed_of<'b>(
+        &self,
+        predecessors: impl Iterator<Item = &'b Before>,
+        t: i64,
+    ) -> Option<u32> {
         let mut latest: Option<(i64, u32)> = None;
         for b in predecessors {
             let Some(lines) = self.0.get(b.lines as usize) else {
@@ -178,10 +214,18 @@ impl Recent {
 
 /// For each (file, log point), by number ([`crate::corpus::Moment::node_point`]), the
 /// ones its lines often come right after (on any node), soon: each with the lag within
-/// which it does.
-pub(super) fn predecessors(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<(u32, i64)>> {
-    const WINDOWS_NS: [i64; 6] = [
-        100_000, 300_000, 1_000_000, 3_000_000, 10_000_000, 30_000_000,
+/// which it does, and whether it is ordinary, steady or both.
+pub(super) fn predecessors(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<Predecessor>> {
+    const ORDINARY_NS: i64 = 30_000_000;
+    const WINDOWS_NS: [i64; 8] = [
+        100_000,
+        300_000,
+        1_000_000,
+        3_000_000,
+        10_000_000,
+        30_000_000,
+        100_000_000,
+        300_000_000,
     ];
     let timeline = corpus.timeline();
     let mut seen = vec![0usize; corpus.node_point_count()];
@@ -221,30 +265,137 @@ pub(super) fn predecessors(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<(u32, 
             after[pair][bucket] += 1;
         }
     }
-    let mut found: Vec<Vec<(u32, i64)>> = vec![Vec::new(); seen.len()];
+    let mut found: Vec<Vec<Predecessor>> = vec![Vec::new(); seen.len()];
     for (&(pa, pb), lags) in ends.iter().zip(&after) {
         let n = seen.get(pb as usize).copied().unwrap_or(0);
         // The smallest window holding 90% of the pair's lags.
         let total: usize = lags.iter().map(|&l| l as usize).sum();
         let mut within = 0;
-        let Some(window) = WINDOWS_NS.iter().enumerate().find_map(|(i, &w)| {
+        let Some((bucket, window)) = WINDOWS_NS.iter().enumerate().find_map(|(i, &w)| {
             within += lags[i] as usize;
-            (within * 10 >= total * 9).then_some(w)
+            (within * 10 >= total * 9).then_some((i, w))
         }) else {
             continue;
         };
+        // A steady lag: 90% of the lags within a tenfold band (the window's bucket and
+        // the one below), as a handler's next step comes, not as the next request does.
+        let band = lags[bucket] as usize + bucket.checked_sub(1).map_or(0, |b| lags[b] as usize);
         if n >= o.start_evidence && within as f64 >= o.predecessor_share * n as f64 {
-            if let Some(found) = found.get_mut(pb as usize) {
-                found.push((pa, window));
+            let before = seen.get(pa as usize).copied().unwrap_or(0);
+            let ordinary = window <= ORDINARY_NS;
+            let steady = total * 3 >= before * 2 && band * 10 >= total * 9;
+            if let Some(found) = found.get_mut(pb as usize).filter(|_| ordinary || steady) {
+                found.push(Predecessor {
+                    point: pa,
+                    window,
+                    ordinary,
+                    steady,
+                });
             }
         }
     }
+    // A steady predecessor the log point itself steadily comes before is the last line
+    // of one request and the first of the next, at a steady pace (requests sent at a
+    // fixed rate), not a sequence within one.
+    let cyclic: Vec<(usize, usize)> = found
+        .iter()
+        .enumerate()
+        .flat_map(|(b, ps)| {
+            ps.iter()
+                .enumerate()
+                .filter(|(_, p)| p.steady)
+                .map(move |(k, _)| (b, k))
+        })
+        .filter(|&(b, k)| comes_before(&found, b as u32, found[b][k].point))
+        .collect();
+    for (b, k) in cyclic {
+        found[b][k].steady = false;
+    }
     found
+}
+
+/// Whether log point `a` is among `b`'s steady predecessors, theirs, and so on. The search
+/// reads at most `LIMIT` log points; past that, it answers yes (a steady predecessor
+/// is then not trusted).
+fn comes_before(predecessors: &[Vec<Predecessor>], a: u32, b: u32) -> bool {
+    const LIMIT: usize = 4096;
+    let mut seen: foldhash::HashSet<u32> = foldhash::HashSet::default();
+    let mut stack = vec![b];
+    while let Some(p) = stack.pop() {
+        if p == a {
+            return true;
+        }
+        if !seen.insert(p) {
+            continue;
+        }
+        if seen.len() > LIMIT {
+            return true;
+        }
+        if let Some(ps) = predecessors.get(p as usize) {
+            stack.extend(ps.iter().filter(|q| q.steady).map(|q| q.point));
+        }
+    }
+    false
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One node logging "hashing password" and, 150 ms later, "token issued" (a lag
+    /// longer than ordinary predecessors are learned with), the next request `pace(k)`
+    /// ms after the last one's token: the predecessors learned of each log point.
+    fn hashing_and_token(pace: impl Fn(u64) -> u64) -> (Vec<Predecessor>, Vec<Predecessor>) {
+        let at = |ms: u64| {
+            format!(
+                "1970-01-01T00:{:02}:{:02}.{:03}Z",
+                ms / 60_000,
+                ms / 1000 % 60,
+                ms % 1000
+            )
+        };
+        let mut text = String::new();
+        let mut t = 0u64;
+        for k in 0..40u64 {
+            text += &format!("{} hashing password\n", at(t));
+            text += &format!("{} token issued\n", at(t + 150));
+            t += 150 + pace(k);
+        }
+        let corpus = Corpus::read(
+            &[("auth.log".into(), text.into_bytes())],
+            crate::drain::Options::default(),
+        );
+        let mut found = predecessors(&corpus, &StitchOptions::default());
+        let mut of = |number: u32| {
+            corpus
+                .timeline()
+                .iter()
+                .find(|m| corpus.lines[m.line].number == number)
+                .and_then(|m| found.get_mut(m.node_point as usize))
+                .map(std::mem::take)
+                .unwrap_or_default()
+        };
+        (of(1), of(2))
+    }
+
+    #[test]
+    fn a_step_after_a_steady_lag_is_a_steady_predecessor_and_the_pace_of_requests_is_not() {
+        // Requests 0.4 to 2.5 s apart.
+        let (hashing, token) = hashing_and_token(|k| 400 + (k * 7919) % 2100);
+        assert_eq!(token.len(), 1, "{token:?}");
+        assert!(token[0].steady && !token[0].ordinary);
+        assert_eq!(token[0].window, 300_000_000);
+        assert!(hashing.is_empty(), "{hashing:?}");
+    }
+
+    #[test]
+    fn a_step_whose_next_request_comes_as_steadily_is_not_trusted_either_way() {
+        // Requests 20 to 290 ms apart: the pace falls in a tenfold band too, and each
+        // log point would be the other's steady predecessor.
+        let (hashing, token) = hashing_and_token(|k| 20 + (k * 7919) % 270);
+        assert!(!token.is_empty() && !hashing.is_empty());
+        assert!(token.iter().chain(&hashing).all(|p| !p.steady));
+    }
 
     #[test]
     fn a_tie_between_predecessors_goes_the_same_way_in_any_order() {
@@ -256,6 +407,8 @@ mod tests {
         let before = |lines| Before {
             lines,
             window: 1_000_000,
+            ordinary: true,
+            steady: false,
             follower: 0,
         };
         let one = recent.followed(&[before(0), before(1)], 1_500);

@@ -16,7 +16,7 @@ use crate::latest_prints::LatestPrints;
 use crate::links::{self, Links};
 use crate::points::PointId;
 
-use super::order::{Before, OrderFacts, Recent};
+use super::order::{Before, OrderFacts, Predecessor, Recent};
 use super::StitchOptions;
 
 type Point = (u32, PointId);
@@ -28,6 +28,18 @@ pub(super) type Identifiers<'a> = (
     &'a HashSet<Variable>,
     &'a HashSet<Variable>,
 );
+
+/// Whether a (file, log point) starts requests, and by what evidence.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Start {
+    No,
+    /// Its lines are mostly the first of their request in the first pass (by time and
+    /// identifiers).
+    ByTime,
+    /// It passes values on by links and is never linked to: it may as well be a step
+    /// that makes a value (an order created, a token issued) within a request.
+    ByLinks,
+}
 
 /// What the walk asks of a (file, log point) and its slots, looked up once.
 pub(super) struct PointFacts<'a> {
@@ -158,9 +170,9 @@ pub(super) struct Walk<'a> {
     corpus: &'a Corpus,
     o: &'a StitchOptions,
     /// By node point: whether its lines start requests.
-    starts: Vec<bool>,
+    starts: Vec<Start>,
     /// By node point: its learned predecessors with their lags.
-    predecessors: Vec<Vec<(u32, i64)>>,
+    predecessors: Vec<Vec<Predecessor>>,
     /// By (key, source variable's number): the key's latest print by that variable.
     /// Looked up by the links into a slot, so that a key many variables print costs no
     /// scan.
@@ -187,8 +199,8 @@ impl<'a> Walk<'a> {
         corpus: &'a Corpus,
         links: &Links,
         o: &'a StitchOptions,
-        starts: Vec<bool>,
-        predecessors: Vec<Vec<(u32, i64)>>,
+        starts: Vec<Start>,
+        predecessors: Vec<Vec<Predecessor>>,
         recent: Recent,
     ) -> Walk<'a> {
         let source_count = links
@@ -339,12 +351,17 @@ impl<'a> Walk<'a> {
         if let Some(tie) = tie {
             return self.tied_or_begun_since(tie, before, t);
         }
-        if self
+        let start = self
             .starts
             .get(m.node_point as usize)
             .copied()
-            .unwrap_or(false)
-        {
+            .unwrap_or(Start::No);
+        if start != Start::ByTime {
+            if let Some(r) = self.recent.followed_steadily(before, t) {
+                return r;
+            }
+        }
+        if start != Start::No {
             return self.new_request();
         }
         match self
@@ -388,7 +405,7 @@ impl<'a> Walk<'a> {
             && self
                 .predecessors
                 .get(before as usize)
-                .is_some_and(|ps| ps.iter().any(|&(a, _)| a == m.node_point));
+                .is_some_and(|ps| ps.iter().any(|p| p.ordinary && p.point == m.node_point));
         (m.time - at <= self.o.bridge_ns && !broken_order).then_some(r)
     }
 
