@@ -7,8 +7,10 @@
 //!
 //! A log point starts requests (per file) when it is the first line of its first-pass
 //! request for at least `start_share` (70%) of `start_evidence` (5) or more lines:
-//! lprof's top-level methods. Log points that pass values on by links for most of their
-//! lines and are never linked to start requests too.
+//! lprof's top-level methods; when most of its lines are alone in their first-pass
+//! request (after a pause), it starts requests only weakly (see the walk). Log points
+//! that pass values on by links for most of their lines and are never linked to start
+//! requests weakly too.
 
 use crate::corpus::{Corpus, Moment};
 use crate::ids::Evidence;
@@ -119,30 +121,47 @@ pub fn by_identifiers_and_time(
 }
 
 /// Whether each (file, log point), by number, starts requests because it is mostly first
-/// in its request (`requests` numbered from 0).
-pub(super) fn first_pass_starts(corpus: &Corpus, requests: &[u32], o: &StitchOptions) -> Vec<bool> {
-    // Each's lines, and how many of them are the first of their request: the first met
-    // in time order, which is by (time, line).
-    let mut counts = vec![(0usize, 0usize); corpus.node_point_count()];
-    let mut begun = vec![false; requests.iter().max().map_or(0, |&r| r as usize + 1)];
+/// in its request (`requests` numbered from 0), and whether most of its lines are then
+/// alone in their request: a line after a pause, which may as well be the step after a
+/// slow one in the request before.
+pub(super) fn first_pass_starts(
+    corpus: &Corpus,
+    requests: &[u32],
+    o: &StitchOptions,
+) -> Vec<(bool, bool)> {
+    let request_count = requests.iter().max().map_or(0, |&r| r as usize + 1);
+    let mut sizes = vec![0u32; request_count];
+    for &r in requests {
+        if let Some(size) = sizes.get_mut(r as usize) {
+            *size += 1;
+        }
+    }
+    // Each's lines, how many of them are the first of their request (the first met in
+    // time order, which is by (time, line)), and how many of those are alone in it.
+    let mut counts = vec![(0usize, 0usize, 0usize); corpus.node_point_count()];
+    let mut begun = vec![false; request_count];
     for m in corpus.timeline() {
-        let Some((lines, first)) = counts.get_mut(m.node_point as usize) else {
+        let Some((lines, first, alone)) = counts.get_mut(m.node_point as usize) else {
             continue;
         };
         *lines += 1;
-        if let Some(begun) = requests
-            .get(m.line)
-            .and_then(|&r| begun.get_mut(r as usize))
-        {
-            if !*begun {
-                *begun = true;
-                *first += 1;
+        let Some(&r) = requests.get(m.line) else {
+            continue;
+        };
+        if let Some(begun) = begun.get_mut(r as usize).filter(|b| !**b) {
+            *begun = true;
+            *first += 1;
+            if sizes.get(r as usize) == Some(&1) {
+                *alone += 1;
             }
         }
     }
     counts
         .into_iter()
-        .map(|(n, first)| n >= o.start_evidence && first as f64 >= o.start_share * n as f64)
+        .map(|(n, first, alone)| {
+            let starts = n >= o.start_evidence && first as f64 >= o.start_share * n as f64;
+            (starts, starts && 2 * alone > n)
+        })
         .collect()
 }
 

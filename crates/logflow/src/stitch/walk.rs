@@ -34,11 +34,13 @@ pub(super) type Identifiers<'a> = (
 pub(super) enum Start {
     No,
     /// Its lines are mostly the first of their request in the first pass (by time and
-    /// identifiers).
+    /// identifiers), and not mostly alone there.
     ByTime,
-    /// It passes values on by links and is never linked to: it may as well be a step
-    /// that makes a value (an order created, a token issued) within a request.
-    ByLinks,
+    /// It passes values on by links and is never linked to, or most of its lines are
+    /// first in the first pass but alone there (after a pause): it may as well be a
+    /// step of a request, one that makes a value (an order created) or that comes after
+    /// a slow one (a token issued after a password check).
+    Weakly,
 }
 
 /// What the walk asks of a (file, log point) and its slots, looked up once.
