@@ -407,40 +407,25 @@ mod tests {
         // prints in its reply). The order line passes its value on and nothing links to
         // it, as a request's first line would; but it always comes 9 ms after "creating
         // order", a step of the same request.
-        let at = |ms: u64| {
-            format!(
-                "1970-01-01T00:{:02}:{:02}.{:03}Z",
-                ms / 60_000,
-                ms / 1000 % 60,
-                ms % 1000
-            )
-        };
         let (mut web, mut orders) = (Vec::new(), Vec::new());
-        let mut truth = Vec::new();
         let mut t = 0u64;
         for k in 0..40u64 {
             t += 300 + (k * 7919) % 800;
             let (user, order) = (k % 7, format!("{:08x}", k * 104_729 + 4_099));
-            web.push((t, format!("{} checkout for user {user}", at(t)), k));
-            orders.push((t + 3, format!("{} creating order", at(t + 3)), k));
+            web.push((t, format!("{} checkout for user {user}", at_ms(t)), k));
+            orders.push((t + 3, format!("{} creating order", at_ms(t + 3)), k));
             orders.push((
                 t + 12,
-                format!("{} order created id={order}", at(t + 12)),
+                format!("{} order created id={order}", at_ms(t + 12)),
                 k,
             ));
             web.push((
                 t + 15,
-                format!("{} checkout done order={order}", at(t + 15)),
+                format!("{} checkout done order={order}", at_ms(t + 15)),
                 k,
             ));
         }
-        let mut files = Vec::new();
-        for (name, mut lines) in [("web.log", web), ("orders.log", orders)] {
-            lines.sort();
-            truth.extend(lines.iter().map(|l| l.2 as u32));
-            let text: String = lines.iter().map(|l| format!("{}\n", l.1)).collect();
-            files.push((name.to_string(), text.into_bytes()));
-        }
+        let (files, truth) = node_files(vec![("web.log", web), ("orders.log", orders)]);
         let corpus = Corpus::read(&files, Options::default());
         let lines = misplaced(&corpus, &truth);
         assert!(lines.is_empty(), "(line, request, true request): {lines:?}");
@@ -453,35 +438,20 @@ mod tests {
         // line apart in the first pass, where it is mostly the first and only line of its
         // request, as a request's start would be; but it always comes 150 ms after the
         // password check.
-        let at = |ms: u64| {
-            format!(
-                "1970-01-01T00:{:02}:{:02}.{:03}Z",
-                ms / 60_000,
-                ms / 1000 % 60,
-                ms % 1000
-            )
-        };
         let (mut web, mut auth) = (Vec::new(), Vec::new());
-        let mut truth = Vec::new();
         let mut t = 0u64;
         for k in 0..30u64 {
             let user = k % 7;
-            web.push((t, format!("{} login of user {user}", at(t)), k));
+            web.push((t, format!("{} login of user {user}", at_ms(t)), k));
             auth.push((
                 t + 5,
-                format!("{} password checked for user {user}", at(t + 5)),
+                format!("{} password checked for user {user}", at_ms(t + 5)),
                 k,
             ));
-            auth.push((t + 155, format!("{} token issued", at(t + 155)), k));
+            auth.push((t + 155, format!("{} token issued", at_ms(t + 155)), k));
             t += 155 + 400 + (k * 7919) % 2100;
         }
-        let mut files = Vec::new();
-        for (name, mut lines) in [("web.log", web), ("auth.log", auth)] {
-            lines.sort();
-            truth.extend(lines.iter().map(|l| l.2 as u32));
-            let text: String = lines.iter().map(|l| format!("{}\n", l.1)).collect();
-            files.push((name.to_string(), text.into_bytes()));
-        }
+        let (files, truth) = node_files(vec![("web.log", web), ("auth.log", auth)]);
         let corpus = Corpus::read(&files, Options::default());
         let lines = misplaced(&corpus, &truth);
         assert!(lines.is_empty(), "(line, request, true request): {lines:?}");
@@ -500,7 +470,6 @@ mod tests {
     /// The logs of [`overlapping_requests`], and each line's true request.
     fn overlapping_request_logs(early: u64) -> (Vec<(String, Vec<u8>)>, Vec<u32>) {
         let (mut front, mut back) = (Vec::new(), Vec::new());
-        let mut truth = Vec::new();
         let at = |us: u64| {
             format!(
                 "1970-01-01T00:{:02}:{:02}.{:06}Z",
@@ -537,8 +506,18 @@ mod tests {
             ));
             front.push((t + 25_100, format!("{} reply sent", at(t + 25_100)), id));
         }
+        node_files(vec![("front.log", front), ("back.log", back)])
+    }
+
+    /// A node's log file name and its lines: time, text, true request.
+    type NodeLines<'a> = (&'a str, Vec<(u64, String, u64)>);
+
+    /// Each node's log from its lines, sorted by time, and each line's true request in
+    /// the order the files list them.
+    fn node_files(nodes: Vec<NodeLines<'_>>) -> (Vec<(String, Vec<u8>)>, Vec<u32>) {
         let mut files = Vec::new();
-        for (name, mut lines) in [("front.log", front), ("back.log", back)] {
+        let mut truth = Vec::new();
+        for (name, mut lines) in nodes {
             lines.sort();
             truth.extend(lines.iter().map(|l| l.2 as u32));
             let text: String = lines.iter().map(|l| format!("{}\n", l.1)).collect();
@@ -611,7 +590,7 @@ mod tests {
     }
 
     /// The time of a line `ms` milliseconds in.
-    fn at_ms(ms: u64) -> String {
+    pub(super) fn at_ms(ms: u64) -> String {
         format!(
             "1970-01-01T00:{:02}:{:02}.{:03}Z",
             ms / 60_000,

@@ -341,24 +341,17 @@ fn comes_before(predecessors: &[Vec<Predecessor>], a: u32, b: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stitch::tests::at_ms;
 
     /// One node logging "hashing password" and, 150 ms later, "token issued" (a lag
     /// longer than ordinary predecessors are learned with), the next request `pace(k)`
     /// ms after the last one's token: the predecessors learned of each log point.
     fn hashing_and_token(pace: impl Fn(u64) -> u64) -> (Vec<Predecessor>, Vec<Predecessor>) {
-        let at = |ms: u64| {
-            format!(
-                "1970-01-01T00:{:02}:{:02}.{:03}Z",
-                ms / 60_000,
-                ms / 1000 % 60,
-                ms % 1000
-            )
-        };
         let mut text = String::new();
         let mut t = 0u64;
         for k in 0..40u64 {
-            text += &format!("{} hashing password\n", at(t));
-            text += &format!("{} token issued\n", at(t + 150));
+            text += &format!("{} hashing password\n", at_ms(t));
+            text += &format!("{} token issued\n", at_ms(t + 150));
             t += 150 + pace(k);
         }
         let corpus = Corpus::read(
