@@ -1,13 +1,14 @@
 //! Log files of any bytes are read, their log points mined, their identifiers ranked and
 //! their lines stitched without a panic; every line read gets a request. A line's header
 //! read with what the line before it was found to be is the one read anew. Lines that name
-//! a trace become log records without a panic.
+//! a trace become log records without a panic. A JSON object still being written at the
+//! end is found at a line's start.
 #![no_main]
 
+use causeway_logflow::context::LogRecords;
 use causeway_logflow::corpus::Corpus;
 use causeway_logflow::drain::Options;
-use causeway_logflow::context::LogRecords;
-use causeway_logflow::{header, ids, links, stitch};
+use causeway_logflow::{header, ids, links, stitch, structured};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -26,6 +27,10 @@ fuzz_target!(|data: &[u8]| {
     }
     let kept: usize = records.take_carriers().iter().map(|c| c.events.len()).sum();
     assert_eq!(kept + records.untimed, records.lines);
+    // A JSON object still being written begins at a line's start, if anywhere.
+    if let Some(at) = structured::unclosed_pretty_json(rest, 1 << 14) {
+        assert!(at == 0 || rest[at - 1] == b'\n');
+    }
     let corpus = Corpus::read(&files, Options::default());
     let ranked = ids::rank(&corpus);
     let links = links::learn(&corpus, &links::LinkOptions::default());

@@ -150,13 +150,52 @@ pub fn docker_json_file(line: &str) -> Option<(String, Option<i64>)> {
 /// not close within `limit` bytes, or when what closes is not JSON. Braces inside
 /// strings are read as the strings' (escapes too); depth is a count, not recursion.
 pub fn pretty_json_len(bytes: &[u8], limit: usize) -> Option<usize> {
+    let end = closing_brace(bytes, limit)?;
+    let line_end = memchr::memchr(b'\n', &bytes[end..]).map_or(bytes.len(), |n| end + n);
+    let object = bytes[..line_end]
+        .strip_suffix(b"\r")
+        .unwrap_or(&bytes[..line_end]);
+    let parsed: Value = serde_json::from_slice(object).ok()?;
+    (line_end <= limit && parsed.is_object()).then_some(object.len())
+}
+
+/// Where the last JSON object pretty-printed over lines in `bytes` begins when it has
+/// not closed by their end (a lone `{` line in the last `limit` bytes whose object
+/// runs past them): a file read while such an object is being written ends so.
+pub fn unclosed_pretty_json(bytes: &[u8], limit: usize) -> Option<usize> {
+    let from = bytes.len().saturating_sub(limit);
+    // The first line that starts at or after `from`.
+    let mut at = if from == 0 || bytes.get(from - 1) == Some(&b'\n') {
+        from
+    } else {
+        from + memchr::memchr(b'\n', &bytes[from..])? + 1
+    };
+    while at < bytes.len() {
+        let end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |n| at + n + 1);
+        let line = &bytes[at..end];
+        if line.len() <= 8 && line.trim_ascii() == b"{" {
+            match closing_brace(&bytes[at..], limit) {
+                Some(close) => at += close + 1,
+                None => return Some(at),
+            }
+        } else {
+            at = end;
+        }
+    }
+    None
+}
+
+/// The offset of the brace that closes the object opened by `bytes`' first line, a lone
+/// `{`, within `limit` bytes. Braces inside strings are read as the strings' (escapes
+/// too); depth is a count, not recursion.
+fn closing_brace(bytes: &[u8], limit: usize) -> Option<usize> {
     let first_end = memchr::memchr(b'\n', bytes)?;
     if bytes[..first_end].trim_ascii() != b"{" {
         return None;
     }
     let mut depth = 0usize;
     let (mut in_string, mut escaped) = (false, false);
-    let end = bytes.iter().take(limit).position(|&b| {
+    bytes.iter().take(limit).position(|&b| {
         if in_string {
             match b {
                 _ if escaped => escaped = false,
@@ -176,13 +215,7 @@ pub fn pretty_json_len(bytes: &[u8], limit: usize) -> Option<usize> {
             _ => {}
         }
         false
-    })?;
-    let line_end = memchr::memchr(b'\n', &bytes[end..]).map_or(bytes.len(), |n| end + n);
-    let object = bytes[..line_end]
-        .strip_suffix(b"\r")
-        .unwrap_or(&bytes[..line_end]);
-    let parsed: Value = serde_json::from_slice(object).ok()?;
-    (line_end <= limit && parsed.is_object()).then_some(object.len())
+    })
 }
 
 /// Reads `line` as a structured line, after any collector's prefix; `None` when it is
@@ -510,6 +543,7 @@ mod tests {
         fn an_object_pretty_printed_is_found_whole_and_never_when_cut(
             fields in proptest::collection::btree_map("[ -~]{0,6}", "[ -~{}\\[\\]\"\n]{0,12}", 0..6),
             nested in proptest::collection::vec("[{}\\[\\]\"a]{0,4}", 0..4),
+            cut_at in 0.0..1.0f64,
         ) {
             let mut object = serde_json::Map::new();
             for (k, v) in fields {
@@ -523,6 +557,15 @@ mod tests {
             proptest::prop_assert_eq!(pretty_json_len(text.as_bytes(), pretty.len() - 1), None);
             let cut = &pretty.as_bytes()[..pretty.len() - 1];
             proptest::prop_assert_eq!(pretty_json_len(cut, 1 << 20), None);
+            // Read while being written: a whole object, then one cut anywhere after its
+            // first line, is found unclosed where the cut one begins; whole, none is.
+            proptest::prop_assert_eq!(unclosed_pretty_json(text.as_bytes(), 1 << 20), None);
+            let k = 2 + ((pretty.len() - 3) as f64 * cut_at) as usize;
+            let writing = format!("{pretty}\n{}", &text[..k]);
+            proptest::prop_assert_eq!(
+                unclosed_pretty_json(writing.as_bytes(), 1 << 20),
+                Some(pretty.len() + 1)
+            );
         }
     }
 

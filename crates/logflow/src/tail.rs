@@ -8,6 +8,8 @@ use std::collections::VecDeque;
 
 use causeway_model::Span;
 
+use crate::corpus::MAX_LINE;
+use crate::structured;
 use crate::traces::RequestSpans;
 use crate::window::Window;
 use crate::{stitch_logs, Options, Stitched};
@@ -77,11 +79,17 @@ impl Tail {
         }
         let first_line = self.passes.front()?.1;
         self.pass += 1;
-        let bytes: Vec<u8> = self
+        let mut bytes: Vec<u8> = self
             .passes
             .iter()
             .flat_map(|p| p.0.iter().copied())
             .collect();
+        // A JSON object pretty-printed over lines and still being written waits for the
+        // next window, which reads it whole: read now, its lines would run on the line
+        // before it. (It stays in the passes; written just now, it begins after `to`.)
+        if let Some(at) = structured::unclosed_pretty_json(&bytes, MAX_LINE) {
+            bytes.truncate(at);
+        }
         let window = Window {
             files: vec![(self.name.clone(), bytes)],
             first_lines: vec![first_line],
@@ -186,5 +194,38 @@ mod tests {
             .collect();
         assert_eq!(again, ["order 9 received"]);
         assert!(tail.settle(103 * S).is_none(), "nothing new to settle");
+    }
+
+    #[test]
+    fn a_json_object_being_written_when_a_window_settles_is_read_whole_in_the_next() {
+        let names = |settled: &Settled| -> Vec<String> {
+            settled
+                .spans
+                .iter()
+                .flat_map(|s| &s.events)
+                .map(|e| e.name.clone())
+                .collect()
+        };
+        let mut tail = Tail::new("orders.log", 1, 100 * S);
+        let mut first = line(100_500, "order 7 received");
+        first += &line(100_520, "order 7 done");
+        // A pretty-printed record whose first lines were written when the pass read.
+        first += "{\n  \"time\": \"1970-01-01T00:01:41.600Z\",\n";
+        tail.push(first.into_bytes());
+        let settled = tail.settle(100_550_000_000).expect("a window");
+        assert_eq!(names(&settled), ["order 7 received", "order 7 done"]);
+        let mut rest = String::from("  \"level\": \"info\",\n  \"msg\": \"order 8 received\"\n}\n");
+        rest += &line(101_620, "order 8 done");
+        tail.push(rest.into_bytes());
+        let next = tail.settle(102 * S).expect("a window");
+        assert_eq!(names(&next), ["order 8 received", "order 8 done"]);
+        // Its line numbers are the file's: the object is lines 3 to 7.
+        let numbers: Vec<_> = next
+            .spans
+            .iter()
+            .flat_map(|s| &s.events)
+            .map(|e| e.attributes[0].value.clone())
+            .collect();
+        assert_eq!(numbers, [3i64.into(), 8i64.into()]);
     }
 }
