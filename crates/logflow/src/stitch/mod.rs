@@ -18,7 +18,10 @@
 //!    however long the request waits between them (a queue);
 //! 2. a new request, if it prints a value no line printed before of an identifier named
 //!    as a request's id (`ids`), or if its log point starts requests: learned by the
-//!    first pass, or because it passes values on by links and is never linked to; but
+//!    first pass, or because it passes values on by links and is never linked to, or
+//!    because it comes only after other nodes' log points, each of which it follows in
+//!    fewer than one in three of their lines (a client's next call, sent as soon as the
+//!    request before ended, which no pause sets apart); but
 //!    first, unless the first pass learned it starts requests of more than one line,
 //!    the request that printed one of its log point's steady predecessors last, within
 //!    the predecessor's lag (a step that makes a value, an order, or that comes after a
@@ -130,22 +133,23 @@ pub fn stitch_after(
         .map(|e| e.variable)
         .collect();
     // By node point (`Moment::node_point`).
+    let predecessors = order::predecessors(corpus, o);
     let starts: Vec<walk::Start> = first_pass::link_starts(corpus, links)
         .into_iter()
+        .zip(order::after_others_rarely(corpus, &predecessors))
         .zip(first_pass::first_pass_starts(
             corpus,
             &by_identifiers_and_time(corpus, ranked, o),
             o,
         ))
         .map(
-            |(by_links, by_first_pass)| match (by_first_pass, by_links) {
+            |((by_links, by_order), by_first_pass)| match (by_first_pass, by_links || by_order) {
                 ((true, false), _) => walk::Start::ByTime,
                 ((true, true), _) | ((false, _), true) => walk::Start::Weakly,
                 ((false, _), false) => walk::Start::No,
             },
         )
         .collect();
-    let predecessors = order::predecessors(corpus, o);
     let (recent, order) = order::Recent::numbered(&predecessors);
     let named: HashSet<Variable> = ranked
         .iter()
@@ -452,6 +456,59 @@ mod tests {
             t += 155 + 400 + (k * 7919) % 2100;
         }
         let (files, truth) = node_files(vec![("web.log", web), ("auth.log", auth)]);
+        let corpus = Corpus::read(&files, Options::default());
+        let lines = misplaced(&corpus, &truth);
+        assert!(lines.is_empty(), "(line, request, true request): {lines:?}");
+    }
+
+    #[test]
+    fn a_request_a_client_sends_right_after_another_begins_though_no_pause_sets_it_apart() {
+        // Trip searches 0.3 to 1 s apart: travel takes the search, asks basic, and logs
+        // the distance last. After one search in four, the client asks food for the
+        // trip's meals 20 ms later, and food asks travel for the route: travel's lines
+        // of both requests are one run, and food's first line always comes 20 ms after
+        // the search's last. That line follows the search's log points in only one
+        // search in four, though: it is the client's next call, not the search's step.
+        let (mut travel, mut basic, mut food) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut t, mut request) = (0u64, 0u64);
+        for k in 0..60u64 {
+            t += 300 + (k * 7919) % 700;
+            let search = request;
+            travel.push((
+                t,
+                format!("{} query trips from city {}", at_ms(t), k % 5),
+                search,
+            ));
+            basic.push((t + 3, format!("{} query for travels", at_ms(t + 3)), search));
+            travel.push((
+                t + 8,
+                format!("{} calculate distance", at_ms(t + 8)),
+                search,
+            ));
+            request += 1;
+            if k % 4 == 0 {
+                let meals = request;
+                food.push((t + 28, format!("{} get food request", at_ms(t + 28)), meals));
+                food.push((
+                    t + 30,
+                    format!("{} get train food list", at_ms(t + 30)),
+                    meals,
+                ));
+                travel.push((
+                    t + 33,
+                    format!("{} get route by trip", at_ms(t + 33)),
+                    meals,
+                ));
+                food.push((t + 40, format!("{} food list done", at_ms(t + 40)), meals));
+                request += 1;
+                t += 40;
+            }
+        }
+        let (files, truth) = node_files(vec![
+            ("travel.log", travel),
+            ("basic.log", basic),
+            ("food.log", food),
+        ]);
         let corpus = Corpus::read(&files, Options::default());
         let lines = misplaced(&corpus, &truth);
         assert!(lines.is_empty(), "(line, request, true request): {lines:?}");

@@ -64,6 +64,8 @@ pub(super) struct Predecessor {
     /// request comes to look like the beginning of the next's predecessor).
     pub(super) ordinary: bool,
     pub(super) steady: bool,
+    /// Fewer than one in three of its lines are followed by the log point.
+    pub(super) rare: bool,
 }
 
 /// A learned predecessor of a log point, as the walk reads it: where its recent lines
@@ -290,6 +292,7 @@ pub(super) fn predecessors(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<Predec
                     window,
                     ordinary,
                     steady,
+                    rare: total * 3 < before,
                 });
             }
         }
@@ -312,6 +315,29 @@ pub(super) fn predecessors(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<Predec
         found[b][k].steady = false;
     }
     found
+}
+
+/// Whether each log point, by number, comes only after log points of other nodes, each
+/// of which it follows in fewer than one in three of their lines: the first line of a
+/// request a client sends once another has ended (the client's next call, one of
+/// many), not a step that a handler, or the caller whose call it answers, always takes.
+pub(super) fn after_others_rarely(corpus: &Corpus, predecessors: &[Vec<Predecessor>]) -> Vec<bool> {
+    let mut file = vec![u32::MAX; predecessors.len()];
+    for m in corpus.timeline() {
+        if let Some(f) = file.get_mut(m.node_point as usize) {
+            *f = m.file;
+        }
+    }
+    predecessors
+        .iter()
+        .zip(&file)
+        .map(|(ps, own)| {
+            !ps.is_empty()
+                && ps
+                    .iter()
+                    .all(|p| p.rare && file.get(p.point as usize).is_some_and(|f| f != own))
+        })
+        .collect()
 }
 
 /// Whether log point `a` is among `b`'s steady predecessors, theirs, and so on. The search
