@@ -29,7 +29,8 @@
 //!    handler at a steady lag);
 //! 3. the request that printed one of its log point's learned predecessors last, within
 //!    the predecessor's lag (lprof's order between log points, across nodes too: the
-//!    log points a line most often comes right after, with a steady lag);
+//!    log points a line most often comes right after, with a steady lag); in this rule
+//!    and the second, a predecessor's line on the line's own node first;
 //! 4. the request of the line before it, on any node, unless the log fell quiet for
 //!    longer than `bridge_ns`, or that line is of the same node and at a log point the
 //!    line's own log point is learned to come before (lprof's broken order);
@@ -134,9 +135,10 @@ pub fn stitch_after(
         .collect();
     // By node point (`Moment::node_point`).
     let predecessors = order::predecessors(corpus, o);
+    let files = order::files(corpus);
     let starts: Vec<walk::Start> = first_pass::link_starts(corpus, links)
         .into_iter()
-        .zip(order::after_others_rarely(corpus, &predecessors))
+        .zip(order::after_others_rarely(&predecessors, &files))
         .zip(first_pass::first_pass_starts(
             corpus,
             &by_identifiers_and_time(corpus, ranked, o),
@@ -150,7 +152,7 @@ pub fn stitch_after(
             },
         )
         .collect();
-    let (recent, order) = order::Recent::numbered(&predecessors);
+    let (recent, order) = order::Recent::numbered(&predecessors, &files);
     let named: HashSet<Variable> = ranked
         .iter()
         .filter(|e| e.named_request_id && sure.contains(&e.variable))

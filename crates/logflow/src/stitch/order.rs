@@ -77,6 +77,8 @@ pub(super) struct Before {
     window: i64,
     ordinary: bool,
     steady: bool,
+    /// Whether the predecessor is of the log point's own node.
+    same_node: bool,
     follower: u32,
 }
 
@@ -96,13 +98,18 @@ impl Recent {
     /// Numbers the predecessors and their followers: for each log point (by node point,
     /// as `predecessors` is), its predecessors as the walk reads them, and its own
     /// number if it is a predecessor.
-    pub(super) fn numbered(predecessors: &[Vec<Predecessor>]) -> (Recent, Vec<OrderFacts>) {
+    pub(super) fn numbered(
+        predecessors: &[Vec<Predecessor>],
+        files: &[u32],
+    ) -> (Recent, Vec<OrderFacts>) {
         let mut own: Vec<Option<u32>> = vec![None; predecessors.len()];
         let mut followers = vec![0u32; predecessors.len()];
         let mut kept = 0u32;
         let mut numbered: Vec<OrderFacts> = predecessors
             .iter()
-            .map(|before| {
+            .enumerate()
+            .map(|(b, before)| {
+                let own_file = files.get(b).copied();
                 let before = before
                     .iter()
                     .filter_map(|p| {
@@ -118,6 +125,8 @@ impl Recent {
                             window: p.window,
                             ordinary: p.ordinary,
                             steady: p.steady,
+                            same_node: own_file.is_some()
+                                && files.get(a as usize).copied() == own_file,
                             follower: *follower - 1,
                         })
                     })
@@ -151,7 +160,10 @@ impl Recent {
 
     /// The request of the latest line at one of a log point's predecessors, within the
     /// predecessor's lag, that no line of the log point has followed yet (each line at
-    /// a log point is followed once by the next in its request: lprof's order).
+    /// a log point is followed once by the next in its request: lprof's order). A line
+    /// of the log point's own node comes first: the step before in the same handler,
+    /// where another node's line, as recent, may be another request's call on its way
+    /// (a cache's lookup and its reply, while a store's read for another request ends).
     pub(super) fn followed(&self, predecessors: &[Before], t: i64) -> Option<u32> {
         self.followed_of(predecessors.iter().filter(|b| b.ordinary), t)
     }
@@ -166,7 +178,9 @@ impl Recent {
         predecessors: impl Iterator<Item = &'b Before>,
         t: i64,
     ) -> Option<u32> {
-        let mut latest: Option<(i64, u32)> = None;
+        // The latest line of a predecessor on the line's own node, else of one on
+        // another's.
+        let mut latest: [Option<(i64, u32)>; 2] = [None, None];
         for b in predecessors {
             let Some(lines) = self.0.get(b.lines as usize) else {
                 continue;
@@ -181,12 +195,13 @@ impl Recent {
                 if !p.followed_by.contains(b.follower) {
                     // The later request on a tie, whatever the order of the
                     // predecessors (they come from a hash map).
-                    latest = latest.max(Some((p.at, p.request)));
+                    let latest = &mut latest[usize::from(!b.same_node)];
+                    *latest = (*latest).max(Some((p.at, p.request)));
                     break;
                 }
             }
         }
-        latest.map(|(_, request)| request)
+        latest[0].or(latest[1]).map(|(_, request)| request)
     }
 
     /// Marks the latest line of `request` at each of a log point's predecessors, within
@@ -317,20 +332,25 @@ pub(super) fn predecessors(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<Predec
     found
 }
 
-/// Whether each log point, by number, comes only after log points of other nodes, each
-/// of which it follows in fewer than one in three of their lines: the first line of a
-/// request a client sends once another has ended (the client's next call, one of
-/// many), not a step that a handler, or the caller whose call it answers, always takes.
-pub(super) fn after_others_rarely(corpus: &Corpus, predecessors: &[Vec<Predecessor>]) -> Vec<bool> {
-    let mut file = vec![u32::MAX; predecessors.len()];
+/// The file of each log point, by number.
+pub(super) fn files(corpus: &Corpus) -> Vec<u32> {
+    let mut file = vec![u32::MAX; corpus.node_point_count()];
     for m in corpus.timeline() {
         if let Some(f) = file.get_mut(m.node_point as usize) {
             *f = m.file;
         }
     }
+    file
+}
+
+/// Whether each log point, by number, comes only after log points of other nodes, each
+/// of which it follows in fewer than one in three of their lines: the first line of a
+/// request a client sends once another has ended (the client's next call, one of
+/// many), not a step that a handler, or the caller whose call it answers, always takes.
+pub(super) fn after_others_rarely(predecessors: &[Vec<Predecessor>], file: &[u32]) -> Vec<bool> {
     predecessors
         .iter()
-        .zip(&file)
+        .zip(file)
         .map(|(ps, own)| {
             !ps.is_empty()
                 && ps
@@ -428,11 +448,42 @@ mod tests {
             window: 1_000_000,
             ordinary: true,
             steady: false,
+            same_node: false,
             follower: 0,
         };
         let one = recent.followed(&[before(0), before(1)], 1_500);
         let other = recent.followed(&[before(1), before(0)], 1_500);
         assert_eq!(one, Some(7));
         assert_eq!(other, Some(7));
+    }
+
+    #[test]
+    fn a_predecessor_on_the_lines_own_node_comes_before_a_later_one_on_another() {
+        // A lookup of request 4 on the line's own node, then a read of request 9 on
+        // another node that the log point also follows; neither followed yet.
+        let lines = || {
+            let mut recent = Recent((0..2).map(|_| VecDeque::new()).collect());
+            recent.add(0, 4, 1_000);
+            recent.add(1, 9, 1_200);
+            recent
+        };
+        let before = |lines, same_node| Before {
+            lines,
+            window: 1_000_000,
+            ordinary: true,
+            steady: true,
+            same_node,
+            follower: 0,
+        };
+        let both = [before(0, true), before(1, false)];
+        let mut recent = lines();
+        assert_eq!(recent.followed(&both, 1_500), Some(4));
+        assert_eq!(recent.followed_steadily(&both, 1_500), Some(4));
+        // Once the lookup is followed, the other node's line is taken.
+        recent.follow(&both, 4, 1_500);
+        assert_eq!(recent.followed(&both, 1_600), Some(9));
+        // Without a line of its own node, the latest of any.
+        let others = [before(0, false), before(1, false)];
+        assert_eq!(lines().followed(&others, 1_500), Some(9));
     }
 }
