@@ -472,36 +472,22 @@ mod tests {
         // the search's last. That line follows the search's log points in only one
         // search in four, though: it is the client's next call, not the search's step.
         let (mut travel, mut basic, mut food) = (Vec::new(), Vec::new(), Vec::new());
+        let line =
+            |ms: u64, text: &str, request: u64| (ms, format!("{} {text}", at_ms(ms)), request);
         let (mut t, mut request) = (0u64, 0u64);
         for k in 0..60u64 {
             t += 300 + (k * 7919) % 700;
             let search = request;
-            travel.push((
-                t,
-                format!("{} query trips from city {}", at_ms(t), k % 5),
-                search,
-            ));
-            basic.push((t + 3, format!("{} query for travels", at_ms(t + 3)), search));
-            travel.push((
-                t + 8,
-                format!("{} calculate distance", at_ms(t + 8)),
-                search,
-            ));
+            travel.push(line(t, &format!("query trips from city {}", k % 5), search));
+            basic.push(line(t + 3, "query for travels", search));
+            travel.push(line(t + 8, "calculate distance", search));
             request += 1;
             if k % 4 == 0 {
                 let meals = request;
-                food.push((t + 28, format!("{} get food request", at_ms(t + 28)), meals));
-                food.push((
-                    t + 30,
-                    format!("{} get train food list", at_ms(t + 30)),
-                    meals,
-                ));
-                travel.push((
-                    t + 33,
-                    format!("{} get route by trip", at_ms(t + 33)),
-                    meals,
-                ));
-                food.push((t + 40, format!("{} food list done", at_ms(t + 40)), meals));
+                food.push(line(t + 28, "get food request", meals));
+                food.push(line(t + 30, "get train food list", meals));
+                travel.push(line(t + 33, "get route by trip", meals));
+                food.push(line(t + 40, "food list done", meals));
                 request += 1;
                 t += 40;
             }
