@@ -19,7 +19,9 @@
 //! and its powers. A match is counted once, at A's first print of a value, for all of B's
 //! later prints of it, from the counts of a first pass. A link is kept with at least 5
 //! matches, a precision of 0.6, above-chance matches for 2% of B's lines, and 8 distinct
-//! values at both ends (a status or a method links nothing).
+//! values at both ends (a status or a method links nothing), none of them printed in
+//! more than half the variable's lines (a measure, such as a latency mostly of 1 ms,
+//! matches the ids most requests print, and would tie a reply to another request).
 //!
 //! A value such as `product-43` also matches `43`: services often print an id with a
 //! prefix on one side and bare on the other (a name, a `-` or `_`, a number; not
@@ -112,8 +114,12 @@ pub struct LinkOptions {
     /// ... and matches above chance for at least this share of the target's lines.
     pub min_coverage: f64,
     /// Variables with fewer distinct values than this (a status, a method, a flag)
-    /// link nothing.
+    /// link nothing ...
     pub min_distinct: usize,
+    /// ... nor those that print one value in more than this share of their lines (a
+    /// latency of 1 ms, a constant count): a measure, whose few common values match
+    /// the common ids that requests print (product 1's lookup, answered in 1 ms).
+    pub max_top_share: f64,
 }
 
 impl Default for LinkOptions {
@@ -123,6 +129,7 @@ impl Default for LinkOptions {
             min_precision: 0.6,
             min_coverage: 0.02,
             min_distinct: 8,
+            max_top_share: 0.5,
         }
     }
 }
@@ -342,6 +349,8 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
     let mut printed: HashMap<u64, u32> = HashMap::default();
     let mut lines_of = vec![0u32; variables.len()];
     let mut distinct = vec![0usize; variables.len()];
+    // How often each variable prints its most printed key.
+    let mut most = vec![0u32; variables.len()];
     for (at, &(first, slots)) in vars_at.iter().enumerate() {
         for v in first..first + slots {
             lines_of[v as usize] += 1;
@@ -353,18 +362,17 @@ fn learn_with_table(corpus: &Corpus, o: &LinkOptions, table_limit: usize) -> Lin
                     distinct[v as usize] += 1;
                 }
                 *count += 1;
+                most[v as usize] = most[v as usize].max(*count);
             }
         }
     }
-    // The linkable variables (enough distinct values) numbered densely; the others
-    // `u32::MAX`.
+    // The linkable variables (enough distinct values, none of them most of the
+    // variable's) numbered densely; the others `u32::MAX`.
     let mut dense = vec![u32::MAX; variables.len()];
     let mut linkable_count = 0usize;
-    for (v, _) in distinct
-        .iter()
-        .enumerate()
-        .filter(|&(_, &n)| n >= o.min_distinct)
-    {
+    for (v, _) in distinct.iter().enumerate().filter(|&(v, &n)| {
+        n >= o.min_distinct && f64::from(most[v]) <= o.max_top_share * f64::from(lines_of[v])
+    }) {
         dense[v] = linkable_count as u32;
         linkable_count += 1;
     }
@@ -576,6 +584,41 @@ mod tests {
             ],
             Options::default(),
         )
+    }
+
+    #[test]
+    fn a_measure_mostly_of_one_value_links_nothing() {
+        // A lookup of one of 12 products every 5 s, answered 1 ms later with its
+        // latency: 1 ms in seven replies of ten, else 2 to 12. When the latency equals the product, the
+        // reply matches the lookup within the window, far more often than chance.
+        let at = crate::stitch::tests::at_ms;
+        let mut cache = String::new();
+        for r in 0..300u64 {
+            let ms = r * 5000;
+            let product = 1 + (r * 7) % 12;
+            let latency = if r % 10 < 7 { 1 } else { 2 + (r * 3) % 11 };
+            cache += &format!("{} INFO get key=product-{product}\n", at(ms));
+            cache += &format!("{} INFO finished latency_ms={latency}\n", at(ms + 1));
+        }
+        let c = Corpus::read(
+            &[("cache.log".into(), cache.into_bytes())],
+            Options::default(),
+        );
+        let into_latency = |o: &LinkOptions| {
+            learn(&c, o)
+                .all()
+                .into_iter()
+                .filter(|l| c.point_shape(l.to.1).text().starts_with("finished"))
+                .count()
+        };
+        let o = LinkOptions::default();
+        assert_eq!(into_latency(&o), 0);
+        // Taken for an id, it links.
+        let o = LinkOptions {
+            max_top_share: 1.0,
+            ..o
+        };
+        assert!(into_latency(&o) > 0);
     }
 
     #[test]

@@ -203,7 +203,7 @@ fn numbered(requests: &[u32]) -> Vec<u32> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::drain::Options;
     use crate::ids::rank;
@@ -635,7 +635,7 @@ mod tests {
     }
 
     /// The time of a line `ms` milliseconds in.
-    pub(super) fn at_ms(ms: u64) -> String {
+    pub(crate) fn at_ms(ms: u64) -> String {
         format!(
             "1970-01-01T00:{:02}:{:02}.{:03}Z",
             ms / 60_000,
