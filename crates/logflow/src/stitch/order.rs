@@ -4,15 +4,17 @@
 //!
 //! A log point's predecessors are the log points its lines come right after (on any
 //! node, up to 4 lines back, each counted once) at least `predecessor_share` (20%) of the
-//! time, each with the lag that holds 90% of those (100 µs to 30 ms). A predecessor is
-//! steady when at least two in three of its own lines are followed by the log point,
-//! 90% of the lags fall in a tenfold band, and the log point is not in turn a steady
-//! predecessor of it (directly or through others): a step of one handler, such as a
-//! token issued 150 ms after a password is checked. Steady predecessors are learned
-//! with lags up to 300 ms; ordinary ones only up to 30 ms, as past that the last line
-//! of a request looks like the predecessor of the next one's first. The walk keeps
-//! recent lines only of log points that are predecessors; on equal times the later
-//! request is followed, so that the hash maps' seeds never change the result.
+//! time, or that two in three of their own lines come right before, within 1 ms (a log
+//! point reached by several paths, a reply after a lookup or after a store), each with
+//! the lag that holds 90% of those (100 µs to 30 ms). A predecessor is steady when at
+//! least two in three of its own lines are followed by the log point, 90% of the lags
+//! fall in a tenfold band, and the log point is not in turn a steady predecessor of it
+//! (directly or through others): a step of one handler, such as a token issued 150 ms
+//! after a password is checked. Steady predecessors are learned with lags up to 300
+//! ms; ordinary ones only up to 30 ms, as past that the last line of a request looks
+//! like the predecessor of the next one's first. The walk keeps recent lines only of
+//! log points that are predecessors; on equal times the later request is followed, so
+//! that the hash maps' seeds never change the result.
 
 use std::collections::VecDeque;
 
@@ -234,6 +236,7 @@ impl Recent {
 /// which it does, and whether it is ordinary, steady or both.
 pub(super) fn predecessors(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<Predecessor>> {
     const ORDINARY_NS: i64 = 30_000_000;
+    const NEXT_STEP_NS: i64 = 1_000_000;
     const WINDOWS_NS: [i64; 8] = [
         100_000,
         300_000,
@@ -297,8 +300,13 @@ pub(super) fn predecessors(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<Predec
         // A steady lag: 90% of the lags within a tenfold band (the window's bucket and
         // the one below), as a handler's next step comes, not as the next request does.
         let band = lags[bucket] as usize + bucket.checked_sub(1).map_or(0, |b| lags[b] as usize);
-        if n >= o.start_evidence && within as f64 >= o.predecessor_share * n as f64 {
-            let before = seen.get(pa as usize).copied().unwrap_or(0);
+        let before = seen.get(pa as usize).copied().unwrap_or(0);
+        // Often enough for the log point's lines, or, within a millisecond, for the
+        // predecessor's: a log point reached by several paths (a reply after a lookup,
+        // or, less often, after a store) follows each path's last step.
+        let often = within as f64 >= o.predecessor_share * n as f64
+            || (window <= NEXT_STEP_NS && within * 3 >= before * 2);
+        if n >= o.start_evidence && often {
             let ordinary = window <= ORDINARY_NS;
             let steady = total * 3 >= before * 2 && band * 10 >= total * 9;
             if let Some(found) = found.get_mut(pb as usize).filter(|_| ordinary || steady) {
@@ -434,6 +442,68 @@ mod tests {
         let (hashing, token) = hashing_and_token(|k| 20 + (k * 7919) % 270);
         assert!(!token.is_empty() && !hashing.is_empty());
         assert!(token.iter().chain(&hashing).all(|p| !p.steady));
+    }
+
+    #[test]
+    fn the_last_step_of_a_rarer_path_is_a_predecessor_of_the_line_it_always_precedes() {
+        // A cache answers 100 calls, 50 ms apart: a lookup and its reply, or one call in
+        // seven a store and its reply, each 0.2 ms after the call's first line; a worker
+        // logs four lines between calls. Fewer than one reply in five comes after a
+        // store, but every store is followed by one.
+        let (mut text, mut worker) = (String::new(), String::new());
+        for k in 0..100u64 {
+            let t = k * 50_000;
+            let at = |us: u64| {
+                format!(
+                    "1970-01-01T00:00:{:02}.{:06}Z",
+                    us / 1_000_000,
+                    us % 1_000_000
+                )
+            };
+            let (call, step) = if k % 7 == 0 {
+                ("put", format!("entry stored key={k}"))
+            } else {
+                ("get", format!("lookup key={k} hit=false"))
+            };
+            text += &format!("{} started {call} request\n", at(t));
+            text += &format!("{} {step}\n", at(t + 200));
+            text += &format!("{} finished request\n", at(t + 400));
+            for tick in 0..4 {
+                worker += &format!("{} worker tick\n", at(t + 20_000 + tick * 1_000));
+            }
+        }
+        let corpus = Corpus::read(
+            &[
+                ("cache.log".into(), text.into_bytes()),
+                ("worker.log".into(), worker.into_bytes()),
+            ],
+            crate::drain::Options::default(),
+        );
+        let found = predecessors(&corpus, &StitchOptions::default());
+        let point_of = |number: u32| {
+            corpus
+                .timeline()
+                .iter()
+                .find(|m| corpus.lines[m.line].number == number)
+                .map(|m| m.node_point)
+        };
+        // Call 0 is a store: lines 1 to 3; call 1 a lookup.
+        let (stored, finished) = (point_of(2), point_of(3));
+        let reply = finished
+            .and_then(|f| found.get(f as usize))
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            reply
+                .iter()
+                .any(|p| Some(p.point) == stored && p.window <= 1_000_000),
+            "{reply:?}"
+        );
+        // The lookup, most replies' step, is one as before.
+        assert!(
+            reply.iter().any(|p| Some(p.point) == point_of(5)),
+            "{reply:?}"
+        );
     }
 
     #[test]
