@@ -8,6 +8,7 @@
 use foldhash::HashMap;
 
 use crate::corpus::Corpus;
+use crate::ids::Variable;
 use crate::points::PointId;
 
 /// A line of a request, owning what its window's corpus knew of it.
@@ -26,6 +27,9 @@ pub struct FlowLine {
     /// Its message as printed, after its prefix (kept only when asked for: traces need
     /// it, sequences not).
     pub text: Box<str>,
+    /// The request id it prints, if a variable named as a request's id is among its
+    /// values: the variable's name and the value.
+    pub request_id: Option<Box<(Box<str>, Box<str>)>>,
 }
 
 /// A request's lines, in the order they were added (time order).
@@ -83,7 +87,16 @@ impl Flows {
     /// them (none: a line added before, as the window before's). The first corpus added
     /// numbers its log points as it does, so that a single window's ids are the
     /// corpus's.
-    pub fn add(&mut self, corpus: &Corpus, files: &[(String, Vec<u8>)], requests: &[Option<u32>]) {
+    ///
+    /// `request_ids` are the variables named as a request's id, with their names: a
+    /// line's value of one is kept with it.
+    pub fn add(
+        &mut self,
+        corpus: &Corpus,
+        files: &[(String, Vec<u8>)],
+        requests: &[Option<u32>],
+        request_ids: &[(Variable, &str)],
+    ) {
         let first = self.points.is_empty();
         let points: Vec<u32> = (0..corpus.points().len() as PointId)
             .map(|p| {
@@ -128,6 +141,13 @@ impl Flows {
             } else {
                 Box::default()
             };
+            let request_id = request_ids
+                .iter()
+                .filter(|((p, _), _)| *p == line.point)
+                .find_map(|&((_, slot), name)| {
+                    let value = corpus.values(line).nth(slot as usize)?;
+                    Some(Box::new((name.into(), value.into())))
+                });
             self.open.entry(request).or_default().push(FlowLine {
                 file: line.file,
                 number: line.number,
@@ -135,6 +155,7 @@ impl Flows {
                 thread: line.thread.map(|t| threads[t as usize]),
                 point,
                 text,
+                request_id,
             });
         }
     }
@@ -160,7 +181,7 @@ impl Flows {
     ) -> (Flows, Vec<Request>) {
         let mut flows = Flows::new(corpus.files.clone(), keep_text);
         let given: Vec<Option<u32>> = requests.iter().copied().map(Some).collect();
-        flows.add(corpus, files, &given);
+        flows.add(corpus, files, &given, &[]);
         let closed = flows.close(|_| false);
         (flows, closed)
     }

@@ -7,12 +7,12 @@ use crate::corpus::{Corpus, ReadCounts};
 use crate::drain;
 use crate::flows::{Flows, Request};
 use crate::format::Format;
-use crate::ids::rank;
+use crate::ids::{rank, Variable};
 use crate::learned::Learned;
 use crate::links::{learn, LinkOptions};
 use crate::sequences::{Sequence, SequenceTable};
 use crate::source::SourceIndex;
-use crate::stitch::{stitch_after, StitchOptions};
+use crate::stitch::{identifiers, stitch_after, StitchOptions};
 use crate::window::{Numbering, Window, WindowOptions};
 
 /// How far back a window re-reads the one before: longer than the links' longest window
@@ -147,7 +147,14 @@ pub fn stitch_logs<S: Sink>(
                 sink.line(line.file, number, *request)?;
             }
         }
-        flows.add(&corpus, &window.files, &numbered);
+        // The request ids its lines print, named as such, for the requests' spans.
+        let taken = identifiers(&ranked, &options.stitch);
+        let request_ids: Vec<(Variable, &str)> = ranked
+            .iter()
+            .filter(|e| e.named_request_id && taken.contains(&e.variable))
+            .map(|e| (e.variable, e.name.as_str()))
+            .collect();
+        flows.add(&corpus, &window.files, &numbered, &request_ids);
         drop(corpus);
         let closed = flows.close(|r| open.contains(&r));
         for r in &closed {
@@ -198,6 +205,72 @@ mod tests {
         }
     }
 
+    /// Stitches the web and app nodes' logs, one window, telling `sink`.
+    fn stitch_web_and_app<S: Sink<Error = std::convert::Infallible>>(
+        web: String,
+        app: String,
+        options: &Options,
+        sink: &mut S,
+    ) -> Stitched {
+        let files = vec![
+            ("web".to_string(), web.into_bytes()),
+            ("app".to_string(), app.into_bytes()),
+        ];
+        let window = Window {
+            first_lines: vec![1; 2],
+            new_from: vec![1; 2],
+            overlap_from: vec![u32::MAX; 2],
+            files,
+            warnings: Vec::new(),
+            counts: None,
+        };
+        let mut once = Some(window);
+        let names = vec!["web".to_string(), "app".to_string()];
+        match stitch_logs(|| once.take(), names, options, sink) {
+            Ok(s) => s,
+            Err(never) => match never {},
+        }
+    }
+
+    #[test]
+    fn a_request_id_some_lines_print_goes_on_every_span_of_the_request() {
+        // The web node prints each request's id, the app node, 5 ms later, no id.
+        let (mut web, mut app) = (String::new(), String::new());
+        for i in 0..20 {
+            let ms = i * 100;
+            web.push_str(&format!(
+                "{{\"time\":\"2024-01-01T00:00:00.{ms:03}Z\",\"msg\":\"cart shown\",\"request_id\":\"r{i:04}x\"}}\n"
+            ));
+            app.push_str(&format!(
+                "2024-01-01 00:00:00.{:03} INFO cart loaded items={}\n",
+                ms + 5,
+                i % 3
+            ));
+        }
+        let mut sink = crate::traces::RequestSpans::new(1);
+        let options = Options {
+            keep_lines: true,
+            ..Options::default()
+        };
+        stitch_web_and_app(web, app, &options, &mut sink);
+        assert_eq!(sink.spans.len(), 40);
+        let id_of = |span: &causeway_model::Span| {
+            span.attributes
+                .iter()
+                .find(|a| &*a.key == "request_id")
+                .map(|a| a.value.to_string())
+        };
+        for web in sink.spans.iter().filter(|s| &*s.service == "web") {
+            let id = id_of(web);
+            assert!(id.as_deref().is_some_and(|v| v.starts_with('r')), "{id:?}");
+            let app = sink
+                .spans
+                .iter()
+                .find(|s| s.trace_id == web.trace_id && &*s.service == "app");
+            assert_eq!(app.map(id_of), Some(id));
+        }
+    }
+
     #[test]
     fn lines_of_one_request_on_two_nodes_are_one_request() {
         // Twenty requests, each logged by the web node and then the app node with its id.
@@ -212,25 +285,8 @@ mod tests {
                 ms + 5
             ));
         }
-        let files = vec![
-            ("web".to_string(), web.into_bytes()),
-            ("app".to_string(), app.into_bytes()),
-        ];
-        let window = Window {
-            first_lines: vec![1; 2],
-            new_from: vec![1; 2],
-            overlap_from: vec![u32::MAX; 2],
-            files,
-            warnings: Vec::new(),
-            counts: None,
-        };
-        let mut once = Some(window);
         let mut sink = Recorder::default();
-        let names = vec!["web".to_string(), "app".to_string()];
-        let stitched = match stitch_logs(|| once.take(), names, &Options::default(), &mut sink) {
-            Ok(s) => s,
-            Err(never) => match never {},
-        };
+        let stitched = stitch_web_and_app(web, app, &Options::default(), &mut sink);
         assert_eq!((stitched.windows, stitched.counts.lines), (1, 40));
         assert_eq!(stitched.requests, 20);
         assert_eq!(sink.closed, 20);

@@ -7,6 +7,8 @@
 //! the lines that continue it (a stack trace's frames), up to 64 KiB: the corpus keeps
 //! where each line's message is in its file, 8 bytes a line, or the message itself when it
 //! is not the file's bytes (lossy or JSON); its attributes are `log.line` and `log.point`.
+//! Where lines of the request print a request id (a variable named as one, such as a
+//! frontend's `http.req.id`), every span of the request carries it, under its name.
 //!
 //! Trace ids mix the request number into their high half and a per-run salt into the
 //! low. A request's span ids share their high 40 bits (the request number mixed with the
@@ -78,6 +80,14 @@ pub fn request_spans(flows: &Flows, request: &Request, salt: u64) -> Vec<Span> {
     else {
         return Vec::new();
     };
+    // The request id some of its lines print (a frontend's), on every span of the
+    // request, so that searching for it finds the other services' lines too; none when
+    // the request holds two (two requests stitched as one).
+    let mut ids = request.lines.iter().filter_map(|l| l.request_id.as_deref());
+    let request_id = ids
+        .next()
+        .filter(|first| ids.all(|id| id == *first))
+        .map(|(name, value)| KeyValue::new(name.to_string(), value.to_string()));
     let mut root: Option<SpanId> = None;
     let mut out = Vec::with_capacity(keys.len());
     // A request's segments share their ids' high 40 bits, spread apart per request, and
@@ -121,6 +131,7 @@ pub fn request_spans(flows: &Flows, request: &Request, salt: u64) -> Vec<Span> {
             span.attributes
                 .push(KeyValue::new(attributes::THREAD_NAME, thread));
         }
+        span.attributes.extend(request_id.clone());
         span.events = lines
             .iter()
             .map(|l| Event {
