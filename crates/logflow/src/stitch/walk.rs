@@ -16,6 +16,7 @@ use crate::latest_prints::LatestPrints;
 use crate::links::{self, Links};
 use crate::points::PointId;
 
+use super::durations::{Duration, RecentStarts};
 use super::order::{Before, OrderFacts, Predecessor, Recent};
 use super::StitchOptions;
 
@@ -188,6 +189,10 @@ pub(super) struct Walk<'a> {
     /// numbered from 0 as they begin, each with its first line).
     active: Vec<(i64, i64)>,
     recent: Recent,
+    /// By node point: the durations its lines print, and the recent lines they count
+    /// from.
+    durations: Vec<Vec<Duration>>,
+    recent_starts: RecentStarts,
     /// The line before: its request, time, file and node point.
     previous: Option<(u32, i64, u32, u32)>,
     /// The next request's number.
@@ -204,6 +209,7 @@ impl<'a> Walk<'a> {
         starts: Vec<Start>,
         predecessors: Vec<Vec<Predecessor>>,
         recent: Recent,
+        durations: Vec<Vec<Duration>>,
     ) -> Walk<'a> {
         let source_count = links
             .all()
@@ -222,6 +228,8 @@ impl<'a> Walk<'a> {
             by_id: vec![None; corpus.key_count()],
             active: Vec::new(),
             recent,
+            recent_starts: RecentStarts::new(&durations),
+            durations,
             previous: None,
             next: 0,
             given: HashMap::default(),
@@ -252,6 +260,11 @@ impl<'a> Walk<'a> {
                 // link ties the line to (a user's id ties it to the user's last request).
                 let fresh = self.prints_a_fresh_id(f, keys);
                 let tie = self.strongest_tie(m.time, f, keys, !fresh);
+                let tie = if fresh {
+                    tie
+                } else {
+                    self.stronger_by_duration(m, tie)
+                };
                 if tie.is_none() && fresh {
                     self.new_request()
                 } else {
@@ -341,6 +354,36 @@ impl<'a> Walk<'a> {
             }
             for &(_, strength, at, r, slow) in &self.ties {
                 consider(strength, at, r, slow);
+            }
+        }
+        best
+    }
+
+    /// `tie`, or the tie by a duration the line prints to the line it counts from, when
+    /// that is stronger.
+    fn stronger_by_duration(&self, m: &Moment, tie: Option<Tie>) -> Option<Tie> {
+        let durations = self.durations.get(m.node_point as usize)?;
+        let line = self.corpus.lines.get(m.line)?;
+        let mut best = tie;
+        for d in durations {
+            if best.is_some_and(|b| b.strength >= d.precision) {
+                continue;
+            }
+            let Some(target) = self
+                .corpus
+                .values(line)
+                .nth(d.slot as usize)
+                .and_then(|v| d.start_of(m.time, v))
+            else {
+                continue;
+            };
+            if let Some((at, request)) = self.recent_starts.nearest(d.start, target) {
+                best = Some(Tie {
+                    strength: d.precision,
+                    at,
+                    request,
+                    slow: false,
+                });
             }
         }
         best
@@ -437,6 +480,7 @@ impl<'a> Walk<'a> {
         if let Some(lines) = f.recent {
             self.recent.add(lines, request, t);
         }
+        self.recent_starts.add(m.node_point, t, request);
         self.previous = Some((request, t, m.file, m.node_point));
     }
 }
