@@ -1,14 +1,15 @@
 //! Durations lines print: a request's last line on a node often says how long the
-//! request took there (`latency_ms=26`, `took 0.026s`, an access log's request time), and
-//! so when that node logged the request's first line. Learned per (file, log point,
-//! parameter): the unit (seconds, milliseconds, microseconds) and the log point of the
-//! same node on whose lines its values, counted back from its own lines, land (within
-//! 1 ms), for at least half of its lines and with a precision of 0.6. Chance is what the
-//! value the same parameter printed before gives, counted back from the same line: a
-//! number that is no duration of this request (a count, a small latency among lines
-//! close together) lands as often either way. In the walk, such a line ties, with that
-//! precision, to the request of the start line nearest the time its value points to
-//! (none when two are as near), unless a stronger tie holds it.
+//! request took there (`latency_ms=26`, `took 0.026s`, an access log's request
+//! time), and so when that node logged the request's first line. Learned per (file,
+//! log point, parameter): the unit (seconds or milliseconds) and the log point of
+//! the same node on whose lines its values, counted back from its own lines, land
+//! (within 1 ms), for at least half of its lines and with a precision of 0.6.
+//! Chance is what the value the same parameter printed before gives, counted back
+//! from the same line: a number that is no duration of this request (a count, a
+//! small latency among lines close together) lands as often either way. In the
+//! walk, such a line ties, with that precision, to the request of the start line
+//! nearest the time its value points to (none when two are as near), unless a
+//! stronger tie holds it.
 
 use std::collections::VecDeque;
 
@@ -21,8 +22,12 @@ use super::StitchOptions;
 /// How far a landing may be from a start line (a duration in whole milliseconds is
 /// cut short by up to one).
 const TOLERANCE_NS: i64 = 1_000_000;
-/// The units tried, in nanoseconds: seconds, milliseconds, microseconds.
-const UNITS_NS: [f64; 3] = [1e9, 1e6, 1e3];
+/// The units tried, in nanoseconds: seconds and milliseconds (a duration in
+/// microseconds is mostly within the tolerance).
+const UNITS_NS: [f64; 2] = [1e9, 1e6];
+/// Durations no longer than this land among a line's own neighbours, whatever they are:
+/// not followed back.
+const SHORTEST_NS: f64 = 2.0 * TOLERANCE_NS as f64;
 /// Durations longer than this are not followed back.
 const LONGEST_NS: f64 = 60e9;
 /// A learned duration is kept when the values printed before explain at most this
@@ -43,9 +48,10 @@ pub(super) struct Duration {
 }
 
 impl Duration {
-    /// When the request's first line was, by a line at `t` printing `value`.
+    /// When the request's first line was, by a line at `t` printing `value` (none for
+    /// a duration within the tolerance, as in learning).
     pub(super) fn start_of(&self, t: i64, value: &str) -> Option<i64> {
-        let back = duration_ns(value, self.unit_ns)?;
+        let back = duration_ns(value, self.unit_ns).filter(|&b| b > SHORTEST_NS)?;
         Some(t - back as i64)
     }
 }
@@ -53,50 +59,97 @@ impl Duration {
 /// A value read as a duration of `unit_ns` nanoseconds, if it is a positive number no
 /// longer than [`LONGEST_NS`].
 fn duration_ns(value: &str, unit_ns: f64) -> Option<f64> {
-    let v: f64 = value.parse().ok()?;
+    scaled(value.parse().ok()?, unit_ns)
+}
+
+/// `v` units of `unit_ns`, if positive and no longer than [`LONGEST_NS`].
+fn scaled(v: f64, unit_ns: f64) -> Option<f64> {
     let ns = v * unit_ns;
     (v > 0.0 && ns <= LONGEST_NS).then_some(ns)
 }
 
+/// Numbers of a parameter read to learn it, at most ...
+const SAMPLE: usize = 200;
+/// ... and past this many, only while they land more often than those before them.
+const PROBE: usize = 20;
+
+/// Whether the numbers of `var` (a parameter in a unit) are still read: `valued` of
+/// them so far, `probed` the (own, before) that landed on any start.
+fn read_on(valued: &[usize], probed: &[(usize, usize)], var: usize) -> bool {
+    let n = valued.get(var).copied().unwrap_or(SAMPLE);
+    let (own, before) = probed.get(var).copied().unwrap_or_default();
+    n < SAMPLE && (n < PROBE || own as f64 - before as f64 >= MIN_COVERAGE / 2.0 * n as f64)
+}
+
 /// The durations learned, by node point (`Moment::node_point`) of the line that prints
-/// them.
+/// them. Each parameter is learned from its first [`SAMPLE`] numbers in each unit,
+/// and past the first [`PROBE`] only while they land more often than chance, so that
+/// the cost does not grow with the logs and most parameters cost little.
 pub(super) fn learn(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<Duration>> {
     let count = corpus.node_point_count();
     let timeline = corpus.timeline();
     // Each file's lines in time order: (time, node point).
     let mut by_file: Vec<Vec<(i64, u32)>> = vec![Vec::new(); corpus.files.len()];
+    // The parameters numbered densely, a node point's one after another: its first's
+    // number, as met.
+    let mut first_var: Vec<Option<usize>> = vec![None; count];
+    let mut vars: Vec<(u32, u32)> = Vec::new();
     for m in timeline {
         if let Some(lines) = by_file.get_mut(m.file as usize) {
             lines.push((m.time, m.node_point));
         }
+        if let (Some(first @ None), Some(line)) = (
+            first_var.get_mut(m.node_point as usize),
+            corpus.lines.get(m.line),
+        ) {
+            *first = Some(vars.len());
+            vars.extend((0..line.values.len() as u32).map(|slot| (m.node_point, slot)));
+        }
     }
-    // (node point, slot, unit): lines with a value; (node point, slot, unit, start):
-    // landings.
-    let mut valued: HashMap<(u32, u32, usize), usize> = HashMap::default();
-    // Landings of each value, and of the value the variable printed before it, counted
-    // back from this line: what a number that is no duration of this request gives.
-    let mut landed: HashMap<(u32, u32, usize, u32), (usize, usize)> = HashMap::default();
-    let mut before: HashMap<(u32, u32, usize), f64> = HashMap::default();
+    // By (parameter, unit): its lines with a number, and the number before, in ns.
+    let mut valued = vec![0usize; vars.len() * UNITS_NS.len()];
+    let mut before: Vec<Option<f64>> = vec![None; vars.len() * UNITS_NS.len()];
+    // By (parameter, unit, start): landings of each number, and of the number the
+    // parameter printed before it, counted back from this line: what a number that is
+    // no duration of this request gives.
+    let mut landed: HashMap<(usize, u32), (usize, usize)> = HashMap::default();
+    // By (parameter, unit): its numbers that landed on any start, and those before them.
+    let mut probed = vec![(0usize, 0usize); vars.len() * UNITS_NS.len()];
     let mut starts: Vec<u32> = Vec::new();
     for m in timeline {
-        let Some(line) = corpus.lines.get(m.line) else {
-            continue;
-        };
-        let Some(lines) = by_file.get(m.file as usize) else {
+        let (Some(line), Some(lines), Some(&Some(first))) = (
+            corpus.lines.get(m.line),
+            by_file.get(m.file as usize),
+            first_var.get(m.node_point as usize),
+        ) else {
             continue;
         };
         for (slot, value) in corpus.values(line).enumerate() {
+            let open = |var| read_on(&valued, &probed, var);
+            let vars = (first + slot) * UNITS_NS.len();
             // Most values are no numbers: a quick look before parsing.
-            if !value.bytes().next().is_some_and(|b| b.is_ascii_digit()) {
+            if !(vars..vars + UNITS_NS.len()).any(open)
+                || !value.bytes().next().is_some_and(|b| b.is_ascii_digit())
+            {
                 continue;
             }
+            let Ok(v) = value.parse::<f64>() else {
+                continue;
+            };
             for (unit, &unit_ns) in UNITS_NS.iter().enumerate() {
-                let Some(back) = duration_ns(value, unit_ns) else {
+                let var = vars + unit;
+                // Shorter than the tolerance, a duration lands among the line's own
+                // neighbours, whatever it is.
+                let Some(back) = scaled(v, unit_ns).filter(|&b| b > SHORTEST_NS) else {
                     continue;
                 };
-                let var = (m.node_point, slot as u32, unit);
-                *valued.entry(var).or_default() += 1;
-                let other = before.insert(var, back);
+                if !read_on(&valued, &probed, var) {
+                    continue;
+                }
+                if let Some(n) = valued.get_mut(var) {
+                    *n += 1;
+                }
+                let other = before.get_mut(var).and_then(|b| b.replace(back));
                 for (null, back) in [(false, Some(back)), (true, other)] {
                     let Some(back) = back else { continue };
                     let target = m.time - back as i64;
@@ -107,8 +160,17 @@ pub(super) fn learn(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<Duration>> {
                             break;
                         }
                         if start != m.node_point && !starts.contains(&start) {
+                            if starts.is_empty() {
+                                if let Some(p) = probed.get_mut(var) {
+                                    if null {
+                                        p.1 += 1;
+                                    } else {
+                                        p.0 += 1;
+                                    }
+                                }
+                            }
                             starts.push(start);
-                            let e = landed.entry((var.0, var.1, var.2, start)).or_default();
+                            let e = landed.entry((var, start)).or_default();
                             if null {
                                 e.1 += 1;
                             } else {
@@ -123,8 +185,12 @@ pub(super) fn learn(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<Duration>> {
     let mut found: Vec<Vec<Duration>> = vec![Vec::new(); count];
     // The best start per (node point, slot), over units and starts.
     let mut best: HashMap<(u32, u32), (f64, Duration)> = HashMap::default();
-    for (&(np, slot, unit, start), &(hits, null_hits)) in &landed {
-        let lines = valued.get(&(np, slot, unit)).copied().unwrap_or(0);
+    for (&(var, start), &(hits, null_hits)) in &landed {
+        let (Some(&(np, slot)), unit) = (vars.get(var / UNITS_NS.len()), var % UNITS_NS.len())
+        else {
+            continue;
+        };
+        let lines = valued.get(var).copied().unwrap_or(0);
         if lines < o.start_evidence || hits == 0 {
             continue;
         }
@@ -306,5 +372,6 @@ pub(super) mod tests {
         assert_eq!(recent.nearest(1, 14_500_000), None);
         assert_eq!(d.start_of(1, "x"), None);
         assert_eq!(d.start_of(1, "-3"), None);
+        assert_eq!(d.start_of(30_000_000, "2"), None);
     }
 }
