@@ -550,6 +550,16 @@ mod tests {
         assert_eq!(by_table.all(), learn_with_table(&corpus, &o, 0).all());
     }
 
+    /// The time of a line `ms` milliseconds in.
+    fn at_ms(ms: i64) -> String {
+        format!(
+            "1970-01-01T00:{:02}:{:02}.{:03}Z",
+            ms / 60_000,
+            ms / 1000 % 60,
+            ms % 1000
+        )
+    }
+
     /// Requests a second apart; each prints a user (one of ten) on the frontend, and
     /// the backend prints it 2 ms later. A third log point prints a user at random.
     fn corpus() -> Corpus {
@@ -558,14 +568,7 @@ mod tests {
         for r in 0..60i64 {
             let user = r % 10;
             let ms = r * 1000;
-            let t = |ms: i64| {
-                format!(
-                    "1970-01-01T00:{:02}:{:02}.{:03}Z",
-                    ms / 60_000,
-                    ms / 1000 % 60,
-                    ms % 1000
-                )
-            };
+            let t = at_ms;
             front.push_str(&format!("{} INFO serving user={user}\n", t(ms)));
             back.push_str(&format!(
                 "{} INFO loading profile of user {user}\n",
@@ -591,7 +594,7 @@ mod tests {
         // A lookup of one of 12 products every 5 s, answered 1 ms later with its
         // latency: 1 ms in seven replies of ten, else 2 to 12. When the latency equals the product, the
         // reply matches the lookup within the window, far more often than chance.
-        let at = crate::stitch::tests::at_ms;
+        let at = |ms: u64| at_ms(ms as i64);
         let mut cache = String::new();
         for r in 0..300u64 {
             let ms = r * 5000;

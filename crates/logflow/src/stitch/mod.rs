@@ -207,7 +207,7 @@ fn numbered(requests: &[u32]) -> Vec<u32> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use crate::drain::Options;
     use crate::ids::rank;
@@ -657,7 +657,7 @@ pub(crate) mod tests {
     }
 
     /// The time of a line `ms` milliseconds in.
-    pub(crate) fn at_ms(ms: u64) -> String {
+    pub(super) fn at_ms(ms: u64) -> String {
         format!(
             "1970-01-01T00:{:02}:{:02}.{:03}Z",
             ms / 60_000,
