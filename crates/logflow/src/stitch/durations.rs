@@ -288,14 +288,7 @@ pub(super) mod tests {
     /// its last with its latency in whole milliseconds (cut short), and between them a
     /// count of items that is no duration. The request of each line, in order.
     pub(in crate::stitch) fn timed_requests() -> (Vec<(String, Vec<u8>)>, Vec<u32>) {
-        let at = |us: u64| {
-            format!(
-                "1970-01-01T00:{:02}:{:02}.{:06}Z",
-                us / 60_000_000,
-                us / 1_000_000 % 60,
-                us % 1_000_000
-            )
-        };
+        let at = crate::stitch::tests::at_us;
         let mut lines: Vec<(u64, String, u32)> = Vec::new();
         let mut t = 0u64;
         for k in 0..300u64 {

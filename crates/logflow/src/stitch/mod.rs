@@ -537,14 +537,7 @@ mod tests {
     /// The logs of [`overlapping_requests`], and each line's true request.
     fn overlapping_request_logs(early: u64) -> (Vec<(String, Vec<u8>)>, Vec<u32>) {
         let (mut front, mut back) = (Vec::new(), Vec::new());
-        let at = |us: u64| {
-            format!(
-                "1970-01-01T00:{:02}:{:02}.{:06}Z",
-                us / 60_000_000,
-                us / 1_000_000 % 60,
-                us % 1_000_000
-            )
-        };
+        let at = at_us;
         // The back node's own requests come 50 ms apart: further than any lag between
         // log points is learned. Then it pauses for a minute before the front node logs.
         let start = if early > 0 {
@@ -654,6 +647,16 @@ mod tests {
         let (corpus, truth) = overlapping_requests(50);
         let lines = misplaced(&corpus, &truth);
         assert!(lines.is_empty(), "(line, request, true request): {lines:?}");
+    }
+
+    /// The time of a line `us` microseconds in.
+    pub(super) fn at_us(us: u64) -> String {
+        format!(
+            "1970-01-01T00:{:02}:{:02}.{:06}Z",
+            us / 60_000_000,
+            us / 1_000_000 % 60,
+            us % 1_000_000
+        )
     }
 
     /// The time of a line `ms` milliseconds in.
