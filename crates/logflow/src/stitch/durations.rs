@@ -51,21 +51,16 @@ impl Duration {
     /// When the request's first line was, by a line at `t` printing `value` (none for
     /// a duration within the tolerance, as in learning).
     pub(super) fn start_of(&self, t: i64, value: &str) -> Option<i64> {
-        let back = duration_ns(value, self.unit_ns).filter(|&b| b > SHORTEST_NS)?;
+        let back = scaled(value.parse().ok()?, self.unit_ns)?;
         Some(t - back as i64)
     }
 }
 
-/// A value read as a duration of `unit_ns` nanoseconds, if it is a positive number no
-/// longer than [`LONGEST_NS`].
-fn duration_ns(value: &str, unit_ns: f64) -> Option<f64> {
-    scaled(value.parse().ok()?, unit_ns)
-}
-
-/// `v` units of `unit_ns`, if positive and no longer than [`LONGEST_NS`].
+/// `v` units of `unit_ns`, in nanoseconds, if longer than [`SHORTEST_NS`] and no longer
+/// than [`LONGEST_NS`].
 fn scaled(v: f64, unit_ns: f64) -> Option<f64> {
     let ns = v * unit_ns;
-    (v > 0.0 && ns <= LONGEST_NS).then_some(ns)
+    (ns > SHORTEST_NS && ns <= LONGEST_NS).then_some(ns)
 }
 
 /// Numbers of a parameter read to learn it, at most ...
@@ -138,9 +133,7 @@ pub(super) fn learn(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<Duration>> {
             };
             for (unit, &unit_ns) in UNITS_NS.iter().enumerate() {
                 let var = vars + unit;
-                // Shorter than the tolerance, a duration lands among the line's own
-                // neighbours, whatever it is.
-                let Some(back) = scaled(v, unit_ns).filter(|&b| b > SHORTEST_NS) else {
+                let Some(back) = scaled(v, unit_ns) else {
                     continue;
                 };
                 if !read_on(&valued, &probed, var) {

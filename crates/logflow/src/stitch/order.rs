@@ -395,7 +395,7 @@ fn comes_before(predecessors: &[Vec<Predecessor>], a: u32, b: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stitch::tests::at_ms;
+    use crate::stitch::tests::{at_ms, at_us};
 
     /// One node logging "hashing password" and, 150 ms later, "token issued" (a lag
     /// longer than ordinary predecessors are learned with), the next request `pace(k)`
@@ -453,23 +453,16 @@ mod tests {
         let (mut text, mut worker) = (String::new(), String::new());
         for k in 0..100u64 {
             let t = k * 50_000;
-            let at = |us: u64| {
-                format!(
-                    "1970-01-01T00:00:{:02}.{:06}Z",
-                    us / 1_000_000,
-                    us % 1_000_000
-                )
-            };
             let (call, step) = if k % 7 == 0 {
                 ("put", format!("entry stored key={k}"))
             } else {
                 ("get", format!("lookup key={k} hit=false"))
             };
-            text += &format!("{} started {call} request\n", at(t));
-            text += &format!("{} {step}\n", at(t + 200));
-            text += &format!("{} finished request\n", at(t + 400));
+            text += &format!("{} started {call} request\n", at_us(t));
+            text += &format!("{} {step}\n", at_us(t + 200));
+            text += &format!("{} finished request\n", at_us(t + 400));
             for tick in 0..4 {
-                worker += &format!("{} worker tick\n", at(t + 20_000 + tick * 1_000));
+                worker += &format!("{} worker tick\n", at_us(t + 20_000 + tick * 1_000));
             }
         }
         let corpus = Corpus::read(

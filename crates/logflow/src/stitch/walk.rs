@@ -362,8 +362,12 @@ impl<'a> Walk<'a> {
     /// `tie`, or the tie by a duration the line prints to the line it counts from, when
     /// that is stronger.
     fn stronger_by_duration(&self, m: &Moment, tie: Option<Tie>) -> Option<Tie> {
-        let durations = self.durations.get(m.node_point as usize)?;
-        let line = self.corpus.lines.get(m.line)?;
+        let (Some(durations), Some(line)) = (
+            self.durations.get(m.node_point as usize),
+            self.corpus.lines.get(m.line),
+        ) else {
+            return tie;
+        };
         let mut best = tie;
         for d in durations {
             if best.is_some_and(|b| b.strength >= d.precision) {
