@@ -51,10 +51,36 @@ impl Duration {
     /// When the request's first line was, by a line at `t` printing `value` (none for
     /// a duration within the tolerance, as in learning).
     pub(super) fn start_of(&self, t: i64, value: &str) -> Option<i64> {
-        let back = scaled(value.parse().ok()?, self.unit_ns)?;
+        let back = scaled(number(value)?, self.unit_ns)?;
         Some(t - back as i64)
     }
 }
+
+/// `value` as a number, if it is one no longer than [`LONGEST_NS`] in the largest unit:
+/// most numbers are whole, and many are ids or times far too large, both read without
+/// the float parser.
+fn number(value: &str) -> Option<f64> {
+    let bytes = value.as_bytes();
+    let significant = bytes.iter().position(|&b| b != b'0').unwrap_or(bytes.len());
+    let whole = bytes[significant..]
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(bytes.len() - significant);
+    // More whole digits than the longest duration has in the smallest unit.
+    if whole > LONGEST_DIGITS {
+        return None;
+    }
+    if !bytes.is_empty() && significant + whole == bytes.len() {
+        let n = bytes[significant..]
+            .iter()
+            .fold(0u32, |n, d| n * 10 + u32::from(d - b'0'));
+        return Some(f64::from(n));
+    }
+    value.parse().ok()
+}
+
+/// How many whole digits the longest duration has in milliseconds (60 000).
+const LONGEST_DIGITS: usize = 5;
 
 /// `v` units of `unit_ns`, in nanoseconds, if longer than [`SHORTEST_NS`] and no longer
 /// than [`LONGEST_NS`].
@@ -110,6 +136,9 @@ pub(super) fn learn(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<Duration>> {
     let mut landed: HashMap<(usize, u32), (usize, usize)> = HashMap::default();
     // By (parameter, unit): its numbers that landed on any start, and those before them.
     let mut probed = vec![(0usize, 0usize); vars.len() * UNITS_NS.len()];
+    // By (parameter, unit): whether it is still read; once not, never again, as its
+    // counts no longer change.
+    let mut reading = vec![true; vars.len() * UNITS_NS.len()];
     let mut starts: Vec<u32> = Vec::new();
     for m in timeline {
         let (Some(line), Some(lines), Some(&Some(first))) = (
@@ -120,15 +149,17 @@ pub(super) fn learn(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<Duration>> {
             continue;
         };
         for (slot, value) in corpus.values(line).enumerate() {
-            let open = |var| read_on(&valued, &probed, var);
             let vars = (first + slot) * UNITS_NS.len();
-            // Most values are no numbers: a quick look before parsing.
-            if !(vars..vars + UNITS_NS.len()).any(open)
-                || !value.bytes().next().is_some_and(|b| b.is_ascii_digit())
+            // Many values are no numbers, and most parameters are soon no longer read: a
+            // quick look at both before parsing.
+            if !value.bytes().next().is_some_and(|b| b.is_ascii_digit())
+                || !reading
+                    .get(vars..vars + UNITS_NS.len())
+                    .is_some_and(|r| r.contains(&true))
             {
                 continue;
             }
-            let Ok(v) = value.parse::<f64>() else {
+            let Some(v) = number(value) else {
                 continue;
             };
             for (unit, &unit_ns) in UNITS_NS.iter().enumerate() {
@@ -137,6 +168,9 @@ pub(super) fn learn(corpus: &Corpus, o: &StitchOptions) -> Vec<Vec<Duration>> {
                     continue;
                 };
                 if !read_on(&valued, &probed, var) {
+                    if let Some(r) = reading.get_mut(var) {
+                        *r = false;
+                    }
                     continue;
                 }
                 if let Some(n) = valued.get_mut(var) {
@@ -338,6 +372,38 @@ pub(super) mod tests {
         assert_eq!(durations[0].unit_ns, 1e6);
         assert_eq!(of(read), Some(Vec::new()));
         assert_eq!(of(started), Some(Vec::new()));
+    }
+
+    #[test]
+    fn numbers_are_read_whole_or_decimal_and_ids_too_long_for_a_duration_are_not() {
+        assert_eq!(number("26"), Some(26.0));
+        assert_eq!(number("0026"), Some(26.0));
+        assert_eq!(number("0.026"), Some(0.026));
+        assert_eq!(number("12.5"), Some(12.5));
+        assert_eq!(number("60000"), Some(60000.0));
+        assert_eq!(number("0"), Some(0.0));
+        // An epoch time in milliseconds, an id: longer than a minute in any unit.
+        assert_eq!(number("1700000000000"), None);
+        assert_eq!(number("123456.7"), None);
+        assert_eq!(number("26ms"), None);
+        assert_eq!(number(""), None);
+    }
+
+    proptest::proptest! {
+        /// The quick reading agrees with the float parser on every number a duration
+        /// can be, and reads none that is longer than any.
+        #[test]
+        fn numbers_read_as_the_float_parser_reads_them(
+            value in "[0-9]{0,8}(\\.[0-9]{0,4})?|[0-9a-z.-]{0,12}"
+        ) {
+            match (number(&value), value.parse::<f64>().ok()) {
+                (Some(quick), Some(parsed)) => {
+                    proptest::prop_assert_eq!(quick.to_bits(), parsed.to_bits(), "{}", value)
+                }
+                (None, Some(parsed)) => proptest::prop_assert!(parsed > 60_000.0, "{value}"),
+                (quick, None) => proptest::prop_assert_eq!(quick, None),
+            }
+        }
     }
 
     #[test]
