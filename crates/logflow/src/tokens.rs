@@ -127,16 +127,18 @@ pub fn tokenize<'a>(message: &'a str, out: &mut Vec<Token<'a>>) {
             continue;
         }
         // Whether a word holds a digit is seen on the way through it, in the same look
-        // at each byte's class.
+        // at each byte's class. The byte that ends the run is seen too: it ends a word
+        // only as punctuation or space, neither a digit, and a run of punctuation does
+        // not ask.
         let mut seen = 0;
-        for &b in &bytes[i..] {
-            let c = CLASS[b as usize];
-            if c & CLASS_BITS != start_class {
-                break;
-            }
-            seen |= c;
-            i += 1;
-        }
+        i += bytes[i..]
+            .iter()
+            .position(|&b| {
+                let c = CLASS[b as usize];
+                seen |= c;
+                c & CLASS_BITS != start_class
+            })
+            .unwrap_or(bytes.len() - i);
         let digit = seen & DIGIT != 0;
         // Both ends are at ASCII bytes (or the ends of the string): char boundaries.
         let text = &message[start..i];
@@ -545,6 +547,21 @@ mod tests {
             prop_assert_eq!(joined, kept);
             for t in &out {
                 prop_assert!(!t.text.is_empty());
+            }
+        }
+
+        /// The kind seen on the way through a word is the kind of the word alone; a run
+        /// of punctuation is punctuation only.
+        #[test]
+        fn each_token_is_of_the_kind_of_its_text_alone(message in "[a-f0-9 =:/?.,\\[\\]-]{0,80}") {
+            let mut out = Vec::new();
+            tokenize(&message, &mut out);
+            for t in &out {
+                if t.kind == Kind::Punct {
+                    prop_assert!(t.text.bytes().all(|b| class(b) == PUNCT), "{:?}", t);
+                } else if t.kind != Kind::Value(Mask::Path) {
+                    prop_assert_eq!(t.kind, classify(t.text), "{:?} in {}", t, message);
+                }
             }
         }
     }
