@@ -280,9 +280,8 @@ fn fields_line(format: LineFormat, fields: Map<String, Value>) -> StructuredLine
             rest.push((k, v));
             continue;
         };
-        let Some(slot) = usual.get_mut(role) else {
-            continue;
-        };
+        // `role` indexes ROLES, as `usual` does.
+        let slot = &mut usual[role];
         match slot {
             Some((kept, _, _)) if *kept < rank => rest.push((k, v)),
             _ => {

@@ -79,8 +79,8 @@ fn number(value: &str) -> Option<f64> {
     value.parse().ok()
 }
 
-/// How many whole digits the longest duration has in milliseconds (60 000).
-const LONGEST_DIGITS: usize = 5;
+/// How many whole digits the longest duration has in the smallest unit (60 000 ms).
+const LONGEST_DIGITS: usize = ((LONGEST_NS / UNITS_NS[1]) as u64).ilog10() as usize + 1;
 
 /// `v` units of `unit_ns`, in nanoseconds, if longer than [`SHORTEST_NS`] and no longer
 /// than [`LONGEST_NS`].
