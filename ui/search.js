@@ -2,7 +2,7 @@
 // and attribute filters and a cost metric; see the execution patterns (or the traces)
 // that match, and open one. Sorting a table redraws it in place: the patterns are sorted
 // in the browser, the traces by the server over the whole window (`order=`), the page
-// saying "N of M".
+// saying "N of M" and paging through the rest (`offset=`).
 
 import { get } from "./api.js";
 import { go, link } from "./app.js";
@@ -30,6 +30,7 @@ let sorts = 0;
 function shownKey(params) {
   const p = new URLSearchParams(params);
   p.delete("order");
+  p.delete("offset");
   p.sort();
   return p.toString();
 }
@@ -176,16 +177,16 @@ async function patterns(results, params) {
   };
 }
 
-/** The traces tab: the whole window sorted on the server, its first page listed. */
+/** The traces tab: the whole window sorted on the server, a page of it listed. */
 async function traces(results, params) {
   const order = params.get("order") || TRACES_ORDER;
-  const fetchPage = (o) => get("/api/search", { ...apiWindow(params), order: o, limit: params.get("limit") || 100 });
-  const body = await fetchPage(order);
+  const fetchPage = (o, offset) => get("/api/search", { ...apiWindow(params), order: o, limit: pageSize(params), offset });
+  const body = await fetchPage(order, params.get("offset") || "");
   if (!(body.traces || []).length) {
     results.append(state("empty", "No traces match these filters in this window."));
     return;
   }
-  let summary = tracesSummary(body);
+  let summary = tracesSummary(body, params);
   let el = tracesTable(body.traces, order, params);
   results.append(summary, el);
   shown = {
@@ -193,13 +194,14 @@ async function traces(results, params) {
     results,
     async resort(next) {
       const o = next.get("order") || TRACES_ORDER;
+      const offset = next.get("offset") || "";
       const mine = ++sorts;
       el.setAttribute("aria-busy", "true");
       results.querySelector(".state.error")?.remove();
       try {
-        const fresh = await fetchPage(o);
+        const fresh = await fetchPage(o, offset);
         if (mine !== sorts || !el.isConnected) return;
-        const s = tracesSummary(fresh), t = tracesTable(fresh.traces || [], o, next);
+        const s = tracesSummary(fresh, next), t = tracesTable(fresh.traces || [], o, next);
         summary.replaceWith(s);
         el.replaceWith(t);
         summary = s;
@@ -224,7 +226,8 @@ const TRACE_COLUMNS = [
         h("i", {}, "still arriving: "), h("b", {}, t.rootService), " ", t.rootOperation)
       : [h("b", {}, t.rootService), " ", t.rootOperation] },
   { key: "start", label: "Start", value: (t) => t.start, fmt: instant },
-  { key: "duration", label: "Duration", value: (t) => t.duration, fmt: duration, num: true },
+  // The list reads the stored times: a trace page may show less once clock skew is corrected.
+  { key: "duration", label: "Duration", title: "as recorded, before clock-skew correction", value: (t) => t.duration, fmt: duration, num: true },
   { key: "spans", label: "Spans", value: (t) => t.spanCount, num: true },
   { key: "errors", label: "Errors", value: (t) => t.errorCount, num: true },
   { key: "services", label: "Services", value: (t) => t.services.length, cell: (t) => chips(t.services.map((s) => s.name)) },
@@ -239,12 +242,30 @@ function chips(names) {
   return h("span.chips", {}, names.map((n) => h("span.chip", { style: { borderColor: serviceColor(n) } }, n)));
 }
 
-function tracesSummary(body) {
+/** Traces listed a page at a time. */
+function pageSize(params) {
+  return Number(params.get("limit")) || 100;
+}
+
+/** "101–200 of 1,234 traces in the window", and the links to the pages beside. */
+function tracesSummary(body, params) {
   const n = (body.traces || []).length;
+  const from = body.offset || 0;
+  const size = pageSize(params);
+  const page = (offset, label, key) => h("a.button", {
+    href: link("search", null, withParam(params, "offset", offset > 0 ? String(offset) : "")), "data-page": key,
+  }, label);
+  const shown = from > 0 || n < body.total
+    ? `${count(from + 1)}–${count(from + n)} of ${count(body.total)} traces in the window`
+    : `${count(body.total)} traces in the window`;
   return h("p.summary", {},
-    n < body.total ? `${count(n)} of ${count(body.total)} traces in the window` : `${count(body.total)} traces in the window`,
+    shown,
     `, sorted by ${describeOrder(body.order)}`,
-    ` · ${count(body.window.spansScanned)} spans scanned`);
+    " · durations as recorded",
+    ` · ${count(body.window.spansScanned)} spans scanned`,
+    from > 0 || from + n < body.total ? h("span.pages", {},
+      from > 0 ? page(Math.max(0, from - size), `◀ previous ${count(size)}`, "previous") : "",
+      from + n < body.total ? page(from + size, `next ${count(Math.min(size, body.total - from - n))} ▶`, "next") : "") : "");
 }
 
 /** "duration (longest first)" for `-duration`. */
@@ -286,10 +307,12 @@ function table(columns, rows, order, params, idOf, kind) {
     go("compare", null, { a, b });
   } }, "Compare the two checked");
   const head = h("tr", {}, h("th", {}, ""), columns.map((c) => {
-    const next = col === c && !desc ? `-${c.key}` : c.key;
+    // A number's first click sorts the largest first: people look for the slowest.
+    const next = col === c ? (desc ? c.key : `-${c.key}`) : c.num ? `-${c.key}` : c.key;
     const mark = col === c ? (desc ? " ▼" : " ▲") : "";
     return h("th", { class: c.num ? "num" : "", "aria-sort": col === c ? (desc ? "descending" : "ascending") : "none" },
-      h("a", { href: link("search", null, withParam(params, "order", next)), "data-order": next }, c.label + mark));
+      // A new order starts from its first page.
+      h("a", { href: link("search", null, withParam(withParam(params, "order", next), "offset", "")), "data-order": next, title: c.title }, c.label + mark));
   }));
   const body = h("tbody", {}, rows.map((r) => h("tr", { "data-id": idOf(r) },
     h("td", {}, h("input", { type: "checkbox", "aria-label": "pick for compare", onchange: (ev) => {

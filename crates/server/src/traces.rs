@@ -110,16 +110,46 @@ pub(crate) async fn search(
     let order: SearchOrder = order.parse().map_err(|e| bad("order", e))?;
     let window = window_param(&params)?;
     q.window = Some(window);
+    // A page further on: the first `offset + limit` are kept in order, the first `offset`
+    // dropped, so what a page costs is bounded by how far on it is.
+    let offset = offset_param(&params, q.effective_limit())?;
+    q.limit = q.effective_limit() + offset;
     let found = state
         .scans
         .run(move |deadline| Ok(search_sorted(&*store, &q, order, &|| deadline.check())?))
         .await?;
+    let traces: Vec<_> = found.traces.into_iter().skip(offset).collect();
     Ok(Json(serde_json::json!({
-        "traces": found.traces,
+        "traces": traces,
+        "offset": offset,
         "total": found.total,
         "order": order.to_string(),
         "window": crate::scans::Window::of(window, found.scanned),
     })))
+}
+
+/// The most traces a sorted search pages through: the store keeps no more in order.
+const MOST_PAGED: usize = 10_000;
+
+/// `offset`: how many traces of the order to pass over, 0 unless given; the page it opens
+/// (`limit` more) must end within the first [`MOST_PAGED`].
+fn offset_param(params: &[(String, String)], limit: usize) -> Result<usize, ApiError> {
+    let Some(text) = param(params, "offset") else {
+        return Ok(0);
+    };
+    let offset: usize = text
+        .parse()
+        .map_err(|_| bad("offset", format!("{text:?} is not a count")))?;
+    if offset.saturating_add(limit) > MOST_PAGED {
+        return Err(bad(
+            "offset",
+            format!(
+                "{offset} + limit {limit} goes past the first {MOST_PAGED} traces of an order; \
+                 narrow the window or the filters"
+            ),
+        ));
+    }
+    Ok(offset)
 }
 
 pub(crate) async fn services(

@@ -345,8 +345,34 @@ fn traces_sort_the_whole_window_in_place(server: &TestServer, ui: &mut Chromium)
     assert_eq!(shown, slow, "the four longest of the window");
     let summary = ui.text(".results .summary");
     assert!(
-        summary.starts_with(&format!("4 of {} traces in the window", HOMES + BUYS)),
+        summary.starts_with(&format!("1–4 of {} traces in the window", HOMES + BUYS)),
         "{summary}"
+    );
+    // The next page: the next four of the order, as the API's offset answers them.
+    ui.click("a[data-page=next]");
+    ui.wait_for(
+        "document.querySelector('.results .summary')?.innerText.startsWith('5–8 of')",
+        "the second page",
+    );
+    let (_, api) =
+        server.get("/api/search?lookback=1h&service=web&order=-duration&limit=4&offset=4");
+    let want: Vec<String> = api["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["traceId"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(want.len(), 4);
+    let got: Vec<String> = serde_json::from_value(ui.eval(rows())).unwrap();
+    assert_eq!(got, want, "the second page");
+    let (status, body) =
+        server.get("/api/search?lookback=1h&service=web&order=-duration&limit=20&offset=9990");
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("offset"), "{body}");
+    ui.click("a[data-page=previous]");
+    ui.wait_for(
+        "document.querySelector('.results .summary')?.innerText.startsWith('1–4 of')",
+        "the first page again",
     );
     assert!(
         summary.contains("sorted by duration (longest first)"),
@@ -354,7 +380,8 @@ fn traces_sort_the_whole_window_in_place(server: &TestServer, ui: &mut Chromium)
     );
     ui.eval("document.querySelector('section.search').dataset.kept = 'yes'; window.scrollTo(0, 60); true");
     let scrolled = ui.eval("window.scrollY");
-    for order in ["spans", "-spans"] {
+    // A number's first click sorts the most first; the second, the fewest.
+    for order in ["-spans", "spans"] {
         ui.eval("document.getElementById('view').dataset.state = 'navigating'; true");
         ui.click(&format!("table.traces th a[data-order=\"{order}\"]"));
         ui.wait_for(
@@ -392,16 +419,16 @@ fn traces_sort_the_whole_window_in_place(server: &TestServer, ui: &mut Chromium)
     // The patterns tab sorts its table in place too, in the browser.
     assert_eq!(ui.open("#/search?lookback=1h"), "ready");
     ui.eval("document.querySelector('section.search').dataset.kept = 'again'; true");
-    ui.click("table.patterns th a[data-order=\"spans\"]");
+    ui.click("table.patterns th a[data-order=\"-spans\"]");
     ui.wait_for(
-        "document.querySelector('table.patterns th[aria-sort=ascending]')",
+        "document.querySelector('table.patterns th[aria-sort=descending]')",
         "the patterns sorted by spans",
     );
     let spans: Vec<u64> = serde_json::from_value(ui.eval(
         "[...document.querySelectorAll('table.patterns tbody tr td:nth-child(4)')].map((c) => Number(c.innerText.replace(/,/g, '')))",
     ))
     .unwrap();
-    assert!(spans.windows(2).all(|w| w[0] <= w[1]), "{spans:?}");
+    assert!(spans.windows(2).all(|w| w[0] >= w[1]), "{spans:?}");
     assert_eq!(
         ui.eval("document.querySelector('section.search')?.dataset.kept"),
         serde_json::json!("again")
