@@ -21,9 +21,7 @@ export async function get(path, params) {
 
 /** Sends `body` as JSON with `method` (POST, DELETE) and returns the JSON answer. */
 export async function send(method, path, body) {
-  const headers = {};
-  const token = localStorage.getItem(TOKEN_KEY);
-  if (token) headers.Authorization = `Bearer ${token}`;
+  const headers = authorization();
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let resp;
   try {
@@ -43,6 +41,38 @@ export async function send(method, path, body) {
     throw new ApiError(resp.status, `${resp.status}: ${json && json.error ? json.error : text || resp.statusText}`);
   }
   return json;
+}
+
+/** The token's header, when the server has one. */
+function authorization() {
+  const token = localStorage.getItem(TOKEN_KEY);
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+/**
+ * GETs `path` (with the token, which a plain link cannot carry) and saves the answer as
+ * the file `name`.
+ */
+export async function download(path, name) {
+  let resp;
+  try {
+    resp = await fetch(path, { headers: authorization() });
+  } catch (e) {
+    throw new ApiError(0, `cannot reach the server: ${e.message}`);
+  }
+  if (!resp.ok) {
+    if (resp.status === 401) askToken();
+    throw new ApiError(resp.status, `${resp.status}: ${(await resp.text()) || resp.statusText}`);
+  }
+  const url = URL.createObjectURL(await resp.blob());
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  // The click has handed the file to the browser; the URL is let go a little later.
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
 /** Whether API calls carry a token (EventSource cannot send one). */

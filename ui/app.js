@@ -3,7 +3,9 @@
 //
 // The UI is a single-page app of plain ES modules, served from the binary
 // (crates/server/src/ui.rs). Its views: search (patterns and traces tabs), pattern, trace
-// (virtual rows, critical path, skew correction with each offset's reason), dependencies,
+// (virtual rows, critical path, skew correction with each offset's reason; in-trace find,
+// flame graph and span table beside it: trace-find.js, trace-flame.js, trace-table.js),
+// dependencies,
 // compare, expectations (the demo's shop.pip is served as example.pip), pivot, inferred
 // and logs. It only calls the query API (api.js).
 //

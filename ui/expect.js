@@ -5,7 +5,7 @@
 
 import { ApiError, send } from "./api.js";
 import { go, link } from "./app.js";
-import { h, svg, duration, count, state, lookbackSelect } from "./format.js";
+import { h, svg, duration, count, state, lookbackSelect, traceIdText } from "./format.js";
 
 const TEXT_KEY = "causeway.expect.text";
 const METRICS = ["REAL_TIME", "CPU_TIME", "DEPTH", "MESSAGES", "THREADS", "HOSTS"];
@@ -99,7 +99,7 @@ function report(r, params) {
       const note = m ? `${m.recognizer} stopped here: expected ${m.expected}` : "";
       const href = link("trace", p.traceId, m && m.spanId ? { span: m.spanId, note } : {});
       return h("li", { "data-trace": p.traceId },
-        h("a", { href }, h("code", {}, p.traceId)),
+        h("a", { href }, h("code", {}, traceIdText(p.traceId))),
         p.invalidatedBy.length ? h("span.err", {}, ` matches invalidator ${p.invalidatedBy.join(", ")}`) : "",
         m ? h("div.miss", {}, `closest: ${m.recognizer} (${Math.round(m.closeness * 100)}% matched)`,
           m.thread ? ` in ${m.thread}${m.pattern ? " as " + m.pattern : ""}` : "",

@@ -4,7 +4,9 @@
 export function duration(ns) {
   if (ns == null || Number.isNaN(ns)) return "–";
   const sign = ns < 0 ? "−" : "";
-  const v = Math.abs(ns);
+  // Rounded to 3 digits before the unit is chosen: 9,999,999.7 ns is "10.0 ms", not
+  // "10.00 ms", and 999,999 ns "1.00 ms", not "1000 µs".
+  const v = Number(Math.abs(ns).toPrecision(3));
   const fix = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
   if (v < 1e3) return `${sign}${v.toFixed(0)} ns`;
   if (v < 1e6) return `${sign}${fix(v / 1e3)} µs`;
@@ -117,9 +119,19 @@ export function lookbackSelect(value) {
     LOOKBACKS.map(([v, label]) => h("option", { value: v, selected: v === (value ?? "") }, label)));
 }
 
-/** Short form of a long hex id. */
+/**
+ * A trace id as it was sent: a 64-bit id (Zipkin's, old Jaeger's) is kept in 128 bits with
+ * its high half zero, and shown in its own 16 digits, not behind sixteen zeros.
+ */
+export function traceIdText(id) {
+  const text = String(id);
+  return text.length === 32 && text.startsWith("0000000000000000") ? text.slice(16) : text;
+}
+
+/** Short form of a long hex id (a trace id in the form it was sent). */
 export function shortId(id) {
-  return id.length > 12 ? id.slice(0, 8) + "…" : id;
+  const text = traceIdText(id);
+  return text.length > 12 ? text.slice(0, 8) + "…" : text;
 }
 
 /** The query of a page over a window that defaults to all time: `lookback`, else from 0. */

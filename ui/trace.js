@@ -2,15 +2,23 @@
 // network time drawn differently on each RPC; the critical path; events and attributes of
 // the chosen span; skew-corrected times with the offsets shown. Only the rows in sight
 // are in the DOM, so a trace of 10K spans opens and scrolls as fast as a small one.
+// Beside the time line, the same trace as a flame graph and as a span table (`view=`);
+// on it, in-trace search (`find=`, trace-find.js) marks the spans that match, dims the
+// rest or hides them (`only=1`), and steps from one match to the next.
 
-import { get } from "./api.js";
+import { get, download } from "./api.js";
 import { go, link } from "./app.js";
-import { h, fill, duration, count, instant, state, serviceColor } from "./format.js";
+import { h, fill, duration, count, instant, state, serviceColor, traceIdText } from "./format.js";
+import { compile, quoted } from "./trace-find.js";
+import { stacks, flameGraph } from "./trace-flame.js";
+import { groups, spanTable } from "./trace-table.js";
 
 const ROW = 24; // px per row
 const OVERSCAN = 15; // rows drawn beyond the visible ones
 const PATH_LIST = 200; // critical-path steps listed at once
 const LINES_LISTED = 1000; // log lines listed under the time line
+/** The views of a trace, by their `view=` names (the time line has none). */
+const VIEWS = [["", "Timeline"], ["flame", "Flame graph"], ["table", "Span table"]];
 
 let view = null; // the trace on screen: data, derived structure and the elements
 
@@ -52,14 +60,17 @@ function construct(id, params, started) {
   rows.addEventListener("click", onRowClick);
   const lane = h("div.axis");
   const minimap = h("canvas.minimap", { height: 48, title: "drag to zoom; double-click to see all" });
-  view.el = { rows, scroller, axis: lane, minimap, detail: h("aside.detail"), path: h("div.path") };
-  page.append(h("div.trace-body", {},
+  view.el = { rows, scroller, axis: lane, minimap, detail: h("aside.detail"), path: h("div.path"), find: findBar(params) };
+  view.el.timeline = h("div.trace-body", {},
     h("div.timeline", {},
+      view.el.find,
       h("div.overview", {}, h("div.label-head", {}, "Service and span"), h("div.lane-head", {}, minimap, lane)),
       scroller),
-    h("div.side", {}, view.el.path, view.el.detail)));
+    h("div.side", {}, view.el.path, view.el.detail));
+  view.el.other = h("div.trace-other");
+  page.append(view.el.timeline, view.el.other);
   const lines = logLines(view);
-  if (lines.length) page.append(linesPanel(lines));
+  if (lines.length) page.append(view.el.linesPanel = linesPanel(lines));
   zoomByDragging(minimap);
   apply(params);
   return page;
@@ -83,6 +94,14 @@ export function update(params) {
   scrollToSelected();
   return true;
 }
+
+// "/" goes to the find box, as in most pages that have one.
+document.addEventListener("keydown", (ev) => {
+  if (ev.key !== "/" || !view || !view.el || !view.page.isConnected || view.show) return;
+  if (ev.target instanceof Element && ev.target.matches("input, textarea, select")) return;
+  ev.preventDefault();
+  view.el.find.elements.find.focus();
+});
 
 /** Indexes the spans: children in start order, depth, the RPC server under each client. */
 function build(body, critical, adjust) {
@@ -154,7 +173,8 @@ function build(body, critical, adjust) {
     for (const c of children[i]) stack.push([c, d + 1]);
   }
   return {
-    body, adjust, spans, byId, children, roots, depth, server, t0, t1,
+    body, adjust, spans, byId, children, roots, depth, server, t0, t1, flame: null, groups: null,
+    findKey: null, isMatch: new Uint8Array(spans.length), matches: [],
     sections, onPath, selfNs, criticalNs: critical.durationNs,
     offsets: body.clockOffsets || critical.clockOffsets || [],
     collapsed: new Set(), selected: -1, showPath: true, zoom: [0, 1], visible: [],
@@ -178,10 +198,139 @@ function apply(params) {
       p = parentOf(p);
     }
   }
+  view.show = VIEWS.some(([k]) => k && k === params.get("view")) ? params.get("view") : "";
+  findMatches(params);
   view.visible = flatten();
+  if (view.only) view.visible = view.visible.filter((i) => view.keep[i]);
   view.el.rows.style.height = `${view.visible.length * ROW}px`;
   for (const b of view.page.querySelectorAll("[data-toggle]")) {
     b.setAttribute("aria-pressed", String(b.dataset.toggle === "cp" ? view.showPath : view.adjust));
+  }
+}
+
+/**
+ * Which spans the find box matches, in the order of the rows (the whole tree, folded or
+ * not), and which rows stay when only matches are shown: each match and its ancestors.
+ * Worked out again only when the find changes, not on every click.
+ */
+function findMatches(params) {
+  const key = `${params.get("find") || ""}\u0000${params.get("errors") === "1"}`;
+  view.only = params.get("only") === "1";
+  if (key === view.findKey) return;
+  view.findKey = key;
+  view.find = compile(params.get("find"), params.get("errors") === "1");
+  const n = view.spans.length;
+  view.isMatch = new Uint8Array(n);
+  view.keep = new Uint8Array(n);
+  view.matches = [];
+  if (!view.find.active) {
+    view.keep.fill(1);
+    return;
+  }
+  for (const i of treeOrder()) {
+    if (!view.find.test(view.spans[i])) continue;
+    view.isMatch[i] = 1;
+    view.matches.push(i);
+    for (let a = i; a >= 0 && !view.keep[a]; a = parentOf(a)) view.keep[a] = 1;
+  }
+}
+
+/** Every span in row order, as if nothing were folded. */
+function treeOrder() {
+  const out = [];
+  const stack = [...view.roots].reverse();
+  const seen = new Uint8Array(view.spans.length);
+  while (stack.length) {
+    const i = stack.pop();
+    if (seen[i]) continue;
+    seen[i] = 1;
+    out.push(i);
+    const kids = view.children[i];
+    for (let k = kids.length - 1; k >= 0; k--) stack.push(kids[k]);
+  }
+  return out;
+}
+
+/** The find box over the time line: the text, errors only, only matches, and the steps. */
+function findBar(params) {
+  const form = h("form.find", { role: "search", "aria-label": "find spans in this trace" },
+    h("input", { name: "find", type: "search", value: params.get("find") || "", spellcheck: "false",
+      placeholder: "find spans: text, service:web, name:GET, http.status_code=500, >10ms  (press /)",
+      "aria-label": "find spans" }),
+    h("label.check", {}, h("input", { type: "checkbox", name: "errors", checked: params.get("errors") === "1" }), "errors only"),
+    h("label.check", {}, h("input", { type: "checkbox", name: "only", checked: params.get("only") === "1" }), "only matches"),
+    h("span.find-count", { "aria-live": "polite" }),
+    h("button", { type: "button", "data-match": "prev", title: "previous match (shift+Enter)", onclick: () => stepMatch(-1) }, "◀"),
+    h("button", { type: "button", "data-match": "next", title: "next match (Enter)", onclick: () => stepMatch(1) }, "▶"));
+  const submit = () => set({
+    find: form.elements.find.value.trim(), errors: form.elements.errors.checked ? "1" : "",
+    only: form.elements.only.checked ? "1" : "",
+  });
+  let typing = null;
+  form.elements.find.addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(submit, 250);
+  });
+  // Enter in the box goes to the next match once the find is in the URL.
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    clearTimeout(typing);
+    if ((view.params.get("find") || "") !== form.elements.find.value.trim()) submit();
+    else stepMatch(1);
+  });
+  form.elements.find.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && ev.shiftKey) {
+      ev.preventDefault();
+      stepMatch(-1);
+    }
+  });
+  for (const box of [form.elements.errors, form.elements.only]) box.addEventListener("change", submit);
+  return form;
+}
+
+/** Chooses the next (or previous) match after the chosen span, wrapping around. */
+function stepMatch(by) {
+  const m = view.matches;
+  if (!m.length) return;
+  const at = m.indexOf(view.selected);
+  const k = at < 0 ? (by > 0 ? 0 : m.length - 1) : (at + by + m.length) % m.length;
+  set({ span: view.spans[m[k]].span_id, step: "" });
+}
+
+/** "3 of 12 matches", or why the find cannot be read. */
+function drawFindCount() {
+  const out = view.el.find.querySelector(".find-count");
+  const f = view.find;
+  out.classList.toggle("err", !!f.error);
+  if (f.error) out.textContent = f.error;
+  else if (!f.active) out.textContent = "";
+  else {
+    const at = view.matches.indexOf(view.selected);
+    out.textContent = `${at >= 0 ? `${count(at + 1)} of ` : ""}${count(view.matches.length)} match${view.matches.length === 1 ? "" : "es"}`;
+  }
+  for (const b of view.el.find.querySelectorAll("[data-match]")) b.disabled = !view.matches.length;
+}
+
+/** The chosen view: the time line, or the flame graph or span table in its place. */
+function drawOther() {
+  const timeline = !view.show;
+  view.el.timeline.hidden = !timeline;
+  if (view.el.linesPanel) view.el.linesPanel.hidden = !timeline;
+  for (const b of view.page.querySelectorAll("[data-view]")) b.setAttribute("aria-pressed", String(b.dataset.view === view.show));
+  if (timeline) {
+    view.el.other.replaceChildren();
+    return;
+  }
+  const selfOf = (i) => view.selfNs.get(view.spans[i].span_id) ?? view.spans[i].end - view.spans[i].start;
+  // Both stay valid for the view's life: the trace on screen does not change under them.
+  const showSpans = (g) => set({ view: "", find: `${quoted("service:", g.service)} ${quoted("name:", g.name)}`, only: "", span: "" });
+  if (view.show === "flame") {
+    view.flame ||= stacks(view.spans, view.children, view.roots, selfOf);
+    const focus = Number(view.params.get("frame")) || 0;
+    fill(view.el.other, flameGraph(view.flame, focus, { choose: (k) => set({ frame: k > 0 ? String(k) : "" }), find: showSpans }));
+  } else {
+    view.groups ||= groups(view.spans, selfOf);
+    fill(view.el.other, spanTable(view.groups, view.params.get("sort") || "-self", { sortBy: (o) => set({ sort: o }), find: showSpans }));
   }
 }
 
@@ -231,9 +380,9 @@ function header(v) {
       : ["Clocks agree: no offset applied."])
     : ["Raw times, as each host's clock recorded them."];
   return h("div.trace-head", {},
-    h("h1", {}, h("b", {}, root.service), " ", root.name, " ", h("code.id", {}, v.id)),
+    h("h1", {}, h("b", {}, root.service), " ", root.name, " ", h("code.id", {}, traceIdText(v.body.trace_id || v.id))),
     h("p.summary", {},
-      `${instant(v.t0)} · ${duration(v.t1 - v.t0)} · ${count(v.spans.length)} spans · ${services.size} services · depth ${maxDepth}`,
+      `${instant(v.t0)} · `, h("span.durations", {}, durations(v)), ` · ${count(v.spans.length)} spans · ${services.size} services · depth ${maxDepth}`,
       errors ? h("span.err", {}, ` · ${count(errors)} errors`) : "",
       v.body.orphans && v.body.orphans.length ? ` · ${v.body.orphans.length} spans whose parent is missing` : "",
       inferredNote(v.spans)),
@@ -245,9 +394,53 @@ function header(v) {
       h("button", { type: "button", onclick: () => set({ zoom: "" }), disabled: false }, "Whole trace"),
       h("a.button", { href: link("compare", null, { a: v.id }) }, "Compare with…"),
       h("span.legend", {}, h("i.solid"), "server time ", h("i.hatched"), "network and queueing ", h("i.cp-key"), "critical path")),
+    h("div.toolbar", {},
+      h("span.views", { role: "group", "aria-label": "view" }, VIEWS.map(([k, label]) =>
+        h("button.toggle", { type: "button", "data-view": k, "aria-pressed": String(k === (v.params.get("view") || "")), onclick: () => set({ view: k }) }, label))),
+      downloads(v)),
     h("p.offsets", {}, offsets),
     // Where an expectation stopped matching, when the link came from the Expectations page.
     v.params && v.params.get("note") ? h("p.note", { role: "note" }, v.params.get("note")) : "");
+}
+
+/**
+ * The trace's duration on the times shown, and on the other clock when skew correction
+ * changes it: "99 ms skew-corrected (162 ms as recorded)". Raw time = corrected time less
+ * its host's offset.
+ */
+function durations(v) {
+  const shown = duration(v.t1 - v.t0);
+  const offsets = new Map(v.offsets.map((o) => [o.host, o.offsetNs]));
+  const sign = v.adjust ? -1 : 1;
+  let a = Infinity, b = -Infinity;
+  // (Times past 2^53 come as digit strings: see api.js.)
+  for (const s of v.spans) {
+    const shift = sign * (offsets.get(s.host) || 0);
+    a = Math.min(a, Number(s.start) + shift);
+    b = Math.max(b, Number(s.end) + shift);
+  }
+  if (b - a === v.t1 - v.t0) return shown;
+  return v.adjust
+    ? `${shown} skew-corrected (${duration(b - a)} as recorded)`
+    : `${shown} as recorded (${duration(b - a)} skew-corrected)`;
+}
+
+/** The trace as a file: Jaeger's JSON (what Jaeger UI downloads) or OTLP's, as stored. */
+function downloads(v) {
+  const out = h("span.downloads", {}, "Download ");
+  const id = traceIdText(v.body.trace_id || v.id);
+  const save = (format, name) => async () => {
+    out.querySelector(".state")?.remove();
+    try {
+      await download(`/api/traces/${encodeURIComponent(id)}/export?format=${format}`, name);
+    } catch (e) {
+      out.append(state("error", `Download failed: ${e.message || e}`));
+    }
+  };
+  out.append(
+    h("button", { type: "button", "data-download": "jaeger", onclick: save("jaeger", `trace-${id}.jaeger.json`) }, "Jaeger JSON"), " ",
+    h("button", { type: "button", "data-download": "otlp-json", onclick: save("otlp-json", `trace-${id}.otlp.json`) }, "OTLP JSON"));
+  return out;
 }
 
 /** Where the spans came from, when not from instrumentation: black-box inference (with
@@ -289,6 +482,8 @@ function schedule() {
 }
 
 function drawAll() {
+  drawOther();
+  drawFindCount();
   drawRows();
   drawAxis();
   drawMinimap();
@@ -321,7 +516,8 @@ function row(i, r) {
   const critical = v.onPath[i].length > 0;
   const el = h("div.row", {
     "data-span": s.span_id, "data-index": i, role: "row", tabindex: "0",
-    class: [i === v.selected && "selected", error && "error", v.showPath && critical && "critical"].filter(Boolean).join(" "),
+    class: [i === v.selected && "selected", error && "error", v.showPath && critical && "critical",
+      v.find.active && (v.isMatch[i] ? "match" : "dim")].filter(Boolean).join(" "),
     style: { top: `${r * ROW}px` },
   });
   const label = h("div.label", { style: { paddingLeft: `${4 + v.depth[i] * 14}px` } },
@@ -349,9 +545,20 @@ function row(i, r) {
     }
   }
   for (const e of s.events || []) lane.append(h(isLogLine(e) ? "span.event.log" : "span.event", { style: { left: `${pct(e.time)}%` }, title: e.name }));
-  lane.append(h("span.dur", { style: right > 85 ? { right: `${100 - left}%`, textAlign: "right" } : { left: `${right}%` } }, duration(s.end - s.start)));
+  lane.append(durationLabel(left, right, duration(s.end - s.start)));
   el.append(label, lane);
   return el;
+}
+
+/**
+ * A bar's duration, where it fits whole: after the bar, else before it, else inside it at
+ * its start (over a backing that keeps it legible). Never across the lane's edge, which
+ * would clip "7 ms" to "ms".
+ */
+function durationLabel(left, right, text) {
+  if (right <= 85) return h("span.dur", { style: { left: `${Math.max(0, right)}%` } }, text);
+  if (left >= 15) return h("span.dur", { style: { right: `${100 - left}%` } }, text);
+  return h("span.dur.inside", { style: { left: `${Math.max(0, left)}%` } }, text);
 }
 
 function descendants(i) {
@@ -489,7 +696,7 @@ function drawDetail() {
     eventTable("Logs", (s.events || []).filter(isLogLine), rel),
     s.messages && s.messages.length ? [h("h4", {}, "Messages"), h("table.kv", {}, s.messages.map((m) => h("tr", {},
       h("th", {}, rel(m.time)), h("td", {}, `${m.direction} ${m.peer ? "to/from " + m.peer : ""} (${m.size ?? "?"} bytes)`))))] : "",
-    s.links && s.links.length ? [h("h4", {}, "Links"), h("ul", {}, s.links.map((l) => h("li", {}, h("a", { href: link("trace", l.trace_id, { span: l.span_id }) }, `${l.trace_id}/${l.span_id}`))))] : "",
+    s.links && s.links.length ? [h("h4", {}, "Links"), h("ul", {}, s.links.map((l) => h("li", {}, h("a", { href: link("trace", l.trace_id, { span: l.span_id }) }, `${traceIdText(l.trace_id)}/${l.span_id}`))))] : "",
     h("p.ids", {}, `span ${s.span_id}`, s.parent_id ? ` · parent ${s.parent_id}` : ""));
 }
 
@@ -564,17 +771,26 @@ function drawPath() {
     p.replaceChildren();
     return;
   }
-  // Consecutive sections of one span are one step.
+  // Consecutive sections of one span are one step, and so are those of an RPC's client
+  // span and the server span that answered it: one call, named by its server, the
+  // client's share (network and queueing) said apart. Else each call would read as three
+  // steps of one name.
+  const callOf = (i) => (i >= 0 && view.server[i] >= 0 ? view.server[i] : i);
   const steps = [];
   for (const c of view.sections) {
+    const span = callOf(c.span);
+    const network = span === c.span ? 0 : c.end - c.start;
     const last = steps[steps.length - 1];
-    if (last && last.span === c.span) last.ns += c.end - c.start;
-    else steps.push({ span: c.span, ns: c.end - c.start, start: c.start });
+    if (last && last.span === span) {
+      last.ns += c.end - c.start;
+      last.network += network;
+    } else steps.push({ span, ns: c.end - c.start, network, start: c.start });
   }
   // A span can be on the path more than once (before and after a call): the step taken
   // is in the URL, the first of the span's steps otherwise.
+  const chosen = callOf(view.selected);
   const step = Number(view.params.get("step"));
-  const at = steps[step] && steps[step].span === view.selected ? step : steps.findIndex((s) => s.span === view.selected);
+  const at = steps[step] && steps[step].span === chosen ? step : steps.findIndex((s) => s.span === chosen);
   const goTo = (k) => set({ span: view.spans[steps[k].span].span_id, step: String(k) });
   fill(p,
     h("h3", {}, "Critical path ", h("small", {}, `${steps.length} steps · ${duration(view.criticalNs)}`)),
@@ -587,7 +803,7 @@ function drawPath() {
       const s = view.spans[st.span];
       return h("li", { class: k === at ? "current" : "", "data-span": s.span_id, tabindex: "0", onclick: () => goTo(k) },
         h("span.dot", { style: { background: serviceColor(s.service) } }), `${s.service} `, h("b", {}, s.name),
-        h("span.ns", {}, duration(st.ns)));
+        h("span.ns", {}, duration(st.ns), st.network ? h("span.net", {}, ` (network ${duration(st.network)})`) : ""));
     })),
     steps.length > PATH_LIST ? h("p.hint", {}, `${count(PATH_LIST)} of ${count(steps.length)} steps listed`) : "");
 }

@@ -12,6 +12,10 @@ use crate::AppState;
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/api/traces/{trace_id}", get(crate::traces::trace))
+        .route(
+            "/api/traces/{trace_id}/export",
+            get(crate::export::trace_export),
+        )
         .route("/api/search", get(crate::traces::search))
         .route("/api/services", get(crate::traces::services))
         .route(

@@ -1,4 +1,5 @@
-//! `GET /api/export`: the spans of a window in one of the formats ingest reads, streamed.
+//! `GET /api/export`: the spans of a window in one of the formats ingest reads, streamed;
+//! `GET /api/traces/{id}/export`: one trace, as the UI's download, whole.
 //! The scan runs in a scan's place and within the query time limit, and hands the body
 //! on in chunks as the client reads it: a few chunks are held at once, whatever the size
 //! of the store. A failure before the first byte is answered with its status; one after
@@ -26,7 +27,8 @@ use futures_util::StreamExt as _;
 use prost::Message;
 use tokio::sync::mpsc;
 
-use crate::params::{pairs, param, window_param};
+use crate::params::{pairs, param, parse_trace_id, window_param};
+use crate::work::blocking;
 use crate::{ApiError, AppState};
 
 /// A chunk is handed on once it holds this much.
@@ -66,6 +68,15 @@ impl Format {
             Format::Native => crate::NATIVE_CONTENT_TYPE,
             Format::OtlpProtobuf => "application/x-protobuf",
             Format::OtlpJson | Format::Zipkin | Format::Jaeger => "application/json",
+        }
+    }
+
+    /// The file name's extension of a download in this format.
+    fn extension(self) -> &'static str {
+        match self {
+            Format::Native => "causeway",
+            Format::OtlpProtobuf => "pb",
+            Format::OtlpJson | Format::Zipkin | Format::Jaeger => "json",
         }
     }
 
@@ -252,6 +263,42 @@ pub(crate) async fn export(
         header::CONTENT_TYPE,
         HeaderValue::from_static(format.content_type()),
     );
+    Ok(resp)
+}
+
+/// One trace as stored (raw times, the sources joined as the trace page shows them), in a
+/// format ingest reads, as a file to save: `format` is `jaeger` (Jaeger UI's download,
+/// the default) or any of the export's. The trace is already bounded by what the store
+/// holds for one trace, so it is answered whole.
+pub(crate) async fn trace_export(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let id = parse_trace_id(&id)?;
+    let params = pairs(query)?;
+    let format = Format::parse(param(&params, "format").unwrap_or("jaeger"))?;
+    let store = state.store.clone();
+    let body = blocking(move || {
+        let Some(t) = causeway_store::linked::joined_trace(&*store, id)? else {
+            return Err(ApiError::NotFound(format!("trace {id} not found")));
+        };
+        let mut body = format.opening().to_vec();
+        format.append(&t.spans, true, &mut body);
+        body.extend_from_slice(format.closing());
+        Ok(body)
+    })
+    .await?;
+    let mut resp = Response::new(Body::from(body));
+    let headers = resp.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
+    );
+    let file = format!("attachment; filename=\"trace-{id}.{}\"", format.extension());
+    if let Ok(v) = HeaderValue::from_str(&file) {
+        headers.insert(header::CONTENT_DISPOSITION, v);
+    }
     Ok(resp)
 }
 

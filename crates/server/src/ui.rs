@@ -19,6 +19,21 @@ const FILES: &[(&str, &str, &str)] = &[
     ("pattern.js", JS, include_str!("../../../ui/pattern.js")),
     ("trace.js", JS, include_str!("../../../ui/trace.js")),
     (
+        "trace-find.js",
+        JS,
+        include_str!("../../../ui/trace-find.js"),
+    ),
+    (
+        "trace-flame.js",
+        JS,
+        include_str!("../../../ui/trace-flame.js"),
+    ),
+    (
+        "trace-table.js",
+        JS,
+        include_str!("../../../ui/trace-table.js"),
+    ),
+    (
         "dependencies.js",
         JS,
         include_str!("../../../ui/dependencies.js"),

@@ -197,14 +197,13 @@ impl Chromium {
             "Enter" => ("Enter", 13),
             "Tab" => ("Tab", 9),
             " " => ("Space", 32),
+            "/" => ("Slash", 191),
             other => panic!("no key code for {other:?}"),
         };
-        let text = if key == "Enter" {
-            "\r"
-        } else if key == " " {
-            " "
-        } else {
-            ""
+        let text = match key {
+            "Enter" => "\r",
+            " " | "/" => key,
+            _ => "",
         };
         for kind in ["keyDown", "keyUp"] {
             self.call(
