@@ -2,11 +2,15 @@
 // and attribute filters and a cost metric; see the execution patterns (or the traces)
 // that match, and open one. Sorting a table redraws it in place: the patterns are sorted
 // in the browser, the traces by the server over the whole window (`order=`), the page
-// saying "N of M" and paging through the rest (`offset=`).
+// saying "N of M" and paging through the rest (`offset=`). Above both, the window's
+// duration scatter: a region dragged on it (`sel=`), the slowest 5% or the errors
+// (`selErrors=1`) is compared with the rest of the window (differences.js), in place.
 
 import { get } from "./api.js";
 import { go, link } from "./app.js";
 import { h, duration, count, instant, lookbackSelect, state, serviceColor, shortId } from "./format.js";
+import { scatterChart, slowest } from "./scatter.js";
+import { selectionOf, selParam, differencesPanel } from "./differences.js";
 
 /** The parameters the form owns; the rest of the URL (tab, order) is the table's. */
 const FILTERS = ["service", "operation", "tags", "lookback", "start", "end", "minDuration", "maxDuration", "error", "source"];
@@ -26,13 +30,25 @@ const TRACES_ORDER = "-start";
  */
 let shown = null;
 let sorts = 0;
+/** The scatter and the comparison on the page, redrawn in place for a new selection. */
+let explored = null;
 
+/** What the page was fetched for: the URL less what is changed in place. */
 function shownKey(params) {
   const p = new URLSearchParams(params);
-  p.delete("order");
-  p.delete("offset");
+  for (const k of ["order", "offset", "sel", "selErrors"]) p.delete(k);
   p.sort();
   return p.toString();
+}
+
+/** The table's order and page. */
+function sortKey(params) {
+  return `${params.get("order") || ""}@${params.get("offset") || ""}`;
+}
+
+/** The selection compared. */
+function selKey(params) {
+  return `${params.get("sel") || ""}@${params.get("selErrors") || ""}`;
 }
 
 /** The page's defaults filled in: the last hour when the URL names no window. */
@@ -44,11 +60,18 @@ function withDefaults(params) {
 export function update(params) {
   withDefaults(params);
   if (!shown || !shown.results.isConnected || shownKey(params) !== shown.key) return false;
-  return shown.resort(params);
+  const work = [];
+  if (explored && explored.el.isConnected && selKey(params) !== explored.selKey) work.push(explored.reselect(params));
+  if (sortKey(params) !== shown.sortKey) {
+    shown.sortKey = sortKey(params);
+    work.push(shown.resort(params));
+  }
+  return work.length ? Promise.all(work) : true;
 }
 
 export async function render(_id, params) {
   shown = null;
+  explored = null;
   withDefaults(params);
   const tab = params.get("tab") === "traces" ? "traces" : "patterns";
   const services = (await get("/api/services")).services || [];
@@ -69,9 +92,70 @@ export async function render(_id, params) {
     results.append(state("empty", "No traces stored yet. Send some (see the README), or run `causeway demo`."));
     return page;
   }
-  if (tab === "patterns") await patterns(results, params);
-  else await traces(results, params);
+  const explore = h("section.explore", { "aria-label": "duration scatter" });
+  page.insertBefore(explore, page.querySelector(".tabs"));
+  await Promise.all([
+    drawExplore(explore, params),
+    tab === "patterns" ? patterns(results, params) : traces(results, params),
+  ]);
+  if (shown) shown.sortKey = sortKey(params);
   return page;
+}
+
+/** The scatter of the window, and the comparison of the selection when there is one. */
+async function drawExplore(el, params) {
+  const filters = apiWindow(params);
+  let body;
+  try {
+    body = await get("/api/scatter", { ...filters, limit: 2000 });
+  } catch (e) {
+    // The list below still answers; the chart says why it is missing.
+    el.replaceChildren(state("error", `The duration scatter failed: ${e.message || e}`));
+    return;
+  }
+  const choose = (changes) => go("search", null, withParams(params, changes), { replace: true });
+  const chart = scatterChart(body, selectionOf(params), {
+    select: (region) => choose({ sel: selParam(region), selErrors: "" }),
+    open: (id) => go("trace", id, {}),
+  });
+  const slow = slowest(body, 0.05);
+  const tools = h("div.explore-tools", {},
+    h("button", { type: "button", "data-select": "slowest", disabled: slow == null,
+      onclick: () => choose({ sel: selParam({ minDuration: slow }), selErrors: "" }) }, "Compare the slowest 5%"),
+    h("button", { type: "button", "data-select": "errors", onclick: () => choose({ sel: "", selErrors: "1" }) }, "Compare the errors"),
+    h("button", { type: "button", "data-select": "clear", onclick: () => choose({ sel: "", selErrors: "" }) }, "Clear the selection"));
+  const panel = h("div.differences-slot");
+  el.replaceChildren(chart, tools, panel);
+  const compare = async (p) => {
+    const sel = selectionOf(p);
+    tools.querySelector("[data-select=clear]").disabled = !sel;
+    chart.querySelector(".scatter-wrap").setSelection?.(sel);
+    if (!sel) {
+      panel.replaceChildren();
+      return;
+    }
+    panel.setAttribute("aria-busy", "true");
+    try {
+      panel.replaceChildren(await differencesPanel(sel, filters));
+    } catch (e) {
+      panel.replaceChildren(state("error", `Comparing failed: ${e.message || e}`));
+    }
+    panel.removeAttribute("aria-busy");
+  };
+  explored = {
+    el, selKey: selKey(params),
+    reselect(p) {
+      this.selKey = selKey(p);
+      return compare(p);
+    },
+  };
+  await compare(params);
+}
+
+function withParams(params, changes) {
+  let p = new URLSearchParams(params);
+  for (const [k, v] of Object.entries(changes)) p = withParam(p, k, v);
+  return p;
 }
 
 function withParam(params, key, value) {

@@ -7,6 +7,8 @@
 //! - [`deps`]: the service dependency graph over many traces.
 //! - [`patterns`]: execution patterns: traces grouped by shape, with latency distributions.
 //! - [`compare`]: two traces or two patterns side by side.
+//! - [`differences`]: what sets a selection of traces apart from the rest of a window.
+//! - [`scatter`]: a window's traces as points of a duration scatter, the longest all kept.
 //! - [`inferred`]: paths inferred from black-box messages as WAP5 draws them.
 //! - [`logflows`]: requests stitched from logs, by log-point sequence (lprof's table).
 //! - [`grouping`]: B-cubed scores of items grouped (messages into traces, lines into
@@ -24,11 +26,13 @@
 pub mod compare;
 pub mod critical;
 pub mod deps;
+pub mod differences;
 pub mod grouping;
 pub mod histogram;
 pub mod inferred;
 pub mod logflows;
 pub mod patterns;
+pub mod scatter;
 mod sharded;
 pub mod skew;
 pub mod stats;

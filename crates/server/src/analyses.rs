@@ -164,14 +164,14 @@ async fn dependencies(
 /// `spans` is given, only the ones with a span that meets its conditions (the search
 /// page's span name, attribute, duration and error filters).
 #[derive(Default)]
-struct PatternFilter {
-    service: Option<String>,
+pub(crate) struct PatternFilter {
+    pub(crate) service: Option<String>,
     spans: Option<SearchQuery>,
 }
 
 impl PatternFilter {
     /// Reads `service` and the span conditions of `/api/search` (the window is the scan's).
-    fn of(params: &[(String, String)]) -> Result<PatternFilter, ApiError> {
+    pub(crate) fn of(params: &[(String, String)]) -> Result<PatternFilter, ApiError> {
         let mut q = search_query(params)?;
         q.window = None;
         q.limit = 0;
@@ -187,7 +187,7 @@ impl PatternFilter {
     }
 
     /// The attributes the span conditions read.
-    fn attributes(&self) -> Vec<String> {
+    pub(crate) fn attributes(&self) -> Vec<String> {
         self.spans
             .iter()
             .flat_map(|q| q.tags.iter().map(|(k, _)| k.clone()))
@@ -198,6 +198,16 @@ impl PatternFilter {
         self.spans
             .as_ref()
             .is_none_or(|q| t.spans.iter().any(|s| q.matches(s)))
+    }
+
+    /// Whether the trace passes every filter, its service among them (which the patterns
+    /// apply themselves, as a pattern's root).
+    pub(crate) fn passes(&self, t: &Trace) -> bool {
+        self.admits(t)
+            && self
+                .service
+                .as_deref()
+                .is_none_or(|s| t.spans.iter().any(|sp| &*sp.service == s))
     }
 }
 

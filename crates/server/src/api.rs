@@ -27,6 +27,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/api/status", get(crate::metrics::status))
         .route("/metrics", get(crate::metrics::metrics))
         .merge(crate::analyses::routes())
+        .merge(crate::explore::routes())
         .merge(crate::logflows::routes())
         .merge(crate::captures::routes())
         .merge(crate::expect::routes())

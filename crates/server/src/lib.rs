@@ -40,6 +40,7 @@ mod auth;
 pub mod captures;
 pub mod error;
 mod expect;
+mod explore;
 mod export;
 mod grpc;
 mod ingest;

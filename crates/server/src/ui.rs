@@ -16,6 +16,12 @@ const FILES: &[(&str, &str, &str)] = &[
     ("api.js", JS, include_str!("../../../ui/api.js")),
     ("format.js", JS, include_str!("../../../ui/format.js")),
     ("search.js", JS, include_str!("../../../ui/search.js")),
+    ("scatter.js", JS, include_str!("../../../ui/scatter.js")),
+    (
+        "differences.js",
+        JS,
+        include_str!("../../../ui/differences.js"),
+    ),
     ("pattern.js", JS, include_str!("../../../ui/pattern.js")),
     ("trace.js", JS, include_str!("../../../ui/trace.js")),
     (

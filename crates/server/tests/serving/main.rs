@@ -15,5 +15,6 @@ mod otlp_logs_land_on_their_spans;
 mod pivot_hub_counts_each_batch_once;
 mod pivot_hub_stays_bounded;
 mod pivot_page_in_chromium;
+mod search_explains_the_slow_in_chromium;
 mod trace_views_in_chromium;
 mod ui_in_chromium;
