@@ -37,18 +37,19 @@ pub(crate) fn window_param(params: &[(String, String)]) -> Result<TimeWindow, Ap
             .map(|v| parse_time(v).map_err(|e| bad(name, e)))
             .transpose()
     };
+    // One reading of the clock: a lookback window is exactly as long as asked.
+    let now = now_ns();
     let end = time("end")?;
     let start = match (time("start")?, get("lookback")) {
         (Some(start), _) => start,
         (None, Some(lookback)) => {
             let span = parse_duration(lookback).map_err(|e| bad("lookback", e))?;
-            let end = end.unwrap_or_else(now_ns);
-            end.saturating_sub(span)
+            end.unwrap_or(now).saturating_sub(span)
         }
         (None, None) => 0,
     };
     let end = end.unwrap_or(if get("lookback").is_some() {
-        now_ns()
+        now
     } else {
         u64::MAX
     });
