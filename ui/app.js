@@ -5,7 +5,7 @@
 // (crates/server/src/ui.rs). Its views: search (patterns and traces tabs), pattern, trace
 // (virtual rows, critical path, skew correction with each offset's reason; in-trace find,
 // flame graph and span table beside it: trace-find.js, trace-flame.js, trace-table.js),
-// dependencies,
+// monitor (rate, errors and duration over time), dependencies,
 // compare, expectations (the demo's shop.pip is served as example.pip), pivot, inferred
 // and logs. It only calls the query API (api.js).
 //
@@ -26,9 +26,10 @@ import * as expect from "./expect.js";
 import * as pivot from "./pivot.js";
 import * as inferred from "./inferred.js";
 import * as logs from "./logs.js";
+import * as monitor from "./monitor.js";
 import { state } from "./format.js";
 
-const VIEWS = { search, pattern, trace, dependencies, compare, expect, pivot, inferred, logs };
+const VIEWS = { search, pattern, trace, monitor, dependencies, compare, expect, pivot, inferred, logs };
 
 const main = document.getElementById("view");
 let current = null; // { name, id }

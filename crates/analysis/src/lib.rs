@@ -8,6 +8,7 @@
 //! - [`patterns`]: execution patterns: traces grouped by shape, with latency distributions.
 //! - [`compare`]: two traces or two patterns side by side.
 //! - [`differences`]: what sets a selection of traces apart from the rest of a window.
+//! - [`monitor`]: requests, errors and duration quantiles over time, per service and operation.
 //! - [`scatter`]: a window's traces as points of a duration scatter, the longest all kept.
 //! - [`inferred`]: paths inferred from black-box messages as WAP5 draws them.
 //! - [`logflows`]: requests stitched from logs, by log-point sequence (lprof's table).
@@ -31,6 +32,7 @@ pub mod grouping;
 pub mod histogram;
 pub mod inferred;
 pub mod logflows;
+pub mod monitor;
 pub mod patterns;
 pub mod scatter;
 mod sharded;

@@ -112,8 +112,8 @@ pub fn run(args: AnalysesBenchArgs) -> Result<()> {
     report(&side_by_side(embedded, on_clickhouse?, &kinds), a.json)
 }
 
-/// Times the dependency graph, the patterns and one pattern's detail through the API at
-/// `api`, `runs` times each.
+/// Times the dependency graph, the patterns, one pattern's detail, the duration scatter
+/// and what sets the slowest 5% apart, through the API at `api`, `runs` times each.
 fn time_analyses(api: &str, runs: usize) -> Result<serde_json::Value> {
     let api = Client::new(api, None);
     let measure = |path: &str| -> Result<(serde_json::Value, serde_json::Value)> {
@@ -133,6 +133,19 @@ fn time_analyses(api: &str, runs: usize) -> Result<serde_json::Value> {
         .unwrap_or("")
         .to_string();
     let (pattern_time, _) = measure(&format!("/api/patterns/{top}"))?;
+    let (scatter_time, scatter) = measure("/api/scatter")?;
+    // The slowest 5% of the points drawn, as the search page's button selects them.
+    let mut durations: Vec<u64> = scatter["points"]
+        .as_array()
+        .map(|p| p.iter().filter_map(|p| p["duration"].as_u64()).collect())
+        .unwrap_or_default();
+    durations.sort_unstable();
+    let slowest = durations
+        .get(durations.len() * 19 / 20)
+        .copied()
+        .unwrap_or(0);
+    let (differences_time, differences) =
+        measure(&format!("/api/differences?selMinDuration={slowest}"))?;
     Ok(serde_json::json!({
         "stored_traces": deps["window"]["tracesScanned"],
         "dependencies": deps_time,
@@ -141,6 +154,11 @@ fn time_analyses(api: &str, runs: usize) -> Result<serde_json::Value> {
         "patterns_found": patterns["patterns"].as_array().map_or(0, Vec::len),
         "untracked_traces": patterns["untrackedTraces"],
         "one_pattern_detail": pattern_time,
+        "scatter": scatter_time,
+        "scatter_points": scatter["points"].as_array().map_or(0, Vec::len),
+        "differences_of_slowest_5pct": differences_time,
+        "differences_selected": differences["selected"],
+        "differences_top": differences["differences"][0],
     }))
 }
 

@@ -28,6 +28,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(crate::metrics::metrics))
         .merge(crate::analyses::routes())
         .merge(crate::explore::routes())
+        .merge(crate::monitor::routes())
         .merge(crate::logflows::routes())
         .merge(crate::captures::routes())
         .merge(crate::expect::routes())

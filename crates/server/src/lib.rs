@@ -49,6 +49,7 @@ mod json_errors;
 mod listen;
 mod logflows;
 mod metrics;
+mod monitor;
 mod params;
 mod pivot;
 mod receive;

@@ -49,6 +49,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("pivot.js", JS, include_str!("../../../ui/pivot.js")),
     ("inferred.js", JS, include_str!("../../../ui/inferred.js")),
     ("logs.js", JS, include_str!("../../../ui/logs.js")),
+    ("monitor.js", JS, include_str!("../../../ui/monitor.js")),
     // The demo's expectations, offered as an example on the Expectations page.
     (
         "example.pip",

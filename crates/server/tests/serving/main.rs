@@ -9,6 +9,7 @@ mod agent_ships_span_logs_to_the_collector;
 mod capture_logs_are_joined_by_the_server;
 mod ingest_rejects_bad_input_clearly;
 mod jaeger_query_api_answers_as_jaeger_does;
+mod monitor_in_chromium;
 mod no_request_takes_the_server_down;
 mod otel_sdk_exporters_are_stored_and_read_back;
 mod otlp_logs_land_on_their_spans;
