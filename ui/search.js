@@ -234,9 +234,16 @@ async function patterns(results, params) {
     return;
   }
   const filters = filterParams(params);
+  // Patterns of one root are told apart by what differs from the most common of them.
+  const perRoot = new Map();
+  for (const p of list) perRoot.set(`${p.rootService} ${p.rootOperation}`, (perRoot.get(`${p.rootService} ${p.rootOperation}`) || 0) + 1);
+  const shapeNote = (p) => {
+    if (p.distinct && p.distinct.length) return h("span.distinct", {}, p.distinct.map((d) => h("span.change", {}, d)));
+    return perRoot.get(`${p.rootService} ${p.rootOperation}`) > 1 ? h("span.distinct.usual", {}, "the usual shape") : "";
+  };
   const patternColumns = [
-    { key: "pattern", label: "Pattern", value: (p) => `${p.rootService} ${p.rootOperation}`,
-      cell: (p) => h("a", { href: link("pattern", p.id, filters) }, h("b", {}, p.rootService), " ", p.rootOperation) },
+    { key: "pattern", label: "Pattern", value: (p) => `${p.rootService} ${p.rootOperation} ${(p.distinct || []).join(" ")}`,
+      cell: (p) => [h("a", { href: link("pattern", p.id, filters) }, h("b", {}, p.rootService), " ", p.rootOperation), shapeNote(p)] },
     { key: "services", label: "Services", value: (p) => p.services.length, cell: (p) => chips(p.services) },
     { key: "spans", label: "Spans", value: (p) => p.spans, num: true },
     { key: "count", label: "Traces", value: (p) => p.count, num: true },

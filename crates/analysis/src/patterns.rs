@@ -252,6 +252,11 @@ pub struct PatternSummary {
     pub total_ns: u128,
     /// Latency (the main root's duration), ns.
     pub latency: Percentiles,
+    /// What tells it apart from the most common pattern of the same root, when the list
+    /// holds others of that root: spans it has that the usual one lacks (`+`), spans it
+    /// lacks (`−`), spans it has a different number of (`×n`); at most three. Empty for
+    /// the usual pattern itself, and in a pattern's detail.
+    pub distinct: Vec<String>,
 }
 
 /// A node of a pattern's graph.
@@ -460,6 +465,7 @@ impl Patterns {
             .iter()
             .map(|(id, p)| summary(*id, p))
             .collect();
+        self.tell_apart(&mut out);
         out.sort_by(|a, b| {
             let key = |s: &PatternSummary| match sort {
                 SortBy::Count => s.count as u128,
@@ -469,6 +475,40 @@ impl Patterns {
             key(b).cmp(&key(a)).then(a.id.cmp(&b.id))
         });
         out
+    }
+
+    /// Names what sets each pattern apart from the most common one of its root (see
+    /// [`PatternSummary::distinct`]): twenty patterns all named "frontend GET /home" do
+    /// not tell a reader which is which.
+    fn tell_apart(&self, list: &mut [PatternSummary]) {
+        let mut usual: HashMap<(&str, &str), (u64, PatternId)> = HashMap::new();
+        let mut roots: HashMap<(&str, &str), usize> = HashMap::new();
+        for s in list.iter() {
+            let root = (s.root_service.as_str(), s.root_operation.as_str());
+            *roots.entry(root).or_default() += 1;
+            let best = usual.entry(root).or_insert((s.count, s.id));
+            if (s.count, std::cmp::Reverse(s.id)) > (best.0, std::cmp::Reverse(best.1)) {
+                *best = (s.count, s.id);
+            }
+        }
+        let usual: HashMap<(String, String), PatternId> = usual
+            .into_iter()
+            .filter(|(root, _)| roots[root] > 1)
+            .map(|((svc, op), (_, id))| ((svc.to_string(), op.to_string()), id))
+            .collect();
+        for s in list.iter_mut() {
+            let Some(&u) = usual.get(&(s.root_service.clone(), s.root_operation.clone())) else {
+                continue;
+            };
+            if u == s.id {
+                continue;
+            }
+            let (Some(mine), Some(theirs)) = (self.patterns.get(&s.id), self.patterns.get(&u))
+            else {
+                continue;
+            };
+            s.distinct = distinctions(&span_counts(&mine.shape), &span_counts(&theirs.shape));
+        }
     }
 
     /// One pattern with its graph and histogram.
@@ -518,6 +558,54 @@ impl Patterns {
     }
 }
 
+/// Distinctions named per pattern at most.
+const MOST_DISTINCTIONS: usize = 3;
+
+/// Spans per trace of each "service span-name" of a shape.
+fn span_counts(shape: &[ShapeNode]) -> BTreeMap<String, u64> {
+    let mut per_trace = vec![1u64; shape.len()];
+    let mut out = BTreeMap::new();
+    for (i, n) in shape.iter().enumerate() {
+        // The walk is breadth first: a parent's count is known before its children's.
+        let above = n.parent.filter(|&p| p < i).map_or(1, |p| per_trace[p]);
+        per_trace[i] = above.saturating_mul(u64::from(n.count));
+        *out.entry(format!("{} {}", n.service, n.operation))
+            .or_insert(0) += per_trace[i];
+    }
+    out
+}
+
+/// What `mine` has that `usual` lacks, what it lacks, and what it has more or fewer of.
+fn distinctions(mine: &BTreeMap<String, u64>, usual: &BTreeMap<String, u64>) -> Vec<String> {
+    let times = |n: u64| {
+        if n > 1 {
+            format!(" ×{n}")
+        } else {
+            String::new()
+        }
+    };
+    let mut out: Vec<String> = mine
+        .iter()
+        .filter(|(l, _)| !usual.contains_key(*l))
+        .map(|(l, &n)| format!("+{l}{}", times(n)))
+        .collect();
+    out.extend(
+        usual
+            .keys()
+            .filter(|l| !mine.contains_key(*l))
+            .map(|l| format!("−{l}")),
+    );
+    out.extend(mine.iter().filter_map(|(l, &n)| {
+        let u = *usual.get(l)?;
+        (u != n).then(|| format!("{l} ×{n} (usual ×{u})"))
+    }));
+    if out.is_empty() {
+        out.push("the same spans, nested differently".to_string());
+    }
+    out.truncate(MOST_DISTINCTIONS);
+    out
+}
+
 fn summary(id: PatternId, p: &PatternTotals) -> PatternSummary {
     let mut services: Vec<String> = p.shape.iter().map(|n| n.service.to_string()).collect();
     services.sort();
@@ -533,5 +621,6 @@ fn summary(id: PatternId, p: &PatternTotals) -> PatternSummary {
         errors: p.errors,
         total_ns: p.latency.sum(),
         latency: p.latency.percentiles(),
+        distinct: Vec::new(),
     }
 }

@@ -252,6 +252,36 @@ fn patterns_group_traces_with_counts_latency_examples_and_mean_delays() {
 }
 
 #[test]
+fn patterns_of_one_root_are_named_by_what_sets_them_apart_from_the_usual_one() {
+    let mut p = Patterns::default();
+    // The usual: three writes. Then two writes; three writes and an audit; a lone shape.
+    for i in 0..5 {
+        p.add(&request(3000 + i, 3, 20, false));
+    }
+    for i in 0..2 {
+        p.add(&request(3100 + i, 2, 20, false));
+    }
+    p.add(&with_extra(request(3200, 3, 20, false), 90, 1, "audit"));
+    let list = p.summaries(SortBy::Count);
+    assert_eq!(list.len(), 3);
+    assert!(
+        list[0].distinct.is_empty(),
+        "the usual one: {:?}",
+        list[0].distinct
+    );
+    assert_eq!(
+        list[1].distinct,
+        ["frontend write ×2 (usual ×3)", "storage put ×2 (usual ×3)"]
+    );
+    assert_eq!(list[2].distinct, ["+audit audit"]);
+    // A pattern alone under its root needs no distinction, nor does its detail.
+    let mut alone = Patterns::default();
+    alone.add(&request(4000, 1, 5, false));
+    assert!(alone.summaries(SortBy::Count)[0].distinct.is_empty());
+    assert!(p.detail(list[1].id).unwrap().summary.distinct.is_empty());
+}
+
+#[test]
 fn patterns_filter_by_service_sort_and_stay_within_their_memory_bound() {
     let mut traces = Vec::new();
     for i in 0..5 {

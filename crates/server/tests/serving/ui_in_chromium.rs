@@ -476,6 +476,10 @@ fn every_page_renders(server: &TestServer, name: &str) {
     assert!(ui
         .text(".results .summary")
         .contains(&format!("{} traces", HOMES + BUYS + 1)));
+    // The GET /home patterns are told apart: the slow one by the span only it has.
+    let table = ui.text("table.patterns");
+    assert!(table.contains("+api rebuild index"), "{table}");
+    assert!(table.contains("the usual shape"), "{table}");
     ui.screenshot(&shot("search-patterns"));
 
     // Span name filter: only the slow traces run "rebuild index".
