@@ -7,10 +7,19 @@
 //! [`MAX_VALUES_PER_KEY`] distinct values is an identifier (a user, a request id), which
 //! sets nothing apart, and is dropped with its values (named in `crowded_keys`); at most
 //! [`MAX_FEATURES`] values are counted, later ones are counted as untracked.
+//!
+//! A feature is known by a 64-bit hash of what it names, taken from the span's own text:
+//! its strings are made only the first time it is seen, not once per span (a window of
+//! 10 M spans sees each feature millions of times). Two features whose hashes collide
+//! would be counted as one; at 50 000 features the odds are about one in 10^10.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::hash::{BuildHasher, Hasher};
 
-use causeway_model::{Span, Trace};
+use causeway_model::{KeyValue, Span, Trace, Value};
+use foldhash::fast::FixedState;
+use foldhash::HashMap;
 use serde::Serialize;
 
 /// Distinct values of one attribute key counted before the key is taken for an identifier.
@@ -90,11 +99,72 @@ pub enum Feature {
 pub struct Differences {
     selected: u64,
     rest: u64,
-    counts: HashMap<Feature, [u64; 2]>,
-    values: HashMap<String, HashSet<String>>,
+    /// By the feature's hash: the feature and its counts (selected, rest).
+    counts: HashMap<u64, (Feature, [u64; 2])>,
+    /// Distinct values counted per attribute key.
+    values: HashMap<String, usize>,
     crowded: HashSet<String>,
     untracked: u64,
+    /// The features of the trace being added (each counts once a trace).
+    seen: foldhash::HashSet<u64>,
 }
+
+/// The hasher every shard uses: the same feature has the same hash in all of them.
+const HASHER: FixedState = FixedState::with_seed(0x5eed_d1ff);
+
+/// A hash of a feature: its kind and its parts, each ended by a byte no text holds.
+fn feature_hash(kind: u8, parts: &[&str]) -> u64 {
+    let mut h = HASHER.build_hasher();
+    h.write_u8(kind);
+    for p in parts {
+        h.write(p.as_bytes());
+        h.write_u8(0xff);
+    }
+    h.finish()
+}
+
+/// Feeds what a value displays as to a hasher, counting its bytes.
+struct HashWriter<'a> {
+    hasher: &'a mut foldhash::fast::FoldHasher,
+    len: usize,
+}
+
+impl std::fmt::Write for HashWriter<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.hasher.write(s.as_bytes());
+        self.len += s.len();
+        Ok(())
+    }
+}
+
+/// An attribute's hash and its value's length as text, without making the text.
+fn attribute_hash(kv: &KeyValue) -> (u64, usize) {
+    let mut h = HASHER.build_hasher();
+    h.write_u8(ATTRIBUTE);
+    h.write(kv.key.as_bytes());
+    h.write_u8(0xff);
+    let len = match &kv.value {
+        Value::Str(s) => {
+            h.write(s.as_bytes());
+            s.len()
+        }
+        other => {
+            let mut w = HashWriter {
+                hasher: &mut h,
+                len: 0,
+            };
+            let _ = write!(w, "{other}");
+            w.len
+        }
+    };
+    h.write_u8(0xff);
+    (h.finish(), len)
+}
+
+const SERVICE: u8 = 0;
+const SPAN: u8 = 1;
+const ATTRIBUTE: u8 = 2;
+const ERROR: u8 = 3;
 
 /// One feature's shares, as the answer lists them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -138,65 +208,84 @@ impl Differences {
         } else {
             self.rest += 1;
         }
-        let mut seen: HashSet<Feature> = HashSet::new();
+        let mut seen = std::mem::take(&mut self.seen);
+        seen.clear();
         for s in &trace.spans {
-            seen.insert(Feature::Service {
-                service: s.service.to_string(),
-            });
-            seen.insert(Feature::Span {
-                service: s.service.to_string(),
-                name: s.name.to_string(),
-            });
+            let service = &*s.service;
+            let h = feature_hash(SERVICE, &[service]);
+            if seen.insert(h) {
+                self.count_by_hash(h, side, 1, || Feature::Service {
+                    service: service.to_string(),
+                });
+            }
+            let h = feature_hash(SPAN, &[service, &s.name]);
+            if seen.insert(h) {
+                self.count_by_hash(h, side, 1, || Feature::Span {
+                    service: service.to_string(),
+                    name: s.name.clone(),
+                });
+            }
             if s.is_error() {
-                seen.insert(Feature::Error {
-                    service: s.service.to_string(),
-                });
-            }
-            for kv in &s.attributes {
-                if self.crowded.contains(&*kv.key) {
-                    continue;
+                let h = feature_hash(ERROR, &[service]);
+                if seen.insert(h) {
+                    self.count_by_hash(h, side, 1, || Feature::Error {
+                        service: service.to_string(),
+                    });
                 }
-                let value = kv.value.to_string();
-                if value.len() > LONGEST_VALUE {
-                    continue;
-                }
-                seen.insert(Feature::Attribute {
-                    key: kv.key.to_string(),
-                    value,
-                });
             }
+            self.add_attributes(s, side, &mut seen);
         }
-        for f in seen {
-            self.count(f, side, 1);
+        self.seen = seen;
+    }
+
+    fn add_attributes(&mut self, s: &Span, side: usize, seen: &mut foldhash::HashSet<u64>) {
+        for kv in &s.attributes {
+            let (h, len) = attribute_hash(kv);
+            if len > LONGEST_VALUE || !seen.insert(h) || self.crowded.contains(&kv.key) {
+                continue;
+            }
+            self.count_by_hash(h, side, 1, || Feature::Attribute {
+                key: kv.key.clone(),
+                value: kv.value.to_string(),
+            });
         }
     }
 
-    /// Adds `n` sightings of `f` on `side` (0 selected, 1 rest), within the bounds.
-    fn count(&mut self, f: Feature, side: usize, n: u64) {
-        if let Feature::Attribute { key, value } = &f {
+    /// Adds `n` sightings on `side` (0 selected, 1 rest) of the feature hashed `h`, made
+    /// by `make` if it is new, within the bounds.
+    fn count_by_hash(&mut self, h: u64, side: usize, n: u64, make: impl FnOnce() -> Feature) {
+        if let Some((_, c)) = self.counts.get_mut(&h) {
+            c[side] += n;
+            return;
+        }
+        let f = make();
+        if let Feature::Attribute { key, .. } = &f {
             if self.crowded.contains(key) {
                 return;
             }
             let values = self.values.entry(key.clone()).or_default();
-            if !values.contains(value) && values.len() >= MAX_VALUES_PER_KEY {
+            if *values >= MAX_VALUES_PER_KEY {
                 let key = key.clone();
-                self.values.remove(&key);
-                self.counts
-                    .retain(|g, _| !matches!(g, Feature::Attribute { key: k, .. } if *k == key));
-                self.crowded.insert(key);
+                self.crowd(key);
                 return;
             }
-            values.insert(value.clone());
+            *values += 1;
         }
-        if let Some(c) = self.counts.get_mut(&f) {
-            c[side] += n;
-        } else if self.counts.len() < MAX_FEATURES {
+        if self.counts.len() < MAX_FEATURES {
             let mut c = [0, 0];
             c[side] = n;
-            self.counts.insert(f, c);
+            self.counts.insert(h, (f, c));
         } else {
             self.untracked += n;
         }
+    }
+
+    /// Takes `key` for an identifier: its values are dropped and no longer counted.
+    fn crowd(&mut self, key: String) {
+        self.values.remove(&key);
+        self.counts
+            .retain(|_, (g, _)| !matches!(g, Feature::Attribute { key: k, .. } if *k == key));
+        self.crowded.insert(key);
     }
 
     /// Folds another shard's counts into these.
@@ -205,17 +294,16 @@ impl Differences {
         self.rest += other.rest;
         self.untracked += other.untracked;
         for key in other.crowded {
-            self.values.remove(&key);
-            self.counts
-                .retain(|g, _| !matches!(g, Feature::Attribute { key: k, .. } if *k == key));
-            self.crowded.insert(key);
+            if !self.crowded.contains(&key) {
+                self.crowd(key);
+            }
         }
-        for (f, [a, b]) in other.counts {
+        for (h, (f, [a, b])) in other.counts {
             if a > 0 {
-                self.count(f.clone(), 0, a);
+                self.count_by_hash(h, 0, a, || f.clone());
             }
             if b > 0 {
-                self.count(f, 1, b);
+                self.count_by_hash(h, 1, b, || f);
             }
         }
     }
@@ -226,7 +314,7 @@ impl Differences {
         let share = |n: u64, of: u64| if of == 0 { 0.0 } else { n as f64 / of as f64 };
         let mut differences: Vec<Difference> = self
             .counts
-            .into_iter()
+            .into_values()
             .map(|(feature, [selected, rest])| Difference {
                 feature,
                 selected,
