@@ -227,28 +227,13 @@ function findMatches(params) {
     view.keep.fill(1);
     return;
   }
-  for (const i of treeOrder()) {
+  // Every span in row order, as if nothing were folded.
+  for (const i of flatten(new Set())) {
     if (!view.find.test(view.spans[i])) continue;
     view.isMatch[i] = 1;
     view.matches.push(i);
     for (let a = i; a >= 0 && !view.keep[a]; a = parentOf(a)) view.keep[a] = 1;
   }
-}
-
-/** Every span in row order, as if nothing were folded. */
-function treeOrder() {
-  const out = [];
-  const stack = [...view.roots].reverse();
-  const seen = new Uint8Array(view.spans.length);
-  while (stack.length) {
-    const i = stack.pop();
-    if (seen[i]) continue;
-    seen[i] = 1;
-    out.push(i);
-    const kids = view.children[i];
-    for (let k = kids.length - 1; k >= 0; k--) stack.push(kids[k]);
-  }
-  return out;
 }
 
 /** The find box over the time line: the text, errors only, only matches, and the steps. */
@@ -339,8 +324,8 @@ function parentOf(i) {
   return p != null && view.byId.has(p) ? view.byId.get(p) : -1;
 }
 
-/** The rows in order: a depth-first walk that skips folded subtrees. */
-function flatten() {
+/** The rows in order: a depth-first walk that skips the subtrees in `folded`. */
+function flatten(folded = view.collapsed) {
   const out = [];
   const stack = [...view.roots].reverse();
   const seen = new Uint8Array(view.spans.length);
@@ -349,7 +334,7 @@ function flatten() {
     if (seen[i]) continue;
     seen[i] = 1;
     out.push(i);
-    if (view.collapsed.has(i)) continue;
+    if (folded.has(i)) continue;
     const kids = view.children[i];
     for (let k = kids.length - 1; k >= 0; k--) stack.push(kids[k]);
   }

@@ -16,11 +16,11 @@ use causeway_analysis::patterns::{PatternDetail, PatternId, PatternSummary, Patt
 use causeway_analysis::skew::{self, Adjusted, ClockOffset};
 use causeway_analysis::stats::{trace_stats, TraceStats};
 use causeway_model::{SpanId, Trace, TraceId};
-use causeway_store::{ScanStats, SearchQuery, TimeWindow};
+use causeway_store::{Fields, ScanStats, SearchQuery, TimeWindow};
 use serde::Serialize;
 
 use crate::params::{bad, limit_param, pairs, param, parse_trace_id, search_query, window_param};
-use crate::scans::{scan_into, scan_whole_spans, Window};
+use crate::scans::{scan_window, structure, Window};
 use crate::work::blocking;
 use crate::{ApiError, AppState};
 
@@ -139,21 +139,15 @@ async fn dependencies(
 ) -> Result<Json<DependenciesBody>, ApiError> {
     let params = pairs(query)?;
     let window = window_param(&params)?;
-    let store = state.store.clone();
-    let (deps, scanned) = state
-        .scans
-        .run(move |deadline| {
-            scan_into(
-                &*store,
-                deadline,
-                window,
-                &PEER_KEYS.map(String::from),
-                Dependencies::default,
-                |d, t| d.add(t),
-                Dependencies::merge,
-            )
-        })
-        .await?;
+    let (deps, scanned) = scan_window(
+        &state,
+        window,
+        structure(&PEER_KEYS.map(String::from)),
+        Dependencies::default,
+        |d, t| d.add(t),
+        Dependencies::merge,
+    )
+    .await?;
     Ok(Json(DependenciesBody {
         window: Window::of(window, scanned),
         graph: deps.graph(),
@@ -218,26 +212,21 @@ async fn scan_patterns(
     filter: PatternFilter,
     only: Option<PatternId>,
 ) -> Result<(Patterns, ScanStats), ApiError> {
-    let store = state.store.clone();
     let max_nodes = causeway_analysis::patterns::DEFAULT_MAX_NODES;
-    state
-        .scans
-        .run(move |deadline| {
-            scan_into(
-                &*store,
-                deadline,
-                window,
-                &filter.attributes(),
-                || Patterns::new(filter.service.clone(), only, max_nodes),
-                |p, t| {
-                    if filter.admits(t) {
-                        p.add(t)
-                    }
-                },
-                Patterns::merge,
-            )
-        })
-        .await
+    let service = filter.service.clone();
+    scan_window(
+        state,
+        window,
+        structure(&filter.attributes()),
+        move || Patterns::new(service.clone(), only, max_nodes),
+        move |p, t| {
+            if filter.admits(t) {
+                p.add(t)
+            }
+        },
+        Patterns::merge,
+    )
+    .await
 }
 
 #[derive(Serialize)]
@@ -358,9 +347,10 @@ async fn inferred(
     let limit = limit_param(&params, 20)?;
     // The hops' senders and send times are attributes, and the probability is the
     // spans' source: the whole spans are read.
-    let (paths, scanned) = scan_whole_spans(
+    let (paths, scanned) = scan_window(
         &state,
         window,
+        Fields::All,
         InferredPaths::default,
         InferredPaths::add,
         InferredPaths::merge,

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::analyses::PatternFilter;
 use crate::params::{bad, limit_param, pairs, param, window_param};
-use crate::scans::{scan_fields_into, scan_into, Window};
+use crate::scans::{scan_window, structure, Window};
 use crate::{ApiError, AppState};
 
 /// Points a scatter answers at most.
@@ -55,27 +55,21 @@ async fn scatter(
         ));
     }
     let longest = limit / 10;
-    let store = state.store.clone();
-    let (s, scanned) = state
-        .scans
-        .run(move |deadline| {
-            scan_into(
-                &*store,
-                deadline,
-                window,
-                &filter.attributes(),
-                || Scatter::new(limit - longest, longest),
-                |s, t| {
-                    if filter.passes(t) {
-                        if let Some(p) = Point::of(t) {
-                            s.add(p);
-                        }
-                    }
-                },
-                Scatter::merge,
-            )
-        })
-        .await?;
+    let (s, scanned) = scan_window(
+        &state,
+        window,
+        structure(&filter.attributes()),
+        move || Scatter::new(limit - longest, longest),
+        move |s, t| {
+            if filter.passes(t) {
+                if let Some(p) = Point::of(t) {
+                    s.add(p);
+                }
+            }
+        },
+        Scatter::merge,
+    )
+    .await?;
     Ok(Json(ScatterBody {
         window: Window::of(window, scanned),
         total: s.total(),
@@ -134,25 +128,19 @@ async fn differences(
     let filter = PatternFilter::of(&params)?;
     let sel = selection(&params)?;
     let limit = limit_param(&params, 30)?.min(MOST_DIFFERENCES);
-    let store = state.store.clone();
-    let (d, scanned) = state
-        .scans
-        .run(move |deadline| {
-            scan_fields_into(
-                &*store,
-                deadline,
-                window,
-                &Fields::All,
-                Differences::default,
-                |d, t| {
-                    if filter.passes(t) {
-                        d.add(t, sel.holds(t));
-                    }
-                },
-                Differences::merge,
-            )
-        })
-        .await?;
+    let (d, scanned) = scan_window(
+        &state,
+        window,
+        Fields::All,
+        Differences::default,
+        move |d, t| {
+            if filter.passes(t) {
+                d.add(t, sel.holds(t));
+            }
+        },
+        Differences::merge,
+    )
+    .await?;
     Ok(Json(DifferencesBody {
         window: Window::of(window, scanned),
         report: d.report(limit),

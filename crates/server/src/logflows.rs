@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::params::{limit_param, pairs, window_param};
 use crate::receive::{receive, Received, Rules};
-use crate::scans::{scan_whole_spans, Window};
+use crate::scans::{scan_window, Window};
 use crate::work::blocking;
 use crate::{ApiError, AppState};
 
@@ -102,9 +102,10 @@ async fn flows(
     let window = window_param(&params)?;
     let limit = limit_param(&params, 50)?;
     // The log points are the events' attributes: the whole spans are read.
-    let (flows, scanned) = scan_whole_spans(
+    let (flows, scanned) = scan_window(
         &state,
         window,
+        causeway_store::Fields::All,
         LogFlows::default,
         LogFlows::add,
         LogFlows::merge,

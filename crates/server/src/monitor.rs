@@ -13,7 +13,7 @@ use causeway_store::parse_duration;
 use serde::Serialize;
 
 use crate::params::{bad, limit_param, pairs, param, window_param};
-use crate::scans::{scan_into, Window};
+use crate::scans::{scan_window, structure, Window};
 use crate::{ApiError, AppState};
 
 /// Points a series has when no `step` is given.
@@ -85,21 +85,15 @@ async fn monitor(
     };
     let service = param(&params, "service").map(str::to_string);
     let limit = limit_param(&params, 50)?.min(MOST_SERIES);
-    let store = state.store.clone();
-    let (m, scanned) = state
-        .scans
-        .run(move |deadline| {
-            scan_into(
-                &*store,
-                deadline,
-                window,
-                &[],
-                || Monitor::new(window.start, window.end, step),
-                Monitor::add,
-                Monitor::merge,
-            )
-        })
-        .await?;
+    let (m, scanned) = scan_window(
+        &state,
+        window,
+        structure(&[]),
+        move || Monitor::new(window.start, window.end, step),
+        Monitor::add,
+        Monitor::merge,
+    )
+    .await?;
     Ok(Json(MonitorBody {
         window: Window::of(window, scanned),
         step: m.step(),

@@ -10,25 +10,10 @@ use serde::Serialize;
 use crate::work::Deadline;
 use crate::{ApiError, AppState};
 
-/// Feeds every trace of the window to a per-thread accumulator and merges them. Only the
-/// spans' structure is read, and the attributes named in `attributes`: analyses over many
-/// traces need no more, and it reads several times faster.
-pub(crate) fn scan_into<A: Send>(
-    store: &dyn TraceStore,
-    deadline: &Deadline,
-    window: TimeWindow,
-    attributes: &[String],
-    make: impl Fn() -> A,
-    add: impl Fn(&mut A, &Trace) + Sync,
-    merge: impl Fn(&mut A, A),
-) -> Result<(A, ScanStats), ApiError> {
-    let fields = Fields::Structure {
-        attributes: attributes.to_vec(),
-    };
-    scan_fields_into(store, deadline, window, &fields, make, add, merge)
-}
-
-/// [`scan_into`] reading the given fields; the scan stops at the deadline.
+/// Feeds every trace of the window, read with `fields`, to a per-thread accumulator and
+/// merges them; the scan stops at the deadline. Analyses over many traces read the spans'
+/// structure and a few named attributes ([`structure`]): it reads several times faster
+/// than whole spans.
 pub(crate) fn scan_fields_into<A: Send>(
     store: &dyn TraceStore,
     deadline: &Deadline,
@@ -48,22 +33,28 @@ pub(crate) fn scan_fields_into<A: Send>(
     Ok((acc.finish(merge), scanned))
 }
 
-/// A window's traces, whole spans (attributes, events, sources), folded into an
-/// accumulator on the scan pool.
-pub(crate) async fn scan_whole_spans<A: Send + 'static>(
+/// A window's traces, read with `fields` (whole spans for `Fields::All`), folded into an
+/// accumulator in a scan's place and within the query time limit.
+pub(crate) async fn scan_window<A: Send + 'static>(
     state: &AppState,
     window: TimeWindow,
-    make: fn() -> A,
-    add: fn(&mut A, &Trace),
-    merge: fn(&mut A, A),
+    fields: Fields,
+    make: impl Fn() -> A + Send + 'static,
+    add: impl Fn(&mut A, &Trace) + Sync + Send + 'static,
+    merge: impl Fn(&mut A, A) + Send + 'static,
 ) -> Result<(A, ScanStats), ApiError> {
     let store = state.store.clone();
     state
         .scans
-        .run(move |deadline| {
-            scan_fields_into(&*store, deadline, window, &Fields::All, make, add, merge)
-        })
+        .run(move |deadline| scan_fields_into(&*store, deadline, window, &fields, make, add, merge))
         .await
+}
+
+/// The fields of a scan of structure: the columns and the attributes named.
+pub(crate) fn structure(attributes: &[String]) -> Fields {
+    Fields::Structure {
+        attributes: attributes.to_vec(),
+    }
 }
 
 /// The window a scan read, and how much it read.
