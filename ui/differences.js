@@ -38,8 +38,9 @@ export function listParams(sel) {
   const p = {};
   if (sel.startFrom) p.start = sel.startFrom;
   if (sel.startTo) p.end = sel.startTo;
-  if (sel.minDuration) p.minDuration = `${sel.minDuration}ns`;
-  if (sel.maxDuration) p.maxDuration = `${sel.maxDuration}ns`;
+  // The trace's own duration, as the selection reads it (minDuration would be a span's).
+  if (sel.minDuration) p.traceMinDuration = `${sel.minDuration}ns`;
+  if (sel.maxDuration) p.traceMaxDuration = `${sel.maxDuration}ns`;
   if (sel.errors) p.error = "true";
   return p;
 }

@@ -13,7 +13,7 @@ import { scatterChart, slowest } from "./scatter.js";
 import { selectionOf, selParam, differencesPanel } from "./differences.js";
 
 /** The parameters the form owns; the rest of the URL (tab, order) is the table's. */
-const FILTERS = ["service", "operation", "tags", "lookback", "start", "end", "minDuration", "maxDuration", "error", "source"];
+const FILTERS = ["service", "operation", "tags", "lookback", "start", "end", "minDuration", "maxDuration", "error", "source", "traceMinDuration", "traceMaxDuration"];
 /** The sources a span can come from, as the API's `source` filter names them. */
 const SOURCES = { instrumented: "instrumented", imported: "other tracers", inferred: "inferred (capture)", logs: "stitched from logs" };
 
@@ -189,6 +189,11 @@ function form(params, services, operations) {
       h("select", { name: "source" }, h("option", { value: "" }, "any source"),
         Object.entries(SOURCES).map(([v, l]) => h("option", { value: v, selected: v === val("source") }, l)))),
     h("label.check", {}, h("input", { type: "checkbox", name: "error", value: "true", checked: val("error") === "true" }), "errors only"),
+    // A selection's traces listed (What is different → List them): the whole trace's
+    // duration, kept through the form; unticked, the bound goes.
+    ["traceMinDuration", "traceMaxDuration"].filter((k) => val(k)).map((k) =>
+      h("label.check.trace-bound", {}, h("input", { type: "checkbox", name: k, value: val(k), checked: true }),
+        `trace ${k === "traceMinDuration" ? "at least" : "at most"} ${/^\d+(ns)?$/.test(val(k)) ? duration(Number(val(k).replace(/ns$/, ""))) : val(k)}`)),
     h("label", {}, "Cost",
       h("select", { name: "sort", "aria-label": "cost metric" },
         Object.entries(COSTS).map(([v, l]) =>

@@ -189,9 +189,9 @@ impl PatternFilter {
     }
 
     fn admits(&self, t: &Trace) -> bool {
-        self.spans
-            .as_ref()
-            .is_none_or(|q| t.spans.iter().any(|s| q.matches(s)))
+        self.spans.as_ref().is_none_or(|q| {
+            t.spans.iter().any(|s| q.matches(s)) && q.trace_duration_holds(trace_duration(t))
+        })
     }
 
     /// Whether the trace passes every filter, its service among them (which the patterns
@@ -203,6 +203,13 @@ impl PatternFilter {
                 .as_deref()
                 .is_none_or(|s| t.spans.iter().any(|sp| &*sp.service == s))
     }
+}
+
+/// Latest end less earliest start, ns.
+fn trace_duration(t: &Trace) -> u64 {
+    let start = t.spans.iter().map(|s| s.start).min().unwrap_or(0);
+    let end = t.spans.iter().map(|s| s.end).max().unwrap_or(0);
+    end.saturating_sub(start)
 }
 
 /// Accumulates the patterns of a window.

@@ -105,6 +105,12 @@ pub(crate) fn search_query(params: &[(String, String)]) -> Result<SearchQuery, A
                 }
             }
             "minDuration" => q.min_duration = Some(parse_duration(v).map_err(|e| bad(k, e))?),
+            "traceMinDuration" => {
+                q.trace_min_duration = Some(parse_duration(v).map_err(|e| bad(k, e))?)
+            }
+            "traceMaxDuration" => {
+                q.trace_max_duration = Some(parse_duration(v).map_err(|e| bad(k, e))?)
+            }
             "maxDuration" => q.max_duration = Some(parse_duration(v).map_err(|e| bad(k, e))?),
             "error" => {
                 q.error = v

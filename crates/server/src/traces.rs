@@ -101,6 +101,13 @@ pub(crate) async fn search(
     }
     let store = state.store.clone();
     let Some(order) = param(&params, "order") else {
+        // The index finds spans; a whole trace's duration is known only to the scan.
+        if q.trace_min_duration.is_some() || q.trace_max_duration.is_some() {
+            return Err(bad(
+                "traceMinDuration",
+                "a trace's duration is searched with order= (the sorted search)".into(),
+            ));
+        }
         let found = state
             .scans
             .run(move |deadline| Ok(store.search_until(&q, &|| deadline.check())?))

@@ -57,6 +57,11 @@ pub struct SearchQuery {
     pub source: Option<String>,
     /// Window the span's start must lie in.
     pub window: Option<TimeWindow>,
+    /// Least duration of the whole trace (latest end less earliest start), ns: a condition
+    /// on the trace, not on one span, read by the sorted search ([`crate::search_sorted`]).
+    pub trace_min_duration: Option<u64>,
+    /// Greatest duration of the whole trace, ns, as `trace_min_duration`.
+    pub trace_max_duration: Option<u64>,
     /// Most traces to return (0 means the default, 20).
     pub limit: usize,
 }
@@ -69,7 +74,12 @@ impl SearchQuery {
             n => n.min(10_000),
         }
     }
-    /// True when `span` satisfies every condition.
+    /// True when a trace lasting `duration` ns meets the trace-duration conditions.
+    pub fn trace_duration_holds(&self, duration: u64) -> bool {
+        self.trace_min_duration.is_none_or(|d| duration >= d)
+            && self.trace_max_duration.is_none_or(|d| duration <= d)
+    }
+    /// True when `span` satisfies every condition on one span.
     pub fn matches(&self, span: &Span) -> bool {
         let eq = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
         eq(&self.service, &span.service)

@@ -204,9 +204,11 @@ pub fn search_sorted(
     let scanned = crate::linked::scan_requests(store, window, &fields, &|trace| {
         if trace.spans.iter().any(|s| spans.matches(s)) {
             let summary = TraceSummary::of(&trace);
-            best.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .offer(summary);
+            if query.trace_duration_holds(summary.duration) {
+                best.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .offer(summary);
+            }
         }
         keep_going()
     })?;

@@ -145,6 +145,26 @@ fn the_slow_traces_are_found_and_what_sets_them_apart_is_shown() {
         );
     }
 
+    // A trace's own duration, searched: no trace lasts 100-190 ms, though the slow ones'
+    // index rebuild (187 ms) is a span that does.
+    let total = |path: &str| server.get(path).1["total"].clone();
+    assert_eq!(
+        total(
+            "/api/search?lookback=1h&order=-duration&traceMinDuration=100ms&traceMaxDuration=190ms"
+        ),
+        json!(0)
+    );
+    assert_eq!(
+        total("/api/search?lookback=1h&order=-duration&minDuration=100ms&maxDuration=190ms"),
+        json!(10)
+    );
+    assert_eq!(
+        total("/api/search?lookback=1h&order=-duration&traceMinDuration=150ms"),
+        json!(10)
+    );
+    let (status, body) = server.get("/api/search?lookback=1h&traceMinDuration=150ms");
+    assert_eq!(status, 400, "the index finds spans, not traces: {body}");
+
     let mut ui = Chromium::launch("explain");
     ui.goto(&server.api_url("/"));
     assert_eq!(ui.open("#/search?lookback=1h"), "ready");
@@ -219,6 +239,24 @@ fn the_slow_traces_are_found_and_what_sets_them_apart_is_shown() {
         (right - 2.0, middle)
     );
     ui.screenshot("search-differences");
+    // The region's own traces, by their whole duration.
+    ui.click("a[data-list=selection]");
+    ui.wait_for(
+        "document.getElementById('view').dataset.state === 'ready' && document.querySelector('table.traces')",
+        "the region listed",
+    );
+    assert_eq!(ui.count("table.traces tbody tr"), 10);
+    assert!(
+        ui.text("form.filters").contains("trace at least 100 ms"),
+        "{}",
+        ui.text("form.filters")
+    );
+    assert_eq!(ui.open("#/search?lookback=1h"), "ready");
+    drag(&mut ui, (left + 66.0, top + 2.0), (right - 2.0, middle));
+    ui.wait_for(
+        "location.hash.includes('sel=') && document.querySelector('section.differences table')",
+        "the region compared again",
+    );
     // Each line links to its search: the span's, listing the slow traces.
     ui.click("table.differences tbody tr:first-child a");
     ui.wait_for(
