@@ -214,41 +214,38 @@ fn series(service: &str, operation: Option<&str>, cells: &[Cell]) -> Series {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use causeway_model::{SpanId, SpanKind, Status, TraceId};
+    use causeway_model::{SpanKind, Status, TraceId};
+    use causeway_testkit::{span, TraceBuilder};
 
     const MS: u64 = 1_000_000;
     const S: u64 = 1_000 * MS;
 
     /// web GET /home calling api GET /items (an entry of api) and api's own internal span.
     fn request(n: u128, at: u64, ms: u64, failed: bool) -> Trace {
-        let t = TraceId::new(n).unwrap();
-        let id = |k| SpanId::new(k).unwrap();
-        let root = Span::new(t, id(1), None, "GET /home", "web", at, at + ms * MS);
-        let mut client = Span::new(
-            t,
-            id(2),
-            Some(id(1)),
+        let mut b = TraceBuilder::new(n);
+        let root = b.root("web", "web-1", "GET /home", at, at + ms * MS);
+        let api = b.rpc(
+            root,
+            ("web", "web-1"),
+            ("api", "api-1"),
             "GET /items",
-            "web",
             at + MS,
             at + 2 * MS,
+            0,
         );
-        client.kind = SpanKind::Client;
-        let mut server = Span::new(
-            t,
-            id(3),
-            Some(id(2)),
-            "GET /items",
-            "api",
-            at + MS,
-            at + 2 * MS,
-        );
-        server.kind = SpanKind::Server;
         if failed {
-            server.status = Status::Error("boom".into());
+            b.get(api).status = Status::Error("boom".into());
         }
-        let inner = Span::new(t, id(4), Some(id(3)), "query", "api", at + MS, at + 2 * MS);
-        Trace::assemble(t, vec![root, client, server, inner])
+        b.span(
+            Some(api),
+            "api",
+            "api-1",
+            SpanKind::Internal,
+            "query",
+            at + MS,
+            at + 2 * MS,
+        );
+        b.trace()
     }
 
     #[test]
@@ -307,15 +304,7 @@ mod tests {
         let mut m = Monitor::new(0, S, S);
         let t = TraceId::new(1).unwrap();
         for k in 0..(MAX_SERIES as u64 + 20) {
-            let s = Span::new(
-                t,
-                SpanId::new(k + 1).unwrap(),
-                None,
-                format!("op {k}"),
-                "svc",
-                0,
-                1,
-            );
+            let s = span(1, k + 1, None, &format!("op {k}"), "svc", 0, 1);
             m.add(&Trace::assemble(t, vec![s]));
         }
         assert_eq!(m.series.len(), MAX_SERIES);

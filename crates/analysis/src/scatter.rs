@@ -13,7 +13,7 @@ use causeway_model::{Span, Trace, TraceId};
 use serde::Serialize;
 
 /// One trace as a dot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Point {
     /// The trace.
@@ -56,18 +56,10 @@ pub struct Scatter {
     even: usize,
     most_longest: usize,
     total: u64,
-    /// Largest rank on top, so the one to drop is at hand.
-    sample: BinaryHeap<(u64, TraceId, PointKey)>,
-    /// Shortest on top.
-    longest: BinaryHeap<Reverse<(u64, TraceId, PointKey)>>,
-}
-
-/// A point, ordered (for the heaps) by its fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct PointKey {
-    start: u64,
-    duration: u64,
-    error: bool,
+    /// Largest rank on top, so the one to drop is at hand; ties by trace id.
+    sample: BinaryHeap<(u64, Point)>,
+    /// Shortest on top; ties by trace id.
+    longest: BinaryHeap<Reverse<(u64, Point)>>,
 }
 
 impl Scatter {
@@ -89,16 +81,11 @@ impl Scatter {
     }
 
     fn offer(&mut self, p: Point) {
-        let key = PointKey {
-            start: p.start,
-            duration: p.duration,
-            error: p.error,
-        };
-        self.sample.push((p.rank(), p.trace_id, key));
+        self.sample.push((p.rank(), p));
         if self.sample.len() > self.even {
             self.sample.pop();
         }
-        self.longest.push(Reverse((p.duration, p.trace_id, key)));
+        self.longest.push(Reverse((p.duration, p)));
         if self.longest.len() > self.most_longest {
             self.longest.pop();
         }
@@ -109,25 +96,17 @@ impl Scatter {
         self.total += other.total;
         // A point both sampled and among the longest is offered once, as in one scan.
         let mut offered = std::collections::HashSet::new();
-        let kept = other
-            .sample
-            .into_iter()
-            .map(|(_, id, k)| (id, k))
-            .chain(other.longest.into_iter().map(|Reverse((_, id, k))| (id, k)));
-        for (id, k) in kept {
-            if offered.insert(id) {
-                self.offer_kept(id, k);
+        for p in other.kept() {
+            if offered.insert(p.trace_id) {
+                self.offer(p);
             }
         }
     }
 
-    fn offer_kept(&mut self, trace_id: TraceId, k: PointKey) {
-        self.offer(Point {
-            trace_id,
-            start: k.start,
-            duration: k.duration,
-            error: k.error,
-        });
+    /// The sampled points, then the longest (a point may be both).
+    fn kept(self) -> impl Iterator<Item = Point> {
+        let longest = self.longest.into_iter().map(|Reverse((_, p))| p);
+        self.sample.into_iter().map(|(_, p)| p).chain(longest)
     }
 
     /// Traces counted.
@@ -137,22 +116,7 @@ impl Scatter {
 
     /// The points kept, each once, by start.
     pub fn points(self) -> Vec<Point> {
-        let as_point = |id: TraceId, k: PointKey| Point {
-            trace_id: id,
-            start: k.start,
-            duration: k.duration,
-            error: k.error,
-        };
-        let mut out: Vec<Point> = self
-            .sample
-            .into_iter()
-            .map(|(_, id, k)| as_point(id, k))
-            .chain(
-                self.longest
-                    .into_iter()
-                    .map(|Reverse((_, id, k))| as_point(id, k)),
-            )
-            .collect();
+        let mut out: Vec<Point> = self.kept().collect();
         out.sort_by_key(|p| (p.start, p.trace_id));
         out.dedup_by_key(|p| p.trace_id);
         out

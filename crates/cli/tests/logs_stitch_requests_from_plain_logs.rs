@@ -269,15 +269,7 @@ fn lines_that_name_their_trace_go_to_its_spans() {
     let at = |ms: u64| humantime::format_rfc3339_millis(now + std::time::Duration::from_millis(ms));
     // The instrumented trace: orders' checkout calls payments.
     let mut b = causeway_testkit::TraceBuilder::new(0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736);
-    let root = b.span(
-        None,
-        "orders",
-        "",
-        SpanKind::Server,
-        "checkout",
-        ns(0),
-        ns(100),
-    );
+    let root = b.root("orders", "", "checkout", ns(0), ns(100));
     b.span(
         Some(root),
         "payments",

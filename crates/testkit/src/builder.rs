@@ -87,6 +87,11 @@ impl TraceBuilder {
         id
     }
 
+    /// A server span with no parent: the request's entry into `service` on `host`.
+    pub fn root(&mut self, service: &str, host: &str, name: &str, start: u64, end: u64) -> SpanId {
+        self.span(None, service, host, SpanKind::Server, name, start, end)
+    }
+
     /// A span on one thread of host `host` (service `host`, pid 1, execution unit 1):
     /// a task in Pip's words, each host one thread.
     pub fn task(

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use causeway_model::{KeyValue, Span, SpanKind};
+use causeway_model::{KeyValue, Span};
 
 use crate::TraceBuilder;
 
@@ -20,15 +20,7 @@ pub fn interleaved_checkouts(base: SystemTime) -> (Vec<Vec<Span>>, [(u128, u32);
         .iter()
         .map(|&(trace, order, start, end)| {
             let mut b = TraceBuilder::new(trace);
-            let root = b.span(
-                None,
-                "orders",
-                "app-2",
-                SpanKind::Server,
-                "POST /checkout",
-                ns(start),
-                ns(end),
-            );
+            let root = b.root("orders", "app-2", "POST /checkout", ns(start), ns(end));
             b.get(root).attributes.push(KeyValue::new(
                 "url.full",
                 format!("/checkout?order={order}"),

@@ -191,6 +191,15 @@ impl Chromium {
         assert_eq!(found, true, "nothing to click at {selector}");
     }
 
+    /// Gives the keyboard's focus to the first element matching `selector`.
+    pub fn focus(&mut self, selector: &str) {
+        let found = self.eval(&format!(
+            "(() => {{ const e = document.querySelector({}); if (!e) return false; e.focus(); return true; }})()",
+            json!(selector)
+        ));
+        assert_eq!(found, true, "nothing to focus at {selector}");
+    }
+
     /// Presses a key (`Enter`, `Tab`, ` `) as the keyboard does, on whatever has the focus.
     pub fn press(&mut self, key: &str) {
         let (code, vk) = match key {

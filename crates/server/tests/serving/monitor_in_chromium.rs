@@ -5,7 +5,7 @@
 use crate::chromium;
 use crate::common;
 
-use causeway_model::{Span, SpanKind, Status};
+use causeway_model::{Span, Status};
 use causeway_testkit::{now_ns, TraceBuilder};
 use chromium::Chromium;
 use common::TestServer;
@@ -17,15 +17,7 @@ const MINUTE: u64 = 60_000 * MS;
 /// web GET /home calling api GET /items; `failed` when api's answer is an error.
 fn request(n: u64, t: u64, failed: bool) -> Vec<Span> {
     let mut b = TraceBuilder::new(0xa000 + n as u128).ids_from((n << 8) + 1);
-    let root = b.span(
-        None,
-        "web",
-        "web-1",
-        SpanKind::Server,
-        "GET /home",
-        t,
-        t + 20 * MS,
-    );
+    let root = b.root("web", "web-1", "GET /home", t, t + 20 * MS);
     let api = b.rpc(
         root,
         ("web", "web-1"),
@@ -119,7 +111,7 @@ fn rate_errors_and_duration_over_time_lead_to_their_traces() {
 
     // By keyboard: along web's request rate from the newest point back to one with
     // requests, then Enter lists that minute's traces.
-    ui.eval("document.querySelector('.monitor-row[data-series=web] svg.rate').focus(); true");
+    ui.focus(".monitor-row[data-series=web] svg.rate");
     let mut rate = 0.0_f64;
     for _ in 0..60 {
         ui.call(

@@ -30,15 +30,7 @@ fn request(i: u64, t: u64) -> Vec<Span> {
     let slow = is_slow(i);
     let ms = if slow { 200 } else { 10 };
     let mut b = TraceBuilder::new(0x9000 + i as u128).ids_from((i << 16) + 1);
-    let root = b.span(
-        None,
-        "web",
-        "web-1",
-        SpanKind::Server,
-        "GET /home",
-        t,
-        t + ms * MS,
-    );
+    let root = b.root("web", "web-1", "GET /home", t, t + ms * MS);
     let region = if slow || i % 10 == 5 { "eu" } else { "us" };
     b.last().attributes = vec![KeyValue::new("region", region)];
     let api = b.rpc(
@@ -268,13 +260,13 @@ fn the_slow_traces_are_found_and_what_sets_them_apart_is_shown() {
     // By keyboard: the slowest 5% (they take 200 ms, as all ten slow ones do), then the
     // errors.
     assert_eq!(ui.open("#/search?lookback=1h"), "ready");
-    ui.eval("document.querySelector('button[data-select=slowest]').focus(); true");
+    ui.focus("button[data-select=slowest]");
     ui.press("Enter");
     ui.wait_for(
         "document.querySelector('section.differences h2')?.textContent.startsWith('What sets these 10 traces')",
         "the slowest compared",
     );
-    ui.eval("document.querySelector('button[data-select=errors]').focus(); true");
+    ui.focus("button[data-select=errors]");
     ui.press(" ");
     ui.wait_for(
         "location.hash.includes('selErrors=1') && document.querySelector('section.differences h2')?.textContent.startsWith('What sets these 5 traces')",

@@ -26,15 +26,7 @@ const DB_AHEAD: u64 = 25 * MS;
 /// GET /home 14, web's two client spans 2.
 fn shop(t: u64) -> Vec<Span> {
     let mut b = TraceBuilder::new(SHOP).ids_from(1);
-    let root = b.span(
-        None,
-        "web",
-        "web-1",
-        SpanKind::Server,
-        "GET /home",
-        t,
-        t + 100 * MS,
-    );
+    let root = b.root("web", "web-1", "GET /home", t, t + 100 * MS);
     let items = b.rpc(
         root,
         ("web", "web-1"),
@@ -79,15 +71,7 @@ fn shop(t: u64) -> Vec<Span> {
 /// web calls db, whose clock runs ahead: recorded, the trace lasts 44.5 ms; corrected, 30.
 fn skewed(t: u64) -> Vec<Span> {
     let mut b = TraceBuilder::new(SKEWED).ids_from(100);
-    let root = b.span(
-        None,
-        "web",
-        "web-1",
-        SpanKind::Server,
-        "POST /buy",
-        t,
-        t + 30 * MS,
-    );
+    let root = b.root("web", "web-1", "POST /buy", t, t + 30 * MS);
     b.rpc(
         root,
         ("web", "web-1"),
@@ -102,15 +86,7 @@ fn skewed(t: u64) -> Vec<Span> {
 
 fn short(t: u64) -> Vec<Span> {
     let mut b = TraceBuilder::new(SHORT).ids_from(200);
-    b.span(
-        None,
-        "legacy",
-        "legacy-1",
-        SpanKind::Server,
-        "GET /old",
-        t,
-        t + 3 * MS,
-    );
+    b.root("legacy", "legacy-1", "GET /old", t, t + 3 * MS);
     b.spans()
 }
 
@@ -197,7 +173,7 @@ fn a_trace_is_searched_and_seen_as_a_flame_graph_and_a_table() {
     assert_eq!(ui.count(".rows .row.dim"), 5);
     assert_eq!(ui.text(".find-count"), "2 matches");
     // Enter in the box goes to the first match, then the next; ◀ goes back.
-    ui.eval("document.querySelector('form.find input[name=find]').focus(); true");
+    ui.focus("form.find input[name=find]");
     ui.press("Enter");
     ui.wait_for(
         "document.querySelector('.find-count').textContent === '1 of 2 matches'",
@@ -270,7 +246,7 @@ fn a_trace_is_searched_and_seen_as_a_flame_graph_and_a_table() {
     ui.screenshot("trace-find");
     // "/" goes to the find box.
     assert_eq!(ui.open(&format!("#/trace/{}", hex(SHOP))), "ready");
-    ui.eval("document.querySelector('.rows').focus(); true");
+    ui.focus(".rows");
     ui.press("/");
     assert_eq!(
         ui.eval("document.activeElement.name"),
@@ -318,7 +294,7 @@ fn a_trace_is_searched_and_seen_as_a_flame_graph_and_a_table() {
     );
     ui.screenshot("trace-span-table");
     // A row, chosen by keyboard, shows its spans on the time line.
-    ui.eval("document.querySelector('table.span-groups tbody tr').focus(); true");
+    ui.focus("table.span-groups tbody tr");
     ui.press("Enter");
     ui.wait_for(
         "!document.querySelector('.trace-body').hidden && document.querySelector('.find-count').textContent === '2 matches'",

@@ -41,15 +41,7 @@ fn builder(trace: u128) -> TraceBuilder {
 fn home(i: u64, t: u64) -> Vec<Span> {
     let slow = if SLOW.contains(&i) { 200 * MS } else { 0 };
     let mut b = builder(0x1000 + i as u128);
-    let root = b.span(
-        None,
-        "web",
-        "web-1",
-        SpanKind::Server,
-        "GET /home",
-        t,
-        t + 20 * MS + slow,
-    );
+    let root = b.root("web", "web-1", "GET /home", t, t + 20 * MS + slow);
     b.last().attributes = vec![
         KeyValue::new("http.route", "/home"),
         KeyValue::new(
@@ -124,15 +116,7 @@ fn home(i: u64, t: u64) -> Vec<Span> {
 
 fn buy(i: u64, t: u64) -> Vec<Span> {
     let mut b = builder(0x2000 + i as u128);
-    let root = b.span(
-        None,
-        "web",
-        "web-1",
-        SpanKind::Server,
-        "POST /buy",
-        t,
-        t + 30 * MS,
-    );
+    let root = b.root("web", "web-1", "POST /buy", t, t + 30 * MS);
     let api = b.rpc(
         root,
         ("web", "web-1"),
@@ -159,15 +143,7 @@ fn buy(i: u64, t: u64) -> Vec<Span> {
 /// One trace of 10 001 spans: 100 chunks, each a call whose server parses 98 rows.
 fn big(t: u64) -> Vec<Span> {
     let mut b = builder(0x3000);
-    let root = b.span(
-        None,
-        "importer",
-        "batch-1",
-        SpanKind::Server,
-        "import batch",
-        t,
-        t + 1_000 * MS,
-    );
+    let root = b.root("importer", "batch-1", "import batch", t, t + 1_000 * MS);
     for c in 0..100 {
         let start = t + c * 10 * MS;
         let server = b.rpc(
@@ -596,7 +572,7 @@ fn every_page_renders(server: &TestServer, name: &str) {
     );
     assert_eq!(ui.count(".rows .row"), 6);
     // Spans are chosen with the keyboard too, and the focus shows.
-    ui.eval("document.querySelector('.rows').focus(); true");
+    ui.focus(".rows");
     ui.press("Tab");
     assert_eq!(
         ui.eval("document.activeElement.matches('.row') && getComputedStyle(document.activeElement).outlineStyle"),
@@ -985,7 +961,7 @@ fn every_page_renders(server: &TestServer, name: &str) {
     assert_eq!(overlaps, serde_json::json!(0), "overlapping edge labels");
     // An edge chosen with the keyboard, in place.
     ui.eval("document.querySelector('section.dependencies').dataset.kept = 'yes'; true");
-    ui.eval("document.querySelector(\"g.dep-edge[data-edge='api→db-1']\").focus(); true");
+    ui.focus("g.dep-edge[data-edge='api→db-1']");
     ui.press("Enter");
     ui.wait_for(
         "location.hash.includes('edge=') && document.querySelector(\"g.dep-edge[data-edge='api→db-1']\").classList.contains('chosen')",
