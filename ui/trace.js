@@ -12,11 +12,13 @@ import { h, fill, duration, count, instant, state, serviceColor, traceIdText } f
 import { compile, quoted } from "./trace-find.js";
 import { stacks, flameGraph } from "./trace-flame.js";
 import { groups, spanTable } from "./trace-table.js";
+import { outlinePage, outlineMounted, OUTLINE_ROWS } from "./trace-outline.js";
 
 const ROW = 24; // px per row
 const OVERSCAN = 15; // rows drawn beyond the visible ones
 const PATH_LIST = 200; // critical-path steps listed at once
 const LINES_LISTED = 1000; // log lines listed under the time line
+const WHOLE = 20000; // spans a trace may have to be sent whole
 /** The views of a trace, by their `view=` names (the time line has none). */
 const VIEWS = [["", "Timeline"], ["flame", "Flame graph"], ["table", "Span table"]];
 
@@ -25,10 +27,12 @@ let view = null; // the trace on screen: data, derived structure and the element
 export async function render(id, params) {
   const started = performance.now();
   const adjust = params.get("adjust") !== "none";
-  const [body, critical] = await Promise.all([
-    get(`/api/traces/${encodeURIComponent(id)}`, adjust ? { adjust: "skew" } : {}),
-    get(`/api/traces/${encodeURIComponent(id)}/critical-path`),
-  ]);
+  // One request: a trace of at most WHOLE spans comes whole with its critical path; a
+  // bigger one as an outline (trace-outline.js).
+  const answer = await get(`/api/traces/${encodeURIComponent(id)}/outline`,
+    { whole: WHOLE, rows: OUTLINE_ROWS, ...(adjust ? { adjust: "skew" } : {}) });
+  if (!answer.whole) return outlinePage(id, adjust, answer, started);
+  const body = answer.whole, critical = answer.criticalPath;
   // The page is built with its own view, which becomes the one that clicks act on only
   // when the router mounts it: a render whose answer came after the user moved on to
   // another trace is dropped and must not take over the trace on screen.
@@ -77,6 +81,11 @@ function construct(id, params, started) {
 }
 
 export function mounted(page) {
+  if (page && page.outline) {
+    view = null;
+    outlineMounted(page);
+    return;
+  }
   if (page && page.traceView) view = page.traceView;
   if (!view || !view.el) return;
   drawAll();

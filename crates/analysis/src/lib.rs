@@ -9,6 +9,7 @@
 //! - [`compare`]: two traces or two patterns side by side.
 //! - [`differences`]: what sets a selection of traces apart from the rest of a window.
 //! - [`monitor`]: requests, errors and duration quantiles over time, per service and operation.
+//! - [`outline`]: a huge trace as rows within a budget, each closed row summing its subtree.
 //! - [`scatter`]: a window's traces as points of a duration scatter, the longest all kept.
 //! - [`inferred`]: paths inferred from black-box messages as WAP5 draws them.
 //! - [`logflows`]: requests stitched from logs, by log-point sequence (lprof's table).
@@ -33,6 +34,7 @@ pub mod histogram;
 pub mod inferred;
 pub mod logflows;
 pub mod monitor;
+pub mod outline;
 pub mod patterns;
 pub mod scatter;
 mod sharded;

@@ -62,7 +62,7 @@ struct SelfTime {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct CriticalPathBody {
+pub(crate) struct CriticalPathBody {
     trace_id: TraceId,
     /// The main root.
     root_span_id: Option<SpanId>,
@@ -78,29 +78,31 @@ async fn critical(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> Result<Json<CriticalPathBody>, ApiError> {
-    let body = with_adjusted(&state, &id, |a| {
-        let t = &a.trace;
-        let root = main_root(t);
-        let own = self_times(t);
-        CriticalPathBody {
-            trace_id: t.trace_id,
-            root_span_id: root.map(|r| t.spans[r].span_id),
-            duration_ns: root.map_or(0, |r| t.spans[r].duration()),
-            sections: critical_path(t),
-            self_times: t
-                .spans
-                .iter()
-                .zip(own)
-                .map(|(s, self_ns)| SelfTime {
-                    span_id: s.span_id,
-                    self_ns,
-                })
-                .collect(),
-            clock_offsets: a.offsets.clone(),
-        }
-    })
-    .await?;
+    let body = with_adjusted(&state, &id, |a| critical_body(&a)).await?;
     Ok(Json(body))
+}
+
+/// The critical path of a skew-corrected trace, with every span's self time.
+pub(crate) fn critical_body(a: &Adjusted) -> CriticalPathBody {
+    let t = &a.trace;
+    let root = main_root(t);
+    let own = self_times(t);
+    CriticalPathBody {
+        trace_id: t.trace_id,
+        root_span_id: root.map(|r| t.spans[r].span_id),
+        duration_ns: root.map_or(0, |r| t.spans[r].duration()),
+        sections: critical_path(t),
+        self_times: t
+            .spans
+            .iter()
+            .zip(own)
+            .map(|(s, self_ns)| SelfTime {
+                span_id: s.span_id,
+                self_ns,
+            })
+            .collect(),
+        clock_offsets: a.offsets.clone(),
+    }
 }
 
 #[derive(Serialize)]

@@ -13,6 +13,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/api/traces/{trace_id}", get(crate::traces::trace))
         .route(
+            "/api/traces/{trace_id}/outline",
+            get(crate::outline::outline),
+        )
+        .route(
             "/api/traces/{trace_id}/export",
             get(crate::export::trace_export),
         )

@@ -50,6 +50,7 @@ mod listen;
 mod logflows;
 mod metrics;
 mod monitor;
+mod outline;
 mod params;
 mod pivot;
 mod receive;
@@ -326,6 +327,7 @@ pub(crate) struct AppState {
     pub ingest_receiving: receive::Budget,
     pub api_receiving: receive::Budget,
     pub captures: captures::Captures,
+    pub last_outline: outline::LastOutline,
 }
 
 /// A server that is up; its addresses are the ones actually bound (port 0 resolved).
@@ -452,6 +454,7 @@ pub async fn start(mut config: ServerConfig) -> Result<RunningServer, ServerErro
         captures::Captures::open(&config.data_dir, config.capture_names.clone(), own_ports);
     let state = Arc::new(AppState {
         captures,
+        last_outline: outline::LastOutline::default(),
         pivot: hub,
         store: store.clone(),
         backend: backend.clone(),

@@ -28,6 +28,32 @@ pub(crate) fn limit_param(params: &[(String, String)], default: usize) -> Result
         .map_err(|_| bad("limit", "is not a count".into()))
 }
 
+/// A count parameter: `default` when not given, at most `most`.
+pub(crate) fn count_param(
+    params: &[(String, String)],
+    name: &str,
+    default: usize,
+    most: usize,
+) -> Result<usize, ApiError> {
+    let n: usize = param(params, name)
+        .map_or(Ok(default), str::parse)
+        .map_err(|_| bad(name, "is not a count".into()))?;
+    if n > most {
+        return Err(bad(name, format!("{n} is over the most, {most}")));
+    }
+    Ok(n)
+}
+
+/// `adjust`: `skew` to correct clock skew, `none` (or not given) to keep recorded times.
+pub(crate) fn adjust_param(params: &[(String, String)]) -> Result<bool, ApiError> {
+    match params.iter().find(|(k, _)| k == "adjust") {
+        None => Ok(false),
+        Some((_, v)) if v == "skew" => Ok(true),
+        Some((_, v)) if v == "none" || v.is_empty() => Ok(false),
+        Some((k, v)) => Err(bad(k, format!("{v:?} is not skew or none"))),
+    }
+}
+
 /// The time window of `start` and `end` (Unix ns or RFC 3339), or `lookback` (a duration
 /// such as `1h`) before `end` (default now); everything when none is given.
 pub(crate) fn window_param(params: &[(String, String)]) -> Result<TimeWindow, ApiError> {

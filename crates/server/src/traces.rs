@@ -9,7 +9,7 @@ use causeway_model::{Span, Trace, TraceId};
 use causeway_store::{search_sorted, SearchOrder};
 use serde::{Deserialize, Serialize};
 
-use crate::params::{bad, pairs, param, parse_trace_id, search_query, window_param};
+use crate::params::{adjust_param, bad, pairs, param, parse_trace_id, search_query, window_param};
 use crate::work::{blocking, store_blocking};
 use crate::{ApiError, AppState};
 
@@ -33,17 +33,18 @@ pub struct TraceBody {
 }
 
 impl TraceBody {
-    fn of(t: Trace) -> TraceBody {
+    pub(crate) fn of(t: Trace) -> TraceBody {
         let ids = |idx: &[usize]| {
             idx.iter()
                 .map(|&i| t.spans[i].span_id.to_string())
                 .collect()
         };
+        let (roots, orphans) = (ids(&t.roots), ids(&t.orphans));
         TraceBody {
             trace_id: t.trace_id,
-            roots: ids(&t.roots),
-            orphans: ids(&t.orphans),
-            spans: t.spans.clone(),
+            roots,
+            orphans,
+            spans: t.spans,
             clock_offsets: None,
         }
     }
@@ -55,12 +56,7 @@ pub(crate) async fn trace(
     RawQuery(query): RawQuery,
 ) -> Result<Json<TraceBody>, ApiError> {
     let id = parse_trace_id(&id)?;
-    let adjust = match pairs(query)?.iter().find(|(k, _)| k == "adjust") {
-        None => false,
-        Some((_, v)) if v == "skew" => true,
-        Some((_, v)) if v == "none" || v.is_empty() => false,
-        Some((k, v)) => return Err(bad(k, format!("{v:?} is not skew or none"))),
-    };
+    let adjust = adjust_param(&pairs(query)?)?;
     let store = state.store.clone();
     let body = blocking(move || {
         let Some(t) = causeway_store::linked::joined_trace(&*store, id)? else {

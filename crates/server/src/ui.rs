@@ -40,6 +40,11 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../../../ui/trace-table.js"),
     ),
     (
+        "trace-outline.js",
+        JS,
+        include_str!("../../../ui/trace-outline.js"),
+    ),
+    (
         "dependencies.js",
         JS,
         include_str!("../../../ui/dependencies.js"),

@@ -144,6 +144,11 @@ impl Chromium {
 
     /// Polls `condition` until it is truthy; fails with `what` and the page's text.
     pub fn wait_for(&mut self, condition: &str, what: &str) -> Value {
+        self.wait_for_within(condition, what, WAIT)
+    }
+
+    /// [`Chromium::wait_for`], for at most `within`.
+    pub fn wait_for_within(&mut self, condition: &str, what: &str, within: Duration) -> Value {
         let start = Instant::now();
         loop {
             let v = self.eval(&format!(
@@ -152,7 +157,7 @@ impl Chromium {
             if !(v.is_null() || v == false || v == "" || v == 0) {
                 return v;
             }
-            if start.elapsed() > WAIT {
+            if start.elapsed() > within {
                 let text = self.eval("document.getElementById('view')?.innerText.slice(0, 600)");
                 panic!("timed out waiting for {what} ({condition}); the page says: {text}");
             }
@@ -163,15 +168,21 @@ impl Chromium {
     /// Goes to a UI route (`#/...`) and waits until its view has rendered or failed;
     /// returns the final state ("ready", "error").
     pub fn open(&mut self, hash: &str) -> String {
+        self.open_within(hash, WAIT)
+    }
+
+    /// [`Chromium::open`], waiting at most `within`.
+    pub fn open_within(&mut self, hash: &str, within: Duration) -> String {
         self.eval(&format!(
             "document.getElementById('view').dataset.state = 'navigating'; \
              if (location.hash === {0}) window.dispatchEvent(new HashChangeEvent('hashchange')); \
              else location.hash = {0}; true",
             json!(hash)
         ));
-        let state = self.wait_for(
+        let state = self.wait_for_within(
             "['ready', 'error'].includes(document.getElementById('view').dataset.state) && document.getElementById('view').dataset.state",
             &format!("{hash} to render"),
+            within,
         );
         let state = state.as_str().unwrap_or_default().to_string();
         if state == "error" {
@@ -207,6 +218,10 @@ impl Chromium {
             "Tab" => ("Tab", 9),
             " " => ("Space", 32),
             "/" => ("Slash", 191),
+            "ArrowLeft" => ("ArrowLeft", 37),
+            "ArrowUp" => ("ArrowUp", 38),
+            "ArrowRight" => ("ArrowRight", 39),
+            "ArrowDown" => ("ArrowDown", 40),
             other => panic!("no key code for {other:?}"),
         };
         let text = match key {

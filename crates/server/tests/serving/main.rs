@@ -7,6 +7,7 @@ mod common;
 
 mod agent_ships_span_logs_to_the_collector;
 mod capture_logs_are_joined_by_the_server;
+mod huge_trace_in_chromium;
 mod ingest_rejects_bad_input_clearly;
 mod jaeger_query_api_answers_as_jaeger_does;
 mod monitor_in_chromium;

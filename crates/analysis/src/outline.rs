@@ -1,0 +1,423 @@
+//! A trace too big to send whole (100 000 spans, a million), as its page shows it: a
+//! summary of all of it and, of the tree, only as many rows as a screen can use. Each row
+//! that is not opened stands for its whole subtree: how many spans, until when, how many
+//! failed; opening it asks for the rows under it, and a span with more children than the
+//! budget shows the first of them and a row saying how many more.
+//!
+//! Rows are chosen breadth first: the top level, then every node whose children still
+//! fit the budget, level after level, so a trace of a few big fan-outs opens on its shape
+//! rather than on the first branch taken to its leaves. Where no node of a level fits
+//! whole, the first shows what fits of its children and a row for the rest.
+
+use std::collections::{BTreeMap, HashMap};
+
+use causeway_model::Trace;
+use serde::Serialize;
+
+use crate::critical::{critical_path, self_times, Section};
+
+/// What is below one span (itself included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subtree {
+    /// Spans in it.
+    pub spans: u64,
+    /// The latest end in it, Unix ns.
+    pub end: u64,
+    /// Spans in it that ended in error.
+    pub errors: u64,
+}
+
+/// One service across the whole trace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceShare {
+    /// The service.
+    pub service: String,
+    /// Its spans.
+    pub spans: u64,
+    /// Those of them that ended in error.
+    pub errors: u64,
+    /// Time its spans spent not waiting on a child, ns.
+    pub self_ns: u64,
+}
+
+/// The whole trace in figures.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// Spans.
+    pub spans: u64,
+    /// The earliest start, Unix ns.
+    pub start: u64,
+    /// The latest end, Unix ns.
+    pub end: u64,
+    /// Spans that ended in error.
+    pub errors: u64,
+    /// Levels of the tree.
+    pub depth: u64,
+    /// Per service, most spans first.
+    pub services: Vec<ServiceShare>,
+}
+
+/// One line of the outline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Row {
+    /// The span at this index of the trace; `open` when its children follow.
+    Span {
+        /// Index into `Trace::spans`.
+        index: usize,
+        /// Whether its children are rows too.
+        open: bool,
+    },
+    /// Children of `parent` (of the roots when `None`) not listed: `count` of them,
+    /// from the `from`th on.
+    More {
+        /// The span whose children these are.
+        parent: Option<usize>,
+        /// The first one not listed.
+        from: usize,
+        /// How many are not.
+        count: usize,
+    },
+}
+
+/// A trace indexed for outlines: subtree figures and depth per span, the critical path.
+#[derive(Debug)]
+pub struct Outline {
+    /// The trace (skew-corrected or not, as it was given).
+    pub trace: Trace,
+    /// Per span, what is below it.
+    pub subtrees: Vec<Subtree>,
+    /// Per span, its level (roots 0).
+    pub depths: Vec<u32>,
+    /// The critical path, on the trace's times.
+    pub critical: Vec<Section>,
+    summary: Summary,
+}
+
+impl Outline {
+    /// Indexes `trace`: a few passes over its spans, no recursion.
+    pub fn new(trace: Trace) -> Outline {
+        let n = trace.spans.len();
+        // Parents before children: the roots, then each level in turn.
+        let mut order: Vec<usize> = Vec::with_capacity(n);
+        let mut depths = vec![0u32; n];
+        order.extend(&trace.roots);
+        let mut k = 0;
+        while k < order.len() {
+            let i = order[k];
+            for &c in &trace.children[i] {
+                depths[c] = depths[i] + 1;
+                order.push(c);
+            }
+            k += 1;
+        }
+        let mut subtrees: Vec<Subtree> = trace
+            .spans
+            .iter()
+            .map(|s| Subtree {
+                spans: 1,
+                end: s.end,
+                errors: u64::from(s.is_error()),
+            })
+            .collect();
+        for &i in order.iter().rev() {
+            if let Some(p) = trace.parent[i] {
+                let below = subtrees[i];
+                let up = &mut subtrees[p];
+                up.spans += below.spans;
+                up.end = up.end.max(below.end);
+                up.errors += below.errors;
+            }
+        }
+        let own = self_times(&trace);
+        let mut services: BTreeMap<&str, ServiceShare> = BTreeMap::new();
+        for (s, self_ns) in trace.spans.iter().zip(own) {
+            let e = services.entry(&*s.service).or_insert_with(|| ServiceShare {
+                service: s.service.to_string(),
+                spans: 0,
+                errors: 0,
+                self_ns: 0,
+            });
+            e.spans += 1;
+            e.errors += u64::from(s.is_error());
+            e.self_ns += self_ns;
+        }
+        let mut services: Vec<ServiceShare> = services.into_values().collect();
+        services.sort_by(|a, b| b.spans.cmp(&a.spans).then(a.service.cmp(&b.service)));
+        let (start, end) = trace.bounds();
+        let summary = Summary {
+            spans: n as u64,
+            start,
+            end,
+            errors: subtrees
+                .iter()
+                .zip(&trace.parent)
+                .filter(|(_, p)| p.is_none())
+                .map(|(s, _)| s.errors)
+                .sum(),
+            depth: depths.iter().max().map_or(0, |d| u64::from(*d) + 1),
+            services,
+        };
+        let critical = critical_path(&trace);
+        Outline {
+            trace,
+            subtrees,
+            depths,
+            critical,
+            summary,
+        }
+    }
+
+    /// The whole trace in figures.
+    pub fn summary(&self) -> &Summary {
+        &self.summary
+    }
+
+    /// At most `budget` rows (and a [`Row::More`] per cut list) below `under` (the roots
+    /// when `None`), its children from the `from`th on, in the order the page draws them:
+    /// each span followed by its children when it is open.
+    pub fn rows(&self, under: Option<usize>, from: usize, budget: usize) -> Vec<Row> {
+        let t = &self.trace;
+        let level: &[usize] = under.map_or(&t.roots, |u| &t.children[u]);
+        let top = &level[from.min(level.len())..];
+        let shown = top.len().min(budget.max(1));
+        let mut left = budget.saturating_sub(shown);
+        // Per span opened, how many of its children are rows.
+        let mut open: HashMap<usize, usize> = HashMap::new();
+        let mut frontier: Vec<usize> = top[..shown].to_vec();
+        while !frontier.is_empty() && left > 0 {
+            let mut next = Vec::new();
+            for &i in &frontier {
+                let kids = &t.children[i];
+                if !kids.is_empty() && kids.len() <= left {
+                    left -= kids.len();
+                    open.insert(i, kids.len());
+                    next.extend_from_slice(kids);
+                }
+            }
+            if next.is_empty() && left >= 2 {
+                // No span of this level fits whole: the first that has children shows
+                // what fits of them, and a row for the rest.
+                if let Some(&i) = frontier.iter().find(|&&i| !t.children[i].is_empty()) {
+                    open.insert(i, left - 1);
+                    left = 0;
+                }
+            }
+            frontier = next;
+        }
+        let mut rows = Vec::with_capacity(budget.min(t.spans.len()) + 1);
+        let mut stack: Vec<Row> = top[..shown]
+            .iter()
+            .rev()
+            .map(|&index| Row::Span { index, open: false })
+            .collect();
+        while let Some(row) = stack.pop() {
+            let Row::Span { index, .. } = row else {
+                rows.push(row);
+                continue;
+            };
+            let kids = &t.children[index];
+            let listed = open.get(&index).copied().unwrap_or(0);
+            rows.push(Row::Span {
+                index,
+                open: listed > 0,
+            });
+            if listed < kids.len() && listed > 0 {
+                stack.push(Row::More {
+                    parent: Some(index),
+                    from: listed,
+                    count: kids.len() - listed,
+                });
+            }
+            stack.extend(
+                kids[..listed]
+                    .iter()
+                    .rev()
+                    .map(|&index| Row::Span { index, open: false }),
+            );
+        }
+        if shown < top.len() {
+            rows.push(Row::More {
+                parent: under,
+                from: from + shown,
+                count: top.len() - shown,
+            });
+        }
+        rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_model::{SpanKind, Status};
+    use causeway_testkit::TraceBuilder;
+
+    const MS: u64 = 1_000_000;
+
+    /// A batch of `chunks` chunks, each of `rows` rows, each row an INSERT below it; the
+    /// first INSERT of the last chunk fails.
+    fn batch(chunks: u64, rows: u64) -> Trace {
+        let mut b = TraceBuilder::new(7);
+        let root = b.root("batch", "b-1", "import", 0, 1_000 * MS);
+        for c in 0..chunks {
+            let chunk = b.span(
+                Some(root),
+                "batch",
+                "b-1",
+                SpanKind::Internal,
+                "chunk",
+                c * 10 * MS,
+                c * 10 * MS + (rows - 1) * 10_000 + 1_000,
+            );
+            for r in 0..rows {
+                let at = c * 10 * MS + r * 10_000;
+                let row = b.span(
+                    Some(chunk),
+                    "worker",
+                    "w-1",
+                    SpanKind::Internal,
+                    "row",
+                    at,
+                    at + 5_000,
+                );
+                let insert = b.span(
+                    Some(row),
+                    "db",
+                    "d-1",
+                    SpanKind::Client,
+                    "INSERT",
+                    at,
+                    at + 9_000,
+                );
+                if c == chunks - 1 && r == 0 {
+                    b.get(insert).status = Status::Error("full".into());
+                }
+            }
+        }
+        b.trace()
+    }
+
+    fn names(o: &Outline, rows: &[Row]) -> Vec<String> {
+        rows.iter()
+            .map(|r| match *r {
+                Row::Span { index, open } => format!(
+                    "{}{}{}",
+                    "  ".repeat(o.depths[index] as usize),
+                    o.trace.spans[index].name,
+                    if open { "" } else { " +" }
+                ),
+                Row::More { count, from, .. } => format!("{count} more from {from}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn subtrees_and_the_summary_count_every_span() {
+        let o = Outline::new(batch(3, 4));
+        let root = o.trace.roots[0];
+        assert_eq!(o.subtrees[root].spans, 1 + 3 * (1 + 4 * 2));
+        assert_eq!(o.subtrees[root].errors, 1);
+        let chunk = o.trace.children[root][2];
+        // The last chunk's last INSERT ends 8 µs after it: the subtree ends with it.
+        assert_eq!(o.subtrees[chunk].end, 20 * MS + 3 * 10_000 + 9_000);
+        assert_eq!(o.subtrees[chunk].errors, 1);
+        let s = o.summary();
+        assert_eq!((s.spans, s.errors, s.depth), (28, 1, 4));
+        let shares: Vec<(&str, u64)> = s
+            .services
+            .iter()
+            .map(|v| (v.service.as_str(), v.spans))
+            .collect();
+        assert_eq!(shares, [("db", 12), ("worker", 12), ("batch", 4)]);
+        assert_eq!(s.services[0].errors, 1);
+    }
+
+    #[test]
+    fn the_budget_opens_whole_levels_breadth_first() {
+        let o = Outline::new(batch(3, 4));
+        // Root (1) + chunks (3) + rows (12) fit 16; the INSERTs would not.
+        assert_eq!(
+            names(&o, &o.rows(None, 0, 16))[..4],
+            ["import", "  chunk", "    row +", "    row +"]
+        );
+        let rows = o.rows(None, 0, 16);
+        assert_eq!(rows.len(), 16);
+        // A budget for everything opens everything.
+        assert_eq!(o.rows(None, 0, 100).len(), 28);
+        // A small one: the root and its chunks, closed.
+        assert_eq!(
+            names(&o, &o.rows(None, 0, 4)),
+            ["import", "  chunk +", "  chunk +", "  chunk +"]
+        );
+    }
+
+    #[test]
+    fn where_no_fan_out_fits_the_first_shows_what_fits() {
+        let o = Outline::new(batch(2, 50));
+        let rows = o.rows(None, 0, 10);
+        assert_eq!(
+            names(&o, &rows),
+            [
+                "import",
+                "  chunk",
+                "    row +",
+                "    row +",
+                "    row +",
+                "    row +",
+                "    row +",
+                "    row +",
+                "44 more from 6",
+                "  chunk +"
+            ]
+        );
+        let chunk = o.trace.children[o.trace.roots[0]][0];
+        assert!(matches!(rows[8], Row::More { parent: Some(p), .. } if p == chunk));
+    }
+
+    #[test]
+    fn a_fan_out_beyond_the_budget_is_cut_with_a_row_saying_how_many_more() {
+        let o = Outline::new(batch(2, 50));
+        let chunk = o.trace.children[o.trace.roots[0]][1];
+        let rows = o.rows(Some(chunk), 0, 10);
+        assert_eq!(rows.len(), 11);
+        assert_eq!(
+            rows[10],
+            Row::More {
+                parent: Some(chunk),
+                from: 10,
+                count: 40
+            }
+        );
+        // The next page starts where the cut was and ends the list.
+        let rest = o.rows(Some(chunk), 10, 100);
+        assert_eq!(rest.len(), 40 * 2);
+        assert!(
+            matches!(rest[0], Row::Span { index, open: true } if o.trace.children[chunk][10] == index)
+        );
+        // Past the end: nothing.
+        assert!(o.rows(Some(chunk), 50, 10).is_empty());
+    }
+
+    #[test]
+    fn a_chain_deeper_than_any_stack_is_outlined() {
+        let mut b = TraceBuilder::new(9);
+        let mut parent = b.root("deep", "h", "0", 0, 1_000_000);
+        for d in 1..200_000u64 {
+            parent = b.span(
+                Some(parent),
+                "deep",
+                "h",
+                SpanKind::Internal,
+                "d",
+                d,
+                1_000_000 - d,
+            );
+        }
+        let o = Outline::new(b.trace());
+        assert_eq!(o.summary().depth, 200_000);
+        assert_eq!(o.subtrees[o.trace.roots[0]].spans, 200_000);
+        assert_eq!(o.rows(None, 0, 50).len(), 50);
+    }
+}
