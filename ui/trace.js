@@ -1,7 +1,8 @@
 // The trace view: a global time line of nested, collapsible spans; server time and
 // network time drawn differently on each RPC; the critical path; events and attributes of
 // the chosen span; skew-corrected times with the offsets shown. Only the rows in sight
-// are in the DOM, so a trace of 10K spans opens and scrolls as fast as a small one.
+// are in the DOM, so a trace of 10K spans opens and scrolls as fast as a small one; a
+// trace of more than WHOLE spans is not sent whole but outlined (trace-outline.js).
 // Beside the time line, the same trace as a flame graph and as a span table (`view=`);
 // on it, in-trace search (`find=`, trace-find.js) marks the spans that match, dims the
 // rest or hides them (`only=1`), and steps from one match to the next.
