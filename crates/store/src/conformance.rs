@@ -566,7 +566,7 @@ pub fn a_bulk_scan_visits_every_trace_in_the_window_once_and_whole(backend: &imp
 }
 
 /// A structure scan gives every span's structure (ids, names, kind, service, host, pid,
-/// times, status) and the attributes asked for, settled or not. (A store may give more;
+/// times, status, source) and the attributes asked for, settled or not. (A store may give more;
 /// what it leaves out is its own economy.)
 pub fn a_structure_scan_gives_the_structure_and_the_attributes_asked_for(backend: &impl Backend) {
     let name = "structure";
@@ -578,6 +578,11 @@ pub fn a_structure_scan_gives_the_structure_and_the_attributes_asked_for(backend
     all[0][3]
         .attributes
         .push(KeyValue::new("peer.service", "mysql"));
+    // Sources of every kind: a search or an analysis filters by them.
+    all[1][1].source = Source::Inferred { confidence: 0.5 };
+    all[1][2].source = Source::Logs;
+    all[2][0].source = Source::Imported;
+    all[170][1].source = Source::Inferred { confidence: 0.25 };
     store.append(all[..150].concat()).unwrap();
     backend.settle(&store);
     store.append(all[150..].concat()).unwrap();
@@ -604,8 +609,8 @@ pub fn a_structure_scan_gives_the_structure_and_the_attributes_asked_for(backend
                 )
             );
             assert_eq!(
-                (s.start, s.end, &s.status),
-                (want.start, want.end, &want.status)
+                (s.start, s.end, &s.status, s.source),
+                (want.start, want.end, &want.status, want.source)
             );
             let kept: Vec<&KeyValue> = s.attributes.iter().filter(asked).collect();
             let wanted: Vec<&KeyValue> = want.attributes.iter().filter(asked).collect();

@@ -47,7 +47,7 @@ use arrow::array::{
     UInt32Builder,
 };
 use arrow::datatypes::{Int64Type, TimestampNanosecondType};
-use causeway_model::{Span, SpanId, SpanKind, Status, TraceId};
+use causeway_model::{Source, Span, SpanId, SpanKind, Status, TraceId};
 
 use crate::Fields;
 use parquet::arrow::arrow_reader::{

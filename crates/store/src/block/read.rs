@@ -46,7 +46,7 @@ impl Block {
                 (&"nested_attributes", _) => false,
                 (&crate::events::COLUMN, Fields::Structure { .. }) => false,
                 (&"attributes", Fields::Paths) => false,
-                (&"detail" | &"source", Fields::Structure { .. }) => false,
+                (&"detail", Fields::Structure { .. }) => false,
                 (&"attributes", Fields::Structure { attributes }) => !attributes.is_empty(),
                 _ => true,
             })
@@ -207,14 +207,21 @@ impl SpanBatches<'_> {
                 }
             }
             Fields::Structure { attributes: keys } => {
-                let kind = batch
-                    .column_by_name("kind")
-                    .and_then(|c| c.as_string_opt::<i32>())
-                    .ok_or_else(|| block.corrupt("kind is missing or not text"))?;
+                let text = |name: &str| {
+                    batch
+                        .column_by_name(name)
+                        .and_then(|c| c.as_string_opt::<i32>())
+                        .ok_or_else(|| block.corrupt(&format!("{name} is missing or not text")))
+                };
+                let (kind, source) = (text("kind")?, text("source")?);
                 for i in 0..batch.num_rows() {
                     let row = cols.row(block, i, &mut intern, |k| keys.iter().any(|x| x == k))?;
                     let mut span = crate::detail::from_columns(row);
                     span.kind = SpanKind::parse(kind.value(i)).unwrap_or_default();
+                    // Searches and analyses filter by source, and read spans this way.
+                    span.source = Source::from_text(source.value(i)).ok_or_else(|| {
+                        block.corrupt(&format!("row {i}: source {:?}", source.value(i)))
+                    })?;
                     out.push(span);
                 }
             }
