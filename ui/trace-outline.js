@@ -8,6 +8,7 @@
 import { get } from "./api.js";
 import { go } from "./app.js";
 import { h, fill, duration, count, instant, state, serviceColor, traceIdText } from "./format.js";
+import { spanTable } from "./trace-table.js";
 
 const ROW = 24; // px per row, as the time line's
 const OVERSCAN = 15;
@@ -43,6 +44,7 @@ export function outlinePage(id, adjust, answer, started) {
   page.append(h("div.trace-body", {},
     h("div.timeline", {}, h("div.overview", {}, h("div.label-head", {}, "Service and span"), h("div.lane-head", {}, duration(o.t1 - o.t0))), scroller),
     h("div.side", {}, pathList(o, answer.criticalPath), servicesTable(sum.services), o.el.detail)));
+  page.append(groupsSection(sum));
   return page;
 }
 
@@ -229,6 +231,24 @@ function pathList(o, cp) {
       h("span.dot", { style: { background: serviceColor(c.service) } }), `${c.service} ${c.name} `,
       h("span.dur", {}, duration(Number(c.end) - Number(c.start)))))),
     total > steps.length ? h("p.hint", {}, `The first ${count(steps.length)} of ${count(total)} steps.`) : "");
+}
+
+/** The span table over the whole trace, from the server's groups; sorted in place. */
+function groupsSection(sum) {
+  const allSelf = sum.groups.reduce((a, g) => a + Number(g.selfNs), 0);
+  const list = sum.groups.map((g) => ({
+    service: g.service, name: g.name, count: Number(g.count), errors: Number(g.errors),
+    self: Number(g.selfNs), total: Number(g.totalNs), max: Number(g.maxNs),
+    selfShare: allSelf ? Number(g.selfNs) / allSelf : 0,
+  }));
+  const section = h("section.outline-groups", {}, h("h2", {}, "Spans by service and name"));
+  const draw = (order) => {
+    section.querySelector(".span-table")?.remove();
+    section.append(spanTable(list, order, { sortBy: draw, find: null }));
+    if (Number(sum.groupsOmitted)) section.querySelector(".span-table .hint").append(` The ${count(list.length)} with the most self time are listed; ${count(Number(sum.groupsOmitted))} more are not.`);
+  };
+  draw("-self");
+  return section;
 }
 
 /** Every service of the trace: what the rows not fetched hold. */

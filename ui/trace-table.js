@@ -41,7 +41,7 @@ export function groups(spans, selfOf) {
 
 /**
  * The table element, sorted by `order` (`-self` descending, the default). `sortBy(order)`
- * changes the order, `find(group)` shows a group's spans on the time line.
+ * changes the order, `find(group)` (if given) shows a group's spans on the time line.
  */
 export function spanTable(list, order, { sortBy, find }) {
   const o = COLUMNS.some((c) => c.key === order.replace(/^-/, "")) ? order : "-self";
@@ -58,10 +58,10 @@ export function spanTable(list, order, { sortBy, find }) {
     return h("th", { class: c.num ? "num" : "", "aria-sort": col === c ? (desc ? "descending" : "ascending") : "none" },
       h("button.sort", { type: "button", "data-order": next, onclick: () => sortBy(next) }, c.label + (col === c ? (desc ? " ▼" : " ▲") : "")));
   }));
-  const body = h("tbody", {}, rows.map((g) => h("tr.row-link", {
-    tabindex: "0", "data-group": `${g.service} ${g.name}`, title: "show these spans on the time line",
+  const body = h("tbody", {}, rows.map((g) => h(find ? "tr.row-link" : "tr", {
+    "data-group": `${g.service} ${g.name}`,
     // Enter and Space click it (app.js), as every choosable row.
-    onclick: () => find(g),
+    ...(find ? { tabindex: "0", title: "show these spans on the time line", onclick: () => find(g) } : {}),
   }, COLUMNS.map((c) => h("td", { class: c.num ? "num" : "" },
     c.key === "name"
       ? [h("span.dot", { style: { background: serviceColor(g.service) } }), h("b", {}, g.service), " ", g.name]

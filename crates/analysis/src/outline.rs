@@ -41,6 +41,30 @@ pub struct ServiceShare {
     pub self_ns: u64,
 }
 
+/// The spans of one service and name across the whole trace (a row of the span table).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpanGroup {
+    /// The service.
+    pub service: String,
+    /// The span name.
+    pub name: String,
+    /// Spans.
+    pub count: u64,
+    /// Those that ended in error.
+    pub errors: u64,
+    /// Their self time, ns.
+    pub self_ns: u64,
+    /// Their durations added, ns.
+    pub total_ns: u64,
+    /// The longest, ns.
+    pub max_ns: u64,
+}
+
+/// Span groups an outline lists at most (most self time first): a trace whose span names
+/// carry ids has as many groups as spans.
+pub const MOST_GROUPS: usize = 1_000;
+
 /// The whole trace in figures.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -57,6 +81,10 @@ pub struct Summary {
     pub depth: u64,
     /// Per service, most spans first.
     pub services: Vec<ServiceShare>,
+    /// Per service and span name, most self time first, at most [`MOST_GROUPS`].
+    pub groups: Vec<SpanGroup>,
+    /// Groups beyond those listed.
+    pub groups_omitted: u64,
 }
 
 /// One line of the outline.
@@ -132,7 +160,24 @@ impl Outline {
         }
         let own = self_times(&trace);
         let mut services: BTreeMap<&str, ServiceShare> = BTreeMap::new();
-        for (s, self_ns) in trace.spans.iter().zip(own) {
+        let mut groups: HashMap<(&str, &str), SpanGroup> = HashMap::new();
+        for (s, &self_ns) in trace.spans.iter().zip(&own) {
+            let g = groups
+                .entry((&*s.service, s.name.as_str()))
+                .or_insert_with(|| SpanGroup {
+                    service: s.service.to_string(),
+                    name: s.name.clone(),
+                    count: 0,
+                    errors: 0,
+                    self_ns: 0,
+                    total_ns: 0,
+                    max_ns: 0,
+                });
+            g.count += 1;
+            g.errors += u64::from(s.is_error());
+            g.self_ns += self_ns;
+            g.total_ns += s.duration();
+            g.max_ns = g.max_ns.max(s.duration());
             let e = services.entry(&*s.service).or_insert_with(|| ServiceShare {
                 service: s.service.to_string(),
                 spans: 0,
@@ -145,6 +190,12 @@ impl Outline {
         }
         let mut services: Vec<ServiceShare> = services.into_values().collect();
         services.sort_by(|a, b| b.spans.cmp(&a.spans).then(a.service.cmp(&b.service)));
+        let mut groups: Vec<SpanGroup> = groups.into_values().collect();
+        groups.sort_by(|a, b| {
+            (b.self_ns, &a.service, &a.name).cmp(&(a.self_ns, &b.service, &b.name))
+        });
+        let groups_omitted = groups.len().saturating_sub(MOST_GROUPS) as u64;
+        groups.truncate(MOST_GROUPS);
         let (start, end) = trace.bounds();
         let summary = Summary {
             spans: n as u64,
@@ -158,6 +209,8 @@ impl Outline {
                 .sum(),
             depth: depths.iter().max().map_or(0, |d| u64::from(*d) + 1),
             services,
+            groups,
+            groups_omitted,
         };
         let critical = critical_path(&trace);
         Outline {
@@ -332,6 +385,16 @@ mod tests {
             .collect();
         assert_eq!(shares, [("db", 12), ("worker", 12), ("batch", 4)]);
         assert_eq!(s.services[0].errors, 1);
+        let groups: Vec<(&str, u64, u64)> = s
+            .groups
+            .iter()
+            .map(|g| (g.name.as_str(), g.count, g.errors))
+            .collect();
+        assert_eq!(groups.len(), 4);
+        assert!(groups.contains(&("INSERT", 12, 1)), "{groups:?}");
+        let all_self: u64 = s.groups.iter().map(|g| g.self_ns).sum();
+        assert_eq!(all_self, s.services.iter().map(|v| v.self_ns).sum::<u64>());
+        assert!(s.groups.windows(2).all(|w| w[0].self_ns >= w[1].self_ns));
     }
 
     #[test]

@@ -207,6 +207,12 @@ fn traces_of_a_hundred_thousand_and_a_million_spans_open_as_outlines() {
         services.iter().any(|s| s.starts_with("db 33,300 400")),
         "{services:?}"
     );
+    // The span table over all of it, from the server: five kinds of span; sorted by count.
+    assert_eq!(ui.count(".outline-groups table.span-groups tbody tr"), 5);
+    ui.click(".outline-groups button.sort[data-order='-count']");
+    let first = ui.text(".outline-groups table.span-groups tbody tr:first-child");
+    assert!(first.contains("33,300"), "{first}");
+    assert!(!first.contains("nightly import"), "{first}");
     ui.screenshot("huge-trace-100k");
 
     // The root chosen: what is below it.
