@@ -1,10 +1,11 @@
 // The service dependency graph of a window: services as nodes, calls between them as
 // edges with counts, errors and latency. An edge's width follows its share of the caller's
-// calls, so a caller that sends everything to one replica stands out.
+// calls, so a caller that sends everything to one replica stands out. Grouped by host
+// (`group=host`), a node is a service on one host, and each host is a column of its own.
 
 import { get } from "./api.js";
 import { go } from "./app.js";
-import { h, svg, duration, count, state, serviceColor, lookbackSelect } from "./format.js";
+import { h, svg, duration, count, state, serviceColor, lookbackSelect, SOURCES } from "./format.js";
 
 const NODE_W = 150;
 const NODE_H = 46;
@@ -38,14 +39,23 @@ export async function render(_id, params) {
   const query = queryOf(params);
   const g = await get("/api/dependencies", query);
   const page = h("section.dependencies");
-  const f = h("form.filters", {}, h("label", {}, "Window", lookbackSelect(params.get("lookback"))));
-  f.elements.lookback.addEventListener("change", (ev) => {
-    const v = ev.target.value;
-    go("dependencies", null, v ? { lookback: v } : { start: "0" });
-  });
+  const byHost = params.get("group") === "host";
+  const f = h("form.filters", {}, h("label", {}, "Window", lookbackSelect(params.get("lookback"))),
+    h("label", {}, "Nodes", h("select", { name: "group" },
+      h("option", { value: "" }, "services"), h("option", { value: "host", selected: byHost }, "services on each host"))),
+    h("label", { title: "only the calls that spans of this source show" }, "Source", h("select", { name: "source" },
+      h("option", { value: "" }, "any source"),
+      Object.entries(SOURCES).map(([v, l]) => h("option", { value: v, selected: v === params.get("source") }, l)))));
+  const refilter = () => {
+    const v = f.elements.lookback.value;
+    const q = v ? { lookback: v } : { start: "0" };
+    for (const k of ["group", "source"]) if (f.elements[k].value) q[k] = f.elements[k].value;
+    go("dependencies", null, q);
+  };
+  for (const k of ["lookback", "group", "source"]) f.elements[k].addEventListener("change", refilter);
   page.append(f);
   page.append(h("p.summary", {},
-    `${count(g.nodes.length)} services · ${count(g.edges.length)} edges · from ${count(g.traces)} traces (${count(g.window.spansScanned)} spans)`));
+    `${count(g.nodes.length)} ${byHost ? "services on hosts" : "services"} · ${count(g.edges.length)} edges · from ${count(g.traces)} traces (${count(g.window.spansScanned)} spans)`));
   if (!g.nodes.length) {
     page.append(state("empty", "No calls between services in this window."));
     return page;
@@ -54,7 +64,7 @@ export async function render(_id, params) {
   const graphEl = graph(g, shares, params.get("edge"));
   const tableEl = edgeTable(g.edges, shares, params);
   page.append(graphEl);
-  page.append(replicas(g.nodes) || "");
+  if (!byHost) page.append(replicas(g.nodes) || "");
   page.append(h("h2", {}, "Edges"));
   page.append(tableEl);
   shown = { g, shares, graph: graphEl, table: tableEl, query: JSON.stringify(query) };
@@ -71,13 +81,16 @@ function shareOfCaller(edges) {
   return new Map(edges.map((e) => [key(e), e.calls / (out.get(e.caller) || 1)]));
 }
 
-/** Columns by distance from the entry services (those nobody calls), rows in order. */
+/**
+ * Columns by distance from the entry services (those nobody calls), rows in order. Nodes
+ * with hosts: a column per host instead (in the order of its nearest node), each boxed.
+ */
 function layout(nodes, edges) {
-  const callees = new Map(nodes.map((n) => [n.service, []]));
+  const callees = new Map(nodes.map((n) => [n.id, []]));
   for (const e of edges) if (e.caller !== e.callee && callees.has(e.caller)) callees.get(e.caller).push(e.callee);
   const level = new Map();
-  const entry = nodes.filter((n) => !edges.some((e) => e.callee === n.service && e.caller !== n.service));
-  const queue = (entry.length ? entry : nodes.slice(0, 1)).map((n) => n.service);
+  const entry = nodes.filter((n) => !edges.some((e) => e.callee === n.id && e.caller !== n.id));
+  const queue = (entry.length ? entry : nodes.slice(0, 1)).map((n) => n.id);
   for (const s of queue) level.set(s, 0);
   while (queue.length) {
     const s = queue.shift();
@@ -88,16 +101,19 @@ function layout(nodes, edges) {
       }
     }
   }
-  for (const n of nodes) if (!level.has(n.service)) level.set(n.service, 0);
-  const columns = [];
-  for (const n of nodes) {
-    const l = level.get(n.service);
-    (columns[l] = columns[l] || []).push(n.service);
+  for (const n of nodes) if (!level.has(n.id)) level.set(n.id, 0);
+  const byHost = nodes.some((n) => n.host);
+  const columns = byHost ? hostColumns(nodes, level) : [];
+  if (!byHost) {
+    for (const n of nodes) {
+      const l = level.get(n.id);
+      (columns[l] = columns[l] || []).push(n.id);
+    }
   }
   // Each column in the mean order of its callers in earlier columns, so edges cross less.
   const rank = new Map();
   columns.forEach((col, x) => {
-    if (x === 0) col.sort();
+    if (x === 0 || byHost) col.sort((a, b) => level.get(a) - level.get(b) || a.localeCompare(b));
     else {
       const score = (s) => {
         const from = edges.filter((e) => e.callee === s && rank.has(e.caller)).map((e) => rank.get(e.caller));
@@ -113,11 +129,32 @@ function layout(nodes, edges) {
     const pad = (tallest - col.length) * (NODE_H + ROW_GAP) / 2;
     col.forEach((s, y) => pos.set(s, { x: 20 + x * COL, y: 20 + pad + y * (NODE_H + ROW_GAP) }));
   });
-  return { pos, width: 40 + (columns.length - 1) * COL + NODE_W, height: 40 + tallest * (NODE_H + ROW_GAP) };
+  const hostOf = new Map(nodes.map((n) => [n.id, n.host]));
+  const boxes = byHost ? columns.filter((col) => hostOf.get(col[0])).map((col) => {
+    const first = pos.get(col[0]), last = pos.get(col[col.length - 1]);
+    return { host: hostOf.get(col[0]), x: first.x - 8, y: first.y - 22, w: NODE_W + 16, h: last.y - first.y + NODE_H + 30 };
+  }) : [];
+  const top = byHost ? 16 : 0;
+  for (const p of pos.values()) p.y += top;
+  for (const b of boxes) b.y += top;
+  return { pos, boxes, width: 40 + (columns.length - 1) * COL + NODE_W, height: 40 + top + tallest * (NODE_H + ROW_GAP) };
+}
+
+/** One column per host, in the order of its nearest node to the entry; nodes without a
+ * host (peers named by an attribute) a column each. */
+function hostColumns(nodes, level) {
+  const groups = new Map();
+  for (const n of nodes) {
+    const k = n.host ? `host:${n.host}` : `node:${n.id}`;
+    if (!groups.has(k)) groups.set(k, []);
+    groups.get(k).push(n.id);
+  }
+  const nearest = (col) => Math.min(...col.map((id) => level.get(id)));
+  return [...groups.entries()].sort(([ka, a], [kb, b]) => nearest(a) - nearest(b) || ka.localeCompare(kb)).map(([, col]) => col);
 }
 
 function graph(g, shares, chosen) {
-  const { pos, width, height } = layout(g.nodes, g.edges);
+  const { pos, boxes, width, height } = layout(g.nodes, g.edges);
   const edges = g.edges.map((e) => {
     const a = pos.get(e.caller), b = pos.get(e.callee);
     if (!a || !b) return null;
@@ -144,9 +181,12 @@ function graph(g, shares, chosen) {
       svg("text", { x: lx, y: ly, "text-anchor": "middle" }, label),
       svg("title", {}, `${e.caller} → ${e.callee} (${e.kind})\n${count(e.calls)} calls, ${Math.round(share * 100)}% of ${e.caller}'s\n${count(e.errors)} errors\np50 ${duration(e.latency.p50)}, p99 ${duration(e.latency.p99)}`));
   });
+  const hosts = boxes.map((b) => svg("g", { class: "dep-host", "data-host": b.host },
+    svg("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 6 }),
+    svg("text", { x: b.x + 8, y: b.y + 14 }, b.host)));
   const nodes = g.nodes.map((n) => {
-    const p = pos.get(n.service);
-    return svg("g", { class: "dep-node", transform: `translate(${p.x},${p.y})`, "data-service": n.service },
+    const p = pos.get(n.id);
+    return svg("g", { class: "dep-node", transform: `translate(${p.x},${p.y})`, "data-service": n.id },
       svg("rect", { width: NODE_W, height: NODE_H, rx: 5 }),
       svg("rect", { width: 5, height: NODE_H, fill: serviceColor(n.service) }),
       svg("text", { x: 12, y: 19, class: "svc" }, n.service),
@@ -169,7 +209,7 @@ function graph(g, shares, chosen) {
   return h("div.graph", {}, svg("svg", { width, height: bottom, class: "dep-graph" },
     svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: "userSpaceOnUse", orient: "auto" },
       svg("path", { d: "M0,0 L10,5 L0,10 z" }))),
-    edges, nodes));
+    hosts, edges, nodes));
 }
 
 function bezier(t, p0, p1, p2, p3) {

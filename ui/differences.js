@@ -30,6 +30,7 @@ export function describe(sel) {
   else if (sel.minDuration) out.push(`lasting at least ${duration(Number(sel.minDuration))}`);
   else if (sel.maxDuration) out.push(`lasting at most ${duration(Number(sel.maxDuration))}`);
   if (sel.errors) out.push("with an error");
+  if (sel.pattern) out.push(`of pattern ${sel.pattern}`);
   return out.join(", ");
 }
 
@@ -70,11 +71,16 @@ export async function differencesPanel(sel, filters) {
   if (sel.minDuration) q.selMinDuration = sel.minDuration;
   if (sel.maxDuration) q.selMaxDuration = sel.maxDuration;
   if (sel.errors) q.selErrors = "true";
+  if (sel.pattern) q.selPattern = sel.pattern;
   const body = await get("/api/differences", q);
+  // A pattern's traces are listed on its page, where its comparisons are shown (the
+  // search has no filter for a shape).
+  const ofPattern = Boolean(sel.pattern || filters.pattern);
   const panel = h("section.differences", { "aria-label": "what is different about the selection" },
-    h("h2", {}, `What sets these ${count(body.selected)} traces apart`, h("small", {}, ` from the other ${count(body.rest)} of the window`)),
+    h("h2", {}, `What sets these ${count(body.selected)} traces apart`,
+      h("small", {}, ` from the other ${count(body.rest)} of the ${filters.pattern ? "pattern" : "window"}`)),
     h("p.hint", {}, `Traces ${describe(sel)}. `,
-      h("a", { href: link("search", null, { ...filters, ...listParams(sel), tab: "traces", order: "-duration" }), "data-list": "selection" }, "List them"),
+      ofPattern ? "" : h("a", { href: link("search", null, { ...filters, ...listParams(sel), tab: "traces", order: "-duration" }), "data-list": "selection" }, "List them"),
       body.crowdedKeys.length ? ` · Not compared, a value per trace: ${body.crowdedKeys.join(", ")}` : ""));
   if (!body.selected) {
     panel.append(state("empty", "No trace of the window is in the selection."));
@@ -84,17 +90,20 @@ export async function differencesPanel(sel, filters) {
     panel.append(state("empty", "Nothing is more common in the selection than in the rest."));
     return panel;
   }
+  // A shape is not a search filter: the search a line implies is over the window.
+  const searchFilters = { ...filters };
+  delete searchFilters.pattern;
   panel.append(h("table.grid.differences", {},
     h("thead", {}, h("tr", {}, h("th", {}, "What the traces hold"), h("th.num", {}, "Of the selection"), h("th.num", {}, "Of the rest"), h("th", {}, ""))),
     h("tbody", {}, body.differences.map((d) => {
       const [words, search] = what(d);
       // An attribute is searched beside the attributes already asked for.
-      if (search.tags && filters.tags) search.tags = `${filters.tags} ${search.tags}`;
+      if (search.tags && searchFilters.tags) search.tags = `${searchFilters.tags} ${search.tags}`;
       return h("tr", { "data-kind": d.kind },
         h("td", {}, words),
         h("td.num", {}, share(d.selectedShare), ` ${count(d.selected)}`),
         h("td.num", {}, share(d.restShare), ` ${count(d.rest)}`),
-        h("td", {}, h("a", { href: link("search", null, { ...filters, ...search, tab: "traces" }) }, "search")));
+        h("td", {}, h("a", { href: link("search", null, { ...searchFilters, ...search, tab: "traces" }) }, "search")));
     }))));
   return panel;
 }

@@ -134,6 +134,9 @@ export function shortId(id) {
   return text.length > 12 ? text.slice(0, 8) + "…" : text;
 }
 
+/** The sources a span can come from, as the API's `source` filters name them. */
+export const SOURCES = { instrumented: "instrumented", imported: "other tracers", inferred: "inferred (capture)", logs: "stitched from logs" };
+
 /** The query of a page over a window that defaults to all time: `lookback`, else from 0. */
 export function windowQuery(params, limit) {
   const q = { limit: String(limit) };

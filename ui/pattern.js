@@ -1,9 +1,12 @@
 // One execution pattern: its graph with mean delays on nodes and edges, and its latency
-// histogram whose buckets list example traces.
+// histogram whose buckets list example traces. What sets the pattern apart from the rest
+// of the window (`apart=pattern`), or a bar's traces from the rest of the pattern
+// (`apart=bucket`), is asked of /api/differences and shown under them.
 
 import { get } from "./api.js";
 import { go, link } from "./app.js";
 import { h, svg, duration, count, state, serviceColor, shortId } from "./format.js";
+import { differencesPanel } from "./differences.js";
 
 const NODE_W = 230;
 const NODE_H = 54;
@@ -16,6 +19,7 @@ let shown = null; // the pattern on screen: its query, data and histogram, for i
 function queryOf(params) {
   const query = Object.fromEntries(params);
   delete query.bucket;
+  delete query.apart;
   if (!query.lookback && !query.start) query.start = "0";
   return query;
 }
@@ -26,7 +30,30 @@ export function update(params) {
   const el = histogram(shown.p.histogram, params, shown.id);
   shown.el.replaceWith(el);
   shown.el = el;
-  return true;
+  return compareInto(shown.apart, shown.id, shown.p, params);
+}
+
+/** The comparison the URL asks for (`apart=`), drawn into `slot`. */
+async function compareInto(slot, id, p, params) {
+  const window = queryOf(params);
+  const b = p.histogram[Number(params.get("bucket"))];
+  let sel = null, filters = window;
+  if (params.get("apart") === "pattern") sel = { pattern: id };
+  else if (params.get("apart") === "bucket" && b) {
+    sel = { minDuration: String(b.lowNs), maxDuration: String(b.highNs) };
+    filters = { ...window, pattern: id };
+  }
+  if (!sel) {
+    slot.replaceChildren();
+    return;
+  }
+  slot.setAttribute("aria-busy", "true");
+  try {
+    slot.replaceChildren(await differencesPanel(sel, filters));
+  } catch (e) {
+    slot.replaceChildren(state("error", `Comparing failed: ${e.message || e}`));
+  }
+  slot.removeAttribute("aria-busy");
 }
 
 export async function render(id, params) {
@@ -40,12 +67,17 @@ export async function render(id, params) {
   page.append(h("p.summary", {},
     `${count(p.count)} traces · ${count(p.errors)} with errors · ${count(p.spans)} spans each · `,
     `mean ${duration(p.latency.mean)} · p50 ${duration(p.latency.p50)} · p99 ${duration(p.latency.p99)} · max ${duration(p.latency.max)}`));
+  page.append(h("p.explore-tools", {},
+    h("a.button", { href: link("pattern", id, withApart(params, "pattern")), "data-apart": "pattern" }, "What sets this pattern apart"),
+    " from the other traces of the window"));
   page.append(h("h2", {}, "Graph ", h("small", {}, "mean duration (self time) per node; mean delay from the parent's start and network time per edge")));
   page.append(graph(p.nodes));
   page.append(h("h2", {}, "Latency ", h("small", {}, "click a bar for example traces")));
   const el = histogram(p.histogram, params, id);
-  page.append(el);
-  shown = { id, p, el, query: JSON.stringify(query) };
+  const slot = h("div.differences-slot");
+  page.append(el, slot);
+  shown = { id, p, el, apart: slot, query: JSON.stringify(query) };
+  await compareInto(slot, id, p, params);
   return page;
 }
 
@@ -107,6 +139,12 @@ function clip(text, n) {
   return text.length > n ? text.slice(0, n - 1) + "…" : text;
 }
 
+function withApart(params, value) {
+  const p = new URLSearchParams(params);
+  p.set("apart", value);
+  return p;
+}
+
 function histogram(buckets, params, id) {
   if (!buckets.length) return state("empty", "No latencies recorded.");
   const chosen = params.get("bucket");
@@ -128,7 +166,9 @@ function histogram(buckets, params, id) {
   const b = chosen != null ? buckets[Number(chosen)] : null;
   if (b) {
     box.append(h("div.examples", {},
-      h("p", {}, `${duration(b.lowNs)} – ${duration(b.highNs)}: ${count(b.count)} traces. Examples:`),
+      h("p", {}, `${duration(b.lowNs)} – ${duration(b.highNs)}: ${count(b.count)} traces. `,
+        h("a", { href: link("pattern", id, withApart(params, "bucket")), "data-apart": "bucket" }, "What sets them apart"),
+        " from the rest of the pattern. Examples:"),
       h("ul", {}, b.examples.map((t) => h("li", {}, h("a", { href: link("trace", t, {}) }, h("code", {}, shortId(t))))))));
   }
   return box;

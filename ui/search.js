@@ -8,14 +8,12 @@
 
 import { get } from "./api.js";
 import { go, link } from "./app.js";
-import { h, duration, count, instant, lookbackSelect, state, serviceColor, shortId } from "./format.js";
+import { h, fill, duration, count, instant, lookbackSelect, state, serviceColor, shortId, SOURCES } from "./format.js";
 import { scatterChart, slowest } from "./scatter.js";
 import { selectionOf, selParam, differencesPanel } from "./differences.js";
 
 /** The parameters the form owns; the rest of the URL (tab, order) is the table's. */
 const FILTERS = ["service", "operation", "tags", "lookback", "start", "end", "minDuration", "maxDuration", "error", "source", "traceMinDuration", "traceMaxDuration"];
-/** The sources a span can come from, as the API's `source` filter names them. */
-const SOURCES = { instrumented: "instrumented", imported: "other tracers", inferred: "inferred (capture)", logs: "stitched from logs" };
 
 /** The patterns tab's cost metrics, by their API names. */
 const COSTS = { count: "count", total: "total time", tail: "tail latency (p99)" };
@@ -181,7 +179,8 @@ function form(params, services, operations) {
       h("select", { name: "operation" }, h("option", { value: "" }, "any span"),
         operations.map((o) => h("option", { value: o, selected: o === val("operation") }, o)))),
     h("label", {}, "Attributes",
-      h("input", { name: "tags", value: val("tags"), placeholder: "key=value key2=value2", spellcheck: "false" })),
+      h("input", { name: "tags", value: val("tags"), placeholder: "key=value key2=value2", spellcheck: "false", list: "attribute-suggestions", autocomplete: "off" }),
+      h("datalist", { id: "attribute-suggestions" })),
     h("label", {}, "Window", lookbackSelect(params.get("lookback"))),
     h("label", {}, "Min duration", h("input", { name: "minDuration", value: val("minDuration"), placeholder: "e.g. 100ms", size: 8 })),
     h("label", {}, "Max duration", h("input", { name: "maxDuration", value: val("maxDuration"), placeholder: "e.g. 2s", size: 8 })),
@@ -199,6 +198,7 @@ function form(params, services, operations) {
         Object.entries(COSTS).map(([v, l]) =>
           h("option", { value: v, selected: v === (val("sort") || "count") }, l)))),
     h("button", { type: "submit" }, "Search"));
+  suggestAttributes(f.elements.tags, f.querySelector("datalist"), params);
   // A new service has other span names: reload the form with it.
   f.elements.service.addEventListener("change", () => submit(f, params, { operation: "" }));
   f.addEventListener("submit", (ev) => {
@@ -206,6 +206,34 @@ function form(params, services, operations) {
     submit(f, params, {});
   });
   return f;
+}
+
+/**
+ * Attribute autocomplete: while the word typed has no `=`, the window's keys (of the
+ * service chosen) most common first; after `key=`, that key's values. Each answer is
+ * asked for once per page.
+ */
+function suggestAttributes(input, list, params) {
+  const asked = new Map();
+  // The page's window and filters (the API reads the window and the service of them).
+  const scope = apiWindow(params);
+  const offer = async () => {
+    const text = input.value;
+    const cut = text.lastIndexOf(" ") + 1;
+    const before = text.slice(0, cut), word = text.slice(cut);
+    const eq = word.indexOf("=");
+    const key = eq > 0 ? word.slice(0, eq) : "";
+    if (!asked.has(key)) asked.set(key, get("/api/attributes", { ...scope, limit: 50, ...(key ? { key } : {}) }).catch(() => ({ seen: [] })));
+    const answer = await asked.get(key);
+    if (input.value !== text) return; // typed on meanwhile: that input's answer fills it
+    // A value with a space cannot be typed in this form (the words are split on spaces).
+    const options = (answer.seen || []).filter((s) => !/\s/.test(s.text))
+      .map((s) => h("option", { value: key ? `${before}${key}=${s.text}` : `${before}${s.text}=` }, `${count(s.spans)} spans`));
+    list.replaceChildren(...options);
+    list.dataset.key = key;
+  };
+  input.addEventListener("focus", offer);
+  input.addEventListener("input", offer);
 }
 
 function submit(f, params, overrides) {
@@ -285,6 +313,7 @@ async function traces(results, params) {
   let summary = tracesSummary(body, params);
   let el = tracesTable(body.traces, order, params);
   results.append(summary, el);
+  fillCorrected(el, body.traces);
   shown = {
     key: shownKey(params),
     results,
@@ -302,6 +331,7 @@ async function traces(results, params) {
         el.replaceWith(t);
         summary = s;
         el = t;
+        fillCorrected(el, fresh.traces || []);
       } catch (e) {
         if (mine !== sorts) return;
         el.removeAttribute("aria-busy");
@@ -324,10 +354,33 @@ const TRACE_COLUMNS = [
   { key: "start", label: "Start", value: (t) => t.start, fmt: instant },
   // The list reads the stored times: a trace page may show less once clock skew is corrected.
   { key: "duration", label: "Duration", title: "as recorded, before clock-skew correction", value: (t) => t.duration, fmt: duration, num: true },
+  // Filled in after the list (GET /api/durations): what the trace page shows.
+  { key: "corrected", label: "Skew-corrected", title: "after clock-skew correction, as the trace page shows it", fixed: true, num: true,
+    cell: () => h("span.corrected", { "aria-busy": "true" }, "…") },
   { key: "spans", label: "Spans", value: (t) => t.spanCount, num: true },
   { key: "errors", label: "Errors", value: (t) => t.errorCount, num: true },
   { key: "services", label: "Services", value: (t) => t.services.length, cell: (t) => chips(t.services.map((s) => s.name)) },
 ];
+
+/** Each listed trace's skew-corrected duration, asked for once the list is drawn. */
+async function fillCorrected(el, list) {
+  let body;
+  try {
+    body = await get("/api/durations", { ids: list.map((t) => t.traceId).join(",") });
+  } catch (e) {
+    for (const c of el.querySelectorAll(".corrected")) fill(c, "?");
+    return;
+  }
+  const corrected = new Map(body.durations.map((d) => [d.traceId, d]));
+  for (const row of el.querySelectorAll("tbody tr[data-id]")) {
+    const cell = row.querySelector(".corrected");
+    const d = corrected.get(row.dataset.id);
+    cell.removeAttribute("aria-busy");
+    if (!d || d.corrected == null) fill(cell, "–");
+    else if (Number(d.corrected) === Number(d.recorded)) fill(cell, h("span.same", { title: "the clocks agree" }, "same"));
+    else fill(cell, duration(Number(d.corrected)));
+  }
+}
 
 function tracesTable(list, order, params) {
   // The server sorted them: its order is kept as it came.
@@ -357,7 +410,7 @@ function tracesSummary(body, params) {
   return h("p.summary", {},
     shown,
     `, sorted by ${describeOrder(body.order)}`,
-    " · durations as recorded",
+    " · sorted on durations as recorded",
     ` · ${count(body.window.spansScanned)} spans scanned`,
     from > 0 || from + n < body.total ? h("span.pages", {},
       from > 0 ? page(Math.max(0, from - size), `◀ previous ${count(size)}`, "previous") : "",
@@ -403,6 +456,8 @@ function table(columns, rows, order, params, idOf, kind) {
     go("compare", null, { a, b });
   } }, "Compare the two checked");
   const head = h("tr", {}, h("th", {}, ""), columns.map((c) => {
+    // A column filled in afterwards is not one the server sorts by.
+    if (c.fixed) return h("th", { class: c.num ? "num" : "", title: c.title }, c.label);
     // A number's first click sorts the largest first: people look for the slowest.
     const next = col === c ? (desc ? c.key : `-${c.key}`) : c.num ? `-${c.key}` : c.key;
     const mark = col === c ? (desc ? " ▼" : " ▲") : "";

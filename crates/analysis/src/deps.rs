@@ -9,6 +9,12 @@
 //! span with no child elsewhere still makes an edge when it names its peer (`peer.service`,
 //! `db.system` or `messaging.system`), so uninstrumented databases and brokers appear.
 //! An edge's latency is kept in a log-linear histogram (`crate::histogram`, within 6.25%).
+//!
+//! By host ([`Dependencies::new`]), a node is a service on one host (`service@host`;
+//! a span without a host, or a peer named by an attribute, stays its service): replicas
+//! and co-located services show apart. From one source, an edge is counted when the span
+//! that shows the call arrived (the child; the client span for a named peer) came from it:
+//! the graph that instrumentation alone sees, or capture, or logs.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,6 +46,11 @@ struct EdgeTotals {
 pub struct Dependencies {
     edges: HashMap<(Arc<str>, Arc<str>, EdgeKind), EdgeTotals>,
     traces: u64,
+    by_host: bool,
+    /// Only edges shown by spans of this source kind (`Source::kind`).
+    source: Option<String>,
+    /// By host, each node's service and host.
+    placed: HashMap<Arc<str>, (Arc<str>, Arc<str>)>,
 }
 
 /// One edge of the graph.
@@ -60,12 +71,17 @@ pub struct Edge {
     pub latency: Percentiles,
 }
 
-/// One service of the graph.
+/// One service (on one host, by host) of the graph.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Node {
+    /// What edges call it: the service, or `service@host` by host.
+    pub id: String,
     /// The service.
     pub service: String,
+    /// Its host, by host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// Calls it received over all edges.
     pub calls_in: u64,
     /// Of those, calls with an error.
@@ -90,6 +106,35 @@ pub struct Graph {
 pub const PEER_KEYS: [&str; 3] = ["peer.service", "db.system", "messaging.system"];
 
 impl Dependencies {
+    /// A graph whose nodes are services on hosts when `by_host`, of the edges shown by
+    /// spans of `source` (a `Source::kind`) when given.
+    pub fn new(by_host: bool, source: Option<String>) -> Dependencies {
+        Dependencies {
+            by_host,
+            source,
+            ..Dependencies::default()
+        }
+    }
+
+    /// Whether a span shows calls for this graph.
+    fn shown_by(&self, s: &Span) -> bool {
+        self.source
+            .as_deref()
+            .is_none_or(|kind| s.source.kind() == kind)
+    }
+
+    /// The node a span is a part of.
+    fn node(&mut self, s: &Span) -> Arc<str> {
+        if !self.by_host || s.host.is_empty() {
+            return s.service.clone();
+        }
+        let id: Arc<str> = Arc::from(format!("{}@{}", s.service, s.host));
+        self.placed
+            .entry(id.clone())
+            .or_insert_with(|| (s.service.clone(), s.host.clone()));
+        id
+    }
+
     /// Adds one trace's calls.
     pub fn add(&mut self, trace: &Trace) {
         self.traces += 1;
@@ -106,6 +151,9 @@ impl Dependencies {
                 continue;
             }
             has_remote_child[p] = true;
+            if !self.shown_by(child) {
+                continue;
+            }
             let (kind, latency, error) = if messaging {
                 (
                     EdgeKind::Messaging,
@@ -124,10 +172,14 @@ impl Dependencies {
                     parent.is_error() || child.is_error(),
                 )
             };
-            self.record(&parent.service, &child.service, kind, latency, error);
+            let (from, to) = (self.node(parent), self.node(child));
+            self.record(&from, &to, kind, latency, error);
         }
         for (i, s) in trace.spans.iter().enumerate() {
-            if has_remote_child[i] || !matches!(s.kind, SpanKind::Client | SpanKind::Producer) {
+            if has_remote_child[i]
+                || !matches!(s.kind, SpanKind::Client | SpanKind::Producer)
+                || !self.shown_by(s)
+            {
                 continue;
             }
             if let Some(peer) = peer_of(s) {
@@ -136,13 +188,8 @@ impl Dependencies {
                 } else {
                     EdgeKind::Rpc
                 };
-                self.record(
-                    &s.service,
-                    &Arc::from(peer),
-                    kind,
-                    s.duration(),
-                    s.is_error(),
-                );
+                let from = self.node(s);
+                self.record(&from, &Arc::from(peer), kind, s.duration(), s.is_error());
             }
         }
     }
@@ -167,6 +214,7 @@ impl Dependencies {
     /// Adds another graph's calls.
     pub fn merge(&mut self, other: Dependencies) {
         self.traces += other.traces;
+        self.placed.extend(other.placed);
         for (k, v) in other.edges {
             let e = self.edges.entry(k).or_default();
             e.calls += v.calls;
@@ -197,11 +245,19 @@ impl Dependencies {
         let mut nodes: std::collections::BTreeMap<&str, Node> = Default::default();
         for e in &edges {
             for name in [&e.caller, &e.callee] {
-                nodes.entry(name).or_insert_with(|| Node {
-                    service: name.clone(),
-                    calls_in: 0,
-                    errors_in: 0,
-                    calls_out: 0,
+                nodes.entry(name).or_insert_with(|| {
+                    let (service, host) = match self.placed.get(name.as_str()) {
+                        Some((service, host)) => (service.to_string(), Some(host.to_string())),
+                        None => (name.clone(), None),
+                    };
+                    Node {
+                        id: name.clone(),
+                        service,
+                        host,
+                        calls_in: 0,
+                        errors_in: 0,
+                        calls_out: 0,
+                    }
                 });
             }
             if let Some(n) = nodes.get_mut(e.callee.as_str()) {

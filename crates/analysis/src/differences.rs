@@ -22,6 +22,8 @@ use foldhash::fast::FixedState;
 use foldhash::HashMap;
 use serde::Serialize;
 
+use crate::patterns::{PatternId, TraceShape};
+
 /// Distinct values of one attribute key counted before the key is taken for an identifier.
 pub const MAX_VALUES_PER_KEY: usize = 100;
 /// Distinct (kind, key, value) counted at most.
@@ -43,6 +45,8 @@ pub struct Selection {
     pub max_duration: Option<u64>,
     /// Only traces with a span in error.
     pub errors: bool,
+    /// Only traces of this pattern (their shape, as [`crate::patterns`] groups them).
+    pub pattern: Option<PatternId>,
 }
 
 impl Selection {
@@ -56,6 +60,9 @@ impl Selection {
             && self.min_duration.is_none_or(|d| duration >= d)
             && self.max_duration.is_none_or(|d| duration <= d)
             && (!self.errors || trace.spans.iter().any(Span::is_error))
+            && self
+                .pattern
+                .is_none_or(|p| TraceShape::of(trace).is_some_and(|s| s.id == p))
     }
 
     /// Whether nothing is asked (every trace selected, none left to compare with).
@@ -380,6 +387,23 @@ mod tests {
             min_duration: Some(100 * MS),
             ..Selection::default()
         }
+    }
+
+    #[test]
+    fn a_pattern_is_a_selection() {
+        let with_db = request(1, 10, true, "eu");
+        let without = request(2, 10, false, "eu");
+        let sel = Selection {
+            pattern: TraceShape::of(&with_db).map(|s| s.id),
+            ..Selection::default()
+        };
+        assert!(!sel.is_everything());
+        assert!(sel.holds(&with_db));
+        assert!(
+            sel.holds(&request(3, 500, true, "us")),
+            "the same shape, whatever else"
+        );
+        assert!(!sel.holds(&without));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Analyses of assembled traces: the answers users come to a tracing system for.
 //!
+//! - [`attributes`]: the attribute keys of a window's spans, and the values of one.
 //! - [`skew`]: clock-skew correction: a server span lies inside its client span, so each
 //!   host's clock offset is bounded; shift it to fit (raw times kept).
 //! - [`critical`]: the critical path of a trace and each span's self time.
@@ -25,6 +26,7 @@
 //! `Fields::Structure` (the columns and a few named attributes, no events).
 #![warn(missing_docs)]
 
+pub mod attributes;
 pub mod compare;
 pub mod critical;
 pub mod deps;

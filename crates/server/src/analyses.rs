@@ -12,14 +12,18 @@ use causeway_analysis::critical::{critical_path, self_times, Section};
 use causeway_analysis::deps::{Dependencies, Graph, PEER_KEYS};
 use causeway_analysis::inferred::{InferredPaths, InferredSummary};
 use causeway_analysis::main_root;
-use causeway_analysis::patterns::{PatternDetail, PatternId, PatternSummary, Patterns, SortBy};
+use causeway_analysis::patterns::{
+    PatternDetail, PatternId, PatternSummary, Patterns, SortBy, TraceShape,
+};
 use causeway_analysis::skew::{self, Adjusted, ClockOffset};
 use causeway_analysis::stats::{trace_stats, TraceStats};
 use causeway_model::{SpanId, Trace, TraceId};
 use causeway_store::{Fields, ScanStats, SearchQuery, TimeWindow};
 use serde::Serialize;
 
-use crate::params::{bad, limit_param, pairs, param, parse_trace_id, search_query, window_param};
+use crate::params::{
+    bad, limit_param, pairs, param, parse_trace_id, search_query, source_kind, window_param,
+};
 use crate::scans::{scan_window, structure, Window};
 use crate::work::blocking;
 use crate::{ApiError, AppState};
@@ -141,11 +145,19 @@ async fn dependencies(
 ) -> Result<Json<DependenciesBody>, ApiError> {
     let params = pairs(query)?;
     let window = window_param(&params)?;
+    let by_host = match param(&params, "group") {
+        None | Some("service") => false,
+        Some("host") => true,
+        Some(v) => return Err(bad("group", format!("{v:?} is not service or host"))),
+    };
+    let source = param(&params, "source")
+        .map(|v| source_kind("source", v))
+        .transpose()?;
     let (deps, scanned) = scan_window(
         &state,
         window,
         structure(&PEER_KEYS.map(String::from)),
-        Dependencies::default,
+        move || Dependencies::new(by_host, source.clone()),
         |d, t| d.add(t),
         Dependencies::merge,
     )
@@ -163,6 +175,8 @@ async fn dependencies(
 pub(crate) struct PatternFilter {
     pub(crate) service: Option<String>,
     spans: Option<SearchQuery>,
+    /// `pattern`: only the traces of this shape.
+    pattern: Option<PatternId>,
 }
 
 impl PatternFilter {
@@ -179,6 +193,9 @@ impl PatternFilter {
         Ok(PatternFilter {
             service,
             spans: (q != only_service).then_some(q),
+            pattern: param(params, "pattern")
+                .map(|p| p.parse().map_err(|e| bad("pattern", e)))
+                .transpose()?,
         })
     }
 
@@ -193,7 +210,9 @@ impl PatternFilter {
     fn admits(&self, t: &Trace) -> bool {
         self.spans.as_ref().is_none_or(|q| {
             t.spans.iter().any(|s| q.matches(s)) && q.trace_duration_holds(trace_duration(t))
-        })
+        }) && self
+            .pattern
+            .is_none_or(|p| TraceShape::of(t).is_some_and(|s| s.id == p))
     }
 
     /// Whether the trace passes every filter, its service among them (which the patterns

@@ -21,6 +21,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             get(crate::export::trace_export),
         )
         .route("/api/search", get(crate::traces::search))
+        .route("/api/durations", get(crate::traces::durations))
         .route("/api/services", get(crate::traces::services))
         .route(
             "/api/services/{service}/operations",

@@ -1,13 +1,14 @@
 //! The search page's explorations of a window, under its filters: `GET /api/scatter`, the
 //! traces as points of a duration scatter (all when few; a sample and every long one when
-//! many), and `GET /api/differences`, what sets a selection of them apart from the rest.
-//! Both are bulk scans, in a scan's place and within the query time limit.
+//! many), `GET /api/differences`, what sets a selection of them apart from the rest, and
+//! `GET /api/attributes`, the keys and values the search form offers. All are bulk scans, in a scan's place and within the query time limit.
 
 use std::sync::Arc;
 
 use axum::extract::{RawQuery, State};
 use axum::routing::get;
 use axum::{Json, Router};
+use causeway_analysis::attributes::Catalog;
 use causeway_analysis::differences::{Differences, Report, Selection};
 use causeway_analysis::scatter::{Point, Scatter};
 use causeway_store::{parse_duration, parse_time, Fields};
@@ -15,7 +16,7 @@ use serde::Serialize;
 
 use crate::analyses::PatternFilter;
 use crate::params::{bad, limit_param, pairs, param, window_param};
-use crate::scans::{scan_window, structure, Window};
+use crate::scans::{scan_window, scan_window_some, structure, Window};
 use crate::{ApiError, AppState};
 
 /// Points a scatter answers at most.
@@ -27,6 +28,52 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/scatter", get(scatter))
         .route("/api/differences", get(differences))
+        .route("/api/attributes", get(attributes))
+}
+
+/// Traces an attribute catalog reads at most: what the search box offers is what is
+/// common, which the first few thousand traces show.
+const CATALOG_TRACES: u64 = 5_000;
+/// Keys or values an attribute catalog answers at most.
+const MOST_OFFERED: usize = 1_000;
+
+/// `GET /api/attributes?service=&key=&limit=` over a window: the attribute keys of its
+/// spans (of `service` when given), most common first, or with `key` that key's values;
+/// counted over the first 5 000 traces read.
+async fn attributes(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let params = pairs(query)?;
+    let window = window_param(&params)?;
+    let limit = limit_param(&params, 100)?;
+    if limit == 0 || limit > MOST_OFFERED {
+        return Err(bad(
+            "limit",
+            format!("{limit} is not between 1 and {MOST_OFFERED}"),
+        ));
+    }
+    let service = param(&params, "service").map(str::to_string);
+    let key = param(&params, "key").map(str::to_string);
+    let (service2, key2) = (service.clone(), key.clone());
+    let (catalog, scanned) = scan_window_some(
+        &state,
+        window,
+        Fields::All,
+        CATALOG_TRACES,
+        move || Catalog::new(service2.clone(), key2.clone()),
+        Catalog::add,
+        Catalog::merge,
+    )
+    .await?;
+    let offered = catalog.offered(limit);
+    Ok(Json(serde_json::json!({
+        "key": key,
+        "service": service,
+        "seen": offered.seen,
+        "untracked": offered.untracked,
+        "window": Window::of(window, scanned),
+    })))
 }
 
 #[derive(Serialize)]
@@ -101,10 +148,13 @@ fn selection(params: &[(String, String)]) -> Result<Selection, ApiError> {
         min_duration: span("selMinDuration")?,
         max_duration: span("selMaxDuration")?,
         errors,
+        pattern: param(params, "selPattern")
+            .map(|p| p.parse().map_err(|e| bad("selPattern", e)))
+            .transpose()?,
     };
     if sel.is_everything() {
         return Err(ApiError::BadRequest(
-            "no selection: give selStart, selEnd, selMinDuration, selMaxDuration or selErrors=true"
+            "no selection: give selStart, selEnd, selMinDuration, selMaxDuration, selErrors=true or selPattern"
                 .into(),
         ));
     }

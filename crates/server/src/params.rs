@@ -44,6 +44,20 @@ pub(crate) fn count_param(
     Ok(n)
 }
 
+/// A kind of source (`instrumented`, `imported`, `inferred`, `logs`) in parameter `name`.
+pub(crate) fn source_kind(name: &str, v: &str) -> Result<String, ApiError> {
+    if !causeway_model::Source::KINDS.contains(&v) {
+        return Err(bad(
+            name,
+            format!(
+                "{v:?} is not a source: {}",
+                causeway_model::Source::KINDS.join(", ")
+            ),
+        ));
+    }
+    Ok(v.to_string())
+}
+
 /// `adjust`: `skew` to correct clock skew, `none` (or not given) to keep recorded times.
 pub(crate) fn adjust_param(params: &[(String, String)]) -> Result<bool, ApiError> {
     match params.iter().find(|(k, _)| k == "adjust") {
@@ -143,18 +157,7 @@ pub(crate) fn search_query(params: &[(String, String)]) -> Result<SearchQuery, A
                     .parse()
                     .map_err(|_| bad(k, format!("{v:?} is not true or false")))?
             }
-            "source" => {
-                if !causeway_model::Source::KINDS.contains(&v.as_str()) {
-                    return Err(bad(
-                        k,
-                        format!(
-                            "{v:?} is not a source: {}",
-                            causeway_model::Source::KINDS.join(", ")
-                        ),
-                    ));
-                }
-                q.source = Some(v.clone());
-            }
+            "source" => q.source = Some(source_kind(k, v)?),
             "limit" => {
                 q.limit = v
                     .parse()

@@ -155,6 +155,56 @@ fn offset_param(params: &[(String, String)], limit: usize) -> Result<usize, ApiE
     Ok(offset)
 }
 
+/// Traces a durations request names at most (a page of the list).
+const MOST_DURATIONS: usize = 200;
+
+/// `GET /api/durations?ids=a,b,...`: each trace's duration as recorded and after clock-skew
+/// correction (what the trace page shows), for the list, which sorts on recorded times.
+/// Unknown ids are left out; `corrected` is null for a trace over `--max-answer-spans`.
+pub(crate) async fn durations(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let params = pairs(query)?;
+    let ids: Vec<TraceId> = param(&params, "ids")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(parse_trace_id)
+        .collect::<Result<_, _>>()?;
+    if ids.len() > MOST_DURATIONS {
+        return Err(bad(
+            "ids",
+            format!("{} traces is over the most, {MOST_DURATIONS}", ids.len()),
+        ));
+    }
+    let store = state.store.clone();
+    let most_spans = state.config.limits.max_answer_spans;
+    let found = blocking(move || {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let Some(t) = causeway_store::linked::joined_trace(&*store, id)? else {
+                continue;
+            };
+            let span = |t: &Trace| {
+                let (start, end) = t.bounds();
+                end.saturating_sub(start)
+            };
+            // A trace too big to answer whole is too big to correct for a list.
+            let corrected = (t.spans.len() <= most_spans)
+                .then(|| span(&causeway_analysis::skew::correct(&t).trace));
+            out.push(serde_json::json!({
+                "traceId": id,
+                "recorded": span(&t),
+                "corrected": corrected,
+            }));
+        }
+        Ok(out)
+    })
+    .await?;
+    Ok(Json(serde_json::json!({ "durations": found })))
+}
+
 pub(crate) async fn services(
     State(state): State<Arc<AppState>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {

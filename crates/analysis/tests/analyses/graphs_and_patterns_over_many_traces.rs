@@ -136,6 +136,98 @@ fn merged_graphs_equal_one_graph_of_everything() {
 }
 
 #[test]
+fn by_host_each_replica_is_a_node_of_its_own() {
+    let traces: Vec<Trace> = (1..=3u128)
+        .map(|n| {
+            let mut b = causeway_testkit::TraceBuilder::new(n);
+            let web = if n == 3 { "web-2" } else { "web-1" };
+            let root = b.root("web", web, "GET /", 0, 10 * MS);
+            b.rpc(
+                root,
+                ("web", web),
+                ("api", "api-1"),
+                "GET /items",
+                MS,
+                9 * MS,
+                0,
+            );
+            b.trace()
+        })
+        .collect();
+    let (mut by_service, mut by_host) = (Dependencies::default(), Dependencies::new(true, None));
+    for t in &traces {
+        by_service.add(t);
+        by_host.add(t);
+    }
+    let g = by_service.graph();
+    assert_eq!(edge(&g, "web", "api").map(|e| e.calls), Some(3));
+    assert_eq!(g.nodes.len(), 2);
+    assert!(g
+        .nodes
+        .iter()
+        .all(|n| n.host.is_none() && n.id == n.service));
+    let g = by_host.graph();
+    assert_eq!(edge(&g, "web@web-1", "api@api-1").map(|e| e.calls), Some(2));
+    assert_eq!(edge(&g, "web@web-2", "api@api-1").map(|e| e.calls), Some(1));
+    let nodes: Vec<(&str, &str, Option<&str>)> = g
+        .nodes
+        .iter()
+        .map(|n| (n.id.as_str(), n.service.as_str(), n.host.as_deref()))
+        .collect();
+    assert_eq!(
+        nodes,
+        [
+            ("api@api-1", "api", Some("api-1")),
+            ("web@web-1", "web", Some("web-1")),
+            ("web@web-2", "web", Some("web-2"))
+        ]
+    );
+}
+
+#[test]
+fn from_one_source_only_the_calls_its_spans_show_are_edges() {
+    let mut b = causeway_testkit::TraceBuilder::new(1);
+    let root = b.root("web", "web-1", "GET /", 0, 10 * MS);
+    b.rpc(
+        root,
+        ("web", "web-1"),
+        ("api", "api-1"),
+        "GET /items",
+        MS,
+        9 * MS,
+        0,
+    );
+    let db = b.rpc(
+        root,
+        ("web", "web-1"),
+        ("db", "db-1"),
+        "SELECT",
+        MS,
+        2 * MS,
+        0,
+    );
+    b.get(db).source = causeway_model::Source::Inferred { confidence: 0.9 };
+    let t = b.trace();
+    let edges = |source: Option<&str>| {
+        let mut d = Dependencies::new(false, source.map(String::from));
+        d.add(&t);
+        let mut e: Vec<(String, String)> = d
+            .graph()
+            .edges
+            .into_iter()
+            .map(|e| (e.caller, e.callee))
+            .collect();
+        e.sort();
+        e
+    };
+    let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(edges(None), [pair("web", "api"), pair("web", "db")]);
+    assert_eq!(edges(Some("instrumented")), [pair("web", "api")]);
+    assert_eq!(edges(Some("inferred")), [pair("web", "db")]);
+    assert!(edges(Some("logs")).is_empty());
+}
+
+#[test]
 fn uninstrumented_peers_and_messaging_edges_appear() {
     let mut deps = Dependencies::default();
     for t in fixture("yelp.json") {

@@ -211,6 +211,17 @@ impl Chromium {
         assert_eq!(found, true, "nothing to focus at {selector}");
     }
 
+    /// Types `text` into the input at `selector` (its value replaced, as by a paste),
+    /// focused first, with the `input` event a keystroke fires.
+    pub fn type_into(&mut self, selector: &str, text: &str) {
+        let found = self.eval(&format!(
+            "(() => {{ const e = document.querySelector({}); if (!e) return false; e.focus(); e.value = {}; e.dispatchEvent(new Event('input', {{ bubbles: true }})); return true; }})()",
+            json!(selector),
+            json!(text)
+        ));
+        assert_eq!(found, true, "nothing to type into at {selector}");
+    }
+
     /// Presses a key (`Enter`, `Tab`, ` `) as the keyboard does, on whatever has the focus.
     pub fn press(&mut self, key: &str) {
         let (code, vk) = match key {

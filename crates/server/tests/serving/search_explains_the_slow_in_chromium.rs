@@ -167,6 +167,24 @@ fn the_slow_traces_are_found_and_what_sets_them_apart_is_shown() {
     );
     ui.screenshot("search-scatter");
 
+    // Attribute autocomplete: the window's keys as a word is typed, then the key's values,
+    // most common first.
+    let (_, keys) = server.get("/api/attributes?lookback=1h");
+    assert_eq!(keys["seen"], json!([{ "text": "region", "spans": 100 }]));
+    let (_, values) = server.get("/api/attributes?lookback=1h&key=region");
+    assert_eq!(
+        values["seen"],
+        json!([{ "text": "us", "spans": 80 }, { "text": "eu", "spans": 20 }])
+    );
+    let offered = "[...document.querySelectorAll('#attribute-suggestions option')].map(o => o.value).join(' | ')";
+    ui.type_into("form.filters input[name=tags]", "reg");
+    ui.wait_for(&format!("{offered} === 'region='"), "the keys offered");
+    ui.type_into("form.filters input[name=tags]", "region=");
+    ui.wait_for(
+        &format!("{offered} === 'region=us | region=eu'"),
+        "the values offered",
+    );
+
     // A region dragged over the upper half of the chart (durations run 10 ms to 1 s on a
     // log scale, so its middle is 100 ms): the ten slow traces.
     let rect: Vec<f64> = serde_json::from_value(ui.eval(
@@ -296,6 +314,82 @@ fn the_slow_traces_are_found_and_what_sets_them_apart_is_shown() {
     ui.wait_for(
         "!location.hash.includes('selErrors') && !document.querySelector('section.differences')",
         "the selection cleared",
+    );
+
+    // From a pattern: the slow ones have a shape of their own (they rebuild an index);
+    // what sets it apart from the rest of the window, on its page.
+    let (_, patterns) = server.get("/api/patterns?lookback=1h");
+    let of_count = |n: u64| {
+        patterns["patterns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["count"] == json!(n))
+            .unwrap_or_else(|| panic!("no pattern of {n} traces: {patterns}"))["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let slow = of_count(10);
+    let (status, body) = server.get(&format!("/api/differences?lookback=1h&selPattern={slow}"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (body["selected"].clone(), body["rest"].clone()),
+        (json!(10), json!(90))
+    );
+    let (_, body) = server.get(&format!(
+        "/api/differences?lookback=1h&pattern={slow}&selMinDuration=150ms"
+    ));
+    assert_eq!(
+        (body["selected"].clone(), body["rest"].clone()),
+        (json!(10), json!(0)),
+        "within the pattern"
+    );
+    let (status, _) = server.get("/api/differences?lookback=1h&selPattern=nope");
+    assert_eq!(status, 400);
+
+    assert_eq!(ui.open(&format!("#/pattern/{slow}?lookback=1h")), "ready");
+    ui.click("a[data-apart=pattern]");
+    ui.wait_for(
+        "location.hash.includes('apart=pattern') && document.querySelector('section.differences table')",
+        "the pattern compared with the window",
+    );
+    assert_eq!(
+        ui.text("section.differences h2"),
+        "What sets these 10 traces apart from the other 90 of the window"
+    );
+    assert!(
+        differences(&mut ui)[0].0.contains("rebuild index"),
+        "{:?}",
+        differences(&mut ui)
+    );
+    // A bar of the other pattern's histogram against the rest of that pattern.
+    let fast = of_count(90);
+    assert_eq!(ui.open(&format!("#/pattern/{fast}?lookback=1h")), "ready");
+    ui.focus(".histogram g.bar");
+    ui.press("Enter");
+    ui.wait_for(
+        "document.querySelector('a[data-apart=bucket]')",
+        "the bar's traces",
+    );
+    let in_bar: u64 = ui
+        .text(".histogram .examples p")
+        .split(": ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.replace(',', "").parse().ok())
+        .expect("the bar's count");
+    ui.click("a[data-apart=bucket]");
+    ui.wait_for(
+        "location.hash.includes('apart=bucket') && document.querySelector('section.differences h2')",
+        "the bar compared with its pattern",
+    );
+    assert_eq!(
+        ui.text("section.differences h2"),
+        format!(
+            "What sets these {in_bar} traces apart from the other {} of the pattern",
+            90 - in_bar
+        )
     );
     assert!(ui.exceptions.is_empty(), "{:?}", ui.exceptions);
 }

@@ -105,10 +105,7 @@ fn rows(ui: &mut Chromium, selector: &str) -> Vec<String> {
 
 /// Types into the find box as a person does, and waits for the URL to take it.
 fn find(ui: &mut Chromium, text: &str) {
-    ui.eval(&format!(
-        "(() => {{ const i = document.querySelector('form.find input[name=find]'); i.value = {}; i.dispatchEvent(new Event('input')); return true; }})()",
-        json!(text)
-    ));
+    ui.type_into("form.find input[name=find]", text);
     ui.wait_for(
         &format!(
             "(new URLSearchParams(location.hash.split('?')[1] || '').get('find') || '') === {} && document.getElementById('view').dataset.state === 'ready'",
@@ -398,6 +395,22 @@ fn a_trace_is_searched_and_seen_as_a_flame_graph_and_a_table() {
     );
     assert_eq!(ui.open(&format!("#/trace/{}", hex(SHOP))), "ready");
     assert_eq!(ui.text(".trace-head .durations"), "100 ms");
+    // The list, sorted on recorded durations, gives the corrected one beside it.
+    let (_, d) = server.get(&format!("/api/durations?ids={},{}", hex(SKEWED), hex(0x99)));
+    assert_eq!(
+        d["durations"],
+        json!([{ "traceId": hex(SKEWED), "recorded": 44_500_000, "corrected": 30_000_000 }]),
+        "an unknown id is left out"
+    );
+    assert_eq!(ui.open("#/search?tab=traces&lookback=1h"), "ready");
+    let row = format!("table.traces tr[data-id='{}']", hex(SKEWED));
+    ui.wait_for(
+        &format!("document.querySelector(\"{row} .corrected\")?.textContent === '30.0 ms'"),
+        "the corrected duration in the list",
+    );
+    assert!(ui.text(&row).contains("44.5 ms"), "{}", ui.text(&row));
+    let shop = format!("table.traces tr[data-id='{}'] .corrected", hex(SHOP));
+    assert_eq!(ui.text(&shop), "same");
 
     // A 64-bit trace id, shown in its own 16 digits, in the list and on its page; the
     // short form opens it too.

@@ -980,6 +980,62 @@ fn every_page_renders(server: &TestServer, name: &str) {
         .contains(&format!("{}", HOMES + BUYS)));
     ui.screenshot(&shot("dependencies"));
 
+    // Grouped by host: a node per service on a host, each host a box around its nodes.
+    let (_, by_host) = server.get("/api/dependencies?lookback=1h&group=host");
+    let nodes = by_host["nodes"].as_array().unwrap();
+    let hosts: std::collections::BTreeSet<&str> =
+        nodes.iter().filter_map(|n| n["host"].as_str()).collect();
+    assert!(hosts.len() >= 2, "{by_host}");
+    assert_eq!(
+        server.get("/api/dependencies?lookback=1h&group=rack").0,
+        400
+    );
+    ui.eval(
+        "(() => { const s = document.querySelector('form.filters select[name=group]'); s.value = 'host'; \
+         s.dispatchEvent(new Event('change')); return true; })()",
+    );
+    ui.wait_for(
+        "location.hash.includes('group=host') && document.getElementById('view').dataset.state === 'ready' && document.querySelector('g.dep-host')",
+        "the graph by host",
+    );
+    assert_eq!(ui.count("g.dep-host") as usize, hosts.len());
+    assert_eq!(ui.count("g.dep-node") as usize, nodes.len());
+    let outside = ui.eval(
+        "(() => { let n = 0; for (const box of document.querySelectorAll('g.dep-host')) { \
+           const r = box.querySelector('rect').getBoundingClientRect(); \
+           for (const g of document.querySelectorAll('g.dep-node')) { \
+             if (!g.dataset.service.endsWith('@' + box.dataset.host)) continue; \
+             const b = g.getBoundingClientRect(); \
+             if (b.left < r.left || b.right > r.right || b.top < r.top || b.bottom > r.bottom) n++; } } \
+         return n; })()",
+    );
+    assert_eq!(
+        outside,
+        serde_json::json!(0),
+        "nodes outside their host's box"
+    );
+    ui.screenshot(&shot("dependencies-by-host"));
+    // From one source: every call here was recorded by instrumentation, none by logs.
+    let (_, instrumented) = server.get("/api/dependencies?lookback=1h&source=instrumented");
+    assert_eq!(instrumented["edges"], deps["edges"]);
+    let (_, from_logs) = server.get("/api/dependencies?lookback=1h&source=logs");
+    assert_eq!(from_logs["edges"], serde_json::json!([]));
+    assert_eq!(
+        server.get("/api/dependencies?lookback=1h&source=rumour").0,
+        400
+    );
+    ui.eval(
+        "(() => { const s = document.querySelector('form.filters select[name=source]'); s.value = 'logs'; \
+         s.dispatchEvent(new Event('change')); return true; })()",
+    );
+    ui.wait_for(
+        "location.hash.includes('source=logs') && location.hash.includes('group=host') && document.getElementById('view').dataset.state === 'ready'",
+        "the graph of what logs show",
+    );
+    assert!(ui
+        .text("section.dependencies")
+        .contains("No calls between services"));
+
     // Compare a fast and a slow GET /home: the slow path is extra in B.
     let fast_id = hex(0x1000);
     assert_eq!(
