@@ -83,9 +83,10 @@ struct Bounds {
     /// longer than its client was seen (it may have outlived it).
     fit: Option<i128>,
     edges: u32,
-    /// The edges that set `low` and `high`, in words.
-    low_edge: String,
-    high_edge: String,
+    /// The edges (parent, child) that set `low` and `high`: put in words only for the
+    /// reason given, since a host may have a million edges.
+    low_edge: (usize, usize),
+    high_edge: (usize, usize),
 }
 
 impl Bounds {
@@ -104,17 +105,45 @@ impl Bounds {
         }
     }
 
-    /// Why the offset is not 0.
-    fn reason(&self, offset: i128) -> Option<String> {
+    /// Why the offset is not 0, in words of `trace`'s spans.
+    fn reason(&self, offset: i128, trace: &Trace) -> Option<String> {
         if offset == 0 {
             return None;
         }
         Some(match self.high {
-            Some(high) if high < 0 => self.high_edge.clone(),
-            _ if self.low > 0 => self.low_edge.clone(),
-            _ => self.high_edge.clone(),
+            Some(high) if high < 0 => high_edge(trace, self.high_edge, high),
+            _ if self.low > 0 => low_edge(trace, self.low_edge, self.low),
+            Some(high) => high_edge(trace, self.high_edge, high),
+            None => low_edge(trace, self.low_edge, self.low),
         })
     }
+}
+
+/// A child that started before its parent, by `low`.
+fn low_edge(trace: &Trace, (p, c): (usize, usize), low: i128) -> String {
+    let (ps, cs) = (&trace.spans[p], &trace.spans[c]);
+    format!(
+        "{} {:?} on {} started {} before its parent {:?} on {} began",
+        cs.kind.as_str(),
+        cs.name,
+        clock_domain(cs),
+        ms(low),
+        ps.name,
+        clock_domain(ps)
+    )
+}
+
+/// A server that started after its client had its answer, by `-high`.
+fn high_edge(trace: &Trace, (p, c): (usize, usize), high: i128) -> String {
+    let (ps, cs) = (&trace.spans[p], &trace.spans[c]);
+    format!(
+        "server {:?} on {} started {} after its client {:?} on {} had its answer",
+        cs.name,
+        clock_domain(cs),
+        ms(-high),
+        ps.name,
+        clock_domain(ps)
+    )
 }
 
 fn ms(ns: i128) -> String {
@@ -123,6 +152,29 @@ fn ms(ns: i128) -> String {
 
 /// Corrects the trace's clock skew.
 pub fn correct(trace: &Trace) -> Adjusted {
+    correct_owned(trace.clone())
+}
+
+/// [`correct`], taking the trace: when every clock agrees, it is given back as it is,
+/// with no copy and no reassembly (a million spans take a second to reassemble).
+pub fn correct_owned(trace: Trace) -> Adjusted {
+    let (shifts, offsets) = estimate(&trace);
+    if shifts.iter().all(|&by| by == 0) {
+        return Adjusted { trace, offsets };
+    }
+    let id = trace.trace_id;
+    let spans = trace.spans.into_iter().zip(shifts).map(|(mut s, by)| {
+        shift(&mut s, by);
+        s
+    });
+    Adjusted {
+        trace: Trace::assemble(id, spans.collect::<Vec<_>>()),
+        offsets,
+    }
+}
+
+/// Each span's shift, and the offsets of the hosts bounded by an edge.
+fn estimate(trace: &Trace) -> (Vec<i128>, Vec<ClockOffset>) {
     let mut fixed: HashMap<&str, i128> = HashMap::new();
     let mut bound_by: HashMap<&str, (u32, Option<String>)> = HashMap::new();
     let mut queue = VecDeque::new();
@@ -155,41 +207,22 @@ pub fn correct(trace: &Trace) -> Adjusted {
             let high = server.then(|| ps.end as i128 + base - cs.start as i128);
             let fit = (server && cs.duration() <= ps.duration())
                 .then(|| ps.end as i128 + base - cs.end as i128);
-            let low_edge = || {
-                format!(
-                    "{} {:?} on {dc} started {} before its parent {:?} on {} began",
-                    cs.kind.as_str(),
-                    cs.name,
-                    ms(low),
-                    ps.name,
-                    clock_domain(ps)
-                )
-            };
-            let high_edge = |high: i128| {
-                format!(
-                    "server {:?} on {dc} started {} after its client {:?} on {} had its answer",
-                    cs.name,
-                    ms(-high),
-                    ps.name,
-                    clock_domain(ps)
-                )
-            };
             let b = bounds.entry(dc).or_insert_with(|| Bounds {
                 low: i128::MIN,
                 high: None,
                 fit: None,
                 edges: 0,
-                low_edge: String::new(),
-                high_edge: String::new(),
+                low_edge: (p, c),
+                high_edge: (p, c),
             });
             if low > b.low {
                 b.low = low;
-                b.low_edge = low_edge();
+                b.low_edge = (p, c);
             }
             if let Some(h) = high {
                 if b.high.is_none_or(|x| h < x) {
                     b.high = Some(h);
-                    b.high_edge = high_edge(h);
+                    b.high_edge = (p, c);
                 }
             }
             b.fit = match (b.edges, b.fit, fit) {
@@ -205,7 +238,7 @@ pub fn correct(trace: &Trace) -> Adjusted {
         for (dc, b) in bounds {
             let offset = b.offset();
             fixed.insert(dc, offset);
-            bound_by.insert(dc, (b.edges, b.reason(offset)));
+            bound_by.insert(dc, (b.edges, b.reason(offset, trace)));
             queue.push_back(dc);
         }
     }
@@ -223,24 +256,21 @@ pub fn correct(trace: &Trace) -> Adjusted {
         })
         .collect();
     offsets.sort_by(|a, b| a.host.cmp(&b.host));
-    let spans = trace.spans.iter().map(|s| {
-        let shift = fixed.get(clock_domain(s)).copied().unwrap_or(0);
-        shifted(s, shift)
-    });
-    Adjusted {
-        trace: Trace::assemble(trace.trace_id, spans.collect::<Vec<_>>()),
-        offsets,
-    }
+    let shifts = trace
+        .spans
+        .iter()
+        .map(|s| fixed.get(clock_domain(s)).copied().unwrap_or(0))
+        .collect();
+    (shifts, offsets)
 }
 
 fn shift_time(t: u64, by: i128) -> u64 {
     (t as i128 + by).clamp(0, u64::MAX as i128) as u64
 }
 
-fn shifted(s: &Span, by: i128) -> Span {
-    let mut s = s.clone();
+fn shift(s: &mut Span, by: i128) {
     if by == 0 {
-        return s;
+        return;
     }
     s.start = shift_time(s.start, by);
     s.end = shift_time(s.end, by);
@@ -250,5 +280,4 @@ fn shifted(s: &Span, by: i128) -> Span {
     for m in &mut s.messages {
         m.time = shift_time(m.time, by);
     }
-    s
 }

@@ -49,7 +49,7 @@ async fn with_adjusted<T: Send + 'static>(
     let store = state.store.clone();
     blocking(
         move || match causeway_store::linked::joined_trace(&*store, id)? {
-            Some(t) => Ok(f(skew::correct(&t))),
+            Some(t) => Ok(f(skew::correct_owned(t))),
             None => Err(ApiError::NotFound(format!("trace {id} not found"))),
         },
     )

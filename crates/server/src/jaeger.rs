@@ -224,7 +224,7 @@ fn spans_of(t: Trace, raw: bool) -> Vec<Span> {
     if raw {
         t.spans
     } else {
-        causeway_analysis::skew::correct(&t).trace.spans
+        causeway_analysis::skew::correct_owned(t).trace.spans
     }
 }
 

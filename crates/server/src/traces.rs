@@ -65,7 +65,7 @@ pub(crate) async fn trace(
         if !adjust {
             return Ok(TraceBody::of(t));
         }
-        let adjusted = causeway_analysis::skew::correct(&t);
+        let adjusted = causeway_analysis::skew::correct_owned(t);
         let mut body = TraceBody::of(adjusted.trace);
         body.clock_offsets = Some(adjusted.offsets);
         Ok(body)
