@@ -16,10 +16,12 @@ const OVERSCAN = 15;
 export const OUTLINE_ROWS = 2000;
 
 /** The page of an outline answer; `page.outline` is the state its handlers act on. */
-export function outlinePage(id, adjust, answer, started) {
+export function outlinePage(id, params, answer, started) {
   const sum = answer.summary;
+  const adjust = params.get("adjust") !== "none";
+  const byService = params.get("tree") === "services";
   const o = {
-    id, adjust, started, sum,
+    id, adjust, byService, started, sum,
     t0: Number(sum.start), t1: Number(sum.end),
     rows: answer.rows.map(prepare), selected: -1, busy: false, el: {},
   };
@@ -31,10 +33,14 @@ export function outlinePage(id, adjust, answer, started) {
     h("h1", {}, root ? [h("b", {}, root.span.service), " ", root.span.name, " "] : "", h("code.id", {}, traceIdText(answer.traceId || id))),
     h("p.summary", {}, `${instant(o.t0)} · ${duration(o.t1 - o.t0)}${adjust ? " skew-corrected" : " as recorded"} · ${count(Number(sum.spans))} spans · ${sum.services.length} services · depth ${sum.depth}`,
       errors ? h("span.err", {}, ` · ${count(errors)} errors`) : ""),
-    h("p.note", { role: "note" }, `A trace this big is shown as an outline: ${count(o.rows.length)} of its rows now, each closed one standing for the spans under it. Open a row (click ▸, or → on the keyboard) to see them.`),
+    h("p.note", { role: "note" }, `A trace this big is shown as an outline: ${count(o.rows.length)} of its rows now, each closed one standing for the spans under it. Open a row (click ▸, or → on the keyboard) to see them.`,
+      byService ? " Collapsed to services: each row is where a service's work begins, its own spans below it folded in." : ""),
     h("div.toolbar", {},
       h("button.toggle", { type: "button", "data-toggle": "skew", "aria-pressed": String(adjust), title: "shift each host's times by its estimated clock offset",
-        onclick: () => go("trace", id, adjust ? { adjust: "none" } : {}) }, "Correct clock skew"))));
+        onclick: () => go("trace", id, withChange(params, "adjust", adjust ? "none" : "")) }, "Correct clock skew"),
+      h("button.toggle", { type: "button", "data-toggle": "services", "aria-pressed": String(byService),
+        title: "each row a service's entry, its own spans below it folded in",
+        onclick: () => go("trace", id, withChange(params, "tree", byService ? "" : "services")) }, "Collapse to services"))));
   const rows = h("div.rows-inner");
   const scroller = h("div.rows", { tabindex: "0", "aria-label": "spans" }, rows);
   o.el = { rows, scroller, detail: h("aside.detail", {}, h("p.hint", {}, "Click a span for its attributes and timing.")) };
@@ -56,6 +62,13 @@ export function outlineMounted(page) {
     // How long opening took, from the request to the first drawn rows (BENCHMARKS.md).
     window.causewayTiming = { trace: o.id, spans: Number(o.sum.spans), rows: o.rows.length, openMs: performance.now() - o.started };
   });
+}
+
+function withChange(params, key, value) {
+  const p = new URLSearchParams(params);
+  if (value) p.set(key, value);
+  else p.delete(key);
+  return p;
 }
 
 function prepare(r) {
@@ -157,7 +170,8 @@ function select(o, k) {
 
 /** Fetches rows under a span (from its `from`th child on). */
 async function fetchRows(o, under, from) {
-  const params = { rows: OUTLINE_ROWS, ...(o.adjust ? { adjust: "skew" } : {}), ...(from ? { from } : {}), ...(under ? { under } : {}) };
+  const params = { rows: OUTLINE_ROWS, ...(o.adjust ? { adjust: "skew" } : {}), ...(o.byService ? { tree: "services", reuse: "1" } : {}),
+    ...(from ? { from } : {}), ...(under ? { under } : {}) };
   const answer = await get(`/api/traces/${encodeURIComponent(o.id)}/outline`, params);
   return answer.rows.map(prepare);
 }
@@ -209,7 +223,7 @@ function detail(o, r) {
     ["Service", s.service], ["Span", s.name], ["Kind", s.kind], ["Host", s.host || "–"],
     ["Start", `+${duration(s.start - o.t0)} (${instant(s.start)})`], ["Duration", duration(s.end - s.start)],
     ["Status", s.status ? s.status.code + (s.status.message ? `: ${s.status.message}` : "") : "unset"],
-    ["Below it", `${count(Number(r.descendants))} spans in ${count(r.children)} children, until +${duration(r.subtreeEnd - o.t0)}, ${count(Number(r.subtreeErrors))} failed`],
+    ["Below it", `${count(Number(r.descendants))} spans in ${count(r.children)} ${o.byService ? "calls into other services" : "children"}, until +${duration(r.subtreeEnd - o.t0)}, ${count(Number(r.subtreeErrors))} failed`],
   ];
   const kv = (list) => h("table.kv", {}, list.map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, String(v)))));
   fill(o.el.detail,

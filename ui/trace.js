@@ -30,9 +30,11 @@ export async function render(id, params) {
   const adjust = params.get("adjust") !== "none";
   // One request: a trace of at most WHOLE spans comes whole with its critical path; a
   // bigger one as an outline (trace-outline.js).
+  // An outline cut by service (`tree=services`) is the same trace: the kept one will do.
+  const tree = params.get("tree") === "services" ? { tree: "services", reuse: "1" } : {};
   const answer = await get(`/api/traces/${encodeURIComponent(id)}/outline`,
-    { whole: WHOLE, rows: OUTLINE_ROWS, ...(adjust ? { adjust: "skew" } : {}) });
-  if (!answer.whole) return outlinePage(id, adjust, answer, started);
+    { whole: WHOLE, rows: OUTLINE_ROWS, ...(adjust ? { adjust: "skew" } : {}), ...tree });
+  if (!answer.whole) return outlinePage(id, params, answer, started);
   const body = answer.whole, critical = answer.criticalPath;
   // The page is built with its own view, which becomes the one that clicks act on only
   // when the router mounts it: a render whose answer came after the user moved on to

@@ -109,6 +109,24 @@ pub enum Row {
     },
 }
 
+/// How the outline cuts the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tree {
+    /// Every span under its parent.
+    Spans,
+    /// Collapsed to services: a span's children are the spans below it where another
+    /// service's work begins (its own service's spans between are folded into it).
+    Services,
+}
+
+/// The tree collapsed to services: per span (an entry into its service), its entries
+/// below and its level among entries.
+#[derive(Debug)]
+struct ServiceTree {
+    children: Vec<Vec<usize>>,
+    depths: Vec<u32>,
+}
+
 /// A trace indexed for outlines: subtree figures and depth per span, the critical path.
 #[derive(Debug)]
 pub struct Outline {
@@ -120,12 +138,17 @@ pub struct Outline {
     pub depths: Vec<u32>,
     /// The critical path, on the trace's times.
     pub critical: Vec<Section>,
+    /// The clock offsets applied to the trace (none when it is on recorded times).
+    pub offsets: Vec<crate::skew::ClockOffset>,
     summary: Summary,
+    /// Built when first asked for.
+    services: std::sync::OnceLock<ServiceTree>,
 }
 
 impl Outline {
-    /// Indexes `trace`: a few passes over its spans, no recursion.
-    pub fn new(trace: Trace) -> Outline {
+    /// Indexes `trace`, shifted by clock `offsets` (empty on recorded times): a few passes
+    /// over its spans, no recursion.
+    pub fn new(trace: Trace, offsets: Vec<crate::skew::ClockOffset>) -> Outline {
         let n = trace.spans.len();
         // Parents before children: the roots, then each level in turn.
         let mut order: Vec<usize> = Vec::with_capacity(n);
@@ -218,7 +241,52 @@ impl Outline {
             subtrees,
             depths,
             critical,
+            offsets,
             summary,
+            services: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn service_tree(&self) -> &ServiceTree {
+        self.services.get_or_init(|| {
+            let t = &self.trace;
+            let n = t.spans.len();
+            let mut entry_of: Vec<usize> = (0..n).collect();
+            let mut children = vec![Vec::new(); n];
+            let mut depths = vec![0u32; n];
+            let mut queue: std::collections::VecDeque<usize> = t.roots.iter().copied().collect();
+            while let Some(i) = queue.pop_front() {
+                for &c in &t.children[i] {
+                    if t.spans[c].service == t.spans[i].service {
+                        entry_of[c] = entry_of[i];
+                    } else {
+                        let e = entry_of[i];
+                        children[e].push(c);
+                        depths[c] = depths[e] + 1;
+                    }
+                    queue.push_back(c);
+                }
+            }
+            for kids in &mut children {
+                kids.sort_by_key(|&c| (t.spans[c].start, c));
+            }
+            ServiceTree { children, depths }
+        })
+    }
+
+    /// Span `i`'s children in `tree`.
+    pub fn children(&self, i: usize, tree: Tree) -> &[usize] {
+        match tree {
+            Tree::Spans => &self.trace.children[i],
+            Tree::Services => &self.service_tree().children[i],
+        }
+    }
+
+    /// Span `i`'s level in `tree` (roots 0).
+    pub fn depth(&self, i: usize, tree: Tree) -> u32 {
+        match tree {
+            Tree::Spans => self.depths[i],
+            Tree::Services => self.service_tree().depths[i],
         }
     }
 
@@ -230,9 +298,9 @@ impl Outline {
     /// At most `budget` rows (and a [`Row::More`] per cut list) below `under` (the roots
     /// when `None`), its children from the `from`th on, in the order the page draws them:
     /// each span followed by its children when it is open.
-    pub fn rows(&self, under: Option<usize>, from: usize, budget: usize) -> Vec<Row> {
+    pub fn rows(&self, under: Option<usize>, from: usize, budget: usize, tree: Tree) -> Vec<Row> {
         let t = &self.trace;
-        let level: &[usize] = under.map_or(&t.roots, |u| &t.children[u]);
+        let level: &[usize] = under.map_or(&t.roots, |u| self.children(u, tree));
         let top = &level[from.min(level.len())..];
         let shown = top.len().min(budget.max(1));
         let mut left = budget.saturating_sub(shown);
@@ -242,7 +310,7 @@ impl Outline {
         while !frontier.is_empty() && left > 0 {
             let mut next = Vec::new();
             for &i in &frontier {
-                let kids = &t.children[i];
+                let kids = self.children(i, tree);
                 if !kids.is_empty() && kids.len() <= left {
                     left -= kids.len();
                     open.insert(i, kids.len());
@@ -252,7 +320,10 @@ impl Outline {
             if next.is_empty() && left >= 2 {
                 // No span of this level fits whole: the first that has children shows
                 // what fits of them, and a row for the rest.
-                if let Some(&i) = frontier.iter().find(|&&i| !t.children[i].is_empty()) {
+                if let Some(&i) = frontier
+                    .iter()
+                    .find(|&&i| !self.children(i, tree).is_empty())
+                {
                     open.insert(i, left - 1);
                     left = 0;
                 }
@@ -270,7 +341,7 @@ impl Outline {
                 rows.push(row);
                 continue;
             };
-            let kids = &t.children[index];
+            let kids = self.children(index, tree);
             let listed = open.get(&index).copied().unwrap_or(0);
             rows.push(Row::Span {
                 index,
@@ -353,11 +424,15 @@ mod tests {
     }
 
     fn names(o: &Outline, rows: &[Row]) -> Vec<String> {
+        names_in(o, rows, Tree::Spans)
+    }
+
+    fn names_in(o: &Outline, rows: &[Row], tree: Tree) -> Vec<String> {
         rows.iter()
             .map(|r| match *r {
                 Row::Span { index, open } => format!(
                     "{}{}{}",
-                    "  ".repeat(o.depths[index] as usize),
+                    "  ".repeat(o.depth(index, tree) as usize),
                     o.trace.spans[index].name,
                     if open { "" } else { " +" }
                 ),
@@ -368,7 +443,7 @@ mod tests {
 
     #[test]
     fn subtrees_and_the_summary_count_every_span() {
-        let o = Outline::new(batch(3, 4));
+        let o = Outline::new(batch(3, 4), vec![]);
         let root = o.trace.roots[0];
         assert_eq!(o.subtrees[root].spans, 1 + 3 * (1 + 4 * 2));
         assert_eq!(o.subtrees[root].errors, 1);
@@ -399,27 +474,27 @@ mod tests {
 
     #[test]
     fn the_budget_opens_whole_levels_breadth_first() {
-        let o = Outline::new(batch(3, 4));
+        let o = Outline::new(batch(3, 4), vec![]);
         // Root (1) + chunks (3) + rows (12) fit 16; the INSERTs would not.
         assert_eq!(
-            names(&o, &o.rows(None, 0, 16))[..4],
+            names(&o, &o.rows(None, 0, 16, Tree::Spans))[..4],
             ["import", "  chunk", "    row +", "    row +"]
         );
-        let rows = o.rows(None, 0, 16);
+        let rows = o.rows(None, 0, 16, Tree::Spans);
         assert_eq!(rows.len(), 16);
         // A budget for everything opens everything.
-        assert_eq!(o.rows(None, 0, 100).len(), 28);
+        assert_eq!(o.rows(None, 0, 100, Tree::Spans).len(), 28);
         // A small one: the root and its chunks, closed.
         assert_eq!(
-            names(&o, &o.rows(None, 0, 4)),
+            names(&o, &o.rows(None, 0, 4, Tree::Spans)),
             ["import", "  chunk +", "  chunk +", "  chunk +"]
         );
     }
 
     #[test]
     fn where_no_fan_out_fits_the_first_shows_what_fits() {
-        let o = Outline::new(batch(2, 50));
-        let rows = o.rows(None, 0, 10);
+        let o = Outline::new(batch(2, 50), vec![]);
+        let rows = o.rows(None, 0, 10, Tree::Spans);
         assert_eq!(
             names(&o, &rows),
             [
@@ -441,9 +516,9 @@ mod tests {
 
     #[test]
     fn a_fan_out_beyond_the_budget_is_cut_with_a_row_saying_how_many_more() {
-        let o = Outline::new(batch(2, 50));
+        let o = Outline::new(batch(2, 50), vec![]);
         let chunk = o.trace.children[o.trace.roots[0]][1];
-        let rows = o.rows(Some(chunk), 0, 10);
+        let rows = o.rows(Some(chunk), 0, 10, Tree::Spans);
         assert_eq!(rows.len(), 11);
         assert_eq!(
             rows[10],
@@ -454,13 +529,50 @@ mod tests {
             }
         );
         // The next page starts where the cut was and ends the list.
-        let rest = o.rows(Some(chunk), 10, 100);
+        let rest = o.rows(Some(chunk), 10, 100, Tree::Spans);
         assert_eq!(rest.len(), 40 * 2);
         assert!(
             matches!(rest[0], Row::Span { index, open: true } if o.trace.children[chunk][10] == index)
         );
         // Past the end: nothing.
-        assert!(o.rows(Some(chunk), 50, 10).is_empty());
+        assert!(o.rows(Some(chunk), 50, 10, Tree::Spans).is_empty());
+    }
+
+    #[test]
+    fn collapsed_to_services_a_span_stands_for_its_own_service_below_it() {
+        let o = Outline::new(batch(2, 2), vec![]);
+        // The chunks are batch's own work, folded into the root; each row is the worker's,
+        // each INSERT db's.
+        assert_eq!(
+            names_in(&o, &o.rows(None, 0, 100, Tree::Services), Tree::Services),
+            [
+                "import",
+                "  row",
+                "    INSERT +",
+                "  row",
+                "    INSERT +",
+                "  row",
+                "    INSERT +",
+                "  row",
+                "    INSERT +"
+            ]
+        );
+        let root = o.trace.roots[0];
+        assert_eq!(o.children(root, Tree::Services).len(), 4);
+        assert_eq!(o.children(root, Tree::Spans).len(), 2);
+        // Cut lists and the budget work as over all spans.
+        let rows = o.rows(Some(root), 1, 2, Tree::Services);
+        assert!(
+            matches!(
+                rows.last(),
+                Some(Row::More {
+                    from: 3,
+                    count: 1,
+                    ..
+                })
+            ),
+            "{rows:?}"
+        );
     }
 
     #[test]
@@ -478,9 +590,9 @@ mod tests {
                 1_000_000 - d,
             );
         }
-        let o = Outline::new(b.trace());
+        let o = Outline::new(b.trace(), vec![]);
         assert_eq!(o.summary().depth, 200_000);
         assert_eq!(o.subtrees[o.trace.roots[0]].spans, 200_000);
-        assert_eq!(o.rows(None, 0, 50).len(), 50);
+        assert_eq!(o.rows(None, 0, 50, Tree::Spans).len(), 50);
     }
 }

@@ -6,18 +6,20 @@
 //!
 //! Parameters: `adjust` (`skew` or `none`), `whole` (default 0: always an outline; at most
 //! `--max-answer-spans`), `rows` (default 2000, at most 10 000), `under` (a span id),
-//! `from` (a count).
+//! `from` (a count), `tree` (`spans`, or `services`: collapsed to services, a span's
+//! children the spans below it where another service's work begins), `reuse=1`.
 //!
 //! Reading a trace of a million spans takes seconds, so the last outlined trace is kept
 //! (one at a time, for five minutes) for the rows asked under it. An answer without
-//! `under` always reads the trace again: a trace still growing is seen as it is now.
+//! `under` reads the trace again (a trace still growing is seen as it is now) unless
+//! `reuse=1` (the page switching how it cuts the tree).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::{Path, RawQuery, State};
 use axum::Json;
-use causeway_analysis::outline::{Outline, Row};
+use causeway_analysis::outline::{Outline, Row, Tree};
 use causeway_analysis::skew;
 use causeway_model::{SpanId, Trace, TraceId};
 use serde_json::{json, Value};
@@ -78,11 +80,20 @@ pub(crate) async fn outline(
     let under: Option<SpanId> = param(&params, "under")
         .map(|u| u.parse().map_err(|e| bad("under", format!("{e}"))))
         .transpose()?;
+    let tree = match param(&params, "tree") {
+        None | Some("spans") => Tree::Spans,
+        Some("services") => Tree::Services,
+        Some(v) => return Err(bad("tree", format!("{v:?} is not spans or services"))),
+    };
+    let reuse = under.is_some() || param(&params, "reuse") == Some("1");
     let state2 = state.clone();
     let body = blocking(move || {
-        if let Some(u) = under {
+        if reuse {
             if let Some(kept) = state2.last_outline.get(id, adjust) {
-                return rows_under(&kept, u, from, budget);
+                return Ok(match under {
+                    Some(u) => rows_under(&kept, u, from, budget, tree)?,
+                    None => first_body(&kept, budget, from, tree),
+                });
             }
         }
         let Some(t) = causeway_store::linked::joined_trace(&*state2.store, id)? else {
@@ -92,16 +103,16 @@ pub(crate) async fn outline(
             return Ok(whole_body(t, adjust));
         }
         let (trace, offsets) = if adjust {
-            let corrected = skew::correct(&t);
+            let corrected = skew::correct_owned(t);
             (corrected.trace, corrected.offsets)
         } else {
             (t, Vec::new())
         };
-        let outline = Arc::new(Outline::new(trace));
+        let outline = Arc::new(Outline::new(trace, offsets));
         state2.last_outline.keep(id, adjust, outline.clone());
         match under {
-            None => Ok(first_body(&outline, &offsets, budget)),
-            Some(u) => rows_under(&outline, u, from, budget),
+            None => Ok(first_body(&outline, budget, from, tree)),
+            Some(u) => rows_under(&outline, u, from, budget, tree),
         }
     })
     .await?;
@@ -109,7 +120,13 @@ pub(crate) async fn outline(
 }
 
 /// The rows under span `under`, its children from the `from`th on.
-fn rows_under(o: &Outline, under: SpanId, from: usize, budget: usize) -> Result<Value, ApiError> {
+fn rows_under(
+    o: &Outline,
+    under: SpanId,
+    from: usize,
+    budget: usize,
+    tree: Tree,
+) -> Result<Value, ApiError> {
     let index = o.trace.index_of(under).ok_or_else(|| {
         ApiError::NotFound(format!(
             "span {under} not found in trace {}",
@@ -118,7 +135,7 @@ fn rows_under(o: &Outline, under: SpanId, from: usize, budget: usize) -> Result<
     })?;
     Ok(json!({
         "spanCount": o.trace.spans.len(),
-        "rows": rows_json(o, &o.rows(Some(index), from, budget)),
+        "rows": rows_json(o, &o.rows(Some(index), from, budget, tree), tree),
     }))
 }
 
@@ -139,14 +156,14 @@ fn whole_body(t: Trace, adjust: bool) -> Value {
 }
 
 /// The outline's first answer: the summary, the critical path's first steps, the rows
-/// from the roots.
-fn first_body(o: &Outline, offsets: &[skew::ClockOffset], budget: usize) -> Value {
+/// from the roots (the `from`th on).
+fn first_body(o: &Outline, budget: usize, from: usize, tree: Tree) -> Value {
     let root = causeway_analysis::main_root(&o.trace);
     json!({
         "traceId": o.trace.trace_id,
         "spanCount": o.trace.spans.len(),
         "summary": o.summary(),
-        "clockOffsets": offsets,
+        "clockOffsets": o.offsets,
         "criticalPath": {
             "rootSpanId": root.map(|r| o.trace.spans[r].span_id),
             "durationNs": root.map_or(0, |r| o.trace.spans[r].duration()),
@@ -159,11 +176,11 @@ fn first_body(o: &Outline, offsets: &[skew::ClockOffset], budget: usize) -> Valu
                 "name": o.trace.spans[s.span].name,
             })).collect::<Vec<_>>(),
         },
-        "rows": rows_json(o, &o.rows(None, 0, budget)),
+        "rows": rows_json(o, &o.rows(None, from, budget, tree), tree),
     })
 }
 
-fn rows_json(o: &Outline, rows: &[Row]) -> Vec<Value> {
+fn rows_json(o: &Outline, rows: &[Row], tree: Tree) -> Vec<Value> {
     let t = &o.trace;
     rows.iter()
         .map(|r| match *r {
@@ -171,9 +188,9 @@ fn rows_json(o: &Outline, rows: &[Row]) -> Vec<Value> {
                 let below = o.subtrees[index];
                 json!({
                     "span": t.spans[index],
-                    "depth": o.depths[index],
+                    "depth": o.depth(index, tree),
                     "open": open,
-                    "children": t.children[index].len(),
+                    "children": o.children(index, tree).len(),
                     "descendants": below.spans - 1,
                     "subtreeEnd": below.end,
                     "subtreeErrors": below.errors,
@@ -187,7 +204,7 @@ fn rows_json(o: &Outline, rows: &[Row]) -> Vec<Value> {
                 "more": count,
                 "from": from,
                 "parent": parent.map(|p| t.spans[p].span_id),
-                "depth": parent.map_or(0, |p| o.depths[p] + 1),
+                "depth": parent.map_or(0, |p| o.depth(p, tree) + 1),
             }),
         })
         .collect()
